@@ -1,0 +1,148 @@
+"""Public API: exact inference on dense first-order chains.
+
+Factorization: for sequence b of length n = lengths[b] a label path y scores
+
+    s(y) = start[y₁] + Σₜ emissions[b, t, yₜ] + Σₜ₌₂ⁿ transitions[yₜ₋₁, yₜ] + end[yₙ],
+
+p(y) = exp(s(y) − log Z). Arguments shared by every function:
+
+emissions : (B, L, K) log-potentials (float64 by default; float32 and ints accepted,
+            computed in float64). −inf entries are hard constraints.
+transitions : (K, K) log-potentials, transitions[i, j] for label i followed by j.
+start, end : optional (K,) log-potentials for the first and last label (default 0).
+lengths : optional (B,) ints in [1, L] for ragged batches (default: all L).
+allowed : optional boolean (B, L, K); False forbids a label at a position
+          (constrained or partial-label decoding).
+
+A sequence with no allowed path has log Z = −inf, Viterbi score −inf and path
+−1, and triggers a :class:`NoPathWarning`. Outputs past each sequence's length
+are padded (paths with −1, marginals with 0).
+
+The algorithms are documented in :mod:`varorder.engine.chain` (Rabiner 1989;
+Lafferty, McCallum & Pereira 2001; Seshadri & Sundberg 1994).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from varorder.engine import chain as _engine
+from varorder.engine.semiring import SEMIRINGS
+
+__all__ = [
+    "NoPathWarning",
+    "log_partition",
+    "viterbi",
+    "marginals",
+    "sample",
+    "kbest",
+    "entropy",
+    "forward",
+    "path_score",
+]
+
+
+class NoPathWarning(RuntimeWarning):
+    """Some sequence in the batch has no path of finite score (log Z = −inf)."""
+
+
+def _warn_if_impossible(logz: np.ndarray) -> None:
+    bad = np.flatnonzero(np.isneginf(logz))
+    if bad.size:
+        warnings.warn(
+            f"{bad.size} sequence(s) have no allowed path (log Z = -inf), first index {bad[0]}",
+            NoPathWarning,
+            stacklevel=3,
+        )
+
+
+def log_partition(emissions, transitions, start=None, end=None, lengths=None, allowed=None) -> np.ndarray:
+    """log Z of each sequence, shape (B,)."""
+    ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
+    logz = _engine.log_partition(ci)
+    _warn_if_impossible(logz)
+    return logz
+
+
+def forward(emissions, transitions, start=None, end=None, lengths=None, allowed=None,
+            semiring: str = "log") -> np.ndarray:
+    """⊕ over all paths in a named semiring ("log" → log Z, "max" → best score), shape (B,)."""
+    if semiring not in SEMIRINGS:
+        raise ValueError(f"semiring must be one of {sorted(SEMIRINGS)}, got {semiring!r}")
+    ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
+    return _engine.forward_values(ci, SEMIRINGS[semiring])
+
+
+def viterbi(emissions, transitions, start=None, end=None, lengths=None, allowed=None):
+    """Best path per sequence: (paths (B, L) int64 with −1 past each length, scores (B,))."""
+    ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
+    paths, scores = _engine.viterbi(ci)
+    _warn_if_impossible(scores)
+    return paths, scores
+
+
+def marginals(emissions, transitions, start=None, end=None, lengths=None, allowed=None, edges: bool = True):
+    """Posterior marginals: (node (B, L, K), edge (B, L−1, K, K)).
+
+    node[b, t, j] = p(yₜ = j); edge[b, t, i, j] = p(yₜ = i, yₜ₊₁ = j).
+    With ``edges=False`` the edge array (which needs B·L·K² floats) is not
+    built and None is returned in its place.
+    """
+    ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
+    node, edge, logz = _engine.marginals(ci, edges=edges)
+    _warn_if_impossible(logz)
+    return node, edge
+
+
+def sample(emissions, transitions, start=None, end=None, lengths=None, allowed=None, n: int = 1, seed=None):
+    """n exact samples per sequence: int64 array (B, n, L), −1 past each length.
+
+    Forward filtering, backward sampling; ``seed`` makes the draw reproducible.
+    """
+    ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
+    paths = _engine.sample(ci, n, seed)
+    if (paths[:, 0, 0] < 0).any():
+        warnings.warn("some sequence(s) have no allowed path; their samples are -1", NoPathWarning, stacklevel=2)
+    return paths
+
+
+def kbest(emissions, transitions, start=None, end=None, lengths=None, allowed=None, k: int = 1):
+    """The k best paths, best first: (paths (B, k, L), scores (B, k)).
+
+    Where a sequence has fewer than k finite-score paths the remaining rows are
+    −1 with score −inf.
+    """
+    ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
+    paths, scores = _engine.kbest(ci, k)
+    _warn_if_impossible(scores[:, 0])
+    return paths, scores
+
+
+def entropy(emissions, transitions, start=None, end=None, lengths=None, allowed=None) -> np.ndarray:
+    """Entropy (nats) of each sequence's path distribution, shape (B,); NaN where log Z = −inf."""
+    ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
+    h = _engine.entropy(ci)
+    if np.isnan(h).any():
+        warnings.warn(f"{int(np.isnan(h).sum())} sequence(s) have no allowed path; entropy is NaN",
+                      NoPathWarning, stacklevel=2)
+    return h
+
+
+def path_score(emissions, transitions, paths, start=None, end=None, lengths=None) -> np.ndarray:
+    """Score s(y) of given paths (B, L) (entries past each length ignored), shape (B,)."""
+    ci = _engine.prepare(emissions, transitions, start, end, lengths)
+    paths = np.asarray(paths)
+    B, L, K = ci.shape
+    if paths.shape != (B, L):
+        raise ValueError(f"paths must have shape ({B}, {L}), got {paths.shape}")
+    out = np.empty(B)
+    for b in range(B):
+        n = ci.lengths[b]
+        y = paths[b, :n]
+        if ((y < 0) | (y >= K)).any():
+            raise ValueError(f"paths[{b}] has labels outside [0, {K}) within its length")
+        out[b] = (ci.start[y[0]] + ci.emissions[b, np.arange(n), y].sum()
+                  + ci.transitions[y[:-1], y[1:]].sum() + ci.end[y[-1]])
+    return out

@@ -1,0 +1,1 @@
+"""The one dynamic-programming engine: semirings, dense-chain and lattice kernels."""

@@ -1,0 +1,657 @@
+"""Exact inference on dense first-order chains (linear-chain CRFs, HMMs, MEMMs).
+
+Factorization. A batch holds B sequences over K labels, padded to length L.
+For sequence b with length n = lengths[b], a path y₁ … yₙ scores
+
+    s(y) = start[y₁] + Σₜ emissions[b, t, yₜ] + Σₜ₌₂ⁿ transitions[yₜ₋₁, yₜ] + end[yₙ]
+
+and p(y) = exp(s(y) − log Z). Labels forbidden by ``allowed`` get −inf
+emissions; any −inf potential is a hard zero. A sequence with no finite path
+has log Z = −inf (never NaN); ``viterbi`` returns score −inf and path −1.
+
+Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
+
+* forward/backward in any log-domain semiring from
+  :mod:`varorder.engine.semiring` (one kernel, specialised per ⊕);
+* for the LOG semiring a faster *scaled* exp-space recursion (as in CRFsuite
+  and hmmlearn's "scaling" implementation): transitions are exponentiated once
+  per call, column-shifted so every column's largest entry is 1, and each step
+  is a K×K multiply–add followed by renormalisation. Each step checks a lower
+  bound on the smallest product it forms; if that bound could underflow
+  (potentials with a dynamic range of hundreds of nats) the sequence is redone
+  in the log-space kernel, so the fast path never trades accuracy for speed;
+* Viterbi is the MAX-semiring forward pass; the path is recovered by
+  re-maximising one column per position, so no back-pointer table is stored;
+* k-best is list Viterbi (Seshadri & Sundberg 1994): a sorted top-k list per
+  (position, label);
+* sampling is forward filtering, backward sampling with uniforms drawn from a
+  seeded NumPy generator, so results do not depend on thread scheduling;
+* entropy is log Z − E[s(y)], the expectation taken with the marginals.
+
+Kernels run one sequence per Numba ``prange`` iteration.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from varorder.engine.semiring import LOG, MAX, Semiring, log_plus, max_plus
+from varorder.engine.validate import as_potentials, check_int_at_least, first_index
+
+__all__ = [
+    "ChainInput",
+    "prepare",
+    "log_partition",
+    "viterbi",
+    "marginals",
+    "sample",
+    "kbest",
+    "entropy",
+    "forward_values",
+]
+
+NEG_INF = -np.inf
+# Products below this bound are treated as a potential underflow: the scaled
+# recursion stops and the sequence is redone in log space.
+_TINY = 1e-280
+
+
+# ---------------------------------------------------------------------------
+# input preparation
+# ---------------------------------------------------------------------------
+
+
+class ChainInput:
+    """Validated, float64, C-contiguous chain potentials (``allowed`` folded in)."""
+
+    __slots__ = ("emissions", "transitions", "start", "end", "lengths")
+
+    def __init__(self, emissions, transitions, start, end, lengths):
+        self.emissions = emissions
+        self.transitions = transitions
+        self.start = start
+        self.end = end
+        self.lengths = lengths
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        return self.emissions.shape
+
+
+def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=None) -> ChainInput:
+    """Validate chain arguments; raise ValueError naming the offending argument."""
+    E = as_potentials("emissions", emissions, (None, None, None))
+    B, L, K = E.shape
+    if L < 1:
+        raise ValueError(f"emissions must have at least one position (L >= 1), got shape {E.shape}")
+    if K < 1:
+        raise ValueError(f"emissions must have at least one label (K >= 1), got shape {E.shape}")
+    T = as_potentials("transitions", transitions, (K, K))
+    S = np.zeros(K) if start is None else as_potentials("start", start, (K,))
+    F = np.zeros(K) if end is None else as_potentials("end", end, (K,))
+    if lengths is None:
+        n = np.full(B, L, dtype=np.int64)
+    else:
+        raw = np.asarray(lengths)
+        if raw.shape != (B,):
+            raise ValueError(f"lengths must have shape ({B},), got {raw.shape}")
+        if raw.size and not np.issubdtype(raw.dtype, np.integer):
+            if not np.all(np.isfinite(raw)) or not np.all(raw == np.round(raw)):
+                raise ValueError(f"lengths must hold integers, got dtype {raw.dtype}")
+        n = raw.astype(np.int64)
+        bad = (n < 1) | (n > L)
+        if bad.any():
+            b = first_index(bad)[0]
+            raise ValueError(f"lengths[{b}] = {n[b]} is out of range: must be in [1, {L}]")
+    if allowed is not None:
+        mask = np.asarray(allowed)
+        if mask.dtype != np.bool_:
+            raise ValueError(f"allowed must be a boolean array, got dtype {mask.dtype}")
+        if mask.shape != E.shape:
+            raise ValueError(f"allowed must have shape {E.shape} like emissions, got {mask.shape}")
+        E = np.where(mask, E, NEG_INF)
+    return ChainInput(E, T, S, F, n)
+
+
+def _exp_transitions(T: np.ndarray):
+    """Column-shifted exp(T): returns (expT, colmax, smallest nonzero entry)."""
+    colmax = T.max(axis=0)
+    colmax = np.where(np.isfinite(colmax), colmax, 0.0)
+    expT = np.exp(T - colmax[None, :])
+    nz = expT[expT > 0]
+    min_nz = float(nz.min()) if nz.size else 1.0
+    return np.ascontiguousarray(expT), np.ascontiguousarray(colmax), min_nz
+
+
+# ---------------------------------------------------------------------------
+# semiring-generic kernels (one definition, specialised per ⊕)
+# ---------------------------------------------------------------------------
+
+
+def make_chain_forward(plus):
+    """Forward pass of one sequence in the semiring whose ⊕ is ``plus``.
+
+    Fills ``alpha[t, j]`` = ⊕ over prefixes ending in label j at position t of
+    their score (start and emissions included); returns ⊕ⱼ alpha[n−1, j] + end[j].
+    """
+
+    @nb.njit(cache=True)
+    def forward(E, T, start, end, n, alpha):
+        K = E.shape[1]
+        acc = np.empty(K)
+        for j in range(K):
+            alpha[0, j] = start[j] + E[0, j]
+        for t in range(1, n):
+            for j in range(K):
+                acc[j] = NEG_INF
+            for i in range(K):
+                ai = alpha[t - 1, i]
+                if ai == NEG_INF:
+                    continue
+                for j in range(K):
+                    acc[j] = plus(acc[j], ai + T[i, j])
+            for j in range(K):
+                alpha[t, j] = acc[j] + E[t, j]
+        total = NEG_INF
+        for j in range(K):
+            total = plus(total, alpha[n - 1, j] + end[j])
+        return total
+
+    return forward
+
+
+def make_chain_backward(plus):
+    """Backward pass: ``beta[t, i]`` = ⊕ over suffixes after label i at t (end included)."""
+
+    @nb.njit(cache=True)
+    def backward(E, T, end, n, beta):
+        K = E.shape[1]
+        for i in range(K):
+            beta[n - 1, i] = end[i]
+        for t in range(n - 1, 0, -1):
+            for i in range(K):
+                acc = NEG_INF
+                for j in range(K):
+                    acc = plus(acc, T[i, j] + E[t, j] + beta[t, j])
+                beta[t - 1, i] = acc
+        return 0.0
+
+    return backward
+
+
+_log_forward = make_chain_forward(log_plus)
+_max_forward = make_chain_forward(max_plus)
+_log_backward = make_chain_backward(log_plus)
+_FORWARDS = {"log": _log_forward, "max": _max_forward}
+
+
+def make_forward_batch(forward):
+    @nb.njit(cache=True, parallel=True)
+    def run(E, T, start, end, lengths):
+        B, L, K = E.shape
+        out = np.empty(B)
+        for b in nb.prange(B):
+            alpha = np.empty((L, K))
+            out[b] = forward(E[b], T, start, end, lengths[b], alpha)
+        return out
+
+    return run
+
+
+_FORWARD_BATCH = {name: make_forward_batch(fn) for name, fn in _FORWARDS.items()}
+
+
+# ---------------------------------------------------------------------------
+# scaled exp-space kernels (LOG semiring fast path)
+# ---------------------------------------------------------------------------
+
+
+@nb.njit(cache=True)
+def _scaled_forward(E, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift):
+    """Scaled forward of one sequence; returns (log Z, ok).
+
+    On return a[t] ∝ alpha[t] (normalised), ev[t, j] = exp(E'[t, j] − shift[t])
+    where E' folds start (t = 0) or the column shift (t > 0) into the emissions.
+    ok = False means a possible underflow was detected: redo in log space.
+    """
+    K = E.shape[1]
+    acc = np.empty(K)
+    # position 0
+    m = NEG_INF
+    for j in range(K):
+        w = start[j] + E[0, j]
+        if w > m:
+            m = w
+    if m == NEG_INF:
+        return NEG_INF, True
+    s = 0.0
+    for j in range(K):
+        v = np.exp(start[j] + E[0, j] - m)
+        ev[0, j] = v
+        a[0, j] = v
+        s += v
+    shift[0] = m
+    logc = m + np.log(s)
+    inv = 1.0 / s
+    for j in range(K):
+        a[0, j] *= inv
+    for t in range(1, n):
+        m = NEG_INF
+        for j in range(K):
+            w = E[t, j] + colmax[j]
+            if w > m:
+                m = w
+        if m == NEG_INF:
+            return NEG_INF, True
+        shift[t] = m
+        ev_min = np.inf
+        for j in range(K):
+            v = np.exp(E[t, j] + colmax[j] - m)
+            ev[t, j] = v
+            if v > 0.0 and v < ev_min:
+                ev_min = v
+            acc[j] = 0.0
+        a_min = np.inf
+        for i in range(K):
+            ai = a[t - 1, i]
+            if ai == 0.0:
+                continue
+            if ai < a_min:
+                a_min = ai
+            for j in range(K):
+                acc[j] += ai * expT[i, j]
+        if a_min * min_expT * ev_min < _TINY:
+            return NEG_INF, False
+        s = 0.0
+        for j in range(K):
+            v = acc[j] * ev[t, j]
+            a[t, j] = v
+            s += v
+        if s == 0.0:
+            return NEG_INF, False
+        inv = 1.0 / s
+        for j in range(K):
+            a[t, j] *= inv
+        logc += m + np.log(s)
+    s = 0.0
+    a_min = np.inf
+    for j in range(K):
+        v = a[n - 1, j]
+        if v > 0.0 and v < a_min:
+            a_min = v
+        s += v * exp_end[j]
+    if a_min * min_exp_end < _TINY or s == 0.0:
+        return NEG_INF, False
+    return logc + end_shift + np.log(s), True
+
+
+@nb.njit(cache=True)
+def _scaled_backward(expT, min_expT, exp_end, n, ev, bb):
+    """Scaled backward of one sequence: bb[t] ∝ beta[t]. Returns ok (False = redo in log space)."""
+    K = expT.shape[0]
+    tmp = np.empty(K)
+    s = 0.0
+    for j in range(K):
+        bb[n - 1, j] = exp_end[j]
+        s += exp_end[j]
+    for j in range(K):
+        bb[n - 1, j] /= s
+    for t in range(n - 1, 0, -1):
+        w_min = np.inf
+        for j in range(K):
+            w = ev[t, j] * bb[t, j]
+            tmp[j] = w
+            if w > 0.0 and w < w_min:
+                w_min = w
+        if w_min * min_expT < _TINY:
+            return False
+        s = 0.0
+        for i in range(K):
+            acc = 0.0
+            for j in range(K):
+                acc += expT[i, j] * tmp[j]
+            bb[t - 1, i] = acc
+            s += acc
+        if s == 0.0:
+            return False
+        inv = 1.0 / s
+        for i in range(K):
+            bb[t - 1, i] *= inv
+    return True
+
+
+@nb.njit(cache=True, parallel=True)
+def _logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift):
+    B, L, K = E.shape
+    out = np.empty(B)
+    for b in nb.prange(B):
+        n = lengths[b]
+        a = np.empty((n, K))
+        ev = np.empty((n, K))
+        shift = np.empty(n)
+        z, ok = _scaled_forward(
+            E[b], expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift
+        )
+        if not ok:
+            z = _log_forward(E[b], T, start, end, n, a)
+        out[b] = z
+    return out
+
+
+# ---------------------------------------------------------------------------
+# marginals and expected transition score
+# ---------------------------------------------------------------------------
+
+
+@nb.njit(cache=True)
+def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
+                   node, edge, want_edges, want_texp):
+    """Node (and optionally edge) marginals of one sequence.
+
+    Returns (log Z, E[Σₜ transitions[yₜ₋₁, yₜ]]) — the second only if want_texp.
+    """
+    K = E.shape[1]
+    a = np.empty((n, K))
+    ev = np.empty((n, K))
+    shift = np.empty(n)
+    z, ok = _scaled_forward(E, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift)
+    texp = 0.0
+    if ok and z == NEG_INF:
+        return z, texp
+    bb = np.empty((n, K))
+    if ok:
+        ok = _scaled_backward(expT, min_expT, exp_end, n, ev, bb)
+    if ok:
+        for t in range(n):
+            s = 0.0
+            for j in range(K):
+                v = a[t, j] * bb[t, j]
+                node[t, j] = v
+                s += v
+            inv = 1.0 / s
+            for j in range(K):
+                node[t, j] *= inv
+        if want_edges or want_texp:
+            xi = np.empty((K, K))
+            for t in range(1, n):
+                s = 0.0
+                for i in range(K):
+                    ai = a[t - 1, i]
+                    for j in range(K):
+                        v = ai * expT[i, j] * ev[t, j] * bb[t, j]
+                        xi[i, j] = v
+                        s += v
+                inv = 1.0 / s
+                for i in range(K):
+                    for j in range(K):
+                        v = xi[i, j] * inv
+                        if want_edges:
+                            edge[t - 1, i, j] = v
+                        if want_texp and v > 0.0:
+                            texp += v * T[i, j]
+        return z, texp
+    # robust log-space path
+    z = _log_forward(E, T, start, end, n, a)
+    if z == NEG_INF:
+        return z, texp
+    _log_backward(E, T, end, n, bb)
+    for t in range(n):
+        for j in range(K):
+            node[t, j] = np.exp(a[t, j] + bb[t, j] - z)
+    if want_edges or want_texp:
+        for t in range(1, n):
+            for i in range(K):
+                ai = a[t - 1, i]
+                for j in range(K):
+                    v = np.exp(ai + T[i, j] + E[t, j] + bb[t, j] - z)
+                    if want_edges:
+                        edge[t - 1, i, j] = v
+                    if want_texp and v > 0.0:
+                        texp += v * T[i, j]
+    return z, texp
+
+
+@nb.njit(cache=True, parallel=True)
+def _marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
+                      node, edge, want_edges):
+    B, L, K = E.shape
+    logz = np.empty(B)
+    dummy = np.zeros((0, K, K))
+    for b in nb.prange(B):
+        eb = edge[b] if want_edges else dummy
+        z, _ = _marginals_one(E[b], T, start, end, lengths[b], expT, colmax, min_expT, exp_end,
+                              min_exp_end, end_shift, node[b], eb, want_edges, False)
+        logz[b] = z
+    return logz
+
+
+@nb.njit(cache=True, parallel=True)
+def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift):
+    B, L, K = E.shape
+    out = np.empty(B)
+    dummy = np.zeros((0, K, K))
+    for b in nb.prange(B):
+        n = lengths[b]
+        node = np.zeros((n, K))
+        z, texp = _marginals_one(E[b], T, start, end, n, expT, colmax, min_expT, exp_end,
+                                 min_exp_end, end_shift, node, dummy, False, True)
+        if z == NEG_INF:
+            out[b] = np.nan
+            continue
+        escore = texp
+        for t in range(n):
+            for j in range(K):
+                p = node[t, j]
+                if p > 0.0:
+                    escore += p * E[b, t, j]
+                    if t == 0:
+                        escore += p * start[j]
+                    if t == n - 1:
+                        escore += p * end[j]
+        h = z - escore
+        out[b] = h if h > 0.0 else 0.0
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Viterbi, k-best, sampling
+# ---------------------------------------------------------------------------
+
+
+@nb.njit(cache=True, parallel=True)
+def _viterbi_kernel(E, T, start, end, lengths):
+    B, L, K = E.shape
+    paths = np.full((B, L), -1, dtype=np.int64)
+    scores = np.empty(B)
+    for b in nb.prange(B):
+        n = lengths[b]
+        delta = np.empty((n, K))
+        best = _max_forward(E[b], T, start, end, n, delta)
+        scores[b] = best
+        if best == NEG_INF:
+            continue
+        y = 0
+        top = NEG_INF
+        for j in range(K):
+            v = delta[n - 1, j] + end[j]
+            if v > top:
+                top = v
+                y = j
+        paths[b, n - 1] = y
+        for t in range(n - 1, 0, -1):
+            top = NEG_INF
+            arg = 0
+            for i in range(K):
+                v = delta[t - 1, i] + T[i, y]
+                if v > top:
+                    top = v
+                    arg = i
+            y = arg
+            paths[b, t - 1] = y
+    return paths, scores
+
+
+@nb.njit(cache=True)
+def _top_k(cand, k):
+    """Indices of the k largest finite entries of cand, best first (stable); −1 pads."""
+    order = np.argsort(-cand, kind="mergesort")
+    out = np.full(k, -1, dtype=np.int64)
+    for r in range(min(k, cand.shape[0])):
+        idx = order[r]
+        if cand[idx] == NEG_INF:
+            break
+        out[r] = idx
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _kbest_kernel(E, T, start, end, lengths, k):
+    B, L, K = E.shape
+    paths = np.full((B, k, L), -1, dtype=np.int64)
+    scores = np.full((B, k), NEG_INF)
+    for b in nb.prange(B):
+        n = lengths[b]
+        sc = np.full((n, K, k), NEG_INF)
+        bp = np.full((n, K, k), -1, dtype=np.int64)  # encodes prev_label * k + prev_rank
+        for j in range(K):
+            sc[0, j, 0] = start[j] + E[b, 0, j]
+        cand = np.empty(K * k)
+        for t in range(1, n):
+            for j in range(K):
+                if E[b, t, j] == NEG_INF:
+                    continue
+                for i in range(K):
+                    for r in range(k):
+                        cand[i * k + r] = sc[t - 1, i, r] + T[i, j]
+                top = _top_k(cand, k)
+                for r in range(k):
+                    idx = top[r]
+                    if idx < 0:
+                        break
+                    sc[t, j, r] = cand[idx] + E[b, t, j]
+                    bp[t, j, r] = idx
+        for j in range(K):
+            for r in range(k):
+                cand[j * k + r] = sc[n - 1, j, r] + end[j]
+        top = _top_k(cand, k)
+        for r in range(k):
+            idx = top[r]
+            if idx < 0:
+                break
+            scores[b, r] = cand[idx]
+            j = idx // k
+            rank = idx % k
+            for t in range(n - 1, -1, -1):
+                paths[b, r, t] = j
+                if t > 0:
+                    prev = bp[t, j, rank]
+                    j = prev // k
+                    rank = prev % k
+    return paths, scores
+
+
+@nb.njit(cache=True)
+def _draw(weights, u):
+    """Index i with probability weights[i] / Σ weights, by inverse CDF at u ∈ [0, 1)."""
+    total = 0.0
+    for i in range(weights.shape[0]):
+        total += weights[i]
+    target = u * total
+    c = 0.0
+    last = -1
+    for i in range(weights.shape[0]):
+        if weights[i] > 0.0:
+            last = i
+            c += weights[i]
+            if target < c:
+                return i
+    return last
+
+
+@nb.njit(cache=True, parallel=True)
+def _sample_kernel(E, T, start, end, lengths, uniforms):
+    B, L, K = E.shape
+    n_samples = uniforms.shape[1]
+    paths = np.full((B, n_samples, L), -1, dtype=np.int64)
+    for b in nb.prange(B):
+        n = lengths[b]
+        alpha = np.empty((n, K))
+        z = _log_forward(E[b], T, start, end, n, alpha)
+        if z == NEG_INF:
+            continue
+        w = np.empty(K)
+        for s in range(n_samples):
+            for j in range(K):
+                w[j] = np.exp(alpha[n - 1, j] + end[j] - z)
+            y = _draw(w, uniforms[b, s, n - 1])
+            paths[b, s, n - 1] = y
+            for t in range(n - 1, 0, -1):
+                m = NEG_INF
+                for i in range(K):
+                    v = alpha[t - 1, i] + T[i, y]
+                    w[i] = v
+                    if v > m:
+                        m = v
+                for i in range(K):
+                    w[i] = np.exp(w[i] - m)
+                y = _draw(w, uniforms[b, s, t - 1])
+                paths[b, s, t - 1] = y
+    return paths
+
+
+# ---------------------------------------------------------------------------
+# public operations on a prepared ChainInput
+# ---------------------------------------------------------------------------
+
+
+def _scaling(ci: ChainInput):
+    expT, colmax, min_expT = _exp_transitions(ci.transitions)
+    end_shift = float(ci.end.max()) if np.isfinite(ci.end.max()) else 0.0
+    exp_end = np.exp(ci.end - end_shift)
+    nz = exp_end[exp_end > 0]
+    min_exp_end = float(nz.min()) if nz.size else 1.0
+    return expT, colmax, min_expT, exp_end, min_exp_end, end_shift
+
+
+def forward_values(ci: ChainInput, semiring: Semiring = LOG) -> np.ndarray:
+    """⊕ over all paths of each sequence, with the generic (log-space) kernel."""
+    return _FORWARD_BATCH[semiring.name](ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths)
+
+
+def log_partition(ci: ChainInput) -> np.ndarray:
+    expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
+    return _logz_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
+                        min_expT, exp_end, min_exp_end, end_shift)
+
+
+def viterbi(ci: ChainInput):
+    return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths)
+
+
+def marginals(ci: ChainInput, edges: bool = True):
+    B, L, K = ci.shape
+    node = np.zeros((B, L, K))
+    edge = np.zeros((B, max(L - 1, 0), K, K)) if edges else np.zeros((B, 0, K, K))
+    expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
+    logz = _marginals_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
+                             min_expT, exp_end, min_exp_end, end_shift, node, edge, edges)
+    return node, (edge if edges else None), logz
+
+
+def entropy(ci: ChainInput) -> np.ndarray:
+    expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
+    return _entropy_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
+                           min_expT, exp_end, min_exp_end, end_shift)
+
+
+def kbest(ci: ChainInput, k: int):
+    k = check_int_at_least("k", k, 1)
+    return _kbest_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, k)
+
+
+def sample(ci: ChainInput, n: int, seed=None):
+    n = check_int_at_least("n", n, 1)
+    B, L, _ = ci.shape
+    uniforms = np.random.default_rng(seed).random((B, n, L))
+    return _sample_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, uniforms)
