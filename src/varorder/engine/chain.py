@@ -396,15 +396,40 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
     if z == NEG_INF:
         return z, texp
     _log_backward(E, T, end, n, bb)
+    # Normalising per position (rather than subtracting the global log Z)
+    # keeps rounding drift of long log-space recursions out of the marginals.
     for t in range(n):
+        m = NEG_INF
         for j in range(K):
-            node[t, j] = np.exp(a[t, j] + bb[t, j] - z)
+            v = a[t, j] + bb[t, j]
+            if v > m:
+                m = v
+        s = 0.0
+        for j in range(K):
+            v = np.exp(a[t, j] + bb[t, j] - m)
+            node[t, j] = v
+            s += v
+        for j in range(K):
+            node[t, j] /= s
     if want_edges or want_texp:
+        xi = np.empty((K, K))
         for t in range(1, n):
+            m = NEG_INF
             for i in range(K):
-                ai = a[t - 1, i]
                 for j in range(K):
-                    v = np.exp(ai + T[i, j] + E[t, j] + bb[t, j] - z)
+                    v = a[t - 1, i] + T[i, j] + E[t, j] + bb[t, j]
+                    xi[i, j] = v
+                    if v > m:
+                        m = v
+            s = 0.0
+            for i in range(K):
+                for j in range(K):
+                    v = np.exp(xi[i, j] - m)
+                    xi[i, j] = v
+                    s += v
+            for i in range(K):
+                for j in range(K):
+                    v = xi[i, j] / s
                     if want_edges:
                         edge[t - 1, i, j] = v
                     if want_texp and v > 0.0:

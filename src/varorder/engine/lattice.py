@@ -1,0 +1,231 @@
+"""Exact inference on position-indexed acyclic lattices.
+
+Factorization. A lattice has nodes 0 … N−1 with positions p(v) (node 0, the
+root, is the only node at position 0) and arcs a = (source, target, label,
+weight) with p(target) = p(source) + 1. A path is a sequence of arcs from the
+root to a node v with a finite final weight; its label sequence has length
+p(v) and its score is Σ weight(a) + final(v). p(path) = exp(score − log Z).
+
+Every builder in varorder produces this structure: dense chains
+(:meth:`varorder.lattice.Lattice.from_chain`), variable-order context sets
+(RCMS, Steinhardt & Liang 2015), q-automata unrolled over positions (Carter,
+Dymetman & Bouchard 2012), alignment lattices (Vogel et al. 1996).
+
+Storage is flat arrays; arcs are indexed twice in CSR form (by target for the
+forward pass, by source for the backward pass). Node ids must be in
+topological (position) order, so each pass is one sweep over nodes.
+
+Algorithms: semiring-generic forward and backward (⊕ from
+:mod:`varorder.engine.semiring`); Viterbi as the MAX forward plus a re-maximising
+backtrack; k-best as a top-k list per node; sampling by backward sampling over
+forward values with externally drawn uniforms; entropy as log Z − E[score].
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from varorder.engine.semiring import log_plus, max_plus
+
+NEG_INF = -np.inf
+
+
+def make_lattice_forward(plus):
+    """alpha[v] = ⊕ over root→v arc paths of their weight; returns ⊕ᵥ alpha[v] + final[v]."""
+
+    @nb.njit(cache=True)
+    def forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha):
+        alpha[0] = 0.0
+        for v in range(1, num_nodes):
+            acc = NEG_INF
+            for q in range(in_offsets[v], in_offsets[v + 1]):
+                a = in_arcs[q]
+                acc = plus(acc, alpha[arc_source[a]] + arc_weight[a])
+            alpha[v] = acc
+        total = NEG_INF
+        for v in range(num_nodes):
+            total = plus(total, alpha[v] + final[v])
+        return total
+
+    return forward
+
+
+def make_lattice_backward(plus):
+    """beta[v] = ⊕ over v→end continuations (final weight included)."""
+
+    @nb.njit(cache=True)
+    def backward(num_nodes, out_offsets, out_arcs, arc_target, arc_weight, final, beta):
+        for v in range(num_nodes - 1, -1, -1):
+            acc = final[v]
+            for q in range(out_offsets[v], out_offsets[v + 1]):
+                a = out_arcs[q]
+                acc = plus(acc, arc_weight[a] + beta[arc_target[a]])
+            beta[v] = acc
+        return beta[0]
+
+    return backward
+
+
+log_forward = make_lattice_forward(log_plus)
+max_forward = make_lattice_forward(max_plus)
+log_backward = make_lattice_backward(log_plus)
+FORWARDS = {"log": log_forward, "max": max_forward}
+
+
+@nb.njit(cache=True)
+def viterbi_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, node_position):
+    """Best path as an array of arc ids (root first) and its score."""
+    alpha = np.empty(num_nodes)
+    best = max_forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha)
+    if best == NEG_INF:
+        return np.empty(0, dtype=np.int64), best
+    v = 0
+    top = NEG_INF
+    for u in range(num_nodes):
+        s = alpha[u] + final[u]
+        if s > top:
+            top = s
+            v = u
+    arcs = np.empty(node_position[v], dtype=np.int64)
+    while v != 0:
+        top = NEG_INF
+        arg = -1
+        for q in range(in_offsets[v], in_offsets[v + 1]):
+            a = in_arcs[q]
+            s = alpha[arc_source[a]] + arc_weight[a]
+            if s > top:
+                top = s
+                arg = a
+        arcs[node_position[v] - 1] = arg
+        v = arc_source[arg]
+    return arcs, best
+
+
+@nb.njit(cache=True)
+def marginals_kernel(num_nodes, in_offsets, in_arcs, out_offsets, out_arcs, arc_source, arc_target,
+                     arc_weight, final):
+    """(log Z, node marginals, arc marginals, final marginals)."""
+    alpha = np.empty(num_nodes)
+    beta = np.empty(num_nodes)
+    logz = log_forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha)
+    num_arcs = arc_weight.shape[0]
+    node = np.zeros(num_nodes)
+    arc = np.zeros(num_arcs)
+    fin = np.zeros(num_nodes)
+    if logz == NEG_INF:
+        return logz, node, arc, fin
+    log_backward(num_nodes, out_offsets, out_arcs, arc_target, arc_weight, final, beta)
+    for v in range(num_nodes):
+        node[v] = np.exp(alpha[v] + beta[v] - logz)
+        fin[v] = np.exp(alpha[v] + final[v] - logz)
+    for a in range(num_arcs):
+        arc[a] = np.exp(alpha[arc_source[a]] + arc_weight[a] + beta[arc_target[a]] - logz)
+    return logz, node, arc, fin
+
+
+@nb.njit(cache=True)
+def _draw_log(logw, u):
+    """Index drawn with probability ∝ exp(logw), by inverse CDF at u; −1 if all −inf."""
+    m = NEG_INF
+    for i in range(logw.shape[0]):
+        if logw[i] > m:
+            m = logw[i]
+    if m == NEG_INF:
+        return -1
+    total = 0.0
+    for i in range(logw.shape[0]):
+        total += np.exp(logw[i] - m)
+    target = u * total
+    c = 0.0
+    last = -1
+    for i in range(logw.shape[0]):
+        w = np.exp(logw[i] - m)
+        if w > 0.0:
+            last = i
+            c += w
+            if target < c:
+                return i
+    return last
+
+
+@nb.njit(cache=True)
+def sample_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, node_position,
+                  max_len, uniforms):
+    """n sampled paths as arc ids (n, max_len), −1 padded; uniforms has shape (n, max_len + 1)."""
+    alpha = np.empty(num_nodes)
+    logz = log_forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha)
+    n = uniforms.shape[0]
+    out = np.full((n, max_len), -1, dtype=np.int64)
+    if logz == NEG_INF:
+        return out, logz
+    end_w = np.empty(num_nodes)
+    for v in range(num_nodes):
+        end_w[v] = alpha[v] + final[v]
+    for s in range(n):
+        v = _draw_log(end_w, uniforms[s, max_len])
+        while v != 0:
+            lo = in_offsets[v]
+            hi = in_offsets[v + 1]
+            w = np.empty(hi - lo)
+            for q in range(lo, hi):
+                a = in_arcs[q]
+                w[q - lo] = alpha[arc_source[a]] + arc_weight[a]
+            pos = node_position[v]
+            a = in_arcs[lo + _draw_log(w, uniforms[s, pos - 1])]
+            out[s, pos - 1] = a
+            v = arc_source[a]
+    return out, logz
+
+
+@nb.njit(cache=True)
+def kbest_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, node_position, k):
+    """k best paths as arc ids (k, max_len) −1 padded, with scores (k,) best first."""
+    sc = np.full((num_nodes, k), NEG_INF)
+    bp_arc = np.full((num_nodes, k), -1, dtype=np.int64)
+    bp_rank = np.full((num_nodes, k), -1, dtype=np.int64)
+    sc[0, 0] = 0.0
+    for v in range(1, num_nodes):
+        lo = in_offsets[v]
+        hi = in_offsets[v + 1]
+        m = (hi - lo) * k
+        if m == 0:
+            continue
+        cand = np.empty(m)
+        for q in range(lo, hi):
+            a = in_arcs[q]
+            u = arc_source[a]
+            for r in range(k):
+                cand[(q - lo) * k + r] = sc[u, r] + arc_weight[a]
+        order = np.argsort(-cand, kind="mergesort")
+        for r in range(min(k, m)):
+            idx = order[r]
+            if cand[idx] == NEG_INF:
+                break
+            sc[v, r] = cand[idx]
+            bp_arc[v, r] = in_arcs[lo + idx // k]
+            bp_rank[v, r] = idx % k
+    cand = np.empty(num_nodes * k)
+    for v in range(num_nodes):
+        for r in range(k):
+            cand[v * k + r] = sc[v, r] + final[v]
+    order = np.argsort(-cand, kind="mergesort")
+    max_len = 0
+    for v in range(num_nodes):
+        if node_position[v] > max_len:
+            max_len = node_position[v]
+    paths = np.full((k, max_len), -1, dtype=np.int64)
+    scores = np.full(k, NEG_INF)
+    for r in range(min(k, cand.shape[0])):
+        idx = order[r]
+        if cand[idx] == NEG_INF:
+            break
+        scores[r] = cand[idx]
+        v = idx // k
+        rank = idx % k
+        while v != 0:
+            a = bp_arc[v, rank]
+            paths[r, node_position[v] - 1] = a
+            rank = bp_rank[v, rank]
+            v = arc_source[a]
+    return paths, scores

@@ -1,0 +1,1 @@
+"""Testing support: brute-force oracles and input strategies shared by every test."""

@@ -1,0 +1,185 @@
+"""The one brute-force oracle: enumerate every path of a small instance.
+
+Every inference routine in varorder (dense chains, general lattices, and every
+structure later built as a lattice) is tested against these functions. They
+share nothing with the engine but the definition of a path score, computed
+here directly in NumPy:
+
+* dense chain: s(y) = start[y₁] + Σₜ E[t, yₜ] + Σₜ T[yₜ₋₁, yₜ] + end[yₙ]
+  (forbidden labels, ``allowed`` False, make s(y) = −inf);
+* lattice: s(path) = Σ arc weights + final[last node].
+
+An enumeration is a list of ``(path, score)`` with ``path`` a tuple of labels
+(chains) or of arc ids (lattices). Paths of score −inf are kept in the
+enumeration but carry zero probability.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+NEG_INF = -math.inf
+
+
+# ---------------------------------------------------------------------------
+# enumeration
+# ---------------------------------------------------------------------------
+
+
+def chain_paths(emissions, transitions, start=None, end=None, length=None, allowed=None):
+    """All K**n label paths of one chain (emissions (L, K)) with their scores."""
+    E = np.asarray(emissions, dtype=np.float64)
+    L, K = E.shape
+    n = L if length is None else int(length)
+    T = np.asarray(transitions, dtype=np.float64)
+    S = np.zeros(K) if start is None else np.asarray(start, dtype=np.float64)
+    F = np.zeros(K) if end is None else np.asarray(end, dtype=np.float64)
+    out = []
+    for y in itertools.product(range(K), repeat=n):
+        if allowed is not None and not all(allowed[t][y[t]] for t in range(n)):
+            out.append((y, NEG_INF))
+            continue
+        terms = [S[y[0]], F[y[-1]]] + [E[t, y[t]] for t in range(n)] + [T[y[t - 1], y[t]] for t in range(1, n)]
+        out.append((y, _sum(terms)))
+    return out
+
+
+def lattice_paths(lattice):
+    """All root-to-final arc paths of a :class:`varorder.lattice.Lattice` with scores.
+
+    Written as an independent depth-first search over the raw arc list (it
+    does not use the lattice's CSR indexes).
+    """
+    by_source = {}
+    for a in range(len(lattice.arc_source)):
+        by_source.setdefault(int(lattice.arc_source[a]), []).append(a)
+    out = []
+
+    def visit(node, arcs, terms):
+        fin = float(lattice.final[node])
+        if fin != NEG_INF:
+            out.append((tuple(arcs), _sum(terms + [fin])))
+        for a in by_source.get(node, []):
+            visit(int(lattice.arc_target[a]), arcs + [a], terms + [float(lattice.arc_weight[a])])
+
+    visit(0, [], [])
+    return out
+
+
+def _sum(terms):
+    if any(t == NEG_INF for t in terms):
+        return NEG_INF
+    return float(math.fsum(terms))
+
+
+# ---------------------------------------------------------------------------
+# quantities computed from an enumeration
+# ---------------------------------------------------------------------------
+
+
+def log_partition(paths) -> float:
+    scores = np.array([s for _, s in paths], dtype=np.float64)
+    if scores.size == 0 or np.all(scores == NEG_INF):
+        return NEG_INF
+    top = scores.max()
+    return float(top + np.log(np.exp(scores - top).sum()))
+
+
+def max_score(paths) -> float:
+    return max((s for _, s in paths), default=NEG_INF)
+
+
+def argmax_paths(paths, tol=0.0):
+    """Every path whose score is within ``tol`` of the best (ties are real)."""
+    best = max_score(paths)
+    if best == NEG_INF:
+        return []
+    return [p for p, s in paths if s >= best - tol]
+
+
+def probabilities(paths) -> dict:
+    """path → probability (zero-score paths omitted)."""
+    logz = log_partition(paths)
+    if logz == NEG_INF:
+        return {}
+    return {p: math.exp(s - logz) for p, s in paths if s != NEG_INF}
+
+
+def kbest_scores(paths, k: int) -> list[float]:
+    """The k best finite scores, best first, padded with −inf."""
+    finite = sorted((s for _, s in paths if s != NEG_INF), reverse=True)[:k]
+    return finite + [NEG_INF] * (k - len(finite))
+
+
+def entropy(paths) -> float:
+    probs = probabilities(paths)
+    if not probs:
+        return math.nan
+    return float(-sum(p * math.log(p) for p in probs.values() if p > 0))
+
+
+def chain_node_marginals(paths, length: int, num_labels: int) -> np.ndarray:
+    node = np.zeros((length, num_labels))
+    for y, p in probabilities(paths).items():
+        node[np.arange(len(y)), y] += p
+    return node
+
+
+def chain_edge_marginals(paths, length: int, num_labels: int) -> np.ndarray:
+    edge = np.zeros((max(length - 1, 0), num_labels, num_labels))
+    for y, p in probabilities(paths).items():
+        for t in range(1, len(y)):
+            edge[t - 1, y[t - 1], y[t]] += p
+    return edge
+
+
+def lattice_marginals(lattice, paths):
+    """(node (N,), arc (A,), final (N,)) marginals of a lattice enumeration."""
+    node = np.zeros(len(lattice.node_position))
+    arc = np.zeros(len(lattice.arc_source))
+    fin = np.zeros(len(lattice.node_position))
+    for arcs, p in probabilities(paths).items():
+        node[0] += p
+        for a in arcs:
+            arc[a] += p
+            node[lattice.arc_target[a]] += p
+        last = lattice.arc_target[arcs[-1]] if arcs else 0
+        fin[last] += p
+    return node, arc, fin
+
+
+def chi_square_pvalue(counts: dict, probs: dict) -> float:
+    """Pearson goodness-of-fit p-value of observed path counts against exact probabilities.
+
+    Cells with expected count < 5 are pooled into one, as the χ² approximation needs.
+    Counts for paths of probability zero make the p-value 0.
+    """
+    from scipy.stats import chi2
+
+    n = sum(counts.values())
+    if any(c > 0 and probs.get(path, 0.0) == 0.0 for path, c in counts.items()):
+        return 0.0
+    obs, exp = [], []
+    pooled_obs = pooled_exp = 0.0
+    for path, p in probs.items():
+        e = p * n
+        o = counts.get(path, 0)
+        if e < 5:
+            pooled_obs += o
+            pooled_exp += e
+        else:
+            obs.append(o)
+            exp.append(e)
+    if pooled_exp > 0:
+        obs.append(pooled_obs)
+        exp.append(pooled_exp)
+    obs = np.array(obs, dtype=float)
+    exp = np.array(exp, dtype=float)
+    dof = len(obs) - 1
+    if dof < 1:
+        return 1.0
+    stat = float(((obs - exp) ** 2 / exp).sum())
+    return float(chi2.sf(stat, dof))

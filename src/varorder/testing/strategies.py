@@ -1,0 +1,85 @@
+"""Hypothesis strategies for small random chains and lattices (test-only; needs hypothesis).
+
+Arrays are drawn from a NumPy generator seeded by hypothesis: fast, and the
+seed, sizes and the −inf rate still shrink.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from hypothesis import strategies as st
+
+from varorder.lattice import Lattice
+
+
+@dataclass
+class ChainCase:
+    emissions: np.ndarray
+    transitions: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    lengths: np.ndarray
+    allowed: np.ndarray | None
+
+    @property
+    def kwargs(self):
+        return dict(start=self.start, end=self.end, lengths=self.lengths, allowed=self.allowed)
+
+
+def _potentials(rng, shape, inf_rate, integer):
+    x = rng.integers(-2, 3, size=shape).astype(float) if integer else rng.normal(scale=2.0, size=shape)
+    x[rng.random(shape) < inf_rate] = -np.inf
+    return x
+
+
+@st.composite
+def chains(draw, max_batch=3, max_len=6, max_labels=4, allow_inf=True, allow_mask=True):
+    seed = draw(st.integers(0, 2**32 - 1))
+    B = draw(st.integers(1, max_batch))
+    L = draw(st.integers(1, max_len))
+    K = draw(st.integers(1, max_labels))
+    inf_rate = draw(st.sampled_from([0.0, 0.1, 0.3])) if allow_inf else 0.0
+    integer = draw(st.booleans())  # integer potentials create exact ties
+    rng = np.random.default_rng(seed)
+    allowed = None
+    if allow_mask and draw(st.booleans()):
+        allowed = rng.random((B, L, K)) > 0.2
+    return ChainCase(
+        emissions=_potentials(rng, (B, L, K), inf_rate, integer),
+        transitions=_potentials(rng, (K, K), inf_rate, integer),
+        start=_potentials(rng, (K,), inf_rate / 2, integer),
+        end=_potentials(rng, (K,), inf_rate / 2, integer),
+        lengths=rng.integers(1, L + 1, size=B),
+        allowed=allowed,
+    )
+
+
+@st.composite
+def lattices(draw, max_positions=5, max_width=3, max_labels=4, allow_inf=True):
+    """Random position-indexed lattices: 1..max_width nodes per position, random arcs."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    P = draw(st.integers(1, max_positions))
+    inf_rate = draw(st.sampled_from([0.0, 0.15])) if allow_inf else 0.0
+    integer = draw(st.booleans())
+    rng = np.random.default_rng(seed)
+    widths = [1] + list(rng.integers(1, max_width + 1, size=P))
+    pos = np.repeat(np.arange(P + 1), widths)
+    first = np.concatenate([[0], np.cumsum(widths)])
+    src, dst, lab = [], [], []
+    for p in range(P):
+        for u in range(first[p], first[p + 1]):
+            for v in range(first[p + 1], first[p + 2]):
+                if rng.random() < 0.7:
+                    for _ in range(rng.integers(1, 3)):  # parallel arcs are legal
+                        src.append(u)
+                        dst.append(v)
+                        lab.append(int(rng.integers(0, max_labels)))
+    A = len(src)
+    weights = _potentials(rng, (A,), inf_rate, integer)
+    final = _potentials(rng, (len(pos),), inf_rate, integer)
+    final[rng.random(len(pos)) < 0.5] = -np.inf
+    final[pos == P] = _potentials(rng, (widths[-1],), inf_rate, integer)
+    return Lattice(pos, np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
+                   np.array(lab, dtype=np.int64), weights, final)
