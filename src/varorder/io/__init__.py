@@ -1,0 +1,1 @@
+"""Readers and writers for the data formats varorder consumes and produces."""
