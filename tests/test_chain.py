@@ -24,7 +24,7 @@ def _quiet_no_path():
 
 def _enumerate(case, b):
     allowed = None if case.allowed is None else case.allowed[b]
-    return oracle.chain_paths(case.emissions[b], case.transitions, case.start, case.end,
+    return oracle.chain_paths(case.emissions[b], case.transitions_of(b), case.start, case.end,
                               case.lengths[b], allowed)
 
 
@@ -277,3 +277,23 @@ def test_path_score_matches_oracle():
     enum = dict(oracle.chain_paths(E[0], T))
     y = np.array([[2, 0, 1, 1]])
     assert np.isclose(chain.path_score(E, T, y)[0], enum[(2, 0, 1, 1)])
+
+
+def test_per_sequence_transitions_equal_separate_calls():
+    rng = np.random.default_rng(9)
+    B, L, K = 4, 6, 5
+    E = rng.normal(size=(B, L, K))
+    T = rng.normal(size=(B, K, K))
+    lengths = np.array([6, 2, 5, 1])
+    together = chain.log_partition(E, T, lengths=lengths)
+    node, edge = chain.marginals(E, T, lengths=lengths)
+    paths, _ = chain.viterbi(E, T, lengths=lengths)
+    for b in range(B):
+        one = dict(lengths=lengths[b:b + 1])
+        assert np.isclose(together[b], chain.log_partition(E[b:b + 1], T[b], **one)[0])
+        n1, e1 = chain.marginals(E[b:b + 1], T[b], **one)
+        np.testing.assert_allclose(node[b], n1[0])
+        np.testing.assert_allclose(edge[b], e1[0])
+        assert (paths[b] == chain.viterbi(E[b:b + 1], T[b], **one)[0][0]).all()
+    with pytest.raises(ValueError, match="transitions"):
+        chain.log_partition(E, T[:2])

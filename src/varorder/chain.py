@@ -8,7 +8,9 @@ p(y) = exp(s(y) − log Z). Arguments shared by every function:
 
 emissions : (B, L, K) log-potentials (float64 by default; float32 and ints accepted,
             computed in float64). −inf entries are hard constraints.
-transitions : (K, K) log-potentials, transitions[i, j] for label i followed by j.
+transitions : (K, K) log-potentials, transitions[i, j] for label i followed by j,
+              shared by the batch; or (B, K, K), one matrix per sequence (e.g.
+              alignment HMMs whose jump scores depend on the sentence).
 start, end : optional (K,) log-potentials for the first and last label (default 0).
 lengths : optional (B,) ints in [1, L] for ragged batches (default: all L).
 allowed : optional boolean (B, L, K); False forbids a label at a position
@@ -143,6 +145,7 @@ def path_score(emissions, transitions, paths, start=None, end=None, lengths=None
         y = paths[b, :n]
         if ((y < 0) | (y >= K)).any():
             raise ValueError(f"paths[{b}] has labels outside [0, {K}) within its length")
+        T = ci.transitions[b % ci.transitions.shape[0]]
         out[b] = (ci.start[y[0]] + ci.emissions[b, np.arange(n), y].sum()
-                  + ci.transitions[y[:-1], y[1:]].sum() + ci.end[y[-1]])
+                  + T[y[:-1], y[1:]].sum() + ci.end[y[-1]])
     return out

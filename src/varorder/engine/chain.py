@@ -63,7 +63,11 @@ _TINY = 1e-280
 
 
 class ChainInput:
-    """Validated, float64, C-contiguous chain potentials (``allowed`` folded in)."""
+    """Validated, float64, C-contiguous chain potentials (``allowed`` folded in).
+
+    ``transitions`` is always 3-d, (1, K, K) when shared by the batch or
+    (B, K, K) per sequence; kernels read ``transitions[b if per-sequence else 0]``.
+    """
 
     __slots__ = ("emissions", "transitions", "start", "end", "lengths")
 
@@ -87,7 +91,11 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
         raise ValueError(f"emissions must have at least one position (L >= 1), got shape {E.shape}")
     if K < 1:
         raise ValueError(f"emissions must have at least one label (K >= 1), got shape {E.shape}")
-    T = as_potentials("transitions", transitions, (K, K))
+    T = np.asarray(transitions)
+    if T.ndim == 3:
+        T = as_potentials("transitions", T, (B, K, K))
+    else:
+        T = as_potentials("transitions", T, (K, K))[None]
     S = np.zeros(K) if start is None else as_potentials("start", start, (K,))
     F = np.zeros(K) if end is None else as_potentials("end", end, (K,))
     if lengths is None:
@@ -115,13 +123,17 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
 
 
 def _exp_transitions(T: np.ndarray):
-    """Column-shifted exp(T): returns (expT, colmax, smallest nonzero entry)."""
-    colmax = T.max(axis=0)
+    """Column-shifted exp(T) for (Bt, K, K) transitions.
+
+    Returns (expT (Bt, K, K), colmax (Bt, K), smallest nonzero entry per matrix (Bt,)).
+    """
+    colmax = T.max(axis=1)
     colmax = np.where(np.isfinite(colmax), colmax, 0.0)
-    expT = np.exp(T - colmax[None, :])
-    nz = expT[expT > 0]
-    min_nz = float(nz.min()) if nz.size else 1.0
-    return np.ascontiguousarray(expT), np.ascontiguousarray(colmax), min_nz
+    expT = np.exp(T - colmax[:, None, :])
+    masked = np.where(expT > 0, expT, np.inf).reshape(T.shape[0], -1)
+    min_nz = masked.min(axis=1) if masked.shape[1] else np.ones(T.shape[0])
+    min_nz = np.where(np.isfinite(min_nz), min_nz, 1.0)
+    return np.ascontiguousarray(expT), np.ascontiguousarray(colmax), np.ascontiguousarray(min_nz)
 
 
 # ---------------------------------------------------------------------------
@@ -193,7 +205,7 @@ def make_forward_batch(forward):
         out = np.empty(B)
         for b in nb.prange(B):
             alpha = np.empty((L, K))
-            out[b] = forward(E[b], T, start, end, lengths[b], alpha)
+            out[b] = forward(E[b], T[b % T.shape[0]], start, end, lengths[b], alpha)
         return out
 
     return run
@@ -330,11 +342,12 @@ def _logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min
         a = np.empty((n, K))
         ev = np.empty((n, K))
         shift = np.empty(n)
+        tb = b % T.shape[0]
         z, ok = _scaled_forward(
-            E[b], expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift
+            E[b], expT[tb], colmax[tb], min_expT[tb], start, exp_end, min_exp_end, end_shift, n, a, ev, shift
         )
         if not ok:
-            z = _log_forward(E[b], T, start, end, n, a)
+            z = _log_forward(E[b], T[tb], start, end, n, a)
         out[b] = z
     return out
 
@@ -445,8 +458,9 @@ def _marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end
     dummy = np.zeros((0, K, K))
     for b in nb.prange(B):
         eb = edge[b] if want_edges else dummy
-        z, _ = _marginals_one(E[b], T, start, end, lengths[b], expT, colmax, min_expT, exp_end,
-                              min_exp_end, end_shift, node[b], eb, want_edges, False)
+        tb = b % T.shape[0]
+        z, _ = _marginals_one(E[b], T[tb], start, end, lengths[b], expT[tb], colmax[tb], min_expT[tb],
+                              exp_end, min_exp_end, end_shift, node[b], eb, want_edges, False)
         logz[b] = z
     return logz
 
@@ -459,7 +473,8 @@ def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, 
     for b in nb.prange(B):
         n = lengths[b]
         node = np.zeros((n, K))
-        z, texp = _marginals_one(E[b], T, start, end, n, expT, colmax, min_expT, exp_end,
+        tb = b % T.shape[0]
+        z, texp = _marginals_one(E[b], T[tb], start, end, n, expT[tb], colmax[tb], min_expT[tb], exp_end,
                                  min_exp_end, end_shift, node, dummy, False, True)
         if z == NEG_INF:
             out[b] = np.nan
@@ -492,7 +507,8 @@ def _viterbi_kernel(E, T, start, end, lengths):
     for b in nb.prange(B):
         n = lengths[b]
         delta = np.empty((n, K))
-        best = _max_forward(E[b], T, start, end, n, delta)
+        Tb = T[b % T.shape[0]]
+        best = _max_forward(E[b], Tb, start, end, n, delta)
         scores[b] = best
         if best == NEG_INF:
             continue
@@ -508,7 +524,7 @@ def _viterbi_kernel(E, T, start, end, lengths):
             top = NEG_INF
             arg = 0
             for i in range(K):
-                v = delta[t - 1, i] + T[i, y]
+                v = delta[t - 1, i] + Tb[i, y]
                 if v > top:
                     top = v
                     arg = i
@@ -537,6 +553,7 @@ def _kbest_kernel(E, T, start, end, lengths, k):
     scores = np.full((B, k), NEG_INF)
     for b in nb.prange(B):
         n = lengths[b]
+        Tb = T[b % T.shape[0]]
         sc = np.full((n, K, k), NEG_INF)
         bp = np.full((n, K, k), -1, dtype=np.int64)  # encodes prev_label * k + prev_rank
         for j in range(K):
@@ -548,7 +565,7 @@ def _kbest_kernel(E, T, start, end, lengths, k):
                     continue
                 for i in range(K):
                     for r in range(k):
-                        cand[i * k + r] = sc[t - 1, i, r] + T[i, j]
+                        cand[i * k + r] = sc[t - 1, i, r] + Tb[i, j]
                 top = _top_k(cand, k)
                 for r in range(k):
                     idx = top[r]
@@ -602,7 +619,8 @@ def _sample_kernel(E, T, start, end, lengths, uniforms):
     for b in nb.prange(B):
         n = lengths[b]
         alpha = np.empty((n, K))
-        z = _log_forward(E[b], T, start, end, n, alpha)
+        Tb = T[b % T.shape[0]]
+        z = _log_forward(E[b], Tb, start, end, n, alpha)
         if z == NEG_INF:
             continue
         w = np.empty(K)
@@ -614,7 +632,7 @@ def _sample_kernel(E, T, start, end, lengths, uniforms):
             for t in range(n - 1, 0, -1):
                 m = NEG_INF
                 for i in range(K):
-                    v = alpha[t - 1, i] + T[i, y]
+                    v = alpha[t - 1, i] + Tb[i, y]
                     w[i] = v
                     if v > m:
                         m = v

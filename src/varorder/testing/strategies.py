@@ -23,6 +23,9 @@ class ChainCase:
     lengths: np.ndarray
     allowed: np.ndarray | None
 
+    def transitions_of(self, b: int) -> np.ndarray:
+        return self.transitions[b] if self.transitions.ndim == 3 else self.transitions
+
     @property
     def kwargs(self):
         return dict(start=self.start, end=self.end, lengths=self.lengths, allowed=self.allowed)
@@ -42,13 +45,14 @@ def chains(draw, max_batch=3, max_len=6, max_labels=4, allow_inf=True, allow_mas
     K = draw(st.integers(1, max_labels))
     inf_rate = draw(st.sampled_from([0.0, 0.1, 0.3])) if allow_inf else 0.0
     integer = draw(st.booleans())  # integer potentials create exact ties
+    per_sequence = draw(st.booleans())
     rng = np.random.default_rng(seed)
     allowed = None
     if allow_mask and draw(st.booleans()):
         allowed = rng.random((B, L, K)) > 0.2
     return ChainCase(
         emissions=_potentials(rng, (B, L, K), inf_rate, integer),
-        transitions=_potentials(rng, (K, K), inf_rate, integer),
+        transitions=_potentials(rng, (B, K, K) if per_sequence else (K, K), inf_rate, integer),
         start=_potentials(rng, (K,), inf_rate / 2, integer),
         end=_potentials(rng, (K,), inf_rate / 2, integer),
         lengths=rng.integers(1, L + 1, size=B),
