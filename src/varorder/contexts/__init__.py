@@ -1,0 +1,12 @@
+"""Reified context models (Steinhardt & Liang, ICML 2015): RCMS context sets built as
+engine lattices, beam search as their degenerate case, ★-extended n-gram features and
+approximate-likelihood training.
+
+Layer: algorithms. Imports :mod:`varorder.lattice`, :mod:`varorder.engine.semiring` and
+:mod:`varorder.models.optim`; imported by :mod:`varorder.tasks`.
+"""
+
+from varorder.contexts.context_set import UNBOUNDED, ContextLattice, build_context_lattice
+from varorder.contexts.features import NgramFeatureSpace
+
+__all__ = ["ContextLattice", "NgramFeatureSpace", "UNBOUNDED", "build_context_lattice"]

@@ -1,0 +1,393 @@
+"""RCMS context selection (Steinhardt & Liang, "Reified Context Models", ICML 2015, App. A),
+emitted as a lattice for the one DP engine.
+
+Model (paper eq. 2): p(y_{1:L}, c_{1:L−1}) ∝ exp(Σᵢ θᵀφ(c_{i−1}, y_i)) · κ(y, c) where
+each context c_i is a *suffix pattern* — it fixes y_{i−l+1:i} and leaves y_{1:i−l} free
+(★) — drawn from a context set 𝒞_i that always holds the full set 𝒴_{1:i} (coverage)
+and is closed under intersection (automatic for suffix patterns). κ forces
+c_i = f_i(c_{i−1}, y_i), the smallest context of 𝒞_i containing c_{i−1} × {y_i}.
+Hence, once the 𝒞_i are fixed, the model is a lattice: node (i, c) for c ∈ 𝒞_i, and
+one arc c_{i−1} → f_i(c_{i−1}, y_i) labelled y_i with weight θᵀφ(c_{i−1}, y_i) (+ the
+observation score of y_i). Every label sequence has exactly one path, so
+p(y) = exp(path score − log Z) and all inference (log Z, marginals, Viterbi, sampling)
+is done by :mod:`varorder.lattice`.
+
+Selecting 𝒞_i (RCMS), during a forward pass, as in the paper's Appendix A:
+
+1. expand 𝒞̃_i = 𝒞_{i−1} × 𝒴 in lexicographic order of the reversed strings (★ is the
+   largest symbol), i.e. label-major then in the order of 𝒞_{i−1}; the list lcs̃ of
+   longest common suffixes of neighbours is lcs_{i−1}[k] + 1 inside a label block and 0
+   across blocks (no sorting needed);
+2. mark the B expansions with the largest forward score active;
+3. walk 𝒞̃_i backwards with a stack (a depth-first pass of the context tree) and merge
+   every inactive expansion into its least active ancestor (or 𝒴_{1:i}), summing the
+   forward scores; the actives, reversed, are 𝒞_i in order with its lcs list.
+
+Cost per position: O(|𝒞_{i−1}|·|𝒴|) to expand and merge plus one sort of the
+B·|𝒴| forward scores, i.e. O(L·B·|𝒴| log(B·|𝒴|)) in all (n, the model order, is a
+constant). The forward scores computed here only *select* contexts; inference on the
+selected model is the engine's job.
+
+Two practical choices:
+
+* ``max_context`` caps how many symbols a context fixes (default n − 1 for an n-gram
+  model). Features cannot see further back, so two expansions that agree on their last
+  n − 1 symbols have identical futures; they are merged (summing forward scores) before
+  selection, which is exact and spends the budget B on contexts the model can tell
+  apart. With B ≥ |𝒴|^{n−1} the lattice is then the exact n-gram model.
+* The start of the sequence is a specified boundary symbol (BOS), so a context that
+  fixes the whole history also tells the features that the word starts there.
+
+Beam search (paper §4.1) is the degenerate instance ``mode="beam"``: contexts are never
+capped (a beam entry is a singleton {y_{1:i}}), only singletons are candidates, and the
+arcs into 𝒴_{1:i} get the coverage weight (−∞ for plain beam search; finite values
+give the "learned coverage feature" 𝕀[c_i = 𝒴_{1:i}] of §4.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from varorder.contexts.features import NgramFeatureSpace
+from varorder.engine.semiring import log_plus
+from varorder.lattice import Lattice
+
+__all__ = ["ContextLattice", "build_context_lattice", "UNBOUNDED"]
+
+#: context length cap meaning "never cap" (beam search: singleton contexts)
+UNBOUNDED = 1 << 40
+_NEG_INF = -np.inf
+
+
+@nb.njit(cache=True)
+def _pattern_weight(theta, slots, length, label, window, num_labels, base, star, backoff):
+    """θᵀφ for one (context, label): the full window pattern, plus its starred suffixes."""
+    code = 0
+    for j in range(window):
+        code = code * base + slots[j]
+    full = code * num_labels + label
+    if not backoff:
+        return theta[full], full
+    total = 0.0
+    kept_max = min(length, window)
+    for kept in range(kept_max + 1):
+        head = 0
+        for _ in range(window - kept):
+            head = head * base + star
+        tail = 0
+        for j in range(window - kept, window):
+            tail = tail * base + slots[j]
+        total += theta[(head * base ** kept + tail) * num_labels + label]
+    return total, full
+
+
+@nb.njit(cache=True)
+def _select_and_merge(pc, num_labels, cap, e_parent, e_lcs, e_fwd, e_len, parent_is_root, beam_mode,
+                      num_contexts, forced_expansion):
+    """Steps 2–3 of App. A over the expansions of one position.
+
+    Returns (group of each expansion, group → new context (reversed index), number of
+    new contexts incl. the root, new-context expansion representative (reversed order),
+    lcs of the new contexts (reversed order), group forward, group lcs).
+    """
+    n_exp = pc * num_labels
+    # duplicates (possible only with capped contexts) are adjacent with lcs == cap
+    group = np.empty(n_exp, np.int64)
+    g_first = np.empty(n_exp, np.int64)
+    g_fwd = np.empty(n_exp)
+    g_lcs = np.empty(n_exp, np.int64)
+    g_forced = np.zeros(n_exp, np.bool_)
+    n_groups = 0
+    for e in range(n_exp):
+        if e > 0 and e_lcs[e - 1] >= cap:
+            g = n_groups - 1
+            g_fwd[g] = log_plus(g_fwd[g], e_fwd[e])
+        else:
+            g = n_groups
+            n_groups += 1
+            g_first[g] = e
+            g_fwd[g] = e_fwd[e]
+        group[e] = g
+        g_lcs[g] = e_lcs[e]
+        if e == forced_expansion:
+            g_forced[g] = True
+    # step 2: the B candidates with the largest forward score become active
+    active = np.zeros(n_groups, np.bool_)
+    cand = np.empty(n_groups, np.int64)
+    n_cand = 0
+    for g in range(n_groups):
+        if g_fwd[g] == _NEG_INF:
+            continue
+        if beam_mode and parent_is_root[e_parent[g_first[g]]]:
+            continue  # beam search keeps singletons only
+        cand[n_cand] = g
+        n_cand += 1
+    cand = cand[:n_cand]
+    if n_cand > num_contexts:
+        order = np.argsort(-g_fwd[cand], kind="mergesort")  # stable: ties go to the earlier expansion
+        for t in range(num_contexts):
+            active[cand[order[t]]] = True
+    else:
+        for t in range(n_cand):
+            active[cand[t]] = True
+    for g in range(n_groups):
+        if g_forced[g]:
+            active[g] = True
+    # step 3: depth-first merge, walking the lexicographic order backwards
+    target = np.empty(n_groups, np.int64)
+    rep = np.empty(n_groups + 1, np.int64)  # reversed new contexts → representative group (-1: root)
+    new_len = np.empty(n_groups + 1, np.int64)
+    lcs_rev = np.empty(n_groups + 1, np.int64)
+    stack = np.empty(n_groups + 1, np.int64)
+    rep[0] = -1
+    new_len[0] = 0
+    stack[0] = 0
+    top = 0
+    n_new = 1
+    big = cap + 1
+    ell = big
+    for g in range(n_groups - 1, -1, -1):
+        ell = min(ell, g_lcs[g])
+        while ell < new_len[stack[top]]:  # the top of the stack is not an ancestor
+            top -= 1
+        if active[g]:
+            rep[n_new] = g
+            new_len[n_new] = e_len[g_first[g]]
+            lcs_rev[n_new - 1] = ell
+            target[g] = n_new
+            top += 1
+            stack[top] = n_new
+            n_new += 1
+            ell = big
+        else:
+            target[g] = stack[top]
+    return group, target, n_new, rep[:n_new], lcs_rev[:n_new - 1], g_fwd[:n_groups], g_first[:n_groups]
+
+
+@nb.njit(cache=True)
+def _build_kernel(obs, theta, window, slots, cap, num_contexts, beam_mode, coverage_weight, forced, backoff):
+    L, V = obs.shape
+    tail = slots - window  # features read the last `window` of the stored `slots` symbols
+    base = V + 2
+    bos = V
+    star = V + 1
+    width = num_contexts + 2  # B actives + a forced gold context + the root
+    max_nodes = 1 + L * width
+    max_arcs = L * width * V
+    node_pos = np.zeros(max_nodes, np.int64)
+    node_sym = np.full((max_nodes, slots), star, np.int64)
+    node_len = np.zeros(max_nodes, np.int64)
+    node_lcs = np.full(max_nodes, -1, np.int64)
+    node_root = np.zeros(max_nodes, np.bool_)
+    node_fwd = np.full(max_nodes, _NEG_INF)
+    a_src = np.empty(max_arcs, np.int64)
+    a_dst = np.empty(max_arcs, np.int64)
+    a_lab = np.empty(max_arcs, np.int64)
+    a_w = np.empty(max_arcs)
+    a_pat = np.empty(max_arcs, np.int64)
+    a_pos = np.empty(max_arcs, np.int64)
+    a_root = np.zeros(max_arcs, np.bool_)
+    # position 0: the single context 𝒴_{1:0} = {()}, which fixes the (BOS-only) history
+    node_sym[0, :] = bos
+    node_len[0] = cap
+    node_fwd[0] = 0.0
+    prev_first = 0
+    pc = 1
+    n_nodes = 1
+    n_arcs = 0
+    gold = 0  # index of the forced (gold) context in the previous context set
+    for i in range(1, L + 1):
+        n_exp = pc * V
+        e_parent = np.empty(n_exp, np.int64)
+        e_sym = np.empty((n_exp, slots), np.int64)
+        e_len = np.empty(n_exp, np.int64)
+        e_lcs = np.empty(n_exp, np.int64)
+        e_fwd = np.empty(n_exp)
+        e_w = np.empty(n_exp)
+        e_pat = np.empty(n_exp, np.int64)
+        parent_is_root = node_root[prev_first:prev_first + pc]
+        # step 1: expansions, label-major, each label block in the order of 𝒞_{i−1}
+        for y in range(V):
+            for k in range(pc):
+                e = y * pc + k
+                u = prev_first + k
+                e_parent[e] = k
+                for j in range(slots - 1):
+                    e_sym[e, j] = node_sym[u, j + 1]
+                e_sym[e, slots - 1] = y
+                e_len[e] = min(node_len[u] + 1, cap)
+                e_lcs[e] = min(node_lcs[u] + 1, cap) if k + 1 < pc else 0
+                w, pat = _pattern_weight(theta, node_sym[u, tail:], node_len[u], y, window, V, base, star, backoff)
+                w += obs[i - 1, y]
+                e_w[e] = w
+                e_pat[e] = pat
+                e_fwd[e] = node_fwd[u] + w
+        forced_expansion = -1
+        if forced[0] >= 0:
+            forced_expansion = forced[i - 1] * pc + gold
+        group, target, n_new, rep, lcs_rev, g_fwd, g_first = _select_and_merge(
+            pc, V, cap, e_parent, e_lcs, e_fwd, e_len, parent_is_root, beam_mode, num_contexts,
+            forced_expansion)
+        first = n_nodes
+        # reversed index r ↦ node first + n_new − 1 − r (the root, r = 0, is last)
+        for r in range(n_new):
+            v = first + n_new - 1 - r
+            node_pos[v] = i
+            if r == 0:
+                node_root[v] = True
+                node_len[v] = 0
+                for j in range(slots):
+                    node_sym[v, j] = star
+            else:
+                e0 = g_first[rep[r]]
+                node_len[v] = e_len[e0]
+                for j in range(slots):
+                    node_sym[v, j] = e_sym[e0, j]
+            if r >= 1:
+                node_lcs[v] = lcs_rev[r - 1]
+        for e in range(n_exp):
+            r = target[group[e]]
+            v = first + n_new - 1 - r
+            w = e_w[e]
+            if r == 0:
+                w += coverage_weight
+                a_root[n_arcs] = True
+            a_src[n_arcs] = prev_first + e_parent[e]
+            a_dst[n_arcs] = v
+            a_lab[n_arcs] = e // pc
+            a_w[n_arcs] = w
+            a_pat[n_arcs] = e_pat[e]
+            a_pos[n_arcs] = i
+            node_fwd[v] = log_plus(node_fwd[v], e_fwd[e] + (coverage_weight if r == 0 else 0.0))
+            if e == forced_expansion:
+                gold = n_new - 1 - r
+            n_arcs += 1
+        prev_first = first
+        pc = n_new
+        n_nodes += n_new
+    return (node_pos[:n_nodes], node_sym[:n_nodes], node_len[:n_nodes], node_lcs[:n_nodes],
+            node_root[:n_nodes], node_fwd[:n_nodes], a_src[:n_arcs], a_dst[:n_arcs], a_lab[:n_arcs],
+            a_w[:n_arcs], a_pat[:n_arcs], a_pos[:n_arcs], a_root[:n_arcs])
+
+
+@dataclass
+class ContextLattice:
+    """The selected context sets of one sequence, as an engine lattice plus bookkeeping.
+
+    ``lattice`` node v is context ``node_symbols[v]`` (its last n − 1 symbols, or the
+    whole history when contexts are not capped at n − 1; codes of
+    :class:`NgramFeatureSpace`: labels, BOS, ★) at position ``lattice.node_position[v]``,
+    fixing ``node_length[v]`` symbols (BOS included, capped; ``UNBOUNDED`` for beam
+    singletons). Within a position nodes are in lexicographic order with 𝒴_{1:i} last,
+    and ``node_lcs[v]`` is the longest common suffix with the next node (−1 for the last).
+    Arc a is the expansion (source context, label) merged into its target; it carries
+    its n-gram pattern ``arc_pattern[a]``, position ``arc_position[a]`` (1-based) and
+    whether it enters 𝒴_{1:i} (``arc_to_root[a]``, the coverage feature).
+    """
+
+    lattice: Lattice
+    features: NgramFeatureSpace
+    node_symbols: np.ndarray
+    node_length: np.ndarray
+    node_lcs: np.ndarray
+    node_is_root: np.ndarray
+    node_forward: np.ndarray
+    arc_pattern: np.ndarray
+    arc_position: np.ndarray
+    arc_to_root: np.ndarray
+
+    @property
+    def length(self) -> int:
+        return self.lattice.max_length
+
+    def path_arcs(self, labels) -> np.ndarray:
+        """Arc ids of the unique path spelling ``labels`` (the gold path under these contexts)."""
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.shape != (self.length,):
+            raise ValueError(f"labels must have shape ({self.length},), got {labels.shape}")
+        lat = self.lattice
+        node = 0
+        arcs = np.empty(self.length, dtype=np.int64)
+        for t, y in enumerate(labels):
+            out = lat.out_arcs[lat.out_offsets[node]:lat.out_offsets[node + 1]]
+            hit = out[lat.arc_label[out] == y]
+            if hit.shape[0] != 1:
+                raise ValueError(f"labels[{t}] = {y} is not a label of this lattice")
+            arcs[t] = hit[0]
+            node = lat.arc_target[hit[0]]
+        return arcs
+
+    def context_lengths(self) -> np.ndarray:
+        """Per node, the number of positions of y_{1:i} the context determines (non-★, BOS excluded)."""
+        return np.minimum(self.node_length, self.lattice.node_position)
+
+    def context_string(self, node: int, alphabet=None) -> str:
+        """The node's context as a string of its stored slots, e.g. ``★ab`` (``^`` is BOS)."""
+        V = self.features.num_labels
+        alphabet = alphabet or [chr(ord("a") + v) if v < 26 else f"<{v}>" for v in range(V)]
+        return "".join("★" if s == V + 1 else "^" if s == V else alphabet[s] for s in self.node_symbols[node])
+
+
+def build_context_lattice(observation_scores, ngram_weights, features: NgramFeatureSpace, num_contexts: int,
+                          *, mode: str = "rcms", coverage_weight: float | None = None,
+                          max_context: int | None = None, force_labels=None) -> ContextLattice:
+    """Select context sets for one sequence by RCMS (or beam search) and emit the lattice.
+
+    Parameters
+    ----------
+    observation_scores : (L, V) log-potentials of each label at each position (the
+        observation part of θᵀφ, e.g. pixel × letter weights applied to an image).
+    ngram_weights : (features.size,) weights of the ★-extended n-gram indicators.
+    features : the :class:`NgramFeatureSpace` (V, n, backoff).
+    num_contexts : B, contexts kept per position besides 𝒴_{1:i} (beam size for beam).
+    mode : "rcms" or "beam" (the degenerate case of §4.1).
+    coverage_weight : weight added to every arc entering 𝒴_{1:i}; default 0 for RCMS,
+        −∞ for beam (plain beam search).
+    max_context : cap on the symbols a context fixes; default n − 1 for RCMS; beam
+        search never caps (its contexts are singletons).
+    force_labels : optional (L,) labels whose prefix is kept active at every position in
+        addition to the B selected (used to keep the gold output on the beam in training).
+    """
+    obs = np.ascontiguousarray(observation_scores, dtype=np.float64)
+    if obs.ndim != 2 or obs.shape[0] < 1 or obs.shape[1] != features.num_labels:
+        raise ValueError(f"observation_scores must have shape (L >= 1, {features.num_labels}), got {obs.shape}")
+    if np.isnan(obs).any() or (obs == np.inf).any():
+        raise ValueError("observation_scores must not contain NaN or +inf")
+    theta = np.ascontiguousarray(ngram_weights, dtype=np.float64)
+    if theta.shape != (features.size,):
+        raise ValueError(f"ngram_weights must have shape ({features.size},), got {theta.shape}")
+    B = int(num_contexts)
+    if B < 1:
+        raise ValueError(f"num_contexts must be >= 1, got {num_contexts}")
+    if mode not in ("rcms", "beam"):
+        raise ValueError(f"mode must be 'rcms' or 'beam', got {mode!r}")
+    beam = mode == "beam"
+    if coverage_weight is None:
+        coverage_weight = -np.inf if beam else 0.0
+    coverage_weight = float(coverage_weight)
+    if np.isnan(coverage_weight) or coverage_weight == np.inf:
+        raise ValueError(f"coverage_weight must be finite or -inf, got {coverage_weight}")
+    if beam:
+        if max_context is not None:
+            raise ValueError("max_context does not apply to beam search (its contexts are singletons)")
+        cap = UNBOUNDED
+    else:
+        cap = features.window if max_context is None else int(max_context)
+        if cap < features.window:
+            raise ValueError(f"max_context must be >= n - 1 = {features.window}, got {max_context}")
+    L = obs.shape[0]
+    if force_labels is None:
+        forced = np.full(L, -1, dtype=np.int64)
+    else:
+        forced = np.asarray(force_labels, dtype=np.int64)
+        if forced.shape != (L,) or (forced < 0).any() or (forced >= features.num_labels).any():
+            raise ValueError(f"force_labels must be {L} labels in [0, {features.num_labels})")
+    # store whole histories when contexts may fix more than the feature window
+    slots = features.window if cap == features.window else max(features.window, min(cap, L))
+    (pos, sym, length, lcs, root, fwd, src, dst, lab, w, pat, apos, aroot) = _build_kernel(
+        obs, theta, features.window, slots, cap, B, beam, coverage_weight, forced, features.backoff)
+    lattice = Lattice(pos, src, dst, lab, w)
+    return ContextLattice(lattice, features, sym, length, lcs, root, fwd, pat, apos, aroot)
