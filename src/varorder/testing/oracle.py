@@ -183,3 +183,27 @@ def chi_square_pvalue(counts: dict, probs: dict) -> float:
         return 1.0
     stat = float(((obs - exp) ** 2 / exp).sum())
     return float(chi2.sf(stat, dof))
+
+
+# ---------------------------------------------------------------------------
+# asymmetric word alignments and trees (agreement-based learning)
+# ---------------------------------------------------------------------------
+
+
+def alignment_posteriors(n_source: int, n_target: int, log_score):
+    """Enumerate every alignment a ∈ {−1 (NULL), 0..n_source−1}^n_target.
+
+    ``log_score(a)`` gives the unnormalized log-probability of the tuple ``a``.
+    Returns (log Z, edge posteriors (n_source, n_target), NULL posteriors (n_target,)).
+    """
+    paths = [(a, float(log_score(a))) for a in itertools.product(range(-1, n_source), repeat=n_target)]
+    edge = np.zeros((n_source, n_target))
+    null = np.zeros(n_target)
+    for a, p in probabilities(paths).items():
+        for t, u in enumerate(a):
+            if u < 0:
+                null[t] += p
+            else:
+                edge[u, t] += p
+    return log_partition(paths), edge, null
+

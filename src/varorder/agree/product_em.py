@@ -1,0 +1,233 @@
+"""Product EM and its tractable approximations (Liang, Klein & Jordan, NIPS 2008).
+
+Submodels p_m(x, z; θ_m), m = 1..M, share hidden variables z. Each is an
+exponential family over its own domain Z_m whose log-potentials on z are
+b_m = θ_mᵀ φ_m^X(x), split into a *shared* part (features of z every submodel
+has, e.g. alignment edges) and a *private* part (e.g. one direction's jumps).
+An E-step ``E(b', Z')`` returns the mean parameters µ = E_q φ^Z(z) of
+q(z) ∝ exp(b'ᵀ φ^Z(z)) on Z' and the log-normalizer A_{Z'}(b'). The modes:
+
+* ``independent`` — µ_m = E(b_m, Z_m); objective Σ_m log p_m(x) (paper eq. 1).
+* ``exact`` — product EM, µ = E(Σ_m b_m, Z∩) shared by every M-step; objective
+  O_agree = log Σ_z Π_m p_m(x, z) (eq. 2), never decreasing. Needs every
+  submodel on the same domain and wholly shared potentials.
+* ``domain`` — domain-approximate product EM (§4.1): µ_m = E(b, Z_m) with the
+  shared potentials of all submodels summed and submodel m's own private ones;
+  each M-step gets the average of the shared µ_m (§5.2: "use the product of
+  translation probabilities … and the average of the edge posteriors").
+  Objective (eq. 12 at the E-step optimum): (1/M) Σ_m A_{Z_m}(b).
+* ``parameter`` — parameter-approximate product EM (§4.2): µ_m = E(M b_m, Z∩),
+  M-steps on the average; objective (eq. 13 at the optimum): (1/M) Σ_m A_{Z∩}(M b_m).
+  In eq. 13 θ_m meets only µ_m, so the paper's averaged M-step is not coordinate
+  ascent on it and this objective may fluctuate (the others never decrease).
+* ``product`` — Liang, Taskar & Klein (2006) "alignment by agreement": separate
+  E-steps E(b_m, Z_m), M-steps on the element-wise product of the shared µ_m
+  (no objective is known; the independent one is recorded).
+
+Directed submodels have A_m(θ_m) = 0 (footnote 2), so the tracked objective is
+the sum or average of E-step log-normalizers. The private statistics of a
+submodel always come from its own E-step.
+
+E-steps run shard by shard: serially, on a ``concurrent.futures`` executor, or
+on a ``dask.distributed`` client (anything with ``scatter``/``map``/``gather``);
+per-shard counts are additive.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "add_counts"]
+
+MODES = ("independent", "exact", "domain", "parameter", "product")
+
+
+@dataclass
+class Statistics:
+    """Result of one E-step on one shard.
+
+    shared : µ on the shared features of the shard (a flat array laid out by the shard).
+    private : the submodel's own expected statistics (name → array).
+    log_normalizer : A_{Z'}(b') summed over the shard's data points.
+    """
+
+    shared: np.ndarray
+    private: dict = field(default_factory=dict)
+    log_normalizer: float = 0.0
+
+
+class Submodel(ABC):
+    """One tractable submodel of an agreement-trained family.
+
+    ``domain`` names Z_m (equal names mean equal domains); ``has_private_features``
+    says whether b_m has a part that is not shared.
+    """
+
+    domain: str = "shared"
+    has_private_features: bool = False
+
+    @abstractmethod
+    def shared_log_potentials(self, shard) -> np.ndarray:
+        """b_m restricted to the shared features of ``shard`` (flat float64 array)."""
+
+    @abstractmethod
+    def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0) -> Statistics:
+        """E(b', Z_m) with b' = given shared potentials + private_scale · own private potentials."""
+
+    @abstractmethod
+    def counts(self, shard, shared_marginals, statistics: Statistics) -> dict:
+        """Additive M-step counts of one shard from the (combined) shared µ and own private µ."""
+
+    @abstractmethod
+    def maximize(self, counts: dict) -> None:
+        """Closed-form M-step from counts summed over every shard."""
+
+    def log_likelihood(self, shards) -> float:
+        """Σ log p_m(x) over the shards (the independent E-step's log-normalizer)."""
+        return float(sum(self.expected_statistics(s, self.shared_log_potentials(s)).log_normalizer
+                         for s in shards))
+
+
+def add_counts(total: dict | None, part: dict) -> dict:
+    """Key-wise sum of two count dictionaries (``total`` may be None)."""
+    if total is None:
+        return {k: np.array(v, dtype=np.float64, copy=True) for k, v in part.items()}
+    for k, v in part.items():
+        total[k] = total[k] + v
+    return total
+
+
+def estep_shard(submodels, shard, mode: str):
+    """Every submodel's counts for one shard under ``mode``, and the shard's objective term."""
+    M = len(submodels)
+    shared = [m.shared_log_potentials(shard) for m in submodels]
+    if mode == "independent" or mode == "product":
+        stats = [m.expected_statistics(shard, b) for m, b in zip(submodels, shared)]
+        objective = sum(s.log_normalizer for s in stats)
+        if mode == "independent":
+            combined = [s.shared for s in stats]
+        else:
+            prod = stats[0].shared.copy()
+            for s in stats[1:]:
+                prod *= s.shared
+            combined = [prod] * M
+    elif mode == "exact":
+        joint = submodels[0].expected_statistics(shard, np.sum(shared, axis=0))
+        stats = [joint] * M
+        combined = [joint.shared] * M
+        objective = joint.log_normalizer
+    elif mode == "domain":
+        total = np.sum(shared, axis=0)
+        stats = [m.expected_statistics(shard, total) for m in submodels]
+        mean = np.mean([s.shared for s in stats], axis=0)
+        combined = [mean] * M
+        objective = float(np.mean([s.log_normalizer for s in stats]))
+    elif mode == "parameter":
+        stats = [m.expected_statistics(shard, M * b, private_scale=float(M)) for m, b in zip(submodels, shared)]
+        mean = np.mean([s.shared for s in stats], axis=0)
+        combined = [mean] * M
+        objective = float(np.mean([s.log_normalizer for s in stats]))
+    else:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+    counts = [m.counts(shard, c, s) for m, c, s in zip(submodels, combined, stats)]
+    return counts, float(objective)
+
+
+def _estep_many(submodels, shards, mode):
+    """E-step over a list of shards inside one task: counts summed, objective summed."""
+    totals = [None] * len(submodels)
+    objective = 0.0
+    for shard in shards:
+        counts, obj = estep_shard(submodels, shard, mode)
+        totals = [add_counts(t, c) for t, c in zip(totals, counts)]
+        objective += obj
+    return totals, objective
+
+
+def _is_dask_client(executor) -> bool:
+    return all(hasattr(executor, name) for name in ("scatter", "gather", "submit"))
+
+
+class AgreementEM:
+    """Train submodels jointly (or independently) by EM in one of :data:`MODES`.
+
+    Parameters
+    ----------
+    submodels : list of :class:`Submodel` (trained in place).
+    mode : one of :data:`MODES`.
+    n_iter : EM iterations.
+    executor : None (serial), a ``concurrent.futures.Executor``, or a
+        ``dask.distributed.Client``; shards are the unit of work.
+    callback : optional ``callback(iteration, estimator)`` after each M-step.
+    progress : show a tqdm bar over iterations.
+
+    Attributes after ``fit``: ``submodels_`` and ``objectives_`` (objective of the
+    parameters entering each iteration, measured by that iteration's E-step).
+    """
+
+    def __init__(self, submodels, mode: str = "domain", n_iter: int = 10, executor=None, callback=None,
+                 progress: bool = False):
+        self.submodels = submodels
+        self.mode = mode
+        self.n_iter = n_iter
+        self.executor = executor
+        self.callback = callback
+        self.progress = progress
+
+    def _validate(self):
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if not self.submodels:
+            raise ValueError("submodels must be a non-empty list")
+        if int(self.n_iter) != self.n_iter or self.n_iter < 0:
+            raise ValueError(f"n_iter must be a non-negative integer, got {self.n_iter!r}")
+        if self.mode == "exact":
+            domains = {m.domain for m in self.submodels}
+            if len(domains) != 1 or any(m.has_private_features for m in self.submodels):
+                raise ValueError("mode='exact' needs submodels on one domain with wholly shared potentials "
+                                 f"(domains {sorted(domains)}); use mode='domain' or 'parameter'")
+
+    def estep(self, shards):
+        """One E-step over every shard: (list of per-submodel counts, objective)."""
+        shards = list(shards)
+        ex = self.executor
+        if ex is None:
+            return _estep_many(self.submodels, shards, self.mode)
+        if _is_dask_client(ex):
+            models = ex.scatter(self.submodels, broadcast=True)
+            futures = [ex.submit(_estep_many, models, [s], self.mode, pure=False) for s in shards]
+            results = ex.gather(futures)
+        else:
+            results = list(ex.map(_estep_many, [self.submodels] * len(shards), [[s] for s in shards],
+                                  [self.mode] * len(shards)))
+        totals = [None] * len(self.submodels)
+        objective = 0.0
+        for counts, obj in results:
+            totals = [add_counts(t, c) for t, c in zip(totals, counts)]
+            objective += obj
+        return totals, objective
+
+    def fit(self, shards):
+        """Run ``n_iter`` EM iterations over ``shards`` (a list of data shards); returns self."""
+        self._validate()
+        shards = list(shards)
+        if self.executor is not None and _is_dask_client(self.executor):
+            shards = self.executor.scatter(shards)
+        self.submodels_ = self.submodels
+        self.objectives_ = []
+        iterations = range(int(self.n_iter))
+        if self.progress:
+            from tqdm.auto import tqdm
+
+            iterations = tqdm(iterations, desc=f"EM ({self.mode})", unit="iter")
+        for it in iterations:
+            counts, objective = self.estep(shards)
+            for model, c in zip(self.submodels, counts):
+                model.maximize(c)
+            self.objectives_.append(objective)
+            if self.callback is not None:
+                self.callback(it, self)
+        return self
