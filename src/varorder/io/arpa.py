@@ -1,0 +1,313 @@
+"""ARPA n-gram files (SRILM's ``ngram-format``, as KenLM reads and writes them) and the
+MAX-ARPA extension of Carter, Dymetman & Bouchard (2012), §2.3.
+
+An ARPA file stores, for every listed n-gram h x, log10 p(x | h) and (below the highest
+order) the log10 back-off weight of h x used as a context; the model they define is the
+back-off factorization of :mod:`varorder.lm.model` (the paper's eq. 7).
+
+Reading: text before ``\\data\\`` is ignored; ``-99`` (and ``-inf``) mean probability 0; a
+missing back-off is 0; ``.gz`` is recognised by its magic bytes. The counts in
+``\\data\\`` are checked against the sections. Anything malformed — a binary file, a
+positive log-probability, NaN, a wrong number of fields, a word missing from the
+unigrams, a duplicate, a missing section — raises ValueError naming the file and line.
+A file without ``<unk>`` gets one with log10 probability -100, as KenLM does, so OOV
+words score the same in both.
+
+MAX-ARPA files have the same layout with every n-gram line holding five kinds of fields:
+``log10 p``, the words, ``log10 bow``, ``log10 mf`` (max probability over left
+extensions) and ``log10 mbow`` (max back-off); a comment before ``\\data\\`` says so.
+:func:`read_arpa` recognises either layout.
+"""
+
+from __future__ import annotations
+
+import gzip
+import math
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, open_text
+from varorder.lm.model import MaxBackoffTable, NgramLM
+
+# KenLM's substitute for a missing <unk>.
+MISSING_UNK_LOG10PROB = -100.0
+ZERO_PROBABILITY_LOG10 = -99.0
+MAX_ARPA_HEADER = (
+    "# MAX-ARPA (Carter, Dymetman & Bouchard 2012, sec. 2.3): each n-gram line holds\n"
+    "# log10 p, the n-gram, log10 back-off, log10 max p over left extensions (mf),\n"
+    "# log10 max back-off (mbow). Written by varorder.\n"
+)
+
+_COUNT_LINE = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)$")
+_SECTION_LINE = re.compile(r"^\\(\d+)-grams:$")
+
+
+def _fail(path, line_number: int, message: str) -> ValueError:
+    return ValueError(f"{path}:{line_number}: {message}")
+
+
+def _check_not_binary(path) -> None:
+    with open(path, "rb") as handle:
+        head = handle.read(4096)
+    if head[:2] == b"\x1f\x8b":
+        with gzip.open(path, "rb") as handle:
+            try:
+                head = handle.read(4096)
+            except (OSError, EOFError) as exc:
+                raise _fail(path, 1, f"corrupt gzip file: {exc}") from None
+    if head.startswith(b"mmap lm "):
+        raise _fail(path, 1, "this is a KenLM binary model, not an ARPA text file; give the ARPA file")
+    if b"\x00" in head:
+        raise _fail(path, 1, "binary file (NUL bytes), not an ARPA text file")
+
+
+def _parse_float(path, line_number: int, text: str, what: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise _fail(path, line_number, f"{what} {text!r} is not a number") from None
+    if math.isnan(value):
+        raise _fail(path, line_number, f"{what} is NaN")
+    return value
+
+
+def read_arpa(path: PathLike) -> NgramLM:
+    """Read an ARPA or MAX-ARPA file (``.gz`` transparently) into an :class:`NgramLM`.
+
+    The vocabulary is the unigram section in file order (plus ``<unk>`` when absent).
+    MAX-ARPA columns, when present, are attached (see :meth:`NgramLM.max_backoff`).
+    """
+    path = Path(path)
+    _check_not_binary(path)
+    declared: dict[int, int] = {}
+    sections: list[dict] = []  # per order: words, probs, backoffs, max cols, lines
+    max_arpa: bool | None = None
+    with open_text(path) as handle:
+        lines = iter(enumerate(handle, start=1))
+        line_number = 0
+        for line_number, line in lines:
+            if line.strip() == "\\data\\":
+                break
+        else:
+            raise _fail(path, max(line_number, 1), "no \\data\\ header: not an ARPA file")
+        data_line = line_number
+        pending = None
+        for line_number, line in lines:
+            text = line.strip()
+            if not text:
+                continue
+            match = _COUNT_LINE.match(text)
+            if match:
+                order, count = int(match.group(1)), int(match.group(2))
+                if order != len(declared) + 1:
+                    raise _fail(path, line_number, f"expected 'ngram {len(declared) + 1}=...', got {text!r}")
+                declared[order] = count
+                continue
+            pending = (line_number, text)
+            break
+        if not declared:
+            raise _fail(path, data_line, "\\data\\ lists no 'ngram N=count' lines")
+        max_order = len(declared)
+
+        expected_order = 1
+        ended = False
+        while pending is not None:
+            header_line, header = pending
+            pending = None
+            if header == "\\end\\":
+                if expected_order <= max_order:
+                    raise _fail(path, header_line, f"\\end\\ before the \\{expected_order}-grams: section that \\data\\ announces")
+                ended = True
+                break
+            match = _SECTION_LINE.match(header)
+            if not match:
+                raise _fail(path, header_line, f"expected the \\{expected_order}-grams: section header, got {header[:60]!r}")
+            order = int(match.group(1))
+            if order != expected_order:
+                if order > max_order:
+                    raise _fail(path, header_line, f"section \\{order}-grams: but \\data\\ announces only {max_order} orders")
+                raise _fail(path, header_line, f"expected the \\{expected_order}-grams: section, got \\{order}-grams: (missing section)")
+            words: list[str] = []
+            probs: list[float] = []
+            backoffs: list[float] = []
+            max_probs: list[float] = []
+            max_backoffs: list[float] = []
+            line_numbers: list[int] = []
+            for line_number, line in lines:
+                fields = line.split()
+                if not fields:
+                    continue
+                if fields[0].startswith("\\"):
+                    pending = (line_number, line.strip())
+                    break
+                n_extra = len(fields) - 1 - order
+                if n_extra not in (0, 1, 3):
+                    raise _fail(
+                        path, line_number,
+                        f"a {order}-gram line needs a log-probability, {order} word(s) and an optional "
+                        f"back-off (or three MAX-ARPA columns); got {len(fields)} fields",
+                    )
+                line_is_max = n_extra == 3
+                if max_arpa is None:
+                    max_arpa = line_is_max
+                elif max_arpa != line_is_max:
+                    raise _fail(path, line_number, "mixes ARPA and MAX-ARPA lines (the number of columns changed)")
+                log10prob = _parse_float(path, line_number, fields[0], "log-probability")
+                if log10prob > 0:
+                    raise _fail(path, line_number, f"positive log-probability {fields[0]} (a probability above 1)")
+                if log10prob == ZERO_PROBABILITY_LOG10:
+                    log10prob = -math.inf
+                backoff = _parse_float(path, line_number, fields[order + 1], "back-off") if n_extra else 0.0
+                if math.isinf(backoff) and backoff > 0:
+                    raise _fail(path, line_number, "infinite back-off weight")
+                if backoff == ZERO_PROBABILITY_LOG10:
+                    backoff = -math.inf
+                if line_is_max:
+                    max_prob = _parse_float(path, line_number, fields[order + 2], "MAX-ARPA max log-probability")
+                    max_backoff = _parse_float(path, line_number, fields[order + 3], "MAX-ARPA max back-off")
+                    max_probs.append(-math.inf if max_prob == ZERO_PROBABILITY_LOG10 else max_prob)
+                    max_backoffs.append(-math.inf if max_backoff == ZERO_PROBABILITY_LOG10 else max_backoff)
+                words.append(" ".join(fields[1 : order + 1]) if order > 1 else fields[1])
+                probs.append(log10prob)
+                backoffs.append(backoff)
+                line_numbers.append(line_number)
+            if len(words) != declared[order]:
+                where = pending[0] if pending is not None else line_number
+                raise _fail(
+                    path, where,
+                    f"\\data\\ announces ngram {order}={declared[order]} but the \\{order}-grams: section has {len(words)} entries",
+                )
+            sections.append(dict(words=words, probs=probs, backoffs=backoffs, max_probs=max_probs,
+                                 max_backoffs=max_backoffs, lines=line_numbers, header_line=header_line))
+            expected_order += 1
+        if not ended:
+            if expected_order <= max_order:
+                raise _fail(path, line_number, f"file ends before the \\{expected_order}-grams: section that \\data\\ announces")
+            raise _fail(path, line_number, "file ends without \\end\\ (truncated?)")
+
+    return _build_model(path, sections, bool(max_arpa))
+
+
+def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
+    unigrams = sections[0]
+    index: dict[str, int] = {}
+    for position, word in enumerate(unigrams["words"]):
+        if word in index:
+            raise _fail(path, unigrams["lines"][position], f"duplicate unigram {word!r}")
+        index[word] = position
+    for special in (BOS, EOS):
+        if special not in index:
+            raise _fail(path, unigrams["header_line"], f"the unigram section has no {special}")
+    vocabulary = Vocabulary(unigrams["words"])
+    n_file_unigrams = len(unigrams["words"])
+    missing_unk = UNK not in index
+    unigram_probs = np.asarray(unigrams["probs"] + ([MISSING_UNK_LOG10PROB] if missing_unk else []))
+    unigram_backoffs = np.asarray(unigrams["backoffs"] + ([0.0] if missing_unk else []))
+    ngrams = [(np.arange(len(vocabulary)), unigram_probs, unigram_backoffs)]
+    line_numbers = [np.asarray(unigrams["lines"] + ([unigrams["header_line"]] if missing_unk else []))]
+    for order, section in enumerate(sections[1:], start=2):
+        words = " ".join(section["words"]).split()
+        ids = np.fromiter((index.get(w, -1) for w in words), dtype=np.int64, count=len(words)).reshape(-1, order)
+        unknown = np.flatnonzero((ids < 0).any(axis=1))
+        if unknown.size:
+            row = int(unknown[0])
+            missing = next(w for w in section["words"][row].split() if w not in index)
+            raise _fail(path, section["lines"][row], f"word {missing!r} of this {order}-gram is not in the unigram section")
+        ngrams.append((ids, np.asarray(section["probs"]), np.asarray(section["backoffs"])))
+        line_numbers.append(np.asarray(section["lines"]))
+    model = NgramLM.from_ngrams(vocabulary, ngrams, source=str(path), line_numbers=line_numbers)
+    if max_arpa:
+        model.set_max_backoff(_read_max_columns(model, sections, index, n_file_unigrams, missing_unk))
+    return model
+
+
+def _read_max_columns(model: NgramLM, sections, index, n_file_unigrams: int, missing_unk: bool) -> MaxBackoffTable:
+    """Align the file's mf/mbow columns with the model's rows; rows the model inserted
+    (or a missing <unk>) get their values recomputed from the rest."""
+    computed = model.max_backoff() if (missing_unk or any(
+        count != len(s["words"]) for count, s in zip(model.ngram_counts, sections)
+    )) else None
+    max_probs, max_backoffs = [], []
+    for order, section in enumerate(sections, start=1):
+        if computed is not None:
+            mf = computed.max_log10prob[order - 1].copy()
+            mbow = computed.max_log10backoff[order - 1].copy()
+        else:
+            mf = np.empty(model.ngram_counts[order - 1])
+            mbow = np.empty(model.ngram_counts[order - 1])
+        rows = _file_rows_to_model_rows(model, section["words"], index, order)
+        mf[rows] = section["max_probs"]
+        mbow[rows] = section["max_backoffs"]
+        max_probs.append(mf)
+        max_backoffs.append(mbow)
+    return MaxBackoffTable(tuple(max_probs), tuple(max_backoffs))
+
+
+def _file_rows_to_model_rows(model: NgramLM, words: list[str], index: dict[str, int], order: int) -> np.ndarray:
+    ids = np.fromiter((index[w] for w in " ".join(words).split()), dtype=np.int64).reshape(-1, order)
+    rows = ids[:, 0].copy()
+    for position in range(1, order):
+        rows = np.searchsorted(model._keys[position], rows * model.vocab_size + ids[:, position])
+    return rows
+
+
+def _format_log10(values: np.ndarray, dtype) -> np.ndarray:
+    """Shortest strings that read back to the same ``dtype`` value; -inf as ARPA's -99."""
+    values = np.asarray(values, dtype=dtype)
+    text = values.astype(str)
+    text[np.isneginf(values)] = "-99"
+    return text
+
+
+def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> None:
+    """Write ``model`` as ARPA (or MAX-ARPA with ``max_arpa=True``), atomically.
+
+    A ``.gz`` name is gzip-compressed. Values are written with the shortest decimal that
+    reads back to the stored float32 (float64 for the MAX-ARPA columns), so reading the
+    file gives identical scores. Back-offs are written for every order but the highest.
+    """
+    path = Path(path)
+    words = np.asarray(model.vocabulary.words, dtype=object)
+    table = model.max_backoff() if max_arpa else None
+    folder = path.parent if str(path.parent) else Path(".")
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as raw:
+            stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+            try:
+                def emit(text: str) -> None:
+                    stream.write(text.encode("utf-8", errors="surrogateescape"))
+
+                if max_arpa:
+                    emit(MAX_ARPA_HEADER + "\n")
+                emit("\\data\\\n")
+                for order, count in enumerate(model.ngram_counts, start=1):
+                    emit(f"ngram {order}={count}\n")
+                for order in range(1, model.order + 1):
+                    emit(f"\n\\{order}-grams:\n")
+                    rows, log10_probs, log10_backoffs = model.ngrams(order)
+                    ngram_text = words[rows[:, 0]]
+                    for position in range(1, order):
+                        ngram_text = ngram_text + " " + words[rows[:, position]]
+                    columns = [_format_log10(log10_probs, np.float32), ngram_text]
+                    if order < model.order or max_arpa:
+                        columns.append(_format_log10(log10_backoffs, np.float32))
+                    if max_arpa:
+                        columns.append(_format_log10(table.max_log10prob[order - 1], np.float64))
+                        columns.append(_format_log10(table.max_log10backoff[order - 1], np.float64))
+                    for start in range(0, len(rows), 1 << 16):
+                        chunk = slice(start, start + (1 << 16))
+                        emit("".join("\t".join(fields) + "\n" for fields in zip(*(c[chunk] for c in columns))))
+                emit("\n\\end\\\n")
+            finally:
+                if stream is not raw:
+                    stream.close()
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise

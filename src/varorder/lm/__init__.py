@@ -1,0 +1,53 @@
+"""n-gram language models: counting, estimation, back-off querying and MAX-ARPA bounds.
+
+Factorization: p(x_1 .. x_T) = prod_i p(x_i | x_{i-n+1} .. x_{i-1}) over ``<s> x_1 .. x_T
+</s>``, each factor given by ARPA's back-off recursion (Carter, Dymetman & Bouchard 2012,
+"Exact Sampling and Decoding in High-Order Hidden Markov Models", eq. 7). Estimators are
+interpolated modified Kneser-Ney (Chen & Goodman 1999), interpolated absolute discounting
+and additive smoothing. :mod:`varorder.lm.maxarpa` computes the paper's max-backoff
+weights (eq. 2-8, §2.3); :mod:`varorder.io.arpa` reads and writes ARPA and MAX-ARPA.
+
+Typical use::
+
+    from varorder.lm import ModifiedKneserNey
+    from varorder.io.arpa import write_arpa, read_arpa
+
+    lm = ModifiedKneserNey(order=3).fit("train.txt.gz").model_
+    write_arpa(lm, "model.arpa")
+    lm = read_arpa("model.arpa")
+    ids = lm.vocabulary.encode("the cat sat".split())
+    lm.logprob([lm.vocabulary.bos_id, ids[0]], ids[1])      # natural log
+    lm.max_logprob([ids[0]], ids[1])                         # bound over left extensions
+    lm.minimal_state([lm.vocabulary.bos_id, ids[0], ids[1]])
+
+Values are stored in log10 (ARPA's base); every method names the base it returns.
+"""
+
+from varorder.lm.corpus import BOS, EOS, UNK, Vocabulary, iter_sentences, open_text, read_corpus
+from varorder.lm.estimate import (
+    ESTIMATORS,
+    AbsoluteDiscounting,
+    AdditiveSmoothing,
+    ModifiedKneserNey,
+    NgramCounts,
+    count_ngrams,
+)
+from varorder.lm.model import MaxBackoffTable, NgramLM
+
+__all__ = [
+    "BOS",
+    "EOS",
+    "UNK",
+    "ESTIMATORS",
+    "AbsoluteDiscounting",
+    "AdditiveSmoothing",
+    "MaxBackoffTable",
+    "ModifiedKneserNey",
+    "NgramCounts",
+    "NgramLM",
+    "Vocabulary",
+    "count_ngrams",
+    "iter_sentences",
+    "open_text",
+    "read_corpus",
+]

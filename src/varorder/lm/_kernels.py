@@ -1,0 +1,181 @@
+"""Numba kernels for n-gram tables: hashing, back-off scoring and the MAX-ARPA walk.
+
+An n-gram of order m >= 2 is identified by the packed key ``prefix_index * V + word``:
+``prefix_index`` is the row of its first m-1 words in the order m-1 table, ``V`` the
+vocabulary size. A unigram's row is its word id. Keys are exact (no collisions), and an
+open-addressing table per order maps a key to its row in one or two memory accesses.
+
+All orders live in flat arrays addressed through per-order bases, so one compiled
+function serves every order without typed lists:
+
+* ``hash_rows[hash_base[m] : hash_base[m] + hash_cap[m]]`` holds ``(key, row)`` pairs
+  for order m + 1 (row 0 of ``hash_base`` belongs to bigrams; unigrams need no table);
+  empty slots have key -1.
+* ``values[value_base[m] + row]`` holds ``(log10 p, log10 backoff)`` of row ``row`` of
+  order m + 1, as float32 like ARPA's seven significant digits.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_EMPTY = -1
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@numba.njit(cache=True, inline="always")
+def _slot(key, capacity):
+    # Fibonacci hashing, then Lemire's multiply-shift reduction to [0, capacity): the
+    # capacity need not be a power of two, so tables stay close to their load factor.
+    mixed = np.uint64(key) * _GOLDEN
+    return np.int64(((mixed >> np.uint64(32)) * np.uint64(capacity)) >> np.uint64(32))
+
+
+@numba.njit(cache=True)
+def build_hash(keys, capacity):
+    """Open-addressing (linear probing) table of ``keys`` -> row index."""
+    table = np.full((capacity, 2), _EMPTY, dtype=np.int64)
+    for row in range(keys.shape[0]):
+        key = keys[row]
+        slot = _slot(key, capacity)
+        while table[slot, 0] != _EMPTY:
+            slot += 1
+            if slot == capacity:
+                slot = 0
+        table[slot, 0] = key
+        table[slot, 1] = row
+    return table
+
+
+@numba.njit(cache=True, inline="always")
+def find(hash_rows, base, capacity, key):
+    """Row of ``key`` in the table at ``hash_rows[base : base + capacity]``, or -1."""
+    slot = _slot(key, capacity)
+    while True:
+        stored = hash_rows[base + slot, 0]
+        if stored == key:
+            return hash_rows[base + slot, 1]
+        if stored == _EMPTY:
+            return -1
+        slot += 1
+        if slot == capacity:
+            slot = 0
+
+
+@numba.njit(cache=True)
+def find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap):
+    """Row of the n-gram ``ngram`` (word ids) in its order's table, or -1 if absent."""
+    row = np.int64(ngram[0])
+    for position in range(1, ngram.shape[0]):
+        order_slot = position - 1
+        row = find(hash_rows, hash_base[order_slot], hash_cap[order_slot], row * vocab_size + ngram[position])
+        if row < 0:
+            return -1
+    return row
+
+
+@numba.njit(cache=True)
+def backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap, values, value_base):
+    """Equation 7 of Carter et al. (2012) for one query, written independently of the
+    batched scorer: returns ``(log10 p(word | context), length of the n-gram used)``.
+
+    ``context`` must already be cut to at most order - 1 words.
+    """
+    length = context.shape[0]
+    ngram = np.empty(length + 1, dtype=np.int64)
+    ngram[:length] = context
+    ngram[length] = word
+    backoff_sum = 0.0
+    for start in range(length + 1):
+        # Try the n-gram context[start:] + word; on a miss, pay the back-off of context[start:].
+        row = find_ngram(ngram[start:], vocab_size, hash_rows, hash_base, hash_cap)
+        order = length + 1 - start
+        if row >= 0:
+            return values[value_base[order - 1] + row, 0] + backoff_sum, order
+        context_row = find_ngram(ngram[start:length], vocab_size, hash_rows, hash_base, hash_cap)
+        if context_row >= 0:
+            backoff_sum += values[value_base[order - 2] + context_row, 1]
+    return -np.inf, 0  # unreachable: every word has a unigram
+
+
+@numba.njit(cache=True)
+def score_flat(
+    ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
+    hash_rows, hash_base, hash_cap, values, value_base, out_log10prob, out_length,
+):
+    """Score every token of many sentences with back-off, carrying KenLM-style state.
+
+    ``ids[offsets[s] : offsets[s + 1]]`` is sentence s (no markers). Writes one log10
+    probability and matched n-gram length per predicted token (``</s>`` included when
+    ``add_eos``) into the outputs, sentence after sentence.
+
+    The state after a word is the rows of the n-grams ending at it, of lengths 1 .. k
+    (k <= order - 1); the next word extends those rows one lookup each and stops at the
+    first miss, since a table closed under suffixes cannot hold a longer match.
+    """
+    previous = np.empty(order, dtype=np.int64)
+    current = np.empty(order, dtype=np.int64)
+    cursor = 0
+    n_sentences = offsets.shape[0] - 1
+    for sentence in range(n_sentences):
+        begin = offsets[sentence]
+        end = offsets[sentence + 1]
+        n_previous = 0
+        if add_bos and order > 1:
+            previous[0] = bos_id
+            n_previous = 1
+        n_predicted = end - begin + (1 if add_eos else 0)
+        for position in range(n_predicted):
+            word = ids[begin + position] if begin + position < end else eos_id
+            current[0] = word
+            n_current = 1
+            longest_possible = min(order, n_previous + 1)
+            for length in range(2, longest_possible + 1):
+                row = find(
+                    hash_rows, hash_base[length - 2], hash_cap[length - 2],
+                    previous[length - 2] * vocab_size + word,
+                )
+                if row < 0:
+                    break
+                current[length - 1] = row
+                n_current = length
+            log10prob = np.float64(values[value_base[n_current - 1] + current[n_current - 1], 0])
+            # Back off through every stored context longer than the matched one.
+            for context_length in range(n_current, n_previous + 1):
+                log10prob += values[value_base[context_length - 1] + previous[context_length - 1], 1]
+            out_log10prob[cursor] = log10prob
+            out_length[cursor] = n_current
+            cursor += 1
+            n_previous = min(n_current, order - 1)
+            for length in range(n_previous):
+                previous[length] = current[length]
+    return cursor
+
+
+@numba.njit(cache=True)
+def best_unexcluded_extension(
+    ngram_contexts, ngram_words, group_offsets, group_members, member_score, member_is_eos,
+    next_hash_rows, next_capacity, vocab_size, out_best,
+):
+    """For each n-gram c x of an order, the best score among the n-grams y c of the same
+    order (y ranging over the left extensions of c, sorted best first within each group)
+    such that y c x is not in the next order's table; -inf when there is none.
+
+    ``ngram_contexts[g]`` is the group (the row of c one order down) of n-gram g,
+    ``ngram_words[g]`` its last word x. The walk over a sorted group stops at the first
+    member not excluded, so the total work is at most the number of rows of both orders.
+    """
+    for ngram in range(ngram_contexts.shape[0]):
+        group = ngram_contexts[ngram]
+        word = ngram_words[ngram]
+        best = -np.inf
+        for position in range(group_offsets[group], group_offsets[group + 1]):
+            member = group_members[position]
+            if member_is_eos[member]:
+                continue
+            if next_capacity > 0 and find(next_hash_rows, 0, next_capacity, member * vocab_size + word) >= 0:
+                continue
+            best = member_score[member]
+            break
+        out_best[ngram] = best

@@ -1,0 +1,375 @@
+"""Counting and estimation of interpolated n-gram language models.
+
+Every estimator here produces an *interpolated* model, which ARPA's back-off form stores
+exactly (Chen & Goodman 1999, §2.8): for an n-gram h w of order m,
+
+    p(w | h) = num(h w) / den(h) + gamma(h) * p(w | h'),      h' = h minus its first word,
+
+with the unigram level interpolated with the uniform distribution over every word but
+``<s>`` (which is never predicted). The stored log10 probability of h w is the whole sum;
+the back-off weight of h is gamma(h), so unseen words get gamma(h) p(w | h') as back-off
+gives them, and every conditional distribution sums to one.
+
+* :class:`ModifiedKneserNey` — Chen & Goodman's interpolated modified Kneser–Ney as
+  KenLM's ``lmplz`` estimates it: raw counts at the highest order, continuation counts
+  N1+(. g) below it (raw counts for n-grams starting with ``<s>``), three discounts per
+  order from the counts-of-counts n1..n4.
+* :class:`AbsoluteDiscounting` — one discount D for every order on raw counts, and an
+  additive term alpha on the unigram counts (the decipherment setting: D = 0.25,
+  alpha = 0.01).
+* :class:`AdditiveSmoothing` — alpha pseudo-counts for each word in every context; at the
+  unigram level that is Laplace smoothing, above it the pseudo-counts are spread by the
+  next-lower-order distribution (a Dirichlet prior centred on it).
+
+Counting packs each n-gram as ``prefix_row * V + word`` (see :mod:`varorder.lm._kernels`),
+one ``np.unique`` per order over the whole corpus, so the count tables are already the
+sorted key arrays the model stores.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from varorder.lm.corpus import PathLike, Vocabulary, read_corpus
+from varorder.lm.model import NgramLM
+
+MAX_ORDER = 10
+
+# KenLM's --discount_fallback defaults, used when an order's counts-of-counts cannot give
+# valid modified Kneser-Ney discounts (tiny or artificial corpora).
+FALLBACK_DISCOUNTS = (0.5, 1.0, 1.5)
+
+
+@dataclass
+class NgramCounts:
+    """Raw n-gram counts of a corpus, one sorted table per order.
+
+    ``keys[m]`` are the packed keys of order m + 1 (``keys[0]`` is every word id),
+    ``counts[m]`` their raw counts, ``suffix_rows[m]`` (m >= 1) the row one order down of
+    each n-gram's suffix (its last m words). ``<s>`` is counted as a unigram once per
+    sentence, since it is every sentence's first context.
+    """
+
+    vocabulary: Vocabulary
+    keys: list[np.ndarray]
+    counts: list[np.ndarray]
+    suffix_rows: list[np.ndarray | None]
+    n_sentences: int
+
+    @property
+    def order(self) -> int:
+        return len(self.keys)
+
+    def first_words(self) -> list[np.ndarray]:
+        """Per order, the first word of every n-gram."""
+        vocab_size = len(self.vocabulary)
+        first = [np.arange(vocab_size, dtype=np.int64)]
+        for m in range(1, self.order):
+            first.append(first[-1][self.keys[m] // vocab_size])
+        return first
+
+
+def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: Vocabulary) -> NgramCounts:
+    """Count every n-gram of orders 1 .. ``order`` in sentences padded with ``<s>``/``</s>``.
+
+    ``ids`` concatenates the sentences (no markers) and ``lengths`` gives their lengths.
+    """
+    if not 1 <= order <= MAX_ORDER:
+        raise ValueError(f"order must be between 1 and {MAX_ORDER}, got {order}")
+    vocab_size = len(vocabulary)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    padded_lengths = lengths + 2
+    total = int(padded_lengths.sum())
+    starts = np.zeros(len(lengths), dtype=np.int64)
+    np.cumsum(padded_lengths[:-1], out=starts[1:])
+    position_in_sentence = np.arange(total, dtype=np.int64) - np.repeat(starts, padded_lengths)
+    padded = np.empty(total, dtype=np.int64)
+    padded[starts] = vocabulary.bos_id
+    padded[starts + padded_lengths - 1] = vocabulary.eos_id
+    inner = (position_in_sentence > 0) & (position_in_sentence < np.repeat(padded_lengths, padded_lengths) - 1)
+    padded[inner] = ids
+
+    keys = [np.arange(vocab_size, dtype=np.int64)]
+    counts = [np.bincount(padded, minlength=vocab_size).astype(np.int64)]
+    suffix_rows: list[np.ndarray | None] = [None]
+    rows_ending_here = padded  # row of the (m-1)-gram ending at each position
+    for m in range(2, order + 1):
+        ends = np.flatnonzero(position_in_sentence >= m - 1)
+        packed = rows_ending_here[ends - 1] * vocab_size + padded[ends]
+        unique_keys, inverse, unique_counts = np.unique(packed, return_inverse=True, return_counts=True)
+        suffix = np.empty(len(unique_keys), dtype=np.int64)
+        suffix[inverse] = rows_ending_here[ends]
+        keys.append(unique_keys)
+        counts.append(unique_counts.astype(np.int64))
+        suffix_rows.append(suffix)
+        next_rows = np.full(total, -1, dtype=np.int64)
+        next_rows[ends] = inverse
+        rows_ending_here = next_rows
+    return NgramCounts(vocabulary, keys, counts, suffix_rows, len(lengths))
+
+
+class _InterpolatedEstimator:
+    """Shared fitting: counting, the interpolation recursion, and the back-off form.
+
+    Subclasses define :meth:`_terms`, which gives for one order the numerator of every
+    n-gram and the denominator and interpolation weight of every context.
+    """
+
+    order: int
+    min_count: int
+
+    def fit(self, paths: PathLike | Sequence[PathLike]) -> "_InterpolatedEstimator":
+        """Estimate from text files (one sentence per line, ``.gz`` transparently)."""
+        vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
+        return self.fit_ids(ids, lengths, vocabulary)
+
+    def fit_sentences(self, sentences: Iterable[str | Sequence[str]]) -> "_InterpolatedEstimator":
+        """Estimate from in-memory sentences (strings or token lists), with the same
+        vocabulary rules as :meth:`fit`."""
+        import tempfile
+
+        # Reuse the file path so both entry points share one vocabulary builder.
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, "corpus.txt")
+            with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
+                for sentence in sentences:
+                    handle.write((sentence if isinstance(sentence, str) else " ".join(sentence)) + "\n")
+            return self.fit(path)
+
+    def fit_ids(self, ids: np.ndarray, lengths: np.ndarray, vocabulary: Vocabulary) -> "_InterpolatedEstimator":
+        """Estimate from already-encoded sentences over ``vocabulary``."""
+        self._validate()
+        counts = count_ngrams(np.asarray(ids), lengths, self.order, vocabulary)
+        self.vocabulary_ = vocabulary
+        self.ngram_counts_ = tuple(len(k) for k in counts.keys)
+        self.model_ = self._estimate(counts)
+        return self
+
+    def _validate(self) -> None:
+        if not isinstance(self.order, (int, np.integer)) or not 1 <= self.order <= MAX_ORDER:
+            raise ValueError(f"order must be an integer between 1 and {MAX_ORDER}, got {self.order!r}")
+        if self.min_count < 1:
+            raise ValueError(f"min_count must be at least 1, got {self.min_count}")
+
+    def _prepare(self, counts: NgramCounts) -> list[np.ndarray]:
+        """The counts each order's estimate uses (raw by default)."""
+        return counts.counts
+
+    def _terms(self, m: int, order_counts: np.ndarray, contexts: np.ndarray, n_contexts: int, n_predictable: int):
+        """``(numerators per n-gram, denominators per context, gamma per context)`` of order
+        ``m``; ``n_predictable`` is the number of words that can be predicted (all but <s>)."""
+        raise NotImplementedError
+
+    def _estimate(self, counts: NgramCounts) -> NgramLM:
+        vocabulary = counts.vocabulary
+        vocab_size = len(vocabulary)
+        used_counts = [c.astype(np.float64) for c in self._prepare(counts)]
+        # <s> is a context only: it gets no probability mass.
+        used_counts[0][vocabulary.bos_id] = 0.0
+        uniform = np.full(vocab_size, 1.0 / (vocab_size - 1))
+        uniform[vocabulary.bos_id] = 0.0
+
+        probabilities: list[np.ndarray] = []
+        gammas: list[np.ndarray] = []  # gammas[m]: interpolation weight of each row of order m+1 as a context
+        for m in range(1, counts.order + 1):
+            if m == 1:
+                contexts = np.zeros(vocab_size, dtype=np.int64)
+                n_contexts = 1
+                lower = uniform
+            else:
+                contexts = counts.keys[m - 1] // vocab_size
+                n_contexts = len(counts.keys[m - 2])
+                lower = probabilities[m - 2][counts.suffix_rows[m - 1]]
+            numerators, denominators, gamma = self._terms(m, used_counts[m - 1], contexts, n_contexts, vocab_size - 1)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                share = np.where(denominators[contexts] > 0, numerators / denominators[contexts], 0.0)
+            probabilities.append(share + gamma[contexts] * lower)
+            if m > 1:
+                # Contexts never followed by anything keep back-off weight 1.
+                gammas.append(np.where(denominators > 0, gamma, 1.0))
+
+        log10_probs, log10_backoffs = [], []
+        with np.errstate(divide="ignore"):
+            for m in range(counts.order):
+                # Rounding can push a certain event a hair above 1; ARPA readers reject that.
+                log10_probs.append(np.minimum(np.log10(probabilities[m]), 0.0))
+                log10_backoffs.append(np.log10(gammas[m]) if m < counts.order - 1 else np.zeros(len(counts.keys[m])))
+        return NgramLM(vocabulary, counts.keys, log10_probs, log10_backoffs)
+
+
+def _group_sum(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
+    return np.bincount(groups, weights=values, minlength=n_groups)
+
+
+class ModifiedKneserNey(_InterpolatedEstimator):
+    """Interpolated modified Kneser–Ney (Chen & Goodman 1999), as KenLM's ``lmplz``.
+
+    Parameters
+    ----------
+    order : int
+        1 to 10.
+    min_count : int
+        Words seen fewer times become ``<unk>``.
+    discount_fallback : tuple of three floats
+        (D1, D2, D3+) used for an order whose counts-of-counts n1..n4 give no valid
+        discounts (some n_k is 0, or a discount falls outside (0, k)), which happens on
+        tiny or artificial corpora. A warning names the order. KenLM's defaults.
+
+    Attributes
+    ----------
+    model_ : NgramLM
+    vocabulary_ : Vocabulary
+    ngram_counts_ : tuple of int
+    discounts_ : list of (D1, D2, D3+) per order, unigrams first
+    fallback_orders_ : list of int
+        Orders (1-based) that used ``discount_fallback``.
+    """
+
+    def __init__(self, order: int = 3, min_count: int = 1, discount_fallback: tuple[float, float, float] = FALLBACK_DISCOUNTS):
+        self.order = order
+        self.min_count = min_count
+        self.discount_fallback = discount_fallback
+
+    def _validate(self) -> None:
+        super()._validate()
+        fallback = tuple(self.discount_fallback)
+        if len(fallback) != 3 or not all(0 < d < k for k, d in enumerate(fallback, start=1)):
+            raise ValueError(f"discount_fallback must be three discounts with 0 < D_k < k, got {self.discount_fallback!r}")
+
+    def _prepare(self, counts: NgramCounts) -> list[np.ndarray]:
+        first_words = counts.first_words()
+        adjusted = []
+        bos = counts.vocabulary.bos_id
+        for m in range(counts.order):
+            if m == counts.order - 1:
+                adjusted.append(counts.counts[m])
+                continue
+            continuation = np.bincount(counts.suffix_rows[m + 1], minlength=len(counts.keys[m])).astype(np.int64)
+            # Nothing precedes <s>: n-grams starting with it keep their raw counts.
+            starts_with_bos = first_words[m] == bos
+            adjusted.append(np.where(starts_with_bos, counts.counts[m], continuation))
+        self.discounts_, self.fallback_orders_ = [], []
+        for m, order_counts in enumerate(adjusted, start=1):
+            considered = order_counts if m > 1 else np.delete(order_counts, bos)
+            n = [int(np.count_nonzero(considered == k)) for k in (1, 2, 3, 4)]
+            discounts = _kneser_ney_discounts(n)
+            if discounts is None:
+                discounts = tuple(float(d) for d in self.discount_fallback)
+                self.fallback_orders_.append(m)
+                warnings.warn(
+                    f"modified Kneser-Ney: order {m} counts-of-counts n1..n4 = {n} give no valid "
+                    f"discounts; using the fallback {discounts}",
+                    RuntimeWarning,
+                    stacklevel=4,
+                )
+            self.discounts_.append(discounts)
+        return adjusted
+
+    def _terms(self, m, order_counts, contexts, n_contexts, n_predictable):
+        d1, d2, d3 = self.discounts_[m - 1]
+        discount = np.select([order_counts == 0, order_counts == 1, order_counts == 2], [0.0, d1, d2], d3)
+        denominators = _group_sum(order_counts, contexts, n_contexts)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gamma = _group_sum(discount, contexts, n_contexts) / denominators
+        return order_counts - discount, denominators, np.nan_to_num(gamma, nan=1.0)
+
+
+def _kneser_ney_discounts(n: list[int]) -> tuple[float, float, float] | None:
+    """Chen & Goodman's estimates D_k = k - (k+1) Y n_{k+1} / n_k, Y = n1 / (n1 + 2 n2);
+    None when some n_k is zero or a discount is outside (0, k)."""
+    n1, n2, n3, n4 = n
+    if min(n) == 0:
+        return None
+    y = n1 / (n1 + 2 * n2)
+    discounts = (1 - 2 * y * n2 / n1, 2 - 3 * y * n3 / n2, 3 - 4 * y * n4 / n3)
+    if not all(0 < d < k for k, d in enumerate(discounts, start=1)):
+        return None
+    return discounts
+
+
+class AbsoluteDiscounting(_InterpolatedEstimator):
+    """Interpolated absolute discounting with an additive term on the unigram counts.
+
+    p(w | h) = max(c(h w) - D, 0) / c(h) + gamma(h) p(w | h'), where gamma(h) =
+    sum_w min(c(h w), D) / c(h); the unigram level is
+    (max(c(w) - D, 0) + alpha) / (N + alpha V') + gamma / V', V' = vocabulary size
+    without ``<s>``.
+
+    Parameters
+    ----------
+    order : int
+    discount : float
+        D >= 0 (0.25 in the decipherment setting).
+    smoothing : float
+        alpha >= 0 (0.01 in the decipherment setting); with D = alpha = 0 unseen words
+        get probability 0.
+    min_count : int
+    """
+
+    def __init__(self, order: int = 3, discount: float = 0.25, smoothing: float = 0.01, min_count: int = 1):
+        self.order = order
+        self.discount = discount
+        self.smoothing = smoothing
+        self.min_count = min_count
+
+    def _validate(self) -> None:
+        super()._validate()
+        if not self.discount >= 0 or not self.smoothing >= 0:
+            raise ValueError(f"discount and smoothing must be non-negative, got {self.discount!r} and {self.smoothing!r}")
+
+    def _terms(self, m, order_counts, contexts, n_contexts, n_predictable):
+        kept = np.maximum(order_counts - self.discount, 0.0)
+        denominators = _group_sum(order_counts, contexts, n_contexts)
+        freed = _group_sum(np.minimum(order_counts, self.discount), contexts, n_contexts)
+        if m == 1:
+            pseudo_counts = self.smoothing * n_predictable
+            denominators = denominators + pseudo_counts
+            freed = freed + pseudo_counts
+            if denominators[0] == 0:
+                raise ValueError("absolute discounting with smoothing 0 needs a non-empty corpus")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gamma = np.nan_to_num(freed / denominators, nan=1.0)
+        return kept, denominators, gamma
+
+
+class AdditiveSmoothing(_InterpolatedEstimator):
+    """Additive smoothing: p(w | h) = (c(h w) + alpha V' p(w | h')) / (c(h) + alpha V').
+
+    At the unigram level p(w | h') is uniform, which is Laplace smoothing
+    (c(w) + alpha) / (N + alpha V'); above it, alpha pseudo-counts per word are spread by
+    the next-lower-order distribution, which ARPA's back-off form can store.
+
+    Parameters
+    ----------
+    order : int
+    alpha : float
+        Pseudo-count per word, > 0 (1 is Laplace).
+    min_count : int
+    """
+
+    def __init__(self, order: int = 3, alpha: float = 1.0, min_count: int = 1):
+        self.order = order
+        self.alpha = alpha
+        self.min_count = min_count
+
+    def _validate(self) -> None:
+        super()._validate()
+        if not self.alpha > 0:
+            raise ValueError(f"alpha must be positive, got {self.alpha!r}")
+
+    def _terms(self, m, order_counts, contexts, n_contexts, n_predictable):
+        pseudo_counts = self.alpha * n_predictable
+        denominators = _group_sum(order_counts, contexts, n_contexts) + pseudo_counts
+        return order_counts, denominators, pseudo_counts / denominators
+
+
+ESTIMATORS = {
+    "kneser-ney": ModifiedKneserNey,
+    "absolute": AbsoluteDiscounting,
+    "additive": AdditiveSmoothing,
+}

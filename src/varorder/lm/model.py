@@ -1,0 +1,472 @@
+"""The queryable back-off n-gram model (:class:`NgramLM`) shared by every estimator and
+by the ARPA reader.
+
+Factorization: p(x_1 .. x_T) = prod_i p(x_i | x_{i-n+1} .. x_{i-1}), each factor given by
+the back-off recursion of ARPA models (Carter, Dymetman & Bouchard 2012, eq. 7):
+p(x | h) = f(h x) when h x is stored, else bow(h) * p(x | h minus its first word), with
+bow(h) = 1 when h is not stored.
+
+Storage: for each order, the sorted packed keys ``prefix_row * V + word`` (int64), the
+``(log10 p, log10 bow)`` pairs (float32, ARPA's precision) and an open-addressing hash of
+the keys (see :mod:`varorder.lm._kernels`). Tables are closed under prefixes and suffixes
+(what KenLM also enforces): entries a file lacks are inserted with their back-off value,
+which changes no score beyond float32 rounding of the inserted values.
+
+Logarithms: values are stored in log10, as ARPA files hold them. Methods name their base:
+``log10prob``/``max_log10prob`` return log10, ``logprob``/``max_logprob`` the natural log
+that varorder's DP engine uses.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from varorder.lm import _kernels
+from varorder.lm.corpus import Vocabulary
+
+LN10 = math.log(10.0)
+# Hash tables are sized for this load factor: linear probing stays at about 1.5 probes
+# for a hit and 2.5 for a miss, while the table costs 16 / 0.67 = 24 bytes per n-gram.
+_LOAD_FACTOR = 0.67
+
+
+@dataclass(frozen=True)
+class MaxBackoffTable:
+    """The two MAX-ARPA columns of Carter et al. (2012), §2.3, per order (log10).
+
+    ``max_log10prob[m][i]`` (mf) is the largest log10 p(x | e c) over every left extension
+    e of the context of the i-th stored (m+1)-gram c x; ``max_log10backoff[m][i]`` (mbow)
+    is the largest total log10 back-off paid on the way down from any left extension of
+    that n-gram, used as a context, to the n-gram itself. Extensions range over every
+    vocabulary word except ``</s>`` (which never precedes a word) and fill the context to
+    order - 1 words.
+    """
+
+    max_log10prob: tuple[np.ndarray, ...]
+    max_log10backoff: tuple[np.ndarray, ...]
+
+
+class NgramLM:
+    """A back-off n-gram language model over integer word ids.
+
+    Build one with an estimator (:mod:`varorder.lm.estimate`), with
+    :func:`varorder.io.arpa.read_arpa`, or with :meth:`from_ngrams`.
+
+    Parameters
+    ----------
+    vocabulary : Vocabulary
+        Word strings; unigram row i is word id i.
+    keys : sequence of int64 arrays
+        ``keys[m]`` lists the packed keys of order m + 1 in increasing order;
+        ``keys[0]`` must be ``arange(len(vocabulary))``.
+    log10_probs, log10_backoffs : sequences of float arrays
+        Per order, aligned with ``keys``. The highest order's back-offs must be 0.
+
+    Use :meth:`from_ngrams` to build from word-id rows: it packs keys, checks for
+    duplicates and closes the tables.
+    """
+
+    def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs):
+        order = len(keys)
+        if order < 1:
+            raise ValueError("a model needs at least the unigram order")
+        if not (len(log10_probs) == len(log10_backoffs) == order):
+            raise ValueError("keys, log10_probs and log10_backoffs must have one array per order")
+        vocab_size = len(vocabulary)
+        if not np.array_equal(keys[0], np.arange(vocab_size)):
+            raise ValueError("unigram keys must be the word ids 0 .. V-1 in order")
+        self.vocabulary = vocabulary
+        self.order = order
+        self.vocab_size = vocab_size
+        self._keys = tuple(np.ascontiguousarray(k, dtype=np.int64) for k in keys)
+        values = []
+        for m in range(order):
+            if not (len(self._keys[m]) == len(log10_probs[m]) == len(log10_backoffs[m])):
+                raise ValueError(f"order {m + 1}: keys, log10_probs and log10_backoffs differ in length")
+            if m and len(self._keys[m]) and np.any(np.diff(self._keys[m]) <= 0):
+                raise ValueError(f"order {m + 1}: keys must be strictly increasing")
+            pair = np.empty((len(self._keys[m]), 2), dtype=np.float32)
+            pair[:, 0] = log10_probs[m]
+            pair[:, 1] = log10_backoffs[m]
+            values.append(pair)
+        self._value_base = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
+        self._values = np.concatenate(values) if values else np.empty((0, 2), np.float32)
+        capacities, tables = [], []
+        for m in range(1, order):
+            capacity = max(8, int(len(self._keys[m]) / _LOAD_FACTOR) + 1)
+            capacities.append(capacity)
+            tables.append(_kernels.build_hash(self._keys[m], capacity))
+        self._hash_cap = np.asarray(capacities + [0], dtype=np.int64)
+        self._hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
+        self._hash_rows = np.concatenate(tables) if tables else np.empty((0, 2), np.int64)
+        # extends[m][i]: some (m+2)-gram has row i of order m+1 as its prefix. A state
+        # ending in an n-gram that never extends and has no back-off can forget its first word.
+        self._extends = []
+        for m in range(order):
+            flags = np.zeros(len(self._keys[m]), dtype=bool)
+            if m + 1 < order:
+                flags[self._keys[m + 1] // vocab_size] = True
+            self._extends.append(flags)
+        self._max_backoff: MaxBackoffTable | None = None
+
+    # ------------------------------------------------------------------ construction
+
+    @classmethod
+    def from_ngrams(
+        cls,
+        vocabulary: Vocabulary,
+        ngrams: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
+        *,
+        source: str | None = None,
+        line_numbers: Sequence[np.ndarray] | None = None,
+    ) -> "NgramLM":
+        """Build a model from word-id rows.
+
+        Parameters
+        ----------
+        vocabulary : Vocabulary
+        ngrams : sequence of ``(rows, log10_probs, log10_backoffs)``
+            ``ngrams[m]`` has ``rows`` of shape (n, m + 1); ``ngrams[0]`` must list every
+            vocabulary word exactly once (any order).
+        source, line_numbers : optional
+            A file name and, per order, the line of each row, so that errors (a duplicate
+            n-gram) name the file and line.
+
+        N-grams whose prefix or suffix is missing get that prefix or suffix inserted with
+        its back-off probability and a back-off weight of 1: scores change only by the
+        float32 rounding of those values (about 1e-7), and
+        lookups may stop at the first miss.
+        """
+        order = len(ngrams)
+        vocab_size = len(vocabulary)
+
+        def where(m: int, row: int) -> str:
+            if source is None or line_numbers is None:
+                return f"order {m + 1}, row {row}"
+            return f"{source}:{int(line_numbers[m][row])}"
+
+        unigram_rows, unigram_probs, unigram_backoffs = ngrams[0]
+        unigram_ids = np.asarray(unigram_rows).reshape(-1)
+        if len(unigram_ids) != vocab_size or not np.array_equal(np.sort(unigram_ids), np.arange(vocab_size)):
+            seen = np.bincount(unigram_ids, minlength=vocab_size)
+            duplicate = np.flatnonzero(seen > 1)
+            if duplicate.size:
+                row = int(np.flatnonzero(unigram_ids == duplicate[0])[1])
+                raise ValueError(f"{where(0, row)}: duplicate unigram {vocabulary.words[duplicate[0]]!r}")
+            raise ValueError("the unigram table must list every vocabulary word exactly once")
+        log10_probs = [np.empty(vocab_size, np.float64)]
+        log10_backoffs = [np.empty(vocab_size, np.float64)]
+        log10_probs[0][unigram_ids] = unigram_probs
+        log10_backoffs[0][unigram_ids] = unigram_backoffs
+
+        rows = [unigram_ids.reshape(-1, 1).astype(np.int64)]
+        for m in range(1, order):
+            m_rows, m_probs, m_backoffs = ngrams[m]
+            rows.append(np.asarray(m_rows, dtype=np.int64).reshape(-1, m + 1))
+            log10_probs.append(np.asarray(m_probs, dtype=np.float64))
+            log10_backoffs.append(np.asarray(m_backoffs, dtype=np.float64))
+        inserted = [np.zeros(len(r), dtype=bool) for r in rows]
+
+        # Close under prefixes and suffixes, highest order first so that inserted rows
+        # get their own prefixes and suffixes checked one order down.
+        for m in range(order - 1, 0, -1):
+            candidates = np.concatenate([rows[m][:, :-1], rows[m][:, 1:]])
+            candidates = np.unique(candidates, axis=0)
+            if m == 1:
+                continue  # unigrams are the whole vocabulary
+            present = _row_set_contains(rows[m - 1], candidates)
+            missing = candidates[~present]
+            if len(missing):
+                rows[m - 1] = np.concatenate([rows[m - 1], missing])
+                log10_probs[m - 1] = np.concatenate([log10_probs[m - 1], np.full(len(missing), np.nan)])
+                log10_backoffs[m - 1] = np.concatenate([log10_backoffs[m - 1], np.zeros(len(missing))])
+                inserted[m - 1] = np.concatenate([inserted[m - 1], np.ones(len(missing), dtype=bool)])
+
+        keys = [np.arange(vocab_size, dtype=np.int64)]
+        sorted_probs = [log10_probs[0]]
+        sorted_backoffs = [log10_backoffs[0]]
+        for m in range(1, order):
+            prefix_rows = _rows_to_indices(rows[m][:, :-1], keys, vocab_size)
+            m_keys = prefix_rows * vocab_size + rows[m][:, -1]
+            permutation = np.argsort(m_keys, kind="stable")
+            m_keys = m_keys[permutation]
+            duplicate = np.flatnonzero(m_keys[1:] == m_keys[:-1])
+            if duplicate.size:
+                original = permutation[duplicate[0] + 1]
+                words = " ".join(vocabulary.decode(rows[m][original]))
+                raise ValueError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
+            keys.append(m_keys)
+            probs = log10_probs[m][permutation]
+            backoffs = log10_backoffs[m][permutation]
+            filled = inserted[m][permutation]
+            if filled.any():
+                # p(x | h) of an inserted h x is what back-off gave before insertion:
+                # bow(h) + log10 p(x | h minus its first word).
+                lower = NgramLM(vocabulary, keys[:m], sorted_probs, sorted_backoffs)
+                for index in np.flatnonzero(filled):
+                    ngram = rows[m][permutation[index]]
+                    context_row = lower._row_of(ngram[:-1])
+                    backoff = float(lower._values[lower._value_base[m - 1] + context_row, 1]) if context_row >= 0 else 0.0
+                    probs[index] = backoff + lower.log10prob(ngram[1:-1], int(ngram[-1]))
+            sorted_probs.append(probs)
+            sorted_backoffs.append(backoffs)
+        return cls(vocabulary, keys, sorted_probs, sorted_backoffs)
+
+    # ------------------------------------------------------------------ inspection
+
+    @property
+    def ngram_counts(self) -> tuple[int, ...]:
+        """Number of stored n-grams of each order, unigrams first."""
+        return tuple(len(k) for k in self._keys)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the tables (keys, values, hashes, extension flags)."""
+        return int(
+            sum(k.nbytes for k in self._keys)
+            + self._values.nbytes
+            + self._hash_rows.nbytes
+            + sum(e.nbytes for e in self._extends)
+        )
+
+    @property
+    def bytes_per_ngram(self) -> float:
+        return self.nbytes / max(1, sum(self.ngram_counts))
+
+    def __repr__(self) -> str:
+        return f"NgramLM(order={self.order}, vocab={self.vocab_size}, ngrams={self.ngram_counts})"
+
+    def ngrams(self, order: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The stored n-grams of ``order`` as ``(rows, log10_probs, log10_backoffs)``;
+        ``rows`` has shape (n, order) of word ids, sorted by packed key."""
+        self._check_order(order)
+        rows = np.arange(self.vocab_size, dtype=np.int64).reshape(-1, 1)
+        for m in range(1, order):
+            keys = self._keys[m]
+            rows = np.concatenate([rows[keys // self.vocab_size], (keys % self.vocab_size).reshape(-1, 1)], axis=1)
+        values = self._order_values(order)
+        return rows, values[:, 0].astype(np.float64), values[:, 1].astype(np.float64)
+
+    def _check_order(self, order: int) -> None:
+        if not 1 <= order <= self.order:
+            raise ValueError(f"order must be between 1 and {self.order}, got {order}")
+
+    def _order_values(self, order: int) -> np.ndarray:
+        return self._values[self._value_base[order - 1] : self._value_base[order]]
+
+    def _row_of(self, ngram: np.ndarray) -> int:
+        """Row of ``ngram`` (word ids) in its order's table, or -1; the empty n-gram is -1."""
+        if len(ngram) == 0 or len(ngram) > self.order:
+            return -1
+        return int(
+            _kernels.find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap)
+        )
+
+    def _context_array(self, context: Iterable[int]) -> np.ndarray:
+        context = np.asarray(list(context) if not isinstance(context, np.ndarray) else context, dtype=np.int64)
+        if context.ndim != 1:
+            raise ValueError("context must be a one-dimensional sequence of word ids")
+        self._check_ids(context)
+        return context[max(0, len(context) - (self.order - 1)) :] if self.order > 1 else context[:0]
+
+    def _check_ids(self, ids: np.ndarray) -> None:
+        if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
+            bad = int(np.flatnonzero((ids < 0) | (ids >= self.vocab_size))[0])
+            raise ValueError(f"word id {int(ids[bad])} at position {bad} is outside the vocabulary (0 .. {self.vocab_size - 1})")
+
+    def _check_word(self, word: int) -> int:
+        word = int(word)
+        if not 0 <= word < self.vocab_size:
+            raise ValueError(f"word id {word} is outside the vocabulary (0 .. {self.vocab_size - 1})")
+        return word
+
+    # ------------------------------------------------------------------ queries
+
+    def lookup(self, context: Sequence[int], word: int) -> tuple[float, int]:
+        """``(log10 p(word | context), length of the stored n-gram used)`` by back-off.
+
+        Only the last order - 1 words of ``context`` matter; pass ``bos_id`` first for a
+        sentence start.
+        """
+        context = self._context_array(context)
+        log10prob, length = _kernels.backoff_log10prob(
+            context, self._check_word(word), self.vocab_size, self._hash_rows, self._hash_base,
+            self._hash_cap, self._values, self._value_base,
+        )
+        return float(log10prob), int(length)
+
+    def log10prob(self, context: Sequence[int], word: int) -> float:
+        """log10 p(word | context) with back-off."""
+        return self.lookup(context, word)[0]
+
+    def logprob(self, context: Sequence[int], word: int) -> float:
+        """Natural-log p(word | context) with back-off."""
+        return self.lookup(context, word)[0] * LN10
+
+    def token_log10probs(
+        self, ids: np.ndarray, lengths: np.ndarray | None = None, *, bos: bool = True, eos: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Batched scoring without a Python loop per word.
+
+        Parameters
+        ----------
+        ids : int array
+            Concatenated sentences (no markers), e.g. from ``Vocabulary.encode_sentences``.
+        lengths : int array, optional
+            Each sentence's length; one sentence when omitted.
+        bos, eos : bool
+            Start each sentence in the ``<s>`` context; predict ``</s>`` after each.
+
+        Returns
+        -------
+        log10probs : float64 array
+            One per predicted token: each sentence's words, then its ``</s>`` if ``eos``.
+        ngram_lengths : int8 array
+            The length of the stored n-gram each probability came from.
+        """
+        ids = np.ascontiguousarray(ids, dtype=np.int32)
+        self._check_ids(ids)
+        if lengths is None:
+            lengths = np.asarray([len(ids)], dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if lengths.size and lengths.min() < 0 or int(lengths.sum()) != len(ids):
+            raise ValueError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}, got sum {int(lengths.sum())}")
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        n_out = len(ids) + (len(lengths) if eos else 0)
+        out_log10prob = np.empty(n_out, dtype=np.float64)
+        out_length = np.empty(n_out, dtype=np.int8)
+        _kernels.score_flat(
+            ids, offsets, bos, eos, self.vocabulary.bos_id, self.vocabulary.eos_id, self.order, self.vocab_size,
+            self._hash_rows, self._hash_base, self._hash_cap, self._values, self._value_base, out_log10prob, out_length,
+        )
+        return out_log10prob, out_length
+
+    def sentence_log10probs(
+        self, ids: np.ndarray, lengths: np.ndarray | None = None, *, bos: bool = True, eos: bool = True
+    ) -> np.ndarray:
+        """log10 probability of each sentence (batched; see :meth:`token_log10probs`)."""
+        token_scores, _ = self.token_log10probs(ids, lengths, bos=bos, eos=eos)
+        if lengths is None:
+            return np.asarray([token_scores.sum()])
+        per_sentence = np.asarray(lengths, dtype=np.int64) + (1 if eos else 0)
+        starts = np.concatenate([[0], np.cumsum(per_sentence)[:-1]])
+        sums = np.zeros(len(per_sentence))
+        nonempty = per_sentence > 0
+        if nonempty.any():
+            sums[nonempty] = np.add.reduceat(token_scores, starts[nonempty])
+        return sums
+
+    def score_sentence(self, sentence: str | Sequence[str], *, bos: bool = True, eos: bool = True) -> float:
+        """log10 probability of one sentence given as a string or a list of words."""
+        words = sentence.split() if isinstance(sentence, str) else list(sentence)
+        return float(self.token_log10probs(self.vocabulary.encode(words), bos=bos, eos=eos)[0].sum())
+
+    def perplexity(self, sentences: Iterable[str | Sequence[str]] | tuple[np.ndarray, np.ndarray]) -> float:
+        """Perplexity 10^(-sum log10 p / N) over sentences, N counting every word and each
+        ``</s>`` (not ``<s>``); out-of-vocabulary words are scored as ``<unk>``, as KenLM does.
+
+        ``sentences`` is an iterable of strings or token lists, or an ``(ids, lengths)``
+        pair as :meth:`Vocabulary.encode_sentences` returns.
+        """
+        if isinstance(sentences, tuple) and len(sentences) == 2 and isinstance(sentences[0], np.ndarray):
+            ids, lengths = sentences
+        else:
+            ids, lengths = self.vocabulary.encode_sentences(
+                s.split() if isinstance(s, str) else s for s in sentences
+            )
+        scores, _ = self.token_log10probs(ids, lengths)
+        if len(scores) == 0:
+            raise ValueError("perplexity of an empty set of sentences")
+        return float(10.0 ** (-scores.sum() / len(scores)))
+
+    # ------------------------------------------------------------------ states
+
+    def minimal_state(self, context: Sequence[int]) -> tuple[int, ...]:
+        """The shortest suffix of ``context`` that determines every future score.
+
+        That is the longest suffix s (at most order - 1 words) that is stored and either
+        extends to a longer stored n-gram or has a back-off weight other than 1; the words
+        before it can change no later probability (KenLM's right-state minimization,
+        which the q-automaton uses to merge states). An entry that the reader inserted to
+        close the tables carries its back-off value and still counts as an extension, so
+        on such files a state can keep a word that changes nothing (as KenLM's does).
+        """
+        context = self._context_array(context)
+        for start in range(len(context)):
+            suffix = context[start:]
+            row = self._row_of(suffix)
+            if row < 0:
+                continue
+            length = len(suffix)
+            backoff = self._values[self._value_base[length - 1] + row, 1]
+            if self._extends[length - 1][row] or backoff != 0.0:
+                return tuple(int(w) for w in suffix)
+        return ()
+
+    # ------------------------------------------------------------------ MAX-ARPA
+
+    def max_backoff(self) -> MaxBackoffTable:
+        """The MAX-ARPA columns (computed once, then cached)."""
+        if self._max_backoff is None:
+            from varorder.lm.maxarpa import compute_max_backoff
+
+            self._max_backoff = compute_max_backoff(self)
+        return self._max_backoff
+
+    def set_max_backoff(self, table: MaxBackoffTable) -> None:
+        """Attach MAX-ARPA columns read from a file (shapes are checked)."""
+        for m in range(self.order):
+            n = len(self._keys[m])
+            if len(table.max_log10prob[m]) != n or len(table.max_log10backoff[m]) != n:
+                raise ValueError(f"order {m + 1}: MAX-ARPA columns have the wrong length")
+        self._max_backoff = table
+
+    def max_log10prob(self, context: Sequence[int], word: int) -> float:
+        """log10 of w(word | context) = max over left extensions e of p(word | e context)
+        (Carter et al. 2012, eq. 2, computed by eq. 8), for any context, stored or not.
+
+        Extensions fill the context up to order - 1 words with any word but ``</s>``.
+        """
+        context = self._context_array(context)
+        word = self._check_word(word)
+        table = self.max_backoff()
+        ngram_row = self._row_of(np.append(context, word))
+        if ngram_row >= 0:
+            return float(table.max_log10prob[len(context)][ngram_row])
+        log10prob = self.lookup(context, word)[0]
+        context_row = self._row_of(context)
+        if context_row < 0:
+            # No stored left extension of an absent context: every one backs off to it.
+            return log10prob
+        return float(table.max_log10backoff[len(context) - 1][context_row]) + log10prob
+
+    def max_logprob(self, context: Sequence[int], word: int) -> float:
+        """Natural-log version of :meth:`max_log10prob`."""
+        return self.max_log10prob(context, word) * LN10
+
+
+def _row_set_contains(table_rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each row of ``queries``, whether it occurs among ``table_rows`` (same width)."""
+    if len(table_rows) == 0:
+        return np.zeros(len(queries), dtype=bool)
+    combined = np.concatenate([table_rows, queries])
+    _, inverse = np.unique(combined, axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    in_table = np.zeros(inverse.max() + 1, dtype=bool)
+    in_table[inverse[: len(table_rows)]] = True
+    return in_table[inverse[len(table_rows) :]]
+
+
+def _rows_to_indices(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
+    """Row indices of word-id rows (all of one order, present in ``keys``), by walking
+    prefixes through the sorted key arrays."""
+    index = rows[:, 0].astype(np.int64)
+    for position in range(1, rows.shape[1]):
+        wanted = index * vocab_size + rows[:, position]
+        index = np.searchsorted(keys[position], wanted)
+    return index
