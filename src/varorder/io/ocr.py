@@ -17,11 +17,12 @@ and columns 1, 3, 5, 7.
 
 from __future__ import annotations
 
-import gzip
 import os
 from dataclasses import dataclass
 
 import numpy as np
+
+from varorder.io._text import open_text
 
 __all__ = ["OcrWord", "read_ocr_letters", "split_by_fold", "IMAGE_SHAPE", "DOWNSAMPLED_SHAPE"]
 
@@ -48,13 +49,6 @@ class OcrWord:
         return len(self.letters)
 
 
-def _open_text(path):
-    path = os.fspath(path)
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def read_ocr_letters(path, downsample: bool = False) -> list[OcrWord]:
     """Read ``letter.data`` (optionally gzip-compressed) into words, in file order.
 
@@ -71,7 +65,7 @@ def read_ocr_letters(path, downsample: bool = False) -> list[OcrWord]:
     def fail(lineno: int, why: str):
         raise ValueError(f"{path}:{lineno}: {why}")
 
-    with _open_text(path) as handle:
+    with open_text(path) as handle:
         lineno = 0
         for lineno, line in enumerate(handle, start=1):
             fields = line.rstrip("\r\n").rstrip("\t").split("\t")

@@ -1,0 +1,220 @@
+"""Token features → sparse design matrix (scipy CSR, one row per token, sequences concatenated).
+
+Items (tokens) may be given as
+
+* feature dicts ``{name: value}`` like sklearn-crfsuite: a float/int/bool value is the
+  feature's value; a string value ``v`` makes the binary feature ``"name:v"`` (CRFsuite's
+  convention);
+* iterables of feature names (each of value 1);
+* or a whole sequence as a dense (n, F) array or scipy sparse matrix (no vocabulary).
+
+:class:`FeatureIndexer` assigns column ids to feature names seen in training (optionally
+only those seen ``min_count`` times); unseen names at prediction time are dropped, as
+in CRFsuite. Emission log-potentials are then ``X @ W`` for a weight matrix W (F, K),
+computed by :func:`csr_times_dense` (Numba, parallel over rows).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import chain
+
+import numba as nb
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["FeatureIndexer", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features"]
+
+
+@nb.njit(cache=True, parallel=True)
+def _csr_dense_kernel(indptr, indices, data, dense, out):
+    n_rows = indptr.size - 1
+    K = dense.shape[1]
+    for r in nb.prange(n_rows):
+        for k in range(K):
+            out[r, k] = 0.0
+        for p in range(indptr[r], indptr[r + 1]):
+            c = indices[p]
+            v = data[p]
+            for k in range(K):
+                out[r, k] += v * dense[c, k]
+
+
+def csr_times_dense(matrix: sp.csr_matrix, dense: np.ndarray) -> np.ndarray:
+    """matrix @ dense as a C-contiguous float64 array, parallel over the sparse rows."""
+    out = np.empty((matrix.shape[0], dense.shape[1]))
+    _csr_dense_kernel(matrix.indptr, matrix.indices, matrix.data, np.ascontiguousarray(dense, dtype=np.float64), out)
+    return out
+
+
+def n_items(sequence) -> int:
+    """Number of items (rows) in one input sequence, whether a list, an array or a sparse matrix."""
+    return sequence.shape[0] if sp.issparse(sequence) or isinstance(sequence, np.ndarray) else len(sequence)
+
+
+def is_array_input(sequences) -> bool:
+    """True when sequences are given as per-sequence arrays rather than lists of feature items."""
+    return len(sequences) > 0 and (isinstance(sequences[0], np.ndarray) or sp.issparse(sequences[0]))
+
+
+def _item_pairs(item, where: str):
+    """(names, values) of one item; values None when all are 1."""
+    if isinstance(item, dict):
+        names, values = [], []
+        for key, value in item.items():
+            if isinstance(value, str):
+                names.append(f"{key}:{value}")
+                values.append(1.0)
+            elif isinstance(value, (bool, int, float, np.number)):
+                names.append(key)
+                values.append(float(value))
+            else:
+                raise ValueError(f"{where}: feature {key!r} has value {value!r}; expected a number or a string")
+        return names, values
+    if isinstance(item, str):
+        raise ValueError(f"{where}: an item must be a feature dict or an iterable of feature names, got a string")
+    try:
+        names = list(item)
+    except TypeError:
+        raise ValueError(f"{where}: an item must be a feature dict or an iterable of feature names, "
+                         f"got {type(item).__name__}") from None
+    return names, None
+
+
+def _flatten(sequences, name: str):
+    """All items' feature names and values, items' feature counts and sequence lengths."""
+    lengths = np.fromiter((len(seq) for seq in sequences), dtype=np.int64, count=len(sequences))
+    if (lengths == 0).any():
+        i = int(np.flatnonzero(lengths == 0)[0])
+        raise ValueError(f"{name}[{i}] is an empty sequence")
+    items = list(chain.from_iterable(sequences))
+    # Fast path: dicts with numeric values (the common CRFsuite-style input).
+    if items and all(type(it) is dict for it in items):
+        counts = np.fromiter((len(it) for it in items), dtype=np.int64, count=len(items))
+        names = list(chain.from_iterable(it.keys() for it in items))
+        raw_values = list(chain.from_iterable(it.values() for it in items))
+        if set(map(type, raw_values)) <= {float, int, bool}:
+            return names, np.asarray(raw_values, dtype=np.float64), counts, lengths
+        # string (or odd) values somewhere: the general path below names the bad item
+    names, values, counts = [], [], np.empty(len(items), dtype=np.int64)
+    seq_of_item = np.repeat(np.arange(len(sequences)), lengths)
+    pos_of_item = np.arange(len(items)) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    for i, item in enumerate(items):
+        item_names, item_values = _item_pairs(item, f"{name}[{seq_of_item[i]}][{pos_of_item[i]}]")
+        names.extend(item_names)
+        values.extend([1.0] * len(item_names) if item_values is None else item_values)
+        counts[i] = len(item_names)
+    return names, np.asarray(values, dtype=np.float64), counts, lengths
+
+
+class FeatureIndexer:
+    """Vocabulary of feature names → column ids, learned from training items."""
+
+    def __init__(self, min_count: int = 1):
+        self.min_count = min_count
+
+    def fit(self, sequences, name: str = "X") -> "FeatureIndexer":
+        names, _, _, _ = _flatten(sequences, name)
+        if self.min_count <= 1:
+            vocabulary = dict.fromkeys(names)
+        else:
+            vocabulary = {k: None for k, c in Counter(names).items() if c >= self.min_count}
+        self.names_ = list(vocabulary)
+        self.vocabulary_ = {k: i for i, k in enumerate(self.names_)}
+        return self
+
+    @classmethod
+    def from_names(cls, names, min_count: int = 1) -> "FeatureIndexer":
+        indexer = cls(min_count)
+        indexer.names_ = list(names)
+        indexer.vocabulary_ = {k: i for i, k in enumerate(indexer.names_)}
+        return indexer
+
+    @property
+    def n_features(self) -> int:
+        return len(self.names_)
+
+    def transform(self, sequences, name: str = "X") -> tuple[sp.csr_matrix, np.ndarray]:
+        """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped."""
+        names, values, counts, lengths = _flatten(sequences, name)
+        get = self.vocabulary_.get
+        columns = np.fromiter((get(k, -1) for k in names), dtype=np.int64, count=len(names))
+        rows = np.repeat(np.arange(counts.size), counts)
+        known = columns >= 0
+        matrix = sp.csr_matrix((values[known], (rows[known], columns[known])),
+                               shape=(counts.size, self.n_features))
+        matrix.sum_duplicates()
+        return matrix, lengths
+
+
+def design_matrix(sequences, indexer: FeatureIndexer | None, n_features: int | None = None,
+                  name: str = "X") -> tuple[sp.csr_matrix, np.ndarray]:
+    """Stack sequences into a CSR design matrix: via ``indexer`` for feature items, or
+    directly for per-sequence arrays (which must have ``n_features`` columns when given)."""
+    if len(sequences) == 0:
+        raise ValueError(f"{name} holds no sequences")
+    if indexer is not None:
+        return indexer.transform(sequences, name)
+    blocks = []
+    for i, seq in enumerate(sequences):
+        block = sp.csr_matrix(seq, dtype=np.float64) if sp.issparse(seq) else np.asarray(seq, dtype=np.float64)
+        if block.ndim != 2 or block.shape[0] == 0:
+            raise ValueError(f"{name}[{i}] must be a non-empty 2-d (n_items, n_features) array, got shape {block.shape}")
+        if n_features is not None and block.shape[1] != n_features:
+            raise ValueError(f"{name}[{i}] has {block.shape[1]} features, expected {n_features}")
+        if not sp.issparse(block) and not np.isfinite(block).all():
+            raise ValueError(f"{name}[{i}] contains NaN or inf")
+        blocks.append(sp.csr_matrix(block))
+    widths = {b.shape[1] for b in blocks}
+    if len(widths) != 1:
+        raise ValueError(f"{name}: sequences have differing feature counts {sorted(widths)}")
+    matrix = sp.vstack(blocks, format="csr")
+    lengths = np.array([b.shape[0] for b in blocks], dtype=np.int64)
+    return matrix, lengths
+
+
+def _word_features(word: str) -> dict[str, float]:
+    lower = word.lower()
+    return {
+        "bias": 1.0,
+        "w=" + lower: 1.0,
+        "suf1=" + lower[-1:]: 1.0,
+        "suf2=" + lower[-2:]: 1.0,
+        "suf3=" + lower[-3:]: 1.0,
+        "pre2=" + lower[:2]: 1.0,
+        "upper": float(word.isupper()),
+        "title": float(word.istitle()),
+        "digit": float(word.isdigit()),
+    }
+
+
+def pos_features(words: list[str]) -> list[dict[str, float]]:
+    """The POS-tagging templates of the CRFsuite tutorial, one feature dict per word.
+
+    Current word: bias, lower-cased form, suffixes of length 1–3, 2-letter prefix,
+    is-upper, is-title, is-digit; previous and next word: lower-cased form, is-title,
+    3-letter suffix; BOS / EOS markers at the sentence edges. Booleans are feature values
+    (0.0 or 1.0), as sklearn-crfsuite passes them.
+    """
+    items = []
+    n = len(words)
+    for i, word in enumerate(words):
+        feats = _word_features(word)
+        if i > 0:
+            prev = words[i - 1]
+            low = prev.lower()
+            feats["-1:w=" + low] = 1.0
+            feats["-1:title"] = float(prev.istitle())
+            feats["-1:suf3=" + low[-3:]] = 1.0
+        else:
+            feats["BOS"] = 1.0
+        if i < n - 1:
+            nxt = words[i + 1]
+            low = nxt.lower()
+            feats["+1:w=" + low] = 1.0
+            feats["+1:title"] = float(nxt.istitle())
+            feats["+1:suf3=" + low[-3:]] = 1.0
+        else:
+            feats["EOS"] = 1.0
+        items.append(feats)
+    return items

@@ -1,0 +1,89 @@
+"""Model files: one ``.npz`` holding the weight arrays plus a JSON metadata member (no pickle).
+
+Layout: arrays under their own names and ``__meta__`` — UTF-8 JSON bytes stored as a
+uint8 array — with ``format`` ("varorder-model"), ``format_version``, ``kind`` (estimator
+class), ``params`` (constructor arguments) and ``state`` (small learned state such as
+label names and feature names). Files are written atomically (temporary file in the
+same directory, then ``os.replace``) and read with ``allow_pickle=False``; every
+problem on load — truncation (zip CRC), wrong kind, newer format, missing or misshapen
+array — is a ValueError naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import zipfile
+import zlib
+
+import numpy as np
+
+__all__ = ["FORMAT_VERSION", "save_model", "load_model", "check_shapes"]
+
+FORMAT_NAME = "varorder-model"
+FORMAT_VERSION = 1
+_META = "__meta__"
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"cannot store {type(value).__name__} in model metadata")
+
+
+def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.ndarray]) -> None:
+    path = os.fspath(path)
+    meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": kind, "params": params, "state": state}
+    payload = {name: np.asarray(value) for name, value in arrays.items()}
+    if _META in payload:
+        raise ValueError(f"array name {_META!r} is reserved")
+    payload[_META] = np.frombuffer(json.dumps(meta, default=_json_default).encode("utf-8"), dtype=np.uint8)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            np.savez_compressed(handle, **payload)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_model(path, kind: str, array_names) -> tuple[dict, dict, dict[str, np.ndarray]]:
+    """(params, state, arrays) of a model file of the given kind."""
+    path = os.fspath(path)
+    try:
+        with np.load(path, allow_pickle=False) as archive:
+            members = {name: archive[name] for name in archive.files}
+    except FileNotFoundError:
+        raise
+    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, KeyError) as err:
+        raise ValueError(f"{path}: not a readable varorder model file ({type(err).__name__}: {err})") from None
+    if _META not in members:
+        raise ValueError(f"{path}: not a varorder model file (no {_META} member)")
+    try:
+        meta = json.loads(members.pop(_META).tobytes().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: corrupted model metadata ({err})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
+        raise ValueError(f"{path}: not a varorder model file (format {meta.get('format') if isinstance(meta, dict) else meta!r})")
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
+        raise ValueError(f"{path}: model format version {version!r} is not supported (this varorder reads 1..{FORMAT_VERSION})")
+    if meta.get("kind") != kind:
+        raise ValueError(f"{path}: holds a {meta.get('kind')!r} model, not a {kind!r}")
+    missing = [name for name in array_names if name not in members]
+    if missing:
+        raise ValueError(f"{path}: model file lacks arrays {missing}")
+    return meta.get("params", {}), meta.get("state", {}), {name: members[name] for name in array_names}
+
+
+def check_shapes(path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
+    for name, shape in shapes.items():
+        if arrays[name].shape != tuple(shape):
+            raise ValueError(f"{os.fspath(path)}: array {name!r} has shape {arrays[name].shape}, expected {tuple(shape)}")
+        if not np.isfinite(arrays[name]).all() and arrays[name].dtype.kind == "f":
+            if np.isnan(arrays[name]).any():
+                raise ValueError(f"{os.fspath(path)}: array {name!r} contains NaN")
