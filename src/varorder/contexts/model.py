@@ -1,0 +1,300 @@
+"""Training and prediction for reified context models (Steinhardt & Liang, ICML 2015, §4–5).
+
+Model: p(y | x) ∝ exp(Σᵢ θ_ngramᵀφ(c_{i−1}, y_i) + w_{y_i}ᵀx_i + b_{y_i} + β·𝕀[c_i = 𝒴_{1:i}])
+with ★-extended n-gram indicators φ (eq. 6, :mod:`varorder.contexts.features`),
+observation features x_i × y_i (for OCR: pixel × letter, plus a per-letter bias) and
+the coverage feature of §4.1 (β = 0 for RCMS, −∞ for plain beam search, or learned).
+For each sequence the contexts c are selected by RCMS (or beam search) under the
+current θ and the resulting lattice is handed to :mod:`varorder.lattice`.
+
+Learning maximises the *approximate* log-likelihood of §5,
+
+    ℓ(θ) = s_θ(y*) − log Z_θ,    both on the lattice of contexts selected under θ,
+
+with AdaGrad (η = 0.2, δ = 10⁻⁴ as in the paper; :class:`varorder.models.optim.AdaGrad`).
+The gradient treats the selected contexts as fixed (selection is piecewise constant in
+θ): ∇ℓ = φ(gold path) − E_lattice[φ], the expectation from the engine's arc marginals.
+
+*How the gold output is scored.* Every label sequence has exactly one path through the
+selected contexts (c_i = f_i(c_{i−1}, y_i)); s_θ(y*) is the score of that path, i.e.
+the gold n-grams are read through the contexts RCMS kept — a gold history that was
+merged into a coarser context is scored with the coarser (★) features. Coverage
+guarantees this path exists and has finite score.
+
+*Beam search when the gold falls off the beam.* With β = −∞ the gold path would have
+score −∞ as soon as its prefix leaves the beam, and ℓ would be −∞. In training, beam
+search therefore keeps the gold prefix as one extra entry of every beam (the B best
+entries plus the gold one, "early update"-free forced decoding), so ℓ = s(y*) −
+log Σ_{y ∈ final beam ∪ {y*}} exp s(y) and the gradient pushes the gold above the
+competitors that crowded it out. At test time nothing is forced. With a learned β
+(``coverage="learned"``) nothing needs forcing: the gold path can pass through 𝒴_{1:i}.
+
+Gradients of a mini-batch are summed before each AdaGrad step (the paper updates per
+example, Hogwild-parallel; a small batch keeps the dense AdaGrad update affordable on
+2 cores and, AdaGrad being scale-free per coordinate, changes little).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from varorder import lattice as lt
+from varorder.contexts.context_set import ContextLattice, build_context_lattice
+from varorder.contexts.features import NgramFeatureSpace
+from varorder.models.optim import AdaGrad
+
+__all__ = ["ReifiedContextModel", "SequenceGradient"]
+
+FORMAT_VERSION = 1
+
+
+@dataclass
+class SequenceGradient:
+    """Gradient of −ℓ for one sequence, by parameter block, with ℓ and the context-length statistic."""
+
+    log_likelihood: float
+    ngram: np.ndarray
+    observation: np.ndarray
+    coverage: float
+    context_length: float
+
+
+class ReifiedContextModel:
+    """A reified context model over label sequences with per-position observation vectors.
+
+    Parameters
+    ----------
+    num_labels : V.
+    order : n of the n-gram features (4 in the paper's OCR experiment).
+    num_contexts : B, contexts per position besides 𝒴_{1:i} (the beam size for beam search).
+    mode : "rcms" or "beam".
+    coverage : "fixed" (β = 0 for RCMS, −∞ for beam) or "learned" (β trained, §4.1).
+    backoff : also fire shorter ★-suffix n-gram indicators (off in the paper).
+    step_size, delta : AdaGrad η and δ.
+    epochs : passes over the training data.
+    batch_size : sequences whose gradients are summed per AdaGrad step.
+    max_updates : stop after this many sequences in total (None: all epochs).
+    track_every : record the cumulative context-length average every this many sequences.
+    seed : shuffling seed.
+    progress : show a tqdm bar.
+    """
+
+    def __init__(self, num_labels: int, order: int = 4, num_contexts: int = 10, mode: str = "rcms",
+                 coverage: str = "fixed", backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
+                 epochs: int = 5, batch_size: int = 8, max_updates: int | None = None, track_every: int = 50,
+                 seed: int = 0, progress: bool = False):
+        self.num_labels = num_labels
+        self.order = order
+        self.num_contexts = num_contexts
+        self.mode = mode
+        self.coverage = coverage
+        self.backoff = backoff
+        self.step_size = step_size
+        self.delta = delta
+        self.epochs = epochs
+        self.batch_size = batch_size
+        self.max_updates = max_updates
+        self.track_every = track_every
+        self.seed = seed
+        self.progress = progress
+
+    # ------------------------------------------------------------------ set-up
+    def _check_params(self):
+        if self.mode not in ("rcms", "beam"):
+            raise ValueError(f"mode must be 'rcms' or 'beam', got {self.mode!r}")
+        if self.coverage not in ("fixed", "learned"):
+            raise ValueError(f"coverage must be 'fixed' or 'learned', got {self.coverage!r}")
+        for name in ("epochs", "batch_size", "num_contexts", "track_every"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+    def _init_state(self, num_inputs: int):
+        self.features_ = NgramFeatureSpace(self.num_labels, self.order, self.backoff)
+        self.num_inputs_ = int(num_inputs)
+        self.ngram_weights_ = np.zeros(self.features_.size)
+        self.observation_weights_ = np.zeros((self.num_labels, self.num_inputs_ + 1))  # last column: bias
+        self.coverage_weight_ = (-np.inf if self.mode == "beam" else 0.0) if self.coverage == "fixed" else 0.0
+
+    def _check_sequence(self, x, name="observations"):
+        x = np.asarray(x, dtype=np.float64)
+        if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] != self.num_inputs_:
+            raise ValueError(f"{name} must have shape (L >= 1, {self.num_inputs_}), got {x.shape}")
+        return x
+
+    def observation_scores(self, x) -> np.ndarray:
+        """(L, V) observation log-potentials w_yᵀx_i + b_y."""
+        x = self._check_sequence(x)
+        return x @ self.observation_weights_[:, :-1].T + self.observation_weights_[:, -1]
+
+    def context_lattice(self, x, force_labels=None) -> ContextLattice:
+        """Select contexts for one input under the current weights and return the lattice."""
+        return build_context_lattice(self.observation_scores(x), self.ngram_weights_, self.features_,
+                                     self.num_contexts, mode=self.mode, coverage_weight=self.coverage_weight_,
+                                     force_labels=force_labels)
+
+    # ------------------------------------------------------------ gradient
+    def sequence_gradient(self, x, y) -> SequenceGradient:
+        """ℓ and ∇(−ℓ) = E[φ] − φ(gold) for one sequence under the current weights."""
+        x = self._check_sequence(x)
+        y = np.asarray(y, dtype=np.int64)
+        if y.shape != (x.shape[0],) or (y < 0).any() or (y >= self.num_labels).any():
+            raise ValueError(f"labels must be {x.shape[0]} ints in [0, {self.num_labels})")
+        force = y if (self.mode == "beam" and self.coverage_weight_ == -np.inf) else None
+        cl = self.context_lattice(x, force_labels=force)
+        lat = cl.lattice
+        log_z = lt.log_partition(lat)
+        node, arc = lt.marginals(lat)
+        gold = cl.path_arcs(y)
+        gold_score = float(lat.arc_weight[gold].sum())
+        src_len = cl.node_length[lat.arc_source]
+        weights = arc.copy()
+        np.subtract.at(weights, gold, 1.0)
+        grad_ngram = self.features_.counts(cl.arc_pattern, src_len, weights)
+        L, V = x.shape[0], self.num_labels
+        label_marg = np.bincount((cl.arc_position - 1) * V + lat.arc_label, weights=weights,
+                                 minlength=L * V).reshape(L, V)
+        x1 = np.concatenate([x, np.ones((L, 1))], axis=1)
+        grad_obs = label_marg.T @ x1
+        grad_cov = float(weights[cl.arc_to_root].sum()) if self.coverage == "learned" else 0.0
+        return SequenceGradient(gold_score - log_z, grad_ngram, grad_obs, grad_cov,
+                                self._context_length(cl, node))
+
+    @staticmethod
+    def _context_length(cl: ContextLattice, node_marginals: np.ndarray) -> float:
+        """Mass-weighted number of determined (non-★) positions of c_1…c_{L−1}, averaged over positions."""
+        pos = cl.lattice.node_position
+        inner = (pos >= 1) & (pos < cl.length)
+        if not inner.any():
+            return float("nan")
+        return float((node_marginals[inner] * cl.context_lengths()[inner]).sum() / (cl.length - 1))
+
+    # ------------------------------------------------------------ training
+    def fit(self, observations, labels, callback=None):
+        """Train on sequences ``observations`` [(L, D) arrays] with gold ``labels`` [(L,) ints].
+
+        ``callback(model, epoch)`` runs after each epoch; a dict it returns is merged into
+        that epoch's ``history_`` row (e.g. held-out accuracy). Returns self.
+        """
+        self._check_params()
+        if len(observations) != len(labels) or not observations:
+            raise ValueError("observations and labels must be non-empty lists of equal length")
+        self._init_state(np.asarray(observations[0]).shape[1])
+        obs = [self._check_sequence(x, f"observations[{k}]") for k, x in enumerate(observations)]
+        gold = [np.asarray(y, dtype=np.int64) for y in labels]
+        params = [self.ngram_weights_, self.observation_weights_]
+        optimisers = [AdaGrad(self.step_size, self.delta), AdaGrad(self.step_size, self.delta)]
+        if self.coverage == "learned":
+            self._coverage_param = np.zeros(1)
+            params.append(self._coverage_param)
+            optimisers.append(AdaGrad(self.step_size, self.delta))
+        rng = np.random.default_rng(self.seed)
+        self.history_ = []
+        self.context_length_trace_ = []  # (updates seen, cumulative average context length)
+        ctx_sum, ctx_n, seen = 0.0, 0, 0
+        budget = self.max_updates if self.max_updates is not None else self.epochs * len(obs)
+        bar = tqdm(total=budget, disable=not self.progress, desc=f"train {self.mode}({self.num_contexts})",
+                   leave=False)
+        for epoch in range(self.epochs):
+            if seen >= budget:
+                break
+            start = time.perf_counter()
+            order = rng.permutation(len(obs))
+            total_ll, count = 0.0, 0
+            for first in range(0, len(order), self.batch_size):
+                batch = order[first:first + self.batch_size][:budget - seen]
+                if batch.size == 0:
+                    break
+                grads = [np.zeros_like(p) for p in params]
+                for k in batch:
+                    g = self.sequence_gradient(obs[k], gold[k])
+                    grads[0] += g.ngram
+                    grads[1] += g.observation
+                    if self.coverage == "learned":
+                        grads[2][0] += g.coverage
+                    total_ll += g.log_likelihood
+                    count += 1
+                    seen += 1
+                    if np.isfinite(g.context_length):
+                        ctx_sum += g.context_length
+                        ctx_n += 1
+                    if seen % self.track_every == 0 and ctx_n:
+                        self.context_length_trace_.append((seen, ctx_sum / ctx_n))
+                for p, gr, opt in zip(params, grads, optimisers):
+                    opt.step(p, gr)
+                if self.coverage == "learned":
+                    self.coverage_weight_ = float(self._coverage_param[0])
+                bar.update(batch.size)
+            row = {"epoch": epoch + 1, "updates": seen, "train_log_likelihood": total_ll / max(count, 1),
+                   "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
+                   "seconds": time.perf_counter() - start}
+            if callback is not None:
+                row.update(callback(self, epoch + 1) or {})
+            self.history_.append(row)
+        bar.close()
+        return self
+
+    # ------------------------------------------------------------ prediction
+    def predict_with_confidence(self, observations):
+        """(predictions [(L,) ints], confidences (N,)): Viterbi output and its model probability."""
+        preds, conf = [], np.empty(len(observations))
+        for k, x in enumerate(observations):
+            cl = self.context_lattice(x)
+            labels, score = lt.viterbi(cl.lattice)
+            preds.append(labels)
+            conf[k] = np.exp(score - lt.log_partition(cl.lattice))
+        return preds, conf
+
+    def predict(self, observations):
+        return self.predict_with_confidence(observations)[0]
+
+    # ------------------------------------------------------------ persistence
+    def get_params(self) -> dict:
+        return {k: getattr(self, k) for k in ("num_labels", "order", "num_contexts", "mode", "coverage", "backoff",
+                                              "step_size", "delta", "epochs", "batch_size", "max_updates",
+                                              "track_every", "seed", "progress")}
+
+    def save(self, path) -> None:
+        """Write the fitted model as one .npz (weights + a JSON header with a format version), atomically."""
+        path = os.fspath(path)
+        header = {"format": "varorder.contexts.ReifiedContextModel", "version": FORMAT_VERSION,
+                  "params": self.get_params(), "num_inputs": self.num_inputs_,
+                  "coverage_weight": None if self.coverage_weight_ == -np.inf else self.coverage_weight_}
+        folder = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez_compressed(handle, header=np.array(json.dumps(header)), ngram=self.ngram_weights_,
+                                    observation=self.observation_weights_)
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path) -> "ReifiedContextModel":
+        path = os.fspath(path)
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError(f"{path}: not a varorder reified context model (not an .npz archive)")
+        with data:
+            try:
+                header = json.loads(str(data["header"]))
+            except (KeyError, json.JSONDecodeError) as err:
+                raise ValueError(f"{path}: not a varorder reified context model ({err})") from None
+            if header.get("format") != "varorder.contexts.ReifiedContextModel" or header.get("version") != FORMAT_VERSION:
+                raise ValueError(f"{path}: unsupported format {header.get('format')!r} version {header.get('version')!r}")
+            model = cls(**header["params"])
+            model._init_state(header["num_inputs"])
+            model.ngram_weights_ = data["ngram"].copy()
+            model.observation_weights_ = data["observation"].copy()
+        cw = header["coverage_weight"]
+        model.coverage_weight_ = -np.inf if cw is None else float(cw)
+        return model
