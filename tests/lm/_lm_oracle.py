@@ -61,7 +61,9 @@ def brute_force_max_log10prob(table, order: int, context, word: int, extension_w
     )
 
 
-def random_model(rng: np.random.Generator, n_words: int, order: int, density: float = 0.35, closed: bool = False):
+def random_model(
+    rng: np.random.Generator, n_words: int, order: int, density: float = 0.35, closed: bool = False, max_backoff: float = 0.6
+):
     """A random ARPA-style model over ``n_words`` plain words plus <unk>, <s>, </s>:
     random n-grams (not closed under prefixes or suffixes unless ``closed``), random
     log-probabilities and back-offs, some positive, as hand-edited or pruned files have.
@@ -70,7 +72,7 @@ def random_model(rng: np.random.Generator, n_words: int, order: int, density: fl
     size = len(vocabulary)
     table: dict[tuple[int, ...], tuple[float, float]] = {}
     for word in range(size):
-        table[(word,)] = (float(rng.uniform(-3, -0.1)), float(rng.uniform(-1.0, 0.6)))
+        table[(word,)] = (float(rng.uniform(-3, -0.1)), float(rng.uniform(-1.0, max_backoff)))
     table[(vocabulary.bos_id,)] = (-math.inf, table[(vocabulary.bos_id,)][1])
     predictable = [w for w in range(size) if w != vocabulary.bos_id]
     context_words = [w for w in range(size) if w != vocabulary.eos_id]
@@ -80,7 +82,7 @@ def random_model(rng: np.random.Generator, n_words: int, order: int, density: fl
                 continue
             for word in predictable:
                 if rng.random() < density ** (m - 1):
-                    backoff = float(rng.uniform(-1.0, 0.6)) if m < order else 0.0
+                    backoff = float(rng.uniform(-1.0, max_backoff)) if m < order else 0.0
                     table[context + (word,)] = (float(rng.uniform(-3, -0.05)), backoff)
     if closed:
         # Add missing prefixes and suffixes with random values of their own, so that the
@@ -89,7 +91,7 @@ def random_model(rng: np.random.Generator, n_words: int, order: int, density: fl
             for gram in [g for g in table if len(g) == m]:
                 for part in (gram[:-1], gram[1:]):
                     if part not in table:
-                        table[part] = (float(rng.uniform(-3, -0.05)), float(rng.uniform(-1.0, 0.6)))
+                        table[part] = (float(rng.uniform(-3, -0.05)), float(rng.uniform(-1.0, max_backoff)))
     ngrams = []
     for m in range(1, order + 1):
         items = [(k, v) for k, v in table.items() if len(k) == m]

@@ -50,6 +50,20 @@ def test_max_backoff_of_random_models_equals_brute_force(seed, order, n_words, d
 
 
 @pytest.mark.parametrize("order", [2, 3, 4])
+@pytest.mark.parametrize("n_words", [1, 2])
+def test_max_backoff_when_every_extension_is_stored_with_a_penalty(order, n_words):
+    # Every context's left extensions are all stored with negative back-offs: the pure
+    # back-off path (paying nothing) is then not available, and mbow must be negative.
+    model, _ = random_model(np.random.default_rng(order), n_words, order, density=1.0, max_backoff=-0.05)
+    table = table_of(model)
+    check_against_brute_force(model, table)
+    if order >= 3:
+        # <s> and </s> are never preceded by a word in the table, so only they pay nothing.
+        plain = [w for w in range(model.vocab_size) if w not in (model.vocabulary.bos_id, model.vocabulary.eos_id)]
+        assert np.all(model.max_backoff().max_log10backoff[0][plain] < 0)
+
+
+@pytest.mark.parametrize("order", [2, 3, 4])
 def test_max_backoff_of_estimated_models_equals_brute_force(order):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)

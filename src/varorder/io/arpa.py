@@ -11,7 +11,7 @@ missing back-off is 0; ``.gz`` is recognised by its magic bytes. The counts in
 positive log-probability, NaN, a wrong number of fields, a word missing from the
 unigrams, a duplicate, a missing section — raises ValueError naming the file and line.
 A file without ``<unk>`` gets one with log10 probability -100, as KenLM does, so OOV
-words score the same in both.
+words score the same in both; like KenLM, ``<UNK>`` (CMU's spelling) is taken as ``<unk>``.
 
 MAX-ARPA files have the same layout with every n-gram line holding five kinds of fields:
 ``log10 p``, the words, ``log10 bow``, ``log10 mf`` (max probability over left
@@ -202,7 +202,12 @@ def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
     for special in (BOS, EOS):
         if special not in index:
             raise _fail(path, unigrams["header_line"], f"the unigram section has no {special}")
-    vocabulary = Vocabulary(unigrams["words"])
+    unigram_words = list(unigrams["words"])
+    if UNK not in index and "<UNK>" in index:
+        # CMU/pocketsphinx spelling; KenLM takes it as the unknown word too.
+        unigram_words[index["<UNK>"]] = UNK
+        index[UNK] = index["<UNK>"]
+    vocabulary = Vocabulary(unigram_words)
     n_file_unigrams = len(unigrams["words"])
     missing_unk = UNK not in index
     unigram_probs = np.asarray(unigrams["probs"] + ([MISSING_UNK_LOG10PROB] if missing_unk else []))
