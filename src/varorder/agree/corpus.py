@@ -126,7 +126,7 @@ class BitextShard:
 
     def index_pairs(self, pairs: PairIndex) -> "BitextShard":
         keys = self.edge_keys()
-        self.edge_pairs = np.where(keys >= 0, pairs.lookup(keys), -1)
+        self.edge_pairs = np.where(keys >= 0, pairs.lookup(keys), -1).astype(np.int32)
         return self
 
     def nbytes(self) -> int:

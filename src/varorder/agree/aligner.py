@@ -1,0 +1,207 @@
+"""Two-direction word aligner trained independently or by agreement, with decoding and save/load.
+
+Pipeline (Liang, Klein & Jordan 2008, §5.2; Liang, Taskar & Klein 2006):
+IBM Model 1 in both directions trained independently, then (``model="hmm"``) the
+two HMM aligners initialised from those tables and trained in ``training`` mode:
+
+* ``"independent"`` — ordinary EM in each direction;
+* ``"agreement"`` — domain-approximate product EM: each direction's E-step uses
+  τ₁(f|e)·τ₂(e|f) on the edges, the M-steps share the averaged edge posteriors;
+* ``"product"`` — the 2006 variant: separate E-steps, element-wise product of
+  the edge posteriors in the M-steps.
+
+Decoding: posterior decoding keeps (i, j) with ½(µ₁ᵢⱼ + µ₂ᵢⱼ) ≥ δ, where µ_m are
+each direction's edge posteriors E(b_m, Z_m); or Viterbi per direction combined
+by a symmetrization (intersection, union, grow-diag-final-and).
+
+Saved models are one ``.npz`` (tables, pair keys, vocabularies) with a JSON
+header (``format_version``); no pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+
+import numpy as np
+
+from varorder.agree.align import HMMAligner, IBM1
+from varorder.agree.corpus import PairIndex, Vocabulary, shard_bitext
+from varorder.agree.product_em import AgreementEM
+from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
+
+__all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION"]
+
+TRAINING = {"independent": "independent", "agreement": "domain", "product": "product"}
+DECODINGS = ("posterior",) + SYMMETRIZATIONS
+FORMAT_VERSION = 1
+
+
+class WordAligner:
+    """English–French word aligner (IBM Model 1 or HMM in both directions).
+
+    Parameters
+    ----------
+    model : "hmm" or "ibm1".
+    training : one of :data:`TRAINING` (for the final model; IBM 1 initialisation
+        of an HMM is always independent).
+    ibm1_iterations, iterations : EM iterations of IBM 1 and of the final model.
+    null_prob, max_jump : HMM p₀ and jump bucket range D.
+    threshold : δ of posterior decoding.
+    shard_size : sentence pairs per E-step task.
+    executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
+    progress : tqdm bars.
+
+    Fitted attributes: ``e_vocab_``, ``f_vocab_``, ``pairs_`` (:class:`PairIndex`),
+    ``models_`` ([f|e model, e|f model]), ``history_`` (list of (phase, objectives)).
+    """
+
+    def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
+                 iterations: int = 5, null_prob: float = 0.2, max_jump: int = 7, threshold: float = 0.5,
+                 shard_size: int = 10000, executor=None, progress: bool = False, callback=None):
+        self.model = model
+        self.training = training
+        self.ibm1_iterations = ibm1_iterations
+        self.iterations = iterations
+        self.null_prob = null_prob
+        self.max_jump = max_jump
+        self.threshold = threshold
+        self.shard_size = shard_size
+        self.executor = executor
+        self.progress = progress
+        self.callback = callback
+
+    # -- training ----------------------------------------------------------
+    def _check_params(self):
+        if self.model not in ("hmm", "ibm1"):
+            raise ValueError(f"model must be 'hmm' or 'ibm1', got {self.model!r}")
+        if self.training not in TRAINING:
+            raise ValueError(f"training must be one of {sorted(TRAINING)}, got {self.training!r}")
+        for name in ("ibm1_iterations", "iterations", "shard_size"):
+            v = getattr(self, name)
+            if int(v) != v or v < (1 if name == "shard_size" else 0):
+                raise ValueError(f"{name} must be a {'positive' if name == 'shard_size' else 'non-negative'} "
+                                 f"integer, got {v!r}")
+        if not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
+
+    def encode(self, pairs, grow: bool = False):
+        """Shards of sentence pairs indexed against the fitted pair table."""
+        shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
+        for s in shards:
+            s.index_pairs(self.pairs_)
+        return shards
+
+    def fit(self, pairs):
+        """Train on a list of (English tokens, French tokens); returns self."""
+        self._check_params()
+        self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
+        shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
+        if not shards:
+            raise ValueError("pairs must hold at least one sentence pair")
+        self.pairs_ = PairIndex(np.concatenate([np.unique(s.edge_keys()) for s in shards]))
+        for s in shards:
+            s.index_pairs(self.pairs_)
+        self.history_ = []
+        ibm1 = [IBM1("f|e", self.pairs_, len(self.f_vocab_)).initialize(),
+                IBM1("e|f", self.pairs_, len(self.e_vocab_)).initialize()]
+        if self.model == "ibm1":
+            self.models_ = ibm1
+            self._train(shards, TRAINING[self.training], self.ibm1_iterations, "ibm1")
+            return self
+        self.models_ = ibm1
+        self._train(shards, "independent", self.ibm1_iterations, "ibm1")
+        self.models_ = [HMMAligner(m.direction, self.pairs_, m.n_target_words, self.null_prob,
+                                   self.max_jump).initialize().copy_tables_from(m) for m in ibm1]
+        self._train(shards, TRAINING[self.training], self.iterations, "hmm")
+        return self
+
+    def _train(self, shards, mode, n_iter, phase):
+        callback = None
+        if self.callback is not None:
+            def callback(it, est):
+                self.callback(phase, it, self)
+        em = AgreementEM(self.models_, mode=mode, n_iter=n_iter, executor=self.executor,
+                         progress=self.progress, callback=callback).fit(shards)
+        self.history_.append((f"{phase}/{mode}", list(em.objectives_)))
+
+    # -- decoding ----------------------------------------------------------
+    def posteriors(self, pairs) -> list:
+        """Per pair, the (|e|, |f|) matrix ½(µ₁ + µ₂) of edge posteriors."""
+        out = []
+        for shard in self.encode(pairs):
+            mu = 0.5 * (self.models_[0].posteriors(shard) + self.models_[1].posteriors(shard))
+            I, J = shard.e_lengths, shard.f_lengths
+            for s in range(shard.n_sentences):
+                out.append(mu[shard.edge_offsets[s]:shard.edge_offsets[s + 1]].reshape(I[s], J[s]))
+        return out
+
+    def align(self, pairs, method: str = "posterior", threshold: float | None = None) -> list:
+        """Alignments (sets of (English i, French j), 0-based) of a list of token pairs."""
+        if method not in DECODINGS:
+            raise ValueError(f"method must be one of {DECODINGS}, got {method!r}")
+        if method == "posterior":
+            delta = self.threshold if threshold is None else threshold
+            return [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))} for m in self.posteriors(pairs)]
+        out = []
+        for shard in self.encode(pairs):
+            first, second = (m.viterbi(shard) for m in self.models_)
+            out.extend(symmetrize(a, b, method) for a, b in zip(first, second))
+        return out
+
+    # -- persistence -------------------------------------------------------
+    def save(self, path) -> None:
+        """Write the fitted aligner to ``path`` (.npz with a JSON header), atomically."""
+        meta = {"format_version": FORMAT_VERSION, "kind": "varorder.agree.WordAligner",
+                "params": {k: getattr(self, k) for k in ("model", "training", "ibm1_iterations", "iterations",
+                                                          "null_prob", "max_jump", "threshold", "shard_size")},
+                "history": self.history_}
+        arrays = {"meta": np.array(json.dumps(meta)), "pair_keys": self.pairs_.keys,
+                  "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}
+        for k, m in enumerate(self.models_):
+            arrays[f"table{k}"] = m.table_
+            arrays[f"null{k}"] = m.null_
+            if isinstance(m, HMMAligner):
+                arrays[f"jumps{k}"] = m.jumps_
+        path = os.fspath(path)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".npz")
+        os.close(fd)
+        try:
+            np.savez_compressed(tmp, **arrays)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+            raise
+
+    @classmethod
+    def load(cls, path) -> "WordAligner":
+        try:
+            data = np.load(path, allow_pickle=False)
+            meta = json.loads(str(data["meta"]))
+        except (OSError, KeyError, ValueError) as exc:
+            raise ValueError(f"{path}: not a varorder word-aligner model ({exc})") from None
+        if meta.get("kind") != "varorder.agree.WordAligner" or meta.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: unsupported model kind/format {meta.get('kind')!r} "
+                             f"v{meta.get('format_version')!r} (expected v{FORMAT_VERSION})")
+        self = cls(**meta["params"])
+        self.history_ = [tuple(h) for h in meta["history"]]
+        self.pairs_ = PairIndex(data["pair_keys"])
+        self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
+        for vocab, key in ((self.e_vocab_, "e_vocab"), (self.f_vocab_, "f_vocab")):
+            for t in data[key][1:]:
+                vocab.add(str(t))
+        self.models_ = []
+        for k, (direction, n_target) in enumerate((("f|e", len(self.f_vocab_)), ("e|f", len(self.e_vocab_)))):
+            if self.model == "hmm":
+                m = HMMAligner(direction, self.pairs_, n_target, self.null_prob, self.max_jump)
+                m.jumps_ = data[f"jumps{k}"]
+            else:
+                m = IBM1(direction, self.pairs_, n_target)
+            m.table_, m.null_ = data[f"table{k}"], data[f"null{k}"]
+            self.models_.append(m)
+        return self
