@@ -9,13 +9,12 @@ and n't → not. Apply the same function to every part of a corpus.
 
 from __future__ import annotations
 
-import gzip
-import io
-import os
 import re
 import unicodedata
 
-__all__ = ["open_text", "read_bitext", "normalize", "strip_accents"]
+from varorder.io._text import open_text
+
+__all__ = ["read_bitext", "normalize", "strip_accents"]
 
 _LIGATURES = {"œ": "oe", "Œ": "oe", "æ": "ae", "Æ": "ae", "ß": "ss"}
 _FRENCH_ELISIONS = {"l'": "le", "d'": "de", "qu'": "que", "j'": "je", "m'": "me", "t'": "te", "s'": "se",
@@ -24,14 +23,6 @@ _FRENCH_ELISIONS = {"l'": "le", "d'": "de", "qu'": "que", "j'": "je", "m'": "me"
 _FRENCH_CONTRACTIONS = {"du": ["de", "le"], "des": ["de", "les"], "au": ["a", "le"], "aux": ["a", "les"]}
 _KEEP_WHOLE = {"mr.", "mrs.", "ms.", "hon.", "dr.", "st.", "m.", "mme.", "no."}
 _TOKEN = re.compile(r"\b(?:mrs|mr|ms|hon|dr|st|mme|m|no)\.|[a-z0-9]+'?|[^\sa-z0-9]")
-
-
-def open_text(path, mode="rt"):
-    """Open a text file, transparently gunzipping ``*.gz``."""
-    path = os.fspath(path)
-    if path.endswith(".gz"):
-        return io.TextIOWrapper(gzip.open(path, mode.replace("t", "")), encoding="utf-8")
-    return open(path, mode, encoding="utf-8")
 
 
 def strip_accents(text: str) -> str:

@@ -8,7 +8,7 @@ possible links include the sure ones (S ⊆ P).
 
 from __future__ import annotations
 
-from varorder.io.bitext import open_text
+from varorder.io._text import open_text
 
 __all__ = ["read_naacl"]
 

@@ -7,11 +7,9 @@ line is an empty alignment.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 
-from varorder.io.bitext import open_text
+from varorder.io._text import atomic_write_text, open_text
 
 __all__ = ["parse_line", "read_pharaoh", "format_line", "write_pharaoh"]
 
@@ -48,14 +46,6 @@ def format_line(links) -> str:
 
 def write_pharaoh(path, alignments) -> None:
     """Write one line per alignment atomically (temp file + os.replace)."""
-    path = os.fspath(path)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".align")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for links in alignments:
-                fh.write(format_line(links) + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_write_text(path) as fh:
+        for links in alignments:
+            fh.write(format_line(links) + "\n")
