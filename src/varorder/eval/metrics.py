@@ -1,0 +1,78 @@
+"""Sequence-labelling accuracy and confidence-ranked precision–recall.
+
+Precision–recall as in Steinhardt & Liang (ICML 2015, §5): each example gets a
+prediction and a confidence (the model probability of that prediction); examples are
+answered in order of decreasing confidence, and answering the top k gives
+
+    recall R = k / N,    precision P = (# correct among the top k) / k.
+
+Examples with equal confidence cannot be told apart, so they are answered together:
+the curve has one point per distinct confidence value. "Recall at precision P" is the
+largest R over those points whose precision is at least P (0 if none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["SequenceAccuracy", "sequence_accuracy", "precision_recall_curve", "recall_at_precision"]
+
+
+@dataclass(frozen=True)
+class SequenceAccuracy:
+    token: float
+    sequence: float
+    num_tokens: int
+    num_sequences: int
+
+
+def sequence_accuracy(predictions, golds) -> SequenceAccuracy:
+    """Per-token and whole-sequence accuracy of predicted label sequences."""
+    if len(predictions) != len(golds):
+        raise ValueError(f"predictions and golds must have the same length, got {len(predictions)} and {len(golds)}")
+    right = tokens = whole = 0
+    for k, (p, g) in enumerate(zip(predictions, golds)):
+        p, g = np.asarray(p), np.asarray(g)
+        if p.shape != g.shape:
+            raise ValueError(f"predictions[{k}] has shape {p.shape}, golds[{k}] has shape {g.shape}")
+        hits = int((p == g).sum())
+        right += hits
+        tokens += g.size
+        whole += hits == g.size
+    n = len(golds)
+    return SequenceAccuracy(right / tokens if tokens else float("nan"), whole / n if n else float("nan"), tokens, n)
+
+
+def _check(confidence, correct):
+    conf = np.asarray(confidence, dtype=np.float64)
+    ok = np.asarray(correct, dtype=bool)
+    if conf.ndim != 1 or conf.shape != ok.shape:
+        raise ValueError(f"confidence and correct must be 1-d of equal length, got {conf.shape} and {ok.shape}")
+    if np.isnan(conf).any():
+        raise ValueError("confidence must not contain NaN")
+    return conf, ok
+
+
+def precision_recall_curve(confidence, correct):
+    """(recall, precision, threshold): one point per distinct confidence, most confident first."""
+    conf, ok = _check(confidence, correct)
+    n = conf.shape[0]
+    if n == 0:
+        return np.zeros(0), np.zeros(0), np.zeros(0)
+    order = np.argsort(-conf, kind="stable")
+    conf, ok = conf[order], ok[order]
+    hits = np.cumsum(ok)
+    last_of_tie = np.flatnonzero(np.append(conf[1:] != conf[:-1], True))
+    k = last_of_tie + 1
+    return k / n, hits[last_of_tie] / k, conf[last_of_tie]
+
+
+def recall_at_precision(confidence, correct, precision: float = 0.99) -> float:
+    """Largest recall whose precision is ≥ ``precision`` (0 if no point reaches it)."""
+    if not 0 < precision <= 1:
+        raise ValueError(f"precision must be in (0, 1], got {precision}")
+    recall, prec, _ = precision_recall_curve(confidence, correct)
+    good = prec >= precision - 1e-12
+    return float(recall[good].max()) if good.any() else 0.0

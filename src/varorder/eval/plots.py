@@ -1,0 +1,72 @@
+"""PNG plots of evaluation curves (matplotlib, Agg backend; needs the ``plot`` extra).
+
+Every figure is written atomically (temporary file in the target folder, then
+``os.replace``) so an interrupted run never leaves a half-written PNG.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+__all__ = ["plot_precision_recall", "plot_curves"]
+
+
+def _pyplot():
+    try:
+        import matplotlib
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError("plots need matplotlib: pip install 'varorder[plot]'") from err
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path):
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".png.tmp")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def plot_precision_recall(curves: dict, path, title: str = "Precision–recall", min_precision: float | None = None):
+    """Plot {name: (recall, precision)} as step curves to ``path`` (PNG)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    for name, (recall, precision) in curves.items():
+        ax.step(recall, precision, where="post", label=name)
+    ax.axhline(0.99, color="grey", lw=0.8, ls="--")
+    ax.set_xlabel("recall (fraction of examples answered)")
+    ax.set_ylabel("precision (accuracy on answered)")
+    ax.set_xlim(0, 1)
+    if min_precision is not None:
+        ax.set_ylim(min_precision, 1.001)
+    ax.set_title(title)
+    ax.legend(loc="lower left")
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_curves(curves: dict, path, xlabel: str, ylabel: str, title: str = ""):
+    """Plot {name: (x, y)} as lines to ``path`` (PNG)."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4.0))
+    for name, (x, y) in curves.items():
+        ax.plot(x, y, marker="." if len(x) < 30 else None, label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    _save(fig, path)
+    plt.close(fig)

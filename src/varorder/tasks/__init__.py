@@ -1,0 +1,1 @@
+"""End-to-end experiments that combine readers, models and algorithms (one module per task)."""
