@@ -219,80 +219,119 @@ _FORWARD_BATCH = {name: make_forward_batch(fn) for name, fn in _FORWARDS.items()
 # ---------------------------------------------------------------------------
 
 
+# Cody–Waite constants for exp(x) = 2**k · exp(r), |r| ≤ ln2 / 2.
+_LN2_HI = 6.93147180369123816490e-01
+_LN2_LO = 1.90821492927058770002e-10
+_INV_LN2 = 1.44269504088896338700e00
+# Shifted log-weights below this are treated as a possible underflow (fallback).
+_MIN_SHIFTED = -600.0
+# Arithmetic-only flags: no 'nnan'/'ninf', so −inf keeps its meaning.
+_FAST = {"nsz", "arcp", "contract"}
+_FAST_REDUCE = {"nsz", "arcp", "contract", "reassoc"}
+
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _exp_shifted(w, m, out, bits):
+    """out[j] = exp(w[j] − m) (exactly 0 where w[j] = −inf); returns min finite w[j] − m.
+
+    Valid for shifted values in [−700, 0], which the callers guarantee by
+    routing anything below −600 to the log-space path. A Cody–Waite reduction,
+    a degree-13 Taylor polynomial (relative error < 4e-16) and a 2**k built from
+    exponent bits: arithmetic LLVM can vectorise, unlike a call to libm's exp.
+    ``bits`` is int64 scratch of the same length.
+    """
+    K = w.shape[0]
+    lowest = 0.0
+    for j in range(K):
+        x = w[j] - m
+        lowest = min(lowest, x if x != NEG_INF else 0.0)
+    for j in range(K):
+        x = max(w[j] - m, -700.0)
+        k = np.floor(x * _INV_LN2 + 0.5)
+        bits[j] = (np.int64(np.int32(k)) + 1023) << 52
+        r = (x - k * _LN2_HI) - k * _LN2_LO
+        out[j] = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
+            1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (
+                1.0 / 3628800 + r * (1.0 / 39916800 + r * (1.0 / 479001600))))))))))))
+    scale = bits.view(np.float64)
+    for j in range(K):
+        out[j] = out[j] * scale[j] if w[j] != NEG_INF else 0.0
+    return lowest
+
+
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _normalise(v):
+    """Scale v to sum 1 in place; return the old sum and the smallest nonzero entry."""
+    s = 0.0
+    lo = np.inf
+    for j in range(v.shape[0]):
+        s += v[j]
+        if v[j] > 0.0:
+            lo = min(lo, v[j])
+    if s > 0.0:
+        inv = 1.0 / s
+        for j in range(v.shape[0]):
+            v[j] *= inv
+    return s, lo
+
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _vec_mat(a, M, out):
+    """out = a @ M (rows of M contiguous, so the inner loop vectorises)."""
+    K = M.shape[1]
+    for j in range(K):
+        out[j] = 0.0
+    for i in range(M.shape[0]):
+        ai = a[i]
+        if ai != 0.0:
+            for j in range(K):
+                out[j] += ai * M[i, j]
+
+
 @nb.njit(cache=True)
 def _scaled_forward(E, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift):
     """Scaled forward of one sequence; returns (log Z, ok).
 
-    On return a[t] ∝ alpha[t] (normalised), ev[t, j] = exp(E'[t, j] − shift[t])
+    On return a[t] ∝ alpha[t] (normalised to sum 1), ev[t, j] = exp(E'[t, j] − shift[t])
     where E' folds start (t = 0) or the column shift (t > 0) into the emissions.
     ok = False means a possible underflow was detected: redo in log space.
     """
     K = E.shape[1]
+    w = np.empty(K)
     acc = np.empty(K)
-    # position 0
-    m = NEG_INF
-    for j in range(K):
-        w = start[j] + E[0, j]
-        if w > m:
-            m = w
-    if m == NEG_INF:
-        return NEG_INF, True
-    s = 0.0
-    for j in range(K):
-        v = np.exp(start[j] + E[0, j] - m)
-        ev[0, j] = v
-        a[0, j] = v
-        s += v
-    shift[0] = m
-    logc = m + np.log(s)
-    inv = 1.0 / s
-    for j in range(K):
-        a[0, j] *= inv
-    for t in range(1, n):
+    bits = np.empty(K, dtype=np.int64)
+    logc = 0.0
+    a_min = 1.0
+    for t in range(n):
         m = NEG_INF
         for j in range(K):
-            w = E[t, j] + colmax[j]
-            if w > m:
-                m = w
+            v = E[t, j] + (start[j] if t == 0 else colmax[j])
+            w[j] = v
+            m = max(m, v)
         if m == NEG_INF:
             return NEG_INF, True
         shift[t] = m
-        ev_min = np.inf
-        for j in range(K):
-            v = np.exp(E[t, j] + colmax[j] - m)
-            ev[t, j] = v
-            if v > 0.0 and v < ev_min:
-                ev_min = v
-            acc[j] = 0.0
-        a_min = np.inf
-        for i in range(K):
-            ai = a[t - 1, i]
-            if ai == 0.0:
-                continue
-            if ai < a_min:
-                a_min = ai
-            for j in range(K):
-                acc[j] += ai * expT[i, j]
-        if a_min * min_expT * ev_min < _TINY:
+        lowest = _exp_shifted(w, m, ev[t], bits)
+        if lowest < _MIN_SHIFTED:
             return NEG_INF, False
-        s = 0.0
-        for j in range(K):
-            v = acc[j] * ev[t, j]
-            a[t, j] = v
-            s += v
+        if t == 0:
+            a[0, :] = ev[0]
+        else:
+            # smallest product formed this step is ≥ a_min · min_expT · e^lowest
+            if a_min * min_expT * np.exp(lowest) < _TINY:
+                return NEG_INF, False
+            # a separate accumulator: writing into a row of `a` itself would
+            # alias the input row and stop LLVM from vectorising
+            _vec_mat(a[t - 1], expT, acc)
+            for j in range(K):
+                a[t, j] = acc[j] * ev[t, j]
+        s, a_min = _normalise(a[t])
         if s == 0.0:
             return NEG_INF, False
-        inv = 1.0 / s
-        for j in range(K):
-            a[t, j] *= inv
         logc += m + np.log(s)
     s = 0.0
-    a_min = np.inf
     for j in range(K):
-        v = a[n - 1, j]
-        if v > 0.0 and v < a_min:
-            a_min = v
-        s += v * exp_end[j]
+        s += a[n - 1, j] * exp_end[j]
     if a_min * min_exp_end < _TINY or s == 0.0:
         return NEG_INF, False
     return logc + end_shift + np.log(s), True
@@ -333,22 +372,32 @@ def _scaled_backward(expT, min_expT, exp_end, n, ev, bb):
     return True
 
 
+@nb.njit(cache=True)
+def _chunk(c, num_chunks, B):
+    """[lo, hi) of chunk c when B sequences are split into num_chunks parts."""
+    return c * B // num_chunks, (c + 1) * B // num_chunks
+
+
 @nb.njit(cache=True, parallel=True)
-def _logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift):
+def _logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
+                 num_chunks):
     B, L, K = E.shape
     out = np.empty(B)
-    for b in nb.prange(B):
-        n = lengths[b]
-        a = np.empty((n, K))
-        ev = np.empty((n, K))
-        shift = np.empty(n)
-        tb = b % T.shape[0]
-        z, ok = _scaled_forward(
-            E[b], expT[tb], colmax[tb], min_expT[tb], start, exp_end, min_exp_end, end_shift, n, a, ev, shift
-        )
-        if not ok:
-            z = _log_forward(E[b], T[tb], start, end, n, a)
-        out[b] = z
+    # one prange iteration per chunk, so scratch is allocated per chunk, not per sequence
+    for c in nb.prange(num_chunks):
+        lo, hi = _chunk(c, num_chunks, B)
+        a = np.empty((L, K))
+        ev = np.empty((L, K))
+        shift = np.empty(L)
+        for b in range(lo, hi):
+            n = lengths[b]
+            tb = b % T.shape[0]
+            z, ok = _scaled_forward(
+                E[b], expT[tb], colmax[tb], min_expT[tb], start, exp_end, min_exp_end, end_shift, n, a, ev, shift
+            )
+            if not ok:
+                z = _log_forward(E[b], T[tb], start, end, n, a)
+            out[b] = z
     return out
 
 
@@ -359,20 +408,20 @@ def _logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min
 
 @nb.njit(cache=True)
 def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                   node, edge, want_edges, want_texp):
+                   node, edge, want_edges, want_texp, work, shift):
     """Node (and optionally edge) marginals of one sequence.
 
-    Returns (log Z, E[Σₜ transitions[yₜ₋₁, yₜ]]) — the second only if want_texp.
+    ``work`` is (3, L, K) scratch, ``shift`` (L,). Returns (log Z,
+    E[Σₜ transitions[yₜ₋₁, yₜ]]) — the second only if want_texp.
     """
     K = E.shape[1]
-    a = np.empty((n, K))
-    ev = np.empty((n, K))
-    shift = np.empty(n)
+    a = work[0]
+    ev = work[1]
+    bb = work[2]
     z, ok = _scaled_forward(E, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift)
     texp = 0.0
     if ok and z == NEG_INF:
         return z, texp
-    bb = np.empty((n, K))
     if ok:
         ok = _scaled_backward(expT, min_expT, exp_end, n, ev, bb)
     if ok:
@@ -452,45 +501,54 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
 
 @nb.njit(cache=True, parallel=True)
 def _marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                      node, edge, want_edges):
+                      node, edge, want_edges, num_chunks):
     B, L, K = E.shape
     logz = np.empty(B)
     dummy = np.zeros((0, K, K))
-    for b in nb.prange(B):
-        eb = edge[b] if want_edges else dummy
-        tb = b % T.shape[0]
-        z, _ = _marginals_one(E[b], T[tb], start, end, lengths[b], expT[tb], colmax[tb], min_expT[tb],
-                              exp_end, min_exp_end, end_shift, node[b], eb, want_edges, False)
-        logz[b] = z
+    for c in nb.prange(num_chunks):
+        lo, hi = _chunk(c, num_chunks, B)
+        work = np.empty((3, L, K))
+        shift = np.empty(L)
+        for b in range(lo, hi):
+            eb = edge[b] if want_edges else dummy
+            tb = b % T.shape[0]
+            z, _ = _marginals_one(E[b], T[tb], start, end, lengths[b], expT[tb], colmax[tb], min_expT[tb],
+                                  exp_end, min_exp_end, end_shift, node[b], eb, want_edges, False, work, shift)
+            logz[b] = z
     return logz
 
 
 @nb.njit(cache=True, parallel=True)
-def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift):
+def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
+                    num_chunks):
     B, L, K = E.shape
     out = np.empty(B)
     dummy = np.zeros((0, K, K))
-    for b in nb.prange(B):
-        n = lengths[b]
-        node = np.zeros((n, K))
-        tb = b % T.shape[0]
-        z, texp = _marginals_one(E[b], T[tb], start, end, n, expT[tb], colmax[tb], min_expT[tb], exp_end,
-                                 min_exp_end, end_shift, node, dummy, False, True)
-        if z == NEG_INF:
-            out[b] = np.nan
-            continue
-        escore = texp
-        for t in range(n):
-            for j in range(K):
-                p = node[t, j]
-                if p > 0.0:
-                    escore += p * E[b, t, j]
-                    if t == 0:
-                        escore += p * start[j]
-                    if t == n - 1:
-                        escore += p * end[j]
-        h = z - escore
-        out[b] = h if h > 0.0 else 0.0
+    for c in nb.prange(num_chunks):
+        lo, hi = _chunk(c, num_chunks, B)
+        work = np.empty((3, L, K))
+        shift = np.empty(L)
+        node = np.empty((L, K))
+        for b in range(lo, hi):
+            n = lengths[b]
+            tb = b % T.shape[0]
+            z, texp = _marginals_one(E[b], T[tb], start, end, n, expT[tb], colmax[tb], min_expT[tb], exp_end,
+                                     min_exp_end, end_shift, node, dummy, False, True, work, shift)
+            if z == NEG_INF:
+                out[b] = np.nan
+                continue
+            escore = texp
+            for t in range(n):
+                for j in range(K):
+                    p = node[t, j]
+                    if p > 0.0:
+                        escore += p * E[b, t, j]
+                        if t == 0:
+                            escore += p * start[j]
+                        if t == n - 1:
+                            escore += p * end[j]
+            h = z - escore
+            out[b] = h if h > 0.0 else 0.0
     return out
 
 
@@ -500,36 +558,38 @@ def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, 
 
 
 @nb.njit(cache=True, parallel=True)
-def _viterbi_kernel(E, T, start, end, lengths):
+def _viterbi_kernel(E, T, start, end, lengths, num_chunks):
     B, L, K = E.shape
     paths = np.full((B, L), -1, dtype=np.int64)
     scores = np.empty(B)
-    for b in nb.prange(B):
-        n = lengths[b]
-        delta = np.empty((n, K))
-        Tb = T[b % T.shape[0]]
-        best = _max_forward(E[b], Tb, start, end, n, delta)
-        scores[b] = best
-        if best == NEG_INF:
-            continue
-        y = 0
-        top = NEG_INF
-        for j in range(K):
-            v = delta[n - 1, j] + end[j]
-            if v > top:
-                top = v
-                y = j
-        paths[b, n - 1] = y
-        for t in range(n - 1, 0, -1):
+    for c in nb.prange(num_chunks):
+        lo, hi = _chunk(c, num_chunks, B)
+        delta = np.empty((L, K))
+        for b in range(lo, hi):
+            n = lengths[b]
+            Tb = T[b % T.shape[0]]
+            best = _max_forward(E[b], Tb, start, end, n, delta)
+            scores[b] = best
+            if best == NEG_INF:
+                continue
+            y = 0
             top = NEG_INF
-            arg = 0
-            for i in range(K):
-                v = delta[t - 1, i] + Tb[i, y]
+            for j in range(K):
+                v = delta[n - 1, j] + end[j]
                 if v > top:
                     top = v
-                    arg = i
-            y = arg
-            paths[b, t - 1] = y
+                    y = j
+            paths[b, n - 1] = y
+            for t in range(n - 1, 0, -1):
+                top = NEG_INF
+                arg = 0
+                for i in range(K):
+                    v = delta[t - 1, i] + Tb[i, y]
+                    if v > top:
+                        top = v
+                        arg = i
+                y = arg
+                paths[b, t - 1] = y
     return paths, scores
 
 
@@ -648,6 +708,11 @@ def _sample_kernel(E, T, start, end, lengths, uniforms):
 # ---------------------------------------------------------------------------
 
 
+def _num_chunks(ci: ChainInput) -> int:
+    """Work units for prange: a few per thread balances ragged lengths without per-sequence scratch."""
+    return max(1, min(ci.shape[0], 4 * nb.get_num_threads()))
+
+
 def _scaling(ci: ChainInput):
     expT, colmax, min_expT = _exp_transitions(ci.transitions)
     end_shift = float(ci.end.max()) if np.isfinite(ci.end.max()) else 0.0
@@ -665,11 +730,11 @@ def forward_values(ci: ChainInput, semiring: Semiring = LOG) -> np.ndarray:
 def log_partition(ci: ChainInput) -> np.ndarray:
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
     return _logz_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
-                        min_expT, exp_end, min_exp_end, end_shift)
+                        min_expT, exp_end, min_exp_end, end_shift, _num_chunks(ci))
 
 
 def viterbi(ci: ChainInput):
-    return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths)
+    return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci))
 
 
 def marginals(ci: ChainInput, edges: bool = True):
@@ -678,14 +743,14 @@ def marginals(ci: ChainInput, edges: bool = True):
     edge = np.zeros((B, max(L - 1, 0), K, K)) if edges else np.zeros((B, 0, K, K))
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
     logz = _marginals_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
-                             min_expT, exp_end, min_exp_end, end_shift, node, edge, edges)
+                             min_expT, exp_end, min_exp_end, end_shift, node, edge, edges, _num_chunks(ci))
     return node, (edge if edges else None), logz
 
 
 def entropy(ci: ChainInput) -> np.ndarray:
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
     return _entropy_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
-                           min_expT, exp_end, min_exp_end, end_shift)
+                           min_expT, exp_end, min_exp_end, end_shift, _num_chunks(ci))
 
 
 def kbest(ci: ChainInput, k: int):
