@@ -30,6 +30,7 @@ import numba
 import numpy as np
 
 from varorder import chain
+from varorder.engine import chain as chain_engine
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
 
@@ -344,8 +345,9 @@ class HMMAligner(IBM1):
         jumps = np.zeros(2 * self.max_jump + 1)
         total = 0.0
         for sents, E, Tr, lengths in self._chains(shard, shared_log_potentials, private_scale):
-            node, edge = chain.marginals(E, Tr, lengths=lengths, edges=True)
-            total += float(chain.log_partition(E, Tr, lengths=lengths).sum())
+            # the engine call returns log Z with the marginals (the facade would need a second pass)
+            node, edge, logz = chain_engine.marginals(chain_engine.prepare(E, Tr, lengths=lengths), edges=True)
+            total += float(logz.sum())
             edge_sum = edge.sum(axis=1) if edge.shape[1] else np.zeros((E.shape[0], E.shape[2], E.shape[2]))
             _scatter_batch(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, edge_sum,
                            self.max_jump, mu, null_mu, jumps)

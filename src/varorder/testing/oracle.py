@@ -207,3 +207,27 @@ def alignment_posteriors(n_source: int, n_target: int, log_score):
                 edge[u, t] += p
     return log_partition(paths), edge, null
 
+
+
+def tree_posteriors(parent, node_log, edge_log):
+    """Enumerate every assignment of a tree model p(x) ∝ exp(Σ_v φ_v(x_v) + Σ_{v≠root} ψ_v(x_parent(v), x_v)).
+
+    parent (N,) with −1 at the root; node_log (N, V); edge_log (N, V, V).
+    Returns (log Z, node marginals (N, V), edge marginals (N, V, V) with
+    edge[v, a, b] = p(x_parent(v) = a, x_v = b), zero at the root).
+    """
+    node_log = np.asarray(node_log, dtype=np.float64)
+    N, V = node_log.shape
+    paths = []
+    for x in itertools.product(range(V), repeat=N):
+        terms = [node_log[v, x[v]] for v in range(N)]
+        terms += [edge_log[v, x[parent[v]], x[v]] for v in range(N) if parent[v] >= 0]
+        paths.append((x, _sum([float(t) for t in terms])))
+    node = np.zeros((N, V))
+    edge = np.zeros((N, V, V))
+    for x, p in probabilities(paths).items():
+        for v in range(N):
+            node[v, x[v]] += p
+            if parent[v] >= 0:
+                edge[v, x[parent[v]], x[v]] += p
+    return log_partition(paths), node, edge

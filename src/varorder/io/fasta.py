@@ -1,0 +1,42 @@
+"""FASTA reading (multiple sequence alignments), ``.gz`` accepted.
+
+``>name`` lines start records; sequence lines are concatenated. Returns names
+and sequences in file order; errors name the file and line.
+"""
+
+from __future__ import annotations
+
+from varorder.io._text import open_text
+
+__all__ = ["read_fasta", "read_alignment"]
+
+
+def read_fasta(path) -> list[tuple[str, str]]:
+    records: list[tuple[str, list[str]]] = []
+    with open_text(path) as fh:
+        for no, line in enumerate(fh, 1):
+            line = line.strip()
+            if not line:
+                continue
+            if line.startswith(">"):
+                name = line[1:].strip()
+                if not name:
+                    raise ValueError(f"{path}, line {no}: record header has no name")
+                records.append((name, []))
+            elif not records:
+                raise ValueError(f"{path}, line {no}: sequence data before the first '>' header")
+            else:
+                records[-1][1].append(line)
+    return [(name, "".join(parts)) for name, parts in records]
+
+
+def read_alignment(path) -> tuple[list[str], list[str]]:
+    """(names, sequences) of an alignment; all sequences must have one length."""
+    records = read_fasta(path)
+    if not records:
+        raise ValueError(f"{path}: no FASTA records")
+    lengths = {len(s) for _, s in records}
+    if len(lengths) != 1:
+        raise ValueError(f"{path}: aligned sequences differ in length: "
+                         + ", ".join(f"{n}={len(s)}" for n, s in records))
+    return [n for n, _ in records], [s for _, s in records]
