@@ -1,7 +1,8 @@
 """Reader for ``word<TAB>tag`` files (one token per line, blank line between sentences).
 
 This is the layout of ``ptb-wsj-sample/wsj_sample.pos.tsv.gz``: a ``# file = NAME`` line
-starts each source file; other ``#`` lines are ignored. Each sentence records the
+starts each source file; other ``#`` lines without a tab are ignored (``#<TAB>#`` is the
+pound-sign token). Each sentence records the
 source file it came from (``None`` before any ``# file`` line), which is how that
 corpus is split (wsj_0001–0159 train, 0160–0179 dev, 0180–0199 test).
 """
@@ -35,7 +36,8 @@ def read_tagged(path) -> list[TaggedSentence]:
     with open_text(path) as handle:
         for lineno, line in enumerate(handle, start=1):
             line = line.rstrip("\r\n")
-            if not line.strip() or line.startswith("#"):
+            # "#\t#" is a token (the WSJ pound sign); a comment line has no tab
+            if not line.strip() or (line.startswith("#") and "\t" not in line):
                 if words:
                     sentences.append(TaggedSentence(words, tags, source))
                     words, tags = [], []

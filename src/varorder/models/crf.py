@@ -53,8 +53,9 @@ class ChainObjective:
         self.K = K
         self.F = X.shape[1]
         self.n_sequences = lengths.size
-        # ~8 MB of edge marginals per chunk: big enough to amortise per-call overhead, small enough to stay in cache.
-        cells = max_cells or max(256, (1 << 20) // (K * K))
+        # ≥ 4096 cells (~16 MB of edge marginals at K = 17) per engine call: few enough calls that the
+        # parallel-launch overhead (large on a busy machine) is amortised, small enough to stay cache-friendly.
+        cells = max_cells or max(4096, (1 << 21) // (K * K))
         self.plan = ChunkPlan(lengths, max_cells=cells)
         self.gold = gold
         onehot = sp.csr_matrix((np.ones(gold.size), (np.arange(gold.size), gold)), shape=(gold.size, K))

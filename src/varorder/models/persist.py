@@ -19,7 +19,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["FORMAT_VERSION", "save_model", "load_model", "check_shapes"]
+__all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes"]
 
 FORMAT_NAME = "varorder-model"
 FORMAT_VERSION = 1
@@ -51,8 +51,24 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
         raise
 
 
+def model_kind(path) -> str:
+    """The estimator kind recorded in a model file ("CRF", "MEMM", "HMM", …)."""
+    _, meta = _read(path)
+    return meta["kind"]
+
+
 def load_model(path, kind: str, array_names) -> tuple[dict, dict, dict[str, np.ndarray]]:
     """(params, state, arrays) of a model file of the given kind."""
+    members, meta = _read(path)
+    if meta.get("kind") != kind:
+        raise ValueError(f"{path}: holds a {meta.get('kind')!r} model, not a {kind!r}")
+    missing = [name for name in array_names if name not in members]
+    if missing:
+        raise ValueError(f"{path}: model file lacks arrays {missing}")
+    return meta.get("params", {}), meta.get("state", {}), {name: members[name] for name in array_names}
+
+
+def _read(path) -> tuple[dict[str, np.ndarray], dict]:
     path = os.fspath(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
@@ -72,18 +88,12 @@ def load_model(path, kind: str, array_names) -> tuple[dict, dict, dict[str, np.n
     version = meta.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
         raise ValueError(f"{path}: model format version {version!r} is not supported (this varorder reads 1..{FORMAT_VERSION})")
-    if meta.get("kind") != kind:
-        raise ValueError(f"{path}: holds a {meta.get('kind')!r} model, not a {kind!r}")
-    missing = [name for name in array_names if name not in members]
-    if missing:
-        raise ValueError(f"{path}: model file lacks arrays {missing}")
-    return meta.get("params", {}), meta.get("state", {}), {name: members[name] for name in array_names}
+    return members, meta
 
 
 def check_shapes(path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
     for name, shape in shapes.items():
         if arrays[name].shape != tuple(shape):
             raise ValueError(f"{os.fspath(path)}: array {name!r} has shape {arrays[name].shape}, expected {tuple(shape)}")
-        if not np.isfinite(arrays[name]).all() and arrays[name].dtype.kind == "f":
-            if np.isnan(arrays[name]).any():
-                raise ValueError(f"{os.fspath(path)}: array {name!r} contains NaN")
+        if arrays[name].dtype.kind == "f" and np.isnan(arrays[name]).any():
+            raise ValueError(f"{os.fspath(path)}: array {name!r} contains NaN")
