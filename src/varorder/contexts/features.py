@@ -106,10 +106,3 @@ class NgramFeatureSpace:
             starred = (head * self.base ** kept + tail) * self.num_labels + label
             out[:, kept] = np.where(kept <= lengths, starred, -1)
         return out
-
-    def counts(self, patterns, context_lengths, weights) -> np.ndarray:
-        """Σ over arcs of weight × φ(arc): the n-gram block of an expected feature count."""
-        idx = self.active_indices(patterns, context_lengths)
-        w = np.broadcast_to(np.asarray(weights, dtype=np.float64)[:, None], idx.shape)
-        keep = idx >= 0
-        return np.bincount(idx[keep], weights=w[keep], minlength=self.size)

@@ -60,10 +60,17 @@ class SequenceGradient:
     """Gradient of −ℓ for one sequence, by parameter block, with ℓ and the context-length statistic."""
 
     log_likelihood: float
-    ngram: np.ndarray
+    ngram_indices: np.ndarray  # sparse n-gram block: value ngram_values[k] at ngram_indices[k] (repeats add)
+    ngram_values: np.ndarray
+    ngram_size: int
     observation: np.ndarray
     coverage: float
     context_length: float
+
+    @property
+    def ngram(self) -> np.ndarray:
+        """The n-gram block as a dense vector."""
+        return np.bincount(self.ngram_indices, weights=self.ngram_values, minlength=self.ngram_size)
 
 
 class ReifiedContextModel:
@@ -156,14 +163,17 @@ class ReifiedContextModel:
         src_len = cl.node_length[lat.arc_source]
         weights = arc.copy()
         np.subtract.at(weights, gold, 1.0)
-        grad_ngram = self.features_.counts(cl.arc_pattern, src_len, weights)
+        idx = self.features_.active_indices(cl.arc_pattern, src_len)
+        fired = idx >= 0
+        ngram_idx = idx[fired]
+        ngram_val = np.broadcast_to(weights[:, None], idx.shape)[fired]
         L, V = x.shape[0], self.num_labels
         label_marg = np.bincount((cl.arc_position - 1) * V + lat.arc_label, weights=weights,
                                  minlength=L * V).reshape(L, V)
         x1 = np.concatenate([x, np.ones((L, 1))], axis=1)
         grad_obs = label_marg.T @ x1
         grad_cov = float(weights[cl.arc_to_root].sum()) if self.coverage == "learned" else 0.0
-        return SequenceGradient(gold_score - log_z, grad_ngram, grad_obs, grad_cov,
+        return SequenceGradient(gold_score - log_z, ngram_idx, ngram_val, self.features_.size, grad_obs, grad_cov,
                                 self._context_length(cl, node))
 
     @staticmethod
@@ -212,9 +222,11 @@ class ReifiedContextModel:
                 if batch.size == 0:
                     break
                 grads = [np.zeros_like(p) for p in params]
+                ngram_idx, ngram_val = [], []
                 for k in batch:
                     g = self.sequence_gradient(obs[k], gold[k])
-                    grads[0] += g.ngram
+                    ngram_idx.append(g.ngram_indices)
+                    ngram_val.append(g.ngram_values)
                     grads[1] += g.observation
                     if self.coverage == "learned":
                         grads[2][0] += g.coverage
@@ -226,6 +238,8 @@ class ReifiedContextModel:
                         ctx_n += 1
                     if seen % self.track_every == 0 and ctx_n:
                         self.context_length_trace_.append((seen, ctx_sum / ctx_n))
+                grads[0] = np.bincount(np.concatenate(ngram_idx), weights=np.concatenate(ngram_val),
+                                       minlength=self.features_.size)
                 for p, gr, opt in zip(params, grads, optimisers):
                     opt.step(p, gr)
                 if self.coverage == "learned":
