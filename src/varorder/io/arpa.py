@@ -21,7 +21,9 @@ extensions) and ``log10 mbow`` (max back-off); a comment before ``\\data\\`` say
 
 from __future__ import annotations
 
+import gc
 import gzip
+import itertools
 import math
 import os
 import re
@@ -83,6 +85,18 @@ def read_arpa(path: PathLike) -> NgramLM:
     """
     path = Path(path)
     _check_not_binary(path)
+    # Millions of small field lists would trigger repeated full garbage collections
+    # (they hold no cycles), which dominate the reading time on large files.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _read_arpa(path)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _read_arpa(path: Path) -> NgramLM:
     declared: dict[int, int] = {}
     sections: list[dict] = []  # per order: words, probs, backoffs, max cols, lines
     max_arpa: bool | None = None
@@ -131,11 +145,7 @@ def read_arpa(path: PathLike) -> NgramLM:
                 if order > max_order:
                     raise _fail(path, header_line, f"section \\{order}-grams: but \\data\\ announces only {max_order} orders")
                 raise _fail(path, header_line, f"expected the \\{expected_order}-grams: section, got \\{order}-grams: (missing section)")
-            words: list[str] = []
-            probs: list[float] = []
-            backoffs: list[float] = []
-            max_probs: list[float] = []
-            max_backoffs: list[float] = []
+            fields_per_line: list[list[str]] = []
             line_numbers: list[int] = []
             for line_number, line in lines:
                 fields = line.split()
@@ -144,45 +154,21 @@ def read_arpa(path: PathLike) -> NgramLM:
                 if fields[0].startswith("\\"):
                     pending = (line_number, line.strip())
                     break
-                n_extra = len(fields) - 1 - order
-                if n_extra not in (0, 1, 3):
-                    raise _fail(
-                        path, line_number,
-                        f"a {order}-gram line needs a log-probability, {order} word(s) and an optional "
-                        f"back-off (or three MAX-ARPA columns); got {len(fields)} fields",
-                    )
-                line_is_max = n_extra == 3
-                if max_arpa is None:
-                    max_arpa = line_is_max
-                elif max_arpa != line_is_max:
-                    raise _fail(path, line_number, "mixes ARPA and MAX-ARPA lines (the number of columns changed)")
-                log10prob = _parse_float(path, line_number, fields[0], "log-probability")
-                if log10prob > 0:
-                    raise _fail(path, line_number, f"positive log-probability {fields[0]} (a probability above 1)")
-                if log10prob == ZERO_PROBABILITY_LOG10:
-                    log10prob = -math.inf
-                backoff = _parse_float(path, line_number, fields[order + 1], "back-off") if n_extra else 0.0
-                if math.isinf(backoff) and backoff > 0:
-                    raise _fail(path, line_number, "infinite back-off weight")
-                if backoff == ZERO_PROBABILITY_LOG10:
-                    backoff = -math.inf
-                if line_is_max:
-                    max_prob = _parse_float(path, line_number, fields[order + 2], "MAX-ARPA max log-probability")
-                    max_backoff = _parse_float(path, line_number, fields[order + 3], "MAX-ARPA max back-off")
-                    max_probs.append(-math.inf if max_prob == ZERO_PROBABILITY_LOG10 else max_prob)
-                    max_backoffs.append(-math.inf if max_backoff == ZERO_PROBABILITY_LOG10 else max_backoff)
-                words.append(" ".join(fields[1 : order + 1]) if order > 1 else fields[1])
-                probs.append(log10prob)
-                backoffs.append(backoff)
+                fields_per_line.append(fields)
                 line_numbers.append(line_number)
-            if len(words) != declared[order]:
+            if len(fields_per_line) != declared[order]:
                 where = pending[0] if pending is not None else line_number
                 raise _fail(
                     path, where,
-                    f"\\data\\ announces ngram {order}={declared[order]} but the \\{order}-grams: section has {len(words)} entries",
+                    f"\\data\\ announces ngram {order}={declared[order]} but the \\{order}-grams: section has {len(fields_per_line)} entries",
                 )
-            sections.append(dict(words=words, probs=probs, backoffs=backoffs, max_probs=max_probs,
-                                 max_backoffs=max_backoffs, lines=line_numbers, header_line=header_line))
+            section = _parse_section(path, order, fields_per_line, np.asarray(line_numbers, dtype=np.int64))
+            if section["max_arpa"] is not None:
+                if max_arpa is not None and max_arpa != section["max_arpa"]:
+                    raise _fail(path, header_line, "mixes ARPA and MAX-ARPA sections (the number of columns changed)")
+                max_arpa = section["max_arpa"]
+            section["header_line"] = header_line
+            sections.append(section)
             expected_order += 1
         if not ended:
             if expected_order <= max_order:
@@ -192,8 +178,68 @@ def read_arpa(path: PathLike) -> NgramLM:
     return _build_model(path, sections, bool(max_arpa))
 
 
+def _parse_section(path, order: int, fields_per_line: list[list[str]], line_numbers: np.ndarray) -> dict:
+    """Columns of one n-gram section, parsed a block of equal-length lines at a time so that
+    numbers convert in NumPy rather than one Python call per field."""
+    n = len(fields_per_line)
+    n_fields = np.fromiter(map(len, fields_per_line), dtype=np.int64, count=n)
+    n_extra = n_fields - 1 - order
+    bad = np.flatnonzero(~np.isin(n_extra, (0, 1, 3)))
+    if bad.size:
+        first = int(bad[0])
+        raise _fail(
+            path, int(line_numbers[first]),
+            f"a {order}-gram line needs a log-probability, {order} word(s) and an optional "
+            f"back-off (or three MAX-ARPA columns); got {n_fields[first]} fields",
+        )
+    is_max = n_extra == 3
+    if is_max.any() and not is_max.all():
+        first = int(np.flatnonzero(is_max != is_max[0])[0])
+        raise _fail(path, int(line_numbers[first]), "mixes ARPA and MAX-ARPA lines (the number of columns changed)")
+    words = np.empty((n, order), dtype=object)
+    probs = np.empty(n)
+    backoffs = np.zeros(n)
+    max_probs = np.empty(n) if n and is_max[0] else np.empty(0)
+    max_backoffs = np.empty(n) if n and is_max[0] else np.empty(0)
+    for extra in np.unique(n_extra):
+        rows = np.flatnonzero(n_extra == extra)
+        block = np.empty((len(rows), order + 1 + int(extra)), dtype=object)
+        block[:] = [fields_per_line[i] for i in rows]
+        where = line_numbers[rows]
+        words[rows] = block[:, 1 : order + 1]
+        probs[rows] = _column_floats(path, where, block[:, 0], "log-probability")
+        if extra >= 1:
+            backoffs[rows] = _column_floats(path, where, block[:, order + 1], "back-off")
+        if extra == 3:
+            max_probs[rows] = _column_floats(path, where, block[:, order + 2], "MAX-ARPA max log-probability")
+            max_backoffs[rows] = _column_floats(path, where, block[:, order + 3], "MAX-ARPA max back-off")
+    positive = np.flatnonzero(probs > 0)
+    if positive.size:
+        first = int(positive[0])
+        raise _fail(path, int(line_numbers[first]), f"positive log-probability {probs[first]:g} (a probability above 1)")
+    infinite = np.flatnonzero(np.isposinf(backoffs))
+    if infinite.size:
+        raise _fail(path, int(line_numbers[infinite[0]]), "infinite back-off weight")
+    for column in (probs, backoffs, max_probs, max_backoffs):
+        column[column == ZERO_PROBABILITY_LOG10] = -math.inf
+    return dict(words=words, probs=probs, backoffs=backoffs, max_probs=max_probs, max_backoffs=max_backoffs,
+                lines=line_numbers, max_arpa=bool(is_max[0]) if n else None)
+
+
+def _column_floats(path, line_numbers: np.ndarray, column: np.ndarray, what: str) -> np.ndarray:
+    try:
+        values = column.astype(np.float64)
+    except ValueError:
+        values = None
+    if values is None or np.isnan(values).any():
+        for line_number, text in zip(line_numbers, column):
+            _parse_float(path, int(line_number), text, what)
+    return values
+
+
 def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
     unigrams = sections[0]
+    unigrams["words"] = unigrams["words"][:, 0].tolist()
     index: dict[str, int] = {}
     for position, word in enumerate(unigrams["words"]):
         if word in index:
@@ -210,20 +256,19 @@ def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
     vocabulary = Vocabulary(unigram_words)
     n_file_unigrams = len(unigrams["words"])
     missing_unk = UNK not in index
-    unigram_probs = np.asarray(unigrams["probs"] + ([MISSING_UNK_LOG10PROB] if missing_unk else []))
-    unigram_backoffs = np.asarray(unigrams["backoffs"] + ([0.0] if missing_unk else []))
+    unigram_probs = np.concatenate([unigrams["probs"], [MISSING_UNK_LOG10PROB] if missing_unk else []])
+    unigram_backoffs = np.concatenate([unigrams["backoffs"], [0.0] if missing_unk else []])
     ngrams = [(np.arange(len(vocabulary)), unigram_probs, unigram_backoffs)]
-    line_numbers = [np.asarray(unigrams["lines"] + ([unigrams["header_line"]] if missing_unk else []))]
+    line_numbers = [np.concatenate([unigrams["lines"], [unigrams["header_line"]] if missing_unk else []]).astype(np.int64)]
     for order, section in enumerate(sections[1:], start=2):
-        words = " ".join(section["words"]).split()
-        ids = np.fromiter((index.get(w, -1) for w in words), dtype=np.int64, count=len(words)).reshape(-1, order)
+        ids = _word_ids(section["words"], index)
         unknown = np.flatnonzero((ids < 0).any(axis=1))
         if unknown.size:
             row = int(unknown[0])
-            missing = next(w for w in section["words"][row].split() if w not in index)
-            raise _fail(path, section["lines"][row], f"word {missing!r} of this {order}-gram is not in the unigram section")
-        ngrams.append((ids, np.asarray(section["probs"]), np.asarray(section["backoffs"])))
-        line_numbers.append(np.asarray(section["lines"]))
+            missing = next(w for w in section["words"][row] if w not in index)
+            raise _fail(path, int(section["lines"][row]), f"word {missing!r} of this {order}-gram is not in the unigram section")
+        ngrams.append((ids, section["probs"], section["backoffs"]))
+        line_numbers.append(section["lines"])
     model = NgramLM.from_ngrams(vocabulary, ngrams, source=str(path), line_numbers=line_numbers)
     if max_arpa:
         model.set_max_backoff(_read_max_columns(model, sections, index, n_file_unigrams, missing_unk))
@@ -252,8 +297,14 @@ def _read_max_columns(model: NgramLM, sections, index, n_file_unigrams: int, mis
     return MaxBackoffTable(tuple(max_probs), tuple(max_backoffs))
 
 
-def _file_rows_to_model_rows(model: NgramLM, words: list[str], index: dict[str, int], order: int) -> np.ndarray:
-    ids = np.fromiter((index[w] for w in " ".join(words).split()), dtype=np.int64).reshape(-1, order)
+def _word_ids(words: np.ndarray, index: dict[str, int]) -> np.ndarray:
+    """Ids of a 2-D array of word strings, -1 for words not in ``index``."""
+    flat = words.ravel()
+    return np.fromiter(map(index.get, flat, itertools.repeat(-1)), dtype=np.int64, count=len(flat)).reshape(words.shape)
+
+
+def _file_rows_to_model_rows(model: NgramLM, words: np.ndarray, index: dict[str, int], order: int) -> np.ndarray:
+    ids = _word_ids(np.asarray(words, dtype=object).reshape(-1, order), index)
     rows = ids[:, 0].copy()
     for position in range(1, order):
         rows = np.searchsorted(model._keys[position], rows * model.vocab_size + ids[:, position])

@@ -8,9 +8,11 @@ open-addressing table per order maps a key to its row in one or two memory acces
 All orders live in flat arrays addressed through per-order bases, so one compiled
 function serves every order without typed lists:
 
-* ``hash_rows[hash_base[m] : hash_base[m] + hash_cap[m]]`` holds ``(key, row)`` pairs
-  for order m + 1 (row 0 of ``hash_base`` belongs to bigrams; unigrams need no table);
-  empty slots have key -1.
+* ``hash_rows[hash_base[m] : hash_base[m] + hash_cap[m]]`` holds the slots for order
+  m + 2 (entry 0 of ``hash_base`` belongs to bigrams; unigrams need no table): each slot
+  is three int64 words ``(key, row, log10 p and log10 bow as two float32)``; empty slots
+  have key -1. ``hash_values`` is the float32 view of the same memory, so the scorer reads
+  a slot's probability and back-off from the cache line the probe already brought in.
 * ``values[value_base[m] + row]`` holds ``(log10 p, log10 backoff)`` of row ``row`` of
   order m + 1, as float32 like ARPA's seven significant digits.
 """
@@ -34,8 +36,9 @@ def _slot(key, capacity):
 
 @numba.njit(cache=True)
 def build_hash(keys, capacity):
-    """Open-addressing (linear probing) table of ``keys`` -> row index."""
-    table = np.full((capacity, 2), _EMPTY, dtype=np.int64)
+    """Open-addressing (linear probing) table of ``keys`` -> row index; the third word of
+    each slot is left for the caller to fill with the row's values."""
+    table = np.full((capacity, 3), _EMPTY, dtype=np.int64)
     for row in range(keys.shape[0]):
         key = keys[row]
         slot = _slot(key, capacity)
@@ -49,18 +52,27 @@ def build_hash(keys, capacity):
 
 
 @numba.njit(cache=True, inline="always")
-def find(hash_rows, base, capacity, key):
-    """Row of ``key`` in the table at ``hash_rows[base : base + capacity]``, or -1."""
+def find_slot(hash_rows, base, capacity, key):
+    """Absolute slot of ``key`` in the table at ``hash_rows[base : base + capacity]``, or -1."""
     slot = _slot(key, capacity)
     while True:
         stored = hash_rows[base + slot, 0]
         if stored == key:
-            return hash_rows[base + slot, 1]
+            return base + slot
         if stored == _EMPTY:
             return -1
         slot += 1
         if slot == capacity:
             slot = 0
+
+
+@numba.njit(cache=True, inline="always")
+def find(hash_rows, base, capacity, key):
+    """Row of ``key`` in the table at ``hash_rows[base : base + capacity]``, or -1."""
+    slot = find_slot(hash_rows, base, capacity, key)
+    if slot < 0:
+        return -1
+    return hash_rows[slot, 1]
 
 
 @numba.njit(cache=True)
@@ -102,20 +114,24 @@ def backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap,
 @numba.njit(cache=True)
 def score_flat(
     ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
-    hash_rows, hash_base, hash_cap, values, value_base, out_log10prob, out_length,
+    hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length,
 ):
     """Score every token of many sentences with back-off, carrying KenLM-style state.
 
     ``ids[offsets[s] : offsets[s + 1]]`` is sentence s (no markers). Writes one log10
     probability and matched n-gram length per predicted token (``</s>`` included when
-    ``add_eos``) into the outputs, sentence after sentence.
+    ``add_eos``) into the outputs, sentence after sentence. ``values`` is the unigram
+    ``(log10 p, log10 bow)`` table.
 
-    The state after a word is the rows of the n-grams ending at it, of lengths 1 .. k
-    (k <= order - 1); the next word extends those rows one lookup each and stops at the
-    first miss, since a table closed under suffixes cannot hold a longer match.
+    The state after a word is the rows (and back-offs) of the n-grams ending at it, of
+    lengths 1 .. k (k <= order - 1); the next word extends those rows one lookup each and
+    stops at the first miss, since a table closed under suffixes cannot hold a longer
+    match. Each lookup touches one slot: key, row and values share it.
     """
-    previous = np.empty(order, dtype=np.int64)
-    current = np.empty(order, dtype=np.int64)
+    previous_row = np.empty(order, dtype=np.int64)
+    previous_backoff = np.empty(order, dtype=np.float64)
+    current_row = np.empty(order, dtype=np.int64)
+    current_backoff = np.empty(order, dtype=np.float64)
     cursor = 0
     n_sentences = offsets.shape[0] - 1
     for sentence in range(n_sentences):
@@ -123,33 +139,38 @@ def score_flat(
         end = offsets[sentence + 1]
         n_previous = 0
         if add_bos and order > 1:
-            previous[0] = bos_id
+            previous_row[0] = bos_id
+            previous_backoff[0] = values[bos_id, 1]
             n_previous = 1
         n_predicted = end - begin + (1 if add_eos else 0)
         for position in range(n_predicted):
             word = ids[begin + position] if begin + position < end else eos_id
-            current[0] = word
+            current_row[0] = word
+            current_backoff[0] = values[word, 1]
+            log10prob = np.float64(values[word, 0])
             n_current = 1
             longest_possible = min(order, n_previous + 1)
             for length in range(2, longest_possible + 1):
-                row = find(
+                slot = find_slot(
                     hash_rows, hash_base[length - 2], hash_cap[length - 2],
-                    previous[length - 2] * vocab_size + word,
+                    previous_row[length - 2] * vocab_size + word,
                 )
-                if row < 0:
+                if slot < 0:
                     break
-                current[length - 1] = row
+                current_row[length - 1] = hash_rows[slot, 1]
+                current_backoff[length - 1] = hash_values[slot, 5]
+                log10prob = hash_values[slot, 4]
                 n_current = length
-            log10prob = np.float64(values[value_base[n_current - 1] + current[n_current - 1], 0])
             # Back off through every stored context longer than the matched one.
             for context_length in range(n_current, n_previous + 1):
-                log10prob += values[value_base[context_length - 1] + previous[context_length - 1], 1]
+                log10prob += previous_backoff[context_length - 1]
             out_log10prob[cursor] = log10prob
             out_length[cursor] = n_current
             cursor += 1
             n_previous = min(n_current, order - 1)
             for length in range(n_previous):
-                previous[length] = current[length]
+                previous_row[length] = current_row[length]
+                previous_backoff[length] = current_backoff[length]
     return cursor
 
 
