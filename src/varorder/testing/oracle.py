@@ -69,6 +69,16 @@ def lattice_paths(lattice):
     return out
 
 
+def product_paths(candidates, log_score):
+    """Every sequence of one candidate per position, with its score.
+
+    ``candidates`` lists the allowed symbols per position; ``log_score(seq)`` scores a
+    tuple of symbols (e.g. a high-order HMM's log p, which no lattice of bounded size
+    represents). Returns an enumeration like :func:`chain_paths`.
+    """
+    return [(seq, float(log_score(seq))) for seq in itertools.product(*[list(c) for c in candidates])]
+
+
 def _sum(terms):
     if any(t == NEG_INF for t in terms):
         return NEG_INF
