@@ -31,6 +31,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+from tqdm import tqdm
 
 from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, open_text
 from varorder.lm.model import MaxBackoffTable, NgramLM
@@ -77,11 +78,12 @@ def _parse_float(path, line_number: int, text: str, what: str) -> float:
     return value
 
 
-def read_arpa(path: PathLike) -> NgramLM:
+def read_arpa(path: PathLike, *, progress: bool = False) -> NgramLM:
     """Read an ARPA or MAX-ARPA file (``.gz`` transparently) into an :class:`NgramLM`.
 
     The vocabulary is the unigram section in file order (plus ``<unk>`` when absent).
     MAX-ARPA columns, when present, are attached (see :meth:`NgramLM.max_backoff`).
+    ``progress`` shows a bar over the n-grams read (stderr).
     """
     path = Path(path)
     _check_not_binary(path)
@@ -90,13 +92,13 @@ def read_arpa(path: PathLike) -> NgramLM:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_arpa(path)
+        return _read_arpa(path, progress)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_arpa(path: Path) -> NgramLM:
+def _read_arpa(path: Path, progress: bool) -> NgramLM:
     declared: dict[int, int] = {}
     sections: list[dict] = []  # per order: words, probs, backoffs, max cols, lines
     max_arpa: bool | None = None
@@ -126,6 +128,8 @@ def _read_arpa(path: Path) -> NgramLM:
         if not declared:
             raise _fail(path, data_line, "\\data\\ lists no 'ngram N=count' lines")
         max_order = len(declared)
+        bar = tqdm(total=sum(declared.values()), unit=" n-grams", unit_scale=True, disable=not progress,
+                   desc=f"reading {path.name}")
 
         expected_order = 1
         ended = False
@@ -156,6 +160,8 @@ def _read_arpa(path: Path) -> NgramLM:
                     break
                 fields_per_line.append(fields)
                 line_numbers.append(line_number)
+                if len(line_numbers) & 0xFFFF == 0:
+                    bar.update(0x10000)
             if len(fields_per_line) != declared[order]:
                 where = pending[0] if pending is not None else line_number
                 raise _fail(
@@ -169,7 +175,9 @@ def _read_arpa(path: Path) -> NgramLM:
                 max_arpa = section["max_arpa"]
             section["header_line"] = header_line
             sections.append(section)
+            bar.update(len(line_numbers) & 0xFFFF)
             expected_order += 1
+        bar.close()
         if not ended:
             if expected_order <= max_order:
                 raise _fail(path, line_number, f"file ends before the \\{expected_order}-grams: section that \\data\\ announces")
