@@ -79,6 +79,15 @@ class QAutomaton:
         self._chains: list[list[tuple[int, ...]]] = [[(0,)] for _ in range(T + 1)]
         self._contexts[0].append((bos,))
         self._chains[0].append((1, 0))
+        # Per position: suffix state and context length of each state (for the arc tables).
+        self._parents: list[list[int]] = [[0] for _ in range(T + 1)]
+        self._depths: list[list[int]] = [[0] for _ in range(T + 1)]
+        self._parents[0].append(0)
+        self._depths[0].append(1)
+        # Per position: (prefix state, candidate index, child state) and
+        # (context state, candidate index, bound) of every refinement, for the arc tables.
+        self._child_entries: list[list[tuple[int, int, int]]] = [[] for _ in range(T + 1)]
+        self._ngram_entries: list[list[tuple[int, int, float]]] = [[] for _ in range(T + 1)]
         # _children[j][x][prefix state at j-1] = state (prefix + x) at j.
         self._children: list[dict[int, dict[int, int]]] = [{} for _ in range(T + 1)]
         # _ngrams[j][x][context state at j-1] = log w(x | context) refined at position j.
@@ -118,6 +127,9 @@ class QAutomaton:
         self._contexts[position].append(context)
         self._chains[position].append((state,) + self._chains[position][suffix])
         by_prefix[prefix] = state
+        self._parents[position].append(suffix)
+        self._depths[position].append(len(context))
+        self._child_entries[position].append((prefix, self._index_of[position][context[-1]], state))
         self._dirty[position] = True
         if position < self.num_positions:
             self._dirty[position + 1] = True
@@ -144,35 +156,36 @@ class QAutomaton:
         return target, -1, float(self._unigram[position][self._index_of[position][symbol]])
 
     def _position_arcs(self, position: int) -> tuple[np.ndarray, ...]:
-        """(source state, target state, label, weight) of every arc into ``position``."""
-        sources = np.asarray([_ROOT] if position == 1 else range(len(self._contexts[position - 1])), dtype=np.int64)
-        symbols = self.target.symbols[position - 1]
-        weights = self._unigram[position] + self.target.logliks[position - 1]
-        special = set(self._children[position]) | set(self._ngrams[position])
-        is_plain = np.asarray([int(s) not in special for s in symbols], dtype=bool)
-        plain_symbols = symbols[is_plain]
-        n_src, n_plain = len(sources), len(plain_symbols)
-        # Symbols never refined here: every source reaches the empty state with the unigram bound.
-        src = [np.repeat(sources, n_plain)]
-        dst = [np.zeros(n_src * n_plain, dtype=np.int64)]
-        lab = [np.tile(plain_symbols, n_src)]
-        wts = [np.tile(weights[is_plain], n_src)]
-        if not is_plain.all():
-            loglik = self.target.logliks[position - 1]
-            ex_src, ex_dst, ex_lab, ex_w = [], [], [], []
-            for k in np.flatnonzero(~is_plain):
-                symbol = int(symbols[k])
-                for s in sources.tolist():
-                    target, _, bound = self._step(position, s, symbol)
-                    ex_src.append(s)
-                    ex_dst.append(target)
-                    ex_lab.append(symbol)
-                    ex_w.append(bound + loglik[k])
-            src.append(np.asarray(ex_src, dtype=np.int64))
-            dst.append(np.asarray(ex_dst, dtype=np.int64))
-            lab.append(np.asarray(ex_lab, dtype=np.int64))
-            wts.append(np.asarray(ex_w, dtype=np.float64))
-        return tuple(np.concatenate(parts) for parts in (src, dst, lab, wts))
+        """(source state, target state, label, weight) of every arc into ``position``.
+
+        A state's row (target and bound per candidate) is its suffix state's row with the
+        entries refined for the state itself overriding it; rows are filled one context
+        length at a time, so each suffix row is final before it is copied.
+        """
+        n_prev = len(self._contexts[position - 1])
+        n_cand = len(self.target.symbols[position - 1])
+        parents = np.asarray(self._parents[position - 1], dtype=np.int64)
+        depths = np.asarray(self._depths[position - 1], dtype=np.int64)
+        targets = np.zeros((n_prev, n_cand), dtype=np.int64)
+        bounds = np.empty((n_prev, n_cand))
+        bounds[0] = self._unigram[position]
+        children = np.asarray(self._child_entries[position], dtype=np.int64).reshape(-1, 3)
+        ngrams = np.asarray(self._ngram_entries[position], dtype=np.float64).reshape(-1, 3)
+        ngram_states = ngrams[:, 0].astype(np.int64)
+        ngram_cands = ngrams[:, 1].astype(np.int64)
+        for depth in range(int(depths.max()) + 1):
+            if depth:
+                level = np.flatnonzero(depths == depth)
+                targets[level] = targets[parents[level]]
+                bounds[level] = bounds[parents[level]]
+            at_level = depths[children[:, 0]] == depth
+            targets[children[at_level, 0], children[at_level, 1]] = children[at_level, 2]
+            at_level = depths[ngram_states] == depth
+            bounds[ngram_states[at_level], ngram_cands[at_level]] = ngrams[at_level, 2]
+        sources = np.asarray([_ROOT], dtype=np.int64) if position == 1 else np.arange(n_prev, dtype=np.int64)
+        weights = bounds[sources] + self.target.logliks[position - 1][None, :]
+        return (np.repeat(sources, n_cand), targets[sources].ravel(),
+                np.tile(self.target.symbols[position - 1], len(sources)), weights.ravel())
 
     # ------------------------------------------------------------------ the lattice
 
@@ -278,7 +291,9 @@ class QAutomaton:
             if state in by_context:
                 continue
             # min(): a longer context never has a larger bound; guard against rounding.
-            by_context[state] = min(self.weights(context, symbol), trace.bounds[i - 1])
+            bound = min(self.weights(context, symbol), trace.bounds[i - 1])
+            by_context[state] = bound
+            self._ngram_entries[i].append((state, self._index_of[i][symbol], bound))
             self.order_counts[len(context) + 1] += 1
             self._dirty[i] = True
             raised += 1

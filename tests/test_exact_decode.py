@@ -1,0 +1,81 @@
+"""Exact decoding (Algorithm 1, optimisation mode) against the brute-force argmax and the
+explicit n-th-order Viterbi lattice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from varorder.exact import HighOrderTarget, decode, full_viterbi
+from varorder.testing import oracle
+
+from test_exact_qautomaton import enumerate_target, random_lm, random_target
+
+
+@pytest.mark.parametrize(
+    "seed,order,estimator,length,n_candidates",
+    [(0, 3, "kn", 4, 3), (1, 4, "kn", 5, 3), (2, 5, "absolute", 5, 3), (3, 6, "additive", 6, 2),
+     (4, 4, "kn", 3, 5), (5, 9, "kn", 6, 2)],
+)
+def test_decode_equals_brute_force_argmax(seed, order, estimator, length, n_candidates):
+    lm = random_lm(seed, order, estimator)
+    target = random_target(lm, seed, length, n_candidates)
+    paths = enumerate_target(target)
+    result = decode(target)
+    assert result.exact
+    assert result.log_q == pytest.approx(result.log_p, abs=1e-9)
+    assert result.log_p == pytest.approx(oracle.max_score(paths), abs=1e-9)
+    assert tuple(result.sentence) in oracle.argmax_paths(paths, tol=1e-9)
+    assert result.history.num_trials == result.iterations
+    assert result.history.accepted[-1] and not any(result.history.accepted[:-1])
+
+
+@pytest.mark.parametrize("seed,order,length", [(11, 3, 4), (12, 5, 5), (13, 4, 6)])
+def test_full_viterbi_equals_brute_force(seed, order, length):
+    lm = random_lm(seed, order)
+    target = random_target(lm, seed, length, 3)
+    paths = enumerate_target(target)
+    full = full_viterbi(target)
+    assert full.finished
+    assert full.log_p == pytest.approx(oracle.max_score(paths), abs=1e-6)
+    assert full.log_p == pytest.approx(target.log_p(full.path), abs=1e-6)
+
+
+@pytest.mark.parametrize("seed,order", [(21, 5), (22, 6)])
+def test_decode_equals_full_viterbi_on_longer_sentences(seed, order):
+    lm = random_lm(seed, order, n_words=8, n_sentences=200)
+    target = random_target(lm, seed, length=12, n_candidates=3)
+    result = decode(target)
+    full = full_viterbi(target)
+    assert result.exact and full.finished
+    assert result.log_p == pytest.approx(full.log_p, abs=1e-6)
+    assert target.log_p(result.path) == pytest.approx(target.log_p(full.path), abs=1e-6)
+    assert result.num_states < full.num_states
+
+
+def test_decode_on_real_pos_data_equals_full_viterbi():
+    data = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ptb-wsj-sample" / "wsj_sample.pos.tsv.gz"
+    if not data.exists():
+        pytest.skip(f"{data} is absent (real-data test)")
+    from varorder.tasks.pos_highorder import PosTask
+
+    task = PosTask.from_ptb_sample(data, order=4, max_train_files=60)
+    for sentence in task.test[:6]:
+        target = task.target(sentence.words)
+        result = decode(target)
+        full = full_viterbi(target, time_limit=20)
+        assert result.exact
+        if full.finished:
+            assert result.log_p == pytest.approx(full.log_p, abs=1e-6)
+
+
+def test_decode_stops_at_iteration_limit_without_claiming_exactness():
+    lm = random_lm(30, 5)
+    target = random_target(lm, 30, length=6, n_candidates=3)
+    result = decode(target, max_iterations=1)
+    if result.iterations == 1 and not result.exact:
+        assert result.log_q > result.log_p
+    full = decode(target)
+    assert full.exact and result.log_q >= full.log_p - 1e-9
