@@ -92,7 +92,7 @@ def ocr_demo(full: bool, epochs: int | None, max_train_words: int | None, backof
 @click.option("--engine", "engine_only", is_flag=True, help="Run the engine demo (built-in ice-cream HMM) instead.")
 @click.option("--full", is_flag=True, help="OCR: the paper's full training protocol (longer).")
 @click.option("--epochs", type=click.IntRange(min=1), default=None,
-              help="OCR: training epochs per method (default: 2 for the demo, 6 with --full).")
+              help="OCR: training epochs per method (default: 1 for the demo, 4 with --full).")
 @click.option("--max-train-words", type=click.IntRange(min=1), default=None,
               help="OCR: train on a random subset of this many words.")
 @click.option("--backoff/--no-backoff", default=True, show_default=True,

@@ -34,7 +34,7 @@ __all__ = ["OcrConfig", "MethodResult", "vendored_data_path", "load_ocr", "word_
 
 ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 #: epochs of the `varorder demo` budget (about 5 minutes on 2 cores for the three methods)
-DEMO_EPOCHS = 2
+DEMO_EPOCHS = 1
 
 #: Figures reported by the paper (§5, Fig. 3) for the full protocol.
 #: The paper's "accuracy" is precision at recall 1 of a per-word curve: word accuracy.
@@ -75,7 +75,7 @@ class OcrConfig:
 
     order: int = 4
     methods: tuple = (("beam", 10), ("rcms", 10), ("beam", 200))
-    epochs: int = 6
+    epochs: int = 4
     batch_size: int = 8
     max_train_words: int | None = None
     test_fold: int = 1
