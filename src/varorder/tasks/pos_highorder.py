@@ -88,11 +88,13 @@ class TntEmissions:
                 rare_tags[cap][t] += c
                 for i in range(1, min(self.max_suffix, len(w)) + 1):
                     self._suffix_counts[cap][w[-i:]][t] += c
+        all_total = sum(tag_count.values())
         self._prior = {}
         for cap in (True, False):
-            total = sum(rare_tags[cap].values()) or 1
-            self._prior[cap] = {t: rare_tags[cap][t] / total for t in rare_tags[cap]}
-        all_total = sum(tag_count.values())
+            # No rare word of this case (a tiny corpus): fall back to all tag counts.
+            counts = rare_tags[cap] or rare_tags[not cap] or tag_count
+            total = sum(counts.values())
+            self._prior[cap] = {t: counts[t] / total for t in counts}
         probs = np.asarray([tag_count[t] / all_total for t in self.tags_])
         self.theta_ = float(np.std(probs, ddof=1)) if len(probs) > 1 else 1.0
         self._unknown_cache = {}
@@ -104,7 +106,7 @@ class TntEmissions:
         if cached is not None:
             return cached
         cap = word[:1].isupper()
-        prior = self._prior[cap] or self._prior[not cap]
+        prior = self._prior[cap]
         probs = dict(prior)
         for i in range(1, min(self.max_suffix, len(word)) + 1):
             counts = self._suffix_counts[cap].get(word[-i:])
@@ -148,7 +150,8 @@ class PosTask:
     def __post_init__(self):
         self.weights = MaxBackoffWeights(self.lm)
         vocab = self.lm.vocabulary
-        self._tag_ids = {t: vocab.id_of(t) for t in self.emissions.tags_}
+        # Tags the LM never saw (an LM read from another corpus) cannot be candidates.
+        self._tag_ids = {t: vocab.id_of(t) for t in self.emissions.tags_ if t in vocab}
         self._tag_of = {i: t for t, i in self._tag_ids.items()}
 
     @classmethod

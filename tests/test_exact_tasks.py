@@ -1,0 +1,143 @@
+"""T9 and POS task builders and the ``varorder decode`` / ``varorder sample`` commands, on
+generated data."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from varorder.cli.main import main
+from varorder.exact import decode
+from varorder.io.arpa import write_arpa
+from varorder.lm import ModifiedKneserNey
+from varorder.tasks.pos_highorder import PosTask, TntEmissions
+from varorder.tasks.t9 import T9Task, key_distance, num
+from varorder.testing import oracle
+
+from test_exact_qautomaton import enumerate_target, random_lm, random_target
+
+
+def test_keypad_encoding_and_distance():
+    assert num("dog") == num("fog") == "364"
+    assert num("Wxyz's") == "999917"
+    assert key_distance("1", "1") == 0.0
+    assert key_distance("1", "9") == pytest.approx(math.sqrt(8))
+    assert key_distance("2", "0") == pytest.approx(3.0)
+
+
+def small_word_lm(order=3):
+    sentences = ["the dog barked", "the fog lifted", "two dogs barked", "the dog ate", "a fog came",
+                 "the dogs ate", "two dog barked", "a dog came"] * 3
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return ModifiedKneserNey(order=order).fit_sentences(sentences).model_
+
+
+def test_t9_candidates_follow_the_noise_model():
+    task = T9Task(small_word_lm(), k=64.0, max_candidates=None)
+    ids, loglik = task.candidates("364")
+    words = task.words(ids)
+    assert set(words) == {"the", "dog", "fog", "two", "ate"}  # every 3-letter word
+    for w, ll in zip(words, loglik):
+        expected = -sum(math.log(64 * key_distance(o, d) + 1) for o, d in zip("364", num(w)))
+        assert ll == pytest.approx(expected)
+    capped = T9Task(task.lm, max_candidates=2).candidates("364")
+    assert set(task.words(capped[0])) == {"dog", "fog"}
+    with pytest.raises(ValueError, match="keypad"):
+        task.candidates("36a")
+    with pytest.raises(ValueError, match="length"):
+        task.candidates("36463646")
+
+
+def test_t9_decode_matches_brute_force():
+    task = T9Task(small_word_lm(4), max_candidates=None)
+    target = task.target(task.observe(["the", "dog", "barked"]))
+    paths = enumerate_target(target)
+    result = decode(target)
+    assert result.log_p == pytest.approx(oracle.max_score(paths), abs=1e-9)
+    assert task.words(result.sentence) == ["the", "dog", "barked"]
+
+
+def test_tnt_emissions_known_and_unknown_words():
+    train = [(["The", "dog", "runs"], ["DT", "NN", "VBZ"]), (["A", "cat", "runs"], ["DT", "NN", "VBZ"]),
+             (["The", "runs"], ["DT", "NNS"]), (["walking", "dogs"], ["VBG", "NNS"])]
+    emissions = TntEmissions().fit(train)
+    known = emissions.log_likelihoods("runs")
+    assert known == pytest.approx({"VBZ": math.log(2 / 2), "NNS": math.log(1 / 2)})
+    unknown = emissions.log_likelihoods("talking")  # suffix "ing" was seen on VBG only among rare words
+    assert max(unknown, key=unknown.get) == "VBG"
+    assert all(np.isfinite(v) for v in unknown.values())
+
+
+def test_pos_task_builds_targets_over_the_tag_lm():
+    from varorder.io.tagged import TaggedSentence
+
+    rng = np.random.default_rng(0)
+    tags = ["DT", "NN", "VB", "JJ"]
+    words = {"DT": ["the", "a"], "NN": ["dog", "cat", "run"], "VB": ["run", "eats"], "JJ": ["big", "red"]}
+    train = []
+    for _ in range(80):
+        seq = ["DT"] + list(rng.choice(["JJ", "NN"], size=rng.integers(1, 3))) + ["VB"]
+        train.append(TaggedSentence([str(rng.choice(words[t])) for t in seq], seq))
+    task = PosTask.train(train, train[:5], order=4)
+    target = task.target(["the", "big", "run", "zzzing"])
+    result = decode(target)
+    paths = enumerate_target(target)
+    assert result.log_p == pytest.approx(oracle.max_score(paths), abs=1e-9)
+    assert task.tags_of(result.sentence)[0] == "DT"
+
+
+@pytest.fixture
+def arpa_file(tmp_path):
+    lm = random_lm(3, 4)
+    path = tmp_path / "lm.arpa"
+    write_arpa(lm, path)
+    return lm, path
+
+
+def _candidate_line(lm, target):
+    words = lm.vocabulary.words
+    return json.dumps([{words[int(s)]: float(l) for s, l in zip(sym, ll)}
+                       for sym, ll in zip(target.symbols[: target.length], target.logliks[: target.length])])
+
+
+def test_cli_decode_candidates_json(arpa_file, tmp_path):
+    lm, path = arpa_file
+    from varorder.io.arpa import read_arpa
+
+    lm = read_arpa(path)
+    target = random_target(lm, 3, length=4, n_candidates=3)
+    paths = enumerate_target(target)
+    observations = tmp_path / "obs.jsonl"
+    observations.write_text(_candidate_line(lm, target) + "\n")
+    result = CliRunner().invoke(main, ["decode", str(path), "--task", "candidates", "--input", str(observations), "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output.strip().splitlines()[-1])
+    assert record["exact"] and record["log_p"] == pytest.approx(record["log_q"])
+    assert record["log_p"] == pytest.approx(oracle.max_score(paths), abs=1e-6)
+
+
+def test_cli_sample_and_errors(arpa_file, tmp_path):
+    lm, path = arpa_file
+    from varorder.io.arpa import read_arpa
+
+    lm = read_arpa(path)
+    target = random_target(lm, 4, length=3, n_candidates=2)
+    line = _candidate_line(lm, target)
+    result = CliRunner().invoke(main, ["sample", str(path), "--task", "candidates", "--text", line,
+                                       "--samples", "200", "--batch", "10", "--seed", "3", "--json"])
+    assert result.exit_code == 0, result.output
+    stats = json.loads(result.output.strip().splitlines()[-1])
+    assert stats["accepted"] == 200 and stats["stopped_by"] == "samples"
+    assert sum(s["count"] for s in stats["samples"]) <= 200
+    text = CliRunner().invoke(main, ["sample", str(path), "--task", "candidates", "--text", line, "--samples", "20"])
+    assert text.exit_code == 0 and "AR-100" in text.output
+    bad = CliRunner().invoke(main, ["decode", str(path), "--task", "candidates", "--text", '[{"nosuchword": 0.0}]'])
+    assert bad.exit_code != 0 and "not in the LM vocabulary" in bad.output
+    missing = CliRunner().invoke(main, ["decode", str(path), "--task", "pos", "--text", "a b"])
+    assert missing.exit_code != 0 and "--train" in missing.output
