@@ -89,6 +89,24 @@ def run_eflomal(pairs, trial_slice, gold):
     return row
 
 
+def memory_report(pairs):
+    """Bytes per sentence pair of the encoded corpus (shards + pair index + both directions' tables)."""
+    from varorder.agree.corpus import PairIndex, Vocabulary, shard_bitext
+
+    ev, fv = Vocabulary(), Vocabulary()
+    shards = shard_bitext(pairs, ev, fv, 10000)
+    index = PairIndex(np.concatenate([np.unique(s.edge_keys()) for s in shards]))
+    for s in shards:
+        s.index_pairs(index)
+    corpus = sum(s.nbytes() for s in shards)
+    tables = index.keys.nbytes + 2 * 8 * len(index)  # keys + τ(f|e) + τ(e|f)
+    edges = sum(int(s.edge_offsets[-1]) for s in shards)
+    # an E-step holds one shard's edge posteriors for both directions plus the HMM batch arrays (≤ 32 MB each)
+    return {"n_pairs": len(pairs), "word_pairs": len(index), "edges": edges,
+            "corpus_bytes_per_pair": corpus / len(pairs), "table_bytes_per_pair": tables / len(pairs),
+            "total_bytes_per_pair": (corpus + tables) / len(pairs)}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10k", help="comma list of 10k,100k,300k")
@@ -96,6 +114,7 @@ def main(argv=None):
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--ibm1-iterations", type=int, default=5)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--memory-only", action="store_true", help="only report bytes per sentence pair")
     args = ap.parse_args(argv)
     if not DATA.exists():
         sys.exit(f"data not found at {DATA}")
@@ -109,6 +128,10 @@ def main(argv=None):
         trial_slice = slice(len(pairs) - len(trial_e), len(pairs))  # the trial text closes every corpus
         assert [" ".join(e) for e, _ in pairs[trial_slice]] == [t.strip() for t in trial_e]
         print(f"== {size}: {len(pairs)} pairs (read in {time.perf_counter() - t0:.1f}s)", flush=True)
+        mem = memory_report(pairs)
+        print(json.dumps({k: (round(v, 1) if isinstance(v, float) else v) for k, v in mem.items()}), flush=True)
+        if args.memory_only:
+            continue
         for method in args.methods.split(","):
             if method == "eflomal":
                 try:

@@ -11,7 +11,7 @@ from varorder.agree.product_em import AgreementEM, estep_shard
 from varorder.testing import oracle
 
 
-def _corpus(seed, n=4, max_len=3, vocab=4):
+def _corpus(seed, n=4, max_len=4, vocab=4):
     rng = np.random.default_rng(seed)
     pairs = []
     for _ in range(n):
@@ -55,15 +55,20 @@ def _log_p(model, src_ids, tgt_ids, a, ev_index, scale=1.0, extra=None):
                 lp += math.log(extra.table_[p])
     if isinstance(model, HMMAligner):
         D, p0 = model.max_jump, model.null_prob
-        c = lambda d: model.jumps_[min(max(d, -D), D) + D]  # noqa: E731
+        bucket = lambda d: min(max(d, -D), D)  # noqa: E731
+
+        def w(d, pos):  # bucket mass shared by the positions the bucket covers
+            width = sum(bucket(v - pos) == bucket(d) for v in range(S))
+            return model.jumps_[bucket(d) + D] / width
+
         pos = -1
         for t, u in enumerate(a):
             if u < 0:
-                if t > 0 or True:
-                    lp += scale * math.log(p0)
-                pos = max(pos, 0) if t == 0 else pos
+                lp += scale * math.log(p0)
+                pos = max(pos, 0)  # NULL first: remembered as position 0
             else:
-                lp += scale * (math.log(1 - p0) + math.log(c(u - pos)) - math.log(sum(c(v - pos) for v in range(S))))
+                lp += scale * (math.log(1 - p0) + math.log(w(u - pos, pos))
+                               - math.log(sum(w(v - pos, pos) for v in range(S))))
                 pos = u
     else:
         lp += scale * T_prior(S, len(tgt_ids))
@@ -91,7 +96,7 @@ def _check(shard, pairs, ev, fv, model, stats, scale=1.0, extra=None):
 
 
 @pytest.mark.parametrize("kind", ["ibm1", "hmm"])
-@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("seed", range(3))
 def test_each_direction_matches_enumeration(kind, seed):
     pairs, shard, index, ev, fv = _corpus(seed)
     for model in _models(kind, index, ev, fv, seed):
@@ -100,7 +105,7 @@ def test_each_direction_matches_enumeration(kind, seed):
 
 
 @pytest.mark.parametrize("kind", ["ibm1", "hmm"])
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(3))
 def test_domain_estep_is_normalized_product_on_own_domain(kind, seed):
     """E(b₁ + b₂, Z_m): q_m(a) ∝ p_m(a) · Π_{links} τ_other, enumerated over Z_m."""
     pairs, shard, index, ev, fv = _corpus(seed + 10)

@@ -10,7 +10,8 @@ generated side the *target* (T words).
   is a normalisation per target word (no dynamic programme).
 * HMM (Vogel, Ney & Tillmann 1996, with the NULL states of Och & Ney 2003):
   hidden state = source position or "NULL after position i" (2S states);
-  p(a_j = i' | a_{j−1} at position i) = (1 − p₀)·c(i' − i) / Σ_{i''} c(i'' − i),
+  p(a_j = i' | a_{j−1} at position i) = (1 − p₀)·w(i' − i) / Σ_{i''} w(i'' − i) with
+  w(d) = c(bucket d) / (number of positions i'' in that bucket from i),
   p(NULL_i | i) = p₀; jumps are bucketed to [−D, D]; the first word jumps from
   position −1. Emissions τ(t_j | s_i) and τ(t_j | NULL). The E-step is
   :func:`varorder.chain.marginals` on per-sentence (B, K, K) transitions,
@@ -226,28 +227,32 @@ def _fill_batch(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, 
         for k in range(K):
             for k2 in range(K):
                 Tr[b, k, k2] = 0.0
-        for p in range(S):
+        width = np.zeros(2 * D + 1)
+        for p in range(-1, S):
+            # a clipped bucket spreads its mass over the positions it covers
+            width[:] = 0.0
+            for u in range(S):
+                width[_bucket(u - p, D)] += 1.0
             norm = -np.inf
             for u in range(S):
-                v = log_jump[_bucket(u - p, D)]
+                b_ = _bucket(u - p, D)
+                v = log_jump[b_] - math.log(width[b_])
                 norm = max(norm, v) + math.log1p(math.exp(-abs(norm - v))) if norm > -np.inf else v
+            if p < 0:  # the first word jumps from position −1 (or goes to NULL, kept at position 0)
+                if T > 0:
+                    for u in range(S):
+                        b_ = _bucket(u + 1, D)
+                        E[b, 0, u] += scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
+                    for u in range(1, S):
+                        E[b, 0, S + u] = -np.inf
+                    E[b, 0, S] += scale * log_p0
+                continue
             for from_state in (p, S + p):
                 for u in range(S):
-                    Tr[b, from_state, u] = scale * (log_stay + log_jump[_bucket(u - p, D)] - norm)
+                    b_ = _bucket(u - p, D)
+                    Tr[b, from_state, u] = scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
                     Tr[b, from_state, S + u] = -np.inf
                 Tr[b, from_state, S + p] = scale * log_p0
-        # the first word jumps from position −1 (or goes to NULL, kept at position 0)
-        norm = -np.inf
-        for u in range(S):
-            v = log_jump[_bucket(u + 1, D)]
-            norm = max(norm, v) + math.log1p(math.exp(-abs(norm - v))) if norm > -np.inf else v
-        if T > 0:
-            for u in range(S):
-                E[b, 0, u] += scale * (log_stay + log_jump[_bucket(u + 1, D)] - norm)
-            for u in range(1, S):
-                E[b, 0, S + u] = -np.inf
-            if S > 0:
-                E[b, 0, S] += scale * log_p0
 
 
 @numba.njit(cache=True)

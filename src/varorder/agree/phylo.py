@@ -113,13 +113,15 @@ def parse_newick(text: str) -> Tree:
     return Tree(np.array(parent, dtype=np.int64), names)
 
 
-def tree_marginals(parent, node_log, edge_log, edges: bool = True):
+def tree_marginals(parent, node_log, edge_log, edges=True):
     """Sum-product on a rooted tree for a batch of C instances.
 
     parent : (N,) parent index, −1 for the root; parents precede children.
     node_log : (C, N, V) log-potentials φ_v.
     edge_log : (C, N, V, V) log-potentials ψ_v(x_parent, x_v) (the root's row is ignored);
         a (N, V, V) array is shared by the batch.
+    edges : True (return them), False, or a function ``f(v, edge_v)`` called with each
+        non-root node's (C, V, V) edge marginals instead of storing all of them.
     Returns (log Z (C,), node marginals (C, N, V), edge marginals (C, N, V, V) or None),
     edge[c, v, a, b] = p(x_parent(v) = a, x_v = b).
     """
@@ -127,42 +129,65 @@ def tree_marginals(parent, node_log, edge_log, edges: bool = True):
     node_log = np.asarray(node_log, dtype=np.float64)
     C, N, V = node_log.shape
     edge_log = np.asarray(edge_log, dtype=np.float64)
-    if edge_log.ndim == 3:
-        edge_log = np.broadcast_to(edge_log, (C,) + edge_log.shape)
-    if parent.shape != (N,) or edge_log.shape != (C, N, V, V):
-        raise ValueError(f"parent must be ({N},) and edge_log ({C}, {N}, {V}, {V}); "
+    shared = edge_log.ndim == 3
+    want = (N, V, V) if shared else (C, N, V, V)
+    if parent.shape != (N,) or edge_log.shape != want:
+        raise ValueError(f"parent must be ({N},) and edge_log {want} or ({N}, {V}, {V}); "
                          f"got {parent.shape} and {edge_log.shape}")
     if (parent[0] != -1) or np.any(parent[1:] >= np.arange(1, N)) or np.any(parent[1:] < 0):
         raise ValueError("parent must list the root first (−1) and every parent before its children")
-    # upward: inside[v] = φ_v + Σ_children up-messages; up[v](x_parent)
-    inside = node_log.copy()
-    up = np.zeros((C, N, V))
+    # Messages are products with exp(ψ) in scaled exp space: x ↦ log(exp(x − max) · W) + max.
+    # A batch-shared ψ makes each message one (C, V) @ (V, V) product.
+    weights = _exp_rows(edge_log)
+
+    def send(x, v, transpose):
+        m = np.max(x, axis=1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        ex = np.exp(x - m)
+        W = weights[v] if shared else weights[:, v]
+        if transpose:  # Σ_b W[a, b] ex[b]  (towards the parent)
+            prod = ex @ W.T if shared else np.einsum("cab,cb->ca", W, ex)
+        else:  # Σ_a ex[a] W[a, b]  (towards the child)
+            prod = ex @ W if shared else np.einsum("ca,cab->cb", ex, W)
+        with np.errstate(divide="ignore"):
+            return np.log(prod) + m
+
+    inside = node_log.copy()  # φ_v + Σ up-messages from v's children
+    up = np.zeros((C, N, V))  # up[v](x_parent)
     for v in range(N - 1, 0, -1):
-        with np.errstate(invalid="ignore"):
-            up[:, v] = logsumexp(edge_log[:, v] + inside[:, v, None, :], axis=2)
+        up[:, v] = send(inside[:, v], v, transpose=True)
         inside[:, parent[v]] += up[:, v]
     logz = logsumexp(inside[:, 0], axis=1)
-    # downward: outside[v](x_v) = log Σ of everything outside v's subtree
-    outside = np.zeros((C, N, V))
+    outside = np.zeros((C, N, V))  # log Σ over everything outside v's subtree, as a function of x_v
+    above = np.zeros((C, N, V))  # parent's belief without v's own message
     for v in range(1, N):
         p = parent[v]
-        above = outside[:, p] + inside[:, p] - up[:, v]  # parent's belief without v's message
         with np.errstate(invalid="ignore"):
-            outside[:, v] = logsumexp(above[:, :, None] + edge_log[:, v], axis=1)
+            above[:, v] = outside[:, p] + inside[:, p] - up[:, v]
+        above[:, v] = np.where(np.isnan(above[:, v]), -np.inf, above[:, v])
+        outside[:, v] = send(above[:, v], v, transpose=False)
     with np.errstate(invalid="ignore"):
-        node = np.exp(inside + outside - logz[:, None, None])
-    node = np.nan_to_num(node)
-    edge = None
-    if edges:
-        edge = np.zeros((C, N, V, V))
+        node = np.nan_to_num(np.exp(inside + outside - logz[:, None, None]))
+    edge = np.zeros((C, N, V, V)) if edges is True else None
+    if edges is not False:
         for v in range(1, N):
-            p = parent[v]
-            above = outside[:, p] + inside[:, p] - up[:, v]
-            with np.errstate(invalid="ignore"):
-                edge[:, v] = np.exp(above[:, :, None] + edge_log[:, v] + inside[:, v, None, :]
-                                    - logz[:, None, None])
-        edge = np.nan_to_num(edge)
+            W = weights[v][None] if shared else weights[:, v]
+            shift = np.max(inside[:, v], axis=1, keepdims=True)
+            shift = np.where(np.isfinite(shift), shift, 0.0)
+            with np.errstate(invalid="ignore", over="ignore"):
+                a = np.nan_to_num(np.exp(above[:, v] - logz[:, None] + shift))
+                b = np.exp(inside[:, v] - shift)
+            ev = a[:, :, None] * W * b[:, None, :]
+            if edge is not None:
+                edge[:, v] = ev
+            else:
+                edges(v, ev)
     return logz, node, edge
+
+
+def _exp_rows(edge_log):
+    with np.errstate(under="ignore"):
+        return np.exp(edge_log)
 
 
 # ---------------------------------------------------------------------------
@@ -273,13 +298,14 @@ class PhyloSlices(Submodel):
         out = p1[:, ap, ac] + p2[:, ac, bp, bc]  # (N, 4, 4, 4, 4) over (a_p, b_p, a_c, b_c)
         return out.reshape(N, 16, 16)
 
-    def posteriors(self, data: PhyloData, log_params=None):
-        """(log Z, leaf-and-ancestor marginals per column (L, N, 4), tree node marginals, edge marginals)."""
+    def posteriors(self, data: PhyloData, log_params=None, edges=False):
+        """(log Z per slice, marginals per column and node (L, N, 4), slice node marginals (C, N, 16),
+        slice edge marginals or None); ``edges`` as in :func:`tree_marginals`."""
         if log_params is None:
             log_params = self.shared_log_potentials(data)
         starts, node_log, edge_log = self._slice_potentials(data, log_params)
         N = self.tree.n_nodes
-        logz, node, edge = tree_marginals(self.tree.parent, node_log, edge_log)
+        logz, node, edge = tree_marginals(self.tree.parent, node_log, edge_log, edges=edges)
         columns = np.full((data.n_columns, N, 4), 0.25)
         n4 = node.reshape(-1, N, 4, 4)
         columns[starts] = n4.sum(axis=3)
@@ -287,19 +313,29 @@ class PhyloSlices(Submodel):
         return logz, columns, node, edge
 
     def expected_statistics(self, data, shared_log_potentials, private_scale: float = 1.0) -> Statistics:
-        logz, _, node, edge = self.posteriors(data, shared_log_potentials)
         N = self.tree.n_nodes
-        e4 = edge.reshape(-1, N, 4, 4, 4, 4)  # (C, v, a_p, b_p, a_c, b_c)
+        own_p1, own_p2 = np.zeros((N, 4, 4)), np.zeros((N, 4, 4, 4))
+        q_pair_first = np.zeros((0, N, 4, 4))
+        q_pair_second = np.zeros((0, N, 4, 4))
+
+        def reduce_edge(v, ev):
+            nonlocal q_pair_first, q_pair_second
+            if not q_pair_first.size:
+                q_pair_first = np.zeros((ev.shape[0], N, 4, 4))
+                q_pair_second = np.zeros((ev.shape[0], N, 4, 4))
+            e4 = ev.reshape(-1, 4, 4, 4, 4)  # (C, a_p, b_p, a_c, b_c)
+            tot = e4.sum(axis=0)
+            own_p1[v] = tot.sum(axis=(1, 3))
+            own_p2[v] = np.einsum("pqrs->rqs", tot)  # (a_c, b_p, b_c)
+            q_pair_first[:, v] = e4.sum(axis=(2, 4))  # (C, a_p, a_c): column j of the slice
+            q_pair_second[:, v] = e4.sum(axis=(1, 3))  # (C, b_p, b_c): column j+1
+
+        logz, _, node, _ = self.posteriors(data, shared_log_potentials, edges=reduce_edge)
         n4 = node.reshape(-1, N, 4, 4)  # (C, v, a, b)
-        own = {
-            "root": n4[:, 0].sum(axis=(0, 2)),
-            "root2": n4[:, 0].sum(axis=0),
-            "p1": e4.sum(axis=(0, 3, 5)),  # (v, a_p, a_c)
-            "p2": np.einsum("cvpqrs->vrqs", e4),  # (v, a_c, b_p, b_c)
-        }
+        if not q_pair_first.size:
+            q_pair_first = q_pair_second = np.zeros((n4.shape[0], N, 4, 4))
+        own = {"root": n4[:, 0].sum(axis=(0, 2)), "root2": n4[:, 0].sum(axis=0), "p1": own_p1, "p2": own_p2}
         # the other parity's slices (j+1, j+2) straddle this parity's slices s and s+1
-        q_pair_second = e4.sum(axis=(2, 4))  # (C, v, b_p, b_c): column j+1 of slice s
-        q_pair_first = e4.sum(axis=(3, 5))  # (C, v, a_p, a_c): column j of slice s
         child_second = n4.sum(axis=2)  # (C, v, b)
         root_second = n4[:, 0].sum(axis=1)  # (C, b)
         root_first = n4[:, 0].sum(axis=2)
