@@ -37,6 +37,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from varorder.exact.target import HighOrderTarget
@@ -79,15 +80,13 @@ class QAutomaton:
         self._chains: list[list[tuple[int, ...]]] = [[(0,)] for _ in range(T + 1)]
         self._contexts[0].append((bos,))
         self._chains[0].append((1, 0))
-        # Per position: suffix state and context length of each state (for the arc tables).
-        self._parents: list[list[int]] = [[0] for _ in range(T + 1)]
-        self._depths: list[list[int]] = [[0] for _ in range(T + 1)]
-        self._parents[0].append(0)
-        self._depths[0].append(1)
-        # Per position: (prefix state, candidate index, child state) and
-        # (context state, candidate index, bound) of every refinement, for the arc tables.
-        self._child_entries: list[list[tuple[int, int, int]]] = [[] for _ in range(T + 1)]
-        self._ngram_entries: list[list[tuple[int, int, float]]] = [[] for _ in range(T + 1)]
+        # Flat records for the arc kernel, in creation order (local ids grow within a
+        # position): (position, suffix state) per state, (position, prefix state,
+        # candidate index, child state) per state, (position, context state, candidate
+        # index, bound) per refined n-gram.
+        self._state_records: list[tuple[int, int]] = [(j, 0) for j in range(T + 1)] + [(0, 0)]
+        self._child_records: list[tuple[int, int, int, int]] = []
+        self._ngram_records: list[tuple[int, int, int, float]] = []
         # _children[j][x][prefix state at j-1] = state (prefix + x) at j.
         self._children: list[dict[int, dict[int, int]]] = [{} for _ in range(T + 1)]
         # _ngrams[j][x][context state at j-1] = log w(x | context) refined at position j.
@@ -97,10 +96,12 @@ class QAutomaton:
         ]
         self._index_of = [None] + [{int(s): k for k, s in enumerate(target.symbols[j - 1])} for j in range(1, T + 1)]
         self.order_counts: Counter = Counter({1: sum(len(s) for s in target.symbols)})
-        self._arcs: list[tuple[np.ndarray, ...] | None] = [None] * (T + 1)
-        self._dirty = np.ones(T + 1, dtype=bool)
+        self._candidate_symbols = np.concatenate(target.symbols).astype(np.int64)
+        self._candidate_weights = np.concatenate([self._unigram[j] + target.logliks[j - 1] for j in range(1, T + 1)])
+        self._candidate_logliks = np.concatenate(target.logliks).astype(np.float64)
+        self._candidate_offsets = np.concatenate([[0], np.cumsum([len(c) for c in target.symbols])]).astype(np.int64)
         self._lattice: Lattice | None = None
-        self._node_states: list[np.ndarray] = []
+        self._num_reachable = 0
         self.num_refinements = 0
 
     # ------------------------------------------------------------------ structure
@@ -127,12 +128,9 @@ class QAutomaton:
         self._contexts[position].append(context)
         self._chains[position].append((state,) + self._chains[position][suffix])
         by_prefix[prefix] = state
-        self._parents[position].append(suffix)
-        self._depths[position].append(len(context))
-        self._child_entries[position].append((prefix, self._index_of[position][context[-1]], state))
-        self._dirty[position] = True
-        if position < self.num_positions:
-            self._dirty[position + 1] = True
+        self._state_records.append((position, suffix))
+        self._child_records.append((position, prefix, self._index_of[position][context[-1]], state))
+        self._lattice = None
         return state
 
     def _step(self, position: int, source: int, symbol: int) -> tuple[int, int, float]:
@@ -155,86 +153,31 @@ class QAutomaton:
                     return target, u, bound
         return target, -1, float(self._unigram[position][self._index_of[position][symbol]])
 
-    def _position_arcs(self, position: int) -> tuple[np.ndarray, ...]:
-        """(source state, target state, label, weight) of every arc into ``position``.
-
-        A state's row (target and bound per candidate) is its suffix state's row with the
-        entries refined for the state itself overriding it; rows are filled one context
-        length at a time, so each suffix row is final before it is copied.
-        """
-        n_prev = len(self._contexts[position - 1])
-        n_cand = len(self.target.symbols[position - 1])
-        parents = np.asarray(self._parents[position - 1], dtype=np.int64)
-        depths = np.asarray(self._depths[position - 1], dtype=np.int64)
-        targets = np.zeros((n_prev, n_cand), dtype=np.int64)
-        bounds = np.empty((n_prev, n_cand))
-        bounds[0] = self._unigram[position]
-        children = np.asarray(self._child_entries[position], dtype=np.int64).reshape(-1, 3)
-        ngrams = np.asarray(self._ngram_entries[position], dtype=np.float64).reshape(-1, 3)
-        ngram_states = ngrams[:, 0].astype(np.int64)
-        ngram_cands = ngrams[:, 1].astype(np.int64)
-        for depth in range(int(depths.max()) + 1):
-            if depth:
-                level = np.flatnonzero(depths == depth)
-                targets[level] = targets[parents[level]]
-                bounds[level] = bounds[parents[level]]
-            at_level = depths[children[:, 0]] == depth
-            targets[children[at_level, 0], children[at_level, 1]] = children[at_level, 2]
-            at_level = depths[ngram_states] == depth
-            bounds[ngram_states[at_level], ngram_cands[at_level]] = ngrams[at_level, 2]
-        sources = np.asarray([_ROOT], dtype=np.int64) if position == 1 else np.arange(n_prev, dtype=np.int64)
-        weights = bounds[sources] + self.target.logliks[position - 1][None, :]
-        return (np.repeat(sources, n_cand), targets[sources].ravel(),
-                np.tile(self.target.symbols[position - 1], len(sources)), weights.ravel())
-
-    # ------------------------------------------------------------------ the lattice
-
     def lattice(self) -> Lattice:
         """q unrolled over positions, restricted to reachable states (cached until the
         next refinement). Arc labels are symbol ids; the score of a path is log q(x)."""
-        if self._lattice is not None and not self._dirty.any():
+        if self._lattice is not None:
             return self._lattice
         T = self.num_positions
-        for j in range(1, T + 1):
-            if self._dirty[j] or self._arcs[j] is None:
-                self._arcs[j] = self._position_arcs(j)
-        self._dirty[:] = False
-        node_states = [np.asarray([_ROOT], dtype=np.int64)]
-        node_of_state = np.full(2, -1, dtype=np.int64)
-        node_of_state[_ROOT] = 0
-        n_nodes = 1
-        positions = [np.zeros(1, dtype=np.int64)]
-        parts = []
-        for j in range(1, T + 1):
-            src, dst, lab, wts = self._arcs[j]
-            keep = node_of_state[src] >= 0
-            src, dst, lab, wts = src[keep], dst[keep], lab[keep], wts[keep]
-            reached = np.unique(dst)
-            next_node = np.full(len(self._contexts[j]), -1, dtype=np.int64)
-            next_node[reached] = n_nodes + np.arange(len(reached))
-            parts.append((node_of_state[src], next_node[dst], lab, wts))
-            positions.append(np.full(len(reached), j, dtype=np.int64))
-            node_states.append(reached)
-            n_nodes += len(reached)
-            node_of_state = next_node
+        states = np.asarray(self._state_records, dtype=np.int64)
+        state_order = np.argsort(states[:, 0], kind="stable")
+        state_counts = np.bincount(states[:, 0], minlength=T + 1)
+        children = np.asarray(self._child_records, dtype=np.int64).reshape(-1, 4)
+        ngrams = np.asarray(self._ngram_records, dtype=np.float64).reshape(-1, 4)
+        positions, sources, targets, labels, weights, n_nodes = _build_arcs(
+            T, state_counts, states[state_order, 1], children, ngrams[:, :3].astype(np.int64), ngrams[:, 3],
+            self._candidate_offsets, self._candidate_symbols, self._candidate_weights, self._candidate_logliks)
         final = np.full(n_nodes, -np.inf)
-        final[n_nodes - len(node_states[-1]):] = 0.0
-        self._node_states = node_states
-        self._lattice = Lattice(
-            np.concatenate(positions),
-            np.concatenate([p[0] for p in parts]),
-            np.concatenate([p[1] for p in parts]),
-            np.concatenate([p[2] for p in parts]),
-            np.concatenate([p[3] for p in parts]),
-            final,
-        )
+        final[positions == T] = 0.0
+        self._num_reachable = n_nodes
+        self._lattice = Lattice(positions, sources, targets, labels, weights, final)
         return self._lattice
 
     @property
     def num_states(self) -> int:
         """Reachable states over all positions (lattice nodes, the root included)."""
         self.lattice()
-        return int(sum(len(s) for s in self._node_states))
+        return self._num_reachable
 
     @property
     def num_created_states(self) -> int:
@@ -293,9 +236,99 @@ class QAutomaton:
             # min(): a longer context never has a larger bound; guard against rounding.
             bound = min(self.weights(context, symbol), trace.bounds[i - 1])
             by_context[state] = bound
-            self._ngram_entries[i].append((state, self._index_of[i][symbol], bound))
+            self._ngram_records.append((i, state, self._index_of[i][symbol], bound))
             self.order_counts[len(context) + 1] += 1
-            self._dirty[i] = True
+            self._lattice = None
             raised += 1
         self.num_refinements += 1
         return raised
+
+
+@numba.njit(cache=True)
+def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_bounds,
+                cand_offsets, cand_symbols, cand_weights, cand_logliks):
+    """Arcs of q over reachable states, position by position.
+
+    A state's row (target state and weight per candidate) is its suffix state's row with
+    the entries refined for the state itself overriding it; suffix states have smaller
+    ids, so rows are filled in id order. Only states reached from the root emit arcs.
+    """
+    state_offsets = np.zeros(T + 2, np.int64)
+    for j in range(T + 1):
+        state_offsets[j + 1] = state_offsets[j] + state_counts[j]
+    # Entries grouped by (position, state) through linked lists.
+    n_states_total = state_offsets[T + 1]
+    child_head = np.full(n_states_total, -1, np.int64)
+    child_next = np.full(children.shape[0], -1, np.int64)
+    for e in range(children.shape[0]):
+        key = state_offsets[children[e, 0] - 1] + children[e, 1]  # prefix state lives at position - 1
+        child_next[e] = child_head[key]
+        child_head[key] = e
+    ngram_head = np.full(n_states_total, -1, np.int64)
+    ngram_next = np.full(ngram_keys.shape[0], -1, np.int64)
+    for e in range(ngram_keys.shape[0]):
+        key = state_offsets[ngram_keys[e, 0] - 1] + ngram_keys[e, 1]
+        ngram_next[e] = ngram_head[key]
+        ngram_head[key] = e
+    max_arcs = 0
+    for j in range(1, T + 1):
+        max_arcs += state_counts[j - 1] * (cand_offsets[j] - cand_offsets[j - 1])
+    sources = np.empty(max_arcs, np.int64)
+    targets = np.empty(max_arcs, np.int64)
+    labels = np.empty(max_arcs, np.int64)
+    weights = np.empty(max_arcs, np.float64)
+    positions = np.empty(n_states_total, np.int64)
+    # Position 0: only the root (local state 1) is a node.
+    node_of = np.full(state_counts[0], -1, np.int64)
+    node_of[1] = 0
+    positions[0] = 0
+    n_nodes = 1
+    n_arcs = 0
+    for j in range(1, T + 1):
+        n_prev = state_counts[j - 1]
+        c0 = cand_offsets[j - 1]
+        k = cand_offsets[j] - c0
+        base = state_offsets[j - 1]
+        row_target = np.zeros((n_prev, k), np.int64)
+        row_weight = np.empty((n_prev, k), np.float64)
+        for s in range(n_prev):
+            if s == 0:
+                for c in range(k):
+                    row_weight[0, c] = cand_weights[c0 + c]
+            else:
+                parent = state_parents[base + s]
+                for c in range(k):
+                    row_target[s, c] = row_target[parent, c]
+                    row_weight[s, c] = row_weight[parent, c]
+            e = child_head[base + s]
+            while e >= 0:
+                row_target[s, children[e, 2]] = children[e, 3]
+                e = child_next[e]
+            e = ngram_head[base + s]
+            while e >= 0:
+                c = ngram_keys[e, 2]
+                row_weight[s, c] = ngram_bounds[e] + cand_logliks[c0 + c]
+                e = ngram_next[e]
+        next_node = np.full(state_counts[j], -1, np.int64)
+        first_arc = n_arcs
+        for s in range(n_prev):
+            if node_of[s] < 0:
+                continue
+            for c in range(k):
+                t = row_target[s, c]
+                if next_node[t] < 0:
+                    next_node[t] = 0  # reached; numbered below
+                sources[n_arcs] = node_of[s]
+                targets[n_arcs] = t
+                labels[n_arcs] = cand_symbols[c0 + c]
+                weights[n_arcs] = row_weight[s, c]
+                n_arcs += 1
+        for t in range(state_counts[j]):
+            if next_node[t] == 0:
+                next_node[t] = n_nodes
+                positions[n_nodes] = j
+                n_nodes += 1
+        for a in range(first_arc, n_arcs):
+            targets[a] = next_node[targets[a]]
+        node_of = next_node
+    return positions[:n_nodes], sources[:n_arcs], targets[:n_arcs], labels[:n_arcs], weights[:n_arcs], n_nodes
