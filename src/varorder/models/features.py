@@ -17,7 +17,7 @@ computed by :func:`csr_times_dense` (Numba, parallel over rows).
 from __future__ import annotations
 
 from collections import Counter
-from itertools import chain
+from itertools import chain, repeat
 
 import numba as nb
 import numpy as np
@@ -83,16 +83,16 @@ def _item_pairs(item, where: str):
 
 def _flatten(sequences, name: str):
     """All items' feature names and values, items' feature counts and sequence lengths."""
-    lengths = np.fromiter((len(seq) for seq in sequences), dtype=np.int64, count=len(sequences))
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
     if (lengths == 0).any():
         i = int(np.flatnonzero(lengths == 0)[0])
         raise ValueError(f"{name}[{i}] is an empty sequence")
     items = list(chain.from_iterable(sequences))
     # Fast path: dicts with numeric values (the common CRFsuite-style input).
-    if items and all(type(it) is dict for it in items):
-        counts = np.fromiter((len(it) for it in items), dtype=np.int64, count=len(items))
-        names = list(chain.from_iterable(it.keys() for it in items))
-        raw_values = list(chain.from_iterable(it.values() for it in items))
+    if items and set(map(type, items)) == {dict}:
+        counts = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
+        names = list(chain.from_iterable(map(dict.keys, items)))
+        raw_values = list(chain.from_iterable(map(dict.values, items)))
         if set(map(type, raw_values)) <= {float, int, bool}:
             return names, np.asarray(raw_values, dtype=np.float64), counts, lengths
         # string (or odd) values somewhere: the general path below names the bad item
@@ -137,13 +137,15 @@ class FeatureIndexer:
     def transform(self, sequences, name: str = "X") -> tuple[sp.csr_matrix, np.ndarray]:
         """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped."""
         names, values, counts, lengths = _flatten(sequences, name)
-        get = self.vocabulary_.get
-        columns = np.fromiter((get(k, -1) for k in names), dtype=np.int64, count=len(names))
-        rows = np.repeat(np.arange(counts.size), counts)
+        # map() with the bound dict.get runs the lookups without a Python frame per feature
+        columns = np.fromiter(map(self.vocabulary_.get, names, repeat(-1)), dtype=np.int64, count=len(names))
         known = columns >= 0
-        matrix = sp.csr_matrix((values[known], (rows[known], columns[known])),
-                               shape=(counts.size, self.n_features))
-        matrix.sum_duplicates()
+        rows = np.repeat(np.arange(counts.size), counts)[known]
+        indptr = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(np.bincount(rows, minlength=counts.size), out=indptr[1:])
+        # Entries are already grouped by row; a repeated name within one item stays as two
+        # entries, which every product sums correctly.
+        matrix = sp.csr_matrix((values[known], columns[known], indptr), shape=(counts.size, self.n_features))
         return matrix, lengths
 
 

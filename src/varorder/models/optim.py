@@ -16,6 +16,7 @@ by the optimiser (proximal step), never by adding a subgradient.
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 
 __all__ = ["SGD", "AdaGrad", "soft_threshold", "lbfgs"]
@@ -89,16 +90,28 @@ class AdaGrad:
         self.steps_taken += 1
 
 
+@nb.njit(cache=True)
+def _pseudo_gradient_kernel(x, g, c1, out):
+    for i in range(x.size):
+        if x[i] > 0:
+            out[i] = g[i] + c1
+        elif x[i] < 0:
+            out[i] = g[i] - c1
+        elif g[i] + c1 < 0:
+            out[i] = g[i] + c1
+        elif g[i] - c1 > 0:
+            out[i] = g[i] - c1
+        else:
+            out[i] = 0.0
+
+
 def _pseudo_gradient(x: np.ndarray, g: np.ndarray, c1: float) -> np.ndarray:
     """Minimum-norm subgradient of f(x) + c1‖x‖₁ (Andrew & Gao 2007, eq. 4)."""
     if c1 == 0:
         return g
-    pg = g + c1 * np.sign(x)
-    at_zero = x == 0
-    right = g + c1
-    left = g - c1
-    pg[at_zero] = np.where(right[at_zero] < 0, right[at_zero], np.where(left[at_zero] > 0, left[at_zero], 0.0))
-    return pg
+    out = np.empty_like(g)
+    _pseudo_gradient_kernel(x, g, float(c1), out)
+    return out
 
 
 def lbfgs(objective, x0: np.ndarray, c1: float = 0.0, max_iterations: int = 100, memory: int = 6,
