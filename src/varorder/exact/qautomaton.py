@@ -33,6 +33,7 @@ are the engine's.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -84,9 +85,10 @@ class QAutomaton:
         # position): (position, suffix state) per state, (position, prefix state,
         # candidate index, child state) per state, (position, context state, candidate
         # index, bound) per refined n-gram.
-        self._state_records: list[tuple[int, int]] = [(j, 0) for j in range(T + 1)] + [(0, 0)]
-        self._child_records: list[tuple[int, int, int, int]] = []
-        self._ngram_records: list[tuple[int, int, int, float]] = []
+        self._state_records = array("q", [v for j in range(T + 1) for v in (j, 0)] + [0, 0])
+        self._child_records = array("q")
+        self._ngram_keys = array("q")
+        self._ngram_bounds = array("d")
         # _children[j][x][prefix state at j-1] = state (prefix + x) at j.
         self._children: list[dict[int, dict[int, int]]] = [{} for _ in range(T + 1)]
         # _ngrams[j][x][context state at j-1] = log w(x | context) refined at position j.
@@ -128,8 +130,8 @@ class QAutomaton:
         self._contexts[position].append(context)
         self._chains[position].append((state,) + self._chains[position][suffix])
         by_prefix[prefix] = state
-        self._state_records.append((position, suffix))
-        self._child_records.append((position, prefix, self._index_of[position][context[-1]], state))
+        self._state_records.extend((position, suffix))
+        self._child_records.extend((position, prefix, self._index_of[position][context[-1]], state))
         self._lattice = None
         return state
 
@@ -159,13 +161,14 @@ class QAutomaton:
         if self._lattice is not None:
             return self._lattice
         T = self.num_positions
-        states = np.asarray(self._state_records, dtype=np.int64)
+        states = np.frombuffer(self._state_records, dtype=np.int64).copy().reshape(-1, 2)
         state_order = np.argsort(states[:, 0], kind="stable")
         state_counts = np.bincount(states[:, 0], minlength=T + 1)
-        children = np.asarray(self._child_records, dtype=np.int64).reshape(-1, 4)
-        ngrams = np.asarray(self._ngram_records, dtype=np.float64).reshape(-1, 4)
+        children = np.frombuffer(self._child_records, dtype=np.int64).copy().reshape(-1, 4)
+        ngram_keys = np.frombuffer(self._ngram_keys, dtype=np.int64).copy().reshape(-1, 3)
+        ngram_bounds = np.frombuffer(self._ngram_bounds, dtype=np.float64).copy()
         positions, sources, targets, labels, weights, n_nodes = _build_arcs(
-            T, state_counts, states[state_order, 1], children, ngrams[:, :3].astype(np.int64), ngrams[:, 3],
+            T, state_counts, states[state_order, 1], children, ngram_keys, ngram_bounds,
             self._candidate_offsets, self._candidate_symbols, self._candidate_weights, self._candidate_logliks)
         final = np.full(n_nodes, -np.inf)
         final[positions == T] = 0.0
@@ -236,7 +239,8 @@ class QAutomaton:
             # min(): a longer context never has a larger bound; guard against rounding.
             bound = min(self.weights(context, symbol), trace.bounds[i - 1])
             by_context[state] = bound
-            self._ngram_records.append((i, state, self._index_of[i][symbol], bound))
+            self._ngram_keys.extend((i, state, self._index_of[i][symbol]))
+            self._ngram_bounds.append(bound)
             self.order_counts[len(context) + 1] += 1
             self._lattice = None
             raised += 1
