@@ -81,8 +81,12 @@ def ocr_demo(full: bool, epochs: int | None, max_train_words: int | None, backof
     results = run_ocr_experiment(config, log=click.echo)
     click.echo("")
     click.echo(format_table(results))
-    paths = write_plots(results, out)
-    click.echo(f"\nprecision-recall plot: {paths[0]}\ntraining curves: {paths[1]}\ncontext length: {paths[2]}")
+    try:
+        paths = write_plots(results, out)
+    except ImportError as err:  # matplotlib is the `plot` extra
+        click.echo(f"\nplots skipped: {err}")
+    else:
+        click.echo(f"\nprecision-recall plot: {paths[0]}\ntraining curves: {paths[1]}\ncontext length: {paths[2]}")
     if as_json:
         write_json(results, os.path.join(out, "ocr_results.json"))
         click.echo(f"results: {os.path.join(out, 'ocr_results.json')}")
