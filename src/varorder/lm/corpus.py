@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -98,8 +99,7 @@ class Vocabulary:
 
     def encode(self, tokens: Iterable[str]) -> np.ndarray:
         """Ids (int32) of ``tokens``, unknown words mapped to ``<unk>``."""
-        get, unk = self.index.get, self.unk_id
-        return np.fromiter((get(token, unk) for token in tokens), dtype=np.int32)
+        return np.fromiter(map(self.index.get, tokens, itertools.repeat(self.unk_id)), dtype=np.int32)
 
     def encode_sentences(self, sentences: Iterable[Sequence[str]]) -> tuple[np.ndarray, np.ndarray]:
         """Encode many sentences into the flat layout the batched scorers take.
@@ -107,11 +107,11 @@ class Vocabulary:
         Returns ``(ids, lengths)``: all ids concatenated (int32), and each sentence's length
         (int64), without ``<s>``/``</s>``.
         """
-        get, unk = self.index.get, self.unk_id
+        get, unk = self.index.get, itertools.repeat(self.unk_id)
         flat: list[int] = []
         lengths: list[int] = []
         for tokens in sentences:
-            flat.extend(get(token, unk) for token in tokens)
+            flat.extend(map(get, tokens, unk))
             lengths.append(len(tokens))
         return np.asarray(flat, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
 
