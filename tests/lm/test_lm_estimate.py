@@ -112,8 +112,10 @@ def test_order_ten_works():
     assert lengths.max() == 10
 
 
-def test_counts_of_a_known_corpus():
-    vocabulary, ids, lengths = read_corpus_from_lines(["a b", "a"])
+def test_counts_of_a_known_corpus(tmp_path):
+    path = tmp_path / "c.txt"
+    path.write_text("a b\na\n")
+    vocabulary, ids, lengths = read_corpus(path)
     counts = count_ngrams(ids, lengths, 3, vocabulary)
     words = vocabulary.words
     as_dict = {}
@@ -130,16 +132,6 @@ def test_counts_of_a_known_corpus():
         "<s> a": 2, "a b": 1, "b </s>": 1, "a </s>": 1,
         "<s> a b": 1, "a b </s>": 1, "<s> a </s>": 1,
     }
-
-
-def read_corpus_from_lines(lines, tmp=None, **kwargs):
-    import tempfile
-    from pathlib import Path
-
-    folder = Path(tempfile.mkdtemp())
-    path = folder / "c.txt"
-    path.write_text("\n".join(lines) + "\n")
-    return read_corpus(path, **kwargs)
 
 
 def test_corpus_reading_gzip_cutoff_and_marker_errors(tmp_path):
