@@ -31,6 +31,7 @@ def _save(fig, path):
     os.close(fd)
     try:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a figure is meant to be read
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
