@@ -46,13 +46,21 @@ def best_time(fn, repeat):
     return min(times)
 
 
+# lmplz refuses <unk> in its input; PTB spells rare words <unk>, an ordinary token for
+# varorder (it is counted like any word), so lmplz sees it under another name.
+PTB_UNK_FOR_LMPLZ = "<ptb-unk>"
+
+
 def lmplz_perplexity(lmplz, order, train, valid_sentences, folder, kenlm):
     arpa = folder / f"lmplz{order}.arpa"
     text = folder / "train.txt"
     if not text.exists():
         with text.open("w") as handle:
             for _, tokens in iter_sentences(train):
-                handle.write(" ".join(tokens) + "\n")
+                handle.write(" ".join(PTB_UNK_FOR_LMPLZ if t == "<unk>" else t for t in tokens) + "\n")
+    valid_sentences = [
+        " ".join(PTB_UNK_FOR_LMPLZ if t == "<unk>" else t for t in s.split()) for s in valid_sentences
+    ]
     start = time.perf_counter()
     with text.open("rb") as source, arpa.open("wb") as sink:
         subprocess.run([lmplz, "-o", str(order), "-S", "20%", "-T", str(folder)], stdin=source, stdout=sink,
