@@ -75,7 +75,7 @@ def test_decode_stops_at_iteration_limit_without_claiming_exactness():
     lm = random_lm(30, 5)
     target = random_target(lm, 30, length=6, n_candidates=3)
     result = decode(target, max_iterations=1)
-    if result.iterations == 1 and not result.exact:
-        assert result.log_q > result.log_p
-    full = decode(target)
-    assert full.exact and result.log_q >= full.log_p - 1e-9
+    best = decode(target)
+    assert result.iterations == 1 and best.iterations > 1
+    assert not result.exact and result.log_q > result.log_p + 1e-6
+    assert result.log_q >= best.log_p - 1e-9  # the first Viterbi score of q bounds max p

@@ -1,0 +1,238 @@
+"""Exact decoding and sampling in high-order HMMs (Carter, Dymetman & Bouchard 2012):
+the paper's POS and T9 experiments on the shared data.
+
+    python benchmarks/exact_highorder.py pos   [--orders 3 4 5 6 7 8 9] [--full-cap 120]
+    python benchmarks/exact_highorder.py pos-ud [--orders 3 5 7]          # UD EWT XPOS, train -> dev
+    python benchmarks/exact_highorder.py t9-decode [--orders 3 4 5] [--per-length 3]
+    python benchmarks/exact_highorder.py t9-sample [--order 4] [--batches 1 10 20 50 100]
+    ... --json results.json --plots docs/img
+
+* pos: accuracy, seconds per sentence and average states for Algorithm 1 (adaptive) and
+  the explicit n-th-order Viterbi (full, restricted to the TnT candidates; it stops when
+  the cumulated time for one order passes --full-cap seconds), n = 3 .. 9, trained on
+  ptb-wsj-sample wsj_0001-0159, evaluated on wsj_0180-0199 (paper Fig. 4a/4b).
+* t9-decode: iterations and states to exact decoding per sentence length (paper Fig. 2)
+  with ptb-lm LMs, and the n-grams per order of the final q of one length-10 sentence
+  against the size of the full model (paper Table 1).
+* t9-sample: trials and seconds to reach AR-100 >= 20% per batch size (paper Table 3).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from varorder.exact import decode, sample
+from varorder.tasks.pos_highorder import PosTask, evaluate_pos
+from varorder.tasks.t9 import T9Task, read_test_sentences
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def run_pos(args, corpus: str = "ptb") -> list[dict]:
+    path = DATA / "ptb-wsj-sample" / "wsj_sample.pos.tsv.gz"
+    ud = DATA / "ud-english-ewt"
+    rows = []
+    for order in args.orders:
+        if corpus == "ptb":
+            task = PosTask.from_ptb_sample(path, order=order, split=args.split)
+        else:
+            task = PosTask.from_ud(ud / "en_ewt-ud-train.conllu.gz", ud / "en_ewt-ud-dev.conllu.gz", order=order)
+        task.target(task.test[0].words)  # warm the JIT caches outside the timings
+        decode(task.target(task.test[0].words))
+        adaptive = evaluate_pos(task, method="adaptive", max_sentences=args.max_sentences)
+        full = evaluate_pos(task, method="full", time_cap=args.full_cap, max_sentences=args.max_sentences)
+        for r in (adaptive, full):
+            r["split"] = args.split if corpus == "ptb" else "ud-ewt-dev"
+            rows.append(r)
+        speedup = full["seconds_per_sentence"] / adaptive["seconds_per_sentence"] if full["sentences"] else float("nan")
+        print(f"{corpus} n={order}  adaptive: acc {adaptive['accuracy']:.4f}  {adaptive['seconds_per_sentence'] * 1e3:8.2f} ms/sent  "
+              f"states {adaptive['avg_states']:7.1f}  iterations {adaptive['avg_iterations']:6.1f}  | "
+              f"full: {full['sentences']}/{full['of']} sents  acc {full['accuracy']:.4f}  "
+              f"{full['seconds_per_sentence'] * 1e3:8.2f} ms/sent  states {full['avg_states']:9.1f}  "
+              f"| full/adaptive time {speedup:.2f}", flush=True)
+    return rows
+
+
+def _t9_task(order: int) -> T9Task:
+    return T9Task.train(DATA / "ptb-lm" / "ptb.train.txt.gz", order=order, max_candidates=100)
+
+
+def run_t9_decode(args) -> dict:
+    out = {"per_length": [], "table1": None}
+    for order in args.orders:
+        task = _t9_task(order)
+        sentences = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", task.lm.vocabulary,
+                                        per_length=args.per_length, seed=args.seed)
+        for length, group in sentences.items():
+            its, states, secs, correct = [], [], [], []
+            last = None
+            for words in group:
+                target = task.target(task.observe(words))
+                result = decode(target, time_limit=args.time_limit)
+                its.append(result.iterations)
+                states.append(result.num_states)
+                secs.append(result.seconds)
+                correct.append(task.words(result.sentence) == words)
+                last = (target, result, words)
+            row = {"order": order, "length": length, "sentences": len(group), "avg_iterations": float(np.mean(its)),
+                   "avg_states": float(np.mean(states)), "avg_seconds": float(np.mean(secs)),
+                   "sentence_accuracy": float(np.mean(correct))}
+            out["per_length"].append(row)
+            print(f"t9 decode n={order} length={length:2d}: iterations {row['avg_iterations']:7.1f}  states "
+                  f"{row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  exact-match {row['sentence_accuracy']:.2f}",
+                  flush=True)
+            if length == 10 and order == max(args.orders) and last is not None:
+                target, result, words = last
+                full_states = 1.0
+                # Full model size for this input: prod over positions of candidate counts
+                # raised to the n-gram window, i.e. every n-gram over the candidate lists.
+                sizes = [len(s) for s in target.symbols]
+                full_ngrams = sum(math.prod(sizes[max(0, i - order + 1): i + 1]) for i in range(len(sizes)))
+                full_states = sum(math.prod(sizes[max(0, i - order + 2): i + 1]) for i in range(len(sizes)))
+                out["table1"] = {"order": order, "sentence": " ".join(words), "ngrams_per_order": result.ngram_counts,
+                                 "total_ngrams": int(sum(result.ngram_counts.values())), "states": result.num_states,
+                                 "full_model_ngrams": float(full_ngrams), "full_model_states": float(full_states)}
+                print(f"Table 1 (n={order}, '{' '.join(words)}'): q n-grams per order {result.ngram_counts} "
+                      f"(total {out['table1']['total_ngrams']}) vs {full_ngrams:.3g} n-grams in the full model", flush=True)
+    return out
+
+
+def run_t9_sample(args) -> list[dict]:
+    task = _t9_task(args.order)
+    sentences = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", task.lm.vocabulary,
+                                    lengths=[args.sample_length], per_length=args.sample_sentences, seed=args.seed)
+    group = sentences[args.sample_length]
+    rows = []
+    for batch in args.batches:
+        trials, secs, states, reached = [], [], [], []
+        for k, words in enumerate(group):
+            target = task.target(task.observe(words))
+            result = sample(target, target_ar=0.2, batch=batch, seed=args.seed + k, time_limit=args.time_limit,
+                            max_trials=args.max_trials)
+            trials.append(result.history.num_trials)
+            secs.append(result.seconds)
+            states.append(result.num_states)
+            reached.append(result.stopped_by == "target_ar")
+        row = {"order": args.order, "length": args.sample_length, "batch": batch, "sentences": len(group),
+               "avg_trials": float(np.mean(trials)), "avg_seconds": float(np.mean(secs)),
+               "avg_states": float(np.mean(states)), "reached": int(sum(reached))}
+        rows.append(row)
+        print(f"t9 sample n={args.order} length={args.sample_length} B={batch:3d}: trials {row['avg_trials']:8.1f}  "
+              f"{row['avg_seconds']:7.2f} s  states {row['avg_states']:7.1f}  reached AR-100>=20% "
+              f"{row['reached']}/{len(group)}", flush=True)
+    return rows
+
+
+def plots(results: dict, folder: str) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for key in ("pos", "pos_ud"):
+        if key not in results:
+            continue
+        rows = results[key]
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+        for method, marker in (("adaptive", "o-"), ("full", "s--")):
+            sel = [r for r in rows if r["method"] == method and r["sentences"]]
+            orders = [r["order"] for r in sel]
+            axes[0].plot(orders, [100 * r["accuracy"] for r in sel], marker, label=method)
+            axes[1].semilogy(orders, [1e3 * r["seconds_per_sentence"] for r in sel], marker, label=method)
+            axes[2].semilogy(orders, [r["avg_states"] for r in sel], marker, label=method)
+        for ax, title in zip(axes, ("accuracy % (decoded sentences)", "ms per sentence", "avg states")):
+            ax.set_xlabel("n-gram order")
+            ax.set_title(title)
+            ax.legend()
+        fig.tight_layout()
+        path = os.path.join(folder, f"exact_{key}.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    if "t9_decode" in results:
+        rows = results["t9_decode"]["per_length"]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        for order in sorted({r["order"] for r in rows}):
+            sel = [r for r in rows if r["order"] == order]
+            axes[0].plot([r["length"] for r in sel], [r["avg_iterations"] for r in sel], "o-", label=f"{order}-gram")
+            axes[1].plot([r["length"] for r in sel], [r["avg_states"] for r in sel], "o-", label=f"{order}-gram")
+        axes[0].set_title("iterations to exact decode")
+        axes[1].set_title("states in the final q")
+        for ax in axes:
+            ax.set_xlabel("input length")
+            ax.legend()
+        fig.tight_layout()
+        path = os.path.join(folder, "exact_t9_decode.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("parts", nargs="+", choices=["pos", "pos-ud", "t9-decode", "t9-sample"])
+    parser.add_argument("--orders", type=int, nargs="+", default=None)
+    parser.add_argument("--split", default="test", choices=["dev", "test"])
+    parser.add_argument("--max-sentences", type=int, default=None)
+    parser.add_argument("--full-cap", type=float, default=120.0, help="seconds of full Viterbi per order")
+    parser.add_argument("--per-length", type=int, default=3)
+    parser.add_argument("--order", type=int, default=4, help="t9-sample LM order")
+    parser.add_argument("--batches", type=int, nargs="+", default=[1, 10, 20, 50, 100])
+    parser.add_argument("--sample-length", type=int, default=10)
+    parser.add_argument("--sample-sentences", type=int, default=2)
+    parser.add_argument("--max-trials", type=int, default=50_000)
+    parser.add_argument("--time-limit", type=float, default=300.0, help="seconds per decode / sampling run")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", default=None)
+    parser.add_argument("--plots", default=None, help="folder for PNG plots")
+    args = parser.parse_args(argv)
+    if not DATA.exists():
+        print(f"{DATA} is absent: the benchmark needs the shared data", file=sys.stderr)
+        return 1
+    results = {}
+    began = time.perf_counter()
+    if "pos" in args.parts:
+        args_pos = argparse.Namespace(**vars(args))
+        args_pos.orders = args.orders or [3, 4, 5, 6, 7, 8, 9]
+        results["pos"] = run_pos(args_pos)
+    if "pos-ud" in args.parts:
+        args_ud = argparse.Namespace(**vars(args))
+        args_ud.orders = args.orders or [3, 5, 7]
+        results["pos_ud"] = run_pos(args_ud, corpus="ud")
+    if "t9-decode" in args.parts:
+        args_t9 = argparse.Namespace(**vars(args))
+        args_t9.orders = args.orders or [3, 4, 5]
+        results["t9_decode"] = run_t9_decode(args_t9)
+    if "t9-sample" in args.parts:
+        results["t9_sample"] = run_t9_sample(args)
+    print(f"total {time.perf_counter() - began:.1f} s")
+    if args.json:
+        previous = {}
+        if os.path.exists(args.json):
+            with open(args.json) as handle:
+                previous = json.load(handle)
+        previous.update(results)
+        tmp = args.json + ".tmp"
+        with open(tmp, "w") as handle:
+            json.dump(previous, handle, indent=1)
+        os.replace(tmp, args.json)
+        results = previous
+    if args.plots:
+        for path in plots(results, args.plots):
+            print("wrote", path)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
