@@ -193,3 +193,14 @@ def test_bad_inputs_name_the_argument():
     with pytest.raises(ValueError, match="has 3 features, expected"):
         CRF(max_iterations=2).fit([np.zeros((2, 2))], [[0, 1]]).predict([np.zeros((2, 3))])
     assert fitted.predict([[{"unseen": 1.0}]]) == [["x"]]  # unknown features are dropped
+
+
+def test_thread_count_does_not_change_the_model():
+    rng = np.random.default_rng(7)
+    X, y = _random_dense_problem(rng, n_seq=30, K=3)
+    one = CRF(c2=0.2, max_iterations=15, n_threads=1).fit(X, y)
+    default = CRF(c2=0.2, max_iterations=15).fit(X, y)
+    np.testing.assert_allclose(one.emission_weights_, default.emission_weights_, rtol=1e-9, atol=1e-12)
+    assert one.predict(X) == default.predict(X)
+    with pytest.raises(ValueError, match="n_threads"):
+        CRF(n_threads=0).fit(X, y)

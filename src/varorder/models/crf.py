@@ -30,7 +30,8 @@ from tqdm.auto import tqdm
 from varorder.models import persist
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
 from varorder.models.optim import SGD, AdaGrad, lbfgs
-from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
+from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
+                                       token_accuracy)
 
 __all__ = ["CRF", "ChainObjective"]
 
@@ -117,6 +118,7 @@ class CRF:
     batch_size, step_size : mini-batch size (sequences) and base step for adagrad/sgd.
     min_feature_count : features seen fewer times in training are dropped.
     random_state : seed for mini-batch shuffling.
+    n_threads : Numba threads for training and inference (None: Numba's default, all cores).
     verbose : progress bar and a per-iteration log line (objective, gradient norm, dev accuracy).
 
     Learned attributes: ``classes_``, ``feature_names_`` (None for array input),
@@ -129,7 +131,9 @@ class CRF:
 
     def __init__(self, algorithm: str = "lbfgs", c1: float = 0.0, c2: float = 0.1, max_iterations: int = 100,
                  delta: float = 1e-5, period: int = 10, batch_size: int = 64, step_size: float = 0.2,
-                 min_feature_count: int = 1, random_state=None, verbose: bool = False):
+                 min_feature_count: int = 1, random_state=None, n_threads: int | None = None,
+                 verbose: bool = False):
+        self.n_threads = n_threads
         self.algorithm = algorithm
         self.c1 = c1
         self.c2 = c2
@@ -165,6 +169,10 @@ class CRF:
     def fit(self, X, y, X_dev=None, y_dev=None):
         """Train on sequences X with label sequences y; optional dev data is scored each iteration."""
         self._check_params()
+        with numba_threads(self.n_threads):
+            return self._fit(X, y, X_dev, y_dev)
+
+    def _fit(self, X, y, X_dev, y_dev):
         if len(X) != len(y):
             raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
         began = time.perf_counter()
@@ -282,7 +290,8 @@ class CRF:
         """Viterbi label sequence for each input sequence."""
         self._check_fitted()
         matrix, lengths = self._design(X)
-        return self._predict_design(matrix, ChunkPlan(lengths))
+        with numba_threads(self.n_threads):
+            return self._predict_design(matrix, ChunkPlan(lengths))
 
     def predict_marginals(self, X) -> list[np.ndarray]:
         """Posterior p(yₜ = k | x) per sequence, arrays (n, K) with columns in ``classes_`` order."""
@@ -291,9 +300,10 @@ class CRF:
         plan = ChunkPlan(lengths)
         scores = csr_times_dense(matrix, self.emission_weights_)
         node_flat = np.empty_like(scores)
-        for _, _, flat_index, valid, node, _, _ in iter_marginals(
-                plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_):
-            node_flat[flat_index[valid]] = node[valid]
+        with numba_threads(self.n_threads):
+            for _, _, flat_index, valid, node, _, _ in iter_marginals(
+                    plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_):
+                node_flat[flat_index[valid]] = node[valid]
         return [node_flat[plan.offsets[s]:plan.offsets[s + 1]] for s in range(lengths.size)]
 
     def score(self, X, y) -> float:
@@ -306,7 +316,7 @@ class CRF:
         """Write the fitted model as npz + JSON metadata (no pickle); atomic."""
         self._check_fitted()
         params = {k: getattr(self, k) for k in ("algorithm", "c1", "c2", "max_iterations", "delta", "period",
-                                                 "batch_size", "step_size", "min_feature_count")}
+                                                 "batch_size", "step_size", "min_feature_count", "n_threads")}
         persist.save_model(path, self._MODEL_KIND, params, {
             "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
         }, {

@@ -105,6 +105,42 @@ def _pseudo_gradient_kernel(x, g, c1, out):
             out[i] = 0.0
 
 
+@nb.njit(cache=True)
+def _constrain_direction(direction, pg, x, orthant):
+    """OWL-QN: zero direction components that disagree in sign with −pg; set the orthant ξ."""
+    for i in range(direction.size):
+        if direction[i] * pg[i] >= 0.0:
+            direction[i] = 0.0
+        if x[i] > 0:
+            orthant[i] = 1.0
+        elif x[i] < 0:
+            orthant[i] = -1.0
+        else:
+            orthant[i] = -1.0 if pg[i] > 0 else (1.0 if pg[i] < 0 else 0.0)
+
+
+@nb.njit(cache=True)
+def _trial_point(x, direction, step, orthant, project, out):
+    """out = x + step·direction (projected onto the orthant when project); returns (‖out‖₁, pg-free)."""
+    l1 = 0.0
+    for i in range(x.size):
+        v = x[i] + step * direction[i]
+        if project and v * orthant[i] <= 0.0:
+            v = 0.0
+        out[i] = v
+        l1 += abs(v)
+    return l1
+
+
+@nb.njit(cache=True)
+def _dot_of_difference(a, b, c):
+    """a · (b − c) without a temporary."""
+    total = 0.0
+    for i in range(a.size):
+        total += a[i] * (b[i] - c[i])
+    return total
+
+
 def _pseudo_gradient(x: np.ndarray, g: np.ndarray, c1: float) -> np.ndarray:
     """Minimum-norm subgradient of f(x) + c1‖x‖₁ (Andrew & Gao 2007, eq. 4)."""
     if c1 == 0:
@@ -161,23 +197,22 @@ def lbfgs(objective, x0: np.ndarray, c1: float = 0.0, max_iterations: int = 100,
             b = rho * float(y @ q)
             q += (a - b) * s
         direction = q
+        orthant = np.empty_like(x) if c1 > 0 else x  # x: an unused placeholder when not projecting
         if c1 > 0:
-            direction[direction * pg >= 0] = 0.0
-            orthant = np.where(x != 0, np.sign(x), -np.sign(pg))
+            _constrain_direction(direction, pg, x, orthant)
         slope = float(direction @ pg)
         if slope >= 0:  # not a descent direction (lost curvature): restart from steepest descent
             s_hist.clear(), y_hist.clear(), rho_hist.clear()
             direction = -pg
             slope = -pg_norm ** 2
         step = 1.0 / pg_norm if not s_hist else 1.0
+        x_new = np.empty_like(x)
         for _ in range(max_backtracks):
-            x_new = x + step * direction
-            if c1 > 0:
-                x_new[np.sign(x_new) != orthant] = 0.0
+            l1 = _trial_point(x, direction, step, orthant, c1 > 0, x_new)
             f_smooth_new, g_new = objective(x_new)
             evaluations += 1
-            f_new = f_smooth_new + c1 * np.abs(x_new).sum()
-            if f_new <= f + 1e-4 * float(pg @ (x_new - x)):
+            f_new = f_smooth_new + c1 * l1
+            if f_new <= f + 1e-4 * _dot_of_difference(pg, x_new, x):
                 break
             step *= 0.5
         else:

@@ -12,12 +12,34 @@ All inference goes through :mod:`varorder.engine.chain` (the one DP engine).
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
+import numba
 import numpy as np
 
 from varorder.engine import chain as _engine
 
-__all__ = ["LabelCodec", "ChunkPlan", "decode_viterbi", "iter_marginals", "token_accuracy"]
+__all__ = ["numba_threads", "LabelCodec", "ChunkPlan", "decode_viterbi", "iter_marginals", "token_accuracy"]
+
+
+@contextmanager
+def numba_threads(n_threads: int | None):
+    """Run the enclosed Numba-parallel kernels on ``n_threads`` threads (None: leave as is).
+
+    On an oversubscribed machine one thread can beat several, because a parallel region
+    waits for its slowest (descheduled) thread.
+    """
+    if n_threads is None:
+        yield
+        return
+    if not isinstance(n_threads, int) or not 1 <= n_threads <= numba.config.NUMBA_NUM_THREADS:
+        raise ValueError(f"n_threads must be an int in [1, {numba.config.NUMBA_NUM_THREADS}], got {n_threads!r}")
+    previous = numba.get_num_threads()
+    numba.set_num_threads(n_threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(previous)
 
 
 class LabelCodec:
