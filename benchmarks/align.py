@@ -59,10 +59,11 @@ def run_ours(pairs, trial_slice, gold, training, iterations, ibm1_iterations):
     sure, possible = [g[0] for g in gold], [g[1] for g in gold]
     row = {"method": f"hmm-{training}", "wall_s": wall, "s_per_hmm_iter": float(np.mean(hmm_times)),
            "objectives": al.history_[-1][1]}
-    post = al.posteriors(trial)
-    for d in THRESHOLDS:
-        pred = [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= d))} for m in post]
-        row[f"aer@{d}"] = alignment_error_rate(pred, sure, possible).aer
+    for joint in (False, True):
+        post = al.posteriors(trial, joint=joint)
+        for d in THRESHOLDS:
+            pred = [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= d))} for m in post]
+            row[f"aer{'-joint' if joint else ''}@{d}"] = alignment_error_rate(pred, sure, possible).aer
     if training == "independent":
         for method in ("intersection", "grow-diag-final-and"):
             row[f"aer-{method}"] = alignment_error_rate(al.align(trial, method), sure, possible).aer

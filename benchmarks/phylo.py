@@ -8,7 +8,7 @@ held-out nucleotide is predicted by the argmax of the two submodels' averaged
 posteriors (from each training mode's own E-step). Accuracy per iteration is
 printed and plotted.
 
-    .venv/bin/python benchmarks/phylo.py --iterations 30 --plot docs/figures/phylo_agreement.png
+    .venv/bin/python benchmarks/phylo.py --iterations 30 --plot docs/figures/phylo_agreement.png --json phylo.json
 """
 
 from __future__ import annotations
@@ -67,6 +67,20 @@ def run(tree, leaf_nodes, observed, fraction, mode, iterations, seed):
             "objectives": est.objectives_, "s_per_iter": float(np.mean(np.diff([0.0] + times)))}
 
 
+def plot(rows, path):
+    """One PNG per held-out fraction: ``<path stem>-<percent>.png``."""
+    from varorder.eval.plots import plot_curves
+
+    path = Path(path)
+    for frac in sorted({r["fraction"] for r in rows}):
+        curves = {("independent EM" if r["mode"] == "independent" else "agreement (param.-approx. product EM)"):
+                  (list(range(len(r["accuracy"]))), r["accuracy"]) for r in rows if r["fraction"] == frac}
+        out = path.with_name(f"{path.stem}-{round(100 * frac)}{path.suffix}")
+        plot_curves(curves, out, xlabel="iteration", ylabel="held-out nucleotide accuracy",
+                    title=f"{frac:.0%} of observed nucleotides held out")
+        print(f"wrote {out}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--iterations", type=int, default=30)
@@ -74,7 +88,11 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", default=None)
     ap.add_argument("--json", default=None)
+    ap.add_argument("--replot", default=None, help="redraw the plots from a --json file and exit")
     args = ap.parse_args(argv)
+    if args.replot:
+        plot(json.loads(Path(args.replot).read_text()), args.plot or "docs/figures/phylo_agreement.png")
+        return
     tree, leaf_nodes, observed = load()
     print(f"{observed.shape[0]} species, {observed.shape[1]} columns, {int((observed >= 0).sum())} observed nucleotides")
     rows = []
@@ -87,26 +105,7 @@ def main(argv=None):
                   + " ".join(f"{a:.4f}" for a in acc[:: max(1, len(acc) // 10)]) + f" … final {acc[-1]:.4f}",
                   flush=True)
     if args.plot:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        fracs = sorted({r["fraction"] for r in rows})
-        fig, axes = plt.subplots(1, len(fracs), figsize=(5 * len(fracs), 3.6), squeeze=False)
-        for ax, frac in zip(axes[0], fracs):
-            for r in rows:
-                if r["fraction"] == frac:
-                    label = "independent EM" if r["mode"] == "independent" else "agreement (parameter-approx. product EM)"
-                    ax.plot(range(len(r["accuracy"])), r["accuracy"], label=label)
-            ax.set_title(f"{frac:.0%} of observed nucleotides held out")
-            ax.set_xlabel("iteration")
-            ax.set_ylabel("prediction accuracy")
-            ax.legend(fontsize=8)
-        fig.tight_layout()
-        Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(args.plot, dpi=110)
-        print(f"wrote {args.plot}")
+        plot(rows, args.plot)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
 

@@ -50,12 +50,23 @@ def test_save_load_round_trip_aligns_new_text(tmp_path):
     new = [(["e1", "e2", "unseen"], ["f2", "f1", "inconnu"]), ([], ["f1"]), (["e3"], [])]
     for method in ["posterior", "intersection", "grow-diag-final-and"]:
         assert back.align(new, method) == al.align(new, method)
+    assert back.align(new, joint=True) == al.align(new, joint=True)
     post = back.posteriors(new)
     assert post[0].shape == (3, 3) and post[1].shape == (0, 1)
     assert (0, 1) in back.align(new)[0] and (1, 0) in back.align(new)[0]
     (tmp_path / "junk.npz").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="junk.npz"):
         WordAligner.load(tmp_path / "junk.npz")
+
+
+def test_joint_posteriors_are_the_agreement_estep():
+    pairs, _ = _synthetic(60, seed=4)
+    al = WordAligner(training="agreement", ibm1_iterations=2, iterations=1).fit(pairs)
+    shard = al.encode(pairs[:5])[0]
+    total = sum(m.shared_log_potentials(shard) for m in al.models_)
+    mu = 0.5 * sum(m.expected_statistics(shard, total).shared for m in al.models_)
+    got = al.posteriors(pairs[:5], joint=True)
+    np.testing.assert_allclose(np.concatenate([g.ravel() for g in got]), mu, atol=1e-12)
 
 
 def test_bad_parameters():

@@ -10,6 +10,8 @@ product-EM example), :mod:`~varorder.agree.corpus` (integer-coded bitexts),
 :mod:`~varorder.agree.phylo` (tree message passing and the two-slice phylogenetic HMM).
 """
 
+from varorder.agree.aligner import WordAligner
+from varorder.agree.phylo import PhyloSlices, tree_marginals
 from varorder.agree.product_em import MODES, AgreementEM, Statistics, Submodel
 
-__all__ = ["MODES", "AgreementEM", "Statistics", "Submodel"]
+__all__ = ["MODES", "AgreementEM", "Statistics", "Submodel", "WordAligner", "PhyloSlices", "tree_marginals"]

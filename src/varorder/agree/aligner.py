@@ -127,23 +127,33 @@ class WordAligner:
         self.history_.append((f"{phase}/{mode}", list(em.objectives_)))
 
     # -- decoding ----------------------------------------------------------
-    def posteriors(self, pairs) -> list:
-        """Per pair, the (|e|, |f|) matrix ½(µ₁ + µ₂) of edge posteriors."""
+    def posteriors(self, pairs, joint: bool = False) -> list:
+        """Per pair, the (|e|, |f|) matrix ½(µ₁ + µ₂) of edge posteriors.
+
+        µ_m = E(b_m, Z_m), each direction on its own; with ``joint`` µ_m = E(b₁ + b₂, Z_m),
+        the agreement E-step's posteriors.
+        """
         out = []
         for shard in self.encode(pairs):
-            mu = 0.5 * (self.models_[0].posteriors(shard) + self.models_[1].posteriors(shard))
+            if joint:
+                total = self.models_[0].shared_log_potentials(shard) + self.models_[1].shared_log_potentials(shard)
+                mu = 0.5 * sum(m.expected_statistics(shard, total).shared for m in self.models_)
+            else:
+                mu = 0.5 * (self.models_[0].posteriors(shard) + self.models_[1].posteriors(shard))
             I, J = shard.e_lengths, shard.f_lengths
             for s in range(shard.n_sentences):
                 out.append(mu[shard.edge_offsets[s]:shard.edge_offsets[s + 1]].reshape(I[s], J[s]))
         return out
 
-    def align(self, pairs, method: str = "posterior", threshold: float | None = None) -> list:
-        """Alignments (sets of (English i, French j), 0-based) of a list of token pairs."""
+    def align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False) -> list:
+        """Alignments (sets of (English i, French j), 0-based) of a list of token pairs
+        (``joint``: posterior decoding with the agreement E-step, see :meth:`posteriors`)."""
         if method not in DECODINGS:
             raise ValueError(f"method must be one of {DECODINGS}, got {method!r}")
         if method == "posterior":
             delta = self.threshold if threshold is None else threshold
-            return [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))} for m in self.posteriors(pairs)]
+            return [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
+                    for m in self.posteriors(pairs, joint=joint)]
         out = []
         for shard in self.encode(pairs):
             first, second = (m.viterbi(shard) for m in self.models_)
