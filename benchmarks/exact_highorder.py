@@ -176,6 +176,22 @@ def plots(results: dict, folder: str) -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+    if "t9_sample" in results:
+        rows = results["t9_sample"]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        batches = [r["batch"] for r in rows]
+        axes[0].plot(batches, [r["avg_seconds"] for r in rows], "o-")
+        axes[0].set_title("seconds to AR-100 >= 20%")
+        axes[1].plot(batches, [r["avg_trials"] for r in rows], "o-")
+        axes[1].set_title("trials to AR-100 >= 20%")
+        for ax in axes:
+            ax.set_xlabel("batch size B")
+            ax.set_xscale("log")
+        fig.tight_layout()
+        path = os.path.join(folder, "exact_t9_sample.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
     return written
 
 
