@@ -16,15 +16,13 @@ unnormalised, as in the paper.
 
 from __future__ import annotations
 
-import gzip
-import time
 import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from varorder.exact import HighOrderTarget, MaxBackoffWeights
-from varorder.lm import ModifiedKneserNey, NgramLM
+from varorder.lm import ModifiedKneserNey, NgramLM, open_text
 
 __all__ = ["KEYPAD", "num", "key_distance", "T9Task", "read_test_sentences"]
 
@@ -116,9 +114,8 @@ class T9Task:
 def read_test_sentences(path, vocabulary, lengths=range(1, 11), per_length: int = 10, seed: int = 0) -> dict[int, list[list[str]]]:
     """Up to ``per_length`` random sentences of each length from ``path`` whose words are
     all in ``vocabulary``, excluding <unk> and number tokens (the paper drops numbers)."""
-    opener = gzip.open if str(path).endswith(".gz") else open
     pools: dict[int, list[list[str]]] = {m: [] for m in lengths}
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with open_text(path) as handle:
         for line in handle:
             words = line.split()
             if len(words) in pools and all(w in vocabulary and w not in ("<unk>", "N") and not any(c.isdigit() for c in w)
@@ -130,9 +127,3 @@ def read_test_sentences(path, vocabulary, lengths=range(1, 11), per_length: int 
         picks = rng.permutation(len(pool))[:per_length]
         chosen[m] = [pool[i] for i in sorted(picks)]
     return chosen
-
-
-def _timed(fn, *args, **kw):
-    start = time.perf_counter()
-    result = fn(*args, **kw)
-    return result, time.perf_counter() - start
