@@ -160,3 +160,22 @@ def test_domain_counts_are_averaged_edge_posteriors():
     want = np.bincount(shard.edge_pairs, weights=mean, minlength=len(index))
     for c in counts:
         np.testing.assert_allclose(c["table"], want, atol=1e-12)
+
+
+def test_empty_sides():
+    """A word facing an empty sentence is NULL-generated with probability 1 in both models."""
+    pairs = [([], ["f1", "f2"]), (["e1"], []), (["e1", "e2"], ["f1"])]
+    ev, fv = Vocabulary(), Vocabulary()
+    shard = encode(pairs, ev, fv)
+    index = PairIndex(shard.edge_keys())
+    shard.index_pairs(index)
+    for direction, n_target in (("f|e", len(fv)), ("e|f", len(ev))):
+        ibm1 = IBM1(direction, index, n_target).initialize()
+        hmm = HMMAligner(direction, index, n_target).initialize().copy_tables_from(ibm1)
+        empty = encode(pairs[:2], ev, fv)
+        empty.index_pairs(index)
+        a = ibm1.expected_statistics(empty, ibm1.shared_log_potentials(empty))
+        b = hmm.expected_statistics(empty, hmm.shared_log_potentials(empty))
+        assert a.log_normalizer == pytest.approx(b.log_normalizer, rel=1e-12)
+        np.testing.assert_allclose(a.private["null"], 1.0)
+        np.testing.assert_allclose(b.private["null"], 1.0)

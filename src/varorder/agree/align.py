@@ -58,7 +58,7 @@ def _edge(base, u, t, S, T, transposed):
 
 
 @numba.njit(cache=True)
-def _null_logp(null_logp, w):
+def _null_emission(null_logp, w):
     if w < 0 or w >= null_logp.size:
         return math.log(1e-12)
     return null_logp[w]
@@ -73,7 +73,7 @@ def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_lo
         base = edge_off[s]
         prior = -math.log(S + 1.0)
         for t in range(T):
-            w_null = scale * _null_logp(null_logp, tgt_ids[tgt_off[s] + t])
+            w_null = scale * _null_emission(null_logp, tgt_ids[tgt_off[s] + t])
             m = w_null
             for u in range(S):
                 v = shared[_edge(base, u, t, S, T, transposed)]
@@ -219,7 +219,7 @@ def _fill_batch(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, 
             for k in range(K):
                 E[b, t, k] = -np.inf
         for t in range(T):
-            w = scale * _null_logp(null_logp, tgt_ids[tgt_off[s] + t])
+            w = scale * _null_emission(null_logp, tgt_ids[tgt_off[s] + t])
             for u in range(S):
                 E[b, t, u] = shared[_edge(base, u, t, S, T, transposed)]
                 E[b, t, S + u] = w
@@ -358,8 +358,12 @@ class HMMAligner(IBM1):
                            self.max_jump, mu, null_mu, jumps)
         # a target word facing an empty source sentence can only be NULL-generated
         empty = np.flatnonzero(np.diff(src_off) == 0)
+        null_logp = self._null_logp()
         for s in empty:
             null_mu[tgt_off[s]:tgt_off[s + 1]] = 1.0
+            words = tgt_ids[tgt_off[s]:tgt_off[s + 1]]
+            known = (words >= 0) & (words < null_logp.size)
+            total += private_scale * float(np.where(known, null_logp[np.where(known, words, 0)], math.log(FLOOR)).sum())
         return Statistics(shared=mu, private={"null": null_mu, "jumps": jumps}, log_normalizer=total)
 
     def counts(self, shard, shared_marginals, statistics) -> dict:

@@ -43,7 +43,7 @@ class Vocabulary:
     def encode(self, tokens, grow: bool = True) -> np.ndarray:
         if grow:
             return np.fromiter((self.add(t) for t in tokens), dtype=np.int32, count=len(tokens))
-        # unknown words share the NULL-free id −1 … which translation tables treat as unseen
+        # unknown words get id −1: no word pair contains them, so they fall back to the table floor
         return np.fromiter((self.index.get(t, -1) for t in tokens), dtype=np.int32, count=len(tokens))
 
     def __len__(self):

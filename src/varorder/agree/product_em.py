@@ -22,7 +22,8 @@ q(z) ∝ exp(b'ᵀ φ^Z(z)) on Z' and the log-normalizer A_{Z'}(b'). The modes:
   ascent on it and this objective may fluctuate (the others never decrease).
 * ``product`` — Liang, Taskar & Klein (2006) "alignment by agreement": separate
   E-steps E(b_m, Z_m), M-steps on the element-wise product of the shared µ_m
-  (no objective is known; the independent one is recorded).
+  (no objective is known; the independent one is recorded). Private statistics
+  (e.g. NULL posteriors) still come from each submodel's own E-step.
 
 Directed submodels have A_m(θ_m) = 0 (footnote 2), so the tracked objective is
 the sum or average of E-step log-normalizers. The private statistics of a
