@@ -256,7 +256,7 @@ def _fill_batch(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, 
 
 
 @numba.njit(cache=True)
-def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge_sum, D, mu, null_mu, jumps):
+def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge, D, mu, null_mu, jumps):
     B, L, K = node.shape
     for b in range(B):
         s = sents[b]
@@ -272,10 +272,11 @@ def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge_sum
         if T > 0:
             for u in range(S):
                 jumps[_bucket(u + 1, D)] += node[b, 0, u]
-        for p in range(S):
-            for from_state in (p, S + p):
-                for u in range(S):
-                    jumps[_bucket(u - p, D)] += edge_sum[b, from_state, u]
+        for t in range(T - 1):
+            for p in range(S):
+                for from_state in (p, S + p):
+                    for u in range(S):
+                        jumps[_bucket(u - p, D)] += edge[b, t, from_state, u]
 
 
 def _batches(src_len, tgt_len):
@@ -353,8 +354,7 @@ class HMMAligner(IBM1):
             # the engine call returns log Z with the marginals (the facade would need a second pass)
             node, edge, logz = chain_engine.marginals(chain_engine.prepare(E, Tr, lengths=lengths), edges=True)
             total += float(logz.sum())
-            edge_sum = edge.sum(axis=1) if edge.shape[1] else np.zeros((E.shape[0], E.shape[2], E.shape[2]))
-            _scatter_batch(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, edge_sum,
+            _scatter_batch(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, edge,
                            self.max_jump, mu, null_mu, jumps)
         # a target word facing an empty source sentence can only be NULL-generated
         empty = np.flatnonzero(np.diff(src_off) == 0)
