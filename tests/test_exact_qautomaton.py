@@ -130,3 +130,49 @@ def test_target_rejects_bad_candidates():
         HighOrderTarget(lm, [([10_000], [0.0])])
     with pytest.raises(ValueError, match="at least one position"):
         HighOrderTarget(lm, [])
+
+
+@pytest.mark.parametrize("seed,order,estimator", [(21, 3, "kn"), (22, 5, "absolute"), (23, 7, "kn")])
+def test_batched_lm_queries_equal_the_scalar_ones(seed, order, estimator):
+    lm = random_lm(seed, order, estimator)
+    rng = np.random.default_rng(seed)
+    vocab = lm.vocabulary
+    words = [i for i in range(len(vocab)) if i != vocab.eos_id]
+    contexts = [tuple(int(w) for w in rng.choice(words, size=rng.integers(0, order + 2))) for _ in range(200)]
+    queries = [int(w) for w in rng.choice(words, size=len(contexts))]
+    log10, lengths = lm.lookups(contexts, queries)
+    bounds = lm.max_logprobs(contexts, queries)
+    for k, (context, word) in enumerate(zip(contexts, queries)):
+        assert (log10[k], lengths[k]) == lm.lookup(context, word)
+        assert bounds[k] == lm.max_logprob(context, word)
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        lm.max_logprobs([(0,)], [len(vocab)])
+    with pytest.raises(ValueError, match="contexts but"):
+        lm.lookups([(0,), ()], [1])
+
+
+@pytest.mark.parametrize("seed,order", [(31, 3), (32, 5)])
+def test_best_path_and_arc_trace_agree_with_the_lattice_and_the_symbol_trace(seed, order):
+    from varorder.lattice import path_labels, sample_arcs, viterbi_arcs
+
+    lm = random_lm(seed, order)
+    target = random_target(lm, seed, length=5, n_candidates=3)
+    q = QAutomaton(target)
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        lat = q.lattice()
+        arcs, score = q.best_path()
+        expected_arcs, expected_score = viterbi_arcs(lat)
+        assert score == pytest.approx(expected_score, abs=1e-12)
+        assert path_labels(lat, arcs).tolist() == path_labels(lat, expected_arcs).tolist()
+        drawn = sample_arcs(lat, 1, seed=rng)[0]
+        for path_arcs in (arcs, drawn):
+            by_arcs = q.trace_arcs(path_arcs)
+            by_symbols = q.trace(by_arcs.symbols)
+            assert by_arcs.sources == by_symbols.sources
+            assert by_arcs.weight_states == by_symbols.weight_states
+            assert by_arcs.bounds == by_symbols.bounds
+            assert by_arcs.log_q == pytest.approx(by_symbols.log_q, abs=1e-9)
+        q.refine_trace(q.trace_arcs(drawn))
+    with pytest.raises(ValueError, match="arc ids"):
+        q.trace_arcs(np.zeros(2, dtype=np.int64))

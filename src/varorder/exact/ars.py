@@ -27,7 +27,7 @@ import numpy as np
 
 from varorder.exact.qautomaton import QAutomaton
 from varorder.exact.target import HighOrderTarget
-from varorder.lattice import log_partition, path_labels, sample_arcs, viterbi_arcs
+from varorder.lattice import log_partition, sample_arcs
 
 __all__ = ["RunHistory", "DecodeResult", "SampleResult", "decode", "sample", "acceptance_rate"]
 
@@ -133,11 +133,11 @@ def decode(target: HighOrderTarget, *, max_iterations: int = 100_000, time_limit
     exact = False
     iterations = 0
     while True:
-        lat = q.lattice()
-        arcs, score = viterbi_arcs(lat)
+        arcs, score = q.best_path()
         if score == -np.inf:
             raise ValueError("the target gives probability zero to every candidate sequence")
-        path = path_labels(lat, arcs).tolist()
+        trace = q.trace_arcs(arcs)
+        path = trace.symbols
         log_p = target.log_p(path)
         iterations += 1
         exact = score - log_p <= _EXACT_TOL * max(1.0, abs(log_p))
@@ -147,7 +147,7 @@ def decode(target: HighOrderTarget, *, max_iterations: int = 100_000, time_limit
         history.q_version.append(q.num_refinements)
         if exact or iterations >= max_iterations or (time_limit is not None and time.perf_counter() - start > time_limit):
             break
-        if q.refine(path) == 0:
+        if q.refine_trace(trace) == 0:
             raise RuntimeError(f"q and p differ on a fully refined path (log q {score}, log p {log_p})")
         history.refinements.append((iterations, q.num_states, q.ngram_counts(),
                                     log_partition(q.lattice()) if record_mass else None))

@@ -37,11 +37,13 @@ from array import array
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from varorder.exact.target import HighOrderTarget
+from varorder.engine.lattice import viterbi_kernel
 from varorder.lattice import Lattice
 
 __all__ = ["QAutomaton", "PathTrace"]
@@ -59,6 +61,22 @@ class PathTrace:
     weight_states: list[int]
     bounds: list[float]
     log_q: float
+
+
+class _QArrays(NamedTuple):
+    """The current q's lattice arrays plus, per arc, its source's local state and its
+    weight state (-1: unigram bound), and the arcs grouped by target."""
+
+    positions: np.ndarray
+    sources: np.ndarray
+    targets: np.ndarray
+    labels: np.ndarray
+    weights: np.ndarray
+    final: np.ndarray
+    from_state: np.ndarray
+    weight_state: np.ndarray
+    in_offsets: np.ndarray
+    in_arcs: np.ndarray
 
 
 class QAutomaton:
@@ -80,6 +98,9 @@ class QAutomaton:
         self._contexts: list[list[tuple[int, ...]]] = [[()] for _ in range(T + 1)]
         self._chains: list[list[tuple[int, ...]]] = [[(0,)] for _ in range(T + 1)]
         self._contexts[0].append((bos,))
+        # Every state's id by its context (per position), for the refinement's lookups.
+        self._state_of: list[dict[tuple[int, ...], int]] = [{(): 0} for _ in range(T + 1)]
+        self._state_of[0][(bos,)] = _ROOT
         self._chains[0].append((1, 0))
         # Flat records for the arc kernel, in creation order (local ids grow within a
         # position): (position, suffix state) per state, (position, prefix state,
@@ -103,6 +124,7 @@ class QAutomaton:
         self._candidate_logliks = np.concatenate(target.logliks).astype(np.float64)
         self._candidate_offsets = np.concatenate([[0], np.cumsum([len(c) for c in target.symbols])]).astype(np.int64)
         self._lattice: Lattice | None = None
+        self._cached: _QArrays | None = None
         self._num_reachable = 0
         self.num_refinements = 0
 
@@ -117,8 +139,9 @@ class QAutomaton:
             if context == (self.target.bos,):
                 return _ROOT
             raise AssertionError(f"no state {context} at position 0")
-        if context == ():
-            return 0
+        known = self._state_of[position].get(context)
+        if known is not None:
+            return known
         prefix = self._ensure_state(position - 1, context[:-1])
         by_prefix = self._children[position].setdefault(context[-1], {})
         state = by_prefix.get(prefix)
@@ -130,9 +153,10 @@ class QAutomaton:
         self._contexts[position].append(context)
         self._chains[position].append((state,) + self._chains[position][suffix])
         by_prefix[prefix] = state
+        self._state_of[position][context] = state
         self._state_records.extend((position, suffix))
         self._child_records.extend((position, prefix, self._index_of[position][context[-1]], state))
-        self._lattice = None
+        self._invalidate()
         return state
 
     def _step(self, position: int, source: int, symbol: int) -> tuple[int, int, float]:
@@ -155,11 +179,14 @@ class QAutomaton:
                     return target, u, bound
         return target, -1, float(self._unigram[position][self._index_of[position][symbol]])
 
-    def lattice(self) -> Lattice:
-        """q unrolled over positions, restricted to reachable states (cached until the
-        next refinement). Arc labels are symbol ids; the score of a path is log q(x)."""
-        if self._lattice is not None:
-            return self._lattice
+    def _invalidate(self) -> None:
+        self._lattice = None
+        self._cached = None
+
+    def _arrays(self) -> "_QArrays":
+        """The arc arrays of the current q (cached until the next refinement)."""
+        if self._cached is not None:
+            return self._cached
         T = self.num_positions
         states = np.frombuffer(self._state_records, dtype=np.int64).copy().reshape(-1, 2)
         state_order = np.argsort(states[:, 0], kind="stable")
@@ -167,19 +194,55 @@ class QAutomaton:
         children = np.frombuffer(self._child_records, dtype=np.int64).copy().reshape(-1, 4)
         ngram_keys = np.frombuffer(self._ngram_keys, dtype=np.int64).copy().reshape(-1, 3)
         ngram_bounds = np.frombuffer(self._ngram_bounds, dtype=np.float64).copy()
-        positions, sources, targets, labels, weights, n_nodes = _build_arcs(
-            T, state_counts, states[state_order, 1], children, ngram_keys, ngram_bounds,
-            self._candidate_offsets, self._candidate_symbols, self._candidate_weights, self._candidate_logliks)
-        final = np.full(n_nodes, -np.inf)
-        final[positions == T] = 0.0
-        self._num_reachable = n_nodes
-        self._lattice = Lattice(positions, sources, targets, labels, weights, final)
+        (positions, sources, targets, labels, weights, from_state, weight_state, in_offsets, in_arcs,
+         n_nodes) = _build_arcs(T, state_counts, states[state_order, 1], children, ngram_keys, ngram_bounds,
+                                self._candidate_offsets, self._candidate_symbols, self._candidate_weights,
+                                self._candidate_logliks)
+        final = np.where(positions == T, 0.0, -np.inf)
+        self._num_reachable = int(n_nodes)
+        self._cached = _QArrays(positions, sources, targets, labels, weights, final, from_state, weight_state,
+                                in_offsets, in_arcs)
+        return self._cached
+
+    def lattice(self) -> Lattice:
+        """q unrolled over positions, restricted to reachable states (cached until the
+        next refinement). Arc labels are symbol ids; the score of a path is log q(x)."""
+        if self._lattice is None:
+            a = self._arrays()
+            self._lattice = Lattice(a.positions, a.sources, a.targets, a.labels, a.weights, a.final)
         return self._lattice
+
+    def best_path(self) -> tuple[np.ndarray, float]:
+        """(arc ids of the Viterbi path of q, root first; its log q), -inf when q has no
+        path. Runs the engine's lattice Viterbi kernel on the arrays :meth:`lattice` would
+        wrap; the decode loop calls it once per iteration, so it skips building (and
+        re-validating) a :class:`~varorder.lattice.Lattice` whose arrays this class
+        constructs itself."""
+        a = self._arrays()
+        arcs, score = viterbi_kernel(len(a.positions), a.in_offsets, a.in_arcs, a.sources, a.weights, a.final,
+                                     a.positions)
+        return arcs, float(score)
+
+    def trace_arcs(self, arcs: np.ndarray) -> PathTrace:
+        """:meth:`trace` of a path given as arc ids of the current :meth:`lattice` (as
+        :meth:`best_path` and :func:`varorder.lattice.sample_arcs` return them): read off
+        the arcs instead of walking the suffix chains."""
+        a = self._arrays()
+        arcs = np.asarray(arcs, dtype=np.int64)
+        if arcs.shape != (self.num_positions,) or arcs.min() < 0 or arcs.max() >= len(a.labels):
+            raise ValueError(f"arcs must be {self.num_positions} arc ids of the current lattice")
+        symbols = a.labels[arcs].tolist()
+        used = a.weight_state[arcs].tolist()
+        bounds = []
+        for j, (symbol, u) in enumerate(zip(symbols, used), start=1):
+            bounds.append(float(self._unigram[j][self._index_of[j][symbol]]) if u < 0
+                          else self._ngrams[j][symbol][u])
+        return PathTrace(symbols, a.from_state[arcs].tolist(), used, bounds, float(a.weights[arcs].sum()))
 
     @property
     def num_states(self) -> int:
         """Reachable states over all positions (lattice nodes, the root included)."""
-        self.lattice()
+        self._arrays()
         return self._num_reachable
 
     @property
@@ -220,29 +283,43 @@ class QAutomaton:
     def refine(self, path: Sequence[int]) -> int:
         """Algorithm 2 at every position of ``path``: raise each factor not yet at full
         order by one order. Returns the number of n-grams raised (0: q = p on the path)."""
-        trace = self.trace(path)
+        return self.refine_trace(self.trace(path))
+
+    def refine_trace(self, trace: PathTrace) -> int:
+        """:meth:`refine` of a path already traced (by :meth:`trace` or :meth:`trace_arcs`
+        on the current q). The LM bounds of the raised n-grams are looked up in one batch."""
         history = (self.target.bos,) + tuple(trace.symbols)
-        raised = 0
+        # Positions whose factor is below full order, and their contexts as stored n-grams.
+        todo = []
+        full_length = self.target.order - 1
         for i in range(1, self.num_positions + 1):
             used = trace.weight_states[i - 1]
             context_length = 0 if used < 0 else len(self._contexts[i - 1][used])
-            if context_length >= self.target.full_context_length(i):
-                continue
-            if context_length and not self.weights.context_is_stored(self._contexts[i - 1][used]):
-                continue  # the bound is exact already
+            if context_length < min(full_length, i):  # the target's full_context_length(i)
+                todo.append((i, context_length, used))
+        stored = iter(self.weights.contexts_stored([self._contexts[i - 1][used] for i, length, used in todo if length]))
+        raising = []
+        for i, context_length, used in todo:
+            if context_length and not next(stored):
+                continue  # the context is not a stored n-gram: the bound is exact already
             symbol = trace.symbols[i - 1]
             context = history[i - context_length - 1 : i]
             state = self._ensure_state(i - 1, context)
+            if state not in self._ngrams[i].get(symbol, ()):
+                raising.append((i, symbol, context, state))
+        bounds = self.weights.many([(context, symbol) for i, symbol, context, state in raising])
+        raised = 0
+        for (i, symbol, context, state), bound in zip(raising, bounds):
             by_context = self._ngrams[i].setdefault(symbol, {})
             if state in by_context:
-                continue
+                continue  # the same n-gram twice on one path cannot happen, but stay safe
             # min(): a longer context never has a larger bound; guard against rounding.
-            bound = min(self.weights(context, symbol), trace.bounds[i - 1])
+            bound = min(bound, trace.bounds[i - 1])
             by_context[state] = bound
             self._ngram_keys.extend((i, state, self._index_of[i][symbol]))
             self._ngram_bounds.append(bound)
             self.order_counts[len(context) + 1] += 1
-            self._lattice = None
+            self._invalidate()
             raised += 1
         self.num_refinements += 1
         return raised
@@ -253,9 +330,13 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
                 cand_offsets, cand_symbols, cand_weights, cand_logliks):
     """Arcs of q over reachable states, position by position.
 
-    A state's row (target state and weight per candidate) is its suffix state's row with
-    the entries refined for the state itself overriding it; suffix states have smaller
-    ids, so rows are filled in id order. Only states reached from the root emit arcs.
+    A state's row (target state, weight and the state whose n-gram gave the weight, per
+    candidate) is its suffix state's row with the entries refined for the state itself
+    overriding it; suffix states have smaller ids, so rows are filled in id order. Only
+    states reached from the root emit arcs. Besides the lattice arrays, every arc records
+    its source's local state id and its weight state (-1: the unigram bound), so that a
+    path's trace is read off its arcs; and the arcs grouped by target (``in_offsets``,
+    ``in_arcs``, the engine's layout) come out of a counting sort.
     """
     state_offsets = np.zeros(T + 2, np.int64)
     for j in range(T + 1):
@@ -281,6 +362,8 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
     targets = np.empty(max_arcs, np.int64)
     labels = np.empty(max_arcs, np.int64)
     weights = np.empty(max_arcs, np.float64)
+    from_state = np.empty(max_arcs, np.int64)
+    weight_state = np.empty(max_arcs, np.int64)
     positions = np.empty(n_states_total, np.int64)
     # Position 0: only the root (local state 1) is a node.
     node_of = np.full(state_counts[0], -1, np.int64)
@@ -295,6 +378,7 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
         base = state_offsets[j - 1]
         row_target = np.zeros((n_prev, k), np.int64)
         row_weight = np.empty((n_prev, k), np.float64)
+        row_wstate = np.full((n_prev, k), -1, np.int64)
         for s in range(n_prev):
             if s == 0:
                 for c in range(k):
@@ -304,6 +388,7 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
                 for c in range(k):
                     row_target[s, c] = row_target[parent, c]
                     row_weight[s, c] = row_weight[parent, c]
+                    row_wstate[s, c] = row_wstate[parent, c]
             e = child_head[base + s]
             while e >= 0:
                 row_target[s, children[e, 2]] = children[e, 3]
@@ -312,6 +397,7 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
             while e >= 0:
                 c = ngram_keys[e, 2]
                 row_weight[s, c] = ngram_bounds[e] + cand_logliks[c0 + c]
+                row_wstate[s, c] = s
                 e = ngram_next[e]
         next_node = np.full(state_counts[j], -1, np.int64)
         first_arc = n_arcs
@@ -326,6 +412,8 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
                 targets[n_arcs] = t
                 labels[n_arcs] = cand_symbols[c0 + c]
                 weights[n_arcs] = row_weight[s, c]
+                from_state[n_arcs] = s
+                weight_state[n_arcs] = row_wstate[s, c]
                 n_arcs += 1
         for t in range(state_counts[j]):
             if next_node[t] == 0:
@@ -335,4 +423,16 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
         for a in range(first_arc, n_arcs):
             targets[a] = next_node[targets[a]]
         node_of = next_node
-    return positions[:n_nodes], sources[:n_arcs], targets[:n_arcs], labels[:n_arcs], weights[:n_arcs], n_nodes
+    # Arcs grouped by target, in arc order within a target (a stable counting sort).
+    in_offsets = np.zeros(n_nodes + 1, np.int64)
+    for a in range(n_arcs):
+        in_offsets[targets[a] + 1] += 1
+    for v in range(n_nodes):
+        in_offsets[v + 1] += in_offsets[v]
+    fill = in_offsets[:n_nodes].copy()
+    in_arcs = np.empty(n_arcs, np.int64)
+    for a in range(n_arcs):
+        in_arcs[fill[targets[a]]] = a
+        fill[targets[a]] += 1
+    return (positions[:n_nodes], sources[:n_arcs], targets[:n_arcs], labels[:n_arcs], weights[:n_arcs],
+            from_state[:n_arcs], weight_state[:n_arcs], in_offsets, in_arcs, n_nodes)

@@ -53,6 +53,31 @@ class MaxBackoffWeights:
             self._weights[key] = value
         return value
 
+    def many(self, queries: Sequence[tuple[tuple[int, ...], int]]) -> list[float]:
+        """``[self(context, word) for context, word in queries]``, the cache misses looked
+        up in one batched LM call (:meth:`varorder.lm.NgramLM.max_logprobs`)."""
+        values = [self._weights.get(key) for key in queries]
+        missing = [k for k, v in enumerate(values) if v is None]
+        if missing:
+            computed = self.lm.max_logprobs([queries[k][0] for k in missing], [queries[k][1] for k in missing])
+            for k, value in zip(missing, computed.tolist()):
+                self._weights[queries[k]] = value
+                values[k] = value
+        return values
+
+    def contexts_stored(self, contexts: Sequence[tuple[int, ...]]) -> list[bool]:
+        """:meth:`context_is_stored` of each context, the misses looked up in one batch."""
+        values = [self._stored.get(c) for c in contexts]
+        missing = [k for k, v in enumerate(values) if v is None and len(contexts[k]) < self.lm.order]
+        if missing:
+            _, lengths = self.lm.lookups([contexts[k][:-1] for k in missing], [contexts[k][-1] for k in missing])
+            for k, length in zip(missing, lengths.tolist()):
+                self._stored[contexts[k]] = values[k] = length == len(contexts[k])
+        for k, v in enumerate(values):
+            if v is None:  # at least order words long: never stored
+                self._stored[contexts[k]] = values[k] = False
+        return values
+
     def context_is_stored(self, context: tuple[int, ...]) -> bool:
         """Whether ``context`` (non-empty) is a stored n-gram of the LM."""
         stored = self._stored.get(context)

@@ -23,6 +23,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from varorder.lm import _kernels
@@ -454,6 +455,87 @@ class NgramLM:
     def max_logprob(self, context: Sequence[int], word: int) -> float:
         """Natural-log version of :meth:`max_log10prob`."""
         return self.max_log10prob(context, word) * LN10
+
+    # ------------------------------------------------------------------ batched queries
+
+    def _flat_queries(self, contexts, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(flat context ids, offsets, words) of a batch, contexts cut to order - 1 words."""
+        contexts = [np.asarray(c, dtype=np.int64).reshape(-1) for c in contexts]
+        words = np.asarray(words, dtype=np.int64).reshape(-1)
+        if len(words) != len(contexts):
+            raise ValueError(f"got {len(contexts)} contexts but {len(words)} words")
+        keep = self.order - 1
+        contexts = [c[len(c) - keep:] if len(c) > keep else c for c in contexts]
+        lengths = np.fromiter((len(c) for c in contexts), dtype=np.int64, count=len(contexts))
+        offsets = np.zeros(len(contexts) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        flat = np.concatenate(contexts) if contexts else np.empty(0, np.int64)
+        self._check_ids(flat)
+        self._check_ids(words)
+        return flat, offsets, words
+
+    def lookups(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Batched :meth:`lookup`: ``(log10 p (M,), lengths of the n-grams used (M,))`` for
+        M (context, word) queries in one compiled call."""
+        flat, offsets, words = self._flat_queries(contexts, words)
+        out = np.empty(len(words))
+        lengths = np.empty(len(words), dtype=np.int64)
+        _batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
+                        self._hash_cap, self._values, self._value_base, out, lengths)
+        return out, lengths
+
+    def max_log10probs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
+        """Batched :meth:`max_log10prob` (M,) for M (context, word) queries in one compiled
+        call (the same eq. 8 case analysis, per query)."""
+        flat, offsets, words = self._flat_queries(contexts, words)
+        table = self.max_backoff()
+        if getattr(self, "_max_flat_of", None) is not table:
+            # One flat column per MAX-ARPA field, addressed like ``_values`` by order base.
+            self._max_flat = (np.concatenate(table.max_log10prob).astype(np.float64),
+                              np.concatenate(table.max_log10backoff).astype(np.float64))
+            self._max_flat_of = table
+        out = np.empty(len(words))
+        _batched_max_log10prob(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
+                               self._hash_cap, self._values, self._value_base, self._max_flat[0],
+                               self._max_flat[1], out)
+        return out
+
+    def max_logprobs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
+        """Natural-log version of :meth:`max_log10probs`."""
+        return self.max_log10probs(contexts, words) * LN10
+
+
+@numba.njit(cache=True)
+def _batched_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                    out, lengths):
+    for q in range(words.shape[0]):
+        log10prob, length = _kernels.backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size,
+                                                       hash_rows, hash_base, hash_cap, values, value_base)
+        out[q] = log10prob
+        lengths[q] = length
+
+
+@numba.njit(cache=True)
+def _batched_max_log10prob(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values,
+                           value_base, max_prob, max_backoff, out):
+    for q in range(words.shape[0]):
+        context = flat[offsets[q]:offsets[q + 1]]
+        length = context.shape[0]
+        ngram = np.empty(length + 1, np.int64)
+        ngram[:length] = context
+        ngram[length] = words[q]
+        row = _kernels.find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap)
+        if row >= 0:
+            out[q] = max_prob[value_base[length] + row]
+            continue
+        log10prob, _ = _kernels.backoff_log10prob(context, words[q], vocab_size, hash_rows, hash_base,
+                                                  hash_cap, values, value_base)
+        context_row = _kernels.find_ngram(context, vocab_size, hash_rows, hash_base, hash_cap) if length else -1
+        if context_row < 0:
+            # No stored left extension of an absent context: every one backs off to it.
+            out[q] = log10prob
+        else:
+            out[q] = max_backoff[value_base[length - 1] + context_row] + log10prob
 
 
 def _lexicographic_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
