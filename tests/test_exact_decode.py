@@ -79,3 +79,26 @@ def test_decode_stops_at_iteration_limit_without_claiming_exactness():
     assert result.iterations == 1 and best.iterations > 1
     assert not result.exact and result.log_q > result.log_p + 1e-6
     assert result.log_q >= best.log_p - 1e-9  # the first Viterbi score of q bounds max p
+
+
+@pytest.mark.parametrize("seed,order,estimator,eos", [(41, 2, "kn", True), (42, 3, "kn", True), (43, 5, "absolute", True),
+                                                      (44, 4, "additive", False), (45, 7, "kn", True)])
+def test_full_wfsa_viterbi_equals_brute_force(seed, order, estimator, eos):
+    from varorder.exact import FullWFSA, wfsa_viterbi
+
+    lm = random_lm(seed, order, estimator)
+    wfsa = FullWFSA(lm)
+    vocab = lm.vocabulary
+    # Every stored context (not ending in </s>) is a state; no other state exists.
+    stored = sum(int((lm.ngrams(m)[0][:, -1] != vocab.eos_id).sum()) for m in range(1, order))
+    assert wfsa.num_states == stored
+    target = random_target(lm, seed, length=5, n_candidates=3, eos=eos)
+    paths = enumerate_target(target)
+    result = wfsa_viterbi(target, wfsa)
+    assert result.finished
+    assert result.log_p == pytest.approx(oracle.max_score(paths), abs=1e-9)
+    assert tuple(target.sentence(result.path)) in oracle.argmax_paths(paths, tol=1e-9)
+    assert target.log_p(result.path) == pytest.approx(result.log_p, abs=1e-9)
+    assert result.num_states == wfsa.num_states * target.num_positions
+    with pytest.raises(ValueError, match="another LM"):
+        wfsa_viterbi(random_target(random_lm(seed + 1, order), seed, 3, 2), wfsa)

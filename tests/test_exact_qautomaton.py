@@ -145,6 +145,14 @@ def test_batched_lm_queries_equal_the_scalar_ones(seed, order, estimator):
     for k, (context, word) in enumerate(zip(contexts, queries)):
         assert (log10[k], lengths[k]) == lm.lookup(context, word)
         assert bounds[k] == lm.max_logprob(context, word)
+    short = [c[len(c) - (order - 1):] if len(c) > order - 1 else c for c in contexts[:30]]
+    offsets = np.concatenate([[0], np.cumsum([len(c) for c in short])])
+    grid, grid_lengths = lm.lookup_grid(np.asarray([w for c in short for w in c], dtype=np.int64), offsets, words)
+    for c, context in enumerate(short):
+        for k, word in enumerate(words):
+            assert (grid[c, k], grid_lengths[c, k]) == lm.lookup(context, word)
+    with pytest.raises(ValueError, match="at most order - 1"):
+        lm.lookup_grid(np.zeros(order, dtype=np.int64), [0, order], words)
     with pytest.raises(ValueError, match="outside the vocabulary"):
         lm.max_logprobs([(0,)], [len(vocab)])
     with pytest.raises(ValueError, match="contexts but"):

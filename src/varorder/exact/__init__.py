@@ -8,7 +8,8 @@ for an ARPA back-off LM of any order and per-position candidate lists
 whose arcs carry max-backoff bounds (MAX-ARPA, :meth:`varorder.lm.NgramLM.max_logprob`),
 unrolled over positions as a :class:`varorder.lattice.Lattice`; :func:`decode` and
 :func:`sample` are Algorithm 1 in optimisation and sampling mode (refinement: Algorithm 2);
-:func:`full_viterbi` is the explicit n-th-order baseline.
+:class:`FullWFSA` + :func:`wfsa_viterbi` is the paper's full-model baseline F and
+:func:`full_viterbi` an explicit n-th-order baseline pruned to the candidates.
 
 Typical use::
 
@@ -19,13 +20,14 @@ Typical use::
 """
 
 from varorder.exact.ars import DecodeResult, RunHistory, SampleResult, acceptance_rate, decode, sample
-from varorder.exact.full import FullViterbiResult, full_lattice, full_viterbi
+from varorder.exact.full import FullViterbiResult, FullWFSA, full_lattice, full_viterbi, wfsa_viterbi
 from varorder.exact.qautomaton import PathTrace, QAutomaton
 from varorder.exact.target import HighOrderTarget, MaxBackoffWeights
 
 __all__ = [
     "DecodeResult",
     "FullViterbiResult",
+    "FullWFSA",
     "HighOrderTarget",
     "MaxBackoffWeights",
     "PathTrace",
@@ -37,4 +39,5 @@ __all__ = [
     "full_lattice",
     "full_viterbi",
     "sample",
+    "wfsa_viterbi",
 ]

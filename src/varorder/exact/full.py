@@ -1,12 +1,34 @@
-"""Full n-th-order Viterbi: the explicit (n - 1)-tuple state space of a high-order HMM,
-the baseline that Carter, Dymetman & Bouchard (2012) call "F" (Fig. 4b).
+"""Full n-th-order Viterbi baselines for :class:`~varorder.exact.target.HighOrderTarget`
+(Carter, Dymetman & Bouchard 2012, §3.2, Fig. 4b).
 
-Factorization: the same p(x) as :class:`~varorder.exact.target.HighOrderTarget`; the state
-at position j is the tuple of the last min(n - 1, j) candidates, so every arc
+Two baselines:
+
+* :class:`FullWFSA` / :func:`wfsa_viterbi` — the paper's "F": "the full model ... a WFSA
+  with all context states and weights representing the true language model log
+  probabilities", with Viterbi run over the full WFSA. States are all the LM's context
+  states (every stored n-gram of length 1 .. n - 1 that can be a history, i.e. not ending
+  in ``</s>``); reading x from state s leads to the longest stored suffix of s x of at
+  most n - 1 words and weighs the exact back-off log p_lm(x | s). This is exact because a
+  back-off LM's p(x | h) depends only on the longest stored suffix of h (tables closed
+  under suffixes). The WFSA is built once per LM (independent of the sentence); decoding
+  a sentence relaxes every (state, symbol) arc at every position, the observation
+  log-likelihood being -inf off the candidate list — no state is pruned by the emission
+  dictionary or by reachability, which is what makes F exponential in n until the
+  training data caps the number of stored contexts. (Reading "all context states" as all
+  V^(n-1) tag tuples would be larger still: 45^4 = 4.1 million states at n = 5.)
+* :func:`full_lattice` / :func:`full_viterbi` — a stronger baseline than the paper's:
+
+Factorization: the same p(x) as :class:`~varorder.exact.target.HighOrderTarget`. In the
+pruned lattice the state at position j is the tuple of the last min(n - 1, j) candidates, so every arc
 (state, x) carries the exact factor log p_lm(x | <s> history) + log p_obs(o_j | x). The
 state space at position j has prod of the candidate counts over the last n - 1 positions
 states: exponential in n, which is what the q-automaton avoids. The lattice is built with
 vectorised NumPy and scored with the LM's batched kernel; Viterbi is the engine's.
+
+F's relaxation is a Numba loop of its own rather than the engine's lattice Viterbi: the
+full WFSA unrolled over a sentence has S V T arcs (36 million at n = 5 on the PTB sample),
+and materialising them as a :class:`~varorder.lattice.Lattice` would measure memory
+traffic rather than the DP; the loop is tested against :func:`full_viterbi` and brute force.
 """
 
 from __future__ import annotations
@@ -14,13 +36,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice, path_labels, viterbi_arcs
+from varorder.lm import NgramLM
 from varorder.lm.model import LN10
 
-__all__ = ["FullViterbiResult", "full_lattice", "full_viterbi"]
+__all__ = ["FullViterbiResult", "FullWFSA", "full_lattice", "full_viterbi", "wfsa_viterbi"]
 
 
 @dataclass
@@ -114,3 +138,133 @@ def full_viterbi(target: HighOrderTarget, *, max_arcs: int = 20_000_000, time_li
     arcs, score = viterbi_arcs(lat)
     return FullViterbiResult(path_labels(lat, arcs).tolist(), float(score), lat.num_nodes, lat.num_arcs,
                              time.perf_counter() - start, True)
+
+
+class FullWFSA:
+    """The back-off LM as a WFSA over all its context states (the paper's full model F).
+
+    Attributes: ``states`` (list of context tuples; ``start`` is ``(<s>,)``), ``symbols``
+    (every word id but ``<s>``), ``next_state`` (S, X) int32 and ``weight`` (S, X) natural
+    log p_lm(symbol | state), ``build_seconds``. Raises ``RuntimeError`` when S X would
+    exceed ``max_arcs``.
+    """
+
+    def __init__(self, lm: NgramLM, *, max_arcs: int = 100_000_000):
+        if not isinstance(lm, NgramLM):
+            raise ValueError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}")
+        start = time.perf_counter()
+        self.lm = lm
+        vocab = lm.vocabulary
+        V = lm.vocab_size
+        base = V + 1  # digit w + 1 per word, so that contexts of different lengths differ
+        if lm.order < 2:
+            raise ValueError("a full WFSA needs an LM of order >= 2")
+        window = lm.order - 1
+        if base ** (window + 1) >= 2**62:
+            raise ValueError(f"vocabulary of {V} words too large to key {window + 1}-word contexts")
+        rows_per_length = []
+        for m in range(1, window + 1):
+            rows = lm.ngrams(m)[0]
+            rows_per_length.append(rows[rows[:, -1] != vocab.eos_id])
+        self.symbols = np.asarray([w for w in range(V) if w != vocab.bos_id], dtype=np.int64)
+        n_states = sum(len(r) for r in rows_per_length)
+        X = len(self.symbols)
+        if n_states * X > max_arcs:
+            raise RuntimeError(f"full WFSA has {n_states} states x {X} symbols > {max_arcs} arcs")
+        keys = np.concatenate([((r + 1) * base ** np.arange(r.shape[1] - 1, -1, -1)).sum(axis=1)
+                               for r in rows_per_length])
+        order_of = np.argsort(keys)
+        self._keys = keys[order_of]
+        flat_rows = np.concatenate([r.reshape(-1) for r in rows_per_length])
+        lengths = np.concatenate([np.full(len(r), r.shape[1], np.int64) for r in rows_per_length])
+        offsets = np.zeros(n_states + 1, np.int64)
+        np.cumsum(lengths, out=offsets[1:])
+        log10, used = lm.lookup_grid(flat_rows, offsets, self.symbols)
+        # Next state: the longest stored suffix of (s x) within the window. The n-gram used
+        # for p(x | s) is the longest stored suffix of s x; its own last window words are stored too.
+        keep = np.minimum(used, window)
+        extended = keys[:, None] * base + (self.symbols[None, :] + 1)
+        suffix_keys = extended % (base ** keep)
+        ends = self.symbols == vocab.eos_id  # </s> ends the sentence: no next state
+        position = np.searchsorted(self._keys, suffix_keys[:, ~ends])
+        if np.any(position >= len(self._keys)) or np.any(self._keys[np.minimum(position, len(self._keys) - 1)] != suffix_keys[:, ~ends]):
+            raise AssertionError("an LM table is not closed under suffixes")
+        next_sorted = np.zeros((n_states, X), np.int64)
+        next_sorted[:, ~ends] = position
+        # States are numbered in key order.
+        self.next_state = np.ascontiguousarray(next_sorted[order_of], dtype=np.int32)
+        self.weight = np.ascontiguousarray((log10 * LN10)[order_of])
+        self.start = int(np.searchsorted(self._keys, vocab.bos_id + 1))
+        self.num_states = n_states
+        self._column = np.full(V, -1, np.int64)
+        self._column[self.symbols] = np.arange(X)
+        self.build_seconds = time.perf_counter() - start
+
+    @property
+    def num_arcs(self) -> int:
+        return int(self.next_state.size)
+
+
+def wfsa_viterbi(target: HighOrderTarget, wfsa: FullWFSA) -> FullViterbiResult:
+    """Viterbi of ``target`` over the full WFSA ``wfsa`` (built for ``target.lm``): every
+    state and every arc at every position. ``num_states``/``num_arcs`` count the unrolled
+    WFSA (S per position, S X per position)."""
+    if wfsa.lm is not target.lm:
+        raise ValueError("the WFSA was built for another LM")
+    start = time.perf_counter()
+    T = target.num_positions
+    obs = np.full((T, len(wfsa.symbols)), -np.inf)
+    for j in range(T):
+        obs[j, wfsa._column[target.symbols[j]]] = target.logliks[j]
+    final_symbol = target.eos_id if target.eos else -1
+    columns, score = _dense_viterbi(wfsa.next_state, wfsa.weight, obs, wfsa.start,
+                                    wfsa._column[final_symbol] if final_symbol >= 0 else -1)
+    path = wfsa.symbols[columns].tolist() if score > -np.inf else None
+    return FullViterbiResult(path, float(score), wfsa.num_states * T, wfsa.num_arcs * T,
+                             time.perf_counter() - start, path is not None)
+
+
+@numba.njit(cache=True)
+def _dense_viterbi(next_state, weight, obs, start, final_column):
+    """Max-plus relaxation of every (state, symbol) arc at every position; the last
+    position's symbol is ``final_column`` when it is >= 0 (``</s>``, which has no next
+    state: its arcs end the path). Returns the symbol columns of the best path and its score."""
+    S, X = next_state.shape
+    T = obs.shape[0]
+    delta = np.full(S, -np.inf)
+    delta[start] = 0.0
+    back = np.empty((T, S), np.int64)
+    last = T - 1 if final_column >= 0 else T
+    for t in range(last):
+        new = np.full(S, -np.inf)
+        for s in range(S):
+            d = delta[s]
+            for x in range(X):
+                v = d + weight[s, x] + obs[t, x]
+                n = next_state[s, x]
+                if v > new[n]:
+                    new[n] = v
+                    back[t, n] = s * X + x
+        delta = new
+    columns = np.empty(T, np.int64)
+    best = -np.inf
+    state = -1
+    if final_column >= 0:
+        for s in range(S):
+            v = delta[s] + weight[s, final_column] + obs[T - 1, final_column]
+            if v > best:
+                best = v
+                state = s
+        columns[T - 1] = final_column
+    else:
+        for s in range(S):
+            if delta[s] > best:
+                best = delta[s]
+                state = s
+    if state < 0:
+        return columns, best
+    for t in range(last - 1, -1, -1):
+        arc = back[t, state]
+        columns[t] = arc % X
+        state = arc // X
+    return columns, best

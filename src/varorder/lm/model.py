@@ -484,6 +484,28 @@ class NgramLM:
                         self._hash_cap, self._values, self._value_base, out, lengths)
         return out, lengths
 
+    def lookup_grid(self, context_ids, context_offsets, words) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`lookup` of every (context, word) pair of C contexts times W words, in one
+        compiled call: ``(log10 p (C, W), lengths of the n-grams used (C, W))``.
+
+        Contexts are given flat: context c is ``context_ids[context_offsets[c] :
+        context_offsets[c + 1]]``; each must hold at most order - 1 words.
+        """
+        flat = np.ascontiguousarray(context_ids, dtype=np.int64).reshape(-1)
+        offsets = np.ascontiguousarray(context_offsets, dtype=np.int64).reshape(-1)
+        words = np.ascontiguousarray(words, dtype=np.int64).reshape(-1)
+        if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(flat) or np.any(np.diff(offsets) < 0):
+            raise ValueError("context_offsets must start at 0, be non-decreasing and end at len(context_ids)")
+        if len(offsets) > 1 and np.diff(offsets).max() > self.order - 1:
+            raise ValueError(f"contexts must hold at most order - 1 = {self.order - 1} words")
+        self._check_ids(flat)
+        self._check_ids(words)
+        out = np.empty((len(offsets) - 1, len(words)))
+        lengths = np.empty((len(offsets) - 1, len(words)), dtype=np.int64)
+        _grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap,
+                     self._values, self._value_base, out, lengths)
+        return out, lengths
+
     def max_log10probs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
         """Batched :meth:`max_log10prob` (M,) for M (context, word) queries in one compiled
         call (the same eq. 8 case analysis, per query)."""
@@ -513,6 +535,18 @@ def _batched_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash
                                                        hash_rows, hash_base, hash_cap, values, value_base)
         out[q] = log10prob
         lengths[q] = length
+
+
+@numba.njit(cache=True)
+def _grid_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                 out, lengths):
+    for c in range(offsets.shape[0] - 1):
+        context = flat[offsets[c]:offsets[c + 1]]
+        for w in range(words.shape[0]):
+            log10prob, length = _kernels.backoff_log10prob(context, words[w], vocab_size, hash_rows, hash_base,
+                                                           hash_cap, values, value_base)
+            out[c, w] = log10prob
+            lengths[c, w] = length
 
 
 @numba.njit(cache=True)
