@@ -29,7 +29,7 @@ from tqdm.auto import tqdm
 
 from varorder.models import persist
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
-from varorder.models.optim import SGD, AdaGrad, lbfgs
+from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
                                        token_accuracy)
 
@@ -69,6 +69,7 @@ class ChainObjective:
         self.gold_last = gold[self.plan.last_tokens()]
         self.empirical_start = np.bincount(self.gold_first, minlength=K).astype(np.float64)
         self.empirical_end = np.bincount(self.gold_last, minlength=K).astype(np.float64)
+        self._scores = self._node_flat = None
 
     @property
     def n_params(self) -> int:
@@ -84,8 +85,11 @@ class ChainObjective:
 
     def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         W, T, start, end = self.unpack(theta)
-        scores = csr_times_dense(self.X, W)
-        node_flat = np.empty_like(scores)
+        if self._scores is None:  # per-token buffers reused across calls
+            self._scores = np.empty((self.gold.size, self.K))
+            self._node_flat = np.empty((self.gold.size, self.K))
+        scores = csr_times_dense(self.X, W, out=self._scores)
+        node_flat = self._node_flat
         grad = np.empty_like(theta)
         gW, gT, g_start, g_end = self.unpack(grad)
         gT[:] = 0.0
@@ -98,7 +102,7 @@ class ChainObjective:
         g_start[:] = node_flat[self.plan.first_tokens()].sum(axis=0) - self.empirical_start
         g_end[:] = node_flat[self.plan.last_tokens()].sum(axis=0) - self.empirical_end
         gT -= self.empirical_T
-        gW[:] = csr_times_dense(self.XT, node_flat)
+        csr_times_dense(self.XT, node_flat, out=gW)
         gW -= self.empirical_W
         gold_score = (scores[np.arange(self.gold.size), self.gold].sum() + T[self.gold_prev, self.gold_next].sum()
                       + start[self.gold_first].sum() + end[self.gold_last].sum())
@@ -220,8 +224,8 @@ class CRF:
             def regularised(params):
                 f, g = objective(params)
                 if self.c2 > 0:
-                    f += self.c2 * float(params @ params)
-                    g += 2.0 * self.c2 * params
+                    f += self.c2 * dot(params, params)
+                    axpy(params, g, 2.0 * self.c2)
                 return f, g
 
             theta, info = lbfgs(regularised, theta, c1=self.c1, max_iterations=self.max_iterations,

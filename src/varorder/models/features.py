@@ -40,9 +40,10 @@ def _csr_dense_kernel(indptr, indices, data, dense, out):
                 out[r, k] += v * dense[c, k]
 
 
-def csr_times_dense(matrix: sp.csr_matrix, dense: np.ndarray) -> np.ndarray:
-    """matrix @ dense as a C-contiguous float64 array, parallel over the sparse rows."""
-    out = np.empty((matrix.shape[0], dense.shape[1]))
+def csr_times_dense(matrix: sp.csr_matrix, dense: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """matrix @ dense as a C-contiguous float64 array (written into ``out`` when given), parallel over rows."""
+    if out is None:
+        out = np.empty((matrix.shape[0], dense.shape[1]))
     _csr_dense_kernel(matrix.indptr, matrix.indices, matrix.data, np.ascontiguousarray(dense, dtype=np.float64), out)
     return out
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-__all__ = ["SGD", "AdaGrad", "soft_threshold", "lbfgs"]
+__all__ = ["SGD", "AdaGrad", "soft_threshold", "lbfgs", "dot", "axpy"]
 
 
 def soft_threshold(values: np.ndarray, threshold) -> None:
@@ -105,6 +105,28 @@ def _pseudo_gradient_kernel(x, g, c1, out):
             out[i] = 0.0
 
 
+# Single-threaded Numba vector kernels rather than BLAS: a multithreaded BLAS level-1 call on a
+# busy machine waits for its slowest thread and was measured 10x slower than one core.
+@nb.njit(cache=True)
+def dot(a, b) -> float:
+    """a · b (single-threaded)."""
+    total = 0.0
+    for i in range(a.size):
+        total += a[i] * b[i]
+    return total
+
+
+@nb.njit(cache=True)
+def _axpy_kernel(x, y, a):
+    for i in range(x.size):
+        y[i] += a * x[i]
+
+
+def axpy(x, y, a):
+    """y += a·x in place."""
+    _axpy_kernel(x, y, float(a))
+
+
 @nb.njit(cache=True)
 def _constrain_direction(direction, pg, x, orthant):
     """OWL-QN: zero direction components that disagree in sign with −pg; set the orthant ξ."""
@@ -175,38 +197,46 @@ def lbfgs(objective, x0: np.ndarray, c1: float = 0.0, max_iterations: int = 100,
     y_hist: list[np.ndarray] = []
     rho_hist: list[float] = []
     past = [f]
+    q_buffer = np.empty_like(x)
+    orthant_buffer = np.empty_like(x) if c1 > 0 else None
+    spare = np.empty_like(x)  # the trial-point buffer; x and it swap roles each iteration
     reason = "max_iterations"
     iteration = 0
+
+    def pg_norm_after(x, g):
+        pg = _pseudo_gradient(x, g, c1)
+        return float(np.sqrt(dot(pg, pg)))
+
     for iteration in range(1, max_iterations + 1):
         pg = _pseudo_gradient(x, g, c1)
-        pg_norm = float(np.linalg.norm(pg))
-        if pg_norm <= gtol * max(1.0, float(np.linalg.norm(x))):
+        pg_norm = float(np.sqrt(dot(pg, pg)))
+        if pg_norm <= gtol * max(1.0, float(np.sqrt(dot(x, x)))):
             reason = "gradient"
             iteration -= 1
             break
-        # two-loop recursion
-        q = -pg
+        # two-loop recursion, in place (BLAS axpy/dot: no full-length temporaries)
+        q = np.negative(pg, out=q_buffer)
         alphas = []
         for s, y, rho in zip(reversed(s_hist), reversed(y_hist), reversed(rho_hist)):
-            a = rho * float(s @ q)
-            q -= a * y
+            a = rho * dot(s, q)
+            axpy(y, q, a=-a)
             alphas.append(a)
         if s_hist:
-            q *= float(s_hist[-1] @ y_hist[-1]) / float(y_hist[-1] @ y_hist[-1])
+            q *= dot(s_hist[-1], y_hist[-1]) / dot(y_hist[-1], y_hist[-1])
         for (s, y, rho), a in zip(zip(s_hist, y_hist, rho_hist), reversed(alphas)):
-            b = rho * float(y @ q)
-            q += (a - b) * s
+            b = rho * dot(y, q)
+            axpy(s, q, a=a - b)
         direction = q
-        orthant = np.empty_like(x) if c1 > 0 else x  # x: an unused placeholder when not projecting
+        orthant = orthant_buffer if c1 > 0 else x  # x: an unused placeholder when not projecting
         if c1 > 0:
             _constrain_direction(direction, pg, x, orthant)
-        slope = float(direction @ pg)
+        slope = dot(direction, pg)
         if slope >= 0:  # not a descent direction (lost curvature): restart from steepest descent
             s_hist.clear(), y_hist.clear(), rho_hist.clear()
             direction = -pg
             slope = -pg_norm ** 2
         step = 1.0 / pg_norm if not s_hist else 1.0
-        x_new = np.empty_like(x)
+        x_new = spare
         for _ in range(max_backtracks):
             l1 = _trial_point(x, direction, step, orthant, c1 > 0, x_new)
             f_smooth_new, g_new = objective(x_new)
@@ -218,16 +248,21 @@ def lbfgs(objective, x0: np.ndarray, c1: float = 0.0, max_iterations: int = 100,
         else:
             reason = "line_search"
             break
-        s = x_new - x
-        y = g_new - g
-        sy = float(s @ y)
+        # Reuse the oldest curvature pair's arrays once the memory is full (no fresh 8·n-byte allocations).
+        if len(s_hist) >= memory:
+            s, y = s_hist.pop(0), y_hist.pop(0)
+            rho_hist.pop(0)
+        else:
+            s, y = np.empty_like(x), np.empty_like(x)
+        np.subtract(x_new, x, out=s)
+        np.subtract(g_new, g, out=y)
+        sy = dot(s, y)
         if sy > 1e-12:
             s_hist.append(s), y_hist.append(y), rho_hist.append(1.0 / sy)
-            if len(s_hist) > memory:
-                s_hist.pop(0), y_hist.pop(0), rho_hist.pop(0)
+        spare = x
         x, f, g = x_new, f_new, g_new
         past.append(f)
-        if callback is not None and callback(iteration, x, f, float(np.linalg.norm(_pseudo_gradient(x, g, c1)))):
+        if callback is not None and callback(iteration, x, f, pg_norm_after(x, g)):
             reason = "callback"
             break
         if len(past) > period and (past[-1 - period] - f) / max(abs(f), 1e-300) < delta:
