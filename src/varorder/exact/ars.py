@@ -138,7 +138,7 @@ def decode(target: HighOrderTarget, *, max_iterations: int = 100_000, time_limit
             raise ValueError("the target gives probability zero to every candidate sequence")
         trace = q.trace_arcs(arcs)
         path = trace.symbols
-        log_p = target.log_p(path)
+        log_p = q.path_log_p(arcs)
         iterations += 1
         exact = score - log_p <= _EXACT_TOL * max(1.0, abs(log_p))
         history.log_q.append(float(score))
@@ -147,7 +147,7 @@ def decode(target: HighOrderTarget, *, max_iterations: int = 100_000, time_limit
         history.q_version.append(q.num_refinements)
         if exact or iterations >= max_iterations or (time_limit is not None and time.perf_counter() - start > time_limit):
             break
-        if q.refine_trace(trace) == 0:
+        if q.refine_trace(trace, q.below_full_order(arcs)) == 0:
             raise RuntimeError(f"q and p differ on a fully refined path (log q {score}, log p {log_p})")
         history.refinements.append((iterations, q.num_states, q.ngram_counts(),
                                     log_partition(q.lattice()) if record_mass else None))

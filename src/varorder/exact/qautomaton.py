@@ -45,6 +45,7 @@ import numpy as np
 from varorder.exact.target import HighOrderTarget
 from varorder.engine.lattice import viterbi_kernel
 from varorder.lattice import Lattice
+from varorder.lm.model import LN10
 
 __all__ = ["QAutomaton", "PathTrace"]
 
@@ -75,6 +76,9 @@ class _QArrays(NamedTuple):
     final: np.ndarray
     from_state: np.ndarray
     weight_state: np.ndarray
+    bound: np.ndarray           # the LM bound of the arc's weight (exact stored value)
+    candidate: np.ndarray       # flat candidate index (into the concatenated candidate lists)
+    context_length: np.ndarray  # length of the weight state's context (0: unigram bound)
     in_offsets: np.ndarray
     in_arcs: np.ndarray
 
@@ -106,7 +110,7 @@ class QAutomaton:
         # position): (position, suffix state) per state, (position, prefix state,
         # candidate index, child state) per state, (position, context state, candidate
         # index, bound) per refined n-gram.
-        self._state_records = array("q", [v for j in range(T + 1) for v in (j, 0)] + [0, 0])
+        self._state_records = array("q", [v for j in range(T + 1) for v in (j, 0, 0)] + [0, 0, 1])
         self._child_records = array("q")
         self._ngram_keys = array("q")
         self._ngram_bounds = array("d")
@@ -120,7 +124,7 @@ class QAutomaton:
         self._index_of = [None] + [{int(s): k for k, s in enumerate(target.symbols[j - 1])} for j in range(1, T + 1)]
         self.order_counts: Counter = Counter({1: sum(len(s) for s in target.symbols)})
         self._candidate_symbols = np.concatenate(target.symbols).astype(np.int64)
-        self._candidate_weights = np.concatenate([self._unigram[j] + target.logliks[j - 1] for j in range(1, T + 1)])
+        self._candidate_unigram = np.concatenate(self._unigram[1:]).astype(np.float64)
         self._candidate_logliks = np.concatenate(target.logliks).astype(np.float64)
         self._candidate_offsets = np.concatenate([[0], np.cumsum([len(c) for c in target.symbols])]).astype(np.int64)
         self._lattice: Lattice | None = None
@@ -154,7 +158,7 @@ class QAutomaton:
         self._chains[position].append((state,) + self._chains[position][suffix])
         by_prefix[prefix] = state
         self._state_of[position][context] = state
-        self._state_records.extend((position, suffix))
+        self._state_records.extend((position, suffix, len(context)))
         self._child_records.extend((position, prefix, self._index_of[position][context[-1]], state))
         self._invalidate()
         return state
@@ -188,20 +192,20 @@ class QAutomaton:
         if self._cached is not None:
             return self._cached
         T = self.num_positions
-        states = np.frombuffer(self._state_records, dtype=np.int64).copy().reshape(-1, 2)
+        states = np.frombuffer(self._state_records, dtype=np.int64).copy().reshape(-1, 3)
         state_order = np.argsort(states[:, 0], kind="stable")
         state_counts = np.bincount(states[:, 0], minlength=T + 1)
         children = np.frombuffer(self._child_records, dtype=np.int64).copy().reshape(-1, 4)
         ngram_keys = np.frombuffer(self._ngram_keys, dtype=np.int64).copy().reshape(-1, 3)
         ngram_bounds = np.frombuffer(self._ngram_bounds, dtype=np.float64).copy()
-        (positions, sources, targets, labels, weights, from_state, weight_state, in_offsets, in_arcs,
-         n_nodes) = _build_arcs(T, state_counts, states[state_order, 1], children, ngram_keys, ngram_bounds,
-                                self._candidate_offsets, self._candidate_symbols, self._candidate_weights,
-                                self._candidate_logliks)
+        (positions, sources, targets, labels, weights, from_state, weight_state, bound, candidate,
+         context_length, in_offsets, in_arcs, n_nodes) = _build_arcs(
+            T, state_counts, states[state_order, 1], states[state_order, 2], children, ngram_keys, ngram_bounds,
+            self._candidate_offsets, self._candidate_symbols, self._candidate_unigram, self._candidate_logliks)
         final = np.where(positions == T, 0.0, -np.inf)
         self._num_reachable = int(n_nodes)
         self._cached = _QArrays(positions, sources, targets, labels, weights, final, from_state, weight_state,
-                                in_offsets, in_arcs)
+                                bound, candidate, context_length, in_offsets, in_arcs)
         return self._cached
 
     def lattice(self) -> Lattice:
@@ -231,13 +235,26 @@ class QAutomaton:
         arcs = np.asarray(arcs, dtype=np.int64)
         if arcs.shape != (self.num_positions,) or arcs.min() < 0 or arcs.max() >= len(a.labels):
             raise ValueError(f"arcs must be {self.num_positions} arc ids of the current lattice")
-        symbols = a.labels[arcs].tolist()
-        used = a.weight_state[arcs].tolist()
-        bounds = []
-        for j, (symbol, u) in enumerate(zip(symbols, used), start=1):
-            bounds.append(float(self._unigram[j][self._index_of[j][symbol]]) if u < 0
-                          else self._ngrams[j][symbol][u])
-        return PathTrace(symbols, a.from_state[arcs].tolist(), used, bounds, float(a.weights[arcs].sum()))
+        return PathTrace(a.labels[arcs].tolist(), a.from_state[arcs].tolist(), a.weight_state[arcs].tolist(),
+                         a.bound[arcs].tolist(), float(a.weights[arcs].sum()))
+
+    def path_log_p(self, arcs: np.ndarray) -> float:
+        """log p of the path given by ``arcs`` of the current lattice: the same value as
+        ``target.log_p(labels)``, with the observation terms gathered from the arcs."""
+        a = self._arrays()
+        target = self.target
+        obs = self._candidate_logliks[a.candidate[arcs]]
+        words = a.labels[arcs[: target.length]].astype(np.int32)
+        log10, _ = target.lm.token_log10probs(words, bos=True, eos=target.eos)
+        return float(log10.sum() * LN10 + obs.sum())
+
+    def below_full_order(self, arcs: np.ndarray) -> np.ndarray:
+        """Positions (1-based) of the path ``arcs`` whose factor uses a context shorter
+        than the history the LM reads there (candidates for refinement)."""
+        a = self._arrays()
+        positions = np.arange(1, self.num_positions + 1)
+        full = np.minimum(positions, self.target.order - 1)
+        return positions[a.context_length[arcs] < full]
 
     @property
     def num_states(self) -> int:
@@ -285,18 +302,23 @@ class QAutomaton:
         order by one order. Returns the number of n-grams raised (0: q = p on the path)."""
         return self.refine_trace(self.trace(path))
 
-    def refine_trace(self, trace: PathTrace) -> int:
+    def refine_trace(self, trace: PathTrace, positions=None) -> int:
         """:meth:`refine` of a path already traced (by :meth:`trace` or :meth:`trace_arcs`
-        on the current q). The LM bounds of the raised n-grams are looked up in one batch."""
+        on the current q). ``positions``, when given, lists the positions below full order
+        (:meth:`below_full_order`), which are then not recomputed from the trace. The LM
+        bounds of the raised n-grams are looked up in one batch."""
         history = (self.target.bos,) + tuple(trace.symbols)
         # Positions whose factor is below full order, and their contexts as stored n-grams.
+        if positions is None:
+            full_length = self.target.order - 1
+            positions = [i for i in range(1, self.num_positions + 1)
+                         if (0 if trace.weight_states[i - 1] < 0
+                             else len(self._contexts[i - 1][trace.weight_states[i - 1]])) < min(full_length, i)]
         todo = []
-        full_length = self.target.order - 1
-        for i in range(1, self.num_positions + 1):
+        for i in positions:
+            i = int(i)
             used = trace.weight_states[i - 1]
-            context_length = 0 if used < 0 else len(self._contexts[i - 1][used])
-            if context_length < min(full_length, i):  # the target's full_context_length(i)
-                todo.append((i, context_length, used))
+            todo.append((i, 0 if used < 0 else len(self._contexts[i - 1][used]), used))
         stored = iter(self.weights.contexts_stored([self._contexts[i - 1][used] for i, length, used in todo if length]))
         raising = []
         for i, context_length, used in todo:
@@ -326,8 +348,8 @@ class QAutomaton:
 
 
 @numba.njit(cache=True)
-def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_bounds,
-                cand_offsets, cand_symbols, cand_weights, cand_logliks):
+def _build_arcs(T, state_counts, state_parents, state_lengths, children, ngram_keys, ngram_bounds,
+                cand_offsets, cand_symbols, cand_unigram, cand_logliks):
     """Arcs of q over reachable states, position by position.
 
     A state's row (target state, weight and the state whose n-gram gave the weight, per
@@ -364,6 +386,9 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
     weights = np.empty(max_arcs, np.float64)
     from_state = np.empty(max_arcs, np.int64)
     weight_state = np.empty(max_arcs, np.int64)
+    arc_bound = np.empty(max_arcs, np.float64)
+    arc_candidate = np.empty(max_arcs, np.int64)
+    arc_context_length = np.empty(max_arcs, np.int64)
     positions = np.empty(n_states_total, np.int64)
     # Position 0: only the root (local state 1) is a node.
     node_of = np.full(state_counts[0], -1, np.int64)
@@ -377,17 +402,17 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
         k = cand_offsets[j] - c0
         base = state_offsets[j - 1]
         row_target = np.zeros((n_prev, k), np.int64)
-        row_weight = np.empty((n_prev, k), np.float64)
+        row_bound = np.empty((n_prev, k), np.float64)
         row_wstate = np.full((n_prev, k), -1, np.int64)
         for s in range(n_prev):
             if s == 0:
                 for c in range(k):
-                    row_weight[0, c] = cand_weights[c0 + c]
+                    row_bound[0, c] = cand_unigram[c0 + c]
             else:
                 parent = state_parents[base + s]
                 for c in range(k):
                     row_target[s, c] = row_target[parent, c]
-                    row_weight[s, c] = row_weight[parent, c]
+                    row_bound[s, c] = row_bound[parent, c]
                     row_wstate[s, c] = row_wstate[parent, c]
             e = child_head[base + s]
             while e >= 0:
@@ -396,7 +421,7 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
             e = ngram_head[base + s]
             while e >= 0:
                 c = ngram_keys[e, 2]
-                row_weight[s, c] = ngram_bounds[e] + cand_logliks[c0 + c]
+                row_bound[s, c] = ngram_bounds[e]
                 row_wstate[s, c] = s
                 e = ngram_next[e]
         next_node = np.full(state_counts[j], -1, np.int64)
@@ -411,9 +436,13 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
                 sources[n_arcs] = node_of[s]
                 targets[n_arcs] = t
                 labels[n_arcs] = cand_symbols[c0 + c]
-                weights[n_arcs] = row_weight[s, c]
+                weights[n_arcs] = row_bound[s, c] + cand_logliks[c0 + c]
                 from_state[n_arcs] = s
-                weight_state[n_arcs] = row_wstate[s, c]
+                u = row_wstate[s, c]
+                weight_state[n_arcs] = u
+                arc_bound[n_arcs] = row_bound[s, c]
+                arc_candidate[n_arcs] = c0 + c
+                arc_context_length[n_arcs] = 0 if u < 0 else state_lengths[base + u]
                 n_arcs += 1
         for t in range(state_counts[j]):
             if next_node[t] == 0:
@@ -435,4 +464,5 @@ def _build_arcs(T, state_counts, state_parents, children, ngram_keys, ngram_boun
         in_arcs[fill[targets[a]]] = a
         fill[targets[a]] += 1
     return (positions[:n_nodes], sources[:n_arcs], targets[:n_arcs], labels[:n_arcs], weights[:n_arcs],
-            from_state[:n_arcs], weight_state[:n_arcs], in_offsets, in_arcs, n_nodes)
+            from_state[:n_arcs], weight_state[:n_arcs], arc_bound[:n_arcs], arc_candidate[:n_arcs],
+            arc_context_length[:n_arcs], in_offsets, in_arcs, n_nodes)
