@@ -7,10 +7,12 @@ the paper's POS and T9 experiments on the shared data.
     python benchmarks/exact_highorder.py t9-sample [--order 4] [--batches 1 10 20 50 100]
     ... --json results.json --plots docs/img
 
-* pos: accuracy, seconds per sentence and average states for Algorithm 1 (adaptive) and
-  the explicit n-th-order Viterbi (full, restricted to the TnT candidates; it stops when
-  the cumulated time for one order passes --full-cap seconds), n = 3 .. 9, trained on
-  ptb-wsj-sample wsj_0001-0159, evaluated on wsj_0180-0199 (paper Fig. 4a/4b).
+* pos: accuracy, seconds per sentence and average states for Algorithm 1 (adaptive), the
+  paper's baseline F (Viterbi over the LM's full WFSA: every context state at every
+  position, :class:`varorder.exact.FullWFSA`) and the explicit n-th-order Viterbi pruned
+  to the TnT candidates (full); each baseline stops when its cumulated time for one order
+  (WFSA build included) passes --full-cap seconds, n = 3 .. 9, trained on ptb-wsj-sample
+  wsj_0001-0159, evaluated on wsj_0180-0199 (paper Fig. 4a/4b).
 * t9-decode: iterations and states to exact decoding per sentence length (paper Fig. 2)
   with ptb-lm LMs, and the n-grams per order of the final q of one length-10 sentence
   against the size of the full model (paper Table 1).
@@ -47,17 +49,34 @@ def run_pos(args, corpus: str = "ptb") -> list[dict]:
             task = PosTask.from_ud(ud / "en_ewt-ud-train.conllu.gz", ud / "en_ewt-ud-dev.conllu.gz", order=order)
         task.target(task.test[0].words)  # warm the JIT caches outside the timings
         decode(task.target(task.test[0].words))
+        load = os.getloadavg()[0]
         adaptive = evaluate_pos(task, method="adaptive", max_sentences=args.max_sentences)
+        wfsa = evaluate_pos(task, method="full-wfsa", time_cap=args.full_cap, max_sentences=args.max_sentences)
         full = evaluate_pos(task, method="full", time_cap=args.full_cap, max_sentences=args.max_sentences)
-        for r in (adaptive, full):
-            r["split"] = args.split if corpus == "ptb" else "ud-ewt-dev"
-            rows.append(r)
-        speedup = full["seconds_per_sentence"] / adaptive["seconds_per_sentence"] if full["sentences"] else float("nan")
-        print(f"{corpus} n={order}  adaptive: acc {adaptive['accuracy']:.4f}  {adaptive['seconds_per_sentence'] * 1e3:8.2f} ms/sent  "
-              f"states {adaptive['avg_states']:7.1f}  iterations {adaptive['avg_iterations']:6.1f}  | "
-              f"full: {full['sentences']}/{full['of']} sents  acc {full['accuracy']:.4f}  "
-              f"{full['seconds_per_sentence'] * 1e3:8.2f} ms/sent  states {full['avg_states']:9.1f}  "
-              f"| full/adaptive time {speedup:.2f}", flush=True)
+        split = args.split if corpus == "ptb" else "ud-ewt-dev"
+        for r in (adaptive, wfsa, full):
+            r["split"] = split
+            r["load_average"] = load
+            r["full_cap"] = args.full_cap
+        for r in (wfsa, full):
+            # Same sentences on both sides (a capped baseline decodes a prefix of the list).
+            k = r["sentences"]
+            same = adaptive["per_sentence_seconds"][:k]
+            r["adaptive_seconds_same_sentences"] = float(np.mean(same)) if k else float("nan")
+            r["time_ratio_vs_adaptive"] = r["seconds_per_sentence"] / r["adaptive_seconds_same_sentences"] if k else float("nan")
+        wfsa["time_ratio_with_build"] = ((wfsa["seconds_per_sentence"] + wfsa["build_seconds"] / max(wfsa["sentences"], 1))
+                                         / wfsa["adaptive_seconds_same_sentences"]) if wfsa["sentences"] else float("nan")
+        rows.extend([adaptive, wfsa, full])
+        print(f"{corpus} n={order} (load {load:.1f})  adaptive: acc {adaptive['accuracy']:.4f}  "
+              f"{adaptive['seconds_per_sentence'] * 1e3:7.2f} ms/sent  states {adaptive['avg_states']:6.1f}  "
+              f"iterations {adaptive['avg_iterations']:5.1f}\n"
+              f"    F (full WFSA, {wfsa['wfsa_states']} context states, build {wfsa['build_seconds']:.2f} s): "
+              f"{wfsa['sentences']}/{wfsa['of']} sents  acc {wfsa['accuracy']:.4f}  "
+              f"{wfsa['seconds_per_sentence'] * 1e3:8.2f} ms/sent  states {wfsa['avg_states']:10.0f}  "
+              f"F/adaptive {wfsa['time_ratio_vs_adaptive']:6.1f}x ({wfsa['time_ratio_with_build']:.1f}x with build)\n"
+              f"    pruned full: {full['sentences']}/{full['of']} sents  acc {full['accuracy']:.4f}  "
+              f"{full['seconds_per_sentence'] * 1e3:8.2f} ms/sent  states {full['avg_states']:8.1f}  "
+              f"pruned/adaptive {full['time_ratio_vs_adaptive']:.2f}x", flush=True)
     return rows
 
 
@@ -144,13 +163,14 @@ def plots(results: dict, folder: str) -> list[str]:
             continue
         rows = results[key]
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-        for method, marker in (("adaptive", "o-"), ("full", "s--")):
+        names = {"adaptive": "adaptive (ARS)", "full-wfsa": "F: full WFSA", "full": "full, pruned to candidates"}
+        for method, marker in (("adaptive", "o-"), ("full-wfsa", "^-."), ("full", "s--")):
             sel = [r for r in rows if r["method"] == method and r["sentences"]]
             orders = [r["order"] for r in sel]
-            axes[0].plot(orders, [100 * r["accuracy"] for r in sel], marker, label=method)
-            axes[1].semilogy(orders, [1e3 * r["seconds_per_sentence"] for r in sel], marker, label=method)
-            axes[2].semilogy(orders, [r["avg_states"] for r in sel], marker, label=method)
-        for ax, title in zip(axes, ("accuracy % (decoded sentences)", "ms per sentence", "avg states")):
+            axes[0].plot(orders, [100 * r["accuracy"] for r in sel], marker, label=names[method])
+            axes[1].semilogy(orders, [1e3 * r["seconds_per_sentence"] for r in sel], marker, label=names[method])
+            axes[2].semilogy(orders, [r["avg_states"] for r in sel], marker, label=names[method])
+        for ax, title in zip(axes, ("accuracy % (decoded sentences)", "ms per sentence", "avg states (unrolled)")):
             ax.set_xlabel("n-gram order")
             ax.set_title(title)
             ax.legend()

@@ -90,6 +90,15 @@ def test_pos_task_builds_targets_over_the_tag_lm():
     paths = enumerate_target(target)
     assert result.log_p == pytest.approx(oracle.max_score(paths), abs=1e-9)
     assert task.tags_of(result.sentence)[0] == "DT"
+    # The three decoders are exact: same accuracy on the same sentences.
+    from varorder.tasks.pos_highorder import evaluate_pos
+
+    rows = {m: evaluate_pos(task, method=m) for m in ("adaptive", "full-wfsa", "full")}
+    assert rows["adaptive"]["accuracy"] == rows["full-wfsa"]["accuracy"] == rows["full"]["accuracy"]
+    assert all(r["sentences"] == 5 and r["finished"] for r in rows.values())
+    assert rows["full-wfsa"]["wfsa_states"] > 0 and rows["full-wfsa"]["build_seconds"] > 0
+    with pytest.raises(ValueError, match="method must be"):
+        evaluate_pos(task, method="beam")
 
 
 @pytest.fixture

@@ -160,7 +160,7 @@ class QAutomaton:
         self._state_of[position][context] = state
         self._state_records.extend((position, suffix, len(context)))
         self._child_records.extend((position, prefix, self._index_of[position][context[-1]], state))
-        self._invalidate()
+        self._invalidate()  # cheap; refine_trace also invalidates once at its end
         return state
 
     def _step(self, position: int, source: int, symbol: int) -> tuple[int, int, float]:
@@ -192,17 +192,15 @@ class QAutomaton:
         if self._cached is not None:
             return self._cached
         T = self.num_positions
+        # Copies: a live view would stop the array.array records from growing.
         states = np.frombuffer(self._state_records, dtype=np.int64).copy().reshape(-1, 3)
-        state_order = np.argsort(states[:, 0], kind="stable")
-        state_counts = np.bincount(states[:, 0], minlength=T + 1)
         children = np.frombuffer(self._child_records, dtype=np.int64).copy().reshape(-1, 4)
         ngram_keys = np.frombuffer(self._ngram_keys, dtype=np.int64).copy().reshape(-1, 3)
         ngram_bounds = np.frombuffer(self._ngram_bounds, dtype=np.float64).copy()
-        (positions, sources, targets, labels, weights, from_state, weight_state, bound, candidate,
+        (positions, sources, targets, labels, weights, final, from_state, weight_state, bound, candidate,
          context_length, in_offsets, in_arcs, n_nodes) = _build_arcs(
-            T, state_counts, states[state_order, 1], states[state_order, 2], children, ngram_keys, ngram_bounds,
+            T, states, children, ngram_keys, ngram_bounds,
             self._candidate_offsets, self._candidate_symbols, self._candidate_unigram, self._candidate_logliks)
-        final = np.where(positions == T, 0.0, -np.inf)
         self._num_reachable = int(n_nodes)
         self._cached = _QArrays(positions, sources, targets, labels, weights, final, from_state, weight_state,
                                 bound, candidate, context_length, in_offsets, in_arcs)
@@ -315,8 +313,7 @@ class QAutomaton:
                          if (0 if trace.weight_states[i - 1] < 0
                              else len(self._contexts[i - 1][trace.weight_states[i - 1]])) < min(full_length, i)]
         todo = []
-        for i in positions:
-            i = int(i)
+        for i in np.asarray(positions, dtype=np.int64).tolist():
             used = trace.weight_states[i - 1]
             todo.append((i, 0 if used < 0 else len(self._contexts[i - 1][used]), used))
         stored = iter(self.weights.contexts_stored([self._contexts[i - 1][used] for i, length, used in todo if length]))
@@ -326,7 +323,9 @@ class QAutomaton:
                 continue  # the context is not a stored n-gram: the bound is exact already
             symbol = trace.symbols[i - 1]
             context = history[i - context_length - 1 : i]
-            state = self._ensure_state(i - 1, context)
+            state = self._state_of[i - 1].get(context)
+            if state is None:
+                state = self._ensure_state(i - 1, context)
             if state not in self._ngrams[i].get(symbol, ()):
                 raising.append((i, symbol, context, state))
         bounds = self.weights.many([(context, symbol) for i, symbol, context, state in raising])
@@ -341,14 +340,15 @@ class QAutomaton:
             self._ngram_keys.extend((i, state, self._index_of[i][symbol]))
             self._ngram_bounds.append(bound)
             self.order_counts[len(context) + 1] += 1
-            self._invalidate()
             raised += 1
+        if raised:
+            self._invalidate()
         self.num_refinements += 1
         return raised
 
 
 @numba.njit(cache=True)
-def _build_arcs(T, state_counts, state_parents, state_lengths, children, ngram_keys, ngram_bounds,
+def _build_arcs(T, states, children, ngram_keys, ngram_bounds,
                 cand_offsets, cand_symbols, cand_unigram, cand_logliks):
     """Arcs of q over reachable states, position by position.
 
@@ -360,9 +360,22 @@ def _build_arcs(T, state_counts, state_parents, state_lengths, children, ngram_k
     path's trace is read off its arcs; and the arcs grouped by target (``in_offsets``,
     ``in_arcs``, the engine's layout) come out of a counting sort.
     """
+    # States (position, suffix, context length) in creation order; grouped by position
+    # (a stable counting sort keeps each position's local ids in order).
+    state_counts = np.zeros(T + 1, np.int64)
+    for r in range(states.shape[0]):
+        state_counts[states[r, 0]] += 1
     state_offsets = np.zeros(T + 2, np.int64)
     for j in range(T + 1):
         state_offsets[j + 1] = state_offsets[j] + state_counts[j]
+    state_parents = np.empty(states.shape[0], np.int64)
+    state_lengths = np.empty(states.shape[0], np.int64)
+    fill_state = state_offsets[: T + 1].copy()
+    for r in range(states.shape[0]):
+        slot = fill_state[states[r, 0]]
+        state_parents[slot] = states[r, 1]
+        state_lengths[slot] = states[r, 2]
+        fill_state[states[r, 0]] += 1
     # Entries grouped by (position, state) through linked lists.
     n_states_total = state_offsets[T + 1]
     child_head = np.full(n_states_total, -1, np.int64)
@@ -463,6 +476,10 @@ def _build_arcs(T, state_counts, state_parents, state_lengths, children, ngram_k
     for a in range(n_arcs):
         in_arcs[fill[targets[a]]] = a
         fill[targets[a]] += 1
-    return (positions[:n_nodes], sources[:n_arcs], targets[:n_arcs], labels[:n_arcs], weights[:n_arcs],
+    final = np.full(n_nodes, -np.inf)
+    for v in range(n_nodes):
+        if positions[v] == T:
+            final[v] = 0.0
+    return (positions[:n_nodes], sources[:n_arcs], targets[:n_arcs], labels[:n_arcs], weights[:n_arcs], final,
             from_state[:n_arcs], weight_state[:n_arcs], arc_bound[:n_arcs], arc_candidate[:n_arcs],
             arc_context_length[:n_arcs], in_offsets, in_arcs, n_nodes)

@@ -212,6 +212,7 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
     if method not in ("adaptive", "full-wfsa", "full"):
         raise ValueError(f"method must be 'adaptive', 'full-wfsa' or 'full', got {method!r}")
     decoded = 0
+    per_sentence = []
     build_seconds = 0.0
     start = time.perf_counter()
     wfsa = None
@@ -243,6 +244,7 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
         correct += sum(p == g for p, g in zip(predicted, sentence.tags))
         total += len(sentence.tags)
         seconds += secs
+        per_sentence.append(secs)
         states += n_states
         iterations += n_iter
         decoded += 1
@@ -255,6 +257,7 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
         "tokens": total,
         "accuracy": correct / total if total else float("nan"),
         "seconds_per_sentence": seconds / n,
+        "per_sentence_seconds": per_sentence,
         "avg_states": states / n,
         "avg_iterations": iterations / n,
         "finished": decoded == len(sentences) and (method != "full-wfsa" or wfsa is not None),
