@@ -70,7 +70,8 @@ def run_varorder(c1, c2, iterations, threads=None):
     name = "varorder CRF" + ("" if threads is None else f" ({threads} thread{'s' * (threads > 1)})")
     return {"system": name, "train_seconds": train_seconds, "iterations": model.n_iter_,
             "dev_accuracy": _accuracy(predicted, y_dev), "tokens_per_second": sum(map(len, y_dev)) / tag_seconds,
-            "model_bytes": size, "nonzero_weights": nonzero, "stop": model.stop_reason_}
+            "model_bytes": size, "nonzero_weights": nonzero, "stop": model.stop_reason_,
+            "evaluations": model.n_evaluations_}
 
 
 def run_crfsuite(c1, c2, iterations):

@@ -67,8 +67,10 @@ def COMMAND():
 @click.option("--c2", type=float, default=0.1, show_default=True, help="L2 coefficient on the summed NLL (CRF/MEMM)")
 @click.option("--max-iterations", type=int, default=100, show_default=True)
 @click.option("--alpha", type=float, default=0.1, show_default=True, help="HMM add-alpha smoothing")
+@click.option("--threads", type=int, default=None, help="Numba threads for CRF training (default: all cores)")
 @click.option("--verbose/--quiet", default=True, show_default=True)
-def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c2, max_iterations, alpha, verbose):
+def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c2, max_iterations, alpha, threads,
+          verbose):
     """Train a tagger on TRAIN_FILE and write it to --output."""
     sentences = _read(train_file)
     y = [s.tags(tag_column) for s in sentences]
@@ -78,7 +80,8 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
     elif model_name == "memm":
         model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, verbose=verbose).fit(_inputs(None, sentences), y)
     else:
-        model = CRF(algorithm=algorithm, c1=c1, c2=c2, max_iterations=max_iterations, verbose=verbose)
+        model = CRF(algorithm=algorithm, c1=c1, c2=c2, max_iterations=max_iterations, n_threads=threads,
+                    verbose=verbose)
         if dev_file:
             dev = _read(dev_file)
             model.fit(_inputs(model, sentences), y, _inputs(model, dev), [s.tags(tag_column) for s in dev])

@@ -128,7 +128,7 @@ class CRF:
     Learned attributes: ``classes_``, ``feature_names_`` (None for array input),
     ``n_features_in_``, ``emission_weights_`` (F, K), ``transition_weights_`` (K, K),
     ``start_weights_`` (K,), ``end_weights_`` (K,), ``history_`` (per-iteration dicts),
-    ``n_iter_``, ``training_time_``.
+    ``n_iter_``, ``n_evaluations_`` (objective/gradient evaluations), ``stop_reason_``, ``training_time_``.
     """
 
     _MODEL_KIND = "CRF"
@@ -232,6 +232,7 @@ class CRF:
                                 delta=self.delta, period=self.period,
                                 callback=lambda it, p, f, gn: record(it, p, f, gn))
             self.n_iter_ = info["iterations"]
+            self.n_evaluations_ = info["evaluations"]
             self.stop_reason_ = info["reason"]
         else:
             self._fit_minibatch(theta, matrix, lengths, gold, K, record)
@@ -270,6 +271,7 @@ class CRF:
             # The logged objective sums the mini-batch objectives seen during the epoch (θ moving).
             record(epoch, theta, total, float("nan"))
         self.n_iter_ = self.max_iterations
+        self.n_evaluations_ = self.max_iterations * len(batches)
         self.stop_reason_ = "max_iterations"
 
     def _set_params(self, theta, K):
