@@ -81,6 +81,8 @@ class _QArrays(NamedTuple):
     context_length: np.ndarray  # length of the weight state's context (0: unigram bound)
     in_offsets: np.ndarray
     in_arcs: np.ndarray
+    ints: np.ndarray            # (7, A): the int columns above, one row each
+    floats: np.ndarray          # (2, A): weights, bound
 
 
 class QAutomaton:
@@ -118,15 +120,16 @@ class QAutomaton:
         self._children: list[dict[int, dict[int, int]]] = [{} for _ in range(T + 1)]
         # _ngrams[j][x][context state at j-1] = log w(x | context) refined at position j.
         self._ngrams: list[dict[int, dict[int, float]]] = [{} for _ in range(T + 1)]
-        self._unigram = [None] + [
-            np.asarray([self.weights((), int(s)) for s in target.symbols[j - 1]]) for j in range(1, T + 1)
-        ]
-        self._index_of = [None] + [{int(s): k for k, s in enumerate(target.symbols[j - 1])} for j in range(1, T + 1)]
-        self.order_counts: Counter = Counter({1: sum(len(s) for s in target.symbols)})
         self._candidate_symbols = np.concatenate(target.symbols).astype(np.int64)
-        self._candidate_unigram = np.concatenate(self._unigram[1:]).astype(np.float64)
+        self._candidate_unigram = self.weights.unigram_bounds()[self._candidate_symbols]
         self._candidate_logliks = np.concatenate(target.logliks).astype(np.float64)
-        self._candidate_offsets = np.concatenate([[0], np.cumsum([len(c) for c in target.symbols])]).astype(np.int64)
+        sizes = [len(c) for c in target.symbols]
+        self._candidate_offsets = np.zeros(T + 1, dtype=np.int64)
+        np.cumsum(sizes, out=self._candidate_offsets[1:])
+        offsets = self._candidate_offsets.tolist()
+        self._unigram = [None] + [self._candidate_unigram[offsets[j - 1]:offsets[j]] for j in range(1, T + 1)]
+        self._index_of = [None] + [dict(zip(symbols.tolist(), range(len(symbols)))) for symbols in target.symbols]
+        self.order_counts: Counter = Counter({1: sum(sizes)})
         self._lattice: Lattice | None = None
         self._cached: _QArrays | None = None
         self._num_reachable = 0
@@ -197,13 +200,15 @@ class QAutomaton:
         children = np.frombuffer(self._child_records, dtype=np.int64).copy().reshape(-1, 4)
         ngram_keys = np.frombuffer(self._ngram_keys, dtype=np.int64).copy().reshape(-1, 3)
         ngram_bounds = np.frombuffer(self._ngram_bounds, dtype=np.float64).copy()
-        (positions, sources, targets, labels, weights, final, from_state, weight_state, bound, candidate,
-         context_length, in_offsets, in_arcs, n_nodes) = _build_arcs(
+        positions, final, ints, floats, in_offsets, in_arcs = _build_arcs(
             T, states, children, ngram_keys, ngram_bounds,
             self._candidate_offsets, self._candidate_symbols, self._candidate_unigram, self._candidate_logliks)
+        n_nodes = len(positions)
+        sources, targets, labels, from_state, weight_state, candidate, context_length = ints
+        weights, bound = floats
         self._num_reachable = int(n_nodes)
         self._cached = _QArrays(positions, sources, targets, labels, weights, final, from_state, weight_state,
-                                bound, candidate, context_length, in_offsets, in_arcs)
+                                bound, candidate, context_length, in_offsets, in_arcs, ints, floats)
         return self._cached
 
     def lattice(self) -> Lattice:
@@ -233,8 +238,9 @@ class QAutomaton:
         arcs = np.asarray(arcs, dtype=np.int64)
         if arcs.shape != (self.num_positions,) or arcs.min() < 0 or arcs.max() >= len(a.labels):
             raise ValueError(f"arcs must be {self.num_positions} arc ids of the current lattice")
-        return PathTrace(a.labels[arcs].tolist(), a.from_state[arcs].tolist(), a.weight_state[arcs].tolist(),
-                         a.bound[arcs].tolist(), float(a.weights[arcs].sum()))
+        ints = a.ints[:, arcs].tolist()  # rows: source, target, label, from, weight state, ...
+        floats = a.floats[:, arcs]
+        return PathTrace(ints[2], ints[3], ints[4], floats[1].tolist(), float(floats[0].sum()))
 
     def path_log_p(self, arcs: np.ndarray) -> float:
         """log p of the path given by ``arcs`` of the current lattice: the same value as
@@ -393,15 +399,19 @@ def _build_arcs(T, states, children, ngram_keys, ngram_bounds,
     max_arcs = 0
     for j in range(1, T + 1):
         max_arcs += state_counts[j - 1] * (cand_offsets[j] - cand_offsets[j - 1])
-    sources = np.empty(max_arcs, np.int64)
-    targets = np.empty(max_arcs, np.int64)
-    labels = np.empty(max_arcs, np.int64)
-    weights = np.empty(max_arcs, np.float64)
-    from_state = np.empty(max_arcs, np.int64)
-    weight_state = np.empty(max_arcs, np.int64)
-    arc_bound = np.empty(max_arcs, np.float64)
-    arc_candidate = np.empty(max_arcs, np.int64)
-    arc_context_length = np.empty(max_arcs, np.int64)
+    # Per-arc columns packed into two matrices (one row per field): returning two arrays
+    # instead of nine saves the per-array boxing on every decode iteration.
+    arc_ints = np.empty((7, max_arcs), np.int64)
+    arc_floats = np.empty((2, max_arcs), np.float64)
+    sources = arc_ints[0]
+    targets = arc_ints[1]
+    labels = arc_ints[2]
+    from_state = arc_ints[3]
+    weight_state = arc_ints[4]
+    arc_candidate = arc_ints[5]
+    arc_context_length = arc_ints[6]
+    weights = arc_floats[0]
+    arc_bound = arc_floats[1]
     positions = np.empty(n_states_total, np.int64)
     # Position 0: only the root (local state 1) is a node.
     node_of = np.full(state_counts[0], -1, np.int64)
@@ -480,6 +490,4 @@ def _build_arcs(T, states, children, ngram_keys, ngram_bounds,
     for v in range(n_nodes):
         if positions[v] == T:
             final[v] = 0.0
-    return (positions[:n_nodes], sources[:n_arcs], targets[:n_arcs], labels[:n_arcs], weights[:n_arcs], final,
-            from_state[:n_arcs], weight_state[:n_arcs], arc_bound[:n_arcs], arc_candidate[:n_arcs],
-            arc_context_length[:n_arcs], in_offsets, in_arcs, n_nodes)
+    return positions[:n_nodes], final, arc_ints[:, :n_arcs], arc_floats[:, :n_arcs], in_offsets, in_arcs

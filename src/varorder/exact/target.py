@@ -44,6 +44,7 @@ class MaxBackoffWeights:
         self.lm = lm
         self._weights: dict[tuple[tuple[int, ...], int], float] = {}
         self._stored: dict[tuple[int, ...], bool] = {}
+        self._unigram: np.ndarray | None = None
 
     def __call__(self, context: tuple[int, ...], word: int) -> float:
         key = (context, word)
@@ -52,6 +53,15 @@ class MaxBackoffWeights:
             value = self.lm.max_logprob(context, word)
             self._weights[key] = value
         return value
+
+    def unigram_bounds(self) -> np.ndarray:
+        """w(x | ()) for every word id x (V,), computed once in one batched call; equal to
+        ``self((), x)``."""
+        if self._unigram is None:
+            words = np.arange(self.lm.vocab_size)
+            self._unigram = self.lm.max_logprobs([()] * len(words), words)
+            self._unigram.flags.writeable = False
+        return self._unigram
 
     def many(self, queries: Sequence[tuple[tuple[int, ...], int]]) -> list[float]:
         """``[self(context, word) for context, word in queries]``, the cache misses looked
