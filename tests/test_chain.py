@@ -75,6 +75,11 @@ def test_marginals_match_enumeration(case):
         np.testing.assert_allclose(node[b, :n], oracle.chain_node_marginals(enum, n, K), atol=1e-9)
         np.testing.assert_allclose(edge[b, : n - 1], oracle.chain_edge_marginals(enum, n, K), atol=1e-9)
         assert (node[b, n:] == 0).all() and (edge[b, n - 1:] == 0).all()
+    node2, summed, logz = chain.marginals(case.emissions, case.transitions, **case.kwargs, edges="sum",
+                                          return_log_z=True)
+    np.testing.assert_allclose(node2, node, atol=1e-12)
+    np.testing.assert_allclose(summed, edge.sum(axis=1), atol=1e-12)
+    np.testing.assert_allclose(logz, chain.log_partition(case.emissions, case.transitions, **case.kwargs))
 
 
 @SETTINGS

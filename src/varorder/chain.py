@@ -85,17 +85,20 @@ def viterbi(emissions, transitions, start=None, end=None, lengths=None, allowed=
     return paths, scores
 
 
-def marginals(emissions, transitions, start=None, end=None, lengths=None, allowed=None, edges: bool = True):
-    """Posterior marginals: (node (B, L, K), edge (B, L−1, K, K)).
+def marginals(emissions, transitions, start=None, end=None, lengths=None, allowed=None, edges=True,
+              return_log_z: bool = False):
+    """Posterior marginals: (node (B, L, K), edge) [, log Z (B,) if return_log_z].
 
-    node[b, t, j] = p(yₜ = j); edge[b, t, i, j] = p(yₜ = i, yₜ₊₁ = j).
-    With ``edges=False`` the edge array (which needs B·L·K² floats) is not
-    built and None is returned in its place.
+    node[b, t, j] = p(yₜ = j). ``edges`` chooses the edge output:
+    True → (B, L−1, K, K) with edge[b, t, i, j] = p(yₜ = i, yₜ₊₁ = j);
+    "sum" → (B, K, K) summed over positions (expected transition counts, the
+    CRF gradient's transition term) without building the B·L·K² array;
+    False → None.
     """
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     node, edge, logz = _engine.marginals(ci, edges=edges)
     _warn_if_impossible(logz)
-    return node, edge
+    return (node, edge, logz) if return_log_z else (node, edge)
 
 
 def sample(emissions, transitions, start=None, end=None, lengths=None, allowed=None, n: int = 1, seed=None):

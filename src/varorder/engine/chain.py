@@ -408,11 +408,13 @@ def _logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min
 
 @nb.njit(cache=True)
 def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                   node, edge, want_edges, want_texp, work, shift):
+                   node, edge, edge_sum, want_edges, want_sum, want_texp, work, shift):
     """Node (and optionally edge) marginals of one sequence.
 
     ``work`` is (3, L, K) scratch, ``shift`` (L,). Returns (log Z,
-    E[Σₜ transitions[yₜ₋₁, yₜ]]) — the second only if want_texp.
+    E[Σₜ transitions[yₜ₋₁, yₜ]]) — the second only if want_texp. With
+    want_edges the edge marginals are stored per position in ``edge``; with
+    want_sum they are added, summed over positions, into ``edge_sum`` (K, K).
     """
     K = E.shape[1]
     a = work[0]
@@ -434,7 +436,7 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
             inv = 1.0 / s
             for j in range(K):
                 node[t, j] *= inv
-        if want_edges or want_texp:
+        if want_edges or want_sum or want_texp:
             xi = np.empty((K, K))
             for t in range(1, n):
                 s = 0.0
@@ -450,6 +452,8 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
                         v = xi[i, j] * inv
                         if want_edges:
                             edge[t - 1, i, j] = v
+                        if want_sum:
+                            edge_sum[i, j] += v
                         if want_texp and v > 0.0:
                             texp += v * T[i, j]
         return z, texp
@@ -473,7 +477,7 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
             s += v
         for j in range(K):
             node[t, j] /= s
-    if want_edges or want_texp:
+    if want_edges or want_sum or want_texp:
         xi = np.empty((K, K))
         for t in range(1, n):
             m = NEG_INF
@@ -494,6 +498,8 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
                     v = xi[i, j] / s
                     if want_edges:
                         edge[t - 1, i, j] = v
+                    if want_sum:
+                        edge_sum[i, j] += v
                     if want_texp and v > 0.0:
                         texp += v * T[i, j]
     return z, texp
@@ -501,7 +507,7 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
 
 @nb.njit(cache=True, parallel=True)
 def _marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                      node, edge, want_edges, num_chunks):
+                      node, edge, edge_sum, want_edges, want_sum, num_chunks):
     B, L, K = E.shape
     logz = np.empty(B)
     dummy = np.zeros((0, K, K))
@@ -511,9 +517,11 @@ def _marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end
         shift = np.empty(L)
         for b in range(lo, hi):
             eb = edge[b] if want_edges else dummy
+            sb = edge_sum[b] if want_sum else dummy[0]
             tb = b % T.shape[0]
             z, _ = _marginals_one(E[b], T[tb], start, end, lengths[b], expT[tb], colmax[tb], min_expT[tb],
-                                  exp_end, min_exp_end, end_shift, node[b], eb, want_edges, False, work, shift)
+                                  exp_end, min_exp_end, end_shift, node[b], eb, sb, want_edges, want_sum, False,
+                                  work, shift)
             logz[b] = z
     return logz
 
@@ -533,7 +541,7 @@ def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, 
             n = lengths[b]
             tb = b % T.shape[0]
             z, texp = _marginals_one(E[b], T[tb], start, end, n, expT[tb], colmax[tb], min_expT[tb], exp_end,
-                                     min_exp_end, end_shift, node, dummy, False, True, work, shift)
+                                     min_exp_end, end_shift, node, dummy, dummy[0], False, False, True, work, shift)
             if z == NEG_INF:
                 out[b] = np.nan
                 continue
@@ -737,14 +745,26 @@ def viterbi(ci: ChainInput):
     return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci))
 
 
-def marginals(ci: ChainInput, edges: bool = True):
+def marginals(ci: ChainInput, edges=True):
+    """(node (B, L, K), edge, log Z (B,)).
+
+    edges=True: edge (B, L−1, K, K) per position; edges="sum": (B, K, K) summed
+    over positions (expected transition counts, without the B·L·K² array);
+    edges=False: None.
+    """
+    if edges not in (True, False, "sum"):
+        raise ValueError(f"edges must be True, False or 'sum', got {edges!r}")
     B, L, K = ci.shape
+    want_edges = edges is True
+    want_sum = edges == "sum"
     node = np.zeros((B, L, K))
-    edge = np.zeros((B, max(L - 1, 0), K, K)) if edges else np.zeros((B, 0, K, K))
+    edge = np.zeros((B, max(L - 1, 0), K, K)) if want_edges else np.zeros((B, 0, K, K))
+    edge_sum = np.zeros((B, K, K)) if want_sum else np.zeros((B, 0, 0))
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
     logz = _marginals_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
-                             min_expT, exp_end, min_exp_end, end_shift, node, edge, edges, _num_chunks(ci))
-    return node, (edge if edges else None), logz
+                             min_expT, exp_end, min_exp_end, end_shift, node, edge, edge_sum, want_edges,
+                             want_sum, _num_chunks(ci))
+    return node, (edge if want_edges else edge_sum if want_sum else None), logz
 
 
 def entropy(ci: ChainInput) -> np.ndarray:

@@ -95,10 +95,10 @@ class ChainObjective:
         gT[:] = 0.0
         log_z = 0.0
         for _, lengths, flat_index, valid, node, edge, logz in iter_marginals(
-                self.plan, scores, T, start, end, edges=True):
+                self.plan, scores, T, start, end, edges="sum"):
             log_z += logz.sum()
             node_flat[flat_index[valid]] = node[valid]
-            gT += edge.sum(axis=(0, 1))
+            gT += edge.sum(axis=0)
         g_start[:] = node_flat[self.plan.first_tokens()].sum(axis=0) - self.empirical_start
         g_end[:] = node_flat[self.plan.last_tokens()].sum(axis=0) - self.empirical_end
         gT -= self.empirical_T

@@ -167,10 +167,10 @@ class HMM:
             log_likelihood = 0.0
             token_scores = self.log_emissions_[:, ids].T
             for _, _, flat_index, valid, node, edge, logz in iter_marginals(
-                    plan, token_scores, self.log_transitions_, self.log_start_, edges=True):
+                    plan, token_scores, self.log_transitions_, self.log_start_, edges="sum"):
                 log_likelihood += logz.sum()
                 start_counts += node[:, 0].sum(axis=0)
-                transition_counts += edge.sum(axis=(0, 1))
+                transition_counts += edge.sum(axis=0)
                 flat_node = node[valid]
                 for k in range(K):
                     emission_counts[k] += np.bincount(ids[flat_index[valid]], weights=flat_node[:, k], minlength=V1)

@@ -140,8 +140,12 @@ def decode_viterbi(plan: ChunkPlan, token_scores: np.ndarray, transitions, start
 
 
 def iter_marginals(plan: ChunkPlan, token_scores: np.ndarray, transitions, start=None, end=None,
-                   edges: bool = False) -> Iterator[tuple]:
-    """Per chunk: (seq_ids, lengths, flat_index, valid, node (B,L,K), edge or None, log Z (B,))."""
+                   edges=False) -> Iterator[tuple]:
+    """Per chunk: (seq_ids, lengths, flat_index, valid, node (B,L,K), edge, log Z (B,)).
+
+    ``edges`` as in :func:`varorder.engine.chain.marginals`: True (B,L−1,K,K),
+    "sum" (B,K,K) summed over positions, False None.
+    """
     for seq_ids, lengths, flat_index, valid in plan.chunks:
         ci = _engine.prepare(token_scores[flat_index], transitions, start, end, lengths)
         node, edge, logz = _engine.marginals(ci, edges=edges)
