@@ -149,13 +149,14 @@ class QAutomaton:
         known = self._state_of[position].get(context)
         if known is not None:
             return known
-        prefix = self._ensure_state(position - 1, context[:-1])
+        # Not a state yet (``_state_of`` lists every state); its prefix and suffix usually are.
+        prefix = self._state_of[position - 1].get(context[:-1])
+        if prefix is None:
+            prefix = self._ensure_state(position - 1, context[:-1])
+        suffix = self._state_of[position].get(context[1:])
+        if suffix is None:
+            suffix = self._ensure_state(position, context[1:])
         by_prefix = self._children[position].setdefault(context[-1], {})
-        state = by_prefix.get(prefix)
-        if state is not None:
-            return state
-        suffix = self._ensure_state(position, context[1:])
-        # The suffix call may have created nothing under this key, so re-read is not needed.
         state = len(self._contexts[position])
         self._contexts[position].append(context)
         self._chains[position].append((state,) + self._chains[position][suffix])
