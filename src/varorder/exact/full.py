@@ -16,14 +16,16 @@ Two baselines:
   dictionary or by reachability, which is what makes F exponential in n until the
   training data caps the number of stored contexts. (Reading "all context states" as all
   V^(n-1) tag tuples would be larger still: 45^4 = 4.1 million states at n = 5.)
-* :func:`full_lattice` / :func:`full_viterbi` — a stronger baseline than the paper's:
+* :func:`full_lattice` / :func:`full_viterbi` — a stronger baseline than the paper's: the
+  explicit (n - 1)-tuple lattice restricted to each position's candidates.
 
 Factorization: the same p(x) as :class:`~varorder.exact.target.HighOrderTarget`. In the
-pruned lattice the state at position j is the tuple of the last min(n - 1, j) candidates, so every arc
-(state, x) carries the exact factor log p_lm(x | <s> history) + log p_obs(o_j | x). The
-state space at position j has prod of the candidate counts over the last n - 1 positions
-states: exponential in n, which is what the q-automaton avoids. The lattice is built with
-vectorised NumPy and scored with the LM's batched kernel; Viterbi is the engine's.
+pruned lattice the state at position j is the tuple of the last min(n - 1, j) candidates,
+so every arc (state, x) carries the exact factor log p_lm(x | <s> history) +
+log p_obs(o_j | x). The state space at position j has prod of the candidate counts over
+the last n - 1 positions states: exponential in n, which is what the q-automaton avoids.
+The lattice is built with vectorised NumPy and scored with the LM's batched kernel;
+Viterbi is the engine's.
 
 F's relaxation is a Numba loop of its own rather than the engine's lattice Viterbi: the
 full WFSA unrolled over a sentence has S V T arcs (36 million at n = 5 on the PTB sample),
