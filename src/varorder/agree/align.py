@@ -31,7 +31,6 @@ import numba
 import numpy as np
 
 from varorder import chain
-from varorder.engine import chain as chain_engine
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
 
@@ -39,8 +38,8 @@ __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 
 DIRECTIONS = ("f|e", "e|f")
 FLOOR = 1e-12  # probability of word pairs never seen in training
-_CELL_BUDGET = 1 << 22  # floats in one batch's edge-marginal array (32 MB)
-_MAX_BATCH = 512
+_CELL_BUDGET = 1 << 22  # floats in one batch's emissions + transitions, B·K·(L + K) (32 MB)
+_MAX_BATCH = 2048
 
 
 def _sides(shard: BitextShard, direction: str):
@@ -256,7 +255,7 @@ def _fill_batch(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, 
 
 
 @numba.njit(cache=True)
-def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge, D, mu, null_mu, jumps):
+def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge_sum, D, mu, null_mu, jumps):
     B, L, K = node.shape
     for b in range(B):
         s = sents[b]
@@ -272,15 +271,14 @@ def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge, D,
         if T > 0:
             for u in range(S):
                 jumps[_bucket(u + 1, D)] += node[b, 0, u]
-        for t in range(T - 1):
-            for p in range(S):
-                for from_state in (p, S + p):
-                    for u in range(S):
-                        jumps[_bucket(u - p, D)] += edge[b, t, from_state, u]
+        for p in range(S):
+            for from_state in (p, S + p):
+                for u in range(S):
+                    jumps[_bucket(u - p, D)] += edge_sum[b, from_state, u]
 
 
 def _batches(src_len, tgt_len):
-    """Sentence batches of similar lengths whose edge marginals fit the cell budget."""
+    """Sentence batches of similar lengths whose chain arrays fit the cell budget."""
     order = np.lexsort((tgt_len, src_len))
     order = order[(src_len[order] > 0) & (tgt_len[order] > 0)]
     batches, start = [], 0
@@ -289,7 +287,7 @@ def _batches(src_len, tgt_len):
         while end < order.size and end - start < _MAX_BATCH:
             K = 2 * src_len[order[end]]
             L = int(tgt_len[order[start:end + 1]].max())
-            if (end - start + 1) * L * K * K > _CELL_BUDGET:
+            if (end - start + 1) * K * (L + K) > _CELL_BUDGET:
                 break
             end += 1
         batches.append(order[start:end])
@@ -351,10 +349,10 @@ class HMMAligner(IBM1):
         jumps = np.zeros(2 * self.max_jump + 1)
         total = 0.0
         for sents, E, Tr, lengths in self._chains(shard, shared_log_potentials, private_scale):
-            # the engine call returns log Z with the marginals (the facade would need a second pass)
-            node, edge, logz = chain_engine.marginals(chain_engine.prepare(E, Tr, lengths=lengths), edges=True)
+            # expected transition counts summed over positions: the jump M-step needs no more
+            node, edge_sum, logz = chain.marginals(E, Tr, lengths=lengths, edges="sum", return_log_z=True)
             total += float(logz.sum())
-            _scatter_batch(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, edge,
+            _scatter_batch(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, edge_sum,
                            self.max_jump, mu, null_mu, jumps)
         # a target word facing an empty source sentence can only be NULL-generated
         empty = np.flatnonzero(np.diff(src_off) == 0)
