@@ -302,3 +302,30 @@ def test_per_sequence_transitions_equal_separate_calls():
         assert (paths[b] == chain.viterbi(E[b:b + 1], T[b], **one)[0][0]).all()
     with pytest.raises(ValueError, match="transitions"):
         chain.log_partition(E, T[:2])
+
+
+def test_blocked_batch_equals_per_sequence_path():
+    """Many sequences (several blocks, ragged, some extreme or impossible) give the same
+    results through the shared-transition blocked kernels as through per-sequence ones."""
+    rng = np.random.default_rng(21)
+    B, L, K = 53, 12, 7
+    E = rng.normal(size=(B, L, K))
+    E[5] *= 400.0  # forces the log-space fallback inside a block
+    E[9, 3, :] = -np.inf  # no path
+    T = rng.normal(size=(K, K))
+    T[0, 1] = -np.inf
+    lengths = rng.integers(1, L + 1, size=B)
+    per_seq = np.broadcast_to(T, (B, K, K)).copy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", chain.NoPathWarning)
+        z_block = chain.log_partition(E, T, lengths=lengths)
+        z_each = chain.log_partition(E, per_seq, lengths=lengths)
+        n_block, s_block = chain.marginals(E, T, lengths=lengths, edges="sum")
+        n_each, s_each = chain.marginals(E, per_seq, lengths=lengths, edges="sum")
+        n_full, e_full = chain.marginals(E, T, lengths=lengths, edges=True)
+    np.testing.assert_allclose(z_block, z_each, rtol=1e-12)
+    assert z_block[9] == -np.inf
+    np.testing.assert_allclose(n_block, n_each, atol=1e-12)
+    np.testing.assert_allclose(n_block, n_full, atol=1e-12)
+    np.testing.assert_allclose(s_block, s_each, atol=1e-11)
+    np.testing.assert_allclose(s_block, e_full.sum(axis=1), atol=1e-11)

@@ -561,6 +561,227 @@ def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, 
 
 
 # ---------------------------------------------------------------------------
+# blocked scaled kernels: several sequences share one transition matrix, so the
+# K×K step becomes a small matrix product (BLAS) instead of one vector–matrix
+# product per sequence
+# ---------------------------------------------------------------------------
+
+_BLOCK = 16
+
+
+@nb.njit(cache=True)
+def _block_forward(E, idx, lengths, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift,
+                   a, ev, acc, logz, ok):
+    """Scaled forward of the sequences ``idx`` (at most _BLOCK) at once.
+
+    a, ev: (L, _BLOCK, K) scratch (a[t, s] ∝ alpha of sequence idx[s] at t,
+    ev[t, s] its shifted exp-emissions); acc (_BLOCK, K). Whole _BLOCK-row
+    planes go to BLAS (they must be contiguous); rows past len(idx) are
+    ignored. On return logz[s] is log Z, and ok[s] False marks a sequence to
+    redo in log space.
+    """
+    nseq = idx.shape[0]
+    K = E.shape[2]
+    w = np.empty(K)
+    bits = np.empty(K, dtype=np.int64)
+    a_min = np.ones(nseq)
+    active = np.ones(nseq, dtype=np.bool_)
+    L = 0
+    for s in range(nseq):
+        logz[s] = 0.0
+        ok[s] = True
+        L = max(L, lengths[idx[s]])
+    for t in range(L):
+        if t > 0:
+            np.dot(a[t - 1], expT, acc)
+        for s in range(nseq):
+            b = idx[s]
+            if not active[s] or t >= lengths[b]:
+                if t == 0:
+                    a[t, s, :] = 0.0
+                else:
+                    a[t, s, :] = a[t - 1, s, :]
+                continue
+            m = NEG_INF
+            for j in range(K):
+                v = E[b, t, j] + (start[j] if t == 0 else colmax[j])
+                w[j] = v
+                m = max(m, v)
+            if m == NEG_INF:  # no label allowed here: a genuine log Z = −inf
+                logz[s] = NEG_INF
+                active[s] = False
+                a[t, s, :] = 0.0
+                continue
+            lowest = _exp_shifted(w, m, ev[t, s], bits)
+            fail = lowest < _MIN_SHIFTED
+            if not fail and t > 0:
+                fail = a_min[s] * min_expT * np.exp(lowest) < _TINY
+            if not fail:
+                if t == 0:
+                    a[0, s, :] = ev[0, s, :]
+                else:
+                    for j in range(K):
+                        a[t, s, j] = acc[s, j] * ev[t, s, j]
+                total, a_min[s] = _normalise(a[t, s])
+                fail = total == 0.0
+                if not fail:
+                    logz[s] += m + np.log(total)
+            if fail:
+                ok[s] = False
+                active[s] = False
+                a[t, s, :] = 0.0
+    for s in range(nseq):
+        if not active[s]:
+            continue
+        n = lengths[idx[s]]
+        total = 0.0
+        for j in range(K):
+            total += a[n - 1, s, j] * exp_end[j]
+        if a_min[s] * min_exp_end < _TINY or total == 0.0:
+            ok[s] = False
+        else:
+            logz[s] += end_shift + np.log(total)
+
+
+@nb.njit(cache=True)
+def _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok):
+    """Scaled backward for a block (bb like ``a`` in _block_forward); clears ok[s] on underflow.
+
+    expT_t is exp-transitions transposed (C-contiguous), so each step is tmp @ expT_t.
+    """
+    nseq = idx.shape[0]
+    K = expT_t.shape[0]
+    L = 0
+    for s in range(nseq):
+        L = max(L, lengths[idx[s]])
+    end_total = 0.0
+    for j in range(K):
+        end_total += exp_end[j]
+    for s in range(nseq):
+        if not ok[s]:
+            continue
+        n = lengths[idx[s]]
+        for j in range(K):
+            bb[n - 1, s, j] = exp_end[j] / end_total
+    for t in range(L - 1, 0, -1):
+        for s in range(nseq):
+            if ok[s] and t < lengths[idx[s]]:
+                w_min = np.inf
+                for j in range(K):
+                    v = ev[t, s, j] * bb[t, s, j]
+                    tmp[s, j] = v
+                    if v > 0.0:
+                        w_min = min(w_min, v)
+                if w_min * min_expT < _TINY:
+                    ok[s] = False
+            else:
+                tmp[s, :] = 0.0
+        np.dot(tmp, expT_t, acc)
+        for s in range(nseq):
+            if ok[s] and t < lengths[idx[s]]:
+                bb[t - 1, s, :] = acc[s, :]
+                total, _ = _normalise(bb[t - 1, s])
+                if total == 0.0:
+                    ok[s] = False
+
+
+@nb.njit(cache=True, parallel=True)
+def _block_logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
+                       num_chunks):
+    B, L, K = E.shape
+    out = np.empty(B)
+    for c in nb.prange(num_chunks):
+        lo, hi = _chunk(c, num_chunks, B)
+        a = np.zeros((L, _BLOCK, K))
+        ev = np.zeros((L, _BLOCK, K))
+        acc = np.empty((_BLOCK, K))
+        fallback = np.empty((L, K))
+        logz = np.empty(_BLOCK)
+        ok = np.empty(_BLOCK, dtype=np.bool_)
+        for b0 in range(lo, hi, _BLOCK):
+            idx = np.arange(b0, min(b0 + _BLOCK, hi))
+            nseq = idx.shape[0]
+            _block_forward(E, idx, lengths, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift,
+                           a, ev, acc, logz, ok)
+            for s in range(nseq):
+                b = idx[s]
+                out[b] = logz[s] if ok[s] else _log_forward(E[b], T, start, end, lengths[b], fallback)
+    return out
+
+
+@nb.njit(cache=True, parallel=True)
+def _block_marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end,
+                            end_shift, node, edge_sum, want_sum, num_chunks):
+    """Node marginals (and position-summed edge marginals) for a shared transition matrix."""
+    B, L, K = E.shape
+    out = np.empty(B)
+    expT_t = np.ascontiguousarray(expT.T)
+    for c in nb.prange(num_chunks):
+        lo, hi = _chunk(c, num_chunks, B)
+        a = np.zeros((L, _BLOCK, K))
+        ev = np.zeros((L, _BLOCK, K))
+        bb = np.zeros((L, _BLOCK, K))
+        acc = np.empty((_BLOCK, K))
+        tmp = np.zeros((_BLOCK, K))
+        logz = np.empty(_BLOCK)
+        ok = np.empty(_BLOCK, dtype=np.bool_)
+        work = np.empty((3, L, K))
+        shift = np.empty(L)
+        outer = np.empty((K, K))
+        dummy = np.zeros((0, K, K))
+        for b0 in range(lo, hi, _BLOCK):
+            idx = np.arange(b0, min(b0 + _BLOCK, hi))
+            nseq = idx.shape[0]
+            _block_forward(E, idx, lengths, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift,
+                           a, ev, acc, logz, ok)
+            for s in range(nseq):  # impossible sequences: nothing to propagate backwards
+                if ok[s] and logz[s] == NEG_INF:
+                    ok[s] = False
+            _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok)
+            for s in range(nseq):
+                b = idx[s]
+                n = lengths[b]
+                if not ok[s]:
+                    # the per-sequence path decides between a genuine −inf and a log-space redo
+                    sb = edge_sum[b] if want_sum else dummy[0]
+                    out[b], _ = _marginals_one(E[b], T, start, end, n, expT, colmax, min_expT, exp_end,
+                                               min_exp_end, end_shift, node[b], dummy, sb, False, want_sum,
+                                               False, work, shift)
+                    continue
+                out[b] = logz[s]
+                for t in range(n):
+                    total = 0.0
+                    for j in range(K):
+                        v = a[t, s, j] * bb[t, s, j]
+                        node[b, t, j] = v
+                        total += v
+                    inv = 1.0 / total
+                    for j in range(K):
+                        node[b, t, j] *= inv
+                if want_sum and n > 1:
+                    # Σₜ ξₜ = expT ⊙ Σₜ a[t−1] ⊗ (ev[t]·bb[t]) / Zₜ, the sum as one outer-product GEMM
+                    U = np.empty((n - 1, K))
+                    V = np.empty((n - 1, K))
+                    for t in range(1, n):
+                        z = 0.0
+                        for j in range(K):
+                            V[t - 1, j] = ev[t, s, j] * bb[t, s, j]
+                        for i in range(K):
+                            acc_i = 0.0
+                            for j in range(K):
+                                acc_i += expT[i, j] * V[t - 1, j]
+                            z += a[t - 1, s, i] * acc_i
+                        inv = 1.0 / z
+                        for i in range(K):
+                            U[t - 1, i] = a[t - 1, s, i] * inv
+                    np.dot(U.T, V, outer)
+                    for i in range(K):
+                        for j in range(K):
+                            edge_sum[b, i, j] += expT[i, j] * outer[i, j]
+    return out
+
+
+# ---------------------------------------------------------------------------
 # Viterbi, k-best, sampling
 # ---------------------------------------------------------------------------
 
@@ -717,8 +938,9 @@ def _sample_kernel(E, T, start, end, lengths, uniforms):
 
 
 def _num_chunks(ci: ChainInput) -> int:
-    """Work units for prange: a few per thread balances ragged lengths without per-sequence scratch."""
-    return max(1, min(ci.shape[0], 4 * nb.get_num_threads()))
+    """Work units for prange: a few per thread balances ragged lengths without per-sequence scratch,
+    while keeping chunks long enough to fill blocks of _BLOCK sequences."""
+    return max(1, min(ci.shape[0] // _BLOCK + 1, 4 * nb.get_num_threads()))
 
 
 def _scaling(ci: ChainInput):
@@ -737,6 +959,9 @@ def forward_values(ci: ChainInput, semiring: Semiring = LOG) -> np.ndarray:
 
 def log_partition(ci: ChainInput) -> np.ndarray:
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
+    if ci.transitions.shape[0] == 1:
+        return _block_logz_kernel(ci.emissions, ci.transitions[0], ci.start, ci.end, ci.lengths, expT[0],
+                                  colmax[0], min_expT[0], exp_end, min_exp_end, end_shift, _num_chunks(ci))
     return _logz_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
                         min_expT, exp_end, min_exp_end, end_shift, _num_chunks(ci))
 
@@ -761,6 +986,11 @@ def marginals(ci: ChainInput, edges=True):
     edge = np.zeros((B, max(L - 1, 0), K, K)) if want_edges else np.zeros((B, 0, K, K))
     edge_sum = np.zeros((B, K, K)) if want_sum else np.zeros((B, 0, 0))
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
+    if ci.transitions.shape[0] == 1 and not want_edges:
+        logz = _block_marginals_kernel(ci.emissions, ci.transitions[0], ci.start, ci.end, ci.lengths, expT[0],
+                                       colmax[0], min_expT[0], exp_end, min_exp_end, end_shift, node,
+                                       edge_sum if want_sum else np.zeros((B, K, K)), want_sum, _num_chunks(ci))
+        return node, (edge_sum if want_sum else None), logz
     logz = _marginals_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
                              min_expT, exp_end, min_exp_end, end_shift, node, edge, edge_sum, want_edges,
                              want_sum, _num_chunks(ci))
