@@ -20,22 +20,20 @@ header (``format_version``); no pickle.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
-
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
 from varorder.agree.corpus import PairIndex, Vocabulary, shard_bitext
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
+from varorder.models.persist import load_model, save_model
 
 __all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION"]
 
 TRAINING = {"independent": "independent", "agreement": "domain", "product": "product"}
 DECODINGS = ("posterior",) + SYMMETRIZATIONS
 FORMAT_VERSION = 1
+_KIND = "WordAligner"
 
 
 class WordAligner:
@@ -162,42 +160,25 @@ class WordAligner:
 
     # -- persistence -------------------------------------------------------
     def save(self, path) -> None:
-        """Write the fitted aligner to ``path`` (.npz with a JSON header), atomically."""
-        meta = {"format_version": FORMAT_VERSION, "kind": "varorder.agree.WordAligner",
-                "params": {k: getattr(self, k) for k in ("model", "training", "ibm1_iterations", "iterations",
-                                                          "null_prob", "max_jump", "threshold", "shard_size")},
-                "history": self.history_}
-        arrays = {"meta": np.array(json.dumps(meta)), "pair_keys": self.pairs_.keys,
+        """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
+        params = {k: getattr(self, k) for k in ("model", "training", "ibm1_iterations", "iterations",
+                                                 "null_prob", "max_jump", "threshold", "shard_size")}
+        arrays = {"pair_keys": self.pairs_.keys,
                   "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}
         for k, m in enumerate(self.models_):
             arrays[f"table{k}"] = m.table_
             arrays[f"null{k}"] = m.null_
-            if isinstance(m, HMMAligner):
-                arrays[f"jumps{k}"] = m.jumps_
-        path = os.fspath(path)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(os.path.abspath(path)), prefix=".tmp-", suffix=".npz")
-        os.close(fd)
-        try:
-            np.savez_compressed(tmp, **arrays)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            arrays[f"jumps{k}"] = m.jumps_ if isinstance(m, HMMAligner) else np.zeros(0)
+        save_model(path, _KIND, params, {"format_version": FORMAT_VERSION, "history": self.history_}, arrays)
 
     @classmethod
     def load(cls, path) -> "WordAligner":
-        try:
-            data = np.load(path, allow_pickle=False)
-            meta = json.loads(str(data["meta"]))
-        except (OSError, KeyError, ValueError) as exc:
-            raise ValueError(f"{path}: not a varorder word-aligner model ({exc})") from None
-        if meta.get("kind") != "varorder.agree.WordAligner" or meta.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported model kind/format {meta.get('kind')!r} "
-                             f"v{meta.get('format_version')!r} (expected v{FORMAT_VERSION})")
+        params, state, data = load_model(path, _KIND, ("pair_keys", "e_vocab", "f_vocab", "table0", "null0",
+                                                       "jumps0", "table1", "null1", "jumps1"))
+        if state.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: unsupported {_KIND} format v{state.get('format_version')!r} "
+                             f"(expected v{FORMAT_VERSION})")
+        meta = {"params": params, "history": state.get("history", [])}
         self = cls(**meta["params"])
         self.history_ = [tuple(h) for h in meta["history"]]
         self.pairs_ = PairIndex(data["pair_keys"])

@@ -36,9 +36,7 @@ example, Hogwild-parallel; a small batch keeps the dense AdaGrad update affordab
 
 from __future__ import annotations
 
-import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass
 
@@ -49,10 +47,12 @@ from varorder import lattice as lt
 from varorder.contexts.context_set import ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
 from varorder.models.optim import AdaGrad
+from varorder.models.persist import check_shapes, load_model, save_model
 
 __all__ = ["ReifiedContextModel", "SequenceGradient"]
 
 FORMAT_VERSION = 1
+_KIND = "ReifiedContextModel"
 
 
 @dataclass
@@ -275,40 +275,23 @@ class ReifiedContextModel:
                                               "track_every", "seed", "progress")}
 
     def save(self, path) -> None:
-        """Write the fitted model as one .npz (weights + a JSON header with a format version), atomically."""
-        path = os.fspath(path)
-        header = {"format": "varorder.contexts.ReifiedContextModel", "version": FORMAT_VERSION,
-                  "params": self.get_params(), "num_inputs": self.num_inputs_,
-                  "coverage_weight": None if self.coverage_weight_ == -np.inf else self.coverage_weight_}
-        folder = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".npz.tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez_compressed(handle, header=np.array(json.dumps(header)), ngram=self.ngram_weights_,
-                                    observation=self.observation_weights_)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        """Write the fitted model as one .npz (weights + JSON metadata with a format version), atomically."""
+        state = {"num_inputs": self.num_inputs_, "format_version": FORMAT_VERSION,
+                 "coverage_weight": None if self.coverage_weight_ == -np.inf else self.coverage_weight_}
+        save_model(path, _KIND, self.get_params(), state,
+                   {"ngram": self.ngram_weights_, "observation": self.observation_weights_})
 
     @classmethod
     def load(cls, path) -> "ReifiedContextModel":
-        path = os.fspath(path)
-        data = np.load(path, allow_pickle=False)
-        if not isinstance(data, np.lib.npyio.NpzFile):
-            raise ValueError(f"{path}: not a varorder reified context model (not an .npz archive)")
-        with data:
-            try:
-                header = json.loads(str(data["header"]))
-            except (KeyError, json.JSONDecodeError) as err:
-                raise ValueError(f"{path}: not a varorder reified context model ({err})") from None
-            if header.get("format") != "varorder.contexts.ReifiedContextModel" or header.get("version") != FORMAT_VERSION:
-                raise ValueError(f"{path}: unsupported format {header.get('format')!r} version {header.get('version')!r}")
-            model = cls(**header["params"])
-            model._init_state(header["num_inputs"])
-            model.ngram_weights_ = data["ngram"].copy()
-            model.observation_weights_ = data["observation"].copy()
-        cw = header["coverage_weight"]
+        params, state, arrays = load_model(path, _KIND, ("ngram", "observation"))
+        if state.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{os.fspath(path)}: unsupported {_KIND} version {state.get('format_version')!r}")
+        model = cls(**params)
+        model._init_state(state["num_inputs"])
+        check_shapes(path, arrays, {"ngram": model.ngram_weights_.shape,
+                                    "observation": model.observation_weights_.shape})
+        model.ngram_weights_ = arrays["ngram"].copy()
+        model.observation_weights_ = arrays["observation"].copy()
+        cw = state["coverage_weight"]
         model.coverage_weight_ = -np.inf if cw is None else float(cw)
         return model

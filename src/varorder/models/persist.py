@@ -44,6 +44,9 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
     try:
         with os.fdopen(fd, "wb") as handle:
             np.savez_compressed(handle, **payload)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a saved model is an ordinary file
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -71,7 +74,10 @@ def load_model(path, kind: str, array_names) -> tuple[dict, dict, dict[str, np.n
 def _read(path) -> tuple[dict[str, np.ndarray], dict]:
     path = os.fspath(path)
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        loaded = np.load(path, allow_pickle=False)
+        if not isinstance(loaded, np.lib.npyio.NpzFile):  # a bare .npy array, not an archive
+            raise ValueError(f"{path}: not a varorder model file (a single .npy array, not an .npz archive)")
+        with loaded as archive:
             members = {name: archive[name] for name in archive.files}
     except FileNotFoundError:
         raise
