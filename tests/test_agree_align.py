@@ -179,3 +179,14 @@ def test_empty_sides():
         assert a.log_normalizer == pytest.approx(b.log_normalizer, rel=1e-12)
         np.testing.assert_allclose(a.private["null"], 1.0)
         np.testing.assert_allclose(b.private["null"], 1.0)
+
+
+def test_hmm_batches_share_one_transition_matrix():
+    """E-step batches hold one source length, so the engine may use one shared matrix."""
+    pairs, shard, index, ev, fv = _corpus(7, n=40, max_len=6)
+    for model in _models("hmm", index, ev, fv, 7):
+        shared = model.shared_log_potentials(shard)
+        batches = list(model._chains(shard, shared, 1.0))
+        assert sum(len(s) for s, *_ in batches) == len(pairs)
+        for _, _, Tr, _ in batches:
+            assert all(np.array_equal(Tr[0], t) for t in Tr)

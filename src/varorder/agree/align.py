@@ -278,13 +278,18 @@ def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge_sum
 
 
 def _batches(src_len, tgt_len):
-    """Sentence batches of similar lengths whose chain arrays fit the cell budget."""
+    """Sentence batches of one source length and similar target lengths within the cell budget.
+
+    One source length per batch makes every sentence's transition matrix the same
+    (it depends only on S and the jump table), so the engine runs its shared-
+    transition kernels (several sequences per BLAS product).
+    """
     order = np.lexsort((tgt_len, src_len))
     order = order[(src_len[order] > 0) & (tgt_len[order] > 0)]
     batches, start = [], 0
     while start < order.size:
         end = start + 1
-        while end < order.size and end - start < _MAX_BATCH:
+        while end < order.size and end - start < _MAX_BATCH and src_len[order[end]] == src_len[order[start]]:
             K = 2 * src_len[order[end]]
             L = int(tgt_len[order[start:end + 1]].max())
             if (end - start + 1) * K * (L + K) > _CELL_BUDGET:
@@ -350,7 +355,8 @@ class HMMAligner(IBM1):
         total = 0.0
         for sents, E, Tr, lengths in self._chains(shard, shared_log_potentials, private_scale):
             # expected transition counts summed over positions: the jump M-step needs no more
-            node, edge_sum, logz = chain.marginals(E, Tr, lengths=lengths, edges="sum", return_log_z=True)
+            # a batch has one source length, so all its transition matrices are equal
+            node, edge_sum, logz = chain.marginals(E, Tr[0], lengths=lengths, edges="sum", return_log_z=True)
             total += float(logz.sum())
             _scatter_batch(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, edge_sum,
                            self.max_jump, mu, null_mu, jumps)
