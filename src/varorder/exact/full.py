@@ -27,10 +27,10 @@ the last n - 1 positions states: exponential in n, which is what the q-automaton
 The lattice is built with vectorised NumPy and scored with the LM's batched kernel;
 Viterbi is the engine's.
 
-F's relaxation is a Numba loop of its own rather than the engine's lattice Viterbi: the
-full WFSA unrolled over a sentence has S V T arcs (36 million at n = 5 on the PTB sample),
-and materialising them as a :class:`~varorder.lattice.Lattice` would measure memory
-traffic rather than the DP; the loop is tested against :func:`full_viterbi` and brute force.
+F is decoded by the engine's automaton Viterbi (:mod:`varorder.engine.automaton`), which
+relaxes the (state × symbol) table position by position: the full WFSA unrolled over a
+sentence has S V T arcs (36 million at n = 5 on the PTB sample), and materialising them as
+a :class:`~varorder.lattice.Lattice` would measure memory traffic rather than the DP.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
+from varorder.engine.automaton import automaton_viterbi
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice, path_labels, viterbi_arcs
 from varorder.lm import NgramLM
@@ -219,54 +219,8 @@ def wfsa_viterbi(target: HighOrderTarget, wfsa: FullWFSA) -> FullViterbiResult:
     for j in range(T):
         obs[j, wfsa._column[target.symbols[j]]] = target.logliks[j]
     final_symbol = target.eos_id if target.eos else -1
-    columns, score = _dense_viterbi(wfsa.next_state, wfsa.weight, obs, wfsa.start,
-                                    wfsa._column[final_symbol] if final_symbol >= 0 else -1)
+    columns, score = automaton_viterbi(wfsa.next_state, wfsa.weight, obs, wfsa.start,
+                                       wfsa._column[final_symbol] if final_symbol >= 0 else -1)
     path = wfsa.symbols[columns].tolist() if score > -np.inf else None
     return FullViterbiResult(path, float(score), wfsa.num_states * T, wfsa.num_arcs * T,
                              time.perf_counter() - start, path is not None)
-
-
-@numba.njit(cache=True)
-def _dense_viterbi(next_state, weight, obs, start, final_column):
-    """Max-plus relaxation of every (state, symbol) arc at every position; the last
-    position's symbol is ``final_column`` when it is >= 0 (``</s>``, which has no next
-    state: its arcs end the path). Returns the symbol columns of the best path and its score."""
-    S, X = next_state.shape
-    T = obs.shape[0]
-    delta = np.full(S, -np.inf)
-    delta[start] = 0.0
-    back = np.empty((T, S), np.int64)
-    last = T - 1 if final_column >= 0 else T
-    for t in range(last):
-        new = np.full(S, -np.inf)
-        for s in range(S):
-            d = delta[s]
-            for x in range(X):
-                v = d + weight[s, x] + obs[t, x]
-                n = next_state[s, x]
-                if v > new[n]:
-                    new[n] = v
-                    back[t, n] = s * X + x
-        delta = new
-    columns = np.empty(T, np.int64)
-    best = -np.inf
-    state = -1
-    if final_column >= 0:
-        for s in range(S):
-            v = delta[s] + weight[s, final_column] + obs[T - 1, final_column]
-            if v > best:
-                best = v
-                state = s
-        columns[T - 1] = final_column
-    else:
-        for s in range(S):
-            if delta[s] > best:
-                best = delta[s]
-                state = s
-    if state < 0:
-        return columns, best
-    for t in range(last - 1, -1, -1):
-        arc = back[t, state]
-        columns[t] = arc % X
-        state = arc // X
-    return columns, best

@@ -1,0 +1,90 @@
+"""Viterbi over a deterministic weighted automaton unrolled over positions, without materialising it.
+
+Factorization. A deterministic automaton has S states and an alphabet of X
+symbol columns; reading symbol x in state s goes to ``next_state[s, x]`` with
+log-weight ``weight[s, x]``. Over T positions a path x₁ … x_T from ``start``
+scores Σₜ weight[sₜ₋₁, xₜ] + symbol_scores[t, xₜ] (symbol_scores −inf forbids a
+symbol at a position). When ``final_column`` ≥ 0 the last symbol is forced to
+that column (e.g. ``</s>``), whose arcs end the path.
+
+The unrolled automaton is a position-indexed lattice (T·S nodes, T·S·X arcs),
+but for a full n-gram WFSA that is tens of millions of arcs per sentence, too
+many to build as a :class:`varorder.lattice.Lattice`; this kernel relaxes the
+(state × symbol) table position by position instead — the MAX semiring of
+:mod:`varorder.engine.semiring` with back-pointers. Tests check it against the
+lattice engine on the unrolled automaton. Used for the full-model baseline F of
+Carter, Dymetman & Bouchard (EMNLP 2012, §3.2).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+__all__ = ["automaton_viterbi"]
+
+
+def automaton_viterbi(next_state, weight, symbol_scores, start: int, final_column: int = -1):
+    """(symbol column per position (T,), best score); score −inf (columns undefined) if no path."""
+    next_state = np.ascontiguousarray(next_state, dtype=np.int64)
+    weight = np.ascontiguousarray(weight, dtype=np.float64)
+    symbol_scores = np.ascontiguousarray(symbol_scores, dtype=np.float64)
+    if next_state.ndim != 2 or weight.shape != next_state.shape:
+        raise ValueError(f"next_state and weight must be (S, X) arrays of one shape, got "
+                         f"{next_state.shape} and {weight.shape}")
+    S, X = next_state.shape
+    if symbol_scores.ndim != 2 or symbol_scores.shape[1] != X or symbol_scores.shape[0] < 1:
+        raise ValueError(f"symbol_scores must have shape (T >= 1, {X}), got {symbol_scores.shape}")
+    if not 0 <= start < S:
+        raise ValueError(f"start must be a state in [0, {S}), got {start}")
+    if final_column >= X:
+        raise ValueError(f"final_column must be < {X}, got {final_column}")
+    if ((next_state < 0) | (next_state >= S)).any():
+        raise ValueError(f"next_state must hold states in [0, {S})")
+    columns, score = _automaton_viterbi(next_state, weight, symbol_scores, int(start), int(final_column))
+    return columns, float(score)
+
+
+@nb.njit(cache=True)
+def _automaton_viterbi(next_state, weight, obs, start, final_column):
+    S, X = next_state.shape
+    T = obs.shape[0]
+    delta = np.full(S, -np.inf)
+    delta[start] = 0.0
+    back = np.empty((T, S), np.int64)
+    last = T - 1 if final_column >= 0 else T
+    for t in range(last):
+        new = np.full(S, -np.inf)
+        for s in range(S):
+            d = delta[s]
+            if d == -np.inf:
+                continue
+            for x in range(X):
+                v = d + weight[s, x] + obs[t, x]
+                n = next_state[s, x]
+                if v > new[n]:
+                    new[n] = v
+                    back[t, n] = s * X + x
+        delta = new
+    columns = np.empty(T, np.int64)
+    best = -np.inf
+    state = -1
+    if final_column >= 0:
+        for s in range(S):
+            v = delta[s] + weight[s, final_column] + obs[T - 1, final_column]
+            if v > best:
+                best = v
+                state = s
+        columns[T - 1] = final_column
+    else:
+        for s in range(S):
+            if delta[s] > best:
+                best = delta[s]
+                state = s
+    if state < 0:
+        return columns, best
+    for t in range(last - 1, -1, -1):
+        arc = back[t, state]
+        columns[t] = arc % X
+        state = arc // X
+    return columns, best
