@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from varorder.engine import chain as _engine
+from varorder.eval.metrics import sequence_accuracy
 
 __all__ = ["numba_threads", "LabelCodec", "ChunkPlan", "decode_viterbi", "iter_marginals", "token_accuracy"]
 
@@ -153,13 +154,12 @@ def iter_marginals(plan: ChunkPlan, token_scores: np.ndarray, transitions, start
 
 
 def token_accuracy(predicted: Sequence[Sequence], gold: Sequence[Sequence]) -> float:
-    """Fraction of tokens whose predicted label equals the gold one (lengths must match)."""
-    correct = total = 0
-    for i, (p, g) in enumerate(zip(predicted, gold, strict=True)):
-        if len(p) != len(g):
-            raise ValueError(f"sequence {i}: {len(p)} predicted labels for {len(g)} gold labels")
-        correct += sum(a == b for a, b in zip(p, g))
-        total += len(g)
-    if total == 0:
+    """Fraction of tokens whose predicted label equals the gold one (lengths must match).
+
+    The counting is :func:`varorder.eval.metrics.sequence_accuracy`'s; an empty
+    gold set is an error here rather than NaN, since a training log needs a number.
+    """
+    result = sequence_accuracy(predicted, gold)
+    if result.num_tokens == 0:
         raise ValueError("no tokens to score")
-    return correct / total
+    return result.token
