@@ -102,3 +102,44 @@ def test_full_wfsa_viterbi_equals_brute_force(seed, order, estimator, eos):
     assert result.num_states == wfsa.num_states * target.num_positions
     with pytest.raises(ValueError, match="another LM"):
         wfsa_viterbi(random_target(random_lm(seed + 1, order), seed, 3, 2), wfsa)
+
+
+@pytest.mark.parametrize("seed,order,length", [(51, 4, 6), (52, 6, 8)])
+def test_compiled_decode_loop_equals_algorithm_1_on_the_public_api(seed, order, length):
+    """decode_steps (the whole loop in compiled code) against the loop written out with
+    best_path / trace_arcs / target.log_p / refine; chunked and mass-recording runs agree."""
+    from varorder.exact import QAutomaton
+    from varorder.lattice import log_partition
+
+    lm = random_lm(seed, order, n_words=7, n_sentences=120)
+    target = random_target(lm, seed, length=length, n_candidates=3)
+    q = QAutomaton(target)
+    log_q, log_p, states, masses = [], [], [], []
+    while True:
+        arcs, score = q.best_path()
+        trace = q.trace_arcs(arcs)
+        assert trace.log_q == pytest.approx(score, abs=1e-9)
+        assert q.path_log_p(arcs) == pytest.approx(target.log_p(trace.symbols), abs=1e-9)
+        log_q.append(score)
+        log_p.append(target.log_p(trace.symbols))
+        if score - log_p[-1] <= 1e-9 * max(1.0, abs(log_p[-1])):
+            break
+        assert q.refine_trace(trace) > 0
+        states.append(q.num_states)
+        masses.append(log_partition(q.lattice()))
+    assert all(np.diff(masses) <= 1e-12)  # q never gains mass
+    for kwargs in ({}, {"record_mass": True}, {"time_limit": 1e9}):
+        result = decode(target, **kwargs)
+        assert result.exact and result.path == trace.symbols
+        assert result.history.log_q == pytest.approx(log_q, abs=1e-9)
+        assert result.history.log_p == pytest.approx(log_p, abs=1e-9)
+        assert [s for _, s, _, _ in result.history.refinements] == states
+        assert result.history.q_version == list(range(len(log_q)))
+        if kwargs.get("record_mass"):
+            assert [m for *_, m in result.history.refinements] == pytest.approx(masses, abs=1e-9)
+    # Resuming: a budget of one iteration at a time reaches the same argmax.
+    q = QAutomaton(target)
+    for _ in range(len(log_q) - 1):
+        assert q.decode_steps(1).status == "running"
+    final = q.decode_steps(5)
+    assert final.status == "exact" and final.path == trace.symbols and len(final.log_q) == 1

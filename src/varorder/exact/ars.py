@@ -31,8 +31,6 @@ from varorder.lattice import log_partition, sample_arcs
 
 __all__ = ["RunHistory", "DecodeResult", "SampleResult", "decode", "sample", "acceptance_rate"]
 
-# q(x*) = p(x*) is tested in log space up to float64 summation rounding.
-_EXACT_TOL = 1e-9
 
 
 @dataclass
@@ -126,33 +124,35 @@ def decode(target: HighOrderTarget, *, max_iterations: int = 100_000, time_limit
     Stops when the Viterbi path of q has p = q (``exact`` True), or after
     ``max_iterations`` Viterbi calls / ``time_limit`` seconds (``exact`` False; the path is
     then the last Viterbi path of q, whose log q bounds log p of the argmax from above).
+    The iterations run in compiled code (:meth:`QAutomaton.decode_steps`), in chunks when
+    a time limit is given, one at a time with ``record_mass`` (log q(X) after every
+    refinement). ``seconds`` includes building the initial q.
     """
+    if max_iterations < 1:
+        raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+    start = time.perf_counter()
     q = _check_target(target, automaton)
     history = RunHistory()
-    start = time.perf_counter()
-    exact = False
+    chunk = 1 if record_mass else (max_iterations if time_limit is None else 16)
     iterations = 0
     while True:
-        arcs, score = q.best_path()
-        if score == -np.inf:
-            raise ValueError("the target gives probability zero to every candidate sequence")
-        trace = q.trace_arcs(arcs)
-        path = trace.symbols
-        log_p = q.path_log_p(arcs)
-        iterations += 1
-        exact = score - log_p <= _EXACT_TOL * max(1.0, abs(log_p))
-        history.log_q.append(float(score))
-        history.log_p.append(log_p)
-        history.accepted.append(bool(exact))
-        history.q_version.append(q.num_refinements)
+        version = q.num_refinements
+        steps = q.decode_steps(min(chunk, max_iterations - iterations))
+        n = len(steps.log_q)
+        exact = steps.status == "exact"
+        history.log_q.extend(steps.log_q.tolist())
+        history.log_p.extend(steps.log_p.tolist())
+        history.accepted.extend([False] * (n - 1) + [exact])
+        history.q_version.extend(range(version, version + n))
+        mass = log_partition(q.lattice()) if record_mass and len(steps.refined_states) else None
+        for r, (states, counts) in enumerate(zip(steps.refined_states.tolist(), steps.refined_ngrams.tolist())):
+            history.refinements.append((iterations + r + 1, states, {k: c for k, c in enumerate(counts) if c},
+                                        mass if r == len(steps.refined_states) - 1 else None))
+        iterations += n
         if exact or iterations >= max_iterations or (time_limit is not None and time.perf_counter() - start > time_limit):
             break
-        if q.refine_trace(trace, q.below_full_order(arcs)) == 0:
-            raise RuntimeError(f"q and p differ on a fully refined path (log q {score}, log p {log_p})")
-        history.refinements.append((iterations, q.num_states, q.ngram_counts(),
-                                    log_partition(q.lattice()) if record_mass else None))
-    return DecodeResult(path, target.sentence(path), float(score), log_p, iterations, q.num_states,
-                        q.ngram_counts(), time.perf_counter() - start, history, bool(exact))
+    return DecodeResult(steps.path, target.sentence(steps.path), float(steps.log_q[-1]), float(steps.log_p[-1]),
+                        iterations, steps.num_states, q.ngram_counts(), time.perf_counter() - start, history, exact)
 
 
 def sample(target: HighOrderTarget, *, n_samples: int | None = None, target_ar: float | None = None,

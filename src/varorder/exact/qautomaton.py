@@ -26,6 +26,15 @@ of <s> x_1 .. x_{i-1} near the start), or when its context is not a stored n-gra
 the bound equals p already, see :class:`~varorder.exact.target.MaxBackoffWeights`); on
 such a path q = p.
 
+Representation. States and refined n-grams live in flat, growable integer tables that
+compiled kernels read and extend: a state is (position, suffix state, prefix state, last
+symbol, context length) plus the heads of two linked lists (the states it is the prefix
+of, the n-grams it is the context of). Tracing a path, refining it, its log p (exact
+back-off, :func:`varorder.lm._kernels.backoff_log10prob`) and the bounds of the raised
+n-grams (:func:`varorder.lm._kernels.max_backoff_log10prob`) are Numba code, and so is
+one whole iteration of Algorithm 1 in optimisation mode (:meth:`QAutomaton.decode_steps`),
+whose Viterbi is the engine's lattice kernel.
+
 Unrolled over positions, the automaton is a :class:`varorder.lattice.Lattice` (nodes =
 reachable (position, state), arcs labelled by symbols): Viterbi, sampling and log q(X)
 are the engine's.
@@ -33,8 +42,6 @@ are the engine's.
 
 from __future__ import annotations
 
-from array import array
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -42,20 +49,35 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from varorder.exact.target import HighOrderTarget
 from varorder.engine.lattice import viterbi_kernel
+from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice
+from varorder.lm import _kernels as lm_kernels
 from varorder.lm.model import LN10
 
-__all__ = ["QAutomaton", "PathTrace"]
+__all__ = ["QAutomaton", "PathTrace", "DecodeSteps"]
 
-_ROOT = 1  # at position 0, state 0 is the empty context (a prefix only) and state 1 is (<s>,)
+_ROOT = 1  # global id of (<s>,) at position 0; state 0 is position 0's empty context
+
+# Rows of the state table (one column per state, global ids in creation order).
+_POS, _LOCAL, _SUFFIX, _PREFIX, _CAND, _LENGTH, _CHILD_HEAD, _SIBLING, _NGRAM_HEAD = range(9)
+_STATE_ROWS = 9
+# Rows of the n-gram table: candidate index (at the context's position + 1), next n-gram
+# of the same context, the context state.
+_NG_CAND, _NG_NEXT, _NG_CONTEXT = range(3)
+_NGRAM_ROWS = 3
+
+# Status codes of the compiled decode loop.
+_RUNNING, _EXACT, _NO_PATH, _STUCK = 0, 1, 2, 3
+# q(x*) = p(x*) is tested in log space up to float64 summation rounding.
+EXACT_TOLERANCE = 1e-9
 
 
 @dataclass
 class PathTrace:
     """Where one path runs through the automaton: per position 1..T, the source state, the
-    state whose n-gram gave the weight (-1: the unigram bound), the LM bound and log q."""
+    state whose n-gram gave the weight (-1: the unigram bound), the LM bound and log q.
+    State ids are the automaton's global ids."""
 
     symbols: list[int]
     sources: list[int]
@@ -64,9 +86,24 @@ class PathTrace:
     log_q: float
 
 
+class DecodeSteps(NamedTuple):
+    """What :meth:`QAutomaton.decode_steps` did: per Viterbi iteration log q and log p of
+    the Viterbi path; after each refinement the reachable states of the new q and its
+    n-grams per order (row k: index = order); the last Viterbi path and how the run ended."""
+
+    log_q: np.ndarray
+    log_p: np.ndarray
+    refined_states: np.ndarray
+    refined_ngrams: np.ndarray
+    path: list[int]
+    num_states: int  # reachable states of q after the run
+    status: str  # "exact", "running" (iteration budget spent)
+
+
 class _QArrays(NamedTuple):
-    """The current q's lattice arrays plus, per arc, its source's local state and its
-    weight state (-1: unigram bound), and the arcs grouped by target."""
+    """The current q's lattice arrays plus, per arc, its source state and its weight state
+    (global ids, -1: unigram bound), the LM bound, the flat candidate index and the weight
+    state's context length; and the arcs grouped by target."""
 
     positions: np.ndarray
     sources: np.ndarray
@@ -76,9 +113,9 @@ class _QArrays(NamedTuple):
     final: np.ndarray
     from_state: np.ndarray
     weight_state: np.ndarray
-    bound: np.ndarray           # the LM bound of the arc's weight (exact stored value)
-    candidate: np.ndarray       # flat candidate index (into the concatenated candidate lists)
-    context_length: np.ndarray  # length of the weight state's context (0: unigram bound)
+    bound: np.ndarray
+    candidate: np.ndarray
+    context_length: np.ndarray
     in_offsets: np.ndarray
     in_arcs: np.ndarray
     ints: np.ndarray            # (7, A): the int columns above, one row each
@@ -89,7 +126,8 @@ class QAutomaton:
     """Variable-order upper bound of a :class:`~varorder.exact.target.HighOrderTarget`.
 
     Use :meth:`lattice` for the current q (nodes are reachable (position, state) pairs),
-    :meth:`refine` on a rejected path, :meth:`log_q` for q of a path.
+    :meth:`refine` on a rejected path, :meth:`log_q` for q of a path, :meth:`decode_steps`
+    for iterations of Algorithm 1 in optimisation mode run in compiled code.
     """
 
     def __init__(self, target: HighOrderTarget):
@@ -99,115 +137,55 @@ class QAutomaton:
         self.weights = target.weights
         T = target.num_positions
         self.num_positions = T
-        bos = target.bos
-        # Per position j = 0..T: contexts, suffix chains (state, its suffix, ..., empty).
-        self._contexts: list[list[tuple[int, ...]]] = [[()] for _ in range(T + 1)]
-        self._chains: list[list[tuple[int, ...]]] = [[(0,)] for _ in range(T + 1)]
-        self._contexts[0].append((bos,))
-        # Every state's id by its context (per position), for the refinement's lookups.
-        self._state_of: list[dict[tuple[int, ...], int]] = [{(): 0} for _ in range(T + 1)]
-        self._state_of[0][(bos,)] = _ROOT
-        self._chains[0].append((1, 0))
-        # Flat records for the arc kernel, in creation order (local ids grow within a
-        # position): (position, suffix state) per state, (position, prefix state,
-        # candidate index, child state) per state, (position, context state, candidate
-        # index, bound) per refined n-gram.
-        self._state_records = array("q", [v for j in range(T + 1) for v in (j, 0, 0)] + [0, 0, 1])
-        self._child_records = array("q")
-        self._ngram_keys = array("q")
-        self._ngram_bounds = array("d")
-        # _children[j][x][prefix state at j-1] = state (prefix + x) at j.
-        self._children: list[dict[int, dict[int, int]]] = [{} for _ in range(T + 1)]
-        # _ngrams[j][x][context state at j-1] = log w(x | context) refined at position j.
-        self._ngrams: list[dict[int, dict[int, float]]] = [{} for _ in range(T + 1)]
+        self._tables = target.lm.query_tables()
         self._candidate_symbols = np.concatenate(target.symbols).astype(np.int64)
         self._candidate_unigram = self.weights.unigram_bounds()[self._candidate_symbols]
         self._candidate_logliks = np.concatenate(target.logliks).astype(np.float64)
         sizes = [len(c) for c in target.symbols]
         self._candidate_offsets = np.zeros(T + 1, dtype=np.int64)
         np.cumsum(sizes, out=self._candidate_offsets[1:])
-        offsets = self._candidate_offsets.tolist()
-        self._unigram = [None] + [self._candidate_unigram[offsets[j - 1]:offsets[j]] for j in range(1, T + 1)]
-        self._index_of = [None] + [dict(zip(symbols.tolist(), range(len(symbols)))) for symbols in target.symbols]
-        self.order_counts: Counter = Counter({1: sum(sizes)})
+        self._index_of = [dict(zip(symbols.tolist(), range(len(symbols)))) for symbols in target.symbols]
+        # Position 0 holds the empty context (global id 0, a prefix only) and (<s>,) (id 1);
+        # every later position starts with its empty context.
+        capacity = max(64, 8 * (T + 2))
+        states = np.full((_STATE_ROWS, capacity), -1, dtype=np.int64)
+        n = T + 2
+        states[_POS, :n] = np.concatenate([[0, 0], np.arange(1, T + 1)])
+        states[_LOCAL, :n] = np.concatenate([[0, 1], np.zeros(T, np.int64)])
+        states[_LENGTH, :n] = np.concatenate([[0, 1], np.zeros(T, np.int64)])
+        states[_SUFFIX, _ROOT] = 0
+        self._states = states
+        self._ngrams = np.full((_NGRAM_ROWS, capacity), -1, dtype=np.int64)
+        self._ngram_bounds = np.empty(capacity, dtype=np.float64)
+        self._sizes = np.asarray([n, 0], dtype=np.int64)  # states, n-grams
+        self._empty_of = np.concatenate([[0], np.arange(2, T + 2)]).astype(np.int64)
+        self._num_local = np.concatenate([[2], np.ones(T, np.int64)]).astype(np.int64)
+        self._order_counts = np.zeros(target.order + 2, dtype=np.int64)
+        self._order_counts[1] = sum(sizes)
         self._lattice: Lattice | None = None
         self._cached: _QArrays | None = None
-        self._num_reachable = 0
         self.num_refinements = 0
 
     # ------------------------------------------------------------------ structure
 
-    def _ensure_state(self, position: int, context: tuple[int, ...]) -> int:
-        """Id of state ``context`` at ``position``, created (with its suffix and its
-        prefix one position earlier) when missing."""
-        if position == 0:
-            if context == ():
-                return 0
-            if context == (self.target.bos,):
-                return _ROOT
-            raise AssertionError(f"no state {context} at position 0")
-        known = self._state_of[position].get(context)
-        if known is not None:
-            return known
-        # Not a state yet (``_state_of`` lists every state); its prefix and suffix usually are.
-        prefix = self._state_of[position - 1].get(context[:-1])
-        if prefix is None:
-            prefix = self._ensure_state(position - 1, context[:-1])
-        suffix = self._state_of[position].get(context[1:])
-        if suffix is None:
-            suffix = self._ensure_state(position, context[1:])
-        by_prefix = self._children[position].setdefault(context[-1], {})
-        state = len(self._contexts[position])
-        self._contexts[position].append(context)
-        self._chains[position].append((state,) + self._chains[position][suffix])
-        by_prefix[prefix] = state
-        self._state_of[position][context] = state
-        self._state_records.extend((position, suffix, len(context)))
-        self._child_records.extend((position, prefix, self._index_of[position][context[-1]], state))
-        self._invalidate()  # cheap; refine_trace also invalidates once at its end
-        return state
+    def _kernel_state(self):
+        return (self._states, self._ngrams, self._ngram_bounds, self._sizes, self._empty_of, self._num_local,
+                self._order_counts)
 
-    def _step(self, position: int, source: int, symbol: int) -> tuple[int, int, float]:
-        """(target state, weight state or -1, LM bound) of reading ``symbol`` at
-        ``position`` from ``source`` (a state at position - 1)."""
-        chain = self._chains[position - 1][source]
-        target = 0
-        children = self._children[position].get(symbol)
-        if children:
-            for u in chain:
-                found = children.get(u)
-                if found is not None:
-                    target = found
-                    break
-        ngrams = self._ngrams[position].get(symbol)
-        if ngrams:
-            for u in chain:
-                bound = ngrams.get(u)
-                if bound is not None:
-                    return target, u, bound
-        return target, -1, float(self._unigram[position][self._index_of[position][symbol]])
-
-    def _invalidate(self) -> None:
+    def _store(self, states, ngrams, ngram_bounds) -> None:
+        self._states, self._ngrams, self._ngram_bounds = states, ngrams, ngram_bounds
         self._lattice = None
         self._cached = None
 
-    def _arrays(self) -> "_QArrays":
+    def _arrays(self) -> _QArrays:
         """The arc arrays of the current q (cached until the next refinement)."""
         if self._cached is not None:
             return self._cached
-        T = self.num_positions
-        # Copies: a live view would stop the array.array records from growing.
-        states = np.frombuffer(self._state_records, dtype=np.int64).copy().reshape(-1, 3)
-        children = np.frombuffer(self._child_records, dtype=np.int64).copy().reshape(-1, 4)
-        ngram_keys = np.frombuffer(self._ngram_keys, dtype=np.int64).copy().reshape(-1, 3)
-        ngram_bounds = np.frombuffer(self._ngram_bounds, dtype=np.float64).copy()
         positions, final, ints, floats, in_offsets, in_arcs = _build_arcs(
-            T, states, children, ngram_keys, ngram_bounds,
+            self.num_positions, self._states, self._sizes, self._ngrams, self._ngram_bounds,
             self._candidate_offsets, self._candidate_symbols, self._candidate_unigram, self._candidate_logliks)
-        n_nodes = len(positions)
         sources, targets, labels, from_state, weight_state, candidate, context_length = ints
         weights, bound = floats
-        self._num_reachable = int(n_nodes)
         self._cached = _QArrays(positions, sources, targets, labels, weights, final, from_state, weight_state,
                                 bound, candidate, context_length, in_offsets, in_arcs, ints, floats)
         return self._cached
@@ -222,10 +200,7 @@ class QAutomaton:
 
     def best_path(self) -> tuple[np.ndarray, float]:
         """(arc ids of the Viterbi path of q, root first; its log q), -inf when q has no
-        path. Runs the engine's lattice Viterbi kernel on the arrays :meth:`lattice` would
-        wrap; the decode loop calls it once per iteration, so it skips building (and
-        re-validating) a :class:`~varorder.lattice.Lattice` whose arrays this class
-        constructs itself."""
+        path: the engine's lattice Viterbi kernel on the arrays :meth:`lattice` wraps."""
         a = self._arrays()
         arcs, score = viterbi_kernel(len(a.positions), a.in_offsets, a.in_arcs, a.sources, a.weights, a.final,
                                      a.positions)
@@ -233,8 +208,8 @@ class QAutomaton:
 
     def trace_arcs(self, arcs: np.ndarray) -> PathTrace:
         """:meth:`trace` of a path given as arc ids of the current :meth:`lattice` (as
-        :meth:`best_path` and :func:`varorder.lattice.sample_arcs` return them): read off
-        the arcs instead of walking the suffix chains."""
+        :meth:`best_path` and :func:`varorder.lattice.sample_arcs` return them), read off
+        the arcs."""
         a = self._arrays()
         arcs = np.asarray(arcs, dtype=np.int64)
         if arcs.shape != (self.num_positions,) or arcs.min() < 0 or arcs.max() >= len(a.labels):
@@ -245,13 +220,11 @@ class QAutomaton:
 
     def path_log_p(self, arcs: np.ndarray) -> float:
         """log p of the path given by ``arcs`` of the current lattice: the same value as
-        ``target.log_p(labels)``, with the observation terms gathered from the arcs."""
+        ``target.log_p(labels)``, computed in compiled code from the arcs."""
         a = self._arrays()
-        target = self.target
-        obs = self._candidate_logliks[a.candidate[arcs]]
-        words = a.labels[arcs[: target.length]].astype(np.int32)
-        log10, _ = target.lm.token_log10probs(words, bos=True, eos=target.eos)
-        return float(log10.sum() * LN10 + obs.sum())
+        arcs = np.asarray(arcs, dtype=np.int64)
+        return float(_path_log_p(self._history(a.labels[arcs]), self._candidate_logliks[a.candidate[arcs]],
+                                 self.target.order, *self._tables))
 
     def below_full_order(self, arcs: np.ndarray) -> np.ndarray:
         """Positions (1-based) of the path ``arcs`` whose factor uses a context shorter
@@ -264,40 +237,60 @@ class QAutomaton:
     @property
     def num_states(self) -> int:
         """Reachable states over all positions (lattice nodes, the root included)."""
-        self._arrays()
-        return self._num_reachable
+        return len(self._arrays().positions)
 
     @property
     def num_created_states(self) -> int:
         """Every state ever created (reachable or not), the root included."""
-        return 1 + sum(len(c) for c in self._contexts[1:])
+        return int(self._sizes[0]) - 1
 
     def ngram_counts(self) -> dict[int, int]:
         """n-grams per order in q: order 1 counts the unigram-bounded (position, candidate)
         pairs, order k > 1 the n-grams refined to order k (paper Table 1)."""
-        return dict(sorted(self.order_counts.items()))
+        return {k: int(c) for k, c in enumerate(self._order_counts) if c}
+
+    def state_context(self, state: int) -> tuple[int, ...]:
+        """The context (symbol ids, ``<s>`` included) of a state given by its global id."""
+        if not 0 <= state < self._sizes[0]:
+            raise ValueError(f"no state {state}")
+        symbols = []
+        while self._states[_LENGTH, state] > 0:
+            position, cand = self._states[_POS, state], self._states[_CAND, state]
+            if position == 0:
+                symbols.append(self.target.bos)
+                break
+            symbols.append(int(self._candidate_symbols[self._candidate_offsets[position - 1] + cand]))
+            state = self._states[_PREFIX, state]
+        return tuple(reversed(symbols))
 
     # ------------------------------------------------------------------ paths
 
-    def trace(self, path: Sequence[int]) -> PathTrace:
-        """Run ``path`` (T symbol ids, ``</s>`` last with eos) through the automaton."""
+    def _candidates(self, path: Sequence[int]) -> np.ndarray:
         path = [int(s) for s in path]
         if len(path) != self.num_positions:
             raise ValueError(f"path must have {self.num_positions} symbols, got {len(path)}")
-        state = _ROOT
-        sources, weight_states, bounds = [], [], []
-        log_q = 0.0
-        for j, symbol in enumerate(path, start=1):
+        cands = np.empty(len(path), dtype=np.int64)
+        for j, symbol in enumerate(path):
             k = self._index_of[j].get(symbol)
             if k is None:
-                raise ValueError(f"symbol {symbol} is not a candidate at position {j}")
-            target, used, bound = self._step(j, state, symbol)
-            sources.append(state)
-            weight_states.append(used)
-            bounds.append(bound)
-            log_q += bound + float(self.target.logliks[j - 1][k])
-            state = target
-        return PathTrace(path, sources, weight_states, bounds, log_q)
+                raise ValueError(f"symbol {symbol} is not a candidate at position {j + 1}")
+            cands[j] = k
+        return cands
+
+    def _history(self, symbols) -> np.ndarray:
+        history = np.empty(self.num_positions + 1, dtype=np.int64)
+        history[0] = self.target.bos
+        history[1:] = symbols
+        return history
+
+    def trace(self, path: Sequence[int]) -> PathTrace:
+        """Run ``path`` (T symbol ids, ``</s>`` last with eos) through the automaton."""
+        cands = self._candidates(path)
+        sources, weight_states, bounds = _trace(self._states, self._ngrams, self._ngram_bounds, self._empty_of,
+                                                self._candidate_offsets, self._candidate_unigram, cands)
+        logliks = self._candidate_logliks[self._candidate_offsets[:-1] + cands]
+        log_q = float(np.sum(bounds + logliks))
+        return PathTrace([int(s) for s in path], sources.tolist(), weight_states.tolist(), bounds.tolist(), log_q)
 
     def log_q(self, path: Sequence[int]) -> float:
         return self.trace(path).log_q
@@ -305,101 +298,234 @@ class QAutomaton:
     def refine(self, path: Sequence[int]) -> int:
         """Algorithm 2 at every position of ``path``: raise each factor not yet at full
         order by one order. Returns the number of n-grams raised (0: q = p on the path)."""
-        return self.refine_trace(self.trace(path))
-
-    def refine_trace(self, trace: PathTrace, positions=None) -> int:
-        """:meth:`refine` of a path already traced (by :meth:`trace` or :meth:`trace_arcs`
-        on the current q). ``positions``, when given, lists the positions below full order
-        (:meth:`below_full_order`), which are then not recomputed from the trace. The LM
-        bounds of the raised n-grams are looked up in one batch."""
-        history = (self.target.bos,) + tuple(trace.symbols)
-        # Positions whose factor is below full order, and their contexts as stored n-grams.
-        if positions is None:
-            full_length = self.target.order - 1
-            positions = [i for i in range(1, self.num_positions + 1)
-                         if (0 if trace.weight_states[i - 1] < 0
-                             else len(self._contexts[i - 1][trace.weight_states[i - 1]])) < min(full_length, i)]
-        todo = []
-        for i in np.asarray(positions, dtype=np.int64).tolist():
-            used = trace.weight_states[i - 1]
-            todo.append((i, 0 if used < 0 else len(self._contexts[i - 1][used]), used))
-        stored = iter(self.weights.contexts_stored([self._contexts[i - 1][used] for i, length, used in todo if length]))
-        raising = []
-        for i, context_length, used in todo:
-            if context_length and not next(stored):
-                continue  # the context is not a stored n-gram: the bound is exact already
-            symbol = trace.symbols[i - 1]
-            context = history[i - context_length - 1 : i]
-            state = self._state_of[i - 1].get(context)
-            if state is None:
-                state = self._ensure_state(i - 1, context)
-            if state not in self._ngrams[i].get(symbol, ()):
-                raising.append((i, symbol, context, state))
-        bounds = self.weights.many([(context, symbol) for i, symbol, context, state in raising])
-        raised = 0
-        for (i, symbol, context, state), bound in zip(raising, bounds):
-            by_context = self._ngrams[i].setdefault(symbol, {})
-            if state in by_context:
-                continue  # the same n-gram twice on one path cannot happen, but stay safe
-            # min(): a longer context never has a larger bound; guard against rounding.
-            bound = min(bound, trace.bounds[i - 1])
-            by_context[state] = bound
-            self._ngram_keys.extend((i, state, self._index_of[i][symbol]))
-            self._ngram_bounds.append(bound)
-            self.order_counts[len(context) + 1] += 1
-            raised += 1
-        if raised:
-            self._invalidate()
+        cands = self._candidates(path)
+        states, ngrams, ngram_bounds, raised = _refine(
+            *self._kernel_state(), cands, self._history(self._candidate_symbols[self._candidate_offsets[:-1] + cands]),
+            self.target.order, self._candidate_offsets, self._candidate_unigram, *self._tables)
         self.num_refinements += 1
-        return raised
+        self._store(states, ngrams, ngram_bounds)
+        return int(raised)
+
+    def refine_trace(self, trace: PathTrace) -> int:
+        """:meth:`refine` of a path traced by :meth:`trace` or :meth:`trace_arcs`."""
+        return self.refine(trace.symbols)
+
+    def decode_steps(self, max_iterations: int) -> DecodeSteps:
+        """Up to ``max_iterations`` iterations of Algorithm 1 in optimisation mode, in
+        compiled code: Viterbi on q (the engine's lattice kernel), log p of the Viterbi
+        path, stop when p = q there, else refine q along it (Algorithm 2) and repeat."""
+        if max_iterations < 1:
+            raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+        (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
+         path, num_states) = _decode_loop(*self._kernel_state(), self.num_positions, self.target.order, int(max_iterations),
+                              EXACT_TOLERANCE, self._candidate_offsets, self._candidate_symbols,
+                              self._candidate_unigram, self._candidate_logliks, self.target.bos, *self._tables)
+        refinements = max(n_iter - 1, 0) if status == _EXACT else n_iter
+        self.num_refinements += refinements
+        self._store(states, ngrams, ngram_bounds)
+        if status == _NO_PATH:
+            raise ValueError("the target gives probability zero to every candidate sequence")
+        if status == _STUCK:
+            raise RuntimeError(f"q and p differ on a fully refined path (log q {log_q[n_iter - 1]}, "
+                               f"log p {log_p[n_iter - 1]})")
+        return DecodeSteps(log_q[:n_iter], log_p[:n_iter], refined_states[:refinements],
+                           refined_ngrams[:refinements], path.tolist(), int(num_states),
+                           "exact" if status == _EXACT else "running")
+
+
+# ---------------------------------------------------------------------- compiled kernels
 
 
 @numba.njit(cache=True)
-def _build_arcs(T, states, children, ngram_keys, ngram_bounds,
-                cand_offsets, cand_symbols, cand_unigram, cand_logliks):
+def _grown_ints(table, needed):
+    capacity = table.shape[1]
+    if needed <= capacity:
+        return table
+    grown = np.full((table.shape[0], max(2 * capacity, needed)), -1, np.int64)
+    grown[:, :capacity] = table
+    return grown
+
+
+@numba.njit(cache=True)
+def _grown_floats(values, needed):
+    capacity = values.shape[0]
+    if needed <= capacity:
+        return values
+    grown = np.empty(max(2 * capacity, needed), np.float64)
+    grown[:capacity] = values
+    return grown
+
+
+@numba.njit(cache=True)
+def _step(states, ngrams, ngram_bounds, empty_of, cand_offsets, cand_unigram, position, source, cand):
+    """(target state, weight state or -1, LM bound) of reading candidate ``cand`` at
+    ``position`` from ``source``: the first states of the source's suffix chain with a
+    child / an n-gram labelled ``cand``."""
+    target = -1
+    weight_state = -1
+    bound = cand_unigram[cand_offsets[position - 1] + cand]
+    u = source
+    while True:
+        if target < 0:
+            e = states[_CHILD_HEAD, u]
+            while e >= 0:
+                if states[_CAND, e] == cand:
+                    target = e
+                    break
+                e = states[_SIBLING, e]
+        if weight_state < 0:
+            e = states[_NGRAM_HEAD, u]
+            while e >= 0:
+                if ngrams[_NG_CAND, e] == cand:
+                    weight_state = u
+                    bound = ngram_bounds[e]
+                    break
+                e = ngrams[_NG_NEXT, e]
+        if (target >= 0 and weight_state >= 0) or states[_LENGTH, u] == 0:
+            break
+        u = states[_SUFFIX, u]
+    if target < 0:
+        target = empty_of[position]
+    return target, weight_state, bound
+
+
+@numba.njit(cache=True)
+def _trace(states, ngrams, ngram_bounds, empty_of, cand_offsets, cand_unigram, cands):
+    T = cands.shape[0]
+    sources = np.empty(T, np.int64)
+    weight_states = np.empty(T, np.int64)
+    bounds = np.empty(T, np.float64)
+    state = _ROOT
+    for j in range(1, T + 1):
+        sources[j - 1] = state
+        state, weight_state, bound = _step(states, ngrams, ngram_bounds, empty_of, cand_offsets, cand_unigram, j,
+                                           state, cands[j - 1])
+        weight_states[j - 1] = weight_state
+        bounds[j - 1] = bound
+    return sources, weight_states, bounds
+
+
+@numba.njit(cache=True)
+def _suffix_of_length(states, state, length):
+    while states[_LENGTH, state] > length:
+        state = states[_SUFFIX, state]
+    return state
+
+
+@numba.njit(cache=True)
+def _refine(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_counts, cands, history, order,
+            cand_offsets, cand_unigram, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+            max_prob, max_backoff):
+    """Algorithm 2 along one path (candidate indices ``cands``, ``history`` = <s> and its
+    symbols). Returns the (possibly reallocated) tables and the number of n-grams raised."""
+    T = cands.shape[0]
+    # The path's states: reach[j] is the longest state at j that is a suffix of the history.
+    reach = np.empty(T + 1, np.int64)
+    used = np.empty(T + 1, np.int64)
+    old_bound = np.empty(T + 1, np.float64)
+    reach[0] = _ROOT
+    for j in range(1, T + 1):
+        target, weight_state, bound = _step(states, ngrams, ngram_bounds, empty_of, cand_offsets, cand_unigram, j,
+                                            reach[j - 1], cands[j - 1])
+        reach[j] = target
+        used[j] = weight_state
+        old_bound[j] = bound
+    raised = 0
+    for i in range(1, T + 1):
+        k = 0 if used[i] < 0 else states[_LENGTH, used[i]]
+        if k >= min(order - 1, i):
+            continue
+        if k > 0 and lm_kernels.find_ngram(history[i - k:i], vocab_size, hash_rows, hash_base, hash_cap) < 0:
+            continue  # the context is not a stored n-gram: the bound is exact already
+        # The state with context history[i-k-1 : i] at position i - 1, created (with the
+        # states before it that lead to it) when missing: position p needs a state of
+        # length m - (i - 1 - p), and each new state's suffix is the longest one there.
+        m = k + 1
+        for p in range(i - m, i):
+            wanted = m - (i - 1 - p)
+            while states[_LENGTH, reach[p]] < wanted:
+                length = states[_LENGTH, reach[p]] + 1
+                prefix = _suffix_of_length(states, reach[p - 1], length - 1)
+                g = sizes[0]
+                states = _grown_ints(states, g + 1)
+                states[_POS, g] = p
+                states[_LOCAL, g] = num_local[p]
+                states[_SUFFIX, g] = reach[p]
+                states[_PREFIX, g] = prefix
+                states[_CAND, g] = cands[p - 1]
+                states[_LENGTH, g] = length
+                states[_CHILD_HEAD, g] = -1
+                states[_NGRAM_HEAD, g] = -1
+                states[_SIBLING, g] = states[_CHILD_HEAD, prefix]
+                states[_CHILD_HEAD, prefix] = g
+                num_local[p] += 1
+                sizes[0] = g + 1
+                reach[p] = g
+        context = _suffix_of_length(states, reach[i - 1], m)
+        e = states[_NGRAM_HEAD, context]
+        while e >= 0 and ngrams[_NG_CAND, e] != cands[i - 1]:
+            e = ngrams[_NG_NEXT, e]
+        if e >= 0:
+            continue  # already refined (cannot happen on a path traced through this q)
+        bound = lm_kernels.max_backoff_log10prob(history[i - m:i], history[i], vocab_size, hash_rows, hash_base,
+                                                 hash_cap, values, value_base, max_prob, max_backoff) * LN10
+        # A longer context never has a larger bound; guard against rounding.
+        bound = min(bound, old_bound[i])
+        e = sizes[1]
+        ngrams = _grown_ints(ngrams, e + 1)
+        ngram_bounds = _grown_floats(ngram_bounds, e + 1)
+        ngrams[_NG_CAND, e] = cands[i - 1]
+        ngrams[_NG_CONTEXT, e] = context
+        ngrams[_NG_NEXT, e] = states[_NGRAM_HEAD, context]
+        states[_NGRAM_HEAD, context] = e
+        ngram_bounds[e] = bound
+        sizes[1] = e + 1
+        order_counts[m + 1] += 1
+        raised += 1
+    return states, ngrams, ngram_bounds, raised
+
+
+@numba.njit(cache=True)
+def _path_log_p(history, logliks, order, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                max_prob, max_backoff):
+    """log p of a path: exact back-off LM factors (last order - 1 symbols of the history,
+    <s> included) plus the observation log-likelihoods; summed like
+    :meth:`HighOrderTarget.log_p` (base-10 terms first)."""
+    total = 0.0
+    for i in range(1, history.shape[0]):
+        start = max(0, i - (order - 1))
+        log10prob, _ = lm_kernels.backoff_log10prob(history[start:i], history[i], vocab_size, hash_rows, hash_base,
+                                                    hash_cap, values, value_base)
+        total += log10prob
+    return total * LN10 + logliks.sum()
+
+
+@numba.njit(cache=True)
+def _build_arcs(T, states, sizes, ngrams, ngram_bounds, cand_offsets, cand_symbols, cand_unigram, cand_logliks):
     """Arcs of q over reachable states, position by position.
 
     A state's row (target state, weight and the state whose n-gram gave the weight, per
     candidate) is its suffix state's row with the entries refined for the state itself
-    overriding it; suffix states have smaller ids, so rows are filled in id order. Only
-    states reached from the root emit arcs. Besides the lattice arrays, every arc records
-    its source's local state id and its weight state (-1: the unigram bound), so that a
-    path's trace is read off its arcs; and the arcs grouped by target (``in_offsets``,
-    ``in_arcs``, the engine's layout) come out of a counting sort.
+    overriding it; suffix states are created first, so rows are filled in creation order.
+    Only states reached from the root emit arcs. Besides the lattice arrays, every arc
+    records its source state and its weight state (global ids, -1: the unigram bound),
+    so that a path's trace is read off its arcs; and the arcs grouped by target
+    (``in_offsets``, ``in_arcs``, the engine's layout) come out of a counting sort.
     """
-    # States (position, suffix, context length) in creation order; grouped by position
-    # (a stable counting sort keeps each position's local ids in order).
-    state_counts = np.zeros(T + 1, np.int64)
-    for r in range(states.shape[0]):
-        state_counts[states[r, 0]] += 1
-    state_offsets = np.zeros(T + 2, np.int64)
+    n_states = sizes[0]
+    # Global ids grouped by position, local (creation) order within a position.
+    counts = np.zeros(T + 1, np.int64)
+    for g in range(n_states):
+        counts[states[_POS, g]] += 1
+    offsets = np.zeros(T + 2, np.int64)
     for j in range(T + 1):
-        state_offsets[j + 1] = state_offsets[j] + state_counts[j]
-    state_parents = np.empty(states.shape[0], np.int64)
-    state_lengths = np.empty(states.shape[0], np.int64)
-    fill_state = state_offsets[: T + 1].copy()
-    for r in range(states.shape[0]):
-        slot = fill_state[states[r, 0]]
-        state_parents[slot] = states[r, 1]
-        state_lengths[slot] = states[r, 2]
-        fill_state[states[r, 0]] += 1
-    # Entries grouped by (position, state) through linked lists.
-    n_states_total = state_offsets[T + 1]
-    child_head = np.full(n_states_total, -1, np.int64)
-    child_next = np.full(children.shape[0], -1, np.int64)
-    for e in range(children.shape[0]):
-        key = state_offsets[children[e, 0] - 1] + children[e, 1]  # prefix state lives at position - 1
-        child_next[e] = child_head[key]
-        child_head[key] = e
-    ngram_head = np.full(n_states_total, -1, np.int64)
-    ngram_next = np.full(ngram_keys.shape[0], -1, np.int64)
-    for e in range(ngram_keys.shape[0]):
-        key = state_offsets[ngram_keys[e, 0] - 1] + ngram_keys[e, 1]
-        ngram_next[e] = ngram_head[key]
-        ngram_head[key] = e
+        offsets[j + 1] = offsets[j] + counts[j]
+    members = np.empty(n_states, np.int64)
+    for g in range(n_states):
+        members[offsets[states[_POS, g]] + states[_LOCAL, g]] = g
     max_arcs = 0
     for j in range(1, T + 1):
-        max_arcs += state_counts[j - 1] * (cand_offsets[j] - cand_offsets[j - 1])
+        max_arcs += counts[j - 1] * (cand_offsets[j] - cand_offsets[j - 1])
     # Per-arc columns packed into two matrices (one row per field): returning two arrays
     # instead of nine saves the per-array boxing on every decode iteration.
     arc_ints = np.empty((7, max_arcs), np.int64)
@@ -413,46 +539,48 @@ def _build_arcs(T, states, children, ngram_keys, ngram_bounds,
     arc_context_length = arc_ints[6]
     weights = arc_floats[0]
     arc_bound = arc_floats[1]
-    positions = np.empty(n_states_total, np.int64)
+    positions = np.empty(n_states, np.int64)
     # Position 0: only the root (local state 1) is a node.
-    node_of = np.full(state_counts[0], -1, np.int64)
+    node_of = np.full(counts[0], -1, np.int64)
     node_of[1] = 0
     positions[0] = 0
     n_nodes = 1
     n_arcs = 0
     for j in range(1, T + 1):
-        n_prev = state_counts[j - 1]
+        n_prev = counts[j - 1]
         c0 = cand_offsets[j - 1]
         k = cand_offsets[j] - c0
-        base = state_offsets[j - 1]
+        base = offsets[j - 1]
         row_target = np.zeros((n_prev, k), np.int64)
         row_bound = np.empty((n_prev, k), np.float64)
         row_wstate = np.full((n_prev, k), -1, np.int64)
         for s in range(n_prev):
+            g = members[base + s]
             if s == 0:
                 for c in range(k):
                     row_bound[0, c] = cand_unigram[c0 + c]
             else:
-                parent = state_parents[base + s]
+                parent = states[_LOCAL, states[_SUFFIX, g]]
                 for c in range(k):
                     row_target[s, c] = row_target[parent, c]
                     row_bound[s, c] = row_bound[parent, c]
                     row_wstate[s, c] = row_wstate[parent, c]
-            e = child_head[base + s]
+            e = states[_CHILD_HEAD, g]
             while e >= 0:
-                row_target[s, children[e, 2]] = children[e, 3]
-                e = child_next[e]
-            e = ngram_head[base + s]
+                row_target[s, states[_CAND, e]] = states[_LOCAL, e]
+                e = states[_SIBLING, e]
+            e = states[_NGRAM_HEAD, g]
             while e >= 0:
-                c = ngram_keys[e, 2]
+                c = ngrams[_NG_CAND, e]
                 row_bound[s, c] = ngram_bounds[e]
-                row_wstate[s, c] = s
-                e = ngram_next[e]
-        next_node = np.full(state_counts[j], -1, np.int64)
+                row_wstate[s, c] = g
+                e = ngrams[_NG_NEXT, e]
+        next_node = np.full(counts[j], -1, np.int64)
         first_arc = n_arcs
         for s in range(n_prev):
             if node_of[s] < 0:
                 continue
+            g = members[base + s]
             for c in range(k):
                 t = row_target[s, c]
                 if next_node[t] < 0:
@@ -461,14 +589,14 @@ def _build_arcs(T, states, children, ngram_keys, ngram_bounds,
                 targets[n_arcs] = t
                 labels[n_arcs] = cand_symbols[c0 + c]
                 weights[n_arcs] = row_bound[s, c] + cand_logliks[c0 + c]
-                from_state[n_arcs] = s
+                from_state[n_arcs] = g
                 u = row_wstate[s, c]
                 weight_state[n_arcs] = u
                 arc_bound[n_arcs] = row_bound[s, c]
                 arc_candidate[n_arcs] = c0 + c
-                arc_context_length[n_arcs] = 0 if u < 0 else state_lengths[base + u]
+                arc_context_length[n_arcs] = 0 if u < 0 else states[_LENGTH, u]
                 n_arcs += 1
-        for t in range(state_counts[j]):
+        for t in range(counts[j]):
             if next_node[t] == 0:
                 next_node[t] = n_nodes
                 positions[n_nodes] = j
@@ -492,3 +620,60 @@ def _build_arcs(T, states, children, ngram_keys, ngram_bounds,
         if positions[v] == T:
             final[v] = 0.0
     return positions[:n_nodes], final, arc_ints[:, :n_arcs], arc_floats[:, :n_arcs], in_offsets, in_arcs
+
+
+@numba.njit(cache=True)
+def _decode_loop(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_counts, T, order, max_iterations,
+                 tolerance, cand_offsets, cand_symbols, cand_unigram, cand_logliks, bos, vocab_size, hash_rows,
+                 hash_base, hash_cap, values, value_base, max_prob, max_backoff):
+    """Algorithm 1, optimisation mode, for up to ``max_iterations`` Viterbi calls."""
+    log_q = np.empty(max_iterations, np.float64)
+    log_p = np.empty(max_iterations, np.float64)
+    refined_states = np.zeros(max_iterations, np.int64)
+    refined_ngrams = np.zeros((max_iterations, order_counts.shape[0]), np.int64)
+    history = np.empty(T + 1, np.int64)
+    history[0] = bos
+    cands = np.empty(T, np.int64)
+    logliks = np.empty(T, np.float64)
+    status = _RUNNING
+    n_iter = 0
+    num_nodes = 0
+    while n_iter < max_iterations:
+        positions, final, ints, floats, in_offsets, in_arcs = _build_arcs(
+            T, states, sizes, ngrams, ngram_bounds, cand_offsets, cand_symbols, cand_unigram, cand_logliks)
+        num_nodes = positions.shape[0]
+        if n_iter > 0:
+            refined_states[n_iter - 1] = num_nodes
+        arcs, score = viterbi_kernel(positions.shape[0], in_offsets, in_arcs, ints[0], floats[0], final, positions)
+        if score == -np.inf:
+            status = _NO_PATH
+            break
+        for j in range(T):
+            flat = ints[5, arcs[j]]
+            history[j + 1] = cand_symbols[flat]
+            cands[j] = flat - cand_offsets[j]
+            logliks[j] = cand_logliks[flat]
+        lp = _path_log_p(history, logliks, order, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                         max_prob, max_backoff)
+        log_q[n_iter] = score
+        log_p[n_iter] = lp
+        n_iter += 1
+        if score - lp <= tolerance * max(1.0, abs(lp)):
+            status = _EXACT
+            break
+        # Refined even after the last allowed iteration: a next call starts from this q.
+        states, ngrams, ngram_bounds, raised = _refine(
+            states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_counts, cands, history, order,
+            cand_offsets, cand_unigram, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, max_prob,
+            max_backoff)
+        if raised == 0:
+            status = _STUCK
+            break
+        refined_ngrams[n_iter - 1, :] = order_counts
+    if status == _RUNNING and n_iter > 0:
+        positions, final, ints, floats, in_offsets, in_arcs = _build_arcs(
+            T, states, sizes, ngrams, ngram_bounds, cand_offsets, cand_symbols, cand_unigram, cand_logliks)
+        num_nodes = positions.shape[0]
+        refined_states[n_iter - 1] = num_nodes
+    return (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
+            history[1:].copy(), num_nodes)

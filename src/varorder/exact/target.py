@@ -29,8 +29,8 @@ __all__ = ["MaxBackoffWeights", "HighOrderTarget"]
 
 
 class MaxBackoffWeights:
-    """Cached natural-log max-backoff bounds w(x | c) of one LM, and the test of whether a
-    context c makes the bound exact.
+    """Cached natural-log max-backoff bounds w(x | c) of one LM (the unigram bounds of every
+    word in one batch, shared by every target over the LM).
 
     w(x | c) = max over left extensions e of p(x | e c) >= p(x | h) for every history h
     ending in c. When c is not a stored n-gram, no extension e c is stored either (the
@@ -43,7 +43,6 @@ class MaxBackoffWeights:
             raise ValueError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}")
         self.lm = lm
         self._weights: dict[tuple[tuple[int, ...], int], float] = {}
-        self._stored: dict[tuple[int, ...], bool] = {}
         self._unigram: np.ndarray | None = None
 
     def __call__(self, context: tuple[int, ...], word: int) -> float:
@@ -62,43 +61,6 @@ class MaxBackoffWeights:
             self._unigram = self.lm.max_logprobs([()] * len(words), words)
             self._unigram.flags.writeable = False
         return self._unigram
-
-    def many(self, queries: Sequence[tuple[tuple[int, ...], int]]) -> list[float]:
-        """``[self(context, word) for context, word in queries]``, the cache misses looked
-        up in one batched LM call (:meth:`varorder.lm.NgramLM.max_logprobs`)."""
-        values = [self._weights.get(key) for key in queries]
-        missing = [k for k, v in enumerate(values) if v is None]
-        if missing:
-            computed = self.lm.max_logprobs([queries[k][0] for k in missing], [queries[k][1] for k in missing])
-            for k, value in zip(missing, computed.tolist()):
-                self._weights[queries[k]] = value
-                values[k] = value
-        return values
-
-    def contexts_stored(self, contexts: Sequence[tuple[int, ...]]) -> list[bool]:
-        """:meth:`context_is_stored` of each context, the misses looked up in one batch."""
-        values = [self._stored.get(c) for c in contexts]
-        missing = [k for k, v in enumerate(values) if v is None and len(contexts[k]) < self.lm.order]
-        if missing:
-            _, lengths = self.lm.lookups([contexts[k][:-1] for k in missing], [contexts[k][-1] for k in missing])
-            for k, length in zip(missing, lengths.tolist()):
-                self._stored[contexts[k]] = values[k] = length == len(contexts[k])
-        for k, v in enumerate(values):
-            if v is None:  # at least order words long: never stored
-                self._stored[contexts[k]] = values[k] = False
-        return values
-
-    def context_is_stored(self, context: tuple[int, ...]) -> bool:
-        """Whether ``context`` (non-empty) is a stored n-gram of the LM."""
-        stored = self._stored.get(context)
-        if stored is None:
-            if len(context) >= self.lm.order:
-                stored = False
-            else:
-                _, length = self.lm.lookup(context[:-1], context[-1])
-                stored = length == len(context)
-            self._stored[context] = stored
-        return stored
 
 
 class HighOrderTarget:

@@ -112,6 +112,31 @@ def backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap,
 
 
 @numba.njit(cache=True)
+def max_backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                          max_prob, max_backoff):
+    """The max-backoff bound max_e log10 p(word | e context) of Carter et al. (2012), eq. 8,
+    for one query: the stored n-gram's MAX-ARPA probability; else the back-off
+    probability, raised by the context's MAX-ARPA back-off when the context is stored
+    (some left extension of it may be stored and back off less); an absent context has no
+    stored extension, and every extension backs off to it.
+
+    ``context`` must already be cut to at most order - 1 words.
+    """
+    length = context.shape[0]
+    ngram = np.empty(length + 1, np.int64)
+    ngram[:length] = context
+    ngram[length] = word
+    row = find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap)
+    if row >= 0:
+        return max_prob[value_base[length] + row]
+    log10prob, _ = backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap, values, value_base)
+    context_row = find_ngram(context, vocab_size, hash_rows, hash_base, hash_cap) if length else -1
+    if context_row < 0:
+        return log10prob
+    return max_backoff[value_base[length - 1] + context_row] + log10prob
+
+
+@numba.njit(cache=True)
 def score_flat(
     ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
     hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length,

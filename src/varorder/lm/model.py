@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -49,6 +50,19 @@ class MaxBackoffTable:
 
     max_log10prob: tuple[np.ndarray, ...]
     max_log10backoff: tuple[np.ndarray, ...]
+
+
+class QueryTables(NamedTuple):
+    """An LM's compiled tables in the argument order of the query kernels."""
+
+    vocab_size: int
+    hash_rows: np.ndarray
+    hash_base: np.ndarray
+    hash_cap: np.ndarray
+    values: np.ndarray
+    value_base: np.ndarray
+    max_log10prob: np.ndarray
+    max_log10backoff: np.ndarray
 
 
 class NgramLM:
@@ -506,20 +520,25 @@ class NgramLM:
                      self._values, self._value_base, out, lengths)
         return out, lengths
 
-    def max_log10probs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
-        """Batched :meth:`max_log10prob` (M,) for M (context, word) queries in one compiled
-        call (the same eq. 8 case analysis, per query)."""
-        flat, offsets, words = self._flat_queries(contexts, words)
+    def query_tables(self) -> "QueryTables":
+        """The compiled lookup tables, for Numba code that queries the LM in its own loops
+        (:func:`varorder.lm._kernels.backoff_log10prob` and
+        :func:`~varorder.lm._kernels.max_backoff_log10prob` take them in this order)."""
         table = self.max_backoff()
         if getattr(self, "_max_flat_of", None) is not table:
             # One flat column per MAX-ARPA field, addressed like ``_values`` by order base.
             self._max_flat = (np.concatenate(table.max_log10prob).astype(np.float64),
                               np.concatenate(table.max_log10backoff).astype(np.float64))
             self._max_flat_of = table
+        return QueryTables(self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap, self._values,
+                           self._value_base, self._max_flat[0], self._max_flat[1])
+
+    def max_log10probs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
+        """Batched :meth:`max_log10prob` (M,) for M (context, word) queries in one compiled
+        call (the same eq. 8 case analysis, per query)."""
+        flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
-        _batched_max_log10prob(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
-                               self._hash_cap, self._values, self._value_base, self._max_flat[0],
-                               self._max_flat[1], out)
+        _batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
         return out
 
     def max_logprobs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
@@ -553,23 +572,8 @@ def _grid_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_ca
 def _batched_max_log10prob(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values,
                            value_base, max_prob, max_backoff, out):
     for q in range(words.shape[0]):
-        context = flat[offsets[q]:offsets[q + 1]]
-        length = context.shape[0]
-        ngram = np.empty(length + 1, np.int64)
-        ngram[:length] = context
-        ngram[length] = words[q]
-        row = _kernels.find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap)
-        if row >= 0:
-            out[q] = max_prob[value_base[length] + row]
-            continue
-        log10prob, _ = _kernels.backoff_log10prob(context, words[q], vocab_size, hash_rows, hash_base,
-                                                  hash_cap, values, value_base)
-        context_row = _kernels.find_ngram(context, vocab_size, hash_rows, hash_base, hash_cap) if length else -1
-        if context_row < 0:
-            # No stored left extension of an absent context: every one backs off to it.
-            out[q] = log10prob
-        else:
-            out[q] = max_backoff[value_base[length - 1] + context_row] + log10prob
+        out[q] = _kernels.max_backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size, hash_rows,
+                                                hash_base, hash_cap, values, value_base, max_prob, max_backoff)
 
 
 def _lexicographic_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
