@@ -92,13 +92,11 @@ def run_eflomal(pairs, trial_slice, gold):
 
 def memory_report(pairs):
     """Bytes per sentence pair of the encoded corpus (shards + pair index + both directions' tables)."""
-    from varorder.agree.corpus import PairIndex, Vocabulary, shard_bitext
+    from varorder.agree.corpus import Vocabulary, index_corpus, shard_bitext
 
     ev, fv = Vocabulary(), Vocabulary()
     shards = shard_bitext(pairs, ev, fv, 10000)
-    index = PairIndex(np.concatenate([np.unique(s.edge_keys()) for s in shards]))
-    for s in shards:
-        s.index_pairs(index)
+    index = index_corpus(shards)
     corpus = sum(s.nbytes() for s in shards)
     tables = index.keys.nbytes + 2 * 8 * len(index)  # keys + τ(f|e) + τ(e|f)
     edges = sum(int(s.edge_offsets[-1]) for s in shards)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from varorder.agree.align import HMMAligner, IBM1
-from varorder.agree.corpus import PairIndex, Vocabulary, encode
+from varorder.agree.corpus import PairIndex, Vocabulary, encode, index_corpus, shard_bitext
 from varorder.agree.product_em import AgreementEM, estep_shard
 from varorder.testing import oracle
 
@@ -181,12 +181,55 @@ def test_empty_sides():
         np.testing.assert_allclose(b.private["null"], 1.0)
 
 
-def test_hmm_batches_share_one_transition_matrix():
-    """E-step batches hold one source length, so the engine may use one shared matrix."""
+def test_hmm_batches_hold_one_source_length():
+    """E-step batches hold one source length S (K = 2S states), so one (K, K) matrix serves them all."""
     pairs, shard, index, ev, fv = _corpus(7, n=40, max_len=6)
     for model in _models("hmm", index, ev, fv, 7):
+        src_len = np.diff(shard.e_offsets if model.direction == "f|e" else shard.f_offsets)
         shared = model.shared_log_potentials(shard)
         batches = list(model._chains(shard, shared, 1.0))
-        assert sum(len(s) for s, *_ in batches) == len(pairs)
-        for _, _, Tr, _ in batches:
-            assert all(np.array_equal(Tr[0], t) for t in Tr)
+        assert sorted(np.concatenate([s for s, *_ in batches])) == list(range(len(pairs)))
+        for sents, E, trans, start, lengths in batches:
+            assert np.unique(src_len[sents]).size == 1
+            assert E.shape[2] == trans.shape[0] == trans.shape[1] == start.size == 2 * src_len[sents[0]]
+
+
+@pytest.mark.parametrize("kind", ["ibm1", "hmm"])
+def test_batched_estep_equals_one_sentence_at_a_time(kind):
+    """Many sentences per batch (padding, shared transitions) give each sentence's own E-step result."""
+    pairs, shard, index, ev, fv = _corpus(11, n=60, max_len=6, vocab=5)
+    for model in _models(kind, index, ev, fv, 11):
+        total = model.shared_log_potentials(shard) + 0.5
+        batched = model.expected_statistics(shard, total, private_scale=1.5)
+        logz = 0.0
+        for s in range(len(pairs)):
+            one = encode(pairs[s:s + 1], ev, fv, grow=False).index_pairs(index)
+            lo, hi = shard.edge_offsets[s], shard.edge_offsets[s + 1]
+            alone = model.expected_statistics(one, total[lo:hi], private_scale=1.5)
+            np.testing.assert_allclose(batched.shared[lo:hi], alone.shared, atol=1e-12)
+            off = shard.f_offsets if model.direction == "f|e" else shard.e_offsets
+            np.testing.assert_allclose(batched.private["null"][off[s]:off[s + 1]], alone.private["null"], atol=1e-12)
+            if kind == "hmm":
+                alone_jumps = alone.private["jumps"]
+                logz += alone.log_normalizer
+                jumps = alone_jumps if s == 0 else jumps + alone_jumps
+        if kind == "hmm":
+            np.testing.assert_allclose(batched.private["jumps"], jumps, atol=1e-10)
+            assert batched.log_normalizer == pytest.approx(logz, rel=1e-12)
+
+
+def test_index_corpus_matches_sorting_and_lookup():
+    """The hashed one-pass indexing equals PairIndex(sorted keys) + binary-search lookup, across
+    shards and through several table growths (far more than 2^15 distinct pairs)."""
+    rng = np.random.default_rng(5)
+    pairs = [([f"e{w}" for w in rng.integers(0, 600, rng.integers(0, 10))],
+              [f"f{w}" for w in rng.integers(0, 700, rng.integers(0, 10))]) for _ in range(5000)]
+    ev, fv = Vocabulary(), Vocabulary()
+    shards = shard_bitext(pairs, ev, fv, 700)
+    index = index_corpus(shards)
+    reference = PairIndex(np.concatenate([s.edge_keys() for s in shards]))
+    assert len(reference) > 1 << 16
+    np.testing.assert_array_equal(index.keys, reference.keys)
+    for shard in shards:
+        hashed = shard.edge_pairs.copy()
+        np.testing.assert_array_equal(hashed, shard.index_pairs(reference).edge_pairs)

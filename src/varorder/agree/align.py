@@ -14,8 +14,9 @@ generated side the *target* (T words).
   w(d) = c(bucket d) / (number of positions i'' in that bucket from i),
   p(NULL_i | i) = p₀; jumps are bucketed to [−D, D]; the first word jumps from
   position −1. Emissions τ(t_j | s_i) and τ(t_j | NULL). The E-step is
-  :func:`varorder.chain.marginals` on per-sentence (B, K, K) transitions,
-  sentences batched by length with padded states forbidden.
+  :func:`varorder.chain.marginals` on batches of sentences with one source
+  length S, which share the (2S, 2S) transitions and the first-position
+  potentials (the engine's ``start``).
 
 Shared features (the agreement variables z) are the edges (English i, French j)
 in the :mod:`varorder.agree.corpus` layout; b_m on an edge is log τ_m. NULL
@@ -63,10 +64,10 @@ def _null_emission(null_logp, w):
     return null_logp[w]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, mu, null_mu):
-    total = 0.0
-    for s in range(src_off.size - 1):
+    per_sentence = np.zeros(src_off.size - 1)
+    for s in numba.prange(src_off.size - 1):
         S = src_off[s + 1] - src_off[s]
         T = tgt_off[s + 1] - tgt_off[s]
         base = edge_off[s]
@@ -85,8 +86,26 @@ def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_lo
                 e = _edge(base, u, t, S, T, transposed)
                 mu[e] = math.exp(shared[e] - m) / z
             null_mu[tgt_off[s] + t] = math.exp(w_null - m) / z
-            total += m + math.log(z) + scale * prior
-    return total
+            per_sentence[s] += m + math.log(z) + scale * prior
+    return per_sentence.sum()
+
+
+@numba.njit(cache=True, parallel=True)
+def _gather_log_table(log_table, edge_pairs, floor_log):
+    out = np.empty(edge_pairs.size)
+    for k in numba.prange(edge_pairs.size):
+        p = edge_pairs[k]
+        out[k] = log_table[p] if p >= 0 else floor_log
+    return out
+
+
+@numba.njit(cache=True)
+def _add_at(index, weights, out):
+    """out[index[k]] += weights[k] where index[k] ≥ 0 (np.add.at without the masked copies)."""
+    for k in range(index.size):
+        p = index[k]
+        if p >= 0:
+            out[p] += weights[k]
 
 
 class IBM1(Submodel):
@@ -119,11 +138,23 @@ class IBM1(Submodel):
         self.null_ = other.null_.copy()
         return self
 
+    def __getstate__(self):
+        # executors ship submodels to workers: the log table is rebuilt there, not sent
+        state = dict(self.__dict__)
+        state.pop("_log_table_cache", None)
+        return state
+
     # -- shared part -------------------------------------------------------
+    def _log_table(self) -> np.ndarray:
+        """log τ per word pair, computed once per table (every shard of an E-step reuses it)."""
+        cache = getattr(self, "_log_table_cache", None)
+        if cache is None or cache[0] is not self.table_:  # holding table_ keeps the identity test sound
+            cache = (self.table_, np.log(np.maximum(self.table_, FLOOR)))
+            self._log_table_cache = cache
+        return cache[1]
+
     def shared_log_potentials(self, shard: BitextShard) -> np.ndarray:
-        logt = np.log(np.maximum(self.table_, FLOOR))
-        pairs = shard.edge_pairs
-        return np.where(pairs >= 0, logt[np.maximum(pairs, 0)], math.log(FLOOR))
+        return _gather_log_table(self._log_table(), shard.edge_pairs, math.log(FLOOR))
 
     def _null_logp(self):
         return np.log(np.maximum(self.null_, FLOOR))
@@ -142,8 +173,8 @@ class IBM1(Submodel):
 
     def counts(self, shard, shared_marginals, statistics) -> dict:
         _, tgt_ids, _, _ = _sides(shard, self.direction)
-        ok = shard.edge_pairs >= 0
-        table = np.bincount(shard.edge_pairs[ok], weights=shared_marginals[ok], minlength=len(self.pairs))
+        table = np.zeros(len(self.pairs))
+        _add_at(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), table)
         known = (tgt_ids >= 0) & (tgt_ids < self.n_target_words)
         null = np.bincount(tgt_ids[known], weights=statistics.private["null"][known], minlength=self.n_target_words)
         return {"table": table, "null": null}
@@ -204,62 +235,67 @@ def _bucket(d, D):
 
 
 @numba.njit(cache=True)
-def _fill_batch(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale,
-                log_jump, log_p0, log_stay, D, E, Tr, lengths):
-    """Emissions (B, L, K) and per-sentence transitions (B, K, K) of one batch."""
+def _jump_potentials(S, log_jump, log_p0, log_stay, D, scale):
+    """Transitions (2S, 2S) and first-position potentials (2S,) of every sentence with S source words.
+
+    They depend only on S and the jump table, which is why a batch of one source
+    length shares them (and the engine runs its blocked kernels on it).
+    """
+    K = 2 * S
+    trans = np.full((K, K), -np.inf)
+    start = np.full(K, -np.inf)
+    width = np.zeros(2 * D + 1)
+    for p in range(-1, S):
+        # a clipped bucket spreads its mass over the positions it covers
+        width[:] = 0.0
+        for u in range(S):
+            width[_bucket(u - p, D)] += 1.0
+        norm = -np.inf
+        for u in range(S):
+            b_ = _bucket(u - p, D)
+            v = log_jump[b_] - math.log(width[b_])
+            norm = max(norm, v) + math.log1p(math.exp(-abs(norm - v))) if norm > -np.inf else v
+        if p < 0:  # the first word jumps from position −1 (or goes to NULL, kept at position 0)
+            for u in range(S):
+                b_ = _bucket(u + 1, D)
+                start[u] = scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
+            start[S] = scale * log_p0
+            continue
+        for from_state in (p, S + p):
+            for u in range(S):
+                b_ = _bucket(u - p, D)
+                trans[from_state, u] = scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
+            trans[from_state, S + p] = scale * log_p0
+    return trans, start
+
+
+@numba.njit(cache=True)
+def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, E, lengths):
+    """Emissions (B, L, K = 2S) of a batch of sentences with S source words: state u < S emits
+    through the edge (u, t), state S + u (NULL remembering u) through τ(t | NULL)."""
     B, L, K = E.shape
+    S = K // 2
     for b in range(B):
         s = sents[b]
-        S = src_off[s + 1] - src_off[s]
         T = tgt_off[s + 1] - tgt_off[s]
         lengths[b] = T
         base = edge_off[s]
-        for t in range(L):
-            for k in range(K):
-                E[b, t, k] = -np.inf
         for t in range(T):
             w = scale * _null_emission(null_logp, tgt_ids[tgt_off[s] + t])
             for u in range(S):
                 E[b, t, u] = shared[_edge(base, u, t, S, T, transposed)]
                 E[b, t, S + u] = w
-        # transitions; padded states keep 0 (unreachable: their emissions are −inf)
-        for k in range(K):
-            for k2 in range(K):
-                Tr[b, k, k2] = 0.0
-        width = np.zeros(2 * D + 1)
-        for p in range(-1, S):
-            # a clipped bucket spreads its mass over the positions it covers
-            width[:] = 0.0
-            for u in range(S):
-                width[_bucket(u - p, D)] += 1.0
-            norm = -np.inf
-            for u in range(S):
-                b_ = _bucket(u - p, D)
-                v = log_jump[b_] - math.log(width[b_])
-                norm = max(norm, v) + math.log1p(math.exp(-abs(norm - v))) if norm > -np.inf else v
-            if p < 0:  # the first word jumps from position −1 (or goes to NULL, kept at position 0)
-                if T > 0:
-                    for u in range(S):
-                        b_ = _bucket(u + 1, D)
-                        E[b, 0, u] += scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
-                    for u in range(1, S):
-                        E[b, 0, S + u] = -np.inf
-                    E[b, 0, S] += scale * log_p0
-                continue
-            for from_state in (p, S + p):
-                for u in range(S):
-                    b_ = _bucket(u - p, D)
-                    Tr[b, from_state, u] = scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
-                    Tr[b, from_state, S + u] = -np.inf
-                Tr[b, from_state, S + p] = scale * log_p0
+        for t in range(T, L):  # padding past the sentence: never read by the engine
+            for k in range(K):
+                E[b, t, k] = 0.0
 
 
 @numba.njit(cache=True)
-def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge_sum, D, mu, null_mu, jumps):
+def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu, null_mu):
     B, L, K = node.shape
+    S = K // 2
     for b in range(B):
         s = sents[b]
-        S = src_off[s + 1] - src_off[s]
         T = tgt_off[s + 1] - tgt_off[s]
         base = edge_off[s]
         for t in range(T):
@@ -268,13 +304,49 @@ def _scatter_batch(sents, src_off, tgt_off, edge_off, transposed, node, edge_sum
                 mu[_edge(base, u, t, S, T, transposed)] = node[b, t, u]
                 z += node[b, t, S + u]
             null_mu[tgt_off[s] + t] = z
-        if T > 0:
+
+
+@numba.njit(cache=True)
+def _jump_counts(node, edge_sum, D, jumps):
+    """Add a batch's expected jumps (first position from −1, then every transition) to ``jumps``."""
+    B, L, K = node.shape
+    S = K // 2
+    first = np.zeros(S)
+    moves = np.zeros((K, S))
+    for b in range(B):
+        for u in range(S):
+            first[u] += node[b, 0, u]
+        for i in range(K):
             for u in range(S):
-                jumps[_bucket(u + 1, D)] += node[b, 0, u]
-        for p in range(S):
-            for from_state in (p, S + p):
-                for u in range(S):
-                    jumps[_bucket(u - p, D)] += edge_sum[b, from_state, u]
+                moves[i, u] += edge_sum[b, i, u]
+    for u in range(S):
+        jumps[_bucket(u + 1, D)] += first[u]
+    for p in range(S):
+        for u in range(S):
+            jumps[_bucket(u - p, D)] += moves[p, u] + moves[S + p, u]
+
+
+@numba.njit(cache=True)
+def _batch_bounds(order, src_len, tgt_len, budget, max_batch):
+    """Split ``order`` (sorted by source, then target length) into runs of one source length
+    within the cell budget; returns the run boundaries."""
+    bounds = np.empty(order.size + 1, dtype=np.int64)
+    n_bounds = 0
+    start = 0
+    while start < order.size:
+        bounds[n_bounds] = start
+        n_bounds += 1
+        S = src_len[order[start]]
+        K = 2 * S
+        end = start + 1
+        while end < order.size and end - start < max_batch and src_len[order[end]] == S:
+            # sorted by target length within a source length: the newcomer is the longest
+            if (end - start + 1) * K * (tgt_len[order[end]] + K) > budget:
+                break
+            end += 1
+        start = end
+    bounds[n_bounds] = order.size
+    return bounds[:n_bounds + 1]
 
 
 def _batches(src_len, tgt_len):
@@ -286,18 +358,9 @@ def _batches(src_len, tgt_len):
     """
     order = np.lexsort((tgt_len, src_len))
     order = order[(src_len[order] > 0) & (tgt_len[order] > 0)]
-    batches, start = [], 0
-    while start < order.size:
-        end = start + 1
-        while end < order.size and end - start < _MAX_BATCH and src_len[order[end]] == src_len[order[start]]:
-            K = 2 * src_len[order[end]]
-            L = int(tgt_len[order[start:end + 1]].max())
-            if (end - start + 1) * K * (L + K) > _CELL_BUDGET:
-                break
-            end += 1
-        batches.append(order[start:end])
-        start = end
-    return batches
+    bounds = _batch_bounds(order, np.ascontiguousarray(src_len, dtype=np.int64),
+                           np.ascontiguousarray(tgt_len, dtype=np.int64), _CELL_BUDGET, _MAX_BATCH)
+    return [order[bounds[k]:bounds[k + 1]] for k in range(bounds.size - 1)]
 
 
 class HMMAligner(IBM1):
@@ -329,23 +392,24 @@ class HMMAligner(IBM1):
         return self
 
     def _chains(self, shard, shared, scale):
-        """Yield (sentence ids, emissions, transitions, lengths) per batch."""
+        """Yield (sentence ids, emissions (B, L, K), transitions (K, K), start (K,), lengths) per batch;
+        a batch has one source length S (K = 2S), so transitions and start are shared."""
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
         shared = np.ascontiguousarray(shared, dtype=np.float64)
         null_logp = self._null_logp()
         log_jump = np.log(np.maximum(self.jumps_, FLOOR))
-        D = self.max_jump
-        for sents in _batches(np.diff(src_off), np.diff(tgt_off)):
-            S = int(np.diff(src_off)[sents].max())
-            L = int(np.diff(tgt_off)[sents].max())
-            K = 2 * S
-            E = np.empty((sents.size, L, K))
-            Tr = np.empty((sents.size, K, K))
+        log_p0, log_stay = math.log(self.null_prob), math.log1p(-self.null_prob)
+        src_len, tgt_len = np.diff(src_off), np.diff(tgt_off)
+        potentials = {}
+        for sents in _batches(src_len, tgt_len):
+            S = int(src_len[sents[0]])
+            if S not in potentials:
+                potentials[S] = _jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump, float(scale))
+            E = np.empty((sents.size, int(tgt_len[sents[-1]]), 2 * S))
             lengths = np.empty(sents.size, dtype=np.int64)
-            _fill_batch(sents, src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, null_logp,
-                        float(scale), log_jump, math.log(self.null_prob), math.log1p(-self.null_prob), D,
-                        E, Tr, lengths)
-            yield sents, E, Tr, lengths
+            _fill_emissions(sents, src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, null_logp,
+                            float(scale), E, lengths)
+            yield sents, E, *potentials[S], lengths
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0) -> Statistics:
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
@@ -353,13 +417,13 @@ class HMMAligner(IBM1):
         null_mu = np.zeros(tgt_ids.size)
         jumps = np.zeros(2 * self.max_jump + 1)
         total = 0.0
-        for sents, E, Tr, lengths in self._chains(shard, shared_log_potentials, private_scale):
+        for sents, E, trans, start, lengths in self._chains(shard, shared_log_potentials, private_scale):
             # expected transition counts summed over positions: the jump M-step needs no more
-            # a batch has one source length, so all its transition matrices are equal
-            node, edge_sum, logz = chain.marginals(E, Tr[0], lengths=lengths, edges="sum", return_log_z=True)
+            node, edge_sum, logz = chain.marginals(E, trans, start=start, lengths=lengths, edges="sum",
+                                                   return_log_z=True)
             total += float(logz.sum())
-            _scatter_batch(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, edge_sum,
-                           self.max_jump, mu, null_mu, jumps)
+            _scatter_posteriors(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, mu, null_mu)
+            _jump_counts(node, edge_sum, self.max_jump, jumps)
         # a target word facing an empty source sentence can only be NULL-generated
         empty = np.flatnonzero(np.diff(src_off) == 0)
         null_logp = self._null_logp()
@@ -383,8 +447,8 @@ class HMMAligner(IBM1):
     def viterbi(self, shard) -> list:
         src_off, _, tgt_off, transposed = _sides(shard, self.direction)
         out = [set() for _ in range(shard.n_sentences)]
-        for sents, E, Tr, lengths in self._chains(shard, self.shared_log_potentials(shard), 1.0):
-            paths, _ = chain.viterbi(E, Tr, lengths=lengths)
+        for sents, E, trans, start, lengths in self._chains(shard, self.shared_log_potentials(shard), 1.0):
+            paths, _ = chain.viterbi(E, trans, start=start, lengths=lengths)
             for b, s in enumerate(sents):
                 S = src_off[s + 1] - src_off[s]
                 for t in range(lengths[b]):

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
-from varorder.agree.corpus import PairIndex, Vocabulary, shard_bitext
+from varorder.agree.corpus import PairIndex, Vocabulary, index_corpus, shard_bitext
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
 from varorder.models.persist import load_model, save_model
@@ -98,9 +98,7 @@ class WordAligner:
         shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
-        self.pairs_ = PairIndex(np.concatenate([np.unique(s.edge_keys()) for s in shards]))
-        for s in shards:
-            s.index_pairs(self.pairs_)
+        self.pairs_ = index_corpus(shards)
         self.history_ = []
         ibm1 = [IBM1("f|e", self.pairs_, len(self.f_vocab_)).initialize(),
                 IBM1("e|f", self.pairs_, len(self.e_vocab_)).initialize()]

@@ -97,8 +97,16 @@ def add_counts(total: dict | None, part: dict) -> dict:
     if total is None:
         return {k: np.array(v, dtype=np.float64, copy=True) for k, v in part.items()}
     for k, v in part.items():
-        total[k] = total[k] + v
+        total[k] += v  # in place: totals are our own copies, and tables run to millions of entries
     return total
+
+
+def _sum(arrays):
+    """Element-wise sum of equally shaped arrays into a new array (no stacked M × n temporary)."""
+    out = np.array(arrays[0], dtype=np.float64, copy=True)
+    for a in arrays[1:]:
+        out += a
+    return out
 
 
 def estep_shard(submodels, shard, mode: str):
@@ -121,14 +129,16 @@ def estep_shard(submodels, shard, mode: str):
         combined = [joint.shared] * M
         objective = joint.log_normalizer
     elif mode == "domain":
-        total = np.sum(shared, axis=0)
+        total = _sum(shared)
         stats = [m.expected_statistics(shard, total) for m in submodels]
-        mean = np.mean([s.shared for s in stats], axis=0)
+        mean = _sum([s.shared for s in stats])
+        mean *= 1.0 / M
         combined = [mean] * M
         objective = float(np.mean([s.log_normalizer for s in stats]))
     elif mode == "parameter":
         stats = [m.expected_statistics(shard, M * b, private_scale=float(M)) for m, b in zip(submodels, shared)]
-        mean = np.mean([s.shared for s in stats], axis=0)
+        mean = _sum([s.shared for s in stats])
+        mean *= 1.0 / M
         combined = [mean] * M
         objective = float(np.mean([s.log_normalizer for s in stats]))
     else:
