@@ -207,7 +207,7 @@ def sample(target: HighOrderTarget, *, n_samples: int | None = None, target_ar: 
             arcs = arcs[arcs >= 0]
             path = lat.arc_label[arcs].tolist()
             log_q = float(lat.arc_weight[arcs].sum())
-            log_p = target.log_p(path)
+            log_p = q.path_log_p(arcs)  # the lattice keeps q's arc order
             accept = math.log(1.0 - rng.random()) < log_p - log_q  # log U < log p/q, U uniform on (0, 1]
             history.log_q.append(log_q)
             history.log_p.append(log_p)

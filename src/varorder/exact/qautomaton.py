@@ -144,7 +144,7 @@ class QAutomaton:
         sizes = [len(c) for c in target.symbols]
         self._candidate_offsets = np.zeros(T + 1, dtype=np.int64)
         np.cumsum(sizes, out=self._candidate_offsets[1:])
-        self._index_of = [dict(zip(symbols.tolist(), range(len(symbols)))) for symbols in target.symbols]
+        self._index_of_cache: list[dict[int, int]] | None = None
         # Position 0 holds the empty context (global id 0, a prefix only) and (<s>,) (id 1);
         # every later position starts with its empty context.
         capacity = max(64, 8 * (T + 2))
@@ -264,6 +264,14 @@ class QAutomaton:
         return tuple(reversed(symbols))
 
     # ------------------------------------------------------------------ paths
+
+    @property
+    def _index_of(self) -> list[dict[int, int]]:
+        """Per position, candidate index by symbol (built on first use: the compiled decode
+        loop never needs it)."""
+        if self._index_of_cache is None:
+            self._index_of_cache = [dict(zip(symbols.tolist(), range(len(symbols)))) for symbols in self.target.symbols]
+        return self._index_of_cache
 
     def _candidates(self, path: Sequence[int]) -> np.ndarray:
         path = [int(s) for s in path]
@@ -430,6 +438,19 @@ def _refine(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_coun
         reach[j] = target
         used[j] = weight_state
         old_bound[j] = bound
+    return _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order,
+                          reach, used, old_bound, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                          max_prob, max_backoff)
+
+
+@numba.njit(cache=True)
+def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order, reach, used,
+                   old_bound, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, max_prob,
+                   max_backoff):
+    """:func:`_refine` given the path's trace: per position j, ``reach[j]`` the state the
+    path is in (j = 0 .. T - 1 are read), ``used[j]`` the weight state of its factor and
+    ``old_bound[j]`` its bound (j = 1 .. T). ``reach`` is updated as states are created."""
+    T = cands.shape[0]
     raised = 0
     for i in range(1, T + 1):
         k = 0 if used[i] < 0 else states[_LENGTH, used[i]]
@@ -540,70 +561,76 @@ def _build_arcs(T, states, sizes, ngrams, ngram_bounds, cand_offsets, cand_symbo
     weights = arc_floats[0]
     arc_bound = arc_floats[1]
     positions = np.empty(n_states, np.int64)
+    # Scratch rows of every position in three flat tables and the node number of every
+    # state in one array (a few allocations per build instead of a few per position).
+    row_target = np.empty(max_arcs, np.int64)
+    row_bound = np.empty(max_arcs, np.float64)
+    row_wstate = np.empty(max_arcs, np.int64)
+    node_of = np.full(n_states, -1, np.int64)  # by position offset + local id
     # Position 0: only the root (local state 1) is a node.
-    node_of = np.full(counts[0], -1, np.int64)
     node_of[1] = 0
     positions[0] = 0
     n_nodes = 1
     n_arcs = 0
+    row_base = 0
     for j in range(1, T + 1):
         n_prev = counts[j - 1]
         c0 = cand_offsets[j - 1]
         k = cand_offsets[j] - c0
         base = offsets[j - 1]
-        row_target = np.zeros((n_prev, k), np.int64)
-        row_bound = np.empty((n_prev, k), np.float64)
-        row_wstate = np.full((n_prev, k), -1, np.int64)
         for s in range(n_prev):
             g = members[base + s]
+            row = row_base + s * k
             if s == 0:
                 for c in range(k):
-                    row_bound[0, c] = cand_unigram[c0 + c]
+                    row_target[row + c] = 0
+                    row_bound[row + c] = cand_unigram[c0 + c]
+                    row_wstate[row + c] = -1
             else:
-                parent = states[_LOCAL, states[_SUFFIX, g]]
+                parent = row_base + states[_LOCAL, states[_SUFFIX, g]] * k
                 for c in range(k):
-                    row_target[s, c] = row_target[parent, c]
-                    row_bound[s, c] = row_bound[parent, c]
-                    row_wstate[s, c] = row_wstate[parent, c]
+                    row_target[row + c] = row_target[parent + c]
+                    row_bound[row + c] = row_bound[parent + c]
+                    row_wstate[row + c] = row_wstate[parent + c]
             e = states[_CHILD_HEAD, g]
             while e >= 0:
-                row_target[s, states[_CAND, e]] = states[_LOCAL, e]
+                row_target[row + states[_CAND, e]] = states[_LOCAL, e]
                 e = states[_SIBLING, e]
             e = states[_NGRAM_HEAD, g]
             while e >= 0:
                 c = ngrams[_NG_CAND, e]
-                row_bound[s, c] = ngram_bounds[e]
-                row_wstate[s, c] = g
+                row_bound[row + c] = ngram_bounds[e]
+                row_wstate[row + c] = g
                 e = ngrams[_NG_NEXT, e]
-        next_node = np.full(counts[j], -1, np.int64)
+        next_base = offsets[j]
         first_arc = n_arcs
         for s in range(n_prev):
-            if node_of[s] < 0:
+            if node_of[base + s] < 0:
                 continue
             g = members[base + s]
+            row = row_base + s * k
             for c in range(k):
-                t = row_target[s, c]
-                if next_node[t] < 0:
-                    next_node[t] = 0  # reached; numbered below
-                sources[n_arcs] = node_of[s]
+                t = row_target[row + c]
+                node_of[next_base + t] = 0  # reached; numbered below
+                sources[n_arcs] = node_of[base + s]
                 targets[n_arcs] = t
                 labels[n_arcs] = cand_symbols[c0 + c]
-                weights[n_arcs] = row_bound[s, c] + cand_logliks[c0 + c]
+                weights[n_arcs] = row_bound[row + c] + cand_logliks[c0 + c]
                 from_state[n_arcs] = g
-                u = row_wstate[s, c]
+                u = row_wstate[row + c]
                 weight_state[n_arcs] = u
-                arc_bound[n_arcs] = row_bound[s, c]
+                arc_bound[n_arcs] = row_bound[row + c]
                 arc_candidate[n_arcs] = c0 + c
                 arc_context_length[n_arcs] = 0 if u < 0 else states[_LENGTH, u]
                 n_arcs += 1
         for t in range(counts[j]):
-            if next_node[t] == 0:
-                next_node[t] = n_nodes
+            if node_of[next_base + t] == 0:
+                node_of[next_base + t] = n_nodes
                 positions[n_nodes] = j
                 n_nodes += 1
         for a in range(first_arc, n_arcs):
-            targets[a] = next_node[targets[a]]
-        node_of = next_node
+            targets[a] = node_of[next_base + targets[a]]
+        row_base += n_prev * k
     # Arcs grouped by target, in arc order within a target (a stable counting sort).
     in_offsets = np.zeros(n_nodes + 1, np.int64)
     for a in range(n_arcs):
@@ -627,14 +654,19 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order
                  tolerance, cand_offsets, cand_symbols, cand_unigram, cand_logliks, bos, vocab_size, hash_rows,
                  hash_base, hash_cap, values, value_base, max_prob, max_backoff):
     """Algorithm 1, optimisation mode, for up to ``max_iterations`` Viterbi calls."""
-    log_q = np.empty(max_iterations, np.float64)
-    log_p = np.empty(max_iterations, np.float64)
-    refined_states = np.zeros(max_iterations, np.int64)
-    refined_ngrams = np.zeros((max_iterations, order_counts.shape[0]), np.int64)
+    # Per-iteration records, grown by doubling (max_iterations is a budget, often huge).
+    capacity = min(max_iterations, 64)
+    log_q = np.empty(capacity, np.float64)
+    log_p = np.empty(capacity, np.float64)
+    refined_states = np.zeros(capacity, np.int64)
+    refined_ngrams = np.zeros((capacity, order_counts.shape[0]), np.int64)
     history = np.empty(T + 1, np.int64)
     history[0] = bos
     cands = np.empty(T, np.int64)
     logliks = np.empty(T, np.float64)
+    reach = np.empty(T + 1, np.int64)
+    used = np.empty(T + 1, np.int64)
+    old_bound = np.empty(T + 1, np.float64)
     status = _RUNNING
     n_iter = 0
     num_nodes = 0
@@ -649,10 +681,24 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order
             status = _NO_PATH
             break
         for j in range(T):
-            flat = ints[5, arcs[j]]
+            a = arcs[j]
+            flat = ints[5, a]
             history[j + 1] = cand_symbols[flat]
             cands[j] = flat - cand_offsets[j]
             logliks[j] = cand_logliks[flat]
+            reach[j] = ints[3, a]
+            used[j + 1] = ints[4, a]
+            old_bound[j + 1] = floats[1, a]
+        if n_iter == capacity:
+            capacity = min(2 * capacity, max_iterations)
+            log_q = _grown_floats(log_q, capacity)
+            log_p = _grown_floats(log_p, capacity)
+            grown = np.zeros(capacity, np.int64)
+            grown[:n_iter] = refined_states[:n_iter]
+            refined_states = grown
+            grown_ngrams = np.zeros((capacity, order_counts.shape[0]), np.int64)
+            grown_ngrams[:n_iter] = refined_ngrams[:n_iter]
+            refined_ngrams = grown_ngrams
         lp = _path_log_p(history, logliks, order, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
                          max_prob, max_backoff)
         log_q[n_iter] = score
@@ -662,10 +708,9 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order
             status = _EXACT
             break
         # Refined even after the last allowed iteration: a next call starts from this q.
-        states, ngrams, ngram_bounds, raised = _refine(
-            states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_counts, cands, history, order,
-            cand_offsets, cand_unigram, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, max_prob,
-            max_backoff)
+        states, ngrams, ngram_bounds, raised = _refine_traced(
+            states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order, reach, used,
+            old_bound, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, max_prob, max_backoff)
         if raised == 0:
             status = _STUCK
             break
