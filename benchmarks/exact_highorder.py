@@ -5,6 +5,7 @@ the paper's POS and T9 experiments on the shared data.
     python benchmarks/exact_highorder.py pos-ud [--orders 3 5 7]          # UD EWT XPOS, train -> dev
     python benchmarks/exact_highorder.py t9-decode [--orders 3 4 5] [--per-length 3]
     python benchmarks/exact_highorder.py t9-sample [--order 4] [--batches 1 10 20 50 100]
+    python benchmarks/exact_highorder.py t9-trace [--order 5] [--trace-batch 100]
     ... --json results.json --plots docs/img
 
 * pos: accuracy, seconds per sentence and average states for Algorithm 1 (adaptive), the
@@ -17,6 +18,8 @@ the paper's POS and T9 experiments on the shared data.
   with ptb-lm LMs, and the n-grams per order of the final q of one length-10 sentence
   against the size of the full model (paper Table 1).
 * t9-sample: trials and seconds to reach AR-100 >= 20% per batch size (paper Table 3).
+* t9-trace: one sampling run continued to AR-100 >= 60%: running p/q ratio, AR, AR-100
+  and accepts per trial (paper Fig. 3a/3b).
 """
 
 from __future__ import annotations
@@ -150,6 +153,24 @@ def run_t9_sample(args) -> list[dict]:
     return rows
 
 
+def run_t9_sample_trace(args) -> dict:
+    """One sampling run kept going to AR-100 >= 60% (paper Fig. 3a/3b): per trial the
+    ratio p/q and whether it was accepted."""
+    task = _t9_task(args.order)
+    sentences = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", task.lm.vocabulary,
+                                    lengths=[args.sample_length], per_length=1, seed=args.seed)
+    words = sentences[args.sample_length][0]
+    result = sample(task.target(task.observe(words)), target_ar=0.6, batch=args.trace_batch, seed=args.seed,
+                    time_limit=args.time_limit, max_trials=args.max_trials)
+    history = result.history
+    print(f"t9 sample trace n={args.order} B={args.trace_batch} '{' '.join(words)}': {history.num_trials} trials, "
+          f"{history.num_accepted} accepted, AR {history.num_accepted / history.num_trials:.3f}, "
+          f"AR-100 {result.ar100:.2f}, {result.seconds:.1f} s, stopped by {result.stopped_by}", flush=True)
+    return {"order": args.order, "batch": args.trace_batch, "sentence": " ".join(words),
+            "log_ratio": (np.asarray(history.log_p) - np.asarray(history.log_q)).tolist(),
+            "accepted": history.accepted, "seconds": result.seconds, "stopped_by": result.stopped_by}
+
+
 def plots(results: dict, folder: str) -> list[str]:
     import matplotlib
 
@@ -212,12 +233,37 @@ def plots(results: dict, folder: str) -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+    if "t9_sample_trace" in results:
+        trace = results["t9_sample_trace"]
+        ratio = np.exp(np.asarray(trace["log_ratio"]))
+        accepted = np.asarray(trace["accepted"], dtype=float)
+        trials = np.arange(1, len(ratio) + 1)
+        window = lambda x, w: np.asarray([x[max(0, i - w + 1): i + 1].mean() for i in range(len(x))])
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        axes[0].plot(trials, window(ratio, 10))
+        axes[0].set_yscale("log")
+        axes[0].set_title("p/q, running average over the last 10 trials")
+        axes[1].plot(trials, 100 * np.cumsum(accepted) / trials, label="AR (cumulative)")
+        axes[1].plot(trials, 100 * window(accepted, 100), label="AR-100")
+        axes[1].set_ylabel("accept ratio %")
+        twin = axes[1].twinx()
+        twin.plot(trials, np.cumsum(accepted), "k--", label="# accepts")
+        twin.set_ylabel("# accepts")
+        axes[1].legend(loc="upper left")
+        for ax in axes:
+            ax.set_xlabel("trials")
+        fig.suptitle(f"{trace['order']}-gram, B = {trace['batch']}: {trace['sentence']}", fontsize=9)
+        fig.tight_layout()
+        path = os.path.join(folder, "exact_t9_sample_trace.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
     return written
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("parts", nargs="+", choices=["pos", "pos-ud", "t9-decode", "t9-sample"])
+    parser.add_argument("parts", nargs="+", choices=["pos", "pos-ud", "t9-decode", "t9-sample", "t9-trace"])
     parser.add_argument("--orders", type=int, nargs="+", default=None)
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--max-sentences", type=int, default=None)
@@ -227,6 +273,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 10, 20, 50, 100])
     parser.add_argument("--sample-length", type=int, default=10)
     parser.add_argument("--sample-sentences", type=int, default=2)
+    parser.add_argument("--trace-batch", type=int, default=100, help="t9-trace batch size (the paper's default)")
     parser.add_argument("--max-trials", type=int, default=50_000)
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds per decode / sampling run")
     parser.add_argument("--seed", type=int, default=0)
@@ -252,6 +299,8 @@ def main(argv=None) -> int:
         results["t9_decode"] = run_t9_decode(args_t9)
     if "t9-sample" in args.parts:
         results["t9_sample"] = run_t9_sample(args)
+    if "t9-trace" in args.parts:
+        results["t9_sample_trace"] = run_t9_sample_trace(args)
     print(f"total {time.perf_counter() - began:.1f} s")
     if args.json:
         previous = {}
