@@ -11,10 +11,11 @@ Two baselines:
   most n - 1 words and weighs the exact back-off log p_lm(x | s). This is exact because a
   back-off LM's p(x | h) depends only on the longest stored suffix of h (tables closed
   under suffixes). The WFSA is built once per LM (independent of the sentence); decoding
-  a sentence relaxes every (state, symbol) arc at every position, the observation
-  log-likelihood being -inf off the candidate list — no state is pruned by the emission
-  dictionary or by reachability, which is what makes F exponential in n until the
-  training data caps the number of stored contexts. (Reading "all context states" as all
+  a sentence relaxes every (state, symbol) arc of every state some path reaches at that
+  position, the observation log-likelihood being -inf off the candidate list: states no
+  path reaches (score -inf) are skipped, as any Viterbi implementation would, but nothing
+  is pruned by the emission dictionary, so F stays exponential in n until the training
+  data caps the number of stored contexts. (Reading "all context states" as all
   V^(n-1) tag tuples would be larger still: 45^4 = 4.1 million states at n = 5.)
 * :func:`full_lattice` / :func:`full_viterbi` — a stronger baseline than the paper's: the
   explicit (n - 1)-tuple lattice restricted to each position's candidates.
@@ -209,8 +210,8 @@ class FullWFSA:
 
 def wfsa_viterbi(target: HighOrderTarget, wfsa: FullWFSA) -> FullViterbiResult:
     """Viterbi of ``target`` over the full WFSA ``wfsa`` (built for ``target.lm``): every
-    state and every arc at every position. ``num_states``/``num_arcs`` count the unrolled
-    WFSA (S per position, S X per position)."""
+    arc of every reached state at every position. ``num_states``/``num_arcs`` count the
+    unrolled WFSA (S per position, S X per position)."""
     if wfsa.lm is not target.lm:
         raise ValueError("the WFSA was built for another LM")
     start = time.perf_counter()
