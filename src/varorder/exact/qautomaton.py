@@ -512,13 +512,32 @@ def _path_log_p(history, logliks, order, vocab_size, hash_rows, hash_base, hash_
     """log p of a path: exact back-off LM factors (last order - 1 symbols of the history,
     <s> included) plus the observation log-likelihoods; summed like
     :meth:`HighOrderTarget.log_p` (base-10 terms first)."""
+    factors = np.empty(history.shape[0], np.float64)
+    previous = np.empty(history.shape[0], np.int64)
+    total = _update_log10_factors(history, previous, factors, order, True, vocab_size, hash_rows, hash_base,
+                                  hash_cap, values, value_base)
+    return total * LN10 + logliks.sum()
+
+
+@numba.njit(cache=True)
+def _update_log10_factors(history, previous, factors, order, fresh, vocab_size, hash_rows, hash_base, hash_cap,
+                          values, value_base):
+    """Sum of the path's log10 LM factors, ``factors[i]`` recomputed only where the
+    window history[i - order + 1 .. i] differs from ``previous`` (all when ``fresh``);
+    ``previous`` becomes ``history``. Successive Viterbi paths of q differ in few places."""
+    last_change = -1  # the last index <= i where history and previous differ
     total = 0.0
     for i in range(1, history.shape[0]):
+        if fresh or history[i] != previous[i]:
+            last_change = i
         start = max(0, i - (order - 1))
-        log10prob, _ = lm_kernels.backoff_log10prob(history[start:i], history[i], vocab_size, hash_rows, hash_base,
-                                                    hash_cap, values, value_base)
-        total += log10prob
-    return total * LN10 + logliks.sum()
+        if fresh or last_change >= start:
+            log10prob, _ = lm_kernels.backoff_log10prob(history[start:i], history[i], vocab_size, hash_rows,
+                                                        hash_base, hash_cap, values, value_base)
+            factors[i] = log10prob
+        total += factors[i]
+    previous[:] = history
+    return total
 
 
 @numba.njit(cache=True)
@@ -667,6 +686,8 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order
     reach = np.empty(T + 1, np.int64)
     used = np.empty(T + 1, np.int64)
     old_bound = np.empty(T + 1, np.float64)
+    previous_history = np.empty(T + 1, np.int64)
+    factors = np.empty(T + 1, np.float64)
     status = _RUNNING
     n_iter = 0
     num_nodes = 0
@@ -699,8 +720,8 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order
             grown_ngrams = np.zeros((capacity, order_counts.shape[0]), np.int64)
             grown_ngrams[:n_iter] = refined_ngrams[:n_iter]
             refined_ngrams = grown_ngrams
-        lp = _path_log_p(history, logliks, order, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
-                         max_prob, max_backoff)
+        lp = _update_log10_factors(history, previous_history, factors, order, n_iter == 0, vocab_size, hash_rows,
+                                   hash_base, hash_cap, values, value_base) * LN10 + logliks.sum()
         log_q[n_iter] = score
         log_p[n_iter] = lp
         n_iter += 1
