@@ -57,7 +57,7 @@ class WordAligner:
 
     def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.2, max_jump: int = 7, threshold: float = 0.5,
-                 shard_size: int = 10000, executor=None, progress: bool = False, callback=None):
+                 shard_size: int = 50000, executor=None, progress: bool = False, callback=None):
         self.model = model
         self.training = training
         self.ibm1_iterations = ibm1_iterations

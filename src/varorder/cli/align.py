@@ -48,7 +48,7 @@ def _executor(workers, dask_address):
 @click.option("--threshold", type=float, default=0.5, show_default=True, help="posterior decoding δ")
 @click.option("--normalize", is_flag=True, help="lower-case, strip accents and tokenize (NAACL 2003 conventions)")
 @click.option("--limit", type=int, default=None, help="read at most this many sentence pairs")
-@click.option("--shard-size", type=int, default=10000, show_default=True)
+@click.option("--shard-size", type=int, default=50000, show_default=True)
 @click.option("--workers", type=int, default=1, show_default=True, help="local E-step threads")
 @click.option("--dask", "dask_address", default=None, help="dask.distributed scheduler address")
 def train(english, french, output, model, training, iterations, ibm1_iterations, null_prob, max_jump, threshold,
