@@ -150,3 +150,55 @@ def test_cli_sample_and_errors(arpa_file, tmp_path):
     assert bad.exit_code != 0 and "not in the LM vocabulary" in bad.output
     missing = CliRunner().invoke(main, ["decode", str(path), "--task", "pos", "--text", "a b"])
     assert missing.exit_code != 0 and "--train" in missing.output
+
+
+def test_cli_decode_and_sample_on_the_t9_and_pos_tasks(tmp_path):
+    """Both shipped tasks from the command line, on generated data: the decoded line is the
+    brute-force argmax of the task's own target."""
+    lm = small_word_lm(4)
+    lm_path = tmp_path / "words.arpa"
+    write_arpa(lm, lm_path)
+    from varorder.io.arpa import read_arpa
+
+    task = T9Task(read_arpa(lm_path), max_candidates=100)
+    digits = " ".join(task.observe(["the", "dog", "barked"]))
+    target = task.target(digits.split())
+    best = max(enumerate_target(target), key=lambda item: item[1])
+    out = CliRunner().invoke(main, ["decode", str(lm_path), "--task", "t9", "--text", digits, "--json"])
+    assert out.exit_code == 0, out.output
+    record = json.loads(out.output.strip().splitlines()[-1])
+    assert record["exact"] and record["log_p"] == pytest.approx(best[1], abs=1e-6)
+    sampled = CliRunner().invoke(main, ["sample", str(lm_path), "--task", "t9", "--text", digits, "--samples", "30",
+                                        "--batch", "5", "--seed", "1", "--json"])
+    assert sampled.exit_code == 0, sampled.output
+    assert json.loads(sampled.output.strip().splitlines()[-1])["accepted"] == 30
+
+    rng = np.random.default_rng(1)
+    words = {"DT": ["the", "a"], "NN": ["dog", "cat", "run"], "VB": ["run", "eats"], "JJ": ["big", "red"]}
+    lines, tag_lines = [], []
+    for _ in range(60):
+        seq = ["DT"] + list(rng.choice(["JJ", "NN"], size=rng.integers(1, 3))) + ["VB"]
+        lines.extend(f"{rng.choice(words[t])}\t{t}" for t in seq)
+        lines.append("")
+        tag_lines.append(" ".join(seq))
+    train = tmp_path / "train.tsv"
+    train.write_text("\n".join(lines) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        tag_lm = ModifiedKneserNey(order=3).fit_sentences(tag_lines).model_
+    tag_path = tmp_path / "tags.arpa"
+    write_arpa(tag_lm, tag_path)
+    from varorder.io.tagged import read_tagged
+
+    emissions = TntEmissions().fit([(s.words, s.tags) for s in read_tagged(train)])
+    pos_task = PosTask(read_arpa(tag_path), emissions, [])
+    pos_target = pos_task.target(["the", "big", "dog", "eats"])
+    pos_best = max(enumerate_target(pos_target), key=lambda item: item[1])
+    out = CliRunner().invoke(main, ["decode", str(tag_path), "--task", "pos", "--train", str(train),
+                                    "--text", "the big dog eats", "--json"])
+    assert out.exit_code == 0, out.output
+    record = json.loads(out.output.strip().splitlines()[-1])
+    assert record["exact"] and record["log_p"] == pytest.approx(pos_best[1], abs=1e-6)
+    sampled = CliRunner().invoke(main, ["sample", str(tag_path), "--task", "pos", "--train", str(train),
+                                        "--text", "the big dog eats", "--target-ar", "0.5", "--seed", "2"])
+    assert sampled.exit_code == 0 and "AR-100" in sampled.output
