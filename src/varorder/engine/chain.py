@@ -644,10 +644,12 @@ def _block_forward(E, idx, lengths, expT, colmax, min_expT, start, exp_end, min_
 
 
 @nb.njit(cache=True)
-def _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok):
+def _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok, scale):
     """Scaled backward for a block (bb like ``a`` in _block_forward); clears ok[s] on underflow.
 
     expT_t is exp-transitions transposed (C-contiguous), so each step is tmp @ expT_t.
+    ``scale[t, s]`` receives the sum that normalised bb[t - 1, s], so that
+    expT @ (ev[t] * bb[t]) = scale[t] * bb[t - 1].
     """
     nseq = idx.shape[0]
     K = expT_t.shape[0]
@@ -681,6 +683,7 @@ def _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, o
             if ok[s] and t < lengths[idx[s]]:
                 bb[t - 1, s, :] = acc[s, :]
                 total, _ = _normalise(bb[t - 1, s])
+                scale[t, s] = total
                 if total == 0.0:
                     ok[s] = False
 
@@ -729,6 +732,8 @@ def _block_marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, e
         shift = np.empty(L)
         outer = np.empty((K, K))
         dummy = np.zeros((0, K, K))
+        scale = np.empty((L, _BLOCK))
+        node_total = np.empty(L)
         for b0 in range(lo, hi, _BLOCK):
             idx = np.arange(b0, min(b0 + _BLOCK, hi))
             nseq = idx.shape[0]
@@ -737,7 +742,7 @@ def _block_marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, e
             for s in range(nseq):  # impossible sequences: nothing to propagate backwards
                 if ok[s] and logz[s] == NEG_INF:
                     ok[s] = False
-            _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok)
+            _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok, scale)
             for s in range(nseq):
                 b = idx[s]
                 n = lengths[b]
@@ -755,23 +760,19 @@ def _block_marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, e
                         v = a[t, s, j] * bb[t, s, j]
                         node[b, t, j] = v
                         total += v
+                    node_total[t] = total
                     inv = 1.0 / total
                     for j in range(K):
                         node[b, t, j] *= inv
                 if want_sum and n > 1:
-                    # Σₜ ξₜ = expT ⊙ Σₜ a[t−1] ⊗ (ev[t]·bb[t]) / Zₜ, the sum as one outer-product GEMM
+                    # Σₜ ξₜ = expT ⊙ Σₜ a[t−1] ⊗ (ev[t]·bb[t]) / Zₜ, the sum as one outer-product GEMM;
+                    # Zₜ = a[t−1] · expT (ev[t]·bb[t]) = scale[t] (a[t−1] · bb[t−1]), the backward's own product.
                     U = np.empty((n - 1, K))
                     V = np.empty((n - 1, K))
                     for t in range(1, n):
-                        z = 0.0
                         for j in range(K):
                             V[t - 1, j] = ev[t, s, j] * bb[t, s, j]
-                        for i in range(K):
-                            acc_i = 0.0
-                            for j in range(K):
-                                acc_i += expT[i, j] * V[t - 1, j]
-                            z += a[t - 1, s, i] * acc_i
-                        inv = 1.0 / z
+                        inv = 1.0 / (scale[t, s] * node_total[t - 1])
                         for i in range(K):
                             U[t - 1, i] = a[t - 1, s, i] * inv
                     np.dot(U.T, V, outer)
