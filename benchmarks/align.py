@@ -44,20 +44,22 @@ def _rss_gb():
         return float("nan")
 
 
-def run_ours(pairs, trial_slice, gold, training, iterations, ibm1_iterations):
+def run_ours(pairs, trial_slice, gold, training, iterations, ibm1_iterations, null_prob=None):
     stamps = []
     start = time.perf_counter()
 
     def callback(phase, it, al):
         stamps.append((phase, time.perf_counter() - start))
 
+    settings = {} if null_prob is None else {"null_prob": null_prob}
     al = WordAligner(training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
-                     callback=callback).fit(pairs)
+                     callback=callback, **settings).fit(pairs)
     wall = time.perf_counter() - start
     hmm_times = np.diff([t for p, t in stamps if p == "ibm1"][-1:] + [t for p, t in stamps if p == "hmm"])
     trial = pairs[trial_slice]
     sure, possible = [g[0] for g in gold], [g[1] for g in gold]
     row = {"method": f"hmm-{training}", "wall_s": wall, "s_per_hmm_iter": float(np.mean(hmm_times)),
+           "null_prob": al.null_prob, "iterations": iterations, "ibm1_iterations": ibm1_iterations,
            "objectives": al.history_[-1][1]}
     for joint in (False, True):
         post = al.posteriors(trial, joint=joint)
@@ -112,6 +114,7 @@ def main(argv=None):
     ap.add_argument("--methods", default="independent,agreement,product,eflomal")
     ap.add_argument("--iterations", type=int, default=5)
     ap.add_argument("--ibm1-iterations", type=int, default=5)
+    ap.add_argument("--null-prob", type=float, default=None, help="HMM p0 (default: WordAligner's)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--memory-only", action="store_true", help="only report bytes per sentence pair")
     args = ap.parse_args(argv)
@@ -139,9 +142,11 @@ def main(argv=None):
                     print("eflomal not installed; skipped", flush=True)
                     continue
             else:
-                row = run_ours(pairs, trial_slice, gold, method, args.iterations, args.ibm1_iterations)
+                row = run_ours(pairs, trial_slice, gold, method, args.iterations, args.ibm1_iterations,
+                               args.null_prob)
             row.update(size=size, n_pairs=len(pairs), max_rss_gb=_rss_gb())
             rows.append(row)
+            row["load_avg_1min"] = os.getloadavg()[0]
             shown = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items() if k != "objectives"}
             print(json.dumps(shown), flush=True)
     print("\nsize   method               wall_s  s/iter  AER@0.5  best AER (δ or symmetrization)")

@@ -370,7 +370,7 @@ class HMMAligner(IBM1):
     ``jumps_`` (c over the 2D+1 buckets, d = −D..D).
     """
 
-    def __init__(self, direction: str, pairs: PairIndex, n_target_words: int, null_prob: float = 0.2,
+    def __init__(self, direction: str, pairs: PairIndex, n_target_words: int, null_prob: float = 0.05,
                  max_jump: int = 7):
         super().__init__(direction, pairs, n_target_words)
         if not 0.0 < null_prob < 1.0:

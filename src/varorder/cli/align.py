@@ -43,7 +43,7 @@ def _executor(workers, dask_address):
               show_default=True, help="agreement = domain-approximate product EM; product = Liang et al. 2006")
 @click.option("--iterations", type=int, default=5, show_default=True, help="iterations of the final model")
 @click.option("--ibm1-iterations", type=int, default=5, show_default=True)
-@click.option("--null-prob", type=float, default=0.2, show_default=True)
+@click.option("--null-prob", type=float, default=0.05, show_default=True)
 @click.option("--max-jump", type=int, default=7, show_default=True)
 @click.option("--threshold", type=float, default=0.5, show_default=True, help="posterior decoding δ")
 @click.option("--normalize", is_flag=True, help="lower-case, strip accents and tokenize (NAACL 2003 conventions)")
