@@ -184,3 +184,16 @@ def test_best_path_and_arc_trace_agree_with_the_lattice_and_the_symbol_trace(see
         q.refine_trace(q.trace_arcs(drawn))
     with pytest.raises(ValueError, match="arc ids"):
         q.trace_arcs(np.zeros(2, dtype=np.int64))
+
+
+def test_automaton_sampling_draws_what_the_lattice_sampler_draws():
+    from varorder.lattice import sample_arcs
+
+    lm = random_lm(33, 4)
+    target = random_target(lm, 33, length=5, n_candidates=3)
+    q = QAutomaton(target)
+    for step in range(5):
+        ours = q.sample_arcs(50, np.random.default_rng(step))
+        theirs = sample_arcs(q.lattice(), 50, seed=np.random.default_rng(step))
+        assert (ours == theirs).all()
+        q.refine(q.trace_arcs(ours[0]).symbols)

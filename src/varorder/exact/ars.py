@@ -27,7 +27,7 @@ import numpy as np
 
 from varorder.exact.qautomaton import QAutomaton
 from varorder.exact.target import HighOrderTarget
-from varorder.lattice import log_partition, sample_arcs
+from varorder.lattice import log_partition
 
 __all__ = ["RunHistory", "DecodeResult", "SampleResult", "decode", "sample", "acceptance_rate"]
 
@@ -198,16 +198,15 @@ def sample(target: HighOrderTarget, *, n_samples: int | None = None, target_ar: 
         return None
 
     while stopped_by is None:
-        lat = q.lattice()
-        drawn = sample_arcs(lat, batch, seed=rng)
+        drawn = q.sample_arcs(batch, rng)
         if np.all(drawn < 0):
             raise ValueError("the target gives probability zero to every candidate sequence")
         rejected = []
         for arcs in drawn:
-            arcs = arcs[arcs >= 0]
-            path = lat.arc_label[arcs].tolist()
-            log_q = float(lat.arc_weight[arcs].sum())
-            log_p = q.path_log_p(arcs)  # the lattice keeps q's arc order
+            trace = q.trace_arcs(arcs)
+            path = trace.symbols
+            log_q = trace.log_q
+            log_p = q.path_log_p(arcs)
             accept = math.log(1.0 - rng.random()) < log_p - log_q  # log U < log p/q, U uniform on (0, 1]
             history.log_q.append(log_q)
             history.log_p.append(log_p)

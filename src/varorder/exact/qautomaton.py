@@ -49,7 +49,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from varorder.engine.lattice import viterbi_kernel
+from varorder.engine.lattice import sample_kernel, viterbi_kernel
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice
 from varorder.lm import _kernels as lm_kernels
@@ -205,6 +205,17 @@ class QAutomaton:
         arcs, score = viterbi_kernel(len(a.positions), a.in_offsets, a.in_arcs, a.sources, a.weights, a.final,
                                      a.positions)
         return arcs, float(score)
+
+    def sample_arcs(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """n exact samples of q / q(X) as arc ids of the current :meth:`lattice` (n, T)
+        (all -1 when q has no path): the engine's lattice sampling kernel (forward
+        filtering, backward sampling) on q's own arrays, drawing the same uniforms as
+        :func:`varorder.lattice.sample_arcs` with the same generator."""
+        a = self._arrays()
+        uniforms = rng.random((n, self.num_positions + 1))
+        arcs, _ = sample_kernel(len(a.positions), a.in_offsets, a.in_arcs, a.sources, a.weights, a.final,
+                                a.positions, self.num_positions, uniforms)
+        return arcs
 
     def trace_arcs(self, arcs: np.ndarray) -> PathTrace:
         """:meth:`trace` of a path given as arc ids of the current :meth:`lattice` (as
