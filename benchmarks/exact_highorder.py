@@ -93,22 +93,24 @@ def run_t9_decode(args) -> dict:
         task = _t9_task(order)
         sentences = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", task.lm.vocabulary,
                                         per_length=args.per_length, seed=args.seed)
+        typo_rng = np.random.default_rng(args.seed) if args.noisy else None
         for length, group in sentences.items():
             its, states, secs, correct = [], [], [], []
             last = None
             for words in group:
-                target = task.target(task.observe(words))
+                target = task.target(task.observe(words, rng=typo_rng))
                 result = decode(target, time_limit=args.time_limit)
                 its.append(result.iterations)
                 states.append(result.num_states)
                 secs.append(result.seconds)
                 correct.append(task.words(result.sentence) == words)
                 last = (target, result, words)
-            row = {"order": order, "length": length, "sentences": len(group), "avg_iterations": float(np.mean(its)),
+            row = {"order": order, "length": length, "noisy": bool(args.noisy), "sentences": len(group),
+                   "avg_iterations": float(np.mean(its)),
                    "avg_states": float(np.mean(states)), "avg_seconds": float(np.mean(secs)),
                    "sentence_accuracy": float(np.mean(correct))}
             out["per_length"].append(row)
-            print(f"t9 decode n={order} length={length:2d}: iterations {row['avg_iterations']:7.1f}  states "
+            print(f"t9 decode{' (noisy)' if args.noisy else ''} n={order} length={length:2d}: iterations {row['avg_iterations']:7.1f}  states "
                   f"{row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  exact-match {row['sentence_accuracy']:.2f}",
                   flush=True)
             if length == 10 and order == max(args.orders) and last is not None:
@@ -200,20 +202,23 @@ def plots(results: dict, folder: str) -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
-    if "t9_decode" in results:
-        rows = results["t9_decode"]["per_length"]
+    for key, name in (("t9_decode", "exact_t9_decode.png"), ("t9_decode_noisy", "exact_t9_decode_noisy.png")):
+        if key not in results:
+            continue
+        rows = results[key]["per_length"]
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
         for order in sorted({r["order"] for r in rows}):
             sel = [r for r in rows if r["order"] == order]
             axes[0].plot([r["length"] for r in sel], [r["avg_iterations"] for r in sel], "o-", label=f"{order}-gram")
             axes[1].plot([r["length"] for r in sel], [r["avg_states"] for r in sel], "o-", label=f"{order}-gram")
-        axes[0].set_title("iterations to exact decode")
-        axes[1].set_title("states in the final q")
+        noisy = " (typed with eq. 9 errors)" if key.endswith("noisy") else ""
+        axes[0].set_title("iterations to exact decode" + noisy)
+        axes[1].set_title("states in the final q" + noisy)
         for ax in axes:
             ax.set_xlabel("input length")
             ax.legend()
         fig.tight_layout()
-        path = os.path.join(folder, "exact_t9_decode.png")
+        path = os.path.join(folder, name)
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
@@ -273,6 +278,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", type=int, nargs="+", default=[1, 10, 20, 50, 100])
     parser.add_argument("--sample-length", type=int, default=10)
     parser.add_argument("--sample-sentences", type=int, default=2)
+    parser.add_argument("--noisy", action="store_true",
+                        help="t9-decode: type each sentence with errors drawn from the eq. 9 noise model")
     parser.add_argument("--trace-batch", type=int, default=100, help="t9-trace batch size (the paper's default)")
     parser.add_argument("--max-trials", type=int, default=50_000)
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds per decode / sampling run")
@@ -296,7 +303,7 @@ def main(argv=None) -> int:
     if "t9-decode" in args.parts:
         args_t9 = argparse.Namespace(**vars(args))
         args_t9.orders = args.orders or [3, 4, 5]
-        results["t9_decode"] = run_t9_decode(args_t9)
+        results["t9_decode_noisy" if args.noisy else "t9_decode"] = run_t9_decode(args_t9)
     if "t9-sample" in args.parts:
         results["t9_sample"] = run_t9_sample(args)
     if "t9-trace" in args.parts:

@@ -202,3 +202,17 @@ def test_cli_decode_and_sample_on_the_t9_and_pos_tasks(tmp_path):
     sampled = CliRunner().invoke(main, ["sample", str(tag_path), "--task", "pos", "--train", str(train),
                                         "--text", "the big dog eats", "--target-ar", "0.5", "--seed", "2"])
     assert sampled.exit_code == 0 and "AR-100" in sampled.output
+
+
+def test_t9_noisy_typing_follows_the_noise_model():
+    """Typos drawn by observe(rng=...) have the frequencies of eq. 9 (fixed-seed chi-square)."""
+    task = T9Task(small_word_lm(), k=4.0)
+    rng = np.random.default_rng(11)
+    typed = "".join(task.observe(["dog"] * 4000, rng=rng))[::3]  # the first key of "dog": 3
+    keys = "1234567890*#"
+    weights = {o: 1.0 / (4.0 * key_distance(o, "3") + 1.0) for o in keys}
+    total = sum(weights.values())
+    counts = {o: typed.count(o) for o in keys}
+    assert oracle.chi_square_pvalue(counts, {o: w / total for o, w in weights.items()}) > 1e-3
+    assert task.observe(["dog"]) == ["364"]  # clean without a generator
+    assert all(len(o) == 3 for o in task.observe(["dog", "fog"], rng=rng))

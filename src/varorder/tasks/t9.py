@@ -103,9 +103,27 @@ class T9Task:
         """The target for a sequence of digit strings (one per word)."""
         return HighOrderTarget(self.lm, [self.candidates(o) for o in observation], weights=self.weights)
 
-    def observe(self, words: list[str]) -> list[str]:
-        """The clean keypad observation of a sentence."""
-        return [num(w) for w in words]
+    def observe(self, words: list[str], rng: np.random.Generator | None = None) -> list[str]:
+        """The keypad observation of a sentence: clean (``rng`` None), or typed with errors
+        drawn from the noise model itself, each key o of num(w) replaced by key o' with
+        probability proportional to 1 / (k d(o', o) + 1) over the 12 keys (eq. 9)."""
+        clean = [num(w) for w in words]
+        if rng is None:
+            return clean
+        noisy = []
+        for digits in clean:
+            keys = [_KEY_INDEX[d] for d in digits]
+            u = rng.random(len(keys))
+            cdf = self._typo_cdf
+            typed = [min(int(np.searchsorted(cdf[key], v, side="right")), len(_KEYS) - 1) for key, v in zip(keys, u)]
+            noisy.append("".join(_KEYS[i] for i in typed))
+        return noisy
+
+    @property
+    def _typo_cdf(self) -> np.ndarray:
+        """Row o: cumulative p(o' | o) of eq. 9 over the 12 keys."""
+        weights = 1.0 / (self.k * _DISTANCE + 1.0)
+        return np.cumsum(weights / weights.sum(axis=1, keepdims=True), axis=1)
 
     def words(self, ids) -> list[str]:
         return self.lm.vocabulary.decode(ids)
