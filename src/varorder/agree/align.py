@@ -146,7 +146,11 @@ class IBM1(Submodel):
 
     # -- shared part -------------------------------------------------------
     def _log_table(self) -> np.ndarray:
-        """log τ per word pair, computed once per table (every shard of an E-step reuses it)."""
+        """log τ per word pair, computed once per table (every shard of an E-step reuses it).
+
+        M-steps and loading replace ``table_`` rather than writing into it, which is what
+        the identity test relies on.
+        """
         cache = getattr(self, "_log_table_cache", None)
         if cache is None or cache[0] is not self.table_:  # holding table_ keeps the identity test sound
             cache = (self.table_, np.log(np.maximum(self.table_, FLOOR)))
