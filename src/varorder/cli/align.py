@@ -45,7 +45,7 @@ def _executor(workers, dask_address):
 @click.option("--ibm1-iterations", type=int, default=5, show_default=True)
 @click.option("--null-prob", type=float, default=0.05, show_default=True)
 @click.option("--max-jump", type=int, default=7, show_default=True)
-@click.option("--threshold", type=float, default=0.5, show_default=True, help="posterior decoding δ")
+@click.option("--threshold", type=float, default=0.6, show_default=True, help="posterior decoding δ")
 @click.option("--normalize", is_flag=True, help="lower-case, strip accents and tokenize (NAACL 2003 conventions)")
 @click.option("--limit", type=int, default=None, help="read at most this many sentence pairs")
 @click.option("--shard-size", type=int, default=50000, show_default=True)
