@@ -5,6 +5,7 @@ the paper's POS and T9 experiments on the shared data.
     python benchmarks/exact_highorder.py pos-ud [--orders 3 5 7]          # UD EWT XPOS, train -> dev
     python benchmarks/exact_highorder.py t9-decode [--orders 3 4 5] [--per-length 3]
     python benchmarks/exact_highorder.py t9-sample [--order 4] [--batches 1 10 20 50 100]
+    python benchmarks/exact_highorder.py t9-sample-lengths [--orders 3 4 5] [--per-length 10]
     python benchmarks/exact_highorder.py t9-trace [--order 5] [--trace-batch 100]
     ... --json results.json --plots docs/img
 
@@ -18,6 +19,8 @@ the paper's POS and T9 experiments on the shared data.
   with ptb-lm LMs, and the n-grams per order of the final q of one length-10 sentence
   against the size of the full model (paper Table 1).
 * t9-sample: trials and seconds to reach AR-100 >= 20% per batch size (paper Table 3).
+* t9-sample-lengths: trials and states to AR-100 >= 20% per length and order, B = 100
+  (paper Fig. 3c/3d).
 * t9-trace: one sampling run continued to AR-100 >= 60%: running p/q ratio, AR, AR-100
   and accepts per trial (paper Fig. 3a/3b).
 """
@@ -155,6 +158,33 @@ def run_t9_sample(args) -> list[dict]:
     return rows
 
 
+def run_t9_sample_lengths(args) -> list[dict]:
+    """Trials and final states to reach AR-100 >= 20% per sentence length and LM order,
+    batch size ``--trace-batch`` (paper Fig. 3c/3d, where B = 100)."""
+    rows = []
+    for order in args.orders:
+        task = _t9_task(order)
+        sentences = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", task.lm.vocabulary,
+                                        per_length=args.per_length, seed=args.seed)
+        for length, group in sentences.items():
+            trials, states, secs, reached = [], [], [], []
+            for k, words in enumerate(group):
+                result = sample(task.target(task.observe(words)), target_ar=0.2, batch=args.trace_batch,
+                                seed=args.seed + k, time_limit=args.time_limit, max_trials=args.max_trials)
+                trials.append(result.history.num_trials)
+                states.append(result.num_states)
+                secs.append(result.seconds)
+                reached.append(result.stopped_by == "target_ar")
+            row = {"order": order, "length": length, "batch": args.trace_batch, "sentences": len(group),
+                   "avg_trials": float(np.mean(trials)), "avg_states": float(np.mean(states)),
+                   "avg_seconds": float(np.mean(secs)), "reached": int(sum(reached))}
+            rows.append(row)
+            print(f"t9 sample n={order} length={length:2d} B={args.trace_batch}: trials {row['avg_trials']:7.1f}  "
+                  f"states {row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  reached {row['reached']}/{len(group)}",
+                  flush=True)
+    return rows
+
+
 def run_t9_sample_trace(args) -> dict:
     """One sampling run kept going to AR-100 >= 60% (paper Fig. 3a/3b): per trial the
     ratio p/q and whether it was accepted."""
@@ -222,6 +252,23 @@ def plots(results: dict, folder: str) -> list[str]:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+    if "t9_sample_lengths" in results:
+        rows = results["t9_sample_lengths"]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        for order in sorted({r["order"] for r in rows}):
+            sel = [r for r in rows if r["order"] == order]
+            axes[0].plot([r["length"] for r in sel], [r["avg_trials"] for r in sel], "o-", label=f"{order}-gram")
+            axes[1].plot([r["length"] for r in sel], [r["avg_states"] for r in sel], "o-", label=f"{order}-gram")
+        axes[0].set_title(f"trials to AR-100 >= 20% (B = {rows[0]['batch']})")
+        axes[1].set_title("states in the final q")
+        for ax in axes:
+            ax.set_xlabel("input length")
+            ax.legend()
+        fig.tight_layout()
+        path = os.path.join(folder, "exact_t9_sample_lengths.png")
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
     if "t9_sample" in results:
         rows = results["t9_sample"]
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -268,7 +315,7 @@ def plots(results: dict, folder: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("parts", nargs="+", choices=["pos", "pos-ud", "t9-decode", "t9-sample", "t9-trace"])
+    parser.add_argument("parts", nargs="+", choices=["pos", "pos-ud", "t9-decode", "t9-sample", "t9-sample-lengths", "t9-trace"])
     parser.add_argument("--orders", type=int, nargs="+", default=None)
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--max-sentences", type=int, default=None)
@@ -306,6 +353,10 @@ def main(argv=None) -> int:
         results["t9_decode_noisy" if args.noisy else "t9_decode"] = run_t9_decode(args_t9)
     if "t9-sample" in args.parts:
         results["t9_sample"] = run_t9_sample(args)
+    if "t9-sample-lengths" in args.parts:
+        args_len = argparse.Namespace(**vars(args))
+        args_len.orders = args.orders or [3, 4, 5]
+        results["t9_sample_lengths"] = run_t9_sample_lengths(args_len)
     if "t9-trace" in args.parts:
         results["t9_sample_trace"] = run_t9_sample_trace(args)
     print(f"total {time.perf_counter() - began:.1f} s")
