@@ -41,8 +41,21 @@ class RunHistory:
     log_p: list[float] = field(default_factory=list)
     accepted: list[bool] = field(default_factory=list)
     q_version: list[int] = field(default_factory=list)
-    #: after each refinement step: (trial count, states, n-grams per order, log q(X) or None)
-    refinements: list[tuple[int, int, dict[int, int], float | None]] = field(default_factory=list)
+    _refinements: list[tuple[int, int, dict[int, int], float | None]] = field(default_factory=list, repr=False)
+    # Refinement records of compiled decode steps, turned into tuples on first access:
+    # (trial count of the first, states per refinement, n-grams per order per refinement, mass of the last)
+    _pending: list = field(default_factory=list, repr=False)
+
+    @property
+    def refinements(self) -> list[tuple[int, int, dict[int, int], float | None]]:
+        """After each refinement step: (trial count, states, n-grams per order, log q(X) or None)."""
+        for first, states, ngrams, mass in self._pending:
+            last = len(states) - 1
+            for r, (n_states, counts) in enumerate(zip(states.tolist(), ngrams.tolist())):
+                self._refinements.append((first + r, n_states, {k: c for k, c in enumerate(counts) if c},
+                                          mass if r == last else None))
+        self._pending.clear()
+        return self._refinements
 
     @property
     def num_trials(self) -> int:
@@ -144,10 +157,9 @@ def decode(target: HighOrderTarget, *, max_iterations: int = 100_000, time_limit
         history.log_p.extend(steps.log_p.tolist())
         history.accepted.extend([False] * (n - 1) + [exact])
         history.q_version.extend(range(version, version + n))
-        mass = log_partition(q.lattice()) if record_mass and len(steps.refined_states) else None
-        for r, (states, counts) in enumerate(zip(steps.refined_states.tolist(), steps.refined_ngrams.tolist())):
-            history.refinements.append((iterations + r + 1, states, {k: c for k, c in enumerate(counts) if c},
-                                        mass if r == len(steps.refined_states) - 1 else None))
+        if len(steps.refined_states):
+            mass = log_partition(q.lattice()) if record_mass else None
+            history._pending.append((iterations + 1, steps.refined_states, steps.refined_ngrams, mass))
         iterations += n
         if exact or iterations >= max_iterations or (time_limit is not None and time.perf_counter() - start > time_limit):
             break

@@ -145,23 +145,8 @@ class QAutomaton:
         self._candidate_offsets = np.zeros(T + 1, dtype=np.int64)
         np.cumsum(sizes, out=self._candidate_offsets[1:])
         self._index_of_cache: list[dict[int, int]] | None = None
-        # Position 0 holds the empty context (global id 0, a prefix only) and (<s>,) (id 1);
-        # every later position starts with its empty context.
-        capacity = max(64, 8 * (T + 2))
-        states = np.full((_STATE_ROWS, capacity), -1, dtype=np.int64)
-        n = T + 2
-        states[_POS, :n] = np.concatenate([[0, 0], np.arange(1, T + 1)])
-        states[_LOCAL, :n] = np.concatenate([[0, 1], np.zeros(T, np.int64)])
-        states[_LENGTH, :n] = np.concatenate([[0, 1], np.zeros(T, np.int64)])
-        states[_SUFFIX, _ROOT] = 0
-        self._states = states
-        self._ngrams = np.full((_NGRAM_ROWS, capacity), -1, dtype=np.int64)
-        self._ngram_bounds = np.empty(capacity, dtype=np.float64)
-        self._sizes = np.asarray([n, 0], dtype=np.int64)  # states, n-grams
-        self._empty_of = np.concatenate([[0], np.arange(2, T + 2)]).astype(np.int64)
-        self._num_local = np.concatenate([[2], np.ones(T, np.int64)]).astype(np.int64)
-        self._order_counts = np.zeros(target.order + 2, dtype=np.int64)
-        self._order_counts[1] = sum(sizes)
+        (self._states, self._ngrams, self._ngram_bounds, self._sizes, self._empty_of, self._num_local,
+         self._order_counts) = _initial_tables(T, target.order, self._candidate_offsets[-1])
         self._lattice: Lattice | None = None
         self._cached: _QArrays | None = None
         self.num_refinements = 0
@@ -353,6 +338,31 @@ class QAutomaton:
 
 
 # ---------------------------------------------------------------------- compiled kernels
+
+
+@numba.njit(cache=True)
+def _initial_tables(T, order, n_candidates):
+    """The unigram q: position 0 holds the empty context (global id 0, a prefix only) and
+    (<s>,) (id 1); every later position j its empty context (id j + 1); no n-gram yet."""
+    capacity = max(64, 8 * (T + 2))
+    states = np.full((_STATE_ROWS, capacity), -1, np.int64)
+    n = T + 2
+    empty_of = np.empty(T + 1, np.int64)
+    num_local = np.ones(T + 1, np.int64)
+    for g in range(n):
+        position = 0 if g < 2 else g - 1
+        states[_POS, g] = position
+        states[_LOCAL, g] = 1 if g == _ROOT else 0
+        states[_LENGTH, g] = 1 if g == _ROOT else 0
+        if g != _ROOT:
+            empty_of[position] = g
+    states[_SUFFIX, _ROOT] = 0
+    num_local[0] = 2
+    sizes = np.array([n, 0], np.int64)  # states, n-grams
+    order_counts = np.zeros(order + 2, np.int64)
+    order_counts[1] = n_candidates
+    return (states, np.full((_NGRAM_ROWS, capacity), -1, np.int64), np.empty(capacity, np.float64), sizes, empty_of,
+            num_local, order_counts)
 
 
 @numba.njit(cache=True)
