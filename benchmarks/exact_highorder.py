@@ -211,6 +211,28 @@ def plots(results: dict, folder: str) -> list[str]:
 
     os.makedirs(folder, exist_ok=True)
     written = []
+
+    def save(fig, name):
+        fig.tight_layout()
+        path = os.path.join(folder, name)
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+    def per_length_by_order(rows, y_key, y_title, name):
+        """Two panels over input length, one line per LM order: ``y_key`` and final q states."""
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        for order in sorted({r["order"] for r in rows}):
+            sel = [r for r in rows if r["order"] == order]
+            axes[0].plot([r["length"] for r in sel], [r[y_key] for r in sel], "o-", label=f"{order}-gram")
+            axes[1].plot([r["length"] for r in sel], [r["avg_states"] for r in sel], "o-", label=f"{order}-gram")
+        axes[0].set_title(y_title)
+        axes[1].set_title("states in the final q")
+        for ax in axes:
+            ax.set_xlabel("input length")
+            ax.legend()
+        save(fig, name)
+
     for key in ("pos", "pos_ud"):
         if key not in results:
             continue
@@ -227,48 +249,17 @@ def plots(results: dict, folder: str) -> list[str]:
             ax.set_xlabel("n-gram order")
             ax.set_title(title)
             ax.legend()
-        fig.tight_layout()
-        path = os.path.join(folder, f"exact_{key}.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
-    for key, name in (("t9_decode", "exact_t9_decode.png"), ("t9_decode_noisy", "exact_t9_decode_noisy.png")):
-        if key not in results:
-            continue
-        rows = results[key]["per_length"]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-        for order in sorted({r["order"] for r in rows}):
-            sel = [r for r in rows if r["order"] == order]
-            axes[0].plot([r["length"] for r in sel], [r["avg_iterations"] for r in sel], "o-", label=f"{order}-gram")
-            axes[1].plot([r["length"] for r in sel], [r["avg_states"] for r in sel], "o-", label=f"{order}-gram")
-        noisy = " (typed with eq. 9 errors)" if key.endswith("noisy") else ""
-        axes[0].set_title("iterations to exact decode" + noisy)
-        axes[1].set_title("states in the final q" + noisy)
-        for ax in axes:
-            ax.set_xlabel("input length")
-            ax.legend()
-        fig.tight_layout()
-        path = os.path.join(folder, name)
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        save(fig, f"exact_{key}.png")
+    if "t9_decode" in results:
+        per_length_by_order(results["t9_decode"]["per_length"], "avg_iterations", "iterations to exact decode",
+                            "exact_t9_decode.png")
+    if "t9_decode_noisy" in results:
+        per_length_by_order(results["t9_decode_noisy"]["per_length"], "avg_iterations",
+                            "iterations to exact decode (typed with eq. 9 errors)", "exact_t9_decode_noisy.png")
     if "t9_sample_lengths" in results:
         rows = results["t9_sample_lengths"]
-        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
-        for order in sorted({r["order"] for r in rows}):
-            sel = [r for r in rows if r["order"] == order]
-            axes[0].plot([r["length"] for r in sel], [r["avg_trials"] for r in sel], "o-", label=f"{order}-gram")
-            axes[1].plot([r["length"] for r in sel], [r["avg_states"] for r in sel], "o-", label=f"{order}-gram")
-        axes[0].set_title(f"trials to AR-100 >= 20% (B = {rows[0]['batch']})")
-        axes[1].set_title("states in the final q")
-        for ax in axes:
-            ax.set_xlabel("input length")
-            ax.legend()
-        fig.tight_layout()
-        path = os.path.join(folder, "exact_t9_sample_lengths.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        per_length_by_order(rows, "avg_trials", f"trials to AR-100 >= 20% (B = {rows[0]['batch']})",
+                            "exact_t9_sample_lengths.png")
     if "t9_sample" in results:
         rows = results["t9_sample"]
         fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
@@ -280,11 +271,7 @@ def plots(results: dict, folder: str) -> list[str]:
         for ax in axes:
             ax.set_xlabel("batch size B")
             ax.set_xscale("log")
-        fig.tight_layout()
-        path = os.path.join(folder, "exact_t9_sample.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        save(fig, "exact_t9_sample.png")
     if "t9_sample_trace" in results:
         trace = results["t9_sample_trace"]
         ratio = np.exp(np.asarray(trace["log_ratio"]))
@@ -305,11 +292,7 @@ def plots(results: dict, folder: str) -> list[str]:
         for ax in axes:
             ax.set_xlabel("trials")
         fig.suptitle(f"{trace['order']}-gram, B = {trace['batch']}: {trace['sentence']}", fontsize=9)
-        fig.tight_layout()
-        path = os.path.join(folder, "exact_t9_sample_trace.png")
-        fig.savefig(path, dpi=110)
-        plt.close(fig)
-        written.append(path)
+        save(fig, "exact_t9_sample_trace.png")
     return written
 
 

@@ -321,9 +321,10 @@ class QAutomaton:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
         (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
-         path, num_states) = _decode_loop(*self._kernel_state(), self.num_positions, self.target.order, int(max_iterations),
-                              EXACT_TOLERANCE, self._candidate_offsets, self._candidate_symbols,
-                              self._candidate_unigram, self._candidate_logliks, self.target.bos, *self._tables)
+         path, num_states) = _decode_loop(
+            self._states, self._ngrams, self._ngram_bounds, self._sizes, self._num_local, self._order_counts,
+            self.num_positions, self.target.order, int(max_iterations), EXACT_TOLERANCE, self._candidate_offsets,
+            self._candidate_symbols, self._candidate_unigram, self._candidate_logliks, self.target.bos, *self._tables)
         refinements = max(n_iter - 1, 0) if status == _EXACT else n_iter
         self.num_refinements += refinements
         self._store(states, ngrams, ngram_bounds)
@@ -690,7 +691,7 @@ def _build_arcs(T, states, sizes, ngrams, ngram_bounds, cand_offsets, cand_symbo
 
 
 @numba.njit(cache=True)
-def _decode_loop(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_counts, T, order, max_iterations,
+def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T, order, max_iterations,
                  tolerance, cand_offsets, cand_symbols, cand_unigram, cand_logliks, bos, vocab_size, hash_rows,
                  hash_base, hash_cap, values, value_base, max_prob, max_backoff):
     """Algorithm 1, optimisation mode, for up to ``max_iterations`` Viterbi calls."""

@@ -29,8 +29,9 @@ __all__ = ["MaxBackoffWeights", "HighOrderTarget"]
 
 
 class MaxBackoffWeights:
-    """Cached natural-log max-backoff bounds w(x | c) of one LM (the unigram bounds of every
-    word in one batch, shared by every target over the LM).
+    """The natural-log unigram max-backoff bounds w(x | ()) of one LM, computed once and
+    shared by every target over the LM (longer contexts are looked up by the q-automaton's
+    compiled refinement).
 
     w(x | c) = max over left extensions e of p(x | e c) >= p(x | h) for every history h
     ending in c. When c is not a stored n-gram, no extension e c is stored either (the
@@ -42,20 +43,11 @@ class MaxBackoffWeights:
         if not isinstance(lm, NgramLM):
             raise ValueError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}")
         self.lm = lm
-        self._weights: dict[tuple[tuple[int, ...], int], float] = {}
         self._unigram: np.ndarray | None = None
-
-    def __call__(self, context: tuple[int, ...], word: int) -> float:
-        key = (context, word)
-        value = self._weights.get(key)
-        if value is None:
-            value = self.lm.max_logprob(context, word)
-            self._weights[key] = value
-        return value
 
     def unigram_bounds(self) -> np.ndarray:
         """w(x | ()) for every word id x (V,), computed once in one batched call; equal to
-        ``self((), x)``."""
+        ``lm.max_logprob((), x)``."""
         if self._unigram is None:
             words = np.arange(self.lm.vocab_size)
             self._unigram = self.lm.max_logprobs([()] * len(words), words)

@@ -94,7 +94,7 @@ class T9Task:
         loglik = -np.log(self.k * distances + 1.0).sum(axis=1)
         if self.max_candidates is not None and len(ids) > self.max_candidates:
             # Best by likelihood; ties broken by the unigram bound, then by id (stable).
-            unigram = np.asarray([self.weights((), int(i)) for i in ids])
+            unigram = self.weights.unigram_bounds()[ids]
             order = np.lexsort((ids, -unigram, -loglik))[: self.max_candidates]
             ids, loglik = ids[order], loglik[order]
         return ids, loglik
