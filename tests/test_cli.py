@@ -17,6 +17,30 @@ def test_help_lists_demo():
     assert "demo" in result.output
 
 
+def test_help_reads_each_subcommand_as_importing_it_would():
+    """--help scans module sources; the names and help it shows must be the imported commands'."""
+    import importlib
+
+    from varorder.cli.main import _CLI_DIR, _module_names, scan_module
+
+    for module_name in _module_names():
+        command = importlib.import_module(f"varorder.cli.{module_name}").COMMAND
+        scanned = scan_module(_CLI_DIR / f"{module_name}.py")
+        if scanned is not None:
+            assert scanned[0] == command.name, module_name
+            assert command.help.strip().startswith(scanned[1].split(" ")[0]), module_name
+
+
+def test_help_imports_no_subcommand_module():
+    code = (
+        "import sys\nfrom varorder.cli.main import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "heavy = [m for m in ('numpy', 'numba', 'scipy') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+
+
 def test_version_via_python_m():
     out = subprocess.run([sys.executable, "-m", "varorder", "--version"], capture_output=True, text=True, check=True)
     assert varorder.__version__ in out.stdout

@@ -3,44 +3,153 @@
 Each module ``varorder/cli/<name>.py`` that defines ``COMMAND`` contributes one
 subcommand, so features add their CLI without editing this file. A module that
 fails to import (e.g. a missing optional dependency) is reported, not fatal.
+
+Subcommand modules import NumPy, Numba and their models, which costs seconds; so
+``varorder --help`` reads each module's source (its ``COMMAND`` assignment, the
+decorated function's name and docstring) instead of importing it, and a module is
+imported only when its subcommand runs.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
-import pkgutil
+import os
 import sys
+from pathlib import Path
 
 import click
 
 import varorder
-import varorder.cli as _cli_pkg
+
+_CLI_DIR = Path(__file__).resolve().parent
+_CLICK_DECORATORS = ("command", "group")
+
+
+def _decorator_name(decorator: ast.expr) -> str | None:
+    """The explicit name in ``@click.command("x")`` / ``@click.group("x")``, or None."""
+    if not isinstance(decorator, ast.Call):
+        return None
+    func = decorator.func
+    if not (isinstance(func, ast.Attribute) and func.attr in _CLICK_DECORATORS):
+        return None
+    if decorator.args and isinstance(decorator.args[0], ast.Constant) and isinstance(decorator.args[0].value, str):
+        return decorator.args[0].value
+    for keyword in decorator.keywords:
+        if keyword.arg == "name" and isinstance(keyword.value, ast.Constant):
+            return keyword.value.value
+    return None
+
+
+def _is_click_command(function: ast.FunctionDef) -> bool:
+    for decorator in function.decorator_list:
+        target = decorator.func if isinstance(decorator, ast.Call) else decorator
+        if isinstance(target, ast.Attribute) and target.attr in _CLICK_DECORATORS:
+            return True
+    return False
+
+
+def scan_module(path: Path) -> tuple[str, str] | None:
+    """(subcommand name, one-line help) of a CLI module, read from its source.
+
+    None when the module defines no click command or group named ``COMMAND``
+    (``COMMAND = f`` or ``def COMMAND``) whose name can be read statically; such
+    a module is imported to find out.
+    """
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, SyntaxError, UnicodeDecodeError):
+        return None
+    target = None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "COMMAND":
+            target = "COMMAND"
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "COMMAND" for t in node.targets):
+            if isinstance(node.value, ast.Name):
+                target = node.value.id
+    if target is None:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == target and _is_click_command(node):
+            name = None
+            for decorator in node.decorator_list:
+                name = name or _decorator_name(decorator)
+            if name is None and node.name == "COMMAND":
+                return None  # click would name it "command": import to learn the real name
+            name = name or node.name.replace("_", "-")
+            doc = ast.get_docstring(node) or ""
+            first = doc.strip().split("\n\n")[0].replace("\n", " ").strip()
+            return name, first
+    return None
+
+
+def _module_names() -> list[str]:
+    names = []
+    for entry in sorted(os.listdir(_CLI_DIR)):
+        stem, ext = os.path.splitext(entry)
+        if ext == ".py" and stem != "main" and not stem.startswith("_"):
+            names.append(stem)
+    return names
 
 
 class _LazyGroup(click.Group):
-    def _discover(self):
-        if getattr(self, "_discovered", False):
+    """Lists subcommands from their modules' source; imports a module only to run it."""
+
+    def _scan(self):
+        if getattr(self, "_scanned", None) is not None:
+            return self._scanned
+        self._scanned = {}  # command name -> (module name, short help)
+        self._unscanned = []
+        for module_name in _module_names():
+            found = scan_module(_CLI_DIR / f"{module_name}.py")
+            if found is None:
+                self._unscanned.append(module_name)
+            else:
+                self._scanned[found[0]] = (module_name, found[1])
+        return self._scanned
+
+    def _import(self, module_name):
+        try:
+            module = importlib.import_module(f"varorder.cli.{module_name}")
+        except ImportError as exc:  # optional dependency missing: say so, keep the rest
+            print(f"varorder: subcommand module {module_name!r} unavailable: {exc}", file=sys.stderr)
             return
-        self._discovered = True
-        for info in pkgutil.iter_modules(_cli_pkg.__path__):
-            if info.name in ("main",) or info.name.startswith("_"):
-                continue
-            try:
-                module = importlib.import_module(f"varorder.cli.{info.name}")
-            except ImportError as exc:  # optional dependency missing: say so, keep the rest
-                print(f"varorder: subcommand module {info.name!r} unavailable: {exc}", file=sys.stderr)
-                continue
-            command = getattr(module, "COMMAND", None)
-            if command is not None:
-                self.add_command(command)
+        command = getattr(module, "COMMAND", None)
+        if command is not None:
+            self.add_command(command)
+
+    def _import_unscanned(self):
+        self._scan()
+        while self._unscanned:
+            self._import(self._unscanned.pop())
 
     def list_commands(self, ctx):
-        self._discover()
-        return super().list_commands(ctx)
+        self._import_unscanned()
+        return sorted(set(self._scan()) | set(self.commands))
 
     def get_command(self, ctx, name):
-        self._discover()
-        return super().get_command(ctx, name)
+        if name not in self.commands:
+            scanned = self._scan()
+            if name in scanned:
+                self._import(scanned[name][0])
+            else:
+                self._import_unscanned()
+        return self.commands.get(name)
+
+    def format_commands(self, ctx, formatter):
+        scanned = self._scan()
+        self._import_unscanned()
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.commands:
+                rows.append((name, self.commands[name].get_short_help_str(formatter.width - 6 - len(name))))
+            else:
+                short = scanned[name][1]
+                limit = max(formatter.width - 6 - len(name), 45)
+                rows.append((name, short if len(short) <= limit else short[: limit - 3].rsplit(" ", 1)[0] + "..."))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
