@@ -1,29 +1,120 @@
-"""Text-file helpers shared by the readers: transparent gzip and atomic writes."""
+"""Text-file helpers shared by the readers: one opening path and atomic writes.
+
+:func:`open_text` is how every reader opens a file: gzip is recognised by its magic
+bytes (not by the name), and undecodable bytes or a corrupt compressed stream become a
+``ValueError`` that names the file and the line, never a bare ``UnicodeDecodeError``,
+``EOFError`` or ``zlib.error``. :func:`atomic_write_text` writes through a hidden
+temporary file in the target's folder and renames it into place, with the mode an
+ordinary ``open`` would give under the current umask.
+"""
 
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import tempfile
+import zlib
 from contextlib import contextmanager
 
-__all__ = ["open_text", "atomic_write_text"]
+__all__ = ["open_text", "atomic_write_text", "is_gzip", "umask_mode"]
+
+GZIP_MAGIC = b"\x1f\x8b"
+# what a damaged file can raise while being decoded or decompressed
+_CORRUPTION = (UnicodeDecodeError, EOFError, zlib.error, gzip.BadGzipFile)
 
 
-def open_text(path):
-    """Open a text file for reading, gunzipping when the name ends in .gz."""
+def is_gzip(path) -> bool:
+    """True when the file starts with the gzip magic bytes."""
+    with open(path, "rb") as probe:
+        return probe.read(2) == GZIP_MAGIC
+
+
+class CheckedTextReader(io.TextIOBase):
+    """A read-only text handle that reports corruption as ``ValueError(file, line)``."""
+
+    def __init__(self, path: str, raw: io.TextIOBase, compressed: bool):
+        self._path = path
+        self._raw = raw
+        self._compressed = compressed
+        self.lines_read = 0
+
+    def _fail(self, exc: BaseException):
+        where = f"{self._path}: line {self.lines_read + 1}"
+        if isinstance(exc, UnicodeDecodeError):
+            raise ValueError(f"{where}: not valid UTF-8 text ({exc.reason} at byte {exc.start} of the block read)") from None
+        raise ValueError(f"{where}: corrupt or truncated gzip data ({exc.__class__.__name__}: {exc})") from None
+
+    def readable(self) -> bool:
+        return True
+
+    def readline(self, size: int = -1) -> str:
+        try:
+            line = self._raw.readline(size)
+        except _CORRUPTION as exc:
+            self._fail(exc)
+        if line.endswith("\n"):
+            self.lines_read += 1
+        return line
+
+    def __next__(self) -> str:
+        line = self.readline()
+        if not line:
+            raise StopIteration
+        return line
+
+    def __iter__(self):
+        return self
+
+    def read(self, size: int = -1) -> str:
+        try:
+            text = self._raw.read(size)
+        except _CORRUPTION as exc:
+            self._fail(exc)
+        self.lines_read += text.count("\n")
+        return text
+
+    @property
+    def name(self) -> str:
+        return self._path
+
+    def close(self) -> None:
+        self._raw.close()
+        super().close()
+
+
+def open_text(path) -> CheckedTextReader:
+    """Open a UTF-8 text file for reading, gunzipping when its content is gzip.
+
+    Raises ``ValueError`` naming the file (and line) for undecodable or corrupt data,
+    and ``OSError`` subclasses as usual when the file cannot be opened.
+    """
     path = os.fspath(path)
-    if path.endswith(".gz"):
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+    compressed = is_gzip(path)
+    raw = gzip.open(path, "rt", encoding="utf-8") if compressed else open(path, encoding="utf-8")
+    return CheckedTextReader(path, raw, compressed)
+
+
+def umask_mode(base: int = 0o666) -> int:
+    """The mode ``open`` would give a new file under the current umask."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return base & ~umask
 
 
 @contextmanager
 def atomic_write_text(path):
-    """Yield a text handle; on success the file replaces ``path`` atomically (gzip if .gz)."""
+    """Yield a text handle; on success the file replaces ``path`` atomically (gzip if .gz).
+
+    The file gets the umask's ordinary mode (``mkstemp`` alone would leave it 0600);
+    an exception or signal-driven exit (``KeyboardInterrupt``, ``SystemExit``) removes
+    the hidden temporary file.
+    """
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=directory)
+    if not os.path.isdir(directory):
+        raise ValueError(f"{path}: cannot write: folder {directory!r} does not exist")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         if path.endswith(".gz"):
             os.close(fd)
@@ -32,6 +123,7 @@ def atomic_write_text(path):
             handle = os.fdopen(fd, "w", encoding="utf-8")
         with handle:
             yield handle
+        os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -75,6 +75,9 @@ def read_conllu(path) -> list[ConlluSentence]:
             fields = line.split("\t")
             if len(fields) != _N_COLUMNS:
                 raise ValueError(f"{path}:{lineno}: expected {_N_COLUMNS} tab-separated columns, got {len(fields)}")
+            if "" in fields:  # CoNLL-U writes "_" for an unspecified field, never nothing
+                column = fields.index("")
+                raise ValueError(f"{path}:{lineno}: column {column + 1} is empty (CoNLL-U writes '_' for no value)")
             token_id = fields[0]
             if "-" in token_id or "." in token_id:
                 current.rows.append(fields)

@@ -79,8 +79,8 @@ def read_ocr_letters(path, downsample: bool = False) -> list[OcrWord]:
             try:
                 _, next_id, word_id, position, fold = (int(fields[i]) for i in (0, 2, 3, 4, 5))
                 image = np.array(fields[_N_META:], dtype=np.int64)
-            except ValueError as err:
-                fail(lineno, f"non-integer field ({err})")
+            except (ValueError, OverflowError) as err:  # a 20-digit pixel overflows int64
+                fail(lineno, f"non-integer or out-of-range field ({err})")
             if ((image != 0) & (image != 1)).any():
                 fail(lineno, "pixels must be 0 or 1")
             if current is None:
