@@ -32,6 +32,7 @@ import numpy as np
 
 from varorder.engine import chain as _engine
 from varorder.engine.semiring import SEMIRINGS
+from varorder.engine.validate import as_index_array
 
 __all__ = [
     "NoPathWarning",
@@ -138,10 +139,8 @@ def entropy(emissions, transitions, start=None, end=None, lengths=None, allowed=
 def path_score(emissions, transitions, paths, start=None, end=None, lengths=None) -> np.ndarray:
     """Score s(y) of given paths (B, L) (entries past each length ignored), shape (B,)."""
     ci = _engine.prepare(emissions, transitions, start, end, lengths)
-    paths = np.asarray(paths)
     B, L, K = ci.shape
-    if paths.shape != (B, L):
-        raise ValueError(f"paths must have shape ({B}, {L}), got {paths.shape}")
+    paths = as_index_array("paths", paths, (B, L))
     out = np.empty(B)
     for b in range(B):
         n = ci.lengths[b]

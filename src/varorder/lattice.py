@@ -22,7 +22,7 @@ import numpy as np
 
 from varorder.engine import lattice as _k
 from varorder.engine.semiring import SEMIRINGS
-from varorder.engine.validate import as_potentials, check_int_at_least, first_index
+from varorder.engine.validate import as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index
 
 __all__ = [
     "Lattice",
@@ -109,6 +109,7 @@ class Lattice:
             fin = np.where(pos == pos.max(), 0.0, -np.inf)
         else:
             fin = as_potentials("final", final, (n_nodes,))
+        check_no_overflow(int(pos.max()) + 2, arc_weight=w, final=fin)
         self.node_position = pos
         self.arc_source = src
         self.arc_target = dst
@@ -243,7 +244,7 @@ def sample_arcs(lattice: Lattice, n: int = 1, seed=None) -> np.ndarray:
     """n exact samples as arc ids (n, max_length), −1 padded (all −1 if no path)."""
     lat = _check(lattice)
     n = check_int_at_least("n", n, 1)
-    uniforms = np.random.default_rng(seed).random((n, lat.max_length + 1))
+    uniforms = as_rng(seed).random((n, lat.max_length + 1))
     arcs, _ = _k.sample_kernel(*lat._args(), lat.node_position, lat.max_length, uniforms)
     return arcs
 

@@ -37,7 +37,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.semiring import LOG, MAX, Semiring, log_plus, max_plus
-from varorder.engine.validate import as_potentials, check_int_at_least, first_index
+from varorder.engine.validate import as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index
 
 __all__ = [
     "ChainInput",
@@ -104,8 +104,10 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
         raw = np.asarray(lengths)
         if raw.shape != (B,):
             raise ValueError(f"lengths must have shape ({B},), got {raw.shape}")
+        if raw.dtype == np.bool_:
+            raise ValueError("lengths must hold integers, got booleans")
         if raw.size and not np.issubdtype(raw.dtype, np.integer):
-            if not np.all(np.isfinite(raw)) or not np.all(raw == np.round(raw)):
+            if not np.issubdtype(raw.dtype, np.floating) or not np.all(np.isfinite(raw)) or not np.all(raw == np.round(raw)):
                 raise ValueError(f"lengths must hold integers, got dtype {raw.dtype}")
         n = raw.astype(np.int64)
         bad = (n < 1) | (n > L)
@@ -119,6 +121,7 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
         if mask.shape != E.shape:
             raise ValueError(f"allowed must have shape {E.shape} like emissions, got {mask.shape}")
         E = np.where(mask, E, NEG_INF)
+    check_no_overflow(2 * L + 1, emissions=E, transitions=T, start=S, end=F)
     return ChainInput(E, T, S, F, n)
 
 
@@ -1012,5 +1015,5 @@ def kbest(ci: ChainInput, k: int):
 def sample(ci: ChainInput, n: int, seed=None):
     n = check_int_at_least("n", n, 1)
     B, L, _ = ci.shape
-    uniforms = np.random.default_rng(seed).random((B, n, L))
+    uniforms = as_rng(seed).random((B, n, L))
     return _sample_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, uniforms)

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_potentials", "check_int_at_least", "first_index"]
+__all__ = ["as_potentials", "check_int_at_least", "check_no_overflow", "as_rng", "as_index_array", "first_index"]
+
+# A path score adds at most `terms` potentials; beyond this bound their sum (or the
+# log-sum-exp's intermediate max + log K) can reach float64's +inf and turn into NaN.
+_MAX_PATH_MAGNITUDE = 1e306
 
 
 def first_index(mask: np.ndarray) -> tuple[int, ...]:
@@ -56,6 +60,49 @@ def check_int_at_least(name: str, value, minimum: int) -> int:
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     return int(value)
+
+
+def check_no_overflow(terms: int, **arrays: np.ndarray) -> None:
+    """Refuse finite potentials so large that a sum of ``terms`` of them overflows float64.
+
+    −inf (a hard zero) is fine; what is refused is a finite value whose magnitude
+    times the number of terms on a path reaches float64's range, which would make
+    log Z or a marginal NaN instead of a number.
+    """
+    terms = max(int(terms), 1)
+    for name, arr in arrays.items():
+        if arr.size == 0:
+            continue
+        limit = _MAX_PATH_MAGNITUDE / terms
+        finite = np.abs(arr[np.isfinite(arr)])
+        if finite.size and float(finite.max()) >= limit:
+            bad = np.isfinite(arr) & (np.abs(arr) >= limit)
+            raise ValueError(
+                f"{name} has a finite potential of magnitude {float(finite.max()):.3g} at index {first_index(bad)}: "
+                f"a path adds up to {terms} potentials, which would overflow float64 "
+                f"(keep |potential| below {limit:.3g}; use -inf for a hard zero)"
+            )
+
+
+def as_rng(seed) -> np.random.Generator:
+    """A NumPy generator from ``seed`` (None, a non-negative int, a SeedSequence or a Generator)."""
+    if seed is None or isinstance(seed, (np.random.Generator, np.random.SeedSequence)):
+        return np.random.default_rng(seed)
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ValueError(f"seed must be None, a non-negative integer or a numpy Generator, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"seed must be non-negative, got {seed}")
+    return np.random.default_rng(int(seed))
+
+
+def as_index_array(name: str, value, shape: tuple[int, ...] | None = None) -> np.ndarray:
+    """``value`` as an int64 array, refusing booleans, floats and other dtypes by name."""
+    arr = np.asarray(value)
+    if arr.size and (arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.integer)):
+        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+    if shape is not None and arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+    return arr.astype(np.int64)
 
 
 def _fmt(shape: tuple[int | None, ...]) -> str:
