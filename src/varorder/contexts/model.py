@@ -47,7 +47,7 @@ from varorder import lattice as lt
 from varorder.contexts.context_set import ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
 from varorder.models.optim import AdaGrad
-from varorder.models.persist import check_shapes, load_model, save_model
+from varorder.models.persist import model_loader, check_shapes, load_model, save_model
 
 __all__ = ["ReifiedContextModel", "SequenceGradient"]
 
@@ -282,6 +282,7 @@ class ReifiedContextModel:
                    {"ngram": self.ngram_weights_, "observation": self.observation_weights_})
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "ReifiedContextModel":
         params, state, arrays = load_model(path, _KIND, ("ngram", "observation"))
         if state.get("format_version") != FORMAT_VERSION:

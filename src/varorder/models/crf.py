@@ -167,6 +167,9 @@ class CRF:
             raise ValueError(f"max_iterations must be >= 1, got {self.max_iterations}")
         if self.batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
+        if self.n_threads is not None and (isinstance(self.n_threads, bool) or not isinstance(self.n_threads, int)
+                                           or self.n_threads < 1):
+            raise ValueError(f"n_threads must be None or an int >= 1, got {self.n_threads!r}")
 
     # -- training -------------------------------------------------------------
 
@@ -331,13 +334,14 @@ class CRF:
         })
 
     @classmethod
+    @persist.model_loader
     def load(cls, path) -> "CRF":
         """Read a model written by :meth:`save`; a corrupted or foreign file raises ValueError."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, (
             "emission_weights", "transition_weights", "start_weights", "end_weights"))
         model = cls(**params)
-        model.classes_ = state["classes"]
-        model.feature_names_ = state["feature_names"]
+        model.classes_ = persist.check_labels(path, "classes", state["classes"])
+        model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K = len(model.classes_)

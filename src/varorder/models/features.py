@@ -160,7 +160,11 @@ def design_matrix(sequences, indexer: FeatureIndexer | None, n_features: int | N
         return indexer.transform(sequences, name)
     blocks = []
     for i, seq in enumerate(sequences):
-        block = sp.csr_matrix(seq, dtype=np.float64) if sp.issparse(seq) else np.asarray(seq, dtype=np.float64)
+        try:
+            block = sp.csr_matrix(seq, dtype=np.float64) if sp.issparse(seq) else np.asarray(seq, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name}[{i}] must be a 2-d numeric array (this model was trained on dense "
+                             f"feature arrays, not feature dicts)") from None
         if block.ndim != 2 or block.shape[0] == 0:
             raise ValueError(f"{name}[{i}] must be a non-empty 2-d (n_items, n_features) array, got shape {block.shape}")
         if n_features is not None and block.shape[1] != n_features:

@@ -241,12 +241,13 @@ class HMM:
                             "log_emissions": self.log_emissions_})
 
     @classmethod
+    @persist.model_loader
     def load(cls, path) -> "HMM":
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND,
                                                    ("log_start", "log_transitions", "log_emissions"))
         model = cls(**params)
-        model.classes_ = state["classes"]
-        model.symbols_ = state["symbols"]
+        model.classes_ = persist.check_labels(path, "classes", state["classes"])
+        model.symbols_ = persist.check_labels(path, "symbols", state["symbols"])
         model._symbol_index = {v: i for i, v in enumerate(model.symbols_)}
         K, V1 = len(model.classes_), len(model.symbols_) + 1
         persist.check_shapes(path, arrays, {"log_start": (K,), "log_transitions": (K, K), "log_emissions": (K, V1)})

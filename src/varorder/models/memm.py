@@ -266,12 +266,13 @@ class MEMM:
                             "start_weights": self.start_weights_})
 
     @classmethod
+    @persist.model_loader
     def load(cls, path) -> "MEMM":
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND,
                                                    ("emission_weights", "transition_weights", "start_weights"))
         model = cls(**params)
-        model.classes_ = state["classes"]
-        model.feature_names_ = state["feature_names"]
+        model.classes_ = persist.check_labels(path, "classes", state["classes"])
+        model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K, F = len(model.classes_), model.n_features_in_

@@ -11,6 +11,7 @@ array — is a ValueError naming the file.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import tempfile
@@ -19,7 +20,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes"]
+__all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes", "check_labels", "model_loader"]
 
 FORMAT_NAME = "varorder-model"
 FORMAT_VERSION = 1
@@ -40,6 +41,8 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
         raise ValueError(f"array name {_META!r} is reserved")
     payload[_META] = np.frombuffer(json.dumps(meta, default=_json_default).encode("utf-8"), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise ValueError(f"{path}: cannot write: folder {directory!r} does not exist")
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -68,7 +71,35 @@ def load_model(path, kind: str, array_names) -> tuple[dict, dict, dict[str, np.n
     missing = [name for name in array_names if name not in members]
     if missing:
         raise ValueError(f"{path}: model file lacks arrays {missing}")
-    return meta.get("params", {}), meta.get("state", {}), {name: members[name] for name in array_names}
+    params, state = meta.get("params", {}), meta.get("state", {})
+    for field, value in (("params", params), ("state", state)):
+        if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
+            raise ValueError(f"{os.fspath(path)}: model metadata field {field!r} must be a JSON object, got {value!r:.80}")
+    return params, state, {name: members[name] for name in array_names}
+
+
+def model_loader(load):
+    """Decorate an estimator's ``load(cls, path)`` so that metadata of the wrong type or
+    shape (a string where a list belongs, a missing key, an unknown constructor argument)
+    ends in a ValueError naming the file, like every other defect of a model file."""
+
+    @functools.wraps(load)
+    def checked(cls, path, *args, **kwargs):
+        where = os.fspath(path)
+        try:
+            model = load(cls, path, *args, **kwargs)
+            check = getattr(model, "_check_params", None)
+            if check is not None:
+                check()
+        except (TypeError, KeyError, AttributeError, IndexError, OverflowError) as err:
+            raise ValueError(f"{where}: malformed model metadata ({type(err).__name__}: {err})") from None
+        except ValueError as err:
+            if where in str(err):
+                raise
+            raise ValueError(f"{where}: invalid model ({err})") from None
+        return model
+
+    return checked
 
 
 def _read(path) -> tuple[dict[str, np.ndarray], dict]:
@@ -97,9 +128,49 @@ def _read(path) -> tuple[dict[str, np.ndarray], dict]:
     return members, meta
 
 
-def check_shapes(path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple]) -> None:
+# No learned weight or log-probability comes near this; a file that holds one was
+# damaged or forged, and would overflow to NaN at prediction time.
+MAX_WEIGHT_MAGNITUDE = 1e100
+
+
+def check_shapes(path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple], allow_neg_inf: bool = True) -> None:
+    """Each array has its expected shape, a real numeric dtype, and finite plausible values.
+
+    −inf (a log-probability of zero) is allowed unless ``allow_neg_inf`` is False; NaN,
+    +inf and finite magnitudes above ``MAX_WEIGHT_MAGNITUDE`` are refused.
+    """
+    where = os.fspath(path)
     for name, shape in shapes.items():
-        if arrays[name].shape != tuple(shape):
-            raise ValueError(f"{os.fspath(path)}: array {name!r} has shape {arrays[name].shape}, expected {tuple(shape)}")
-        if arrays[name].dtype.kind == "f" and np.isnan(arrays[name]).any():
-            raise ValueError(f"{os.fspath(path)}: array {name!r} contains NaN")
+        array = arrays[name]
+        if array.dtype.kind not in "fiu" or array.dtype == np.float16:
+            raise ValueError(f"{where}: array {name!r} has dtype {array.dtype}, expected real numbers")
+        if array.shape != tuple(shape):
+            raise ValueError(f"{where}: array {name!r} has shape {array.shape}, expected {tuple(shape)}")
+        if array.dtype.kind != "f":
+            continue
+        if np.isnan(array).any():
+            raise ValueError(f"{where}: array {name!r} contains NaN")
+        if np.isposinf(array).any() or (not allow_neg_inf and np.isneginf(array).any()):
+            raise ValueError(f"{where}: array {name!r} contains {'inf' if allow_neg_inf else 'an infinite value'}")
+        finite = array[np.isfinite(array)]
+        if finite.size and float(np.abs(finite).max()) > MAX_WEIGHT_MAGNITUDE:
+            raise ValueError(f"{where}: array {name!r} holds a value of magnitude {float(np.abs(finite).max()):.3g}, "
+                             f"beyond any trained model's (> {MAX_WEIGHT_MAGNITUDE:g}): the file is damaged")
+
+
+def check_labels(path, name: str, labels, allow_none: bool = False) -> list:
+    """A model's label or symbol list: a JSON list of distinct strings or of distinct
+    integers (None if allowed)."""
+    where = os.fspath(path)
+    if labels is None and allow_none:
+        return None
+    if not isinstance(labels, list) or not all(
+            isinstance(label, str) or (isinstance(label, int) and not isinstance(label, bool)) for label in labels):
+        raise ValueError(f"{where}: metadata {name!r} must be a list of strings or integers, got {labels!r:.80}")
+    if len({type(label) for label in labels}) > 1:
+        raise ValueError(f"{where}: metadata {name!r} mixes strings and integers")
+    if len(set(labels)) != len(labels):
+        seen = set()
+        duplicate = next(label for label in labels if label in seen or seen.add(label))
+        raise ValueError(f"{where}: metadata {name!r} lists {duplicate!r} twice")
+    return labels
