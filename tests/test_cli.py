@@ -56,3 +56,16 @@ def test_engine_demo_rejects_bad_observations():
     result = CliRunner().invoke(main, ["demo", "--engine", "--observations", "2,7"])
     assert result.exit_code != 0
     assert "observations" in result.output
+
+
+def test_errors_are_one_line_without_traceback(tmp_path):
+    corrupt = tmp_path / "corpus.txt.gz"
+    corrupt.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    arpa = tmp_path / "bad.arpa"
+    arpa.write_text("not an arpa file\n")
+    for args in (["tag", "train", str(corrupt), "-o", str(tmp_path / "m.npz")],
+                 ["lm", "score", str(arpa), str(corrupt)]):
+        result = subprocess.run([sys.executable, "-m", "varorder", *args], capture_output=True, text=True)
+        assert result.returncode == 1, (args, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+        assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr

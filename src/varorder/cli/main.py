@@ -136,6 +136,20 @@ class _LazyGroup(click.Group):
                 self._import_unscanned()
         return self.commands.get(name)
 
+    def invoke(self, ctx):
+        """Run the subcommand; a ValueError or OSError (bad input, unreadable or unwritable
+        file, an estimator refusing a parameter) becomes a one-line error and exit status
+        1, not a traceback. ``VARORDER_DEBUG=1`` shows the traceback instead."""
+        try:
+            return super().invoke(ctx)
+        except (ValueError, OSError) as exc:
+            if os.environ.get("VARORDER_DEBUG"):
+                raise
+            message = str(exc) or type(exc).__name__
+            if isinstance(exc, OSError) and exc.filename and str(exc.filename) not in message:
+                message = f"{exc.filename}: {message}"
+            raise click.ClickException(message.replace("\n", " ")) from None
+
     def format_commands(self, ctx, formatter):
         scanned = self._scan()
         self._import_unscanned()
