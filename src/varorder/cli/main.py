@@ -166,8 +166,23 @@ class _LazyGroup(click.Group):
                 formatter.write_dl(rows)
 
 
+def _set_threads(ctx, param, value):
+    if value is None:
+        return value
+    from varorder.engine.threads import set_threads  # imports Numba: only when asked
+
+    try:
+        set_threads(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc)) from None
+    return value
+
+
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(varorder.__version__, prog_name="varorder")
+@click.option("--threads", default=None, metavar="N|auto", expose_value=False, callback=_set_threads,
+              help="Engine threads: a count, or 'auto' (default; one thread for small batches or a busy "
+                   "machine). Also VARORDER_THREADS.")
 def main():
     """varorder: sequence models with adaptive context and exact inference."""
 

@@ -37,6 +37,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.semiring import LOG, MAX, Semiring, log_plus, max_plus
+from varorder.engine.threads import uses_engine_threads
 from varorder.engine.validate import as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index
 
 __all__ = [
@@ -956,11 +957,13 @@ def _scaling(ci: ChainInput):
     return expT, colmax, min_expT, exp_end, min_exp_end, end_shift
 
 
+@uses_engine_threads
 def forward_values(ci: ChainInput, semiring: Semiring = LOG) -> np.ndarray:
     """⊕ over all paths of each sequence, with the generic (log-space) kernel."""
     return _FORWARD_BATCH[semiring.name](ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths)
 
 
+@uses_engine_threads
 def log_partition(ci: ChainInput) -> np.ndarray:
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
     if ci.transitions.shape[0] == 1:
@@ -970,10 +973,12 @@ def log_partition(ci: ChainInput) -> np.ndarray:
                         min_expT, exp_end, min_exp_end, end_shift, _num_chunks(ci))
 
 
+@uses_engine_threads
 def viterbi(ci: ChainInput):
     return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci))
 
 
+@uses_engine_threads
 def marginals(ci: ChainInput, edges=True):
     """(node (B, L, K), edge, log Z (B,)).
 
@@ -1001,17 +1006,20 @@ def marginals(ci: ChainInput, edges=True):
     return node, (edge if want_edges else edge_sum if want_sum else None), logz
 
 
+@uses_engine_threads
 def entropy(ci: ChainInput) -> np.ndarray:
     expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
     return _entropy_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
                            min_expT, exp_end, min_exp_end, end_shift, _num_chunks(ci))
 
 
+@uses_engine_threads
 def kbest(ci: ChainInput, k: int):
     k = check_int_at_least("k", k, 1)
     return _kbest_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, k)
 
 
+@uses_engine_threads
 def sample(ci: ChainInput, n: int, seed=None):
     n = check_int_at_least("n", n, 1)
     B, L, _ = ci.shape

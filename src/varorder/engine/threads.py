@@ -1,0 +1,118 @@
+"""How many threads the engine's parallel kernels use: one policy, one place.
+
+The dense-chain kernels run one chunk of sequences per Numba ``prange`` iteration. Two
+threads only pay when there is enough work to split and a core free to take it: a
+parallel region waits for its slowest thread, so on a busy machine (or for a batch of a
+few sequences) one thread wins. ``auto`` — the default — therefore uses one thread for
+small batches or when the 1-minute load average already exceeds the core count, and
+Numba's thread count otherwise. Inside every engine call BLAS is pinned to one thread
+(the kernels' (16, K)·(K, K) products are too small for BLAS's own threads, which would
+otherwise compete with Numba's).
+
+Set the policy with :func:`set_threads` (an int, or "auto"), the environment variable
+``VARORDER_THREADS``, or ``varorder --threads``. Results never depend on the thread
+count: every kernel reduces per sequence, and sampling draws its uniforms up front.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from contextlib import contextmanager
+
+import numba
+
+__all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES"]
+
+# below this many sequences a batch fills at most two chunks of 16: not worth a second thread
+MIN_PARALLEL_SEQUENCES = 32
+_AUTO = "auto"
+_policy: str | int | None = None  # None: not read from the environment yet
+_blas = None  # threadpoolctl controller, created on first use (False if unavailable)
+
+
+def _parse(value, source: str):
+    if isinstance(value, str):
+        if value.strip().lower() == _AUTO:
+            return _AUTO
+        try:
+            value = int(value)
+        except ValueError:
+            raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}") from None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}")
+    return value
+
+
+def set_threads(value: int | str = _AUTO) -> None:
+    """Use ``value`` threads in the engine (capped by Numba's NUMBA_NUM_THREADS), or "auto"."""
+    global _policy
+    _policy = _parse(value, "threads")
+    if _policy != _AUTO:
+        numba.set_num_threads(min(_policy, numba.config.NUMBA_NUM_THREADS))
+
+
+def get_threads() -> int | str:
+    """The current policy: an int, or "auto"."""
+    global _policy
+    if _policy is None:
+        set_threads(_parse(os.environ.get("VARORDER_THREADS", _AUTO), "VARORDER_THREADS"))
+    return _policy
+
+
+def _machine_busy() -> bool:
+    try:
+        return os.getloadavg()[0] > (os.cpu_count() or 1) + 0.5
+    except OSError:  # no load average on this platform
+        return False
+
+
+def threads_for(num_sequences: int) -> int:
+    """Threads an engine call over ``num_sequences`` sequences will use now."""
+    current = numba.get_num_threads()
+    if get_threads() != _AUTO or current == 1:
+        return current
+    if num_sequences < MIN_PARALLEL_SEQUENCES or _machine_busy():
+        return 1
+    return current
+
+
+def _blas_controller():
+    global _blas
+    if _blas is None:
+        try:
+            import scipy.linalg.cython_blas  # noqa: F401  (Numba's np.dot calls this BLAS: load it first)
+            from threadpoolctl import ThreadpoolController
+
+            _blas = ThreadpoolController()
+        except ImportError:
+            _blas = False
+    return _blas
+
+
+@contextmanager
+def engine_threads(num_sequences: int):
+    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS."""
+    wanted = threads_for(num_sequences)
+    previous = numba.get_num_threads()
+    controller = _blas_controller()
+    numba.set_num_threads(wanted)
+    try:
+        if controller:
+            with controller.limit(limits=1, user_api="blas"):
+                yield wanted
+        else:
+            yield wanted
+    finally:
+        numba.set_num_threads(previous)
+
+
+def uses_engine_threads(operation):
+    """Decorate an engine operation whose first argument has ``.shape[0]`` sequences."""
+
+    @functools.wraps(operation)
+    def run(ci, *args, **kwargs):
+        with engine_threads(ci.shape[0]):
+            return operation(ci, *args, **kwargs)
+
+    return run
