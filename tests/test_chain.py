@@ -66,7 +66,7 @@ def test_viterbi_matches_enumeration(case):
 @SETTINGS
 @given(chains())
 def test_marginals_match_enumeration(case):
-    node, edge = chain.marginals(case.emissions, case.transitions, **case.kwargs)
+    node, edge = chain.marginals(case.emissions, case.transitions, **case.kwargs, edges=True)
     B, L, K = case.emissions.shape
     assert node.shape == (B, L, K) and edge.shape == (B, L - 1, K, K)
     for b in range(B):
@@ -124,7 +124,7 @@ def test_marginals_are_gradient_of_log_partition():
     S = rng.normal(size=K)
     F = rng.normal(size=K)
     lengths = np.array([5, 3])
-    node, edge = chain.marginals(E, T, S, F, lengths)
+    node, edge = chain.marginals(E, T, S, F, lengths, edges=True)
     h = 1e-6
 
     def logz_sum(E_, T_):
@@ -291,12 +291,12 @@ def test_per_sequence_transitions_equal_separate_calls():
     T = rng.normal(size=(B, K, K))
     lengths = np.array([6, 2, 5, 1])
     together = chain.log_partition(E, T, lengths=lengths)
-    node, edge = chain.marginals(E, T, lengths=lengths)
+    node, edge = chain.marginals(E, T, lengths=lengths, edges=True)
     paths, _ = chain.viterbi(E, T, lengths=lengths)
     for b in range(B):
         one = dict(lengths=lengths[b:b + 1])
         assert np.isclose(together[b], chain.log_partition(E[b:b + 1], T[b], **one)[0])
-        n1, e1 = chain.marginals(E[b:b + 1], T[b], **one)
+        n1, e1 = chain.marginals(E[b:b + 1], T[b], **one, edges=True)
         np.testing.assert_allclose(node[b], n1[0])
         np.testing.assert_allclose(edge[b], e1[0])
         assert (paths[b] == chain.viterbi(E[b:b + 1], T[b], **one)[0][0]).all()
