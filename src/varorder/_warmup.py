@@ -1,0 +1,208 @@
+"""Compile the package's Numba kernels ahead of first use.
+
+``pip install .`` runs this on the freshly built package (see ``setup.py``): every
+public operation and CLI command is exercised once on tiny generated data, so the
+kernels' machine code lands in the package's ``__pycache__`` folders (Numba's cache is
+keyed by the source file's content hash, the Numba version and the CPU, so it stays
+valid once the files are installed). A user's first call then loads compiled code
+instead of spending tens of seconds in LLVM. A step that fails is reported and skipped:
+the kernels it would have compiled are simply compiled on first use, as without this.
+
+``python -m varorder._warmup [--part I/N]`` runs the steps (or every N-th, from I) in
+this process; ``--list`` names them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+STEPS = []
+
+
+def step(function):
+    STEPS.append(function)
+    return function
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=True)
+    if result.exit_code != 0:
+        raise RuntimeError(f"varorder {' '.join(map(str, args))} exited {result.exit_code}: "
+                           f"{result.output[-400:]} {result.exception!r}")
+    return result.output
+
+
+def _tagged_corpus(path: Path, n: int, seed: int):
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    lexicon = {"the": "DET", "a": "DET", "dog": "NOUN", "cat": "NOUN", "runs": "VERB", "eats": "VERB", "big": "ADJ"}
+    words = list(lexicon)
+    lines = []
+    for s in range(n):
+        sentence = list(rng.choice(words, size=int(rng.integers(2, 7))))
+        lines.append(f"# sent_id = {s}")
+        lines += [f"{i}\t{w}\t{w}\t{lexicon[w]}\t_\t_\t0\tdep\t_\t_" for i, w in enumerate(sentence, 1)]
+        lines.append("")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+@step
+def engine_chain(tmp: Path):
+    import numpy as np
+
+    from varorder import chain
+
+    rng = np.random.default_rng(0)
+    for B in (1, 64):
+        E, T = rng.normal(size=(B, 5, 3)), rng.normal(size=(3, 3))
+        per_sequence = rng.normal(size=(B, 3, 3))
+        for transitions in (T, per_sequence):
+            chain.log_partition(E, transitions)
+            chain.viterbi(E, transitions)
+            for edges in (False, "sum", True):
+                chain.marginals(E, transitions, edges=edges, return_log_z=True)
+            chain.sample(E, transitions, n=2, seed=0)
+            chain.kbest(E, transitions, k=2)
+            chain.entropy(E, transitions)
+            chain.forward(E, transitions, semiring="max")
+            chain.forward(E, transitions, semiring="log")
+
+
+@step
+def engine_lattice(tmp: Path):
+    import numpy as np
+
+    from varorder import lattice
+
+    rng = np.random.default_rng(0)
+    lat = lattice.Lattice.from_chain(rng.normal(size=(4, 3)), rng.normal(size=(3, 3)))
+    lattice.log_partition(lat)
+    lattice.viterbi(lat)
+    lattice.marginals(lat)
+    lattice.marginals(lat, with_final=True)
+    lattice.sample(lat, n=2, seed=0)
+    lattice.kbest(lat, 2)
+    lattice.entropy(lat)
+    lattice.alphas(lat, "max")
+    lattice.betas(lat)
+
+
+@step
+def demo_engine(tmp: Path):
+    _cli("demo", "--engine", "--samples", "100")
+
+
+@step
+def tagging(tmp: Path):
+    train, dev = tmp / "train.conllu", tmp / "dev.conllu"
+    _tagged_corpus(train, 40, 0)
+    _tagged_corpus(dev, 10, 1)
+    for model in ("crf", "memm", "hmm"):
+        path = tmp / f"{model}.npz"
+        _cli("tag", "train", train, "-o", path, "--model", model, "--max-iterations", "3", "--quiet")
+        _cli("tag", "predict", path, dev, "-o", tmp / f"{model}.out.conllu")
+        _cli("tag", "eval", path, dev)
+
+
+@step
+def language_models(tmp: Path):
+    corpus = tmp / "lm.txt"
+    corpus.write_text("the dog runs\nthe cat eats\na big dog eats\na cat runs\nthe big cat\n" * 4)
+    for method in ("kneser-ney", "absolute", "additive"):
+        arpa = tmp / f"{method}.arpa"
+        _cli("lm", "train", corpus, "-n", "3", "--method", method, "-o", arpa)
+        _cli("lm", "score", arpa, corpus)
+    _cli("lm", "maxarpa", tmp / "kneser-ney.arpa", tmp / "max.arpa")
+
+
+@step
+def exact_decoding(tmp: Path):
+    corpus = tmp / "words.txt"
+    corpus.write_text("the dog barked\nthe fog lifted\ntwo dogs barked\nthe dog ate\na fog came\n" * 3)
+    arpa = tmp / "words.arpa"
+    _cli("lm", "train", corpus, "-n", "4", "-o", arpa)
+    _cli("decode", arpa, "--task", "t9", "--text", "843 364 227533")
+    _cli("sample", arpa, "--task", "t9", "--text", "843 364", "--samples", "5", "--seed", "0")
+    tags = tmp / "tags.txt"
+    tags.write_text("DT NN VB\nDT JJ NN VB\nDT NN NN VB\n" * 3)
+    tag_arpa = tmp / "tags.arpa"
+    _cli("lm", "train", tags, "-n", "3", "-o", tag_arpa)
+    train = tmp / "train.tsv"
+    train.write_text("the\tDT\ndog\tNN\nruns\tVB\n\na\tDT\nbig\tJJ\ncat\tNN\neats\tVB\n\n" * 3)
+    _cli("decode", tag_arpa, "--task", "pos", "--train", train, "--text", "the big dog eats")
+    _cli("sample", tag_arpa, "--task", "pos", "--train", train, "--text", "the dog eats", "--target-ar", "0.5",
+         "--seed", "0")
+
+
+@step
+def alignment(tmp: Path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    english = [f"e{i}" for i in range(12)]
+    pairs = []
+    for _ in range(60):
+        n = int(rng.integers(2, 7))
+        e = list(rng.choice(english, size=n))
+        f = ["f" + w[1:] for w in e]
+        rng.shuffle(f)
+        pairs.append((e, f))
+    (tmp / "c.e").write_text("".join(" ".join(e) + "\n" for e, _ in pairs))
+    (tmp / "c.f").write_text("".join(" ".join(f) + "\n" for _, f in pairs))
+    _cli("align", "train", tmp / "c.e", tmp / "c.f", "-o", tmp / "m.npz", "--iterations", "2", "--ibm1-iterations", "2")
+    _cli("align", "apply", tmp / "m.npz", tmp / "c.e", tmp / "c.f", "-o", tmp / "out.align")
+
+
+@step
+def reified_contexts(tmp: Path):
+    _cli("demo", "--epochs", "1", "--max-train-words", "10", "--out", tmp / "demo")
+
+
+def run(part: int = 0, parts: int = 1, verbose: bool = True) -> list[str]:
+    """Run every ``parts``-th step from ``part``; return the names of failed steps."""
+    warnings.simplefilter("ignore")
+    failed = []
+    with tempfile.TemporaryDirectory(prefix="varorder-warmup-") as folder:
+        for index, function in enumerate(STEPS):
+            if index % parts != part:
+                continue
+            tmp = Path(folder) / function.__name__
+            tmp.mkdir()
+            start = time.perf_counter()
+            try:
+                function(tmp)
+                status = "ok"
+            except Exception:  # a failed step only means compiling on first use instead
+                failed.append(function.__name__)
+                status = "FAILED\n" + traceback.format_exc(limit=3)
+            if verbose:
+                print(f"varorder warm-up: {function.__name__}: {status} ({time.perf_counter() - start:.1f} s)",
+                      file=sys.stderr, flush=True)
+    return failed
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if "--list" in argv:
+        print("\n".join(f.__name__ for f in STEPS))
+        return 0
+    part, parts = 0, 1
+    if "--part" in argv:
+        part, parts = (int(x) for x in argv[argv.index("--part") + 1].split("/"))
+    os.environ.setdefault("VARORDER_THREADS", "auto")
+    return 1 if run(part, parts) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
