@@ -69,3 +69,24 @@ def test_errors_are_one_line_without_traceback(tmp_path):
         assert result.returncode == 1, (args, result.stderr)
         assert "Traceback" not in result.stderr, result.stderr
         assert result.stderr.startswith("Error: ") and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_sigterm_mid_write_leaves_no_temporary_file(tmp_path):
+    """A CLI process killed with SIGTERM while an atomic writer is open removes its temp file."""
+    import signal
+    import time
+
+    script = tmp_path / "slow.py"
+    script.write_text(
+        "import sys, time\n"
+        "from varorder.cli.main import _exit_cleanly_on_sigterm\n"
+        "from varorder.io._text import atomic_write_text\n"
+        "_exit_cleanly_on_sigterm()\n"
+        "with atomic_write_text(sys.argv[1]) as handle:\n"
+        "    handle.write('partial')\n    print('writing', flush=True)\n    time.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, str(script), str(tmp_path / "out.txt")], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "writing"
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=30) == 128 + signal.SIGTERM
+    time.sleep(0.1)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["slow.py"]

@@ -185,6 +185,21 @@ def _set_threads(ctx, param, value):
                    "machine). Also VARORDER_THREADS.")
 def main():
     """varorder: sequence models with adaptive context and exact inference."""
+    _exit_cleanly_on_sigterm()
+
+
+def _exit_cleanly_on_sigterm():
+    """Turn SIGTERM into SystemExit, so that atomic writers' cleanup (``finally`` /
+    ``except BaseException``) removes their hidden temporary files, as Ctrl-C already does."""
+    import signal
+
+    def terminate(signum, frame):
+        raise SystemExit(128 + signum)
+
+    try:
+        signal.signal(signal.SIGTERM, terminate)
+    except ValueError:  # not the main thread (e.g. invoked from a test runner's worker)
+        pass
 
 
 if __name__ == "__main__":
