@@ -277,7 +277,8 @@ def hypergraph_derivations(hypergraph, graph: int = 0):
 def projective_trees(n: int):
     """Every projective dependency tree of n words with one root word, as head tuples (−1 = root).
 
-    Brute force: every head assignment, kept when it is a tree and no two arcs cross.
+    Brute force: every head assignment, kept when it is a tree and no two arcs cross (the
+    root arc comes from an artificial node before the first word).
     """
     out = []
     for heads in itertools.product(range(-1, n), repeat=n):
@@ -293,7 +294,8 @@ def projective_trees(n: int):
                 v = heads[v]
         if not ok:
             continue
-        arcs = [(min(i, h), max(i, h)) for i, h in enumerate(heads) if h >= 0]
+        # the root word hangs from an artificial root left of the sentence, so no arc may cover it
+        arcs = [(min(i, h), max(i, h)) if h >= 0 else (-1, i) for i, h in enumerate(heads)]
         crossing = any(a < c < b < d for a, b in arcs for c, d in arcs)
         if not crossing:
             out.append(tuple(heads))
