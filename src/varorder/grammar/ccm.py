@@ -123,14 +123,16 @@ class CCM(Submodel):
         with np.errstate(divide="ignore"):
             ly = np.log(self.yield_probs_)
             lc = np.log(self.context_probs_)
+        # A distituent probability of 0 (an unsmoothed yield whose constituent posterior rounded to 1)
+        # would make the ratio +inf; floored at the smallest normal float it forces the span into all
+        # but a 1e-308 share of the bracketings, which is the unsmoothed model up to rounding.
+        floor = np.log(np.finfo(np.float64).tiny)
+        ly[:, 0] = np.maximum(ly[:, 0], floor)
+        lc[:, 0] = np.maximum(lc[:, 0], floor)
         ly[0] = 0.0  # an unseen yield's factor is dropped
         dist = ly[yield_ids, 0] + lc[context_ids, 0]
         const = ly[yield_ids, 1] + lc[context_ids, 1]
-        with np.errstate(invalid="ignore"):
-            ratio = np.where(fixed, 0.0, const - dist)
-        if np.isnan(ratio).any() or np.isposinf(ratio).any():
-            raise ValueError("CCM has zero distituent probability for a span that may be a distituent; "
-                             "use smoothing > 0")
+        ratio = np.where(fixed, 0.0, const - dist)
         per_span = np.where(fixed, const, dist)
         bias = np.bincount(shard.span_sentence, weights=per_span, minlength=shard.num_sentences)
         bias = bias - np.array([_log_catalan(int(n) - 1) for n in shard.lengths])
@@ -149,6 +151,7 @@ class CCM(Submodel):
     def _counts_from_posteriors(self, shard, constituent):
         yield_ids, context_ids, _ = self.span_ids(shard)
         V, C = len(self.yields_), (self.n_tags + 1) ** 2
+        constituent = np.clip(constituent, 0.0, 1.0)  # posteriors of always-present spans sum to 1 ± rounding
         y = np.stack([np.bincount(yield_ids, weights=1.0 - constituent, minlength=V),
                       np.bincount(yield_ids, weights=constituent, minlength=V)], axis=1)
         c = np.stack([np.bincount(context_ids, weights=1.0 - constituent, minlength=C),
