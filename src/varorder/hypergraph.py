@@ -214,8 +214,7 @@ def marginals(hypergraph: Hypergraph):
     Zero for graphs without a derivation.
     """
     hg = _check(hypergraph)
-    return _k.marginals_kernel(hg.node_offsets, hg.edge_offsets, hg.in_offsets, hg.in_edges, hg.edge_head,
-                               hg.tail_offsets, hg.tails, hg.edge_weight)
+    return _k.marginals_kernel(*hg._args())
 
 
 def expected_counts(hypergraph: Hypergraph, edge_features, num_features: int, edge_marginals=None) -> np.ndarray:

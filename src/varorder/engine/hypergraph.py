@@ -75,8 +75,7 @@ def _edge_score(e, tail_offsets, tails, edge_weight, beta):
 
 
 @nb.njit(cache=True)
-def marginals_kernel(node_offsets, edge_offsets, in_offsets, in_edges, edge_head, tail_offsets, tails,
-                     edge_weight):
+def marginals_kernel(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight):
     """(log Z (G,), edge marginals (E,), node marginals (N,)); a graph with log Z = −inf gets zeros.
 
     Outside: alpha[goal] = 0; for each edge e (heads visited in decreasing id)
