@@ -18,6 +18,8 @@ wall and CPU.
 
     PYTHONPATH=src NUMBA_NUM_THREADS=1 python benchmarks/grammar_induction.py --iterations 40 \
         --json docs/figures/grammar_induction.json --plot docs/figures/grammar_induction.png
+    flock /tmp/varorder-bench.lock env PYTHONPATH=src NUMBA_NUM_THREADS=1 \
+        python benchmarks/grammar_induction.py --timing-only --rounds 5 --json timing.json
 """
 
 from __future__ import annotations
@@ -106,6 +108,8 @@ def main():
     ap.add_argument("--iterations", type=int, default=40)
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds of inside–outside")
     ap.add_argument("--ccm-smoothing", type=float, nargs=2, default=(2.0, 8.0))
+    ap.add_argument("--timing-only", action="store_true",
+                    help="only the inside–outside throughput (models at their initializers; no EM curves)")
     ap.add_argument("--json")
     ap.add_argument("--plot")
     args = ap.parse_args()
@@ -114,7 +118,7 @@ def main():
     for name, (train, test) in datasets(args.datasets.split(",")).items():
         entry = {"train_sentences": len(train), "test_sentences": len(test), "models": {}}
         fitted = {}
-        for model in MODELS:
+        for model in () if args.timing_only else MODELS:
             rows, est = run_model(model, train, test, args.iterations, tuple(args.ccm_smoothing))
             fitted[model] = est
             times = [r["seconds"] for r in rows[1:]]
@@ -124,6 +128,8 @@ def main():
             print(f"{name:4s} {model:8s} it {last['iteration']:3d}  dir {fmt(last['directed'])}  "
                   f"undir {fmt(last['undirected'])}  F1 {fmt(last['f1'])}  "
                   f"s/it {entry['models'][model]['seconds_per_iteration'] or 0:.3f}", flush=True)
+        if args.timing_only:
+            fitted = {m: GrammarInducer(model=m, n_iter=0).fit([s.tags for s in train]) for m in ("dmv", "ccm")}
         entry["inside_outside"] = inside_outside_rates(fitted["dmv"], fitted["ccm"], train, args.rounds)
         for chart, r in entry["inside_outside"].items():
             print(f"{name:4s} inside-outside {chart:28s} {r['sentences_per_s']:9.0f} sent/s "
@@ -133,7 +139,7 @@ def main():
     print("load average", result["load_average"], "→", result["load_average_end"])
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
-    if args.plot:
+    if args.plot and not args.timing_only:
         from varorder.eval.plots import plot_curve_panels
 
         panels = {}

@@ -1,6 +1,6 @@
 """``varorder induce``: unsupervised parsing with the DMV, the CCM or their product (K&M 2004).
 
-    varorder induce train en_ewt-ud-train.conllu.gz -o ud.npz --model product --iterations 40
+    varorder induce train en_ewt-ud-train.conllu.gz -o ud.npz --model product --iterations 50
     varorder induce parse ud.npz en_ewt-ud-dev.conllu.gz --conllu dev.conllu --trees dev.trees
     varorder induce eval ud.npz en_ewt-ud-dev.conllu.gz
 
@@ -53,7 +53,7 @@ def COMMAND():
 @click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="model file (.npz)")
 @click.option("--model", type=click.Choice(["product", "dmv", "ccm"]), default="product", show_default=True)
-@click.option("--iterations", type=click.IntRange(0), default=40, show_default=True)
+@click.option("--iterations", type=click.IntRange(0), default=50, show_default=True)
 @click.option("--ccm-smoothing", type=(float, float), default=(2.0, 8.0), show_default=True,
               help="CCM pseudo-counts (constituent, distituent)")
 @click.option("--dmv-smoothing", type=click.FloatRange(0), default=0.0, show_default=True)
