@@ -137,3 +137,17 @@ def test_lattice_as_one_tail_hypergraph_equals_lattice_engine(lat):
 def test_bad_input_is_rejected(bad, message):
     with pytest.raises(ValueError, match=message):
         Hypergraph(**bad)
+
+
+def test_with_weights_and_expected_counts_validation():
+    hg = Hypergraph(3, [0, 1, 2, 2], [[], [], [0, 1], [1]], [0.0, 0.0, 0.0, 0.0])
+    assert hypergraph.log_partition(hg)[0] == pytest.approx(np.log(2))
+    heavier = hg.with_weights([0.0, 0.0, np.log(3), 0.0])
+    assert hypergraph.log_partition(heavier)[0] == pytest.approx(np.log(4))
+    np.testing.assert_allclose(hypergraph.marginals(heavier)[1], [0.75, 1.0, 0.75, 0.25])
+    with pytest.raises(ValueError, match="NaN"):
+        hg.with_weights([0.0, np.nan, 0.0, 0.0])
+    with pytest.raises(ValueError, match="num_features"):
+        hypergraph.expected_counts(hg, [[0], [1], [2], [3]], 3)
+    with pytest.raises(ValueError, match="shape"):
+        hypergraph.expected_counts(hg, [0, 1, 2, 3], 4)
