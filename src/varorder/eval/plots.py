@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-__all__ = ["plot_precision_recall", "plot_curves"]
+__all__ = ["plot_precision_recall", "plot_curves", "plot_curve_panels"]
 
 
 def _pyplot():
@@ -69,5 +69,29 @@ def plot_curves(curves: dict, path, xlabel: str, ylabel: str, title: str = ""):
         ax.set_title(title)
     ax.legend()
     ax.grid(alpha=0.3)
+    _save(fig, path)
+    plt.close(fig)
+
+
+def plot_curve_panels(panels: dict, path, xlabel: str, ncols: int = 3):
+    """A grid of line plots to ``path`` (PNG): {title: (curves {name: (x, y)}, ylabel, refs {label: y})};
+    ``refs`` are drawn as dashed horizontal reference lines (e.g. published figures)."""
+    plt = _pyplot()
+    nrows = -(-len(panels) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols, 3.3 * nrows), squeeze=False)
+    colors = {}  # one colour per curve or reference name across every panel
+    for ax, (title, (curves, ylabel, refs)) in zip(axes.ravel(), panels.items()):
+        for name, (x, y) in curves.items():
+            ax.plot(x, y, label=name, color=colors.setdefault(name, f"C{len(colors)}"))
+        for label, y in refs.items():
+            ax.axhline(y, lw=0.9, ls="--", label=label, color=colors.setdefault(label, f"C{len(colors)}"))
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in axes.ravel()[len(panels):]:
+        ax.axis("off")
+    fig.tight_layout()
     _save(fig, path)
     plt.close(fig)

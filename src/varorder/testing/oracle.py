@@ -241,3 +241,74 @@ def tree_posteriors(parent, node_log, edge_log):
             if parent[v] >= 0:
                 edge[v, x[parent[v]], x[v]] += p
     return log_partition(paths), node, edge
+
+
+# ---------------------------------------------------------------------------
+# hypergraphs, projective dependency trees, binary bracketings (grammar induction)
+# ---------------------------------------------------------------------------
+
+
+def hypergraph_derivations(hypergraph, graph: int = 0):
+    """Every derivation of graph ``graph``'s goal as (edge ids in preorder, score).
+
+    Independent recursion over the raw edge list (no CSR index, no inside values):
+    a derivation of v is an edge e into v followed by one derivation of each tail.
+    """
+    heads = np.asarray(hypergraph.edge_head)
+    lo, hi = int(hypergraph.edge_offsets[graph]), int(hypergraph.edge_offsets[graph + 1])
+    memo = {}
+
+    def derivations(v):
+        if v not in memo:
+            found = []
+            for e in range(lo, hi):
+                if heads[e] != v:
+                    continue
+                tail_ids = [int(t) for t in hypergraph.tails[hypergraph.tail_offsets[e]:hypergraph.tail_offsets[e + 1]]]
+                for parts in itertools.product(*[derivations(t) for t in tail_ids]):
+                    edges = (e,) + tuple(x for p, _ in parts for x in p)
+                    found.append((edges, _sum([float(hypergraph.edge_weight[e])] + [s for _, s in parts])))
+            memo[v] = found
+        return memo[v]
+
+    return derivations(int(hypergraph.node_offsets[graph + 1]) - 1)
+
+
+def projective_trees(n: int):
+    """Every projective dependency tree of n words with one root word, as head tuples (−1 = root).
+
+    Brute force: every head assignment, kept when it is a tree and no two arcs cross (the
+    root arc comes from an artificial node before the first word).
+    """
+    out = []
+    for heads in itertools.product(range(-1, n), repeat=n):
+        if sum(h == -1 for h in heads) != 1 or any(heads[i] == i for i in range(n)):
+            continue
+        ok = True
+        for i in range(n):  # acyclic: every word reaches the root
+            seen, v = set(), i
+            while v != -1 and ok:
+                if v in seen:
+                    ok = False
+                seen.add(v)
+                v = heads[v]
+        if not ok:
+            continue
+        # the root word hangs from an artificial root left of the sentence, so no arc may cover it
+        arcs = [(min(i, h), max(i, h)) if h >= 0 else (-1, i) for i, h in enumerate(heads)]
+        crossing = any(a < c < b < d for a, b in arcs for c, d in arcs)
+        if not crossing:
+            out.append(tuple(heads))
+    return out
+
+
+def binary_bracketings(i: int, j: int):
+    """Every binary bracketing of span [i, j) as a frozenset of spans (i, j), length-1 spans included."""
+    if j - i == 1:
+        return [frozenset({(i, j)})]
+    out = []
+    for k in range(i + 1, j):
+        for left in binary_bracketings(i, k):
+            for right in binary_bracketings(k, j):
+                out.append(left | right | {(i, j)})
+    return out

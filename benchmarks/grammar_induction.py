@@ -1,0 +1,161 @@
+"""Grammar induction benchmark: DMV, CCM and their product (exact product EM) per EM iteration.
+
+Klein & Manning (2004) on WSJ10; Liang, Klein & Jordan (2008, §5.1). Data sets:
+
+* ``wsj`` — WSJ10 of the NLTK 10% WSJ sample (``../shared/data/ptb-wsj-sample``): trained
+  and scored on the same sentences (the unsupervised-parsing convention of K&M);
+  gold brackets from the trees, gold heads from Collins' head rules;
+* ``ud`` — UD English EWT UPOS (``../shared/data/ud-english-ewt``): trained on UD10 train,
+  scored on UD10 dev (the test split is held back); gold heads from the treebank,
+  gold brackets = contiguous subtree yields.
+
+Per iteration (0 = the initializers: harmonic DMV, uniform-split CCM) it records
+directed / undirected attachment accuracy, unlabeled bracket F1, the EM objective and
+the time of the EM iteration (E-step + M-step, parsing for the scores excluded). It then
+times one inside–outside pass over the training sentences on the lexicalized chart (DMV /
+product, O(n⁵)) and on the bracket chart (CCM, O(n³)) in interleaved rounds: sentences/s,
+wall and CPU.
+
+    PYTHONPATH=src NUMBA_NUM_THREADS=1 python benchmarks/grammar_induction.py --iterations 40 \
+        --json docs/figures/grammar_induction.json --plot docs/figures/grammar_induction.png
+    flock /tmp/varorder-bench.lock env PYTHONPATH=src NUMBA_NUM_THREADS=1 \
+        python benchmarks/grammar_induction.py --timing-only --rounds 5 --json timing.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from varorder.grammar.induce import GrammarInducer
+from varorder.grammar.shard import bracket_estep, lexicalized_estep
+from varorder.tasks.grammar_induction import evaluate, load_sentences
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+ANCHORS = {"dmv": {"directed": 43.2}, "product": {"directed": 47.5, "f1": 77.6}, "ccm": {"f1": 71.9}}
+MODELS = ("dmv", "ccm", "product")
+
+
+def datasets(names):
+    out = {}
+    if "wsj" in names:
+        wsj = load_sentences(DATA / "ptb-wsj-sample" / "wsj_sample.mrg.tar.gz")
+        out["wsj"] = (wsj, wsj)
+    if "ud" in names:
+        ud = DATA / "ud-english-ewt"
+        out["ud"] = (load_sentences(ud / "en_ewt-ud-train.conllu.gz"), load_sentences(ud / "en_ewt-ud-dev.conllu.gz"))
+    return out
+
+
+def run_model(model, train, test, iterations, ccm_smoothing):
+    rows = []
+    train_tags = [s.tags for s in train]
+    test_tags = [s.tags for s in test]
+
+    def score(est, it, seconds):
+        heads, spans = est.parse(test_tags)
+        s = evaluate(heads, spans, test)
+        rows.append({"iteration": it, "seconds": seconds, "directed": s.get("directed"),
+                     "undirected": s.get("undirected"), "f1": s["f1"], "precision": s["precision"],
+                     "recall": s["recall"]})
+
+    score(GrammarInducer(model=model, n_iter=0, ccm_smoothing=ccm_smoothing).fit(train_tags), 0, None)
+    clock = {"last": time.perf_counter()}
+
+    def callback(it, est):
+        elapsed = time.perf_counter() - clock["last"]
+        score(est, it + 1, elapsed)
+        clock["last"] = time.perf_counter()
+
+    clock["last"] = time.perf_counter()
+    est = GrammarInducer(model=model, n_iter=iterations, ccm_smoothing=ccm_smoothing, callback=callback).fit(train_tags)
+    for row, obj in zip(rows[1:], est.objectives_):
+        row["objective_entering"] = obj
+    return rows, est
+
+
+def inside_outside_rates(est_dmv, est_ccm, train, rounds):
+    """Sentences/s of one inside–outside pass per chart, interleaved rounds (wall and CPU seconds)."""
+    shards_d = est_dmv.shards([s.tags for s in train])
+    shards_c = est_ccm.shards([s.tags for s in train])
+    pots_d = [est_dmv.potentials(s) for s in shards_d]
+    pots_c = [est_ccm.potentials(s) for s in shards_c]
+    n = len(train)
+    times = {"lexicalized (DMV / product)": [], "bracket (CCM)": []}
+    for _ in range(rounds):
+        for name, fn, shards, pots in (("lexicalized (DMV / product)", lexicalized_estep, shards_d, pots_d),
+                                       ("bracket (CCM)", bracket_estep, shards_c, pots_c)):
+            w0, c0 = time.perf_counter(), time.process_time()
+            for s, b in zip(shards, pots):
+                fn(s, b)
+            times[name].append((time.perf_counter() - w0, time.process_time() - c0))
+    edges = {"lexicalized (DMV / product)": sum(s.num_lex_edges for s in shards_d),
+             "bracket (CCM)": sum(s.brackets.num_edges for s in shards_c)}
+    return {name: {"sentences": n, "edges": edges[name], "wall_s": float(np.median([t[0] for t in ts])),
+                   "cpu_s": float(np.median([t[1] for t in ts])),
+                   "sentences_per_s": float(n / np.median([t[0] for t in ts]))}
+            for name, ts in times.items()}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--datasets", default="wsj,ud")
+    ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds of inside–outside")
+    ap.add_argument("--ccm-smoothing", type=float, nargs=2, default=(2.0, 8.0))
+    ap.add_argument("--timing-only", action="store_true",
+                    help="only the inside–outside throughput (models at their initializers; no EM curves)")
+    ap.add_argument("--json")
+    ap.add_argument("--plot")
+    args = ap.parse_args()
+    result = {"load_average": os.getloadavg(), "iterations": args.iterations,
+              "ccm_smoothing": list(args.ccm_smoothing), "datasets": {}}
+    for name, (train, test) in datasets(args.datasets.split(",")).items():
+        entry = {"train_sentences": len(train), "test_sentences": len(test), "models": {}}
+        fitted = {}
+        for model in () if args.timing_only else MODELS:
+            rows, est = run_model(model, train, test, args.iterations, tuple(args.ccm_smoothing))
+            fitted[model] = est
+            times = [r["seconds"] for r in rows[1:]]
+            entry["models"][model] = {"curve": rows, "seconds_per_iteration": float(np.median(times)) if times else None}
+            last = rows[-1]
+            fmt = lambda v: "  —  " if v is None else f"{100 * v:5.1f}"  # noqa: E731
+            print(f"{name:4s} {model:8s} it {last['iteration']:3d}  dir {fmt(last['directed'])}  "
+                  f"undir {fmt(last['undirected'])}  F1 {fmt(last['f1'])}  "
+                  f"s/it {entry['models'][model]['seconds_per_iteration'] or 0:.3f}", flush=True)
+        if args.timing_only:
+            fitted = {m: GrammarInducer(model=m, n_iter=0).fit([s.tags for s in train]) for m in ("dmv", "ccm")}
+        entry["inside_outside"] = inside_outside_rates(fitted["dmv"], fitted["ccm"], train, args.rounds)
+        for chart, r in entry["inside_outside"].items():
+            print(f"{name:4s} inside-outside {chart:28s} {r['sentences_per_s']:9.0f} sent/s "
+                  f"(wall {r['wall_s']:.3f} s, cpu {r['cpu_s']:.3f} s, {r['edges']} edges)", flush=True)
+        result["datasets"][name] = entry
+    result["load_average_end"] = os.getloadavg()
+    print("load average", result["load_average"], "→", result["load_average_end"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    if args.plot and not args.timing_only:
+        from varorder.eval.plots import plot_curve_panels
+
+        panels = {}
+        for name, entry in result["datasets"].items():
+            for metric, label in (("directed", "directed attachment %"), ("undirected", "undirected attachment %"),
+                                  ("f1", "bracket F1 %")):
+                curves = {}
+                for model, m in entry["models"].items():
+                    pts = [(r["iteration"], 100 * r[metric]) for r in m["curve"] if r[metric] is not None]
+                    if pts:
+                        curves[model] = tuple(zip(*pts))
+                refs = {f"K&M 2004 {m} (WSJ10)": a[metric] for m, a in ANCHORS.items()
+                        if metric in a} if name == "wsj" else {}
+                panels[f"{name}: {label}"] = (curves, label, refs)
+        plot_curve_panels(panels, args.plot, xlabel="EM iteration")
+
+
+if __name__ == "__main__":
+    main()
