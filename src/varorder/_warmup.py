@@ -169,6 +169,26 @@ def reified_contexts(tmp: Path):
     _cli("demo", "--epochs", "1", "--max-train-words", "10", "--out", tmp / "demo")
 
 
+@step
+def grammar_induction(tmp: Path):
+    train = tmp / "train.conllu"
+    lines = []
+    for s, words in enumerate([["the", "dog", "runs"], ["a", "big", "cat", "eats", "."], ["the", "cat", "runs"]] * 4):
+        tags = {"the": "DET", "a": "DET", "big": "ADJ", "dog": "NOUN", "cat": "NOUN", "runs": "VERB", "eats": "VERB",
+                ".": "PUNCT"}
+        verb = next(i for i, w in enumerate(words, 1) if tags[w] == "VERB")
+        lines.append(f"# sent_id = {s}")
+        lines += [f"{i}\t{w}\t{w}\t{tags[w]}\t_\t_\t{0 if i == verb else verb}\tdep\t_\t_"
+                  for i, w in enumerate(words, 1)]
+        lines.append("")
+    train.write_text("\n".join(lines) + "\n")
+    for model in ("product", "dmv", "ccm"):
+        path = tmp / f"{model}.npz"
+        _cli("induce", "train", train, "-o", path, "--model", model, "--iterations", "2", "--quiet")
+        _cli("induce", "parse", path, train, "--trees", tmp / f"{model}.trees")
+        _cli("induce", "eval", path, train)
+
+
 def run(part: int = 0, parts: int = 1, verbose: bool = True) -> list[str]:
     """Run every ``parts``-th step from ``part``; return the names of failed steps."""
     warnings.simplefilter("ignore")
