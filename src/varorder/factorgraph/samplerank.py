@@ -25,12 +25,12 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from varorder.factorgraph import kernels
-from varorder.factorgraph.graph import FactorGraph, ParameterLayout, repeated_key_pairs
+from varorder.factorgraph.graph import FactorGraph, ParameterLayout, document_ids, repeated_key_pairs
 from varorder.models import persist
-from varorder.models.features import FeatureIndexer, design_matrix, is_array_input, n_items
+from varorder.models.features import FeatureIndexer, design_matrix, is_array_input, n_items, pos_features
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, token_accuracy
 
-__all__ = ["SampleRankTagger"]
+__all__ = ["SampleRankTagger", "conllu_inputs"]
 
 _RULES = {"perceptron": kernels.PERCEPTRON, "mira": kernels.MIRA}
 _PROPOSALS = {"gibbs": kernels.GIBBS, "mh": kernels.METROPOLIS}
@@ -269,3 +269,13 @@ def _sentence_shuffled_tokens(offsets: np.ndarray, rng) -> np.ndarray:
     starts = offsets[:-1][sequences]
     within = np.arange(lengths.sum()) - np.repeat(np.cumsum(lengths) - lengths, lengths)
     return np.repeat(starts, lengths) + within
+
+
+def conllu_inputs(sentences) -> tuple[list, list, list]:
+    """(feature dicts, skip keys, document ids) of CoNLL-U sentences (objects with ``words`` and ``comments``).
+
+    Features are the CRF's POS templates (:func:`~varorder.models.features.pos_features`);
+    skip keys the lower-cased words; documents from the ``# newdoc`` comments.
+    """
+    return ([pos_features(s.words) for s in sentences], [[w.lower() for w in s.words] for s in sentences],
+            document_ids([s.comments for s in sentences]))
