@@ -10,6 +10,8 @@ import itertools
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from varorder import chain
 from varorder.factorgraph import FactorGraph, ParameterLayout, SampleRankTagger, document_ids, full_score
@@ -55,6 +57,24 @@ def test_incremental_scores_equal_full_rescore(seed, skip, second_order):
         new_score = full_score(graph, layout, theta, y)
         assert new_score - score == pytest.approx(delta, abs=1e-9)
         score = new_score
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2 ** 31 - 1), n_seq=st.integers(1, 4), max_len=st.integers(1, 7), K=st.integers(2, 5),
+       n_skip=st.integers(0, 8), skip=st.booleans(), second_order=st.booleans())
+def test_incremental_scores_equal_full_rescore_on_generated_graphs(seed, n_seq, max_len, K, n_skip, skip, second_order):
+    rng = np.random.default_rng(seed)
+    graph, layout = _random_graph(rng, n_seq=n_seq, max_len=max_len, K=K, n_skip=n_skip, skip=skip,
+                                  second_order=second_order)
+    theta = rng.normal(size=layout.n_params)
+    y = rng.integers(0, K, size=graph.n_tokens)
+    for t in range(graph.n_tokens):
+        local = kernels.local_scores(t, y, theta, graph.kernel_arrays(), layout.kernel_layout())
+        for k in range(K):
+            changed = y.copy()
+            changed[t] = k
+            assert full_score(graph, layout, theta, changed) - full_score(graph, layout, theta, y) == \
+                pytest.approx(local[k] - local[y[t]], abs=1e-9)
 
 
 def _tiny_chain(rng, n=4, K=3, scale=1.0):
