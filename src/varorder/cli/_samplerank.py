@@ -95,9 +95,13 @@ def samplerank_learner(train):
         return _train(kwargs["train_file"], kwargs["output"], kwargs.get("dev_file"), kwargs["tag_column"],
                       kwargs.get("verbose", True), skip_factors, second_order, epochs, rule, pairs, seed)
 
-    wrapper.__click_params__ = list(getattr(train, "__click_params__", []))
+    def holder():
+        pass
+
     for option in reversed(_OPTIONS):
-        wrapper = option(wrapper)
+        holder = option(holder)
+    # click lists parameters in reverse order of this list: the command's own first, then ours
+    wrapper.__click_params__ = holder.__click_params__ + list(getattr(train, "__click_params__", []))
     return wrapper
 
 
