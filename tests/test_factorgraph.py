@@ -367,6 +367,19 @@ def test_tagger_errors(tmp_path):
     }, {"theta": model.theta_[:-1]})
     with pytest.raises(ValueError, match="shape"):
         SampleRankTagger.load(tmp_path / "bad.npz")
+    for params, state, theta, message in (
+            ({"rule": "adam"}, {}, model.theta_, "rule"),
+            ({"n_epochs": "ten"}, {}, model.theta_, "metadata"),
+            ({"colour": 1}, {}, model.theta_, "unknown"),
+            ({}, {"classes": "ADJ"}, model.theta_, "classes"),
+            ({}, {"classes": None}, model.theta_, "classes"),
+            ({}, {"n_features_in": -1}, model.theta_, "n_features_in"),
+            ({}, {}, np.full_like(model.theta_, np.inf), "theta")):
+        good_state = {"classes": model.classes_, "feature_names": model.feature_names_,
+                      "n_features_in": model.n_features_in_}
+        persist.save_model(tmp_path / "bad.npz", "SampleRankTagger", params, good_state | state, {"theta": theta})
+        with pytest.raises(ValueError, match=message):
+            SampleRankTagger.load(tmp_path / "bad.npz")
 
 
 def test_repeated_key_pairs_and_document_ids():

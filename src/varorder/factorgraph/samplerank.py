@@ -247,11 +247,19 @@ class SampleRankTagger:
         model = cls(**params)
         try:
             model._check_params()
-            model.classes_ = list(state["classes"])
+            model.classes_ = state["classes"]
             model.feature_names_ = state["feature_names"]
-            model.n_features_in_ = int(state["n_features_in"])
+            model.n_features_in_ = state["n_features_in"]
+            if not isinstance(model.classes_, list) or not model.classes_ or len(set(map(repr, model.classes_))) \
+                    != len(model.classes_) or not all(isinstance(c, (str, int)) for c in model.classes_):
+                raise ValueError(f"classes must be a non-empty list of distinct labels, got {model.classes_!r:.80}")
+            if not isinstance(model.n_features_in_, int) or model.n_features_in_ < 0:
+                raise ValueError(f"n_features_in must be a non-negative int, got {model.n_features_in_!r:.80}")
+            if model.feature_names_ is not None and not (
+                    isinstance(model.feature_names_, list) and all(isinstance(n, str) for n in model.feature_names_)):
+                raise ValueError("feature_names must be a list of strings or null")
         except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{path}: invalid SampleRankTagger metadata ({err})") from None
+            raise ValueError(f"{path}: invalid SampleRankTagger metadata ({type(err).__name__}: {err})") from None
         if model.feature_names_ is not None and len(model.feature_names_) != model.n_features_in_:
             raise ValueError(f"{path}: {len(model.feature_names_)} feature names for {model.n_features_in_} features")
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
@@ -259,6 +267,8 @@ class SampleRankTagger:
                                         second_order=bool(model.second_order))
         persist.check_shapes(path, arrays, {"theta": (model.layout_.n_params,)})
         model.theta_ = np.asarray(arrays["theta"], dtype=np.float64)
+        if not np.isfinite(model.theta_).all():
+            raise ValueError(f"{path}: array 'theta' holds non-finite weights")
         return model
 
 
