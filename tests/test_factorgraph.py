@@ -326,7 +326,7 @@ def _word_data():
     return X, y, keys, documents
 
 
-@pytest.mark.parametrize("options", [{}, {"rule": "mira", "proposal": "mh"},
+@pytest.mark.parametrize("options", [{}, {"rule": "mira", "proposal": "mh", "init": "gold"},
                                      {"skip_factors": True, "second_order": True, "pairs": "neighbourhood"}])
 def test_tagger_fits_predicts_and_round_trips(tmp_path, options):
     X, y, keys, documents = _word_data()

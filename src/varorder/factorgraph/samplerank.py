@@ -35,7 +35,7 @@ __all__ = ["SampleRankTagger", "conllu_inputs"]
 _RULES = {"perceptron": kernels.PERCEPTRON, "mira": kernels.MIRA}
 _PROPOSALS = {"gibbs": kernels.GIBBS, "mh": kernels.METROPOLIS}
 _PAIRS = {"proposal": 0, "neighbourhood": 1}
-_INITS = ("random", "unary")
+_INITS = ("random", "gold")
 _DECODERS = ("auto", "viterbi", "anneal")
 _PARAMS = ("skip_factors", "second_order", "rule", "proposal", "pairs", "n_epochs", "step_size", "C", "margin",
            "temperature", "average", "init", "decoder", "anneal_sweeps", "anneal_start", "anneal_end",
@@ -59,7 +59,7 @@ class SampleRankTagger:
     margin : a ranking disagrees when the better configuration does not outscore the worse by more than this.
     temperature : of the training chain's proposals.
     average : return averaged weights.
-    init : starting labels of the training chain, "random" or "unary" (the argmax of zero weights is label 0).
+    init : starting labels of the training chain, "random" (uniform) or "gold" (the truth).
     decoder : "auto" (Viterbi for a linear chain, else annealing), "viterbi" (chain part only) or "anneal".
     anneal_sweeps, anneal_start, anneal_end : geometric temperature schedule of annealed decoding.
     min_feature_count : features seen fewer times in training are dropped.
@@ -164,7 +164,7 @@ class SampleRankTagger:
         theta = np.zeros(self.layout_.n_params)
         accumulated = np.zeros_like(theta)
         rng = np.random.default_rng(self.random_state)
-        state = rng.integers(0, K, size=gold.size) if self.init == "random" else np.zeros(gold.size, dtype=np.int64)
+        state = rng.integers(0, K, size=gold.size) if self.init == "random" else gold.copy()
         loss = 1.0 - np.eye(K)
         G, L = graph.kernel_arrays(), self.layout_.kernel_layout()
         no_log = np.zeros((0, 6))
