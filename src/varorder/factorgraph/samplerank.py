@@ -55,7 +55,8 @@ class SampleRankTagger:
     pairs : which pair is ranked at each step: "proposal" (Wick et al. 2009: the current and the
         proposed configuration) or "neighbourhood" (extension, as FACTORIE's SampleRank trainer:
         the model's best against the objective's best among all values of the proposed variable).
-    n_epochs : passes over the training tokens (one proposal per token per pass).
+    n_epochs : passes over the training tokens (one proposal per token per pass). On UD-EWT the
+        default pairs need about 40 to come within 0.5 points of the exact CRF; neighbourhood pairs 10.
     margin : a ranking disagrees when the better configuration does not outscore the worse by more than this.
     temperature : of the training chain's proposals.
     average : return averaged weights.
@@ -73,7 +74,8 @@ class SampleRankTagger:
     _MODEL_KIND = "SampleRankTagger"
 
     def __init__(self, skip_factors: bool = False, second_order: bool = False, rule: str = "perceptron",
-                 proposal: str = "gibbs", pairs: str = "proposal", n_epochs: int = 10, step_size: float = 1.0, C: float = 1.0,
+                 proposal: str = "gibbs", pairs: str = "proposal", n_epochs: int = 40, step_size: float = 1.0,
+                 C: float = 1.0,
                  margin: float = 0.0, temperature: float = 1.0, average: bool = True, init: str = "random",
                  decoder: str = "auto", anneal_sweeps: int = 10, anneal_start: float = 0.5,
                  anneal_end: float = 0.05, min_feature_count: int = 1, random_state=0, verbose: bool = False):
