@@ -3,6 +3,7 @@
     varorder tag train TRAIN.conllu[.gz] -o MODEL.npz [--dev DEV.conllu] [--model crf|memm|hmm]
     varorder tag predict MODEL.npz INPUT.conllu -o OUTPUT.conllu     # tag column filled in
     varorder tag eval MODEL.npz GOLD.conllu                          # token accuracy
+    varorder tag train ... --learner samplerank [--skip-factors] [--second-order]   # factor graph, SampleRank
 
 CRF and MEMM use the POS feature templates of :func:`varorder.models.features.pos_features`;
 the HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with --tag-column
@@ -16,6 +17,7 @@ import time
 
 import click
 
+from varorder.cli._samplerank import samplerank_learner, samplerank_models
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.models.crf import CRF
 from varorder.models.features import pos_features
@@ -56,6 +58,7 @@ def COMMAND():
 
 
 @COMMAND.command("train")
+@samplerank_learner
 @click.argument("train_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="model file (.npz) to write")
 @click.option("--dev", "dev_file", type=click.Path(exists=True, dir_okay=False), help="CoNLL-U dev file, scored each iteration")
@@ -93,6 +96,7 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
 
 
 @COMMAND.command("predict")
+@samplerank_models("predict")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("input_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="CoNLL-U file to write (.gz compresses)")
@@ -106,6 +110,7 @@ def predict(model_file, input_file, output, tag_column):
 
 
 @COMMAND.command("eval")
+@samplerank_models("eval")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("gold_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
