@@ -116,6 +116,16 @@ def tagging(tmp: Path):
 
 
 @step
+def samplerank_tagging(tmp: Path):
+    train = tmp / "train.conllu"
+    _tagged_corpus(train, 30, 0)
+    for extra in ([], ["--skip-factors", "--second-order"]):
+        path = tmp / f"sr{len(extra)}.npz"
+        _cli("tag", "train", train, "-o", path, "--learner", "samplerank", "--epochs", "1", "--quiet", *extra)
+        _cli("tag", "predict", path, train, "-o", tmp / f"sr{len(extra)}.conllu")
+
+
+@step
 def language_models(tmp: Path):
     corpus = tmp / "lm.txt"
     corpus.write_text("the dog runs\nthe cat eats\na big dog eats\na cat runs\nthe big cat\n" * 4)
