@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from varorder.models import persist
+from varorder.models.estimator import ParamsMixin
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
@@ -109,7 +110,7 @@ class ChainObjective:
         return float(log_z - gold_score), grad
 
 
-class CRF:
+class CRF(ParamsMixin):
     """Linear-chain CRF estimator (scikit-learn conventions).
 
     Parameters

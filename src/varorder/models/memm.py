@@ -46,6 +46,7 @@ from scipy.special import logsumexp
 
 from varorder import lattice as _lattice
 from varorder.models import persist
+from varorder.models.estimator import ParamsMixin
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
 from varorder.models.optim import lbfgs
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
@@ -55,7 +56,7 @@ __all__ = ["MEMM", "label_bias_corpus"]
 _BLOCK_ROWS = 8192
 
 
-class MEMM:
+class MEMM(ParamsMixin):
     """Locally normalised chain tagger with the CRF's input conventions (feature dicts or arrays).
 
     Learned attributes: ``classes_``, ``feature_names_``, ``n_features_in_``,
