@@ -325,7 +325,9 @@ class CRF(ParamsMixin):
         params = {k: getattr(self, k) for k in ("algorithm", "c1", "c2", "max_iterations", "delta", "period",
                                                  "batch_size", "step_size", "min_feature_count", "n_threads")}
         persist.save_model(path, self._MODEL_KIND, params, {
-            "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
+            "classes": self.classes_, "feature_names": self.feature_names_,
+            # the templates that made feature dicts from words, when a caller (the CLI) recorded them
+            "feature_template": getattr(self, "feature_template_", None), "n_features_in": self.n_features_in_,
         }, {
             "emission_weights": self.emission_weights_, "transition_weights": self.transition_weights_,
             "start_weights": self.start_weights_, "end_weights": self.end_weights_,
@@ -340,6 +342,8 @@ class CRF(ParamsMixin):
         model.classes_ = state["classes"]
         model.feature_names_ = state["feature_names"]
         model.n_features_in_ = int(state["n_features_in"])
+        if state.get("feature_template") is not None:
+            model.feature_template_ = str(state["feature_template"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K = len(model.classes_)
         F = model.n_features_in_

@@ -262,7 +262,9 @@ class MEMM(ParamsMixin):
                                                  "conjoin_previous")}
         persist.save_model(path, self._MODEL_KIND, params,
                            {"classes": self.classes_, "feature_names": self.feature_names_,
-                            "n_features_in": self.n_features_in_},
+                            "n_features_in": self.n_features_in_,
+                            # the templates that made feature dicts from words, when the CLI recorded them
+                            "feature_template": getattr(self, "feature_template_", None)},
                            {"emission_weights": self.emission_weights_, "transition_weights": self.transition_weights_,
                             "start_weights": self.start_weights_})
 
@@ -274,6 +276,8 @@ class MEMM(ParamsMixin):
         model.classes_ = state["classes"]
         model.feature_names_ = state["feature_names"]
         model.n_features_in_ = int(state["n_features_in"])
+        if state.get("feature_template") is not None:
+            model.feature_template_ = str(state["feature_template"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K, F = len(model.classes_), model.n_features_in_
         rows = (K + 1) * F if model.conjoin_previous else F
