@@ -87,7 +87,7 @@ def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_lo
                 mu[e] = math.exp(shared[e] - m) / z
             null_mu[tgt_off[s] + t] = math.exp(w_null - m) / z
             per_sentence[s] += m + math.log(z) + scale * prior
-    return per_sentence.sum()
+    return per_sentence
 
 
 @numba.njit(cache=True, parallel=True)
@@ -167,10 +167,15 @@ class IBM1(Submodel):
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
         mu = np.zeros(shard.edge_offsets[-1])
         null_mu = np.zeros(tgt_ids.size)
-        total = _ibm1_estep(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed,
-                            np.ascontiguousarray(shared_log_potentials, dtype=np.float64), self._null_logp(),
-                            float(private_scale), mu, null_mu)
-        return Statistics(shared=mu, private={"null": null_mu}, log_normalizer=float(total))
+        per_sentence = _ibm1_estep(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed,
+                                   np.ascontiguousarray(shared_log_potentials, dtype=np.float64), self._null_logp(),
+                                   float(private_scale), mu, null_mu)
+        return Statistics(shared=mu, private={"null": null_mu, "per_sentence": per_sentence},
+                          log_normalizer=float(per_sentence.sum()))
+
+    def sentence_log_likelihoods(self, shard) -> np.ndarray:
+        """log p(target sentence | source sentence) of every pair in the shard (this direction's model)."""
+        return self.expected_statistics(shard, self.shared_log_potentials(shard)).private["per_sentence"]
 
     def _source_of_pair(self):
         return self.pairs.e_ids if self.direction == "f|e" else self.pairs.f_ids
@@ -447,6 +452,19 @@ class HMMAligner(IBM1):
         super().maximize(counts)
         j = counts["jumps"]
         self.jumps_ = j / j.sum() if j.sum() > 0 else np.full(j.size, 1.0 / j.size)
+
+    def sentence_log_likelihoods(self, shard) -> np.ndarray:
+        """log p(target sentence | source sentence) of every pair in the shard (the chain's log-partition)."""
+        src_off, tgt_ids, tgt_off, _ = _sides(shard, self.direction)
+        out = np.zeros(shard.n_sentences)
+        for sents, E, trans, start, lengths in self._chains(shard, self.shared_log_potentials(shard), 1.0):
+            out[sents] = chain.log_partition(E, trans, start=start, lengths=lengths)
+        null_logp = self._null_logp()
+        for s in np.flatnonzero(np.diff(src_off) == 0):  # only NULL can generate these targets
+            words = tgt_ids[tgt_off[s]:tgt_off[s + 1]]
+            known = (words >= 0) & (words < null_logp.size)
+            out[s] = float(np.where(known, null_logp[np.where(known, words, 0)], math.log(FLOOR)).sum())
+        return out
 
     def viterbi(self, shard) -> list:
         src_off, _, tgt_off, transposed = _sides(shard, self.direction)
