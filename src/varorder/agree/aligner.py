@@ -52,6 +52,9 @@ class WordAligner:
     null_prob, max_jump : HMM p₀ and jump bucket range D. p₀ = 0.05 was chosen on the 37-sentence
         Hansards trial gold (it beat 0.1–0.3 there at 10k and was no worse at 100k and 300k pairs;
         see docs/benchmarks.md); EM's own estimate of p₀ is about 0.2 but decodes worse.
+    band : jump band B of long sentences: a pair whose source side has more than B words prunes jumps
+        longer than B words (O(T·S·B) instead of O(T·S²); None: never). The default 100 leaves every
+        Hansards sentence (≤ 80 words) to the full computation.
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
@@ -69,7 +72,7 @@ class WordAligner:
     def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
                  shard_size: int = 50000, executor=None, progress: bool = False, callback=None,
-                 normalization: dict | None = None):
+                 normalization: dict | None = None, band: int | None = 100):
         self.model = model
         self.training = training
         self.ibm1_iterations = ibm1_iterations
@@ -82,6 +85,7 @@ class WordAligner:
         self.progress = progress
         self.callback = callback
         self.normalization = normalization
+        self.band = band
 
     # -- training ----------------------------------------------------------
     def _check_params(self):
@@ -122,7 +126,7 @@ class WordAligner:
         self.models_ = ibm1
         self._train(shards, "independent", self.ibm1_iterations, "ibm1")
         self.models_ = [HMMAligner(m.direction, self.pairs_, m.n_target_words, self.null_prob,
-                                   self.max_jump).initialize().copy_tables_from(m) for m in ibm1]
+                                   self.max_jump, self.band).initialize().copy_tables_from(m) for m in ibm1]
         self._train(shards, TRAINING[self.training], self.iterations, "hmm")
         return self
 
@@ -200,7 +204,7 @@ class WordAligner:
         """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
         params = {k: getattr(self, k) for k in ("model", "training", "ibm1_iterations", "iterations",
                                                  "null_prob", "max_jump", "threshold", "shard_size",
-                                                 "normalization")}
+                                                 "normalization", "band")}
         arrays = {"pair_keys": self.pairs_.keys,
                   "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}
         for k, m in enumerate(self.models_):
@@ -237,7 +241,7 @@ class WordAligner:
         self.models_ = []
         for k, (direction, n_target) in enumerate((("f|e", len(self.f_vocab_)), ("e|f", len(self.e_vocab_)))):
             if self.model == "hmm":
-                m = HMMAligner(direction, self.pairs_, n_target, self.null_prob, self.max_jump)
+                m = HMMAligner(direction, self.pairs_, n_target, self.null_prob, self.max_jump, self.band)
                 m.jumps_ = data[f"jumps{k}"]
             else:
                 m = IBM1(direction, self.pairs_, n_target)
