@@ -107,7 +107,7 @@ def _write_lines(path, lines):
     from varorder.io._text import atomic_write_text
 
     if path in (None, "-"):
-        out = click.get_text_stream("stdout")
+        out = sys.stdout
         for line in lines:
             out.write(line + "\n")
         out.flush()
