@@ -150,6 +150,8 @@ def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reve
 @click.option("--ibm1-iterations", type=int, default=5, show_default=True)
 @click.option("--null-prob", type=float, default=0.05, show_default=True)
 @click.option("--max-jump", type=int, default=7, show_default=True)
+@click.option("--band", type=int, default=100, show_default=True,
+              help="pairs with a longer source side prune jumps longer than this many words (stored in the model)")
 @click.option("--threshold", type=float, default=0.6, show_default=True, help="posterior decoding δ (stored in the model)")
 @click.option("--normalize", is_flag=True, help="all of --lowercase --strip-accents --tokenize (NAACL 2003)")
 @click.option("--lowercase", is_flag=True, help="lower-case the text (recorded in the model)")
@@ -163,7 +165,7 @@ def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reve
               help="also align the training text with the trained model (Pharaoh; '-' = stdout)")
 @_output_options
 @click.option("-q", "--quiet", is_flag=True, help="no progress bars or summary (warnings are still shown)")
-def train(inputs, output, model, training, iterations, ibm1_iterations, null_prob, max_jump, threshold,
+def train(inputs, output, model, training, iterations, ibm1_iterations, null_prob, max_jump, band, threshold,
           normalize, lowercase, strip_accents, tokenize, limit, shard_size, workers, dask_address, alignments_path,
           method, forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities, quiet):
     """Train an aligner on INPUT: one 'english ||| french' file (default stdin) or ENGLISH FRENCH files (.gz accepted)."""
@@ -180,7 +182,7 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
                   "'The' and 'the' will be different words (alignments are usually worse); "
                   "add --lowercase or --normalize")
         aligner = WordAligner(model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
-                              null_prob=null_prob, max_jump=max_jump, threshold=threshold,
+                              null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold,
                               shard_size=shard_size, executor=_executor(workers, dask_address), progress=not quiet,
                               normalization=norm.to_dict())
         aligner.fit(pairs)
