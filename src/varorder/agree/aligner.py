@@ -58,8 +58,9 @@ class WordAligner:
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
-    shard_size : sentence pairs per E-step task (each task builds table-sized count arrays, so
-        fewer, larger shards are faster; 50k pairs hold a few hundred MB of edge posteriors).
+    shard_size : sentence pairs per E-step task. An agreement E-step holds about six float64 arrays
+        over a shard's edges (|e|·|f| per pair): 10k Hansards pairs ≈ 100 MB, 50k ≈ 500 MB; each
+        task also builds table-sized count arrays, so fewer, larger shards are somewhat faster.
     executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
     progress : tqdm bars.
     normalization : the text normalisation the training text went through, as a dict
@@ -71,7 +72,7 @@ class WordAligner:
 
     def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
-                 shard_size: int = 50000, executor=None, progress: bool = False, callback=None,
+                 shard_size: int = 10000, executor=None, progress: bool = False, callback=None,
                  normalization: dict | None = None, band: int | None = 100):
         self.model = model
         self.training = training
@@ -211,7 +212,9 @@ class WordAligner:
             arrays[f"table{k}"] = m.table_
             arrays[f"null{k}"] = m.null_
             arrays[f"jumps{k}"] = m.jumps_ if isinstance(m, HMMAligner) else np.zeros(0)
-        save_model(path, _KIND, params, {"format_version": FORMAT_VERSION, "history": self.history_}, arrays)
+        # uncompressed: inflating the tables of a 100k-pair model took longer than everything else in load()
+        save_model(path, _KIND, params, {"format_version": FORMAT_VERSION, "history": self.history_}, arrays,
+                   compress=False)
 
     @classmethod
     def load(cls, path) -> "WordAligner":

@@ -158,7 +158,8 @@ def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reve
 @click.option("--strip-accents", is_flag=True, help="strip accents to ASCII (recorded in the model)")
 @click.option("--tokenize", is_flag=True, help="NAACL 2003 tokenisation (recorded in the model)")
 @click.option("--limit", type=int, default=None, help="read at most this many sentence pairs")
-@click.option("--shard-size", type=int, default=50000, show_default=True)
+@click.option("--shard-size", type=int, default=10000, show_default=True,
+              help="sentence pairs per E-step task (memory grows with it)")
 @click.option("--workers", type=int, default=1, show_default=True, help="local E-step threads")
 @click.option("--dask", "dask_address", default=None, help="dask.distributed scheduler address")
 @click.option("-a", "--alignments", "alignments_path", type=click.Path(allow_dash=True, dir_okay=False), default=None,

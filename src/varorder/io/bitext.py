@@ -82,6 +82,19 @@ class Normalization:
                          tokenize=self.tokenize)
 
 
+class _Interner:
+    """Tokens of a corpus share one string object per word type (a 100k-pair corpus held as
+    lists of fresh strings costs ~4× the memory of lists of shared ones)."""
+
+    def __init__(self, normalization: Normalization):
+        self.normalization = normalization
+        self.types: dict[str, str] = {}
+
+    def __call__(self, line: str, language: str) -> list[str]:
+        types = self.types
+        return [types.setdefault(t, t) for t in self.normalization(line, language)]
+
+
 def strip_accents(text: str) -> str:
     for k, v in _LIGATURES.items():
         text = text.replace(k, v)
@@ -174,7 +187,7 @@ def read_bitext(e_path, f_path, limit: int | None = None, normalize_text=False):
     tokens). Either path may be ``-`` (stdin). Raises ValueError naming the file and line when one
     side has more lines.
     """
-    norm = _normalization(normalize_text)
+    norm = _Interner(_normalization(normalize_text))
     pairs = []
     with _open(e_path) as fe, _open(f_path) as ff:
         line_no = 0
@@ -193,7 +206,7 @@ def read_bitext(e_path, f_path, limit: int | None = None, normalize_text=False):
 
 def read_joint(path, limit: int | None = None, normalize_text=False):
     """Read a fast_align-style joint file (``english ||| french`` per line; ``-`` is stdin)."""
-    norm = _normalization(normalize_text)
+    norm = _Interner(_normalization(normalize_text))
     pairs = []
     with _open(path) as fh:
         for line_no, line in enumerate(fh, 1):
