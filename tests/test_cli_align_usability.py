@@ -3,6 +3,8 @@ per-direction outputs, scores and link probabilities, warnings, model validation
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -145,3 +147,35 @@ def test_load_rejects_unsorted_pair_keys(trained, tmp_path):
     save_model(bad, "WordAligner", params, state, arrays)
     with pytest.raises(ValueError, match="bad.npz: pair_keys must be a sorted"):
         WordAligner.load(bad)
+
+
+_HANSARDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hansards-en-fr"
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not (_HANSARDS / "test-text").exists(), reason="../shared/data/hansards-en-fr is absent")
+@pytest.mark.parametrize("side,language", [("e", "en"), ("f", "fr")])
+def test_normalisation_reproduces_the_naacl_test_and_trial_text(side, language):
+    """The NAACL test text is already tokenised: normalising it keeps every line's token count, and the
+    result is the distributed normalised text (so the gold links index it)."""
+    for raw, done in (("test-text/test", "normalized/test"), ("trial/dev", "normalized/trial")):
+        lines = (_HANSARDS / f"{raw}.{side}").read_text(encoding="utf-8").splitlines()
+        want = (_HANSARDS / f"{done}.{side}").read_text(encoding="utf-8").splitlines()
+        assert len(lines) == len(want)
+        for no, (line, reference) in enumerate(zip(lines, want), 1):
+            tokens = normalize(line, language)
+            assert len(tokens) == len(line.split()), (raw, no, line)
+            assert tokens == reference.split(), (raw, no, line)
+
+
+def test_normalisation_edge_cases():
+    assert normalize("Federal carpenters get $ 6.42 , 1,122,000 and .5 -- at 2 p.m. ...", "en") == [
+        "federal", "carpenters", "get", "$", "6.42", ",", "1,122,000", "and", ".5", "--", "at", "2", "p.m.", "..."]
+    assert normalize("I can't, he won't, John's", "en") == ["i", "can", "not", ",", "he", "will", "not", ",",
+                                                            "john", "'s"]
+    assert normalize("Rivière-du-Loup, au-dessus du lac, il a dû partir aujourd'hui", "fr") == [
+        "riviere", "-", "du", "-", "loup", ",", "au", "-", "dessus", "de", "le", "lac", ",", "il", "a", "du",
+        "partir", "aujourd'", "hui"]
+    assert Normalization(lowercase=True)("Élan Vital", "fr") == ["élan", "vital"]
+    assert Normalization(strip_accents=True)("Élan Vital", "fr") == ["Elan", "Vital"]
+    assert Normalization()("A  b ", "en") == ["A", "b"]
