@@ -18,6 +18,9 @@ tree is measured: wall time, CPU time (user + system of the tree, children inclu
 polling every 10 ms (psutil), beside the largest single process's ``ru_maxrss``:
 
     .venv/bin/python benchmarks/align.py --cli-job 100k --rounds 3 --json cli100k.json
+
+``--long-pair MODEL`` aligns one pair of ~1,000 words (consecutive test sentences joined) with
+the jump band of long sentences set to each of ``--bands`` (``none``: the full O(T·S²) computation).
 """
 
 from __future__ import annotations
@@ -234,6 +237,32 @@ def cli_job(size, rounds, trial_gold, json_path=None):
         Path(json_path).write_text(json.dumps(rows, indent=1))
 
 
+def long_pair(model_path, bands, min_words=1000):
+    """Align one ~1,000-word pair (consecutive normalised test sentences joined) under each jump band."""
+    import resource
+
+    e_lines = (DATA / "normalized" / "test.e").read_text(encoding="utf-8").splitlines()
+    f_lines = (DATA / "normalized" / "test.f").read_text(encoding="utf-8").splitlines()
+    e, f = [], []
+    for a, b in zip(e_lines, f_lines):
+        if len(e) >= min_words:
+            break
+        e += a.split()
+        f += b.split()
+    aligner = WordAligner.load(model_path)
+    aligner.align([(e[:20], f[:20])])  # compile outside the timing
+    for band in bands:
+        for m in aligner.models_:
+            m.band = band
+        began, cpu = time.perf_counter(), time.process_time()
+        links = aligner.align([(e, f)])[0]
+        row = {"english_words": len(e), "french_words": len(f), "band": band, "wall_s": time.perf_counter() - began,
+               "cpu_s": time.process_time() - cpu, "links": len(links),
+               "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+               "load_avg_1min": os.getloadavg()[0]}
+        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10k", help="comma list of 10k,100k,300k")
@@ -245,11 +274,16 @@ def main(argv=None):
     ap.add_argument("--memory-only", action="store_true", help="only report bytes per sentence pair")
     ap.add_argument("--cli-job", default=None, metavar="SIZE", help="time the whole CLI job against eflomal-align")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --cli-job")
+    ap.add_argument("--long-pair", default=None, metavar="MODEL", help="time one ~1,000-word pair with MODEL")
+    ap.add_argument("--bands", default="50,100", help="jump bands for --long-pair ('none' = full computation)")
     args = ap.parse_args(argv)
     if not DATA.exists():
         sys.exit(f"data not found at {DATA}")
     trial_e = (DATA / "normalized" / "trial.e").read_text().splitlines()
     gold = read_naacl(DATA / "trial" / "dev.wa.nonullalign", n_sentences=len(trial_e))
+    if args.long_pair:
+        long_pair(args.long_pair, [None if b == "none" else int(b) for b in args.bands.split(",")])
+        return
     if args.cli_job:
         cli_job(args.cli_job, args.rounds, gold, args.json)
         return

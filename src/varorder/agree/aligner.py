@@ -103,20 +103,31 @@ class WordAligner:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
 
     def encode(self, pairs, grow: bool = False):
-        """Shards of sentence pairs indexed against the fitted pair table."""
+        """Shards of sentence pairs indexed against the fitted pair table (the training shards
+        themselves when ``pairs`` is the list that :meth:`fit` was given with ``keep_encoding``)."""
+        kept = getattr(self, "_kept_encoding", None)
+        if kept is not None and kept[0] is pairs:
+            return kept[1]
         shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
         for s in shards:
             s.index_pairs(self.pairs_)
         return shards
 
-    def fit(self, pairs):
-        """Train on a list of (English tokens, French tokens); returns self."""
+    def fit(self, pairs, keep_encoding: bool = False):
+        """Train on a list of (English tokens, French tokens); returns self.
+
+        ``keep_encoding``: keep the training shards so that aligning the same list afterwards
+        skips re-encoding it (the command line's ``train -a``); :meth:`release_encoding` frees them.
+        """
         self._check_params()
+        self._kept_encoding = None
         self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
         shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
         self.pairs_ = index_corpus(shards)
+        if keep_encoding:
+            self._kept_encoding = (pairs, shards)
         self.history_ = []
         ibm1 = [IBM1("f|e", self.pairs_, len(self.f_vocab_)).initialize(),
                 IBM1("e|f", self.pairs_, len(self.e_vocab_)).initialize()]
@@ -173,6 +184,10 @@ class WordAligner:
             first, second = (m.viterbi(shard) for m in self.models_)
             out.extend(symmetrize(a, b, method) for a, b in zip(first, second))
         return out
+
+    def release_encoding(self) -> None:
+        """Drop the training shards kept by ``fit(keep_encoding=True)``."""
+        self._kept_encoding = None
 
     def directional(self, pairs) -> tuple[list, list]:
         """Viterbi links of each direction alone, (f|e alignments, e|f alignments), as (English i, French j)."""

@@ -186,10 +186,11 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
                               null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold,
                               shard_size=shard_size, executor=_executor(workers, dask_address), progress=not quiet,
                               normalization=norm.to_dict())
-        aligner.fit(pairs)
+        aligner.fit(pairs, keep_encoding=alignments_path is not None)
         aligner.save(output)
         if alignments_path is not None:
             _write_outputs(aligner, pairs, alignments_path, method, None, *extra)
+            aligner.release_encoding()
     except ValueError as exc:
         raise click.ClickException(str(exc))
     if not quiet:
