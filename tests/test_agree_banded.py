@@ -83,3 +83,13 @@ def test_long_pair_uses_the_band_and_stays_a_distribution():
         np.testing.assert_allclose(per_target + stats.private["null"], 1.0, atol=1e-10)
         # one expected jump into a word per target position that a word generates
         assert stats.private["jumps"].sum() == pytest.approx(stats.shared.sum(), rel=1e-10)
+
+
+def test_bad_band_is_rejected_before_training():
+    from varorder.agree.aligner import WordAligner
+
+    for band in (0, -3, 2.5):
+        with pytest.raises(ValueError, match="band must be a positive integer"):
+            WordAligner(band=band).fit([(["a"], ["b"])])
+    with pytest.raises(ValueError, match="band must be a positive number"):
+        HMMAligner("f|e", None, 3, band=0)

@@ -99,6 +99,8 @@ class WordAligner:
             if int(v) != v or v < (1 if name == "shard_size" else 0):
                 raise ValueError(f"{name} must be a {'positive' if name == 'shard_size' else 'non-negative'} "
                                  f"integer, got {v!r}")
+        if self.band is not None and (int(self.band) != self.band or self.band < 1):
+            raise ValueError(f"band must be a positive integer or None, got {self.band!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
 
