@@ -8,6 +8,19 @@ Jordan 2008), the Liang–Taskar–Klein 2006 product variant, and eflomal (opti
 ``pip install eflomal``) symmetrized with grow-diag-final-and / intersection.
 
     .venv/bin/python benchmarks/align.py --sizes 10k,100k --iterations 5 --json out.json
+
+``--cli-job`` instead times the whole command-line job a user runs — train on the corpus and
+align it, reading and writing files — for ``varorder align train ... -a`` (one process),
+``varorder align train`` then ``apply`` (two processes) and ``eflomal-align`` (whose Python
+front end runs the C aligner as a child process), in interleaved rounds. Each job's process
+tree is measured: wall time, CPU time (user + system of the tree, children included via
+``wait4``), and peak memory as the largest sum of the tree's resident set sizes seen by
+polling every 10 ms (psutil), beside the largest single process's ``ru_maxrss``:
+
+    .venv/bin/python benchmarks/align.py --cli-job 100k --rounds 3 --json cli100k.json
+
+``--long-pair MODEL`` aligns one pair of ~1,000 words (consecutive test sentences joined) with
+the jump band of long sentences set to each of ``--bands`` (``none``: the full O(T·S²) computation).
 """
 
 from __future__ import annotations
@@ -108,6 +121,148 @@ def memory_report(pairs):
             "total_bytes_per_pair": (corpus + tables) / len(pairs)}
 
 
+def measure_tree(command, poll_s=0.01):
+    """Run ``command``; (wall s, CPU s of the tree, peak summed RSS MB of the tree, max single-process RSS MB)."""
+    import subprocess
+
+    import psutil
+
+    began = time.perf_counter()
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    root = psutil.Process(proc.pid)
+    peak = 0
+    high_water = {}  # pid -> VmHWM (kB): each process's own peak, which polling cannot miss
+    while True:
+        total = 0
+        try:
+            for p in [root] + root.children(recursive=True):
+                try:
+                    total += p.memory_info().rss
+                    with open(f"/proc/{p.pid}/status") as fh:
+                        for line in fh:
+                            if line.startswith("VmHWM:"):
+                                high_water[p.pid] = max(high_water.get(p.pid, 0), int(line.split()[1]))
+                except (psutil.Error, OSError, ValueError):
+                    pass
+        except psutil.Error:
+            pass
+        peak = max(peak, total)
+        try:
+            _, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if _:
+            break
+        time.sleep(poll_s)
+    wall = time.perf_counter() - began
+    stderr = proc.stderr.read().decode(errors="replace")
+    proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{command[0]} failed: {stderr[-2000:]}")
+    # ru_maxrss and VmHWM: kilobytes on Linux. The tree's peak is at least the polled concurrent sum and
+    # at most the sum of every process's own peak; both are reported.
+    return (wall, usage.ru_utime + usage.ru_stime, peak / 1e6, usage.ru_maxrss / 1e3,
+            sum(high_water.values()) / 1e3)
+
+
+def cli_job(size, rounds, trial_gold, json_path=None):
+    """Interleaved rounds of the whole CLI job (train + align the corpus) for varorder and eflomal."""
+    import gzip
+    import shutil
+
+    stem = FILES[size]
+    python = sys.executable
+    env_src = str(Path(__file__).resolve().parents[1] / "src")
+    os.environ["PYTHONPATH"] = env_src + os.pathsep + os.environ.get("PYTHONPATH", "")
+    eflomal_align = shutil.which("eflomal-align") or str(Path(python).parent / "eflomal-align")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        text = {}
+        for side in ("e", "f"):
+            text[side] = os.path.join(tmp, f"corpus.{side}")
+            with gzip.open(DATA / "normalized" / f"{stem}.{side}.gz", "rb") as src, open(text[side], "wb") as dst:
+                shutil.copyfileobj(src, dst)
+        n_pairs = sum(1 for _ in open(text["e"], encoding="utf-8"))
+        out = {k: os.path.join(tmp, k) for k in ("model.npz", "ours.align", "ours2.align", "fwd", "rev")}
+        jobs = {
+            "varorder train -a (1 process)": [[python, "-m", "varorder", "align", "train", text["e"], text["f"],
+                                              "-o", out["model.npz"], "-q", "-a", out["ours.align"]]],
+            "varorder train + apply (2 processes)": [
+                [python, "-m", "varorder", "align", "train", text["e"], text["f"], "-o", out["model.npz"], "-q"],
+                [python, "-m", "varorder", "align", "apply", out["model.npz"], text["e"], text["f"], "-o",
+                 out["ours2.align"], "-q"]],
+            "eflomal-align -f -r": [[eflomal_align, "-s", text["e"], "-t", text["f"], "-f", out["fwd"], "-r",
+                                     out["rev"], "--overwrite"]],
+        }
+        if not os.path.exists(eflomal_align):
+            del jobs["eflomal-align -f -r"]
+            print("eflomal-align not found; eflomal skipped", flush=True)
+        for r in range(rounds):
+            for name, commands in jobs.items():
+                wall = cpu = peak = single = summed = 0.0
+                for command in commands:  # sequential processes: memory peaks do not add up
+                    w, c, p, s1, hw = measure_tree(command)
+                    wall, cpu, peak, single, summed = wall + w, cpu + c, max(peak, p), max(single, s1), max(summed, hw)
+                row = {"job": name, "round": r, "size": size, "n_pairs": n_pairs, "wall_s": wall, "cpu_s": cpu,
+                       "peak_tree_rss_mb": peak, "max_process_rss_mb": single, "sum_process_peaks_mb": summed,
+                       "load_avg_1min": os.getloadavg()[0]}
+                sure, possible = [g[0] for g in trial_gold], [g[1] for g in trial_gold]
+                trial = slice(n_pairs - len(trial_gold), n_pairs)
+                if name.startswith("eflomal"):
+                    fwd, rev = read_pharaoh(out["fwd"])[trial], read_pharaoh(out["rev"])[trial]
+                    for method in ("intersection", "grow-diag-final-and"):
+                        pred = [symmetrize(a, b, method) for a, b in zip(fwd, rev)]
+                        row[f"aer-{method}"] = alignment_error_rate(pred, sure, possible).aer
+                else:
+                    path = out["ours.align" if "1 process" in name else "ours2.align"]
+                    row["aer-posterior"] = alignment_error_rate(read_pharaoh(path)[trial], sure, possible).aer
+                rows.append(row)
+                print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}),
+                      flush=True)
+    print(f"\n{size} CLI job, medians over {rounds} rounds (ratios to eflomal in the same rounds)")
+    names = list(dict.fromkeys(r["job"] for r in rows))
+    median = {n: {k: float(np.median([r[k] for r in rows if r["job"] == n]))
+                  for k in ("wall_s", "cpu_s", "peak_tree_rss_mb", "max_process_rss_mb", "sum_process_peaks_mb")}
+              for n in names}
+    ref = median.get("eflomal-align -f -r")
+    print(f"{'job':40} {'wall s':>8} {'CPU s':>8} {'tree MB':>8} {'proc MB':>8} {'Σpeaks':>8}  "
+          "ratios wall / CPU / Σpeaks memory")
+    for n in names:
+        m = median[n]
+        ratio = (f"{m['wall_s'] / ref['wall_s']:.2f} / {m['cpu_s'] / ref['cpu_s']:.2f} / "
+                 f"{m['sum_process_peaks_mb'] / ref['sum_process_peaks_mb']:.2f}") if ref else "-"
+        print(f"{n:40} {m['wall_s']:8.1f} {m['cpu_s']:8.1f} {m['peak_tree_rss_mb']:8.0f} "
+              f"{m['max_process_rss_mb']:8.0f} {m['sum_process_peaks_mb']:8.0f}  {ratio}")
+    if json_path:
+        Path(json_path).write_text(json.dumps(rows, indent=1))
+
+
+def long_pair(model_path, bands, min_words=1000):
+    """Align one ~1,000-word pair (consecutive normalised test sentences joined) under each jump band."""
+    import resource
+
+    e_lines = (DATA / "normalized" / "test.e").read_text(encoding="utf-8").splitlines()
+    f_lines = (DATA / "normalized" / "test.f").read_text(encoding="utf-8").splitlines()
+    e, f = [], []
+    for a, b in zip(e_lines, f_lines):
+        if len(e) >= min_words:
+            break
+        e += a.split()
+        f += b.split()
+    aligner = WordAligner.load(model_path)
+    aligner.align([(e[:20], f[:20])])  # compile outside the timing
+    for band in bands:
+        for m in aligner.models_:
+            m.band = band
+        began, cpu = time.perf_counter(), time.process_time()
+        links = aligner.align([(e, f)])[0]
+        row = {"english_words": len(e), "french_words": len(f), "band": band, "wall_s": time.perf_counter() - began,
+               "cpu_s": time.process_time() - cpu, "links": len(links),
+               "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3,
+               "load_avg_1min": os.getloadavg()[0]}
+        print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="10k", help="comma list of 10k,100k,300k")
@@ -117,11 +272,21 @@ def main(argv=None):
     ap.add_argument("--null-prob", type=float, default=None, help="HMM p0 (default: WordAligner's)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--memory-only", action="store_true", help="only report bytes per sentence pair")
+    ap.add_argument("--cli-job", default=None, metavar="SIZE", help="time the whole CLI job against eflomal-align")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of --cli-job")
+    ap.add_argument("--long-pair", default=None, metavar="MODEL", help="time one ~1,000-word pair with MODEL")
+    ap.add_argument("--bands", default="50,100", help="jump bands for --long-pair ('none' = full computation)")
     args = ap.parse_args(argv)
     if not DATA.exists():
         sys.exit(f"data not found at {DATA}")
     trial_e = (DATA / "normalized" / "trial.e").read_text().splitlines()
     gold = read_naacl(DATA / "trial" / "dev.wa.nonullalign", n_sentences=len(trial_e))
+    if args.long_pair:
+        long_pair(args.long_pair, [None if b == "none" else int(b) for b in args.bands.split(",")])
+        return
+    if args.cli_job:
+        cli_job(args.cli_job, args.rounds, gold, args.json)
+        return
     rows = []
     for size in args.sizes.split(","):
         stem = FILES[size]

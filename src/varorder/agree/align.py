@@ -32,6 +32,7 @@ import numba
 import numpy as np
 
 from varorder import chain
+from varorder.engine.banded import banded_marginals, banded_viterbi
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
 
@@ -87,7 +88,7 @@ def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_lo
                 mu[e] = math.exp(shared[e] - m) / z
             null_mu[tgt_off[s] + t] = math.exp(w_null - m) / z
             per_sentence[s] += m + math.log(z) + scale * prior
-    return per_sentence.sum()
+    return per_sentence
 
 
 @numba.njit(cache=True, parallel=True)
@@ -167,10 +168,15 @@ class IBM1(Submodel):
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
         mu = np.zeros(shard.edge_offsets[-1])
         null_mu = np.zeros(tgt_ids.size)
-        total = _ibm1_estep(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed,
-                            np.ascontiguousarray(shared_log_potentials, dtype=np.float64), self._null_logp(),
-                            float(private_scale), mu, null_mu)
-        return Statistics(shared=mu, private={"null": null_mu}, log_normalizer=float(total))
+        per_sentence = _ibm1_estep(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed,
+                                   np.ascontiguousarray(shared_log_potentials, dtype=np.float64), self._null_logp(),
+                                   float(private_scale), mu, null_mu)
+        return Statistics(shared=mu, private={"null": null_mu, "per_sentence": per_sentence},
+                          log_normalizer=float(per_sentence.sum()))
+
+    def sentence_log_likelihoods(self, shard) -> np.ndarray:
+        """log p(target sentence | source sentence) of every pair in the shard (this direction's model)."""
+        return self.expected_statistics(shard, self.shared_log_potentials(shard)).private["per_sentence"]
 
     def _source_of_pair(self):
         return self.pairs.e_ids if self.direction == "f|e" else self.pairs.f_ids
@@ -331,6 +337,67 @@ def _jump_counts(node, edge_sum, D, jumps):
 
 
 @numba.njit(cache=True)
+def _banded_jump_potentials(S, log_jump, log_p0, log_stay, D, scale, B):
+    """:func:`_jump_potentials` with jumps longer than B words pruned (renormalised within the band), as
+    band storage (2S, 2w + 1), w = 2B + 1, over the *interleaved* states: word u → 2u, NULL after u → 2u + 1.
+
+    With B ≥ S every jump is inside the band and the potentials are :func:`_jump_potentials`' own.
+    """
+    w = 2 * B + 1
+    K = 2 * S
+    band = np.full((K, 2 * w + 1), -np.inf)
+    start = np.full(K, -np.inf)
+    width = np.zeros(2 * D + 1)
+    for p in range(-1, S):
+        lo, hi = max(0, p - B), min(S - 1, p + B)
+        width[:] = 0.0
+        for u in range(lo, hi + 1):
+            width[_bucket(u - p, D)] += 1.0
+        norm = -np.inf
+        for u in range(lo, hi + 1):
+            b_ = _bucket(u - p, D)
+            v = log_jump[b_] - math.log(width[b_])
+            norm = max(norm, v) + math.log1p(math.exp(-abs(norm - v))) if norm > -np.inf else v
+        if p < 0:
+            for u in range(lo, hi + 1):
+                b_ = _bucket(u + 1, D)
+                start[2 * u] = scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
+            start[1] = scale * log_p0
+            continue
+        for i in (2 * p, 2 * p + 1):
+            for u in range(lo, hi + 1):
+                b_ = _bucket(u - p, D)
+                band[i, 2 * u - i + w] = scale * (log_stay + log_jump[b_] - math.log(width[b_]) - norm)
+            band[i, 2 * p + 1 - i + w] = scale * log_p0
+    return band, start
+
+
+@numba.njit(cache=True)
+def _banded_jump_counts(node, edge_band, D, jumps):
+    """:func:`_jump_counts` from interleaved node marginals and band-stored summed edge marginals."""
+    B, L, K = node.shape
+    width = edge_band.shape[2]
+    w = width // 2
+    for b in range(B):
+        for u in range(K // 2):
+            jumps[_bucket(u + 1, D)] += node[b, 0, 2 * u]
+        for i in range(K):
+            p = i // 2
+            for d in range(width):
+                j = i + d - w
+                if 0 <= j < K and j % 2 == 0:
+                    jumps[_bucket(j // 2 - p, D)] += edge_band[b, i, d]
+
+
+def _interleaving(S):
+    """State order of the banded chains: word u at 2u, NULL-after-u at 2u + 1 (from u and S + u)."""
+    perm = np.empty(2 * S, dtype=np.int64)
+    perm[0::2] = np.arange(S)
+    perm[1::2] = S + np.arange(S)
+    return perm
+
+
+@numba.njit(cache=True)
 def _batch_bounds(order, src_len, tgt_len, budget, max_batch):
     """Split ``order`` (sorted by source, then target length) into runs of one source length
     within the cell budget; returns the run boundaries."""
@@ -370,19 +437,28 @@ def _batches(src_len, tgt_len):
 class HMMAligner(IBM1):
     """The HMM alignment model in one direction (see the module docstring).
 
-    Parameters: ``null_prob`` p₀ (fixed), ``max_jump`` D. Learned state adds
-    ``jumps_`` (c over the 2D+1 buckets, d = −D..D).
+    Parameters: ``null_prob`` p₀ (fixed), ``max_jump`` D, ``band`` B (None: no limit). A sentence
+    with more than B source words runs on the banded engine (:mod:`varorder.engine.banded`) with
+    jumps longer than B words pruned and the rest renormalised: O(T·S·B) instead of O(T·S²) per
+    direction, so a 1,000-word pair takes seconds; with S ≤ B nothing is pruned and the result is
+    the full computation's. Learned state adds ``jumps_`` (c over the 2D+1 buckets, d = −D..D).
     """
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int, null_prob: float = 0.05,
-                 max_jump: int = 7):
+                 max_jump: int = 7, band: int | None = None):
         super().__init__(direction, pairs, n_target_words)
         if not 0.0 < null_prob < 1.0:
             raise ValueError(f"null_prob must be in (0, 1), got {null_prob}")
         if int(max_jump) < 1:
             raise ValueError(f"max_jump must be >= 1, got {max_jump}")
+        if band is not None and int(band) < 1:
+            raise ValueError(f"band must be a positive number of words or None, got {band}")
         self.null_prob = null_prob
         self.max_jump = int(max_jump)
+        self.band = None if band is None else int(band)
+
+    def _banded(self, S) -> bool:
+        return self.band is not None and S > self.band
 
     def initialize(self):
         super().initialize()
@@ -408,7 +484,11 @@ class HMMAligner(IBM1):
         for sents in _batches(src_len, tgt_len):
             S = int(src_len[sents[0]])
             if S not in potentials:
-                potentials[S] = _jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump, float(scale))
+                if self._banded(S):  # (band storage over interleaved states, start): see _banded_jump_potentials
+                    potentials[S] = _banded_jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump,
+                                                            float(scale), self.band)
+                else:
+                    potentials[S] = _jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump, float(scale))
             E = np.empty((sents.size, int(tgt_len[sents[-1]]), 2 * S))
             lengths = np.empty(sents.size, dtype=np.int64)
             _fill_emissions(sents, src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, null_logp,
@@ -422,12 +502,20 @@ class HMMAligner(IBM1):
         jumps = np.zeros(2 * self.max_jump + 1)
         total = 0.0
         for sents, E, trans, start, lengths in self._chains(shard, shared_log_potentials, private_scale):
-            # expected transition counts summed over positions: the jump M-step needs no more
-            node, edge_sum, logz = chain.marginals(E, trans, start=start, lengths=lengths, edges="sum",
-                                                   return_log_z=True)
+            S = E.shape[2] // 2
+            if self._banded(S):
+                perm = _interleaving(S)
+                node_i, edge_band, logz = banded_marginals(E[:, :, perm], trans, start=start, lengths=lengths)
+                _banded_jump_counts(node_i, edge_band, self.max_jump, jumps)
+                node = np.empty_like(node_i)
+                node[:, :, perm] = node_i
+            else:
+                # expected transition counts summed over positions: the jump M-step needs no more
+                node, edge_sum, logz = chain.marginals(E, trans, start=start, lengths=lengths, edges="sum",
+                                                       return_log_z=True)
+                _jump_counts(node, edge_sum, self.max_jump, jumps)
             total += float(logz.sum())
             _scatter_posteriors(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, mu, null_mu)
-            _jump_counts(node, edge_sum, self.max_jump, jumps)
         # a target word facing an empty source sentence can only be NULL-generated
         empty = np.flatnonzero(np.diff(src_off) == 0)
         null_logp = self._null_logp()
@@ -448,11 +536,33 @@ class HMMAligner(IBM1):
         j = counts["jumps"]
         self.jumps_ = j / j.sum() if j.sum() > 0 else np.full(j.size, 1.0 / j.size)
 
+    def sentence_log_likelihoods(self, shard) -> np.ndarray:
+        """log p(target sentence | source sentence) of every pair in the shard (the chain's log-partition)."""
+        src_off, tgt_ids, tgt_off, _ = _sides(shard, self.direction)
+        out = np.zeros(shard.n_sentences)
+        for sents, E, trans, start, lengths in self._chains(shard, self.shared_log_potentials(shard), 1.0):
+            S = E.shape[2] // 2
+            if self._banded(S):
+                out[sents] = banded_marginals(E[:, :, _interleaving(S)], trans, start=start, lengths=lengths)[2]
+            else:
+                out[sents] = chain.log_partition(E, trans, start=start, lengths=lengths)
+        null_logp = self._null_logp()
+        for s in np.flatnonzero(np.diff(src_off) == 0):  # only NULL can generate these targets
+            words = tgt_ids[tgt_off[s]:tgt_off[s + 1]]
+            known = (words >= 0) & (words < null_logp.size)
+            out[s] = float(np.where(known, null_logp[np.where(known, words, 0)], math.log(FLOOR)).sum())
+        return out
+
     def viterbi(self, shard) -> list:
         src_off, _, tgt_off, transposed = _sides(shard, self.direction)
         out = [set() for _ in range(shard.n_sentences)]
         for sents, E, trans, start, lengths in self._chains(shard, self.shared_log_potentials(shard), 1.0):
-            paths, _ = chain.viterbi(E, trans, start=start, lengths=lengths)
+            S = E.shape[2] // 2
+            if self._banded(S):
+                paths, _ = banded_viterbi(E[:, :, _interleaving(S)], trans, start=start, lengths=lengths)
+                paths = np.where(paths < 0, -1, np.where(paths % 2 == 0, paths // 2, S + paths // 2))
+            else:
+                paths, _ = chain.viterbi(E, trans, start=start, lengths=lengths)
             for b, s in enumerate(sents):
                 S = src_off[s + 1] - src_off[s]
                 for t in range(lengths[b]):

@@ -12,10 +12,14 @@ two HMM aligners initialised from those tables and trained in ``training`` mode:
 
 Decoding: posterior decoding keeps (i, j) with ½(µ₁ᵢⱼ + µ₂ᵢⱼ) ≥ δ, where µ_m are
 each direction's edge posteriors E(b_m, Z_m); or Viterbi per direction combined
-by a symmetrization (intersection, union, grow-diag-final-and).
+by a symmetrization (intersection, union, grow-diag, grow-diag-final, grow-diag-final-and).
+Each direction's Viterbi links and sentence log-likelihoods log p_m(target | source) are
+available on their own (:meth:`WordAligner.directional`, :meth:`WordAligner.sentence_scores`).
 
 Saved models are one ``.npz`` (tables, pair keys, vocabularies) with a JSON
-header (``format_version``); no pickle.
+header (``format_version``, the text normalisation the model was trained with); no pickle.
+Loading trusts no file: pair keys must be sorted and unique (checked in one pass instead of
+re-sorting them), table sizes must match.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ __all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION"]
 
 TRAINING = {"independent": "independent", "agreement": "domain", "product": "product"}
 DECODINGS = ("posterior",) + SYMMETRIZATIONS
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # v1 files written before the normalisation was recorded read as "none"
 _KIND = "WordAligner"
 
 
@@ -48,13 +52,19 @@ class WordAligner:
     null_prob, max_jump : HMM p₀ and jump bucket range D. p₀ = 0.05 was chosen on the 37-sentence
         Hansards trial gold (it beat 0.1–0.3 there at 10k and was no worse at 100k and 300k pairs;
         see docs/benchmarks.md); EM's own estimate of p₀ is about 0.2 but decodes worse.
+    band : jump band B of long sentences: a pair whose source side has more than B words prunes jumps
+        longer than B words (O(T·S·B) instead of O(T·S²); None: never). The default 100 leaves every
+        Hansards sentence (≤ 80 words) to the full computation.
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
-    shard_size : sentence pairs per E-step task (each task builds table-sized count arrays, so
-        fewer, larger shards are faster; 50k pairs hold a few hundred MB of edge posteriors).
+    shard_size : sentence pairs per E-step task. An agreement E-step holds about six float64 arrays
+        over a shard's edges (|e|·|f| per pair): 10k Hansards pairs ≈ 100 MB, 50k ≈ 500 MB; each
+        task also builds table-sized count arrays, so fewer, larger shards are somewhat faster.
     executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
     progress : tqdm bars.
+    normalization : the text normalisation the training text went through, as a dict
+        (:class:`varorder.io.bitext.Normalization`); recorded in the model so that ``apply`` repeats it.
 
     Fitted attributes: ``e_vocab_``, ``f_vocab_``, ``pairs_`` (:class:`PairIndex`),
     ``models_`` ([f|e model, e|f model]), ``history_`` (list of (phase, objectives)).
@@ -62,7 +72,8 @@ class WordAligner:
 
     def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
-                 shard_size: int = 50000, executor=None, progress: bool = False, callback=None):
+                 shard_size: int = 10000, executor=None, progress: bool = False, callback=None,
+                 normalization: dict | None = None, band: int | None = 100):
         self.model = model
         self.training = training
         self.ibm1_iterations = ibm1_iterations
@@ -74,6 +85,8 @@ class WordAligner:
         self.executor = executor
         self.progress = progress
         self.callback = callback
+        self.normalization = normalization
+        self.band = band
 
     # -- training ----------------------------------------------------------
     def _check_params(self):
@@ -86,24 +99,37 @@ class WordAligner:
             if int(v) != v or v < (1 if name == "shard_size" else 0):
                 raise ValueError(f"{name} must be a {'positive' if name == 'shard_size' else 'non-negative'} "
                                  f"integer, got {v!r}")
+        if self.band is not None and (int(self.band) != self.band or self.band < 1):
+            raise ValueError(f"band must be a positive integer or None, got {self.band!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
 
     def encode(self, pairs, grow: bool = False):
-        """Shards of sentence pairs indexed against the fitted pair table."""
+        """Shards of sentence pairs indexed against the fitted pair table (the training shards
+        themselves when ``pairs`` is the list that :meth:`fit` was given with ``keep_encoding``)."""
+        kept = getattr(self, "_kept_encoding", None)
+        if kept is not None and kept[0] is pairs:
+            return kept[1]
         shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
         for s in shards:
             s.index_pairs(self.pairs_)
         return shards
 
-    def fit(self, pairs):
-        """Train on a list of (English tokens, French tokens); returns self."""
+    def fit(self, pairs, keep_encoding: bool = False):
+        """Train on a list of (English tokens, French tokens); returns self.
+
+        ``keep_encoding``: keep the training shards so that aligning the same list afterwards
+        skips re-encoding it (the command line's ``train -a``); :meth:`release_encoding` frees them.
+        """
         self._check_params()
+        self._kept_encoding = None
         self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
         shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
         self.pairs_ = index_corpus(shards)
+        if keep_encoding:
+            self._kept_encoding = (pairs, shards)
         self.history_ = []
         ibm1 = [IBM1("f|e", self.pairs_, len(self.f_vocab_)).initialize(),
                 IBM1("e|f", self.pairs_, len(self.e_vocab_)).initialize()]
@@ -114,7 +140,7 @@ class WordAligner:
         self.models_ = ibm1
         self._train(shards, "independent", self.ibm1_iterations, "ibm1")
         self.models_ = [HMMAligner(m.direction, self.pairs_, m.n_target_words, self.null_prob,
-                                   self.max_jump).initialize().copy_tables_from(m) for m in ibm1]
+                                   self.max_jump, self.band).initialize().copy_tables_from(m) for m in ibm1]
         self._train(shards, TRAINING[self.training], self.iterations, "hmm")
         return self
 
@@ -161,18 +187,51 @@ class WordAligner:
             out.extend(symmetrize(a, b, method) for a, b in zip(first, second))
         return out
 
+    def release_encoding(self) -> None:
+        """Drop the training shards kept by ``fit(keep_encoding=True)``."""
+        self._kept_encoding = None
+
+    def directional(self, pairs) -> tuple[list, list]:
+        """Viterbi links of each direction alone, (f|e alignments, e|f alignments), as (English i, French j)."""
+        forward, reverse = [], []
+        for shard in self.encode(pairs):
+            forward.extend(self.models_[0].viterbi(shard))
+            reverse.extend(self.models_[1].viterbi(shard))
+        return forward, reverse
+
+    def sentence_scores(self, pairs) -> tuple[np.ndarray, np.ndarray]:
+        """Per pair, log p(french | english) under the f|e model and log p(english | french) under e|f."""
+        forward, reverse = [], []
+        for shard in self.encode(pairs):
+            forward.append(self.models_[0].sentence_log_likelihoods(shard))
+            reverse.append(self.models_[1].sentence_log_likelihoods(shard))
+        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
+        return cat(forward), cat(reverse)
+
+    def unknown_share(self, pairs) -> tuple[float, float]:
+        """Share of English and of French tokens that the model never saw in training."""
+        counts = np.zeros((2, 2))
+        for e, f in pairs:
+            for side, (tokens, vocab) in enumerate(((e, self.e_vocab_), (f, self.f_vocab_))):
+                counts[side, 0] += sum(t not in vocab.index for t in tokens)
+                counts[side, 1] += len(tokens)
+        return tuple(float(u / n) if n else 0.0 for u, n in counts)
+
     # -- persistence -------------------------------------------------------
     def save(self, path) -> None:
         """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
         params = {k: getattr(self, k) for k in ("model", "training", "ibm1_iterations", "iterations",
-                                                 "null_prob", "max_jump", "threshold", "shard_size")}
+                                                 "null_prob", "max_jump", "threshold", "shard_size",
+                                                 "normalization", "band")}
         arrays = {"pair_keys": self.pairs_.keys,
                   "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}
         for k, m in enumerate(self.models_):
             arrays[f"table{k}"] = m.table_
             arrays[f"null{k}"] = m.null_
             arrays[f"jumps{k}"] = m.jumps_ if isinstance(m, HMMAligner) else np.zeros(0)
-        save_model(path, _KIND, params, {"format_version": FORMAT_VERSION, "history": self.history_}, arrays)
+        # uncompressed: inflating the tables of a 100k-pair model took longer than everything else in load()
+        save_model(path, _KIND, params, {"format_version": FORMAT_VERSION, "history": self.history_}, arrays,
+                   compress=False)
 
     @classmethod
     def load(cls, path) -> "WordAligner":
@@ -183,16 +242,26 @@ class WordAligner:
                              f"(expected v{FORMAT_VERSION})")
         meta = {"params": params, "history": state.get("history", [])}
         self = cls(**meta["params"])
+        if self.normalization is not None:
+            from varorder.io.bitext import Normalization
+
+            Normalization.from_dict(self.normalization, f"{path}: normalization")
         self.history_ = [tuple(h) for h in meta["history"]]
-        self.pairs_ = PairIndex(data["pair_keys"])
-        self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
-        for vocab, key in ((self.e_vocab_, "e_vocab"), (self.f_vocab_, "f_vocab")):
-            for t in data[key][1:]:
-                vocab.add(str(t))
+        keys = np.asarray(data["pair_keys"])
+        if keys.dtype != np.int64 or keys.ndim != 1 or (keys.size > 1 and not (keys[1:] > keys[:-1]).all()):
+            raise ValueError(f"{path}: pair_keys must be a sorted 1-d int64 array without repeats")
+        self.pairs_ = PairIndex.from_sorted_unique(keys)
+        self.e_vocab_ = Vocabulary.from_tokens(data["e_vocab"].tolist(), f"{path}: e_vocab")
+        self.f_vocab_ = Vocabulary.from_tokens(data["f_vocab"].tolist(), f"{path}: f_vocab")
+        sizes = {"pair_keys": keys.size}
+        for k in (0, 1):
+            sizes[f"table{k}"] = data[f"table{k}"].size
+        if len(set(sizes.values())) != 1:
+            raise ValueError(f"{path}: tables do not match the {keys.size} word pairs: {sizes}")
         self.models_ = []
         for k, (direction, n_target) in enumerate((("f|e", len(self.f_vocab_)), ("e|f", len(self.e_vocab_)))):
             if self.model == "hmm":
-                m = HMMAligner(direction, self.pairs_, n_target, self.null_prob, self.max_jump)
+                m = HMMAligner(direction, self.pairs_, n_target, self.null_prob, self.max_jump, self.band)
                 m.jumps_ = data[f"jumps{k}"]
             else:
                 m = IBM1(direction, self.pairs_, n_target)

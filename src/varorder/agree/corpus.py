@@ -33,6 +33,18 @@ class Vocabulary:
         for t in tokens:
             self.add(t)
 
+    @classmethod
+    def from_tokens(cls, tokens: list, where: str = "vocabulary") -> "Vocabulary":
+        """The vocabulary whose ids are the positions in ``tokens`` (``tokens[0]`` must be NULL, none repeated)."""
+        if not tokens or tokens[0] != NULL:
+            raise ValueError(f"{where}: the first token must be {NULL!r}")
+        self = cls.__new__(cls)
+        self.tokens = [str(t) for t in tokens]
+        self.index = {t: i for i, t in enumerate(self.tokens)}
+        if len(self.index) != len(self.tokens):
+            raise ValueError(f"{where}: {len(self.tokens) - len(self.index)} repeated tokens")
+        return self
+
     def add(self, token: str) -> int:
         i = self.index.get(token)
         if i is None:

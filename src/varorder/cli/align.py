@@ -1,18 +1,32 @@
 """``varorder align``: train, apply and evaluate word aligners (agreement-based or independent).
 
-    varorder align train corpus.e corpus.f -o model.npz [--training agreement]
+    varorder align train corpus.e corpus.f -o model.npz [--normalize] [-a corpus.align]
+    varorder align train corpus.en-fr -o model.npz          # fast_align's 'english ||| french' lines
     varorder align apply model.npz test.e test.f -o test.align
+    cat test.en-fr | varorder align apply model.npz > test.align      # stdin / stdout
     varorder align eval test.align gold.wa            # NAACL gold (or --gold-format pharaoh)
+
+INPUT is one joint file (``-`` or nothing: stdin) or two line-aligned files, ENGLISH then
+FRENCH. The text normalisation chosen at training (``--normalize`` or its parts) is stored in
+the model and repeated by ``apply``. Alignments are Pharaoh ``i-j`` lines, 0-based, English
+first; ``-f``/``-r`` add each direction's Viterbi links, ``-F``/``-R`` each direction's sentence
+scores (−log p(target | source) per target word, lower is better), ``--link-probabilities``
+the posterior ½(µ₁ + µ₂) of every output link.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 import click
 
 __all__ = ["COMMAND"]
+
+_UNKNOWN_WARNING = 0.10  # share of unknown tokens above which apply warns
+_CASED_WARNING = 0.01  # share of tokens with a capital above which training on un-lower-cased text warns
+_METHODS = ["posterior", "intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and"]
 
 
 @click.group("align")
@@ -34,9 +48,100 @@ def _executor(workers, dask_address):
     return None
 
 
+def _warn(message):
+    click.echo(f"warning: {message}", err=True)
+
+
+def _read_pairs(inputs, normalization, limit=None):
+    """Sentence pairs from INPUT...: nothing or '-' (stdin) or one joint '|||' file, or ENGLISH FRENCH."""
+    from varorder.io.bitext import read_bitext, read_joint
+
+    if len(inputs) > 2:
+        raise click.UsageError(f"give one joint 'english ||| french' file or two files (ENGLISH FRENCH), "
+                               f"not {len(inputs)}")
+    if len(inputs) == 2:
+        if inputs[0] == inputs[1] == "-":
+            raise click.UsageError("only one of ENGLISH and FRENCH can be stdin")
+        return read_bitext(inputs[0], inputs[1], limit=limit, normalize_text=normalization)
+    return read_joint(inputs[0] if inputs else "-", limit=limit, normalize_text=normalization)
+
+
+def _normalization(normalize, lowercase, strip_accents, tokenize):
+    from varorder.io.bitext import Normalization
+
+    if normalize:
+        return Normalization.naacl()
+    return Normalization(lowercase=lowercase, strip_accents=strip_accents, tokenize=tokenize)
+
+
+def _cased_share(pairs):
+    cased = total = 0
+    for e, f in pairs:
+        for tokens in (e, f):
+            cased += sum(t != t.lower() for t in tokens)
+            total += len(tokens)
+    return cased / total if total else 0.0
+
+
+def _output_options(fn):
+    """Options shared by ``train --alignments`` and ``apply``: decoding and the extra outputs."""
+    for decorator in reversed([
+        click.option("--method", type=click.Choice(_METHODS), default="posterior", show_default=True,
+                     help="posterior decoding, or each direction's Viterbi links symmetrized"),
+        click.option("-f", "--forward", "forward_path", type=click.Path(dir_okay=False), default=None,
+                     help="also write the f|e direction's Viterbi links (Pharaoh, English first)"),
+        click.option("-r", "--reverse", "reverse_path", type=click.Path(dir_okay=False), default=None,
+                     help="also write the e|f direction's Viterbi links (Pharaoh, English first)"),
+        click.option("-F", "--forward-scores", "forward_scores", type=click.Path(dir_okay=False), default=None,
+                     help="per pair, -log p(french | english) per French word under the f|e model"),
+        click.option("-R", "--reverse-scores", "reverse_scores", type=click.Path(dir_okay=False), default=None,
+                     help="per pair, -log p(english | french) per English word under the e|f model"),
+        click.option("--link-probabilities", "link_probabilities", type=click.Path(dir_okay=False), default=None,
+                     help="per pair, the posterior ½(µ₁+µ₂) of each output link, in the order of the Pharaoh line"),
+    ]):
+        fn = decorator(fn)
+    return fn
+
+
+def _write_lines(path, lines):
+    from varorder.io._text import atomic_write_text
+
+    if path in (None, "-"):
+        out = sys.stdout
+        for line in lines:
+            out.write(line + "\n")
+        out.flush()
+        return
+    with atomic_write_text(path) as fh:
+        for line in lines:
+            fh.write(line + "\n")
+
+
+def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reverse_path, forward_scores,
+                   reverse_scores, link_probabilities):
+    from varorder.io.pharaoh import format_line
+
+    alignments = aligner.align(pairs, method=method, threshold=threshold)
+    _write_lines(output, (format_line(links) for links in alignments))
+    if link_probabilities:
+        posteriors = aligner.posteriors(pairs)
+        _write_lines(link_probabilities, (" ".join(f"{m[i, j]:.4g}" for i, j in sorted(links))
+                                          for links, m in zip(alignments, posteriors)))
+    if forward_path or reverse_path:
+        forward, reverse = aligner.directional(pairs)
+        for path, links in ((forward_path, forward), (reverse_path, reverse)):
+            if path:
+                _write_lines(path, (format_line(x) for x in links))
+    if forward_scores or reverse_scores:
+        forward, reverse = aligner.sentence_scores(pairs)
+        for path, scores, side in ((forward_scores, forward, 1), (reverse_scores, reverse, 0)):
+            if path:
+                _write_lines(path, (f"{-s / max(len(p[side]), 1):.6g}" if math.isfinite(s) else "inf"
+                                    for s, p in zip(scores, pairs)))
+
+
 @COMMAND.command("train")
-@click.argument("english", type=click.Path(exists=True, dir_okay=False))
-@click.argument("french", type=click.Path(exists=True, dir_okay=False))
+@click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="model file (.npz)")
 @click.option("--model", type=click.Choice(["hmm", "ibm1"]), default="hmm", show_default=True)
 @click.option("--training", type=click.Choice(["agreement", "independent", "product"]), default="agreement",
@@ -45,58 +150,94 @@ def _executor(workers, dask_address):
 @click.option("--ibm1-iterations", type=int, default=5, show_default=True)
 @click.option("--null-prob", type=float, default=0.05, show_default=True)
 @click.option("--max-jump", type=int, default=7, show_default=True)
-@click.option("--threshold", type=float, default=0.6, show_default=True, help="posterior decoding δ")
-@click.option("--normalize", is_flag=True, help="lower-case, strip accents and tokenize (NAACL 2003 conventions)")
+@click.option("--band", type=int, default=100, show_default=True,
+              help="pairs with a longer source side prune jumps longer than this many words (stored in the model)")
+@click.option("--threshold", type=float, default=0.6, show_default=True, help="posterior decoding δ (stored in the model)")
+@click.option("--normalize", is_flag=True, help="all of --lowercase --strip-accents --tokenize (NAACL 2003)")
+@click.option("--lowercase", is_flag=True, help="lower-case the text (recorded in the model)")
+@click.option("--strip-accents", is_flag=True, help="strip accents to ASCII (recorded in the model)")
+@click.option("--tokenize", is_flag=True, help="NAACL 2003 tokenisation (recorded in the model)")
 @click.option("--limit", type=int, default=None, help="read at most this many sentence pairs")
-@click.option("--shard-size", type=int, default=50000, show_default=True)
+@click.option("--shard-size", type=int, default=10000, show_default=True,
+              help="sentence pairs per E-step task (memory grows with it)")
 @click.option("--workers", type=int, default=1, show_default=True, help="local E-step threads")
 @click.option("--dask", "dask_address", default=None, help="dask.distributed scheduler address")
-def train(english, french, output, model, training, iterations, ibm1_iterations, null_prob, max_jump, threshold,
-          normalize, limit, shard_size, workers, dask_address):
-    """Train an aligner on line-aligned ENGLISH and FRENCH files (.gz accepted)."""
+@click.option("-a", "--alignments", "alignments_path", type=click.Path(allow_dash=True, dir_okay=False), default=None,
+              help="also align the training text with the trained model (Pharaoh; '-' = stdout)")
+@_output_options
+@click.option("-q", "--quiet", is_flag=True, help="no progress bars or summary (warnings are still shown)")
+def train(inputs, output, model, training, iterations, ibm1_iterations, null_prob, max_jump, band, threshold,
+          normalize, lowercase, strip_accents, tokenize, limit, shard_size, workers, dask_address, alignments_path,
+          method, forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities, quiet):
+    """Train an aligner on INPUT: one 'english ||| french' file (default stdin) or ENGLISH FRENCH files (.gz accepted)."""
     from varorder.agree.aligner import WordAligner
-    from varorder.io.bitext import read_bitext
 
+    norm = _normalization(normalize, lowercase, strip_accents, tokenize)
+    extra = (forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities)
+    if alignments_path is None and any(extra):
+        raise click.UsageError("-f/-r/-F/-R/--link-probabilities describe --alignments: give -a FILE too")
     try:
-        pairs = read_bitext(english, french, limit=limit, normalize_text=normalize)
+        pairs = _read_pairs(inputs, norm, limit)
+        if not norm.lowercase and _cased_share(pairs) > _CASED_WARNING:
+            _warn(f"{100 * _cased_share(pairs):.1f}% of the tokens contain capitals and the text is not lower-cased: "
+                  "'The' and 'the' will be different words (alignments are usually worse); "
+                  "add --lowercase or --normalize")
         aligner = WordAligner(model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
-                              null_prob=null_prob, max_jump=max_jump, threshold=threshold, shard_size=shard_size,
-                              executor=_executor(workers, dask_address), progress=True)
-        aligner.fit(pairs)
+                              null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold,
+                              shard_size=shard_size, executor=_executor(workers, dask_address), progress=not quiet,
+                              normalization=norm.to_dict())
+        aligner.fit(pairs, keep_encoding=alignments_path is not None)
         aligner.save(output)
+        if alignments_path is not None:
+            _write_outputs(aligner, pairs, alignments_path, method, None, *extra)
+            aligner.release_encoding()
     except ValueError as exc:
         raise click.ClickException(str(exc))
-    for phase, objectives in aligner.history_:
-        click.echo(f"{phase}: objective " + " ".join(f"{o:.6g}" for o in objectives), err=True)
-    click.echo(f"wrote {output} ({len(pairs)} sentence pairs, {len(aligner.pairs_)} word pairs)", err=True)
+    if not quiet:
+        for phase, objectives in aligner.history_:
+            click.echo(f"{phase}: objective " + " ".join(f"{o:.6g}" for o in objectives), err=True)
+        click.echo(f"wrote {output} ({len(pairs)} sentence pairs, {len(aligner.pairs_)} word pairs, "
+                   f"normalization: {norm.describe()})", err=True)
 
 
 @COMMAND.command("apply")
 @click.argument("model_path", type=click.Path(exists=True, dir_okay=False))
-@click.argument("english", type=click.Path(exists=True, dir_okay=False))
-@click.argument("french", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None, help="Pharaoh file (default stdout)")
-@click.option("--method", type=click.Choice(["posterior", "intersection", "union", "grow-diag-final-and"]),
-              default="posterior", show_default=True)
+@click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(allow_dash=True, dir_okay=False), default=None,
+              help="Pharaoh file (default stdout)")
+@_output_options
 @click.option("--threshold", type=float, default=None, help="posterior decoding δ (default: the model's)")
-@click.option("--normalize", is_flag=True, help="normalise the text as at training time")
-def apply(model_path, english, french, output, method, threshold, normalize):
-    """Align ENGLISH/FRENCH with a trained model; writes Pharaoh 'i-j' lines (0-based, English first)."""
+@click.option("--normalize", is_flag=True,
+              help="NAACL normalisation even if the model was trained without it (default: the model's own)")
+@click.option("-q", "--quiet", is_flag=True, help="no summary line (warnings are still shown)")
+def apply(model_path, inputs, output, method, forward_path, reverse_path, forward_scores, reverse_scores,
+          link_probabilities, threshold, normalize, quiet):
+    """Align INPUT (one 'english ||| french' file, default stdin, or ENGLISH FRENCH) with a trained model.
+
+    The text is normalised as the model's training text was. Writes Pharaoh 'i-j' lines (0-based, English first).
+    """
     from varorder.agree.aligner import WordAligner
-    from varorder.io.bitext import read_bitext
-    from varorder.io.pharaoh import format_line, write_pharaoh
+    from varorder.io.bitext import Normalization
 
     try:
         aligner = WordAligner.load(model_path)
-        pairs = read_bitext(english, french, normalize_text=normalize)
-        alignments = aligner.align(pairs, method=method, threshold=threshold)
+        recorded = Normalization.from_dict(aligner.normalization) if aligner.normalization else Normalization()
+        norm = Normalization.naacl() if normalize else recorded
+        if norm != recorded:
+            _warn(f"normalising with {norm.describe()} but the model was trained with {recorded.describe()}")
+        pairs = _read_pairs(inputs, norm)
+        unknown_e, unknown_f = aligner.unknown_share(pairs)
+        for side, share in (("English", unknown_e), ("French", unknown_f)):
+            if share > _UNKNOWN_WARNING:
+                hint = ("it is cased and the model is not" if not norm.lowercase and _cased_share(pairs) > _CASED_WARNING
+                        else f"was it prepared as the training text (normalization: {recorded.describe()})?")
+                _warn(f"{100 * share:.1f}% of the {side} tokens are unknown to the model; {hint}")
+        _write_outputs(aligner, pairs, output, method, threshold, forward_path, reverse_path, forward_scores,
+                       reverse_scores, link_probabilities)
     except ValueError as exc:
         raise click.ClickException(str(exc))
-    if output:
-        write_pharaoh(output, alignments)
-    else:
-        for links in alignments:
-            sys.stdout.write(format_line(links) + "\n")
+    if not quiet and output not in (None, "-"):
+        click.echo(f"aligned {len(pairs)} sentence pairs -> {output}", err=True)
 
 
 @COMMAND.command("eval")

@@ -5,22 +5,29 @@
     varorder tag eval MODEL.npz GOLD.conllu                          # token accuracy
     varorder tag train ... --learner samplerank [--skip-factors] [--second-order]   # factor graph, SampleRank
 
-CRF and MEMM use the POS feature templates of :func:`varorder.models.features.pos_features`;
-the HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with --tag-column
-(give the same one to every subcommand).
+CRF and MEMM use the POS feature templates of :func:`varorder.models.features.pos_features`
+unless ``--features`` names others (:func:`varorder.models.features.parse_templates`; the
+model file records them, so predict and eval re-apply them); with ``--format crfsuite`` the
+input is a CRFsuite attribute file instead (:mod:`varorder.io.crfsuite`), features given item
+by item. The HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with
+--tag-column (give the same one to every subcommand). ``predict --probabilities FILE`` writes
+every token's marginal label probabilities.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import click
 
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
+from varorder.io._text import atomic_write_text
 from varorder.io.conllu import read_conllu, write_conllu
+from varorder.io.crfsuite import read_crfsuite, write_labels
 from varorder.models.crf import CRF
-from varorder.models.features import pos_features
+from varorder.models.features import format_templates, parse_templates, template_features
 from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
 from varorder.models.persist import model_kind
@@ -29,10 +36,32 @@ from varorder.models.sequences import token_accuracy
 _ESTIMATORS = {"CRF": CRF, "MEMM": MEMM, "HMM": HMM}
 
 
-def _inputs(model, sentences):
+def _inputs(model, sentences, templates=None):
+    """What the model reads: words for the HMM, feature dicts from the model's templates otherwise
+    (CRFsuite attribute input arrives as feature dicts already)."""
+    if not sentences or isinstance(sentences[0], list):
+        if isinstance(model, HMM):
+            raise click.UsageError("the HMM reads words: give it CoNLL-U, not a CRFsuite attribute file")
+        return sentences
     if isinstance(model, HMM):
         return [s.words for s in sentences]
-    return [pos_features(s.words) for s in sentences]
+    if templates is None:
+        templates = getattr(model, "feature_template_", "pos")
+    parsed = parse_templates(templates)
+    return [template_features(s.words, parsed) for s in sentences]
+
+
+def _templates(spec):
+    """--features: a preset, a template list, or @FILE holding one (one template per line)."""
+    if spec is None:
+        return "pos"
+    try:
+        if spec.startswith("@"):
+            text = Path(spec[1:]).read_text(encoding="utf-8")
+            return format_templates(parse_templates(text, spec[1:]))
+        return format_templates(parse_templates(spec))
+    except (ValueError, OSError) as err:
+        raise click.BadParameter(str(err), param_hint="--features") from None
 
 
 def _load(path):
@@ -45,11 +74,19 @@ def _load(path):
         raise click.ClickException(str(err)) from None
 
 
-def _read(path):
+def _read(path, input_format="conllu", tag_column="upos"):
+    """(sentences or feature-dict sequences, gold tags) of a CoNLL-U or CRFsuite attribute file."""
     try:
-        return read_conllu(path)
+        if input_format == "crfsuite":
+            return read_crfsuite(path)
+        sentences = read_conllu(path)
+        return sentences, [s.tags(tag_column) for s in sentences]
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
+
+
+_FORMAT = click.option("--format", "input_format", type=click.Choice(["conllu", "crfsuite"]), default="conllu",
+                       show_default=True, help="CoNLL-U sentences, or a CRFsuite attribute file (LABEL<TAB>ATTR...)")
 
 
 @click.group("tag")
@@ -66,30 +103,40 @@ def COMMAND():
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
 @click.option("--algorithm", type=click.Choice(["lbfgs", "adagrad", "sgd"]), default="lbfgs", show_default=True,
               help="CRF optimiser")
-@click.option("--c1", type=float, default=0.0, show_default=True, help="L1 coefficient on the summed NLL (CRF/MEMM)")
+@click.option("--c1", type=float, default=0.1, show_default=True, help="L1 coefficient on the summed NLL (CRF/MEMM)")
 @click.option("--c2", type=float, default=0.1, show_default=True, help="L2 coefficient on the summed NLL (CRF/MEMM)")
 @click.option("--max-iterations", type=int, default=100, show_default=True)
 @click.option("--alpha", type=float, default=0.1, show_default=True, help="HMM add-alpha smoothing")
 @click.option("--threads", type=int, default=None, help="Numba threads for CRF training (default: all cores)")
+@click.option("--features", "features", default=None, metavar="TEMPLATES",
+              help="CRF/MEMM feature templates: 'pos' (default; the CRFsuite tutorial's), a list such as "
+                   "'bias,w[0],w[-1]|w[0],suf3[0],shape[0]', or @FILE with one template per line")
+@_FORMAT
 @click.option("--verbose/--quiet", default=True, show_default=True)
 def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c2, max_iterations, alpha, threads,
-          verbose):
+          features, input_format, verbose):
     """Train a tagger on TRAIN_FILE and write it to --output."""
-    sentences = _read(train_file)
-    y = [s.tags(tag_column) for s in sentences]
+    if input_format == "crfsuite" and (model_name == "hmm" or features is not None):
+        raise click.UsageError("a CRFsuite attribute file already holds the features: it trains a CRF or MEMM "
+                               "and takes no --features")
+    templates = _templates(features)
+    sentences, y = _read(train_file, input_format, tag_column)
     began = time.perf_counter()
     if model_name == "hmm":
         model = HMM(alpha_start=alpha, alpha_transition=alpha, alpha_emission=alpha).fit([s.words for s in sentences], y)
     elif model_name == "memm":
-        model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, verbose=verbose).fit(_inputs(None, sentences), y)
+        model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, verbose=verbose).fit(
+            _inputs(None, sentences, templates), y)
     else:
         model = CRF(algorithm=algorithm, c1=c1, c2=c2, max_iterations=max_iterations, n_threads=threads,
                     verbose=verbose)
         if dev_file:
-            dev = _read(dev_file)
-            model.fit(_inputs(model, sentences), y, _inputs(model, dev), [s.tags(tag_column) for s in dev])
+            dev, y_dev = _read(dev_file, input_format, tag_column)
+            model.fit(_inputs(model, sentences, templates), y, _inputs(model, dev, templates), y_dev)
         else:
-            model.fit(_inputs(model, sentences), y)
+            model.fit(_inputs(model, sentences, templates), y)
+    if input_format == "conllu" and model_name != "hmm":
+        model.feature_template_ = templates
     model.save(output)
     click.echo(f"trained {type(model).__name__} on {len(sentences)} sentences in {time.perf_counter() - began:.1f} s "
                f"-> {output}", err=True)
@@ -99,14 +146,36 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
 @samplerank_models("predict")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("input_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="CoNLL-U file to write (.gz compresses)")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="CoNLL-U file to write (.gz compresses); with --format crfsuite, one label per line")
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
-def predict(model_file, input_file, output, tag_column):
+@_FORMAT
+@click.option("--probabilities", "probabilities", type=click.Path(dir_okay=False), default=None,
+              help="also write each token's marginal label probabilities (TSV: sentence, token, form, tag, "
+                   "p(tag), then one column per label)")
+def predict(model_file, input_file, output, tag_column, input_format, probabilities):
     """Tag INPUT_FILE with MODEL_FILE, writing CoNLL-U with the tag column filled in."""
     model = _load(model_file)
-    sentences = _read(input_file)
-    tags = model.predict(_inputs(model, sentences))
-    write_conllu(output, sentences, tags, tag_column)
+    sentences, _ = _read(input_file, input_format, tag_column)
+    inputs = _inputs(model, sentences)
+    tags = model.predict(inputs)
+    if input_format == "crfsuite":
+        write_labels(output, tags)
+    else:
+        write_conllu(output, sentences, tags, tag_column)
+    if probabilities:
+        _write_probabilities(probabilities, model, sentences, tags, model.predict_marginals(inputs))
+
+
+def _write_probabilities(path, model, sentences, tags, marginals):
+    column = {label: k for k, label in enumerate(model.classes_)}
+    with atomic_write_text(path) as fh:
+        fh.write("\t".join(["sentence", "token", "form", "tag", "p"] + [str(c) for c in model.classes_]) + "\n")
+        for s, (sentence, labels, table) in enumerate(zip(sentences, tags, marginals), 1):
+            forms = sentence.words if hasattr(sentence, "words") else ["_"] * len(labels)
+            for t, (form, label, row) in enumerate(zip(forms, labels, table), 1):
+                fh.write("\t".join([str(s), str(t), form, str(label), f"{row[column[label]]:.6g}"]
+                                   + [f"{p:.6g}" for p in row]) + "\n")
 
 
 @COMMAND.command("eval")
@@ -114,15 +183,15 @@ def predict(model_file, input_file, output, tag_column):
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("gold_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
+@_FORMAT
 @click.option("--json", "as_json", is_flag=True, help="print a JSON object")
-def evaluate(model_file, gold_file, tag_column, as_json):
+def evaluate(model_file, gold_file, tag_column, input_format, as_json):
     """Token accuracy of MODEL_FILE on GOLD_FILE."""
     model = _load(model_file)
-    sentences = _read(gold_file)
+    sentences, gold = _read(gold_file, input_format, tag_column)
     began = time.perf_counter()
     predicted = model.predict(_inputs(model, sentences))
     seconds = time.perf_counter() - began
-    gold = [s.tags(tag_column) for s in sentences]
     accuracy = token_accuracy(predicted, gold)
     n_tokens = sum(map(len, gold))
     result = {"accuracy": accuracy, "tokens": n_tokens, "sentences": len(sentences), "seconds": seconds}

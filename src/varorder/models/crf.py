@@ -28,6 +28,7 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from varorder.models import persist
+from varorder.models.estimator import ParamsMixin
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
@@ -109,7 +110,7 @@ class ChainObjective:
         return float(log_z - gold_score), grad
 
 
-class CRF:
+class CRF(ParamsMixin):
     """Linear-chain CRF estimator (scikit-learn conventions).
 
     Parameters
@@ -327,7 +328,9 @@ class CRF:
         params = {k: getattr(self, k) for k in ("algorithm", "c1", "c2", "max_iterations", "delta", "period",
                                                  "batch_size", "step_size", "min_feature_count", "n_threads")}
         persist.save_model(path, self._MODEL_KIND, params, {
-            "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
+            "classes": self.classes_, "feature_names": self.feature_names_,
+            # the templates that made feature dicts from words, when a caller (the CLI) recorded them
+            "feature_template": getattr(self, "feature_template_", None), "n_features_in": self.n_features_in_,
         }, {
             "emission_weights": self.emission_weights_, "transition_weights": self.transition_weights_,
             "start_weights": self.start_weights_, "end_weights": self.end_weights_,
@@ -343,6 +346,8 @@ class CRF:
         model.classes_ = persist.check_labels(path, "classes", state["classes"])
         model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
+        if state.get("feature_template") is not None:
+            model.feature_template_ = str(state["feature_template"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K = len(model.classes_)
         F = model.n_features_in_

@@ -16,6 +16,7 @@ computed by :func:`csr_times_dense` (Numba, parallel over rows).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from itertools import chain, repeat
 
@@ -23,7 +24,8 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-__all__ = ["FeatureIndexer", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features"]
+__all__ = ["FeatureIndexer", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
+           "parse_templates", "template_features", "format_templates"]
 
 
 @nb.njit(cache=True, parallel=True)
@@ -225,3 +227,104 @@ def pos_features(words: list[str]) -> list[dict[str, float]]:
             feats["EOS"] = 1.0
         items.append(feats)
     return items
+
+
+# -- feature templates chosen by name (``varorder tag train --features``) --------------------------------
+
+_TEMPLATE_ATOM = re.compile(r"^(w|word|shape|upper|title|digit|suf[1-9]|pre[1-9])(?:\[(-?\d+)\])?$")
+_PRESETS = {"pos": None}  # None: the CRFsuite-tutorial templates of pos_features, kept bit-for-bit
+
+
+def _shape(word: str) -> str:
+    shape = re.sub("[A-Z]+", "A", word)
+    shape = re.sub("[a-z]+", "a", shape)
+    return re.sub("[0-9]+", "0", shape)
+
+
+def _atom_value(name: str, word: str) -> str:
+    if name == "w":
+        return word.lower()
+    if name == "word":
+        return word
+    if name == "shape":
+        return _shape(word)
+    if name == "upper":
+        return str(int(word.isupper()))
+    if name == "title":
+        return str(int(word.istitle()))
+    if name == "digit":
+        return str(int(word.isdigit()))
+    n = int(name[3:])
+    return word.lower()[-n:] if name.startswith("suf") else word.lower()[:n]
+
+
+def parse_templates(spec: str, where: str = "--features"):
+    """Parse a template list: a preset name (``pos``) or items separated by commas or newlines.
+
+    An item is ``bias`` or atoms joined by ``|`` (a conjunction); an atom is ``NAME[OFFSET]``
+    (offset 0 when omitted) with NAME one of ``w`` (lower-cased word), ``word`` (as written),
+    ``shape`` (Xx/0 classes), ``upper``, ``title``, ``digit``, ``sufN`` / ``preN`` (N = 1…9 letters
+    of the lower-cased word). ``#`` starts a comment. Example: ``bias,w[0],w[-1]|w[0],suf3[0],shape[0]``.
+    Returns the preset's name, or a tuple of items, each a tuple of (name, offset).
+    """
+    spec = spec.strip()
+    if spec in _PRESETS:
+        return spec
+    items = []
+    for number, line in enumerate(spec.splitlines(), 1):
+        for raw in line.split("#", 1)[0].split(","):
+            raw = raw.strip()
+            if not raw:
+                continue
+            if raw == "bias":
+                items.append((("bias", 0),))
+                continue
+            atoms = []
+            for part in raw.split("|"):
+                match = _TEMPLATE_ATOM.match(part.strip())
+                if match is None:
+                    raise ValueError(f"{where}, line {number}: bad template {part.strip()!r} in {raw!r}; expected "
+                                     "NAME[OFFSET] with NAME in w, word, shape, upper, title, digit, suf1-9, pre1-9 "
+                                     f"(or bias, or a preset: {', '.join(_PRESETS)})")
+                atoms.append((match.group(1), int(match.group(2) or 0)))
+            items.append(tuple(atoms))
+    if not items:
+        raise ValueError(f"{where}: no feature templates given")
+    return tuple(items)
+
+
+def template_features(words: list[str], templates) -> list[dict[str, float]]:
+    """One feature dict per word from parsed templates (see :func:`parse_templates`).
+
+    An atom whose offset falls outside the sentence takes the value ``__BOS__`` / ``__EOS__``,
+    as in CRFsuite's example feature extractors; every feature is binary, named
+    ``template=value``.
+    """
+    if isinstance(templates, str):
+        templates = parse_templates(templates)
+    if templates == "pos":
+        return pos_features(words)
+    n = len(words)
+    items = []
+    for i in range(n):
+        feats = {}
+        for template in templates:
+            if template[0][0] == "bias":
+                feats["bias"] = 1.0
+                continue
+            values = []
+            for name, offset in template:
+                j = i + offset
+                values.append("__BOS__" if j < 0 else "__EOS__" if j >= n else _atom_value(name, words[j]))
+            key = "|".join(f"{name}[{offset}]" for name, offset in template) + "=" + "|".join(values)
+            feats[key] = 1.0
+        items.append(feats)
+    return items
+
+
+def format_templates(templates) -> str:
+    """The text form of parsed templates (what :func:`parse_templates` reads back)."""
+    if isinstance(templates, str):
+        return templates
+    return ",".join("bias" if t[0][0] == "bias" else "|".join(f"{name}[{offset}]" for name, offset in t)
+                    for t in templates)

@@ -28,6 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from varorder.models import persist
+from varorder.models.estimator import ParamsMixin
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
 
 __all__ = ["HMM"]
@@ -40,7 +41,7 @@ def _normalise_log(counts: np.ndarray) -> np.ndarray:
     return np.where(totals > 0, out, -np.log(counts.shape[-1]))  # a never-seen state: uniform row
 
 
-class HMM:
+class HMM(ParamsMixin):
     """Discrete-emission HMM estimator (scikit-learn conventions).
 
     Parameters
@@ -57,6 +58,7 @@ class HMM:
     """
 
     _MODEL_KIND = "HMM"
+    _requires_y = False  # fit(X) alone runs Baum–Welch
 
     def __init__(self, n_states: int | None = None, alpha_start: float = 1.0, alpha_transition: float = 1.0,
                  alpha_emission: float = 1.0, max_iterations: int = 100, tol: float = 1e-6,

@@ -46,6 +46,7 @@ from scipy.special import logsumexp
 
 from varorder import lattice as _lattice
 from varorder.models import persist
+from varorder.models.estimator import ParamsMixin
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
 from varorder.models.optim import lbfgs
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
@@ -55,7 +56,7 @@ __all__ = ["MEMM", "label_bias_corpus"]
 _BLOCK_ROWS = 8192
 
 
-class MEMM:
+class MEMM(ParamsMixin):
     """Locally normalised chain tagger with the CRF's input conventions (feature dicts or arrays).
 
     Learned attributes: ``classes_``, ``feature_names_``, ``n_features_in_``,
@@ -261,7 +262,9 @@ class MEMM:
                                                  "conjoin_previous")}
         persist.save_model(path, self._MODEL_KIND, params,
                            {"classes": self.classes_, "feature_names": self.feature_names_,
-                            "n_features_in": self.n_features_in_},
+                            "n_features_in": self.n_features_in_,
+                            # the templates that made feature dicts from words, when the CLI recorded them
+                            "feature_template": getattr(self, "feature_template_", None)},
                            {"emission_weights": self.emission_weights_, "transition_weights": self.transition_weights_,
                             "start_weights": self.start_weights_})
 
@@ -274,6 +277,8 @@ class MEMM:
         model.classes_ = persist.check_labels(path, "classes", state["classes"])
         model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
+        if state.get("feature_template") is not None:
+            model.feature_template_ = str(state["feature_template"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K, F = len(model.classes_), model.n_features_in_
         rows = (K + 1) * F if model.conjoin_previous else F

@@ -33,7 +33,9 @@ def _json_default(value):
     raise TypeError(f"cannot store {type(value).__name__} in model metadata")
 
 
-def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.ndarray]) -> None:
+def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.ndarray],
+               compress: bool = True) -> None:
+    """Write a model file atomically; ``compress=False`` stores the arrays uncompressed (faster to load)."""
     path = os.fspath(path)
     meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": kind, "params": params, "state": state}
     payload = {name: np.asarray(value) for name, value in arrays.items()}
@@ -46,7 +48,7 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
-            np.savez_compressed(handle, **payload)
+            (np.savez_compressed if compress else np.savez)(handle, **payload)
         umask = os.umask(0)
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a saved model is an ordinary file
