@@ -8,6 +8,7 @@ fails to import (e.g. a missing optional dependency) is reported, not fatal.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 import sys
 
@@ -39,6 +40,16 @@ class _LazyGroup(click.Group):
         return super().list_commands(ctx)
 
     def get_command(self, ctx, name):
+        # A subcommand usually lives in the module of its name: import just that one, so
+        # ``varorder lm score`` does not pay for every other subcommand's imports.
+        if not getattr(self, "_discovered", False) and name.isidentifier() and not name.startswith("_") \
+                and name != "main" and importlib.util.find_spec(f"varorder.cli.{name}") is not None:
+            try:
+                command = getattr(importlib.import_module(f"varorder.cli.{name}"), "COMMAND", None)
+            except ImportError:
+                command = None  # discovery below reports it
+            if command is not None and command.name == name:
+                return command
         self._discover()
         return super().get_command(ctx, name)
 

@@ -25,15 +25,12 @@ import gc
 import gzip
 import itertools
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
-from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, open_text
+from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output, open_text
 from varorder.lm.model import MaxBackoffTable, NgramLM
 
 # KenLM's substitute for a missing <unk>.
@@ -78,13 +75,22 @@ def _parse_float(path, line_number: int, text: str, what: str) -> float:
     return value
 
 
-def read_arpa(path: PathLike, *, progress: bool = False) -> NgramLM:
+MINUS_99_READINGS = ("zero", "literal")
+
+
+def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
     """Read an ARPA or MAX-ARPA file (``.gz`` transparently) into an :class:`NgramLM`.
 
     The vocabulary is the unigram section in file order (plus ``<unk>`` when absent).
     MAX-ARPA columns, when present, are attached (see :meth:`NgramLM.max_backoff`).
     ``progress`` shows a bar over the n-grams read (stderr).
+
+    ``minus_99``: ``"zero"`` (default, SRILM's convention) reads a log10 value of -99 as
+    probability 0 (-inf); ``"literal"`` reads it as the number -99, as KenLM does, so an
+    ordinary word listed with -99 scores -99 rather than -inf.
     """
+    if minus_99 not in MINUS_99_READINGS:
+        raise ValueError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}")
     path = Path(path)
     _check_not_binary(path)
     # Millions of small field lists would trigger repeated full garbage collections
@@ -92,13 +98,13 @@ def read_arpa(path: PathLike, *, progress: bool = False) -> NgramLM:
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_arpa(path, progress)
+        return _read_arpa(path, progress, minus_99)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_arpa(path: Path, progress: bool) -> NgramLM:
+def _read_arpa(path: Path, progress: bool, minus_99: str) -> NgramLM:
     declared: dict[int, int] = {}
     sections: list[dict] = []  # per order: words, probs, backoffs, max cols, lines
     max_arpa: bool | None = None
@@ -128,6 +134,8 @@ def _read_arpa(path: Path, progress: bool) -> NgramLM:
         if not declared:
             raise _fail(path, data_line, "\\data\\ lists no 'ngram N=count' lines")
         max_order = len(declared)
+        from tqdm import tqdm
+
         bar = tqdm(total=sum(declared.values()), unit=" n-grams", unit_scale=True, disable=not progress,
                    desc=f"reading {path.name}")
 
@@ -168,7 +176,7 @@ def _read_arpa(path: Path, progress: bool) -> NgramLM:
                     path, where,
                     f"\\data\\ announces ngram {order}={declared[order]} but the \\{order}-grams: section has {len(fields_per_line)} entries",
                 )
-            section = _parse_section(path, order, fields_per_line, np.asarray(line_numbers, dtype=np.int64))
+            section = _parse_section(path, order, fields_per_line, np.asarray(line_numbers, dtype=np.int64), minus_99)
             if section["max_arpa"] is not None:
                 if max_arpa is not None and max_arpa != section["max_arpa"]:
                     raise _fail(path, header_line, "mixes ARPA and MAX-ARPA sections (the number of columns changed)")
@@ -186,7 +194,8 @@ def _read_arpa(path: Path, progress: bool) -> NgramLM:
     return _build_model(path, sections, bool(max_arpa))
 
 
-def _parse_section(path, order: int, fields_per_line: list[list[str]], line_numbers: np.ndarray) -> dict:
+def _parse_section(path, order: int, fields_per_line: list[list[str]], line_numbers: np.ndarray,
+                   minus_99: str = "zero") -> dict:
     """Columns of one n-gram section, parsed a block of equal-length lines at a time so that
     numbers convert in NumPy rather than one Python call per field."""
     n = len(fields_per_line)
@@ -228,8 +237,9 @@ def _parse_section(path, order: int, fields_per_line: list[list[str]], line_numb
     infinite = np.flatnonzero(np.isposinf(backoffs))
     if infinite.size:
         raise _fail(path, int(line_numbers[infinite[0]]), "infinite back-off weight")
-    for column in (probs, backoffs, max_probs, max_backoffs):
-        column[column == ZERO_PROBABILITY_LOG10] = -math.inf
+    if minus_99 == "zero":
+        for column in (probs, backoffs, max_probs, max_backoffs):
+            column[column == ZERO_PROBABILITY_LOG10] = -math.inf
     return dict(words=words, probs=probs, backoffs=backoffs, max_probs=max_probs, max_backoffs=max_backoffs,
                 lines=line_numbers, max_arpa=bool(is_max[0]) if n else None)
 
@@ -337,41 +347,45 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
     path = Path(path)
     words = np.asarray(model.vocabulary.words, dtype=object)
     table = model.max_backoff() if max_arpa else None
-    folder = path.parent if str(path.parent) else Path(".")
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as raw:
-            stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
-            try:
-                def emit(text: str) -> None:
-                    stream.write(text.encode("utf-8", errors="surrogateescape"))
+    with atomic_output(path) as raw:
+        stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+        try:
+            def emit(text: str) -> None:
+                stream.write(text.encode("utf-8", errors="surrogateescape"))
 
+            if max_arpa:
+                emit(MAX_ARPA_HEADER + "\n")
+            emit("\\data\\\n")
+            for order, count in enumerate(model.ngram_counts, start=1):
+                emit(f"ngram {order}={count}\n")
+            for order in range(1, model.order + 1):
+                emit(f"\n\\{order}-grams:\n")
+                rows, log10_probs, log10_backoffs = model.ngrams(order)
+                ngram_text = words[rows[:, 0]]
+                for position in range(1, order):
+                    ngram_text = ngram_text + " " + words[rows[:, position]]
+                columns = [_format_log10(log10_probs, np.float32), ngram_text]
+                if order < model.order or max_arpa:
+                    columns.append(_format_log10(log10_backoffs, np.float32))
                 if max_arpa:
-                    emit(MAX_ARPA_HEADER + "\n")
-                emit("\\data\\\n")
-                for order, count in enumerate(model.ngram_counts, start=1):
-                    emit(f"ngram {order}={count}\n")
-                for order in range(1, model.order + 1):
-                    emit(f"\n\\{order}-grams:\n")
-                    rows, log10_probs, log10_backoffs = model.ngrams(order)
-                    ngram_text = words[rows[:, 0]]
-                    for position in range(1, order):
-                        ngram_text = ngram_text + " " + words[rows[:, position]]
-                    columns = [_format_log10(log10_probs, np.float32), ngram_text]
-                    if order < model.order or max_arpa:
-                        columns.append(_format_log10(log10_backoffs, np.float32))
-                    if max_arpa:
-                        columns.append(_format_log10(table.max_log10prob[order - 1], np.float64))
-                        columns.append(_format_log10(table.max_log10backoff[order - 1], np.float64))
-                    for start in range(0, len(rows), 1 << 16):
-                        chunk = slice(start, start + (1 << 16))
-                        emit("".join("\t".join(fields) + "\n" for fields in zip(*(c[chunk] for c in columns))))
-                emit("\n\\end\\\n")
-            finally:
-                if stream is not raw:
-                    stream.close()
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+                    columns.append(_format_log10(table.max_log10prob[order - 1], np.float64))
+                    columns.append(_format_log10(table.max_log10backoff[order - 1], np.float64))
+                for start in range(0, len(rows), 1 << 16):
+                    chunk = slice(start, start + (1 << 16))
+                    emit("".join("\t".join(fields) + "\n" for fields in zip(*(c[chunk] for c in columns))))
+            emit("\n\\end\\\n")
+        finally:
+            if stream is not raw:
+                stream.close()
+
+
+def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
+    """Open a model file of either kind: a varorder binary model (recognised by its magic
+    bytes, mapped by :func:`varorder.lm.binary.open_binary`) or ARPA/MAX-ARPA text
+    (:func:`read_arpa`). ``minus_99`` applies to ARPA text; a binary model keeps the
+    reading it was built with."""
+    from varorder.lm.binary import is_binary_model, open_binary
+
+    if is_binary_model(path):
+        return open_binary(path)
+    return read_arpa(path, progress=progress, minus_99=minus_99)

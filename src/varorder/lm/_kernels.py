@@ -225,3 +225,33 @@ def best_unexcluded_extension(
             best = member_score[member]
             break
         out_best[ngram] = best
+
+
+@numba.njit(cache=True)
+def batched_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                    out, lengths):
+    for q in range(words.shape[0]):
+        log10prob, length = backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size,
+                                                       hash_rows, hash_base, hash_cap, values, value_base)
+        out[q] = log10prob
+        lengths[q] = length
+
+
+@numba.njit(cache=True)
+def grid_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                 out, lengths):
+    for c in range(offsets.shape[0] - 1):
+        context = flat[offsets[c]:offsets[c + 1]]
+        for w in range(words.shape[0]):
+            log10prob, length = backoff_log10prob(context, words[w], vocab_size, hash_rows, hash_base,
+                                                           hash_cap, values, value_base)
+            out[c, w] = log10prob
+            lengths[c, w] = length
+
+
+@numba.njit(cache=True)
+def batched_max_log10prob(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values,
+                           value_base, max_prob, max_backoff, out):
+    for q in range(words.shape[0]):
+        out[q] = max_backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size, hash_rows,
+                                                hash_base, hash_cap, values, value_base, max_prob, max_backoff)

@@ -8,10 +8,12 @@ ever predicted, and a word outside the vocabulary is read as ``<unk>``.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import itertools
 import os
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -36,6 +38,27 @@ def open_text(path: PathLike) -> io.TextIOBase:
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="surrogateescape")
     return open(path, encoding="utf-8", errors="surrogateescape", newline=None)
+
+
+@contextlib.contextmanager
+def atomic_output(path: PathLike) -> Iterator[io.BufferedWriter]:
+    """Write a file atomically: yield a binary handle on a temporary file beside ``path``,
+    renamed over ``path`` only when the block succeeds, with the permissions ``open``
+    would have given under the current umask (``mkstemp`` makes files 0600)."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            yield handle
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def iter_sentences(path: PathLike) -> Iterator[tuple[int, list[str]]]:
