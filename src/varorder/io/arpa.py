@@ -98,7 +98,8 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_arpa(path, progress, minus_99)
+        model = None if progress else _read_arpa_fast(path, minus_99)
+        return model if model is not None else _read_arpa(path, progress, minus_99)
     finally:
         if collecting:
             gc.enable()
@@ -278,8 +279,11 @@ def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
     unigram_backoffs = np.concatenate([unigrams["backoffs"], [0.0] if missing_unk else []])
     ngrams = [(np.arange(len(vocabulary)), unigram_probs, unigram_backoffs)]
     line_numbers = [np.concatenate([unigrams["lines"], [unigrams["header_line"]] if missing_unk else []]).astype(np.int64)]
+    unigrams["ids"] = np.arange(n_file_unigrams, dtype=np.int64).reshape(-1, 1)
     for order, section in enumerate(sections[1:], start=2):
-        ids = _word_ids(section["words"], index)
+        if "ids" not in section:
+            section["ids"] = _word_ids(section["words"], index)
+        ids = section["ids"]
         unknown = np.flatnonzero((ids < 0).any(axis=1))
         if unknown.size:
             row = int(unknown[0])
@@ -287,7 +291,8 @@ def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
             raise _fail(path, int(section["lines"][row]), f"word {missing!r} of this {order}-gram is not in the unigram section")
         ngrams.append((ids, section["probs"], section["backoffs"]))
         line_numbers.append(section["lines"])
-    model = NgramLM.from_ngrams(vocabulary, ngrams, source=str(path), line_numbers=line_numbers)
+    lines_known = all(lines is not None for lines in line_numbers)
+    model = NgramLM.from_ngrams(vocabulary, ngrams, source=str(path), line_numbers=line_numbers if lines_known else None)
     if max_arpa:
         model.set_max_backoff(_read_max_columns(model, sections, index, n_file_unigrams, missing_unk))
     return model
@@ -297,7 +302,7 @@ def _read_max_columns(model: NgramLM, sections, index, n_file_unigrams: int, mis
     """Align the file's mf/mbow columns with the model's rows; rows the model inserted
     (or a missing <unk>) get their values recomputed from the rest."""
     computed = model.max_backoff() if (missing_unk or any(
-        count != len(s["words"]) for count, s in zip(model.ngram_counts, sections)
+        count != len(s["ids"]) for count, s in zip(model.ngram_counts, sections)
     )) else None
     max_probs, max_backoffs = [], []
     for order, section in enumerate(sections, start=1):
@@ -307,7 +312,7 @@ def _read_max_columns(model: NgramLM, sections, index, n_file_unigrams: int, mis
         else:
             mf = np.empty(model.ngram_counts[order - 1])
             mbow = np.empty(model.ngram_counts[order - 1])
-        rows = _file_rows_to_model_rows(model, section["words"], index, order)
+        rows = _file_rows_to_model_rows(model, section["ids"], order)
         mf[rows] = section["max_probs"]
         mbow[rows] = section["max_backoffs"]
         max_probs.append(mf)
@@ -321,8 +326,7 @@ def _word_ids(words: np.ndarray, index: dict[str, int]) -> np.ndarray:
     return np.fromiter(map(index.get, flat, itertools.repeat(-1)), dtype=np.int64, count=len(flat)).reshape(words.shape)
 
 
-def _file_rows_to_model_rows(model: NgramLM, words: np.ndarray, index: dict[str, int], order: int) -> np.ndarray:
-    ids = _word_ids(np.asarray(words, dtype=object).reshape(-1, order), index)
+def _file_rows_to_model_rows(model: NgramLM, ids: np.ndarray, order: int) -> np.ndarray:
     rows = ids[:, 0].copy()
     for position in range(1, order):
         rows = np.searchsorted(model._keys[position], rows * model.vocab_size + ids[:, position])
@@ -389,3 +393,35 @@ def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero"
     if is_binary_model(path):
         return open_binary(path)
     return read_arpa(path, progress=progress, minus_99=minus_99)
+
+
+def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:
+    """Read a well-formed ARPA file with compiled kernels over its bytes
+    (:mod:`varorder.io._arpa_fast`): the unigram section is parsed in Python as before,
+    the n-gram sections without a Python object per line. Returns None on anything
+    unusual — a malformed line, a count mismatch, an unknown word, a duplicate, text the
+    byte tokenizer would split differently — and :func:`read_arpa` then reads the file the
+    slow way, which gives the precise error (file and line) when there is one."""
+    from varorder.io import _arpa_fast
+
+    sections = _arpa_fast.read_sections(path)
+    if sections is None:
+        return None
+    for section in sections[1:]:
+        if minus_99 == "zero":
+            for key in ("probs", "backoffs", "max_probs", "max_backoffs"):
+                section[key][section[key] == ZERO_PROBABILITY_LOG10] = -math.inf
+    unigram_lines = sections[0]
+    try:
+        parsed = _parse_section(path, 1, unigram_lines["fields"], unigram_lines["lines"], minus_99)
+    except ValueError:
+        return None
+    parsed["header_line"] = unigram_lines["header_line"]
+    sections[0] = parsed
+    kinds = {s["max_arpa"] for s in sections if s["max_arpa"] is not None}
+    if len(kinds) > 1:
+        return None
+    try:
+        return _build_model(path, sections, bool(kinds.pop()) if kinds else False)
+    except ValueError:
+        return None

@@ -227,6 +227,19 @@ class NgramLM:
             rows.append(np.asarray(m_rows, dtype=np.int64).reshape(-1, m + 1))
             log10_probs.append(np.asarray(m_probs, dtype=np.float64))
             log10_backoffs.append(np.asarray(m_backoffs, dtype=np.float64))
+        closed = _keys_if_closed(rows, vocab_size)
+        if closed is not None:
+            # The common case (files from estimators): nothing to insert, keys found by
+            # binary search instead of sorting every order's rows with their candidates.
+            keys, permutations = closed
+            for m in range(1, order):
+                duplicate = np.flatnonzero(keys[m][1:] == keys[m][:-1])
+                if duplicate.size:
+                    original = permutations[m][duplicate[0] + 1]
+                    words = " ".join(vocabulary.decode(rows[m][original]))
+                    raise ValueError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
+            return cls(vocabulary, keys, [log10_probs[0]] + [log10_probs[m][permutations[m]] for m in range(1, order)],
+                       [log10_backoffs[0]] + [log10_backoffs[m][permutations[m]] for m in range(1, order)])
         inserted = [np.zeros(len(r), dtype=bool) for r in rows]
 
         # Close under prefixes and suffixes, highest order first so that inserted rows
@@ -687,3 +700,34 @@ def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, voc
             keep = min(len(current_row), order - 1)
             previous_row, previous_backoff = current_row[:keep], current_backoff[:keep]
     return cursor
+
+
+def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
+    """Row indices of word-id rows in the sorted ``keys`` tables, -1 where absent."""
+    index = rows[:, 0].astype(np.int64)
+    for position in range(1, rows.shape[1]):
+        table = keys[position]
+        if len(table) == 0:
+            return np.full(len(rows), -1, dtype=np.int64)
+        wanted = index * vocab_size + rows[:, position]  # negative once absent: never found
+        found_at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
+        index = np.where(table[found_at] == wanted, found_at, -1)
+    return index
+
+
+def _keys_if_closed(rows: Sequence[np.ndarray], vocab_size: int):
+    """``(sorted keys per order, the sorting permutation per order)`` when every n-gram's
+    prefix and suffix are themselves listed; None otherwise (the caller inserts them)."""
+    keys = [np.arange(vocab_size, dtype=np.int64)]
+    permutations: list[np.ndarray | None] = [None]
+    for m in range(1, len(rows)):
+        prefix = _find_rows(rows[m][:, :-1], keys, vocab_size)
+        if m > 1 and (prefix < 0).any():
+            return None
+        if m > 1 and (_find_rows(rows[m][:, 1:], keys, vocab_size) < 0).any():
+            return None
+        m_keys = prefix * vocab_size + rows[m][:, -1]
+        permutation = np.argsort(m_keys, kind="stable")
+        keys.append(m_keys[permutation])
+        permutations.append(permutation)
+    return keys, permutations
