@@ -110,17 +110,6 @@ def _lines(data: bytes, pos: int):
         pos = end + 1
 
 
-def word_table(words: list[str]):
-    """``(blob, starts, ends, table)`` of the byte-level hash of ``words`` (id = position)."""
-    encoded = [w.encode("utf-8", errors="surrogateescape") for w in words]
-    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
-    starts = np.zeros(len(encoded), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8) if encoded else np.zeros(0, np.uint8)
-    ends = starts + lengths
-    return blob, starts, ends, _words.build_word_table(blob, starts, ends)
-
-
 def read_sections(path: Path) -> list[dict] | None:
     """The sections of an ARPA file as :func:`varorder.io.arpa._build_model` takes them
     (the unigram section as field lists, the others parsed), or None (see the module)."""
@@ -166,7 +155,7 @@ def read_sections(path: Path) -> list[dict] | None:
             words = [fields[1] for fields in section["fields"] if len(fields) >= 2]
             if len(words) != count or len(set(words)) != count:
                 return None
-            blob, starts, ends, table = word_table(words)
+            blob, starts, ends, table = _words.word_table(words)
         else:
             section = _ngram_section(buffer, data, end + 1, order, count, blob, starts, ends, table)
             if section is None:

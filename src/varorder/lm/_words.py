@@ -106,10 +106,11 @@ def has_unusual_text(buffer):
 
 
 @numba.njit(cache=True)
-def encode_lines(buffer, blob, starts, ends, table, unk_id, out_ids, out_lengths):
-    """Encode text (one sentence per line, tokens separated by whitespace, blank lines
-    skipped) into ids; unknown words become ``unk_id``. Returns ``(n_tokens,
-    n_sentences)``; the caller sizes the outputs (one id per token, one length per line).
+def encode_lines(buffer, blob, starts, ends, table, unk_id, keep_blank, out_ids, out_lengths):
+    """Encode text (one sentence per line, tokens separated by whitespace) into ids;
+    unknown words become ``unk_id``; blank lines are sentences of length 0 when
+    ``keep_blank``, else skipped. Returns ``(n_tokens, n_sentences)``; the caller sizes
+    the outputs (one id per token, one length per line).
     """
     n = buffer.shape[0]
     n_tokens = 0
@@ -119,7 +120,7 @@ def encode_lines(buffer, blob, starts, ends, table, unk_id, out_ids, out_lengths
     while i < n:
         byte = buffer[i]
         if byte == 10:
-            if in_line > 0:
+            if in_line > 0 or keep_blank:
                 out_lengths[n_sentences] = in_line
                 n_sentences += 1
                 in_line = 0
@@ -196,3 +197,16 @@ def parse_decimal(buffer, start, end):
     result = float(mantissa)
     result = result / _POWERS_OF_TEN[-exponent] if exponent < 0 else result * _POWERS_OF_TEN[exponent]
     return True, -result if negative else result
+
+
+def word_table(words) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(blob, starts, ends, table)``: the byte-level hash of ``words`` (id = position),
+    as :func:`find_word` takes it."""
+    encoded = [w.encode("utf-8", errors="surrogateescape") for w in words]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    starts = np.zeros(len(encoded), dtype=np.int64)
+    if len(encoded) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8) if encoded else np.zeros(0, np.uint8)
+    ends = starts + lengths
+    return blob, starts, ends, build_word_table(blob, starts, ends)

@@ -138,6 +138,27 @@ class Vocabulary:
             lengths.append(len(tokens))
         return np.asarray(flat, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
 
+    def encode_lines(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`encode_sentences` of sentence strings (tokens split on whitespace), done
+        by a compiled kernel over their UTF-8 bytes and a byte-level hash of the
+        vocabulary (built on first use): no Python string per token. Gives exactly
+        :meth:`encode_sentences`'s result; text the kernel would split differently
+        (a sentence holding a line break, Unicode whitespace) goes through it instead."""
+        from varorder.lm import _words
+
+        text = "\n".join(sentences) + "\n"
+        data = np.frombuffer(text.encode("utf-8", errors="surrogateescape"), dtype=np.uint8)
+        if _words.has_unusual_text(data):
+            return self.encode_sentences(s.split() for s in sentences)
+        if getattr(self, "_byte_table", None) is None:
+            self._byte_table = _words.word_table(self.words)
+        ids = np.empty(len(data) // 2 + 1, dtype=np.int32)
+        lengths = np.empty(len(data) + 1, dtype=np.int64)
+        n_tokens, n_sentences = _words.encode_lines(data, *self._byte_table, self.unk_id, True, ids, lengths)
+        if n_sentences != len(sentences):  # a sentence spans several lines
+            return self.encode_sentences(s.split() for s in sentences)
+        return ids[:n_tokens], lengths[:n_sentences]
+
     def decode(self, ids: Iterable[int]) -> list[str]:
         """The words of ``ids``."""
         return [self.words[i] for i in ids]

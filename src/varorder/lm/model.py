@@ -435,6 +435,13 @@ class NgramLM:
             sums[nonempty] = np.add.reduceat(token_scores, starts[nonempty])
         return sums
 
+    def score_sentences(self, sentences: Sequence[str], *, bos: bool = True, eos: bool = True) -> np.ndarray:
+        """log10 probability of each sentence string (KenLM's ``Model.score`` over a list):
+        the strings are encoded by a compiled kernel (:meth:`Vocabulary.encode_lines`)
+        and scored in one batched call."""
+        ids, lengths = self.vocabulary.encode_lines(sentences)
+        return self.sentence_log10probs(ids, lengths, bos=bos, eos=eos)
+
     def score_sentence(self, sentence: str | Sequence[str], *, bos: bool = True, eos: bool = True) -> float:
         """log10 probability of one sentence given as a string or a list of words."""
         words = sentence.split() if isinstance(sentence, str) else list(sentence)
