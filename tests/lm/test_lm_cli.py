@@ -133,3 +133,14 @@ def test_discount_fallback_is_refused_unless_asked(tmp_path):
                                     "--fallback-discounts", "0.4 0.9 1.3", "-o", str(tmp_path / "t.arpa")])
     assert accepted.exit_code == 0, accepted.output
     assert "D1=0.4000 D2=0.9000 D3+=1.3000 (fallback)" in accepted.output
+
+
+def test_train_with_a_memory_budget_equals_in_memory(tmp_path, corpus):
+    runner = CliRunner()
+    on_disk, in_memory = tmp_path / "disk.arpa", tmp_path / "memory.arpa"
+    result = runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "-S", "1M", "-T", str(tmp_path), "-o", str(on_disk)])
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "-o", str(in_memory)]).exit_code == 0
+    assert on_disk.read_bytes() == in_memory.read_bytes()
+    bad = runner.invoke(main, ["lm", "train", str(corpus), "-S", "lots", "-o", str(on_disk)])
+    assert bad.exit_code != 0 and "memory budget" in bad.output
