@@ -98,7 +98,7 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
     collecting = gc.isenabled()
     gc.disable()
     try:
-        model = None if progress else _read_arpa_fast(path, minus_99)
+        model = _read_arpa_fast(path, minus_99)
         return model if model is not None else _read_arpa(path, progress, minus_99)
     finally:
         if collecting:

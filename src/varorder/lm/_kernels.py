@@ -76,6 +76,26 @@ def find(hash_rows, base, capacity, key):
 
 
 @numba.njit(cache=True)
+def fill_slot_values(table, table_float32, values):
+    """Write each occupied slot's ``(log10 p, log10 bow)`` (row ``table[slot, 1]`` of
+    ``values``) into its third word, seen as two float32; empty slots get 0 there."""
+    for slot in range(table.shape[0]):
+        if table[slot, 0] == _EMPTY:
+            table[slot, 2] = 0
+        else:
+            row = table[slot, 1]
+            table_float32[slot, 4] = values[row, 0]
+            table_float32[slot, 5] = values[row, 1]
+
+
+@numba.njit(cache=True)
+def find_many(table, capacity, keys, out):
+    """``out[i]`` = row of ``keys[i]`` in one order's table, -1 if absent (or negative)."""
+    for i in range(keys.shape[0]):
+        out[i] = find(table, 0, capacity, keys[i]) if keys[i] >= 0 else -1
+
+
+@numba.njit(cache=True)
 def find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap):
     """Row of the n-gram ``ngram`` (word ids) in its order's table, or -1 if absent."""
     row = np.int64(ngram[0])

@@ -94,10 +94,11 @@ class NgramLM:
         Per order, aligned with ``keys``. The highest order's back-offs must be 0.
 
     Use :meth:`from_ngrams` to build from word-id rows: it packs keys, checks for
-    duplicates and closes the tables.
+    duplicates and closes the tables. ``hashes`` (internal): per order, the hash table
+    :func:`varorder.lm._kernels.build_hash` already made of ``keys[m]``.
     """
 
-    def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs):
+    def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None):
         order = len(keys)
         if order < 1:
             raise ValueError("a model needs at least the unigram order")
@@ -123,13 +124,12 @@ class NgramLM:
         value_base = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
         capacities, tables = [], []
         for m in range(1, order):
-            capacity = max(8, int(len(self._keys[m]) / _LOAD_FACTOR) + 1)
+            capacity = _hash_capacity(len(self._keys[m]))
             capacities.append(capacity)
-            table = _kernels().build_hash(self._keys[m], capacity)
-            occupied = table[:, 0] != -1
+            # ``hashes[m]``: this order's table already built from these keys (from_ngrams).
+            table = hashes[m] if hashes is not None else _kernels().build_hash(self._keys[m], capacity)
             # Each slot's third word holds the row's (log10 p, log10 bow) as two float32.
-            table[:, 2] = 0
-            table.view(np.float32)[occupied, 4:6] = values[m][table[occupied, 1]]
+            _kernels().fill_slot_values(table, table.view(np.float32), values[m])
             tables.append(table)
         # extends[m][i]: some (m+2)-gram has row i of order m+1 as its prefix. A state
         # ending in an n-gram that never extends and has no back-off can forget its first word.
@@ -231,15 +231,10 @@ class NgramLM:
         if closed is not None:
             # The common case (files from estimators): nothing to insert, keys found by
             # binary search instead of sorting every order's rows with their candidates.
-            keys, permutations = closed
-            for m in range(1, order):
-                duplicate = np.flatnonzero(keys[m][1:] == keys[m][:-1])
-                if duplicate.size:
-                    original = permutations[m][duplicate[0] + 1]
-                    words = " ".join(vocabulary.decode(rows[m][original]))
-                    raise ValueError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
+            keys, permutations, hashes = closed
             return cls(vocabulary, keys, [log10_probs[0]] + [log10_probs[m][permutations[m]] for m in range(1, order)],
-                       [log10_backoffs[0]] + [log10_backoffs[m][permutations[m]] for m in range(1, order)])
+                       [log10_backoffs[0]] + [log10_backoffs[m][permutations[m]] for m in range(1, order)],
+                       hashes=hashes)
         inserted = [np.zeros(len(r), dtype=bool) for r in rows]
 
         # Close under prefixes and suffixes, highest order first so that inserted rows
@@ -709,32 +704,47 @@ def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, voc
     return cursor
 
 
-def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
-    """Row indices of word-id rows in the sorted ``keys`` tables, -1 where absent."""
+def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int, hashes=None) -> np.ndarray:
+    """Row indices of word-id rows in the sorted ``keys`` tables, -1 where absent; by
+    hash lookups when ``hashes[m]`` (the :func:`build_hash` table of ``keys[m]``) is
+    given, else by binary search."""
     index = rows[:, 0].astype(np.int64)
     for position in range(1, rows.shape[1]):
         table = keys[position]
         if len(table) == 0:
             return np.full(len(rows), -1, dtype=np.int64)
         wanted = index * vocab_size + rows[:, position]  # negative once absent: never found
+        if hashes is not None:
+            _kernels().find_many(hashes[position], len(hashes[position]), wanted, index)
+            continue
         found_at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
         index = np.where(table[found_at] == wanted, found_at, -1)
     return index
 
 
+def _hash_capacity(n_keys: int) -> int:
+    return max(8, int(n_keys / _LOAD_FACTOR) + 1)
+
+
 def _keys_if_closed(rows: Sequence[np.ndarray], vocab_size: int):
-    """``(sorted keys per order, the sorting permutation per order)`` when every n-gram's
-    prefix and suffix are themselves listed; None otherwise (the caller inserts them)."""
+    """``(sorted keys, sorting permutation, hash table)`` per order when every n-gram's
+    prefix and suffix are themselves listed; None otherwise (the caller inserts them).
+    Each order's hash is built as soon as its keys are sorted and serves the lookups of
+    the next order's prefixes and suffixes (and then the model itself)."""
     keys = [np.arange(vocab_size, dtype=np.int64)]
     permutations: list[np.ndarray | None] = [None]
+    hashes: list[np.ndarray | None] = [None]
     for m in range(1, len(rows)):
-        prefix = _find_rows(rows[m][:, :-1], keys, vocab_size)
+        prefix = _find_rows(rows[m][:, :-1], keys, vocab_size, hashes)
         if m > 1 and (prefix < 0).any():
             return None
-        if m > 1 and (_find_rows(rows[m][:, 1:], keys, vocab_size) < 0).any():
+        if m > 1 and (_find_rows(rows[m][:, 1:], keys, vocab_size, hashes) < 0).any():
             return None
         m_keys = prefix * vocab_size + rows[m][:, -1]
         permutation = np.argsort(m_keys, kind="stable")
         keys.append(m_keys[permutation])
         permutations.append(permutation)
-    return keys, permutations
+        if len(keys[m]) > 1 and np.any(keys[m][1:] == keys[m][:-1]):
+            return None  # duplicates: the general path reports them with their lines
+        hashes.append(_kernels().build_hash(keys[m], _hash_capacity(len(keys[m]))))
+    return keys, permutations, hashes
