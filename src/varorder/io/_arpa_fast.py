@@ -214,3 +214,68 @@ def _ngram_section(buffer, data: bytes, pos: int, order: int, count: int, blob, 
     return {"ids": ids, "probs": probs, "backoffs": backoffs, "max_probs": max_probs if count and is_max[0] else np.empty(0),
             "max_backoffs": max_backoffs if count and is_max[0] else np.empty(0), "lines": None,
             "max_arpa": bool(is_max[0]) if count else None, "pos": pos}
+
+
+@numba.njit(cache=True)
+def _write_ngram_lines(out, rows, word_blob, word_starts, word_ends, text, text_lengths, text_index):
+    """Write ``log10p <TAB> w1 .. wn [<TAB> column]* <NEWLINE>`` per row into ``out``:
+    column c's string is row ``text_index[c, i]`` of the fixed-width table ``text``
+    (``text_lengths`` bytes used). Returns the bytes written."""
+    position = 0
+    n_columns = text_index.shape[0]
+    for i in range(rows.shape[0]):
+        for c in range(n_columns):
+            if c > 0:
+                out[position] = 9
+                position += 1
+            entry = text_index[c, i]
+            for k in range(text_lengths[entry]):
+                out[position] = text[entry, k]
+                position += 1
+            if c == 0:
+                out[position] = 9
+                position += 1
+                for w in range(rows.shape[1]):
+                    if w > 0:
+                        out[position] = 32
+                        position += 1
+                    word = rows[i, w]
+                    for k in range(word_starts[word], word_ends[word]):
+                        out[position] = word_blob[k]
+                        position += 1
+        out[position] = 10
+        position += 1
+    return position
+
+
+def _value_strings(values: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(fixed-width ASCII strings of the distinct values, index of each value)``: the
+    shortest decimal that reads back to the same ``dtype`` value, -inf written as -99."""
+    distinct, index = np.unique(np.asarray(values, dtype=dtype), return_inverse=True)
+    text = distinct.astype(str)
+    text[np.isneginf(distinct)] = "-99"
+    return text.astype("S32"), index.reshape(-1)
+
+
+def format_section(rows: np.ndarray, words: tuple[np.ndarray, np.ndarray, np.ndarray],
+                   columns: list[tuple[np.ndarray, type]]) -> np.ndarray:
+    """The bytes of one ARPA n-gram section's lines (see :func:`_write_ngram_lines`):
+    ``words`` is the vocabulary's ``(blob, starts, ends)``, ``columns`` the value columns
+    with the float type each is written at (the first one precedes the words)."""
+    tables, indices, offset = [], [], 0
+    for values, dtype in columns:
+        text, index = _value_strings(values, dtype)
+        tables.append(text)
+        indices.append(index + offset)
+        offset += len(text)
+    text = np.concatenate(tables) if tables else np.empty(0, "S32")
+    lengths = np.char.str_len(text).astype(np.int64)
+    table = np.frombuffer(text.tobytes(), dtype=np.uint8).reshape(len(text), 32) if len(text) else np.zeros((0, 32), np.uint8)
+    index = np.stack(indices)
+    blob, starts, ends = words
+    word_lengths = ends - starts
+    total = int(lengths[index].sum() + word_lengths[rows].sum() + rows.size + len(columns) * len(rows))
+    out = np.empty(total, dtype=np.uint8)
+    written = _write_ngram_lines(out, np.ascontiguousarray(rows), blob, starts, ends, table, lengths, index)
+    assert written == total
+    return out

@@ -333,14 +333,6 @@ def _file_rows_to_model_rows(model: NgramLM, ids: np.ndarray, order: int) -> np.
     return rows
 
 
-def _format_log10(values: np.ndarray, dtype) -> np.ndarray:
-    """Shortest strings that read back to the same ``dtype`` value; -inf as ARPA's -99."""
-    values = np.asarray(values, dtype=dtype)
-    text = values.astype(str)
-    text[np.isneginf(values)] = "-99"
-    return text
-
-
 def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> None:
     """Write ``model`` as ARPA (or MAX-ARPA with ``max_arpa=True``), atomically.
 
@@ -348,36 +340,31 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
     reads back to the stored float32 (float64 for the MAX-ARPA columns), so reading the
     file gives identical scores. Back-offs are written for every order but the highest.
     """
+    from varorder.io._arpa_fast import format_section
+    from varorder.lm._words import word_table
+
     path = Path(path)
-    words = np.asarray(model.vocabulary.words, dtype=object)
+    words = word_table(model.vocabulary.words)[:3]
     table = model.max_backoff() if max_arpa else None
     with atomic_output(path) as raw:
         stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
         try:
-            def emit(text: str) -> None:
-                stream.write(text.encode("utf-8", errors="surrogateescape"))
-
             if max_arpa:
-                emit(MAX_ARPA_HEADER + "\n")
-            emit("\\data\\\n")
+                stream.write(MAX_ARPA_HEADER.encode() + b"\n")
+            stream.write(b"\\data\\\n")
             for order, count in enumerate(model.ngram_counts, start=1):
-                emit(f"ngram {order}={count}\n")
+                stream.write(f"ngram {order}={count}\n".encode())
             for order in range(1, model.order + 1):
-                emit(f"\n\\{order}-grams:\n")
+                stream.write(f"\n\\{order}-grams:\n".encode())
                 rows, log10_probs, log10_backoffs = model.ngrams(order)
-                ngram_text = words[rows[:, 0]]
-                for position in range(1, order):
-                    ngram_text = ngram_text + " " + words[rows[:, position]]
-                columns = [_format_log10(log10_probs, np.float32), ngram_text]
+                columns = [(log10_probs, np.float32)]
                 if order < model.order or max_arpa:
-                    columns.append(_format_log10(log10_backoffs, np.float32))
+                    columns.append((log10_backoffs, np.float32))
                 if max_arpa:
-                    columns.append(_format_log10(table.max_log10prob[order - 1], np.float64))
-                    columns.append(_format_log10(table.max_log10backoff[order - 1], np.float64))
-                for start in range(0, len(rows), 1 << 16):
-                    chunk = slice(start, start + (1 << 16))
-                    emit("".join("\t".join(fields) + "\n" for fields in zip(*(c[chunk] for c in columns))))
-            emit("\n\\end\\\n")
+                    columns.append((table.max_log10prob[order - 1], np.float64))
+                    columns.append((table.max_log10backoff[order - 1], np.float64))
+                stream.write(format_section(rows, words, columns))
+            stream.write(b"\n\\end\\\n")
         finally:
             if stream is not raw:
                 stream.close()

@@ -38,7 +38,16 @@ def _slot(key, capacity):
 def build_hash(keys, capacity):
     """Open-addressing (linear probing) table of ``keys`` -> row index; the third word of
     each slot is left for the caller to fill with the row's values."""
-    table = np.full((capacity, 3), _EMPTY, dtype=np.int64)
+    table = np.empty((capacity, 3), dtype=np.int64)
+    build_hash_into(keys, table)
+    return table
+
+
+@numba.njit(cache=True)
+def build_hash_into(keys, table):
+    """:func:`build_hash` into a preallocated ``(capacity, 3)`` table (overwritten)."""
+    capacity = table.shape[0]
+    table[:, :] = _EMPTY
     for row in range(keys.shape[0]):
         key = keys[row]
         slot = _slot(key, capacity)
@@ -48,7 +57,6 @@ def build_hash(keys, capacity):
                 slot = 0
         table[slot, 0] = key
         table[slot, 1] = row
-    return table
 
 
 @numba.njit(cache=True, inline="always")

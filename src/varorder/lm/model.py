@@ -111,36 +111,38 @@ class NgramLM:
         self.order = order
         self.vocab_size = vocab_size
         self._keys = tuple(np.ascontiguousarray(k, dtype=np.int64) for k in keys)
-        values = []
+        sizes = [len(k) for k in self._keys]
+        value_base = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        # One allocation per table, filled order by order (no per-order copies to join).
+        all_values = np.empty((int(value_base[-1]), 2), dtype=np.float32)
         for m in range(order):
-            if not (len(self._keys[m]) == len(log10_probs[m]) == len(log10_backoffs[m])):
+            if not (sizes[m] == len(log10_probs[m]) == len(log10_backoffs[m])):
                 raise ValueError(f"order {m + 1}: keys, log10_probs and log10_backoffs differ in length")
-            if m and len(self._keys[m]) and np.any(np.diff(self._keys[m]) <= 0):
+            if m and sizes[m] and np.any(self._keys[m][1:] <= self._keys[m][:-1]):
                 raise ValueError(f"order {m + 1}: keys must be strictly increasing")
-            pair = np.empty((len(self._keys[m]), 2), dtype=np.float32)
-            pair[:, 0] = log10_probs[m]
-            pair[:, 1] = log10_backoffs[m]
-            values.append(pair)
-        value_base = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
-        capacities, tables = [], []
+            all_values[value_base[m]:value_base[m + 1], 0] = log10_probs[m]
+            all_values[value_base[m]:value_base[m + 1], 1] = log10_backoffs[m]
+        capacities = [_hash_capacity(sizes[m]) for m in range(1, order)]
+        hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
+        hash_rows = np.empty((int(hash_base[-1]), 3), dtype=np.int64)
         for m in range(1, order):
-            capacity = _hash_capacity(len(self._keys[m]))
-            capacities.append(capacity)
-            # ``hashes[m]``: this order's table already built from these keys (from_ngrams).
-            table = hashes[m] if hashes is not None else _kernels().build_hash(self._keys[m], capacity)
+            table = hash_rows[hash_base[m - 1]:hash_base[m]]
+            if hashes is not None:  # this order's table, already built from these keys (from_ngrams)
+                table[:] = hashes[m]
+            else:
+                _kernels().build_hash_into(self._keys[m], table)
             # Each slot's third word holds the row's (log10 p, log10 bow) as two float32.
-            _kernels().fill_slot_values(table, table.view(np.float32), values[m])
-            tables.append(table)
+            _kernels().fill_slot_values(table, table.view(np.float32), all_values[value_base[m]:value_base[m + 1]])
         # extends[m][i]: some (m+2)-gram has row i of order m+1 as its prefix. A state
         # ending in an n-gram that never extends and has no back-off can forget its first word.
         extends = np.zeros(int(value_base[-1]), dtype=bool)
         for m in range(1, order):
             extends[value_base[m - 1] + self._keys[m] // vocab_size] = True
         self._attach(
-            values=np.concatenate(values) if values else np.empty((0, 2), np.float32),
+            values=all_values,
             value_base=value_base,
-            hash_rows=np.concatenate(tables) if tables else np.empty((0, 3), np.int64),
-            hash_base=np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64),
+            hash_rows=hash_rows,
+            hash_base=hash_base,
             hash_cap=np.asarray(capacities + [0], dtype=np.int64),
             extends=extends,
         )
