@@ -154,3 +154,10 @@ def test_ptb_like_arpa_round_trip_through_binary(tmp_path):
     loaded = open_binary(tmp_path / "t.bin")
     sentences = ["looking on a little more loin", "this is a sentence", "unknown words here"]
     assert loaded.perplexity(sentences) == model.perplexity(sentences)
+
+
+def test_read_arpa_opens_binary_models_too(tmp_path):
+    model, _ = random_model(np.random.default_rng(11), 4, 3)
+    write_binary(model, tmp_path / "m.bin")
+    ids = np.asarray([0, 1, 2, 3], dtype=np.int32)
+    np.testing.assert_array_equal(read_arpa(tmp_path / "m.bin").token_log10probs(ids)[0], model.token_log10probs(ids)[0])

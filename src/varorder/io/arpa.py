@@ -88,10 +88,19 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
     ``minus_99``: ``"zero"`` (default, SRILM's convention) reads a log10 value of -99 as
     probability 0 (-inf); ``"literal"`` reads it as the number -99, as KenLM does, so an
     ordinary word listed with -99 scores -99 rather than -inf.
+
+    A varorder binary model (:mod:`varorder.lm.binary`, recognised by its magic bytes)
+    is opened by memory-mapping instead, so every command that reads a model takes
+    either kind; it keeps the ``minus_99`` reading it was built with.
     """
     if minus_99 not in MINUS_99_READINGS:
         raise ValueError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}")
     path = Path(path)
+    from varorder.lm.binary import is_binary_model, open_binary
+
+    if is_binary_model(path):
+        # Every caller that reads a model file accepts varorder's binary format too.
+        return open_binary(path)
     _check_not_binary(path)
     # Millions of small field lists would trigger repeated full garbage collections
     # (they hold no cycles), which dominate the reading time on large files.
@@ -371,14 +380,7 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
 
 
 def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
-    """Open a model file of either kind: a varorder binary model (recognised by its magic
-    bytes, mapped by :func:`varorder.lm.binary.open_binary`) or ARPA/MAX-ARPA text
-    (:func:`read_arpa`). ``minus_99`` applies to ARPA text; a binary model keeps the
-    reading it was built with."""
-    from varorder.lm.binary import is_binary_model, open_binary
-
-    if is_binary_model(path):
-        return open_binary(path)
+    """A model file of either kind: :func:`read_arpa` (which recognises binary models)."""
     return read_arpa(path, progress=progress, minus_99=minus_99)
 
 
