@@ -14,9 +14,9 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
 * ``estimate``: ``varorder lm train -n N`` (read, count, estimate, write ARPA) per
   order, in memory and with ``-S`` (sorted runs on disk): wall time and peak RSS of the
   process; with ``--lmplz PATH`` also lmplz ``-o N -S 20%`` on the same text;
-* ``large``: a synthetic corpus of ``--large-tokens`` tokens (PTB training sentences
-  drawn with replacement, seed 0) estimated with ``-S 2G``: time and peak RSS; and the
-  on-disk and in-memory paths compared on the valid perplexity of a corpus both handle.
+* ``large``: a synthetic corpus of ``--large-tokens`` tokens sampled from the PTB 5-gram
+  (seed 0) estimated with ``-S 2G``: time and peak RSS; and the on-disk and in-memory
+  paths compared on the valid perplexity of a 3M-token sample (seed 1) both handle.
 
     python benchmarks/lm.py --json lm.json                 # every section
     python benchmarks/lm.py --sections load cli score      # some
@@ -35,7 +35,10 @@ import textwrap
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
+
+from varorder.lm._kernels import find, find_ngram
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "ptb-lm"
@@ -182,37 +185,131 @@ def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str |
         rows[f"estimate {order}-gram, -S output identical to in-memory"] = same
 
 
-def make_large_corpus(path: Path, n_tokens: int) -> int:
-    """PTB training sentences drawn with replacement (seed 0) up to ``n_tokens`` tokens."""
-    with gzip.open(DATA / "ptb.train.txt.gz", "rt") as handle:
-        sentences = [line.strip() for line in handle if line.strip()]
-    lengths = np.asarray([len(s.split()) for s in sentences])
-    rng = np.random.default_rng(0)
+@numba.njit(cache=True)
+def _sample_corpus(n_tokens, seed, order, vocab_size, bos, eos, keys, values_base, cumulative, hash_rows, hash_base,
+                   hash_cap, max_length, out_ids, out_lengths):
+    """Sentences drawn from a back-off model exactly: at the longest stored context, a
+    stored continuation with probability equal to its stored mass, else a draw from the
+    next shorter context conditioned on not being stored here (rejection, redrawn from
+    that shorter level, as the back-off recursion defines it)."""
+    np.random.seed(seed)
+    context = np.empty(order, dtype=np.int64)
+    rows = np.empty(order, dtype=np.int64)
+    pending = np.empty(order, dtype=np.int64)
     written = 0
+    n_sentences = 0
+    while written < n_tokens:
+        context[0] = bos
+        n_context = 1
+        length = 0
+        while True:
+            # rows[k]: row of the last k context words in the order-k table (-1: absent).
+            top = min(n_context, order - 1)
+            rows[0] = 0
+            for k in range(1, top + 1):
+                rows[k] = find_ngram(context[n_context - k:n_context], vocab_size, hash_rows, hash_base, hash_cap)
+            n_pending = 0
+            level = top
+            while True:
+                if level > 0 and rows[level] < 0:
+                    level -= 1
+                    continue
+                base = values_base[level]
+                if level == 0:
+                    lo, hi = base, values_base[1]
+                else:
+                    table = keys[base:values_base[level + 1]]
+                    lo = base + np.searchsorted(table, rows[level] * vocab_size)
+                    hi = base + np.searchsorted(table, (rows[level] + 1) * vocab_size)
+                mass = cumulative[hi - 1] if hi > lo else 0.0
+                if level > 0 and np.random.random() >= mass:
+                    pending[n_pending] = level
+                    n_pending += 1
+                    level -= 1
+                    continue
+                position = lo + np.searchsorted(cumulative[lo:hi], np.random.random() * mass, side="right")
+                word = min(position, hi - 1) - base if level == 0 else keys[min(position, hi - 1)] % vocab_size
+                # Each level backed off from accepts the word unless it stores it.
+                while n_pending > 0:
+                    j = pending[n_pending - 1]
+                    if find(hash_rows, hash_base[j - 1], hash_cap[j - 1], rows[j] * vocab_size + word) >= 0:
+                        break
+                    n_pending -= 1
+                if n_pending == 0:
+                    break
+                level = pending[n_pending - 1] - 1  # redraw below the level that refused
+            if word == eos or length == max_length:
+                break
+            out_ids[written] = word
+            written += 1
+            length += 1
+            if n_context == order - 1:
+                context[:n_context - 1] = context[1:n_context]
+                n_context -= 1
+            context[n_context] = word
+            n_context += 1
+            if written == out_ids.shape[0]:
+                break
+        out_lengths[n_sentences] = length
+        n_sentences += 1
+        if written == out_ids.shape[0]:
+            break
+    return written, n_sentences
+
+
+def make_large_corpus(path: Path, n_tokens: int, model_path: Path, seed: int = 0) -> int:
+    """``n_tokens`` tokens of sentences sampled from the PTB 5-gram (see _sample_corpus)."""
+    from varorder.io.arpa import load_model
+
+    model = load_model(model_path)
+    vocab_size, order = model.vocab_size, model.order
+    probabilities = 10.0 ** model._values[:, 0].astype(np.float64)
+    keys = np.concatenate(model._keys)
+    group = keys // vocab_size
+    group[: vocab_size] = 0
+    order_of = np.repeat(np.arange(order), np.diff(model._value_base))
+    starts = np.ones(len(keys), dtype=bool)
+    starts[1:] = (group[1:] != group[:-1]) | (order_of[1:] != order_of[:-1])
+    total = np.cumsum(probabilities)
+    first = np.flatnonzero(starts)
+    offsets = np.repeat(total[first] - probabilities[first], np.diff(np.append(first, len(keys))))
+    cumulative = total - offsets
+    out_ids = np.empty(n_tokens, dtype=np.int64)
+    out_lengths = np.empty(n_tokens, dtype=np.int64)
+    written, n_sentences = _sample_corpus(n_tokens, seed, order, vocab_size, model.vocabulary.bos_id,
+                                          model.vocabulary.eos_id, keys, model._value_base, cumulative,
+                                          model._hash_rows, model._hash_base, model._hash_cap, 250, out_ids, out_lengths)
+    words = np.asarray(model.vocabulary.words, dtype=object)
+    ends = np.cumsum(out_lengths[:n_sentences])
     with open(path, "w") as out:
-        while written < n_tokens:
-            picks = rng.integers(0, len(sentences), size=100_000)
-            out.write("\n".join(sentences[i] for i in picks) + "\n")
-            written += int(lengths[picks].sum())
-    return written
+        for begin in range(0, n_sentences, 100_000):
+            stop = min(n_sentences, begin + 100_000)
+            start_token = ends[begin - 1] if begin else 0
+            text = words[out_ids[start_token:ends[stop - 1]]]
+            lines = np.split(text, ends[begin:stop - 1] - start_token)
+            out.write("\n".join(" ".join(line) for line in lines if len(line)) + "\n")
+    return int(written)
 
 
 def section_large(folder: Path, rows: dict, n_tokens: int) -> None:
     corpus = folder / "large.txt"
-    written = make_large_corpus(corpus, n_tokens)
+    written = make_large_corpus(corpus, n_tokens, folder / "ptb5.bin")
     rows["large corpus tokens"] = written
+    # A large sample from the model has no rare words: the unigram continuation counts
+    # n1..n4 are all zero, so (as lmplz would) it needs the fallback discounts there.
     run = run_with_rusage([PYTHON, "-m", "varorder", "lm", "train", str(corpus), "-n", "5", "-S", "2G", "-T", str(folder),
-                           "-o", str(folder / "large.bin"), "--binary"])
+                           "--discount-fallback", "-o", str(folder / "large.bin"), "--binary"])
     rows["large 5-gram, -S 2G"] = {"seconds": run["wall_s"], "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
-                                    "counts": run["stderr"].strip().splitlines()[1]}
+                                    "log": [line for line in run["stderr"].splitlines() if "grams=" in line or "order" in line]}
     corpus.unlink()
     # Both paths on a corpus the in-memory path handles: the same valid perplexity.
     small = folder / "small.txt"
-    make_large_corpus(small, 3_000_000)
+    make_large_corpus(small, 3_000_000, folder / "ptb5.bin", seed=1)
     perplexities = {}
     for name, extra in (("in memory", []), ("-S 100M", ["-S", "100M", "-T", str(folder)])):
         model = folder / f"small-{len(extra)}.bin"
-        run_measured([PYTHON, "-m", "varorder", "lm", "train", str(small), "-n", "5", "--binary", "-o", str(model), *extra])
+        run_measured([PYTHON, "-m", "varorder", "lm", "train", str(small), "-n", "5", "--discount-fallback", "--binary",
+                      "-o", str(model), *extra])
         scored = run_measured([PYTHON, "-m", "varorder", "lm", "score", str(model), str(DATA / "ptb.valid.txt.gz"),
                                "--no-sentences"])["stdout"]
         perplexities[name] = scored.strip().split("perplexity=")[1]
@@ -257,6 +354,8 @@ def main():
             else:
                 section_large(folder, rows, args.large_tokens)
             print(f"[{section} done, load average {os.getloadavg()}]", flush=True)
+            if args.json:  # after every section, so a failure later keeps what was measured
+                Path(args.json).write_text(json.dumps(rows, indent=2))
     rows["load average after"] = os.getloadavg()
     for key, value in rows.items():
         print(f"{key:60s} {json.dumps(value)}")

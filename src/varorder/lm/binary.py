@@ -48,6 +48,7 @@ FORMAT_VERSION = 1
 _PREAMBLE = struct.Struct("<12sIQII")  # magic, version, header length, header CRC, zero
 _ALIGN = 64
 _KENLM_MAGIC = b"mmap lm "
+_FORMAT_NAME = "varorder n-gram language model"
 
 
 class BinaryFormatError(ValueError):
@@ -110,7 +111,7 @@ def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None
                          "nbytes": int(array.nbytes), "crc32": zlib.crc32(_raw_bytes(array))}
         offset += -(-array.nbytes // _ALIGN) * _ALIGN
     header = {
-        "format": "varorder n-gram language model",
+        "format": _FORMAT_NAME,
         "version": FORMAT_VERSION,
         "order": model.order,
         "vocab_size": model.vocab_size,
@@ -118,6 +119,7 @@ def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None
         "max_arpa": "max_log10prob" in arrays,
         "arrays": entries,
     }
+
     def encode(data_start: int) -> bytes:
         header["data_start"] = data_start
         header["file_size"] = data_start + offset
@@ -167,6 +169,8 @@ def _read_header(path, handle, file_size: int) -> dict:
 
 
 def _check_header(path, header: dict, file_size: int) -> None:
+    if header.get("format") != _FORMAT_NAME or header.get("version") != FORMAT_VERSION:
+        raise _refuse(path, f"corrupt header: format {header.get('format')!r} version {header.get('version')!r}")
     required = {"order": int, "vocab_size": int, "ngram_counts": list, "max_arpa": bool, "arrays": dict,
                 "data_start": int, "file_size": int}
     for key, kind in required.items():
@@ -205,8 +209,9 @@ def _check_tables(path, header: dict, arrays: dict[str, np.ndarray], words: list
             raise _refuse(path, f"inconsistent model: {message}")
 
     expect(len(words) == vocab_size == counts[0], f"{len(words)} words, vocab_size {vocab_size}, {counts[0]} unigrams")
-    expect(len(set(words)) == len(words), "the vocabulary repeats a word")
-    expect(all(w in words for w in (BOS, EOS, UNK)), f"the vocabulary lacks {BOS}, {EOS} or {UNK}")
+    distinct = set(words)
+    expect(len(distinct) == len(words), "the vocabulary repeats a word")
+    expect({BOS, EOS, UNK} <= distinct, f"the vocabulary lacks {BOS}, {EOS} or {UNK}")
     expected_types = {"values": (np.float32, (sum(counts), 2)), "value_base": (np.int64, (order + 1,)),
                       "hash_base": (np.int64, (order,)), "hash_cap": (np.int64, (order,)),
                       "extends": (np.bool_, (sum(counts),))}
