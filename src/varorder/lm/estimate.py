@@ -236,6 +236,7 @@ class _InterpolatedEstimator:
                 n_contexts = len(counts.keys[m - 2])
                 lower = probabilities[m - 2][counts.suffix_rows[m - 1]]
             numerators, denominators, gamma = self._terms(m, used_counts[m - 1], contexts, n_contexts, vocab_size - 1)
+            used_counts[m - 1] = None  # not needed again: keep the peak down
             gone = removed[m - 1]
             if gone is not None and m > 1:
                 # A removed n-gram's discounted mass moves to its context's back-off weight,
@@ -253,12 +254,16 @@ class _InterpolatedEstimator:
                 # Contexts never followed by anything keep back-off weight 1.
                 gammas.append(np.where(denominators > 0, gamma, 1.0))
 
-        log10_probs, log10_backoffs = [], []
+        # In place: the probabilities become their log10 (no second copy of every column).
+        log10_probs, log10_backoffs = probabilities, gammas
         with np.errstate(divide="ignore"):
             for m in range(counts.order):
+                np.log10(log10_probs[m], out=log10_probs[m])
                 # Rounding can push a certain event a hair above 1; ARPA readers reject that.
-                log10_probs.append(np.minimum(np.log10(probabilities[m]), 0.0))
-                log10_backoffs.append(np.log10(gammas[m]) if m < counts.order - 1 else np.zeros(len(counts.keys[m])))
+                np.minimum(log10_probs[m], 0.0, out=log10_probs[m])
+                if m < counts.order - 1:
+                    np.log10(log10_backoffs[m], out=log10_backoffs[m])
+            log10_backoffs.append(np.zeros(len(counts.keys[counts.order - 1])))
         if all(r is None for r in removed):
             return NgramLM(vocabulary, counts.keys, log10_probs, log10_backoffs)
         return _without(vocabulary, counts.keys, log10_probs, log10_backoffs, removed)
