@@ -95,7 +95,8 @@ class NgramLM:
 
     Use :meth:`from_ngrams` to build from word-id rows: it packs keys, checks for
     duplicates and closes the tables. ``hashes`` (internal): per order, the hash table
-    :func:`varorder.lm._kernels.build_hash` already made of ``keys[m]``.
+    :func:`varorder.lm._kernels.build_hash_into` already made of ``keys[m]``, as slices of
+    one array laid out as the model keeps them.
     """
 
     def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None):
@@ -124,12 +125,14 @@ class NgramLM:
             all_values[value_base[m]:value_base[m + 1], 1] = log10_backoffs[m]
         capacities = [_hash_capacity(sizes[m]) for m in range(1, order)]
         hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
-        hash_rows = np.empty((int(hash_base[-1]), 3), dtype=np.int64)
+        # ``hashes``: the tables from_ngrams already built from these keys, as slices of one
+        # array in this layout (used as they are); otherwise built here.
+        prebuilt = hashes is not None and order > 1 and hashes[1].base is not None \
+            and hashes[1].base.shape == (int(hash_base[-1]), 3)
+        hash_rows = hashes[1].base if prebuilt else np.empty((int(hash_base[-1]), 3), dtype=np.int64)
         for m in range(1, order):
             table = hash_rows[hash_base[m - 1]:hash_base[m]]
-            if hashes is not None:  # this order's table, already built from these keys (from_ngrams)
-                table[:] = hashes[m]
-            else:
+            if not prebuilt:
                 _kernels().build_hash_into(self._keys[m], table)
             # Each slot's third word holds the row's (log10 p, log10 bow) as two float32.
             _kernels().fill_slot_values(table, table.view(np.float32), all_values[value_base[m]:value_base[m + 1]])
@@ -736,6 +739,10 @@ def _keys_if_closed(rows: Sequence[np.ndarray], vocab_size: int):
     keys = [np.arange(vocab_size, dtype=np.int64)]
     permutations: list[np.ndarray | None] = [None]
     hashes: list[np.ndarray | None] = [None]
+    # Every order's table in one array, laid out as NgramLM keeps them (no copy later).
+    capacities = [_hash_capacity(len(r)) for r in rows[1:]]
+    hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
+    all_hashes = np.empty((int(hash_base[-1]), 3), dtype=np.int64)
     for m in range(1, len(rows)):
         prefix = _find_rows(rows[m][:, :-1], keys, vocab_size, hashes)
         if m > 1 and (prefix < 0).any():
@@ -748,5 +755,7 @@ def _keys_if_closed(rows: Sequence[np.ndarray], vocab_size: int):
         permutations.append(permutation)
         if len(keys[m]) > 1 and np.any(keys[m][1:] == keys[m][:-1]):
             return None  # duplicates: the general path reports them with their lines
-        hashes.append(_kernels().build_hash(keys[m], _hash_capacity(len(keys[m]))))
+        table = all_hashes[hash_base[m - 1]:hash_base[m]]
+        _kernels().build_hash_into(keys[m], table)
+        hashes.append(table)
     return keys, permutations, hashes
