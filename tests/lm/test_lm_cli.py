@@ -144,3 +144,15 @@ def test_train_with_a_memory_budget_equals_in_memory(tmp_path, corpus):
     assert on_disk.read_bytes() == in_memory.read_bytes()
     bad = runner.invoke(main, ["lm", "train", str(corpus), "-S", "lots", "-o", str(on_disk)])
     assert bad.exit_code != 0 and "memory budget" in bad.output
+
+
+def test_train_on_a_dask_cluster_equals_in_memory(tmp_path, corpus):
+    distributed = pytest.importorskip("distributed")
+    runner = CliRunner()
+    sharded, in_memory = tmp_path / "dask.arpa", tmp_path / "memory.arpa"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        result = runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "--dask-scheduler", cluster.scheduler_address,
+                                      "-o", str(sharded)])
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "-o", str(in_memory)]).exit_code == 0
+    assert sharded.read_bytes() == in_memory.read_bytes()

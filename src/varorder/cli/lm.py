@@ -72,10 +72,13 @@ def lm():
               help="Count n-grams in sorted runs on disk, holding at most this much in memory (e.g. 2G, 500M; "
                    "lmplz's -S). Without it, counting is in memory.")
 @click.option("-T", "--temp-dir", type=click.Path(file_okay=False), help="Folder for the sorted runs of -S.")
+@click.option("--dask-scheduler", metavar="ADDRESS",
+              help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files "
+                   "must be readable there at the same paths); merged exactly as -S merges its runs.")
 @click.option("--binary", "binary", is_flag=True, help="Write the binary format instead of ARPA.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
 def train(corpus, output, order, method, discount, smoothing, alpha, min_count, prune, limit_vocab_file,
-          discount_fallback, fallback_discounts, memory, temp_dir, binary, max_arpa):
+          discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
     from varorder.lm import AbsoluteDiscounting, AdditiveSmoothing, ModifiedKneserNey
 
@@ -101,7 +104,16 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     start = time.perf_counter()
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
     try:
-        if memory:
+        if dask_scheduler:
+            from distributed import Client
+
+            from varorder.lm.external import count_ngrams_dask, parse_memory
+
+            with Client(dask_scheduler) as client:
+                counts = count_ngrams_dask(list(corpus), order, client, min_count=min_count,
+                                           memory=parse_memory(memory) if memory else 1 << 30)
+            estimator.fit_counts(counts)
+        elif memory:
             from varorder.lm.external import count_ngrams_on_disk, parse_memory
 
             counts = count_ngrams_on_disk(list(corpus), order, memory=parse_memory(memory), temp_dir=temp_dir,
