@@ -1,156 +1,364 @@
-"""n-gram LM estimation and scoring on the Penn Treebank LM text (Mikolov's split).
+"""varorder's n-gram LM toolkit against KenLM on the Penn Treebank LM text (Mikolov's split).
 
-For each order (3 and 5 by default), in one process:
+Sections (each run in fresh child processes, peers interleaved round by round, best of
+``--rounds``; per-core CPU seconds beside wall-clock; the load average is printed):
 
-* estimate interpolated modified Kneser-Ney on ``ptb.train.txt.gz``: wall time, then peak
-  traced memory (tracemalloc, in a second, traced run, so tracing does not slow the timed one);
-* valid-set perplexity (every word and ``</s>`` predicted);
-* model size: n-grams, bytes held, bytes per n-gram, ARPA size, MAX-ARPA time;
-* scoring throughput on the valid sentences, best of ``--repeat``: varorder's batched
-  scorer on encoded ids, the same including the string -> id encoding, and KenLM's Python
-  module (``Model.score`` per sentence, bos and eos) on the ARPA file varorder wrote. The
-  per-token log10 scores of both are compared first (max |difference|).
-* with ``--lmplz PATH`` (KenLM's estimator, built from the kenlm source), a reference
-  model from lmplz on the same text and its valid perplexity under KenLM.
+* ``load``: open the PTB 5-gram — varorder's ARPA reader, varorder's binary model
+  (``varorder lm build-binary``), KenLM's module on the same ARPA file — time and the
+  resident memory the load added (VmRSS after minus before, in the child);
+* ``cli``: ``varorder lm score MODEL one-sentence.txt`` end to end (process start to
+  exit) with the binary and with the ARPA model: wall time and peak RSS of the process;
+* ``score``: scoring the valid sentences from strings — varorder's ``score_sentences``
+  (bytes -> ids in a compiled kernel, then the batched scorer) against KenLM's
+  ``Model.score`` in a Python loop; per-sentence scores compared first;
+* ``estimate``: ``varorder lm train -n N`` (read, count, estimate, write ARPA) per
+  order, in memory and with ``-S`` (sorted runs on disk): wall time and peak RSS of the
+  process; with ``--lmplz PATH`` also lmplz ``-o N -S 20%`` on the same text;
+* ``large``: a synthetic corpus of ``--large-tokens`` tokens sampled from the PTB 5-gram
+  (seed 0) estimated with ``-S 2G``: time and peak RSS; and the on-disk and in-memory
+  paths compared on the valid perplexity of a 3M-token sample (seed 1) both handle.
 
-    python benchmarks/lm.py                        # orders 3 and 5
-    python benchmarks/lm.py --lmplz /path/to/lmplz --json lm.json
+    python benchmarks/lm.py --json lm.json                 # every section
+    python benchmarks/lm.py --sections load cli score      # some
 """
 
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import subprocess
+import sys
 import tempfile
+import textwrap
 import time
-import tracemalloc
 from pathlib import Path
 
+import numba
 import numpy as np
 
-from varorder.io.arpa import read_arpa, write_arpa
-from varorder.lm import ModifiedKneserNey, iter_sentences, read_corpus
+from varorder.lm._kernels import find, find_ngram
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb-lm"
-
-
-def best_time(fn, repeat):
-    fn()  # warm-up: Numba compilation, caches
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "ptb-lm"
+SENTENCE = "the stock market fell sharply in early trading on friday\n"
+PYTHON = sys.executable
 
 
-# lmplz refuses <unk> in its input; PTB spells rare words <unk>, an ordinary token for
-# varorder (it is counted like any word), so lmplz sees it under another name.
-PTB_UNK_FOR_LMPLZ = "<ptb-unk>"
+def child_env() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    return env
 
 
-def lmplz_perplexity(lmplz, order, train, valid_sentences, folder, kenlm):
-    arpa = folder / f"lmplz{order}.arpa"
-    text = folder / "train.txt"
-    if not text.exists():
-        with text.open("w") as handle:
-            for _, tokens in iter_sentences(train):
-                handle.write(" ".join(PTB_UNK_FOR_LMPLZ if t == "<unk>" else t for t in tokens) + "\n")
-    valid_sentences = [
-        " ".join(PTB_UNK_FOR_LMPLZ if t == "<unk>" else t for t in s.split()) for s in valid_sentences
-    ]
+def run_measured(command: list[str]) -> dict:
+    """Run a process; return its wall seconds and output."""
     start = time.perf_counter()
-    with text.open("rb") as source, arpa.open("wb") as sink:
-        subprocess.run([lmplz, "-o", str(order), "-S", "20%", "-T", str(folder)], stdin=source, stdout=sink,
-                       stderr=subprocess.DEVNULL, check=True)
-    seconds = time.perf_counter() - start
-    model = kenlm.Model(str(arpa))
-    total = sum(model.score(s) for s in valid_sentences)
-    n_tokens = sum(len(s.split()) + 1 for s in valid_sentences)
-    return 10 ** (-total / n_tokens), seconds
+    process = subprocess.run(command, env=child_env(), capture_output=True)
+    if process.returncode != 0:
+        raise RuntimeError(f"{' '.join(map(str, command))} failed:\n{process.stderr.decode()[-2000:]}")
+    return {"wall_s": time.perf_counter() - start, "stdout": process.stdout.decode(), "stderr": process.stderr.decode()}
 
 
-def run(order, repeat, folder, lmplz, kenlm):
-    train, valid = DATA / "ptb.train.txt.gz", DATA / "ptb.valid.txt.gz"
-    row = {"order": order}
+def run_with_rusage(command: list[str]) -> dict:
+    """Wall time, CPU time and peak RSS of one child process (os.wait4's rusage)."""
     start = time.perf_counter()
-    estimator = ModifiedKneserNey(order=order).fit(train)
-    row["estimate_s"] = time.perf_counter() - start
-    model = estimator.model_
-    tracemalloc.start()
-    ModifiedKneserNey(order=order).fit(train)
-    row["estimate_peak_mb"] = tracemalloc.get_traced_memory()[1] / 2**20
-    tracemalloc.stop()
+    process = subprocess.Popen(command, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(process.pid, 0)
+    wall = time.perf_counter() - start
+    stdout, stderr = process.stdout.read().decode(), process.stderr.read().decode()
+    if status != 0:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{stderr[-2000:]}")
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
+            "stdout": stdout, "stderr": stderr}
 
-    row["ngrams"] = list(model.ngram_counts)
-    row["model_mb"] = model.nbytes / 2**20
-    row["bytes_per_ngram"] = model.bytes_per_ngram
-    _, ids, lengths = read_corpus(valid, vocabulary=model.vocabulary)
-    row["valid_perplexity"] = model.perplexity((ids, lengths))
-    start = time.perf_counter()
-    model.max_backoff()
-    row["maxarpa_s"] = time.perf_counter() - start
 
-    arpa = folder / f"varorder{order}.arpa"
-    start = time.perf_counter()
-    write_arpa(model, arpa)
-    row["write_arpa_s"] = time.perf_counter() - start
-    row["arpa_mb"] = arpa.stat().st_size / 2**20
-    start = time.perf_counter()
-    read_arpa(arpa)
-    row["read_arpa_s"] = time.perf_counter() - start
+LOAD_CHILD = textwrap.dedent("""
+    import json, sys, time
+    def rss():
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    kind, path = sys.argv[1], sys.argv[2]
+    if kind == "kenlm":
+        import kenlm
+        before = rss(); start = time.perf_counter(); cpu = time.process_time()
+        model = kenlm.Model(path)
+    else:
+        import numpy
+        from varorder.io.arpa import load_model
+        before = rss(); start = time.perf_counter(); cpu = time.process_time()
+        model = load_model(path)
+    seconds = time.perf_counter() - start; cpu = time.process_time() - cpu
+    print(json.dumps({"load_s": seconds, "cpu_s": cpu, "added_rss_mb": rss() - before, "rss_mb": rss()}))
+""")
 
+
+def section_load(folder: Path, rounds: int, rows: dict) -> None:
+    arpa, binary = folder / "ptb5.arpa", folder / "ptb5.bin"
+    peers = {"varorder ARPA": ["varorder", arpa], "varorder binary": ["varorder", binary], "KenLM ARPA": ["kenlm", arpa]}
+    results: dict[str, list[dict]] = {name: [] for name in peers}
+    # A first varorder ARPA read compiles and caches the reader's kernels.
+    run_measured([PYTHON, "-c", LOAD_CHILD, "varorder", str(arpa)])
+    for _ in range(rounds):
+        for name, (kind, path) in peers.items():
+            results[name].append(json.loads(run_measured([PYTHON, "-c", LOAD_CHILD, kind, str(path)])["stdout"]))
+    for name, runs in results.items():
+        best = min(runs, key=lambda r: r["load_s"])
+        rows[f"load {name}"] = {"seconds": best["load_s"], "cpu_s": min(r["cpu_s"] for r in runs),
+                                "added_rss_mb": min(r["added_rss_mb"] for r in runs), "process_rss_mb": best["rss_mb"]}
+    rows["load KenLM ARPA / varorder ARPA (time)"] = rows["load KenLM ARPA"]["seconds"] / rows["load varorder ARPA"]["seconds"]
+
+
+def section_cli(folder: Path, rounds: int, rows: dict) -> None:
+    text = folder / "one.txt"
+    text.write_text(SENTENCE)
+    for name, model in (("binary", folder / "ptb5.bin"), ("ARPA", folder / "ptb5.arpa")):
+        command = [PYTHON, "-m", "varorder", "lm", "score", str(model), str(text)]
+        run_with_rusage(command)  # warm the page cache and Numba's cache
+        runs = [run_with_rusage(command) for _ in range(rounds if name == "binary" else max(1, rounds // 2))]
+        best = min(runs, key=lambda r: r["wall_s"])
+        rows[f"cli score one sentence, {name} model"] = {"seconds": best["wall_s"], "cpu_s": best["cpu_s"],
+                                                         "peak_rss_mb": min(r["peak_rss_mb"] for r in runs)}
+
+
+SCORE_CHILD = textwrap.dedent("""
+    import json, sys, time
+    import numpy as np
+    import kenlm
+    from varorder.io.arpa import load_model
+    from varorder.lm import iter_sentences
+    arpa, binary, valid, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     sentences = [" ".join(tokens) for _, tokens in iter_sentences(valid)]
-    n_tokens = len(ids) + len(lengths)
-    row["valid_tokens"] = n_tokens
-    seconds = best_time(lambda: model.token_log10probs(ids, lengths), repeat)
-    row["varorder_batched_tok_s"] = n_tokens / seconds
+    n_tokens = sum(len(s.split()) + 1 for s in sentences)
+    ours, theirs = load_model(binary), kenlm.Model(arpa)
+    difference = float(np.abs(ours.score_sentences(sentences) - np.array([theirs.score(s) for s in sentences])).max())
+    peers = {"varorder score_sentences": lambda: ours.score_sentences(sentences),
+             "KenLM Model.score loop": lambda: [theirs.score(s) for s in sentences]}
+    best = {name: [1e9, 1e9] for name in peers}
+    for _ in range(rounds):
+        for name, fn in peers.items():
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            best[name] = [min(best[name][0], wall), min(best[name][1], cpu)]
+    print(json.dumps({"n_tokens": n_tokens, "max_sentence_difference": difference, "best": best}))
+""")
 
-    def encode_and_score():
-        encoded, encoded_lengths = model.vocabulary.encode_sentences(s.split() for s in sentences)
-        model.token_log10probs(encoded, encoded_lengths)
 
-    row["varorder_with_encoding_tok_s"] = n_tokens / best_time(encode_and_score, repeat)
-    if kenlm is not None:
-        reference = kenlm.Model(str(arpa))
-        ours, _ = model.token_log10probs(ids, lengths)
-        theirs = np.asarray([score for s in sentences for score, _, _ in reference.full_scores(s)])
-        row["max_abs_log10_difference_vs_kenlm"] = float(np.abs(ours - theirs).max())
-        seconds = best_time(lambda: [reference.score(s) for s in sentences], repeat)
-        row["kenlm_score_tok_s"] = n_tokens / seconds
-        row["batched_over_kenlm"] = row["varorder_batched_tok_s"] / row["kenlm_score_tok_s"]
+def section_score(folder: Path, rounds: int, rows: dict) -> None:
+    out = json.loads(run_measured([PYTHON, "-c", SCORE_CHILD, str(folder / "ptb5.arpa"), str(folder / "ptb5.bin"),
+                                   str(DATA / "ptb.valid.txt.gz"), str(rounds)])["stdout"])
+    n_tokens = out["n_tokens"]
+    for name, (wall, cpu) in out["best"].items():
+        rows[f"score strings 5-gram, {name}"] = {"tokens_per_s": n_tokens / wall, "cpu_tokens_per_s": n_tokens / cpu}
+    ours = out["best"]["varorder score_sentences"]
+    theirs = out["best"]["KenLM Model.score loop"]
+    rows["score strings varorder / KenLM"] = {"wall": theirs[0] / ours[0], "cpu": theirs[1] / ours[1]}
+    rows["score max |sentence log10 difference| vs KenLM"] = out["max_sentence_difference"]
+
+
+def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str | None) -> None:
+    train = DATA / "ptb.train.txt.gz"
+    for order in orders:
+        peers = {
+            "in memory": [PYTHON, "-m", "varorder", "lm", "train", str(train), "-n", str(order), "-o", str(folder / "e.arpa")],
+            "-S 200M": [PYTHON, "-m", "varorder", "lm", "train", str(train), "-n", str(order), "-S", "200M", "-T",
+                        str(folder), "-o", str(folder / "d.arpa")],
+        }
         if lmplz:
-            perplexity, seconds = lmplz_perplexity(lmplz, order, train, sentences, folder, kenlm)
-            row["lmplz_valid_perplexity"] = perplexity
-            row["lmplz_estimate_s"] = seconds
-            row["perplexity_relative_difference"] = row["valid_perplexity"] / perplexity - 1
-    return row
+            plain = folder / "train.txt"
+            if not plain.exists():
+                with gzip.open(train, "rt") as source:
+                    plain.write_text(source.read().replace("<unk>", "<ptb-unk>"))
+            peers["lmplz"] = ["sh", "-c", f"{lmplz} -o {order} -S 20% -T {folder} < {plain} > {folder / 'l.arpa'}"]
+        results: dict[str, list[dict]] = {name: [] for name in peers}
+        for _ in range(rounds):
+            for name, command in peers.items():
+                results[name].append(run_with_rusage(command))
+        for name, runs in results.items():
+            rows[f"estimate {order}-gram, {name}"] = {
+                "seconds": min(r["wall_s"] for r in runs), "cpu_s": min(r["cpu_s"] for r in runs),
+                "peak_rss_mb": min(r["peak_rss_mb"] for r in runs)}
+        same = (folder / "e.arpa").read_bytes() == (folder / "d.arpa").read_bytes()
+        rows[f"estimate {order}-gram, -S output identical to in-memory"] = same
+
+
+@numba.njit(cache=True)
+def _sample_corpus(n_tokens, seed, order, vocab_size, bos, eos, keys, values_base, cumulative, hash_rows, hash_base,
+                   hash_cap, max_length, out_ids, out_lengths):
+    """Sentences drawn from a back-off model exactly: at the longest stored context, a
+    stored continuation with probability equal to its stored mass, else a draw from the
+    next shorter context conditioned on not being stored here (rejection, redrawn from
+    that shorter level, as the back-off recursion defines it)."""
+    np.random.seed(seed)
+    context = np.empty(order, dtype=np.int64)
+    rows = np.empty(order, dtype=np.int64)
+    pending = np.empty(order, dtype=np.int64)
+    written = 0
+    n_sentences = 0
+    while written < n_tokens:
+        context[0] = bos
+        n_context = 1
+        length = 0
+        while True:
+            # rows[k]: row of the last k context words in the order-k table (-1: absent).
+            top = min(n_context, order - 1)
+            rows[0] = 0
+            for k in range(1, top + 1):
+                rows[k] = find_ngram(context[n_context - k:n_context], vocab_size, hash_rows, hash_base, hash_cap)
+            n_pending = 0
+            level = top
+            while True:
+                if level > 0 and rows[level] < 0:
+                    level -= 1
+                    continue
+                base = values_base[level]
+                if level == 0:
+                    lo, hi = base, values_base[1]
+                else:
+                    table = keys[base:values_base[level + 1]]
+                    lo = base + np.searchsorted(table, rows[level] * vocab_size)
+                    hi = base + np.searchsorted(table, (rows[level] + 1) * vocab_size)
+                mass = cumulative[hi - 1] if hi > lo else 0.0
+                if level > 0 and np.random.random() >= mass:
+                    pending[n_pending] = level
+                    n_pending += 1
+                    level -= 1
+                    continue
+                position = lo + np.searchsorted(cumulative[lo:hi], np.random.random() * mass, side="right")
+                word = min(position, hi - 1) - base if level == 0 else keys[min(position, hi - 1)] % vocab_size
+                # Each level backed off from accepts the word unless it stores it.
+                while n_pending > 0:
+                    j = pending[n_pending - 1]
+                    if find(hash_rows, hash_base[j - 1], hash_cap[j - 1], rows[j] * vocab_size + word) >= 0:
+                        break
+                    n_pending -= 1
+                if n_pending == 0:
+                    break
+                level = pending[n_pending - 1] - 1  # redraw below the level that refused
+            if word == eos or length == max_length:
+                break
+            out_ids[written] = word
+            written += 1
+            length += 1
+            if n_context == order - 1:
+                context[:n_context - 1] = context[1:n_context]
+                n_context -= 1
+            context[n_context] = word
+            n_context += 1
+            if written == out_ids.shape[0]:
+                break
+        out_lengths[n_sentences] = length
+        n_sentences += 1
+        if written == out_ids.shape[0]:
+            break
+    return written, n_sentences
+
+
+def make_large_corpus(path: Path, n_tokens: int, model_path: Path, seed: int = 0) -> int:
+    """``n_tokens`` tokens of sentences sampled from the PTB 5-gram (see _sample_corpus)."""
+    from varorder.io.arpa import load_model
+
+    model = load_model(model_path)
+    vocab_size, order = model.vocab_size, model.order
+    probabilities = 10.0 ** model._values[:, 0].astype(np.float64)
+    keys = np.concatenate(model._keys)
+    group = keys // vocab_size
+    group[: vocab_size] = 0
+    order_of = np.repeat(np.arange(order), np.diff(model._value_base))
+    starts = np.ones(len(keys), dtype=bool)
+    starts[1:] = (group[1:] != group[:-1]) | (order_of[1:] != order_of[:-1])
+    total = np.cumsum(probabilities)
+    first = np.flatnonzero(starts)
+    offsets = np.repeat(total[first] - probabilities[first], np.diff(np.append(first, len(keys))))
+    cumulative = total - offsets
+    out_ids = np.empty(n_tokens, dtype=np.int64)
+    out_lengths = np.empty(n_tokens, dtype=np.int64)
+    written, n_sentences = _sample_corpus(n_tokens, seed, order, vocab_size, model.vocabulary.bos_id,
+                                          model.vocabulary.eos_id, keys, model._value_base, cumulative,
+                                          model._hash_rows, model._hash_base, model._hash_cap, 250, out_ids, out_lengths)
+    words = np.asarray(model.vocabulary.words, dtype=object)
+    ends = np.cumsum(out_lengths[:n_sentences])
+    with open(path, "w") as out:
+        for begin in range(0, n_sentences, 100_000):
+            stop = min(n_sentences, begin + 100_000)
+            start_token = ends[begin - 1] if begin else 0
+            text = words[out_ids[start_token:ends[stop - 1]]]
+            lines = np.split(text, ends[begin:stop - 1] - start_token)
+            out.write("\n".join(" ".join(line) for line in lines if len(line)) + "\n")
+    return int(written)
+
+
+def section_large(folder: Path, rows: dict, n_tokens: int) -> None:
+    corpus = folder / "large.txt"
+    written = make_large_corpus(corpus, n_tokens, folder / "ptb5.bin")
+    rows["large corpus tokens"] = written
+    # A large sample from the model has no rare words: the unigram continuation counts
+    # n1..n4 are all zero, so (as lmplz would) it needs the fallback discounts there.
+    run = run_with_rusage([PYTHON, "-m", "varorder", "lm", "train", str(corpus), "-n", "5", "-S", "2G", "-T", str(folder),
+                           "--discount-fallback", "-o", str(folder / "large.bin"), "--binary"])
+    rows["large 5-gram, -S 2G"] = {"seconds": run["wall_s"], "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
+                                    "log": [line for line in run["stderr"].splitlines() if "grams=" in line or "order" in line]}
+    corpus.unlink()
+    # Both paths on a corpus the in-memory path handles: the same valid perplexity.
+    small = folder / "small.txt"
+    make_large_corpus(small, 3_000_000, folder / "ptb5.bin", seed=1)
+    perplexities = {}
+    for name, extra in (("in memory", []), ("-S 100M", ["-S", "100M", "-T", str(folder)])):
+        model = folder / f"small-{len(extra)}.bin"
+        run_measured([PYTHON, "-m", "varorder", "lm", "train", str(small), "-n", "5", "--discount-fallback", "--binary",
+                      "-o", str(model), *extra])
+        scored = run_measured([PYTHON, "-m", "varorder", "lm", "score", str(model), str(DATA / "ptb.valid.txt.gz"),
+                               "--no-sentences"])["stdout"]
+        perplexities[name] = scored.strip().split("perplexity=")[1]
+    rows["3M-token corpus valid perplexity (in memory, -S 100M)"] = perplexities
+
+
+def prepare(folder: Path) -> None:
+    train = DATA / "ptb.train.txt.gz"
+    subprocess.run([PYTHON, "-m", "varorder", "lm", "train", str(train), "-n", "5", "-o", str(folder / "ptb5.arpa")],
+                   env=child_env(), check=True, capture_output=True)
+    subprocess.run([PYTHON, "-m", "varorder", "lm", "build-binary", str(folder / "ptb5.arpa"), str(folder / "ptb5.bin")],
+                   env=child_env(), check=True, capture_output=True)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--orders", type=int, nargs="+", default=[3, 5])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--lmplz", help="path to KenLM's lmplz, for the reference perplexity")
+    parser.add_argument("--sections", nargs="+", default=["load", "cli", "score", "estimate", "large"],
+                        choices=["load", "cli", "score", "estimate", "large"])
+    parser.add_argument("--orders", type=int, nargs="+", default=[3, 4, 5, 6])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--large-tokens", type=int, default=20_000_000)
+    parser.add_argument("--lmplz", help="path to KenLM's lmplz, for the estimation peer")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     args = parser.parse_args()
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs ../shared/data/ptb-lm")
-    try:
-        import kenlm
-    except ImportError:
-        kenlm = None
-        print("kenlm is not installed: its columns are skipped (pip install kenlm)")
-    rows = []
-    with tempfile.TemporaryDirectory() as folder:
-        for order in args.orders:
-            row = run(order, args.repeat, Path(folder), args.lmplz, kenlm)
-            rows.append(row)
-            for key, value in row.items():
-                print(f"{order}-gram {key:38s} {value:.6g}" if isinstance(value, float) else f"{order}-gram {key:38s} {value}")
-    print(f"load average during the run: {os.getloadavg()}")
+    rows: dict = {"load average before": os.getloadavg()}
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        prepare(folder)
+        rows["PTB 5-gram ARPA MB"] = (folder / "ptb5.arpa").stat().st_size / 2**20
+        rows["PTB 5-gram binary MB"] = (folder / "ptb5.bin").stat().st_size / 2**20
+        for section in args.sections:
+            if section == "load":
+                section_load(folder, args.rounds, rows)
+            elif section == "cli":
+                section_cli(folder, args.rounds, rows)
+            elif section == "score":
+                section_score(folder, args.rounds, rows)
+            elif section == "estimate":
+                section_estimate(folder, max(1, args.rounds // 2), rows, args.orders, args.lmplz)
+            else:
+                section_large(folder, rows, args.large_tokens)
+            print(f"[{section} done, load average {os.getloadavg()}]", flush=True)
+            if args.json:  # after every section, so a failure later keeps what was measured
+                Path(args.json).write_text(json.dumps(rows, indent=2))
+    rows["load average after"] = os.getloadavg()
+    for key, value in rows.items():
+        print(f"{key:60s} {json.dumps(value)}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

@@ -14,7 +14,7 @@ from varorder.io.arpa import read_arpa
 @pytest.fixture()
 def corpus(tmp_path):
     path = tmp_path / "train.txt"
-    path.write_text("\n".join(random_corpus(np.random.default_rng(0), 200, 40, max_length=10)) + "\n")
+    path.write_text("\n".join(random_corpus(np.random.default_rng(0), 300, 300, max_length=10)) + "\n")
     return path
 
 
@@ -61,3 +61,98 @@ def test_malformed_model_is_a_clean_error(tmp_path):
     result = CliRunner().invoke(main, ["lm", "score", str(broken), str(text)])
     assert result.exit_code != 0
     assert "broken.arpa:5:" in result.output
+
+
+def test_build_binary_and_every_command_reads_it(tmp_path, corpus):
+    runner = CliRunner()
+    arpa, binary = tmp_path / "model.arpa", tmp_path / "model.bin"
+    assert runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "-o", str(arpa)]).exit_code == 0
+    result = runner.invoke(main, ["lm", "build-binary", str(arpa), str(binary)])
+    assert result.exit_code == 0, result.output
+    test = tmp_path / "test.txt"
+    test.write_text("t0 t1 t2\nt3 unseen-word\nt5 t5 t5 t5\n")
+    outputs = {}
+    for name, path in (("arpa", arpa), ("binary", binary)):
+        scored = runner.invoke(main, ["lm", "score", str(path), str(test), "--per-token"])
+        assert scored.exit_code == 0, scored.output
+        outputs[name] = [line for line in scored.stdout.splitlines() if not line.startswith("reading")]
+    assert outputs["arpa"] == outputs["binary"]
+    first = outputs["binary"][0].split("\t")
+    model = read_arpa(arpa)
+    assert first[0].startswith("t0=") and first[-1].startswith("Total: ")
+    assert float(first[-1].split()[1]) == pytest.approx(model.score_sentence("t0 t1 t2"), abs=1e-5)
+    assert len(first) == 5  # three words, </s>, the total
+    top = runner.invoke(main, ["lm", "next", str(binary), "t0", "t1", "-k", "3"])
+    assert top.exit_code == 0, top.output
+    words = [line.split("\t")[0] for line in top.stdout.splitlines()]
+    distribution = model.next_word_log10probs("t0 t1")
+    assert words == [model.vocabulary.words[i] for i in np.argsort(-distribution, kind="stable")[:3]]
+    maxarpa = runner.invoke(main, ["lm", "maxarpa", str(binary), str(tmp_path / "m.maxarpa")])
+    assert maxarpa.exit_code == 0, maxarpa.output
+
+
+def test_binary_that_is_not_a_model_is_a_clean_error(tmp_path):
+    fake = tmp_path / "fake.bin"
+    fake.write_bytes(b"varorder-lm\x00\x01\x00\x00\x00" + b"\xff" * 4)
+    text = tmp_path / "t.txt"
+    text.write_text("a\n")
+    result = CliRunner().invoke(main, ["lm", "score", str(fake), str(text)])
+    assert result.exit_code != 0 and "fake.bin: truncated" in result.output
+
+
+def test_train_options(tmp_path, corpus):
+    runner = CliRunner()
+    out = tmp_path / "pruned.bin"
+    result = runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "--prune", "0 1", "--binary", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    from varorder.lm.binary import open_binary
+
+    pruned, full = open_binary(out), _train(tmp_path, corpus)
+    assert pruned.ngram_counts[0] == full.ngram_counts[0] and pruned.ngram_counts[2] < full.ngram_counts[2]
+    words = tmp_path / "vocab.txt"
+    words.write_text("t0 t1\nt2\n")
+    limited = tmp_path / "limited.arpa"
+    result = runner.invoke(main, ["lm", "train", str(corpus), "-n", "2", "--limit-vocab-file", str(words), "-o", str(limited)])
+    assert result.exit_code == 0, result.output
+    assert set(read_arpa(limited).vocabulary.words) == {"t0", "t1", "t2", "<s>", "</s>", "<unk>"}
+
+
+def _train(tmp_path, corpus):
+    arpa = tmp_path / "full.arpa"
+    assert CliRunner().invoke(main, ["lm", "train", str(corpus), "-n", "3", "-o", str(arpa)]).exit_code == 0
+    return read_arpa(arpa)
+
+
+def test_discount_fallback_is_refused_unless_asked(tmp_path):
+    tiny = tmp_path / "tiny.txt"
+    tiny.write_text("a b\n")
+    runner = CliRunner()
+    refused = runner.invoke(main, ["lm", "train", str(tiny), "-n", "2", "-o", str(tmp_path / "t.arpa")])
+    assert refused.exit_code != 0 and "--discount-fallback" in refused.output
+    accepted = runner.invoke(main, ["lm", "train", str(tiny), "-n", "2", "--discount-fallback",
+                                    "--fallback-discounts", "0.4 0.9 1.3", "-o", str(tmp_path / "t.arpa")])
+    assert accepted.exit_code == 0, accepted.output
+    assert "D1=0.4000 D2=0.9000 D3+=1.3000 (fallback)" in accepted.output
+
+
+def test_train_with_a_memory_budget_equals_in_memory(tmp_path, corpus):
+    runner = CliRunner()
+    on_disk, in_memory = tmp_path / "disk.arpa", tmp_path / "memory.arpa"
+    result = runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "-S", "1M", "-T", str(tmp_path), "-o", str(on_disk)])
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "-o", str(in_memory)]).exit_code == 0
+    assert on_disk.read_bytes() == in_memory.read_bytes()
+    bad = runner.invoke(main, ["lm", "train", str(corpus), "-S", "lots", "-o", str(on_disk)])
+    assert bad.exit_code != 0 and "memory budget" in bad.output
+
+
+def test_train_on_a_dask_cluster_equals_in_memory(tmp_path, corpus):
+    distributed = pytest.importorskip("distributed")
+    runner = CliRunner()
+    sharded, in_memory = tmp_path / "dask.arpa", tmp_path / "memory.arpa"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+        result = runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "--dask-scheduler", cluster.scheduler_address,
+                                      "-o", str(sharded)])
+    assert result.exit_code == 0, result.output
+    assert runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "-o", str(in_memory)]).exit_code == 0
+    assert sharded.read_bytes() == in_memory.read_bytes()

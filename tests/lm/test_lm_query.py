@@ -124,3 +124,17 @@ def test_storage_reports_its_size():
     model, _ = random_model(rng, 4, 3)
     assert model.nbytes > 0
     assert model.bytes_per_ngram == pytest.approx(model.nbytes / sum(model.ngram_counts))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_score_sentences_from_strings_equals_encoding_in_python(seed):
+
+    model, _ = random_model(np.random.default_rng(seed), 5, 3)
+    words = [w for w in model.vocabulary.words if w not in ("<s>", "</s>")] + ["oov", "ü"]
+    rng = np.random.default_rng(seed + 100)
+    sentences = [" ".join(rng.choice(words, size=int(rng.integers(0, 8)))) for _ in range(40)]
+    sentences += ["", "  w0\tw1  ", "w0 \u00a0w1", "w0\nw1", "w2\u2003w3"]
+    expected = [model.score_sentence(s) for s in sentences]
+    np.testing.assert_array_equal(model.score_sentences(sentences), expected)
+    ids, lengths = model.vocabulary.encode_lines(sentences[:40])
+    np.testing.assert_array_equal(lengths, [len(s.split()) for s in sentences[:40]])

@@ -1,5 +1,11 @@
-"""``varorder lm``: train n-gram language models, score text with them, and write
-MAX-ARPA files (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`."""
+"""``varorder lm``: train n-gram language models, score text with them, convert ARPA to
+varorder's memory-mapped binary format, print next-word distributions, and write MAX-ARPA
+files (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`.
+
+Every command that takes a MODEL accepts ARPA text (``.gz`` too) or a binary model made
+by ``build-binary`` (recognised by its magic bytes). Imports happen inside the commands,
+so that scoring a sentence with a binary model does not load Numba or the estimators.
+"""
 
 from __future__ import annotations
 
@@ -7,35 +13,90 @@ import sys
 import time
 
 import click
-import numpy as np
 
-from varorder.io.arpa import read_arpa, write_arpa
-from varorder.lm import ESTIMATORS, AbsoluteDiscounting, AdditiveSmoothing, ModifiedKneserNey, iter_sentences
+ESTIMATOR_METHODS = ("absolute", "additive", "kneser-ney")
+MODEL_HELP = "ARPA file (.gz too) or binary model from `varorder lm build-binary`."
+MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRILM's convention) "
+                 "or as the number -99 (KenLM's reading).")
 
 
 def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _load(model_path: str, minus_99: str = "zero"):
+    from varorder.io.arpa import load_model
+
+    try:
+        return load_model(model_path, progress=True, minus_99=minus_99)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+
+
+def _parse_numbers(text: str | None, kind, what: str) -> list | None:
+    if text is None:
+        return None
+    try:
+        return [kind(part) for part in text.replace(",", " ").split()]
+    except ValueError:
+        raise click.BadParameter(f"{what} must be numbers separated by spaces or commas, got {text!r}") from None
+
+
 @click.group()
 def lm():
-    """n-gram language models: estimation, scoring, MAX-ARPA bounds."""
+    """n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds."""
 
 
 @lm.command()
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="ARPA file to write (.gz compresses).")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Model file to write: ARPA (.gz compresses), or binary with --binary.")
 @click.option("-n", "--order", default=3, show_default=True, type=click.IntRange(1, 10))
-@click.option("--method", type=click.Choice(sorted(ESTIMATORS)), default="kneser-ney", show_default=True)
+@click.option("--method", type=click.Choice(ESTIMATOR_METHODS), default="kneser-ney", show_default=True)
 @click.option("--discount", default=0.25, show_default=True, type=float, help="absolute: the discount D.")
 @click.option("--smoothing", default=0.01, show_default=True, type=float, help="absolute: additive term on unigram counts.")
 @click.option("--alpha", default=1.0, show_default=True, type=float, help="additive: pseudo-count per word.")
 @click.option("--min-count", default=1, show_default=True, type=click.IntRange(1), help="Rarer words become <unk>.")
+@click.option("--prune", metavar="'T1 T2 ...'",
+              help="kneser-ney: per-order raw-count thresholds, unigrams first (must be 0), e.g. '0 0 1' drops "
+                   "n-grams of order >= 3 seen once; the last value repeats (lmplz's --prune).")
+@click.option("--limit-vocab-file", type=click.Path(exists=True, dir_okay=False),
+              help="kneser-ney: whitespace-separated words; n-grams holding any other word are dropped after "
+                   "estimation and <unk> takes those words' mass (lmplz's --limit_vocab_file).")
+@click.option("--discount-fallback", is_flag=True,
+              help="kneser-ney: when an order's counts-of-counts give no valid discounts, use --fallback-discounts "
+                   "instead of refusing (lmplz's --discount_fallback).")
+@click.option("--fallback-discounts", default="0.5 1 1.5", show_default=True, metavar="'D1 D2 D3+'",
+              help="The discounts --discount-fallback uses.")
+@click.option("-S", "--memory", "memory",
+              help="Count n-grams in sorted runs on disk, holding at most this much in memory (e.g. 2G, 500M; "
+                   "lmplz's -S). Without it, counting is in memory.")
+@click.option("-T", "--temp-dir", type=click.Path(file_okay=False), help="Folder for the sorted runs of -S.")
+@click.option("--dask-scheduler", metavar="ADDRESS",
+              help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files "
+                   "must be readable there at the same paths); merged exactly as -S merges its runs.")
+@click.option("--binary", "binary", is_flag=True, help="Write the binary format instead of ARPA.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
-def train(corpus, output, order, method, discount, smoothing, alpha, min_count, max_arpa):
+def train(corpus, output, order, method, discount, smoothing, alpha, min_count, prune, limit_vocab_file,
+          discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
+    from varorder.lm import AbsoluteDiscounting, AdditiveSmoothing, ModifiedKneserNey
+
+    kneser_ney_only = {"--prune": prune, "--limit-vocab-file": limit_vocab_file, "--discount-fallback": discount_fallback}
+    for flag, value in kneser_ney_only.items():
+        if value and method != "kneser-ney":
+            raise click.UsageError(f"{flag} applies to --method kneser-ney only")
     if method == "kneser-ney":
-        estimator = ModifiedKneserNey(order=order, min_count=min_count)
+        fallback = _parse_numbers(fallback_discounts, float, "--fallback-discounts")
+        limit_vocab = None
+        if limit_vocab_file:
+            from varorder.lm.corpus import open_text
+
+            with open_text(limit_vocab_file) as handle:
+                limit_vocab = handle.read().split()
+        estimator = ModifiedKneserNey(order=order, min_count=min_count,
+                                      discount_fallback=tuple(fallback) if discount_fallback else None,
+                                      prune=_parse_numbers(prune, int, "--prune"), limit_vocab=limit_vocab)
     elif method == "absolute":
         estimator = AbsoluteDiscounting(order=order, discount=discount, smoothing=smoothing, min_count=min_count)
     else:
@@ -43,7 +104,23 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     start = time.perf_counter()
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
     try:
-        estimator.fit(list(corpus))
+        if dask_scheduler:
+            from distributed import Client
+
+            from varorder.lm.external import count_ngrams_dask, parse_memory
+
+            with Client(dask_scheduler) as client:
+                counts = count_ngrams_dask(list(corpus), order, client, min_count=min_count,
+                                           memory=parse_memory(memory) if memory else 1 << 30)
+            estimator.fit_counts(counts)
+        elif memory:
+            from varorder.lm.external import count_ngrams_on_disk, parse_memory
+
+            counts = count_ngrams_on_disk(list(corpus), order, memory=parse_memory(memory), temp_dir=temp_dir,
+                                          min_count=min_count, progress=True)
+            estimator.fit_counts(counts)
+        else:
+            estimator.fit(list(corpus))
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     model = estimator.model_
@@ -51,9 +128,16 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     _say(f"{counts} in {time.perf_counter() - start:.1f} s")
     if method == "kneser-ney":
         for m, discounts in enumerate(estimator.discounts_, start=1):
-            fallback = " (fallback)" if m in estimator.fallback_orders_ else ""
-            _say(f"  order {m} discounts D1={discounts[0]:.4f} D2={discounts[1]:.4f} D3+={discounts[2]:.4f}{fallback}")
-    write_arpa(model, output, max_arpa=max_arpa)
+            fallback_note = " (fallback)" if m in estimator.fallback_orders_ else ""
+            _say(f"  order {m} discounts D1={discounts[0]:.4f} D2={discounts[1]:.4f} D3+={discounts[2]:.4f}{fallback_note}")
+    if binary:
+        from varorder.lm.binary import write_binary
+
+        write_binary(model, output, max_arpa=max_arpa)
+    else:
+        from varorder.io.arpa import write_arpa
+
+        write_arpa(model, output, max_arpa=max_arpa)
     _say(f"wrote {output}")
 
 
@@ -62,15 +146,23 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
 @click.argument("text", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("--sentences/--no-sentences", default=True, show_default=True,
               help="Print one line per sentence: log10 probability, predicted tokens, OOVs.")
-def score(model_path, text, sentences):
-    """Score TEXT (one sentence per line; - for stdin) with the ARPA MODEL.
+@click.option("--per-token", is_flag=True,
+              help="Print each sentence's tokens as KenLM's query does: word=id n-gram-length log10p, "
+                   "then Total and OOV.")
+@click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
+def score(model_path, text, sentences, per_token, minus_99):
+    """Score TEXT (one sentence per line; - for stdin) with MODEL.
 
     Per sentence: log10 p (with <s> and </s>), the number of predicted tokens (words and
     </s>), and OOVs. Then a summary with the perplexity over all predicted tokens
     (OOVs scored as <unk>, as KenLM's query does).
     """
+    import numpy as np
+
+    from varorder.lm.corpus import iter_sentences
+
+    model = _load(model_path, minus_99)
     try:
-        model = read_arpa(model_path, progress=True)
         if text == "-":
             lines = [line.split() for line in sys.stdin]
             tokens = [t for t in lines if t]
@@ -80,10 +172,21 @@ def score(model_path, text, sentences):
         raise click.ClickException(str(error)) from None
     vocabulary = model.vocabulary
     ids, lengths = vocabulary.encode_sentences(tokens)
-    per_sentence = model.sentence_log10probs(ids, lengths)
+    token_scores, ngram_lengths = model.token_log10probs(ids, lengths)
+    ends = np.cumsum(lengths + 1)
+    per_sentence = np.add.reduceat(token_scores, ends - lengths - 1) if len(lengths) else np.zeros(0)
     oov = np.fromiter((sum(1 for w in sentence if w not in vocabulary) for sentence in tokens), dtype=np.int64, count=len(tokens))
-    if sentences:
-        out = sys.stdout
+    out = sys.stdout
+    if per_token:
+        eos = vocabulary.words[vocabulary.eos_id]
+        for sentence, end, total, n_oov in zip(tokens, ends, per_sentence, oov):
+            begin = end - len(sentence) - 1
+            words = [*sentence, eos]
+            word_ids = [*vocabulary.encode(sentence).tolist(), vocabulary.eos_id]
+            fields = [f"{w}={i} {int(n)} {p:.6g}" for w, i, n, p in
+                      zip(words, word_ids, ngram_lengths[begin:end], token_scores[begin:end])]
+            out.write("\t".join(fields) + f"\tTotal: {total:.6g} OOV: {n_oov}\n")
+    elif sentences:
         out.write("log10prob\ttokens\toovs\n")
         for total, length, n_oov in zip(per_sentence, lengths, oov):
             out.write(f"{total:.6f}\t{length + 1}\t{n_oov}\n")
@@ -95,19 +198,59 @@ def score(model_path, text, sentences):
     )
 
 
+@lm.command("build-binary")
+@click.argument("arpa", type=click.Path(exists=True, dir_okay=False))
+@click.argument("output", type=click.Path(dir_okay=False))
+@click.option("--max-arpa", is_flag=True, help="Also store the MAX-ARPA columns (computed when the ARPA file lacks them).")
+@click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
+def build_binary(arpa, output, max_arpa, minus_99):
+    """Convert ARPA to varorder's binary format, which opens by memory-mapping (no parse).
+
+    The file is versioned and checked on open (size, layout, checksums of its header); it
+    holds the same tables as the model in memory, so its scores equal the ARPA file's.
+    """
+    from varorder.lm.binary import verify_binary, write_binary
+
+    start = time.perf_counter()
+    model = _load(arpa, minus_99)
+    _say(f"read {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")
+    write_binary(model, output, max_arpa=True if max_arpa else None)
+    verify_binary(output)
+    _say(f"wrote {output}")
+
+
+@lm.command("next")
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+@click.argument("context", nargs=-1)
+@click.option("-k", "--top", default=10, show_default=True, type=click.IntRange(1), help="How many words to print.")
+@click.option("--bos/--no-bos", default=True, show_default=True, help="Start the context at <s>.")
+@click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
+def next_word(model_path, context, top, bos, minus_99):
+    """The distribution of the next word after CONTEXT (words): the TOP most probable
+    words with their log10 p(word | context), and the total probability printed."""
+    import numpy as np
+
+    model = _load(model_path, minus_99)
+    words = " ".join(context).split()
+    log10probs = model.next_word_log10probs(words, bos=bos)
+    best = np.argsort(-log10probs, kind="stable")[:top]
+    for word_id in best:
+        click.echo(f"{model.vocabulary.words[word_id]}\t{log10probs[word_id]:.6f}")
+    _say(f"sum of p over the vocabulary = {float(np.sum(10.0 ** log10probs)):.6f}")
+
+
 @lm.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
 @click.argument("output", type=click.Path(dir_okay=False))
 def maxarpa(model_path, output):
-    """Read an ARPA MODEL and write its MAX-ARPA table to OUTPUT.
+    """Read MODEL (ARPA or binary) and write its MAX-ARPA table to OUTPUT.
 
     Each n-gram line gains two columns: the max log10 probability over all left
     extensions of its context (mf) and the max back-off (mbow), Carter et al. (2012) §2.3.
     """
-    try:
-        model = read_arpa(model_path, progress=True)
-    except ValueError as error:
-        raise click.ClickException(str(error)) from None
+    from varorder.io.arpa import write_arpa
+
+    model = _load(model_path)
     start = time.perf_counter()
     model.max_backoff()
     _say(f"max-backoff weights of {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")

@@ -25,15 +25,12 @@ import gc
 import gzip
 import itertools
 import math
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
-from tqdm import tqdm
 
-from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, open_text
+from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output, open_text
 from varorder.lm.model import MaxBackoffTable, NgramLM
 
 # KenLM's substitute for a missing <unk>.
@@ -78,27 +75,46 @@ def _parse_float(path, line_number: int, text: str, what: str) -> float:
     return value
 
 
-def read_arpa(path: PathLike, *, progress: bool = False) -> NgramLM:
+MINUS_99_READINGS = ("zero", "literal")
+
+
+def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
     """Read an ARPA or MAX-ARPA file (``.gz`` transparently) into an :class:`NgramLM`.
 
     The vocabulary is the unigram section in file order (plus ``<unk>`` when absent).
     MAX-ARPA columns, when present, are attached (see :meth:`NgramLM.max_backoff`).
     ``progress`` shows a bar over the n-grams read (stderr).
+
+    ``minus_99``: ``"zero"`` (default, SRILM's convention) reads a log10 value of -99 as
+    probability 0 (-inf); ``"literal"`` reads it as the number -99, as KenLM does, so an
+    ordinary word listed with -99 scores -99 rather than -inf.
+
+    A varorder binary model (:mod:`varorder.lm.binary`, recognised by its magic bytes)
+    is opened by memory-mapping instead, so every command that reads a model takes
+    either kind; it keeps the ``minus_99`` reading it was built with.
     """
+    if minus_99 not in MINUS_99_READINGS:
+        raise ValueError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}")
     path = Path(path)
+    from varorder.lm.binary import is_binary_model, open_binary
+
+    if is_binary_model(path):
+        # Every caller that reads a model file accepts varorder's binary format too.
+        return open_binary(path)
     _check_not_binary(path)
     # Millions of small field lists would trigger repeated full garbage collections
     # (they hold no cycles), which dominate the reading time on large files.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        return _read_arpa(path, progress)
+        model = _read_arpa_fast(path, minus_99)
+        return model if model is not None else _read_arpa(path, progress, minus_99)
     finally:
         if collecting:
             gc.enable()
 
 
-def _read_arpa(path: Path, progress: bool) -> NgramLM:
+def _read_arpa(path: Path, progress: bool, minus_99: str) -> NgramLM:
     declared: dict[int, int] = {}
     sections: list[dict] = []  # per order: words, probs, backoffs, max cols, lines
     max_arpa: bool | None = None
@@ -128,6 +144,8 @@ def _read_arpa(path: Path, progress: bool) -> NgramLM:
         if not declared:
             raise _fail(path, data_line, "\\data\\ lists no 'ngram N=count' lines")
         max_order = len(declared)
+        from tqdm import tqdm
+
         bar = tqdm(total=sum(declared.values()), unit=" n-grams", unit_scale=True, disable=not progress,
                    desc=f"reading {path.name}")
 
@@ -168,7 +186,7 @@ def _read_arpa(path: Path, progress: bool) -> NgramLM:
                     path, where,
                     f"\\data\\ announces ngram {order}={declared[order]} but the \\{order}-grams: section has {len(fields_per_line)} entries",
                 )
-            section = _parse_section(path, order, fields_per_line, np.asarray(line_numbers, dtype=np.int64))
+            section = _parse_section(path, order, fields_per_line, np.asarray(line_numbers, dtype=np.int64), minus_99)
             if section["max_arpa"] is not None:
                 if max_arpa is not None and max_arpa != section["max_arpa"]:
                     raise _fail(path, header_line, "mixes ARPA and MAX-ARPA sections (the number of columns changed)")
@@ -186,7 +204,8 @@ def _read_arpa(path: Path, progress: bool) -> NgramLM:
     return _build_model(path, sections, bool(max_arpa))
 
 
-def _parse_section(path, order: int, fields_per_line: list[list[str]], line_numbers: np.ndarray) -> dict:
+def _parse_section(path, order: int, fields_per_line: list[list[str]], line_numbers: np.ndarray,
+                   minus_99: str = "zero") -> dict:
     """Columns of one n-gram section, parsed a block of equal-length lines at a time so that
     numbers convert in NumPy rather than one Python call per field."""
     n = len(fields_per_line)
@@ -228,8 +247,9 @@ def _parse_section(path, order: int, fields_per_line: list[list[str]], line_numb
     infinite = np.flatnonzero(np.isposinf(backoffs))
     if infinite.size:
         raise _fail(path, int(line_numbers[infinite[0]]), "infinite back-off weight")
-    for column in (probs, backoffs, max_probs, max_backoffs):
-        column[column == ZERO_PROBABILITY_LOG10] = -math.inf
+    if minus_99 == "zero":
+        for column in (probs, backoffs, max_probs, max_backoffs):
+            column[column == ZERO_PROBABILITY_LOG10] = -math.inf
     return dict(words=words, probs=probs, backoffs=backoffs, max_probs=max_probs, max_backoffs=max_backoffs,
                 lines=line_numbers, max_arpa=bool(is_max[0]) if n else None)
 
@@ -268,8 +288,11 @@ def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
     unigram_backoffs = np.concatenate([unigrams["backoffs"], [0.0] if missing_unk else []])
     ngrams = [(np.arange(len(vocabulary)), unigram_probs, unigram_backoffs)]
     line_numbers = [np.concatenate([unigrams["lines"], [unigrams["header_line"]] if missing_unk else []]).astype(np.int64)]
+    unigrams["ids"] = np.arange(n_file_unigrams, dtype=np.int64).reshape(-1, 1)
     for order, section in enumerate(sections[1:], start=2):
-        ids = _word_ids(section["words"], index)
+        if "ids" not in section:
+            section["ids"] = _word_ids(section["words"], index)
+        ids = section["ids"]
         unknown = np.flatnonzero((ids < 0).any(axis=1))
         if unknown.size:
             row = int(unknown[0])
@@ -277,7 +300,8 @@ def _build_model(path, sections: list[dict], max_arpa: bool) -> NgramLM:
             raise _fail(path, int(section["lines"][row]), f"word {missing!r} of this {order}-gram is not in the unigram section")
         ngrams.append((ids, section["probs"], section["backoffs"]))
         line_numbers.append(section["lines"])
-    model = NgramLM.from_ngrams(vocabulary, ngrams, source=str(path), line_numbers=line_numbers)
+    lines_known = all(lines is not None for lines in line_numbers)
+    model = NgramLM.from_ngrams(vocabulary, ngrams, source=str(path), line_numbers=line_numbers if lines_known else None)
     if max_arpa:
         model.set_max_backoff(_read_max_columns(model, sections, index, n_file_unigrams, missing_unk))
     return model
@@ -287,7 +311,7 @@ def _read_max_columns(model: NgramLM, sections, index, n_file_unigrams: int, mis
     """Align the file's mf/mbow columns with the model's rows; rows the model inserted
     (or a missing <unk>) get their values recomputed from the rest."""
     computed = model.max_backoff() if (missing_unk or any(
-        count != len(s["words"]) for count, s in zip(model.ngram_counts, sections)
+        count != len(s["ids"]) for count, s in zip(model.ngram_counts, sections)
     )) else None
     max_probs, max_backoffs = [], []
     for order, section in enumerate(sections, start=1):
@@ -297,7 +321,7 @@ def _read_max_columns(model: NgramLM, sections, index, n_file_unigrams: int, mis
         else:
             mf = np.empty(model.ngram_counts[order - 1])
             mbow = np.empty(model.ngram_counts[order - 1])
-        rows = _file_rows_to_model_rows(model, section["words"], index, order)
+        rows = _file_rows_to_model_rows(model, section["ids"], order)
         mf[rows] = section["max_probs"]
         mbow[rows] = section["max_backoffs"]
         max_probs.append(mf)
@@ -311,20 +335,11 @@ def _word_ids(words: np.ndarray, index: dict[str, int]) -> np.ndarray:
     return np.fromiter(map(index.get, flat, itertools.repeat(-1)), dtype=np.int64, count=len(flat)).reshape(words.shape)
 
 
-def _file_rows_to_model_rows(model: NgramLM, words: np.ndarray, index: dict[str, int], order: int) -> np.ndarray:
-    ids = _word_ids(np.asarray(words, dtype=object).reshape(-1, order), index)
+def _file_rows_to_model_rows(model: NgramLM, ids: np.ndarray, order: int) -> np.ndarray:
     rows = ids[:, 0].copy()
     for position in range(1, order):
         rows = np.searchsorted(model._keys[position], rows * model.vocab_size + ids[:, position])
     return rows
-
-
-def _format_log10(values: np.ndarray, dtype) -> np.ndarray:
-    """Shortest strings that read back to the same ``dtype`` value; -inf as ARPA's -99."""
-    values = np.asarray(values, dtype=dtype)
-    text = values.astype(str)
-    text[np.isneginf(values)] = "-99"
-    return text
 
 
 def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> None:
@@ -334,44 +349,68 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
     reads back to the stored float32 (float64 for the MAX-ARPA columns), so reading the
     file gives identical scores. Back-offs are written for every order but the highest.
     """
-    path = Path(path)
-    words = np.asarray(model.vocabulary.words, dtype=object)
-    table = model.max_backoff() if max_arpa else None
-    folder = path.parent if str(path.parent) else Path(".")
-    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "wb") as raw:
-            stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
-            try:
-                def emit(text: str) -> None:
-                    stream.write(text.encode("utf-8", errors="surrogateescape"))
+    from varorder.io._arpa_fast import format_section
+    from varorder.lm._words import word_table
 
+    path = Path(path)
+    words = word_table(model.vocabulary.words)[:3]
+    table = model.max_backoff() if max_arpa else None
+    with atomic_output(path) as raw:
+        stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
+        try:
+            if max_arpa:
+                stream.write(MAX_ARPA_HEADER.encode() + b"\n")
+            stream.write(b"\\data\\\n")
+            for order, count in enumerate(model.ngram_counts, start=1):
+                stream.write(f"ngram {order}={count}\n".encode())
+            for order in range(1, model.order + 1):
+                stream.write(f"\n\\{order}-grams:\n".encode())
+                rows, log10_probs, log10_backoffs = model.ngrams(order)
+                columns = [(log10_probs, np.float32)]
+                if order < model.order or max_arpa:
+                    columns.append((log10_backoffs, np.float32))
                 if max_arpa:
-                    emit(MAX_ARPA_HEADER + "\n")
-                emit("\\data\\\n")
-                for order, count in enumerate(model.ngram_counts, start=1):
-                    emit(f"ngram {order}={count}\n")
-                for order in range(1, model.order + 1):
-                    emit(f"\n\\{order}-grams:\n")
-                    rows, log10_probs, log10_backoffs = model.ngrams(order)
-                    ngram_text = words[rows[:, 0]]
-                    for position in range(1, order):
-                        ngram_text = ngram_text + " " + words[rows[:, position]]
-                    columns = [_format_log10(log10_probs, np.float32), ngram_text]
-                    if order < model.order or max_arpa:
-                        columns.append(_format_log10(log10_backoffs, np.float32))
-                    if max_arpa:
-                        columns.append(_format_log10(table.max_log10prob[order - 1], np.float64))
-                        columns.append(_format_log10(table.max_log10backoff[order - 1], np.float64))
-                    for start in range(0, len(rows), 1 << 16):
-                        chunk = slice(start, start + (1 << 16))
-                        emit("".join("\t".join(fields) + "\n" for fields in zip(*(c[chunk] for c in columns))))
-                emit("\n\\end\\\n")
-            finally:
-                if stream is not raw:
-                    stream.close()
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+                    columns.append((table.max_log10prob[order - 1], np.float64))
+                    columns.append((table.max_log10backoff[order - 1], np.float64))
+                stream.write(format_section(rows, words, columns))
+            stream.write(b"\n\\end\\\n")
+        finally:
+            if stream is not raw:
+                stream.close()
+
+
+def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
+    """A model file of either kind: :func:`read_arpa` (which recognises binary models)."""
+    return read_arpa(path, progress=progress, minus_99=minus_99)
+
+
+def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:
+    """Read a well-formed ARPA file with compiled kernels over its bytes
+    (:mod:`varorder.io._arpa_fast`): the unigram section is parsed in Python as before,
+    the n-gram sections without a Python object per line. Returns None on anything
+    unusual — a malformed line, a count mismatch, an unknown word, a duplicate, text the
+    byte tokenizer would split differently — and :func:`read_arpa` then reads the file the
+    slow way, which gives the precise error (file and line) when there is one."""
+    from varorder.io import _arpa_fast
+
+    sections = _arpa_fast.read_sections(path)
+    if sections is None:
+        return None
+    for section in sections[1:]:
+        if minus_99 == "zero":
+            for key in ("probs", "backoffs", "max_probs", "max_backoffs"):
+                section[key][section[key] == ZERO_PROBABILITY_LOG10] = -math.inf
+    unigram_lines = sections[0]
+    try:
+        parsed = _parse_section(path, 1, unigram_lines["fields"], unigram_lines["lines"], minus_99)
+    except ValueError:
+        return None
+    parsed["header_line"] = unigram_lines["header_line"]
+    sections[0] = parsed
+    kinds = {s["max_arpa"] for s in sections if s["max_arpa"] is not None}
+    if len(kinds) > 1:
+        return None
+    try:
+        return _build_model(path, sections, bool(kinds.pop()) if kinds else False)
+    except ValueError:
+        return None

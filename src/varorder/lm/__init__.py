@@ -5,7 +5,10 @@ Factorization: p(x_1 .. x_T) = prod_i p(x_i | x_{i-n+1} .. x_{i-1}) over ``<s> x
 "Exact Sampling and Decoding in High-Order Hidden Markov Models", eq. 7). Estimators are
 interpolated modified Kneser-Ney (Chen & Goodman 1999), interpolated absolute discounting
 and additive smoothing. :mod:`varorder.lm.maxarpa` computes the paper's max-backoff
-weights (eq. 2-8, §2.3); :mod:`varorder.io.arpa` reads and writes ARPA and MAX-ARPA.
+weights (eq. 2-8, §2.3); :mod:`varorder.io.arpa` reads and writes ARPA and MAX-ARPA;
+:mod:`varorder.lm.binary` is the memory-mapped binary model format (``varorder lm
+build-binary``); :mod:`varorder.lm.external` counts corpora larger than memory (sorted
+runs on disk, or sharded across Dask workers) for ``fit_counts``.
 
 Typical use::
 
@@ -19,6 +22,10 @@ Typical use::
     lm.logprob([lm.vocabulary.bos_id, ids[0]], ids[1])      # natural log
     lm.max_logprob([ids[0]], ids[1])                         # bound over left extensions
     lm.minimal_state([lm.vocabulary.bos_id, ids[0], ids[1]])
+    lm.score_sentences(["the cat sat", "a dog"])              # log10, from strings
+
+    from varorder.lm.binary import write_binary, open_binary
+    write_binary(lm, "model.bin"); lm = open_binary("model.bin")   # opens in milliseconds
 
 Values are stored in log10 (ARPA's base); every method names the base it returns.
 """

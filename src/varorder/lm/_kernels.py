@@ -38,7 +38,16 @@ def _slot(key, capacity):
 def build_hash(keys, capacity):
     """Open-addressing (linear probing) table of ``keys`` -> row index; the third word of
     each slot is left for the caller to fill with the row's values."""
-    table = np.full((capacity, 3), _EMPTY, dtype=np.int64)
+    table = np.empty((capacity, 3), dtype=np.int64)
+    build_hash_into(keys, table)
+    return table
+
+
+@numba.njit(cache=True)
+def build_hash_into(keys, table):
+    """:func:`build_hash` into a preallocated ``(capacity, 3)`` table (overwritten)."""
+    capacity = table.shape[0]
+    table[:, :] = _EMPTY
     for row in range(keys.shape[0]):
         key = keys[row]
         slot = _slot(key, capacity)
@@ -48,7 +57,6 @@ def build_hash(keys, capacity):
                 slot = 0
         table[slot, 0] = key
         table[slot, 1] = row
-    return table
 
 
 @numba.njit(cache=True, inline="always")
@@ -73,6 +81,26 @@ def find(hash_rows, base, capacity, key):
     if slot < 0:
         return -1
     return hash_rows[slot, 1]
+
+
+@numba.njit(cache=True)
+def fill_slot_values(table, table_float32, values):
+    """Write each occupied slot's ``(log10 p, log10 bow)`` (row ``table[slot, 1]`` of
+    ``values``) into its third word, seen as two float32; empty slots get 0 there."""
+    for slot in range(table.shape[0]):
+        if table[slot, 0] == _EMPTY:
+            table[slot, 2] = 0
+        else:
+            row = table[slot, 1]
+            table_float32[slot, 4] = values[row, 0]
+            table_float32[slot, 5] = values[row, 1]
+
+
+@numba.njit(cache=True)
+def find_many(table, capacity, keys, out):
+    """``out[i]`` = row of ``keys[i]`` in one order's table, -1 if absent (or negative)."""
+    for i in range(keys.shape[0]):
+        out[i] = find(table, 0, capacity, keys[i]) if keys[i] >= 0 else -1
 
 
 @numba.njit(cache=True)
@@ -225,3 +253,33 @@ def best_unexcluded_extension(
             best = member_score[member]
             break
         out_best[ngram] = best
+
+
+@numba.njit(cache=True)
+def batched_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                    out, lengths):
+    for q in range(words.shape[0]):
+        log10prob, length = backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size,
+                                                       hash_rows, hash_base, hash_cap, values, value_base)
+        out[q] = log10prob
+        lengths[q] = length
+
+
+@numba.njit(cache=True)
+def grid_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
+                 out, lengths):
+    for c in range(offsets.shape[0] - 1):
+        context = flat[offsets[c]:offsets[c + 1]]
+        for w in range(words.shape[0]):
+            log10prob, length = backoff_log10prob(context, words[w], vocab_size, hash_rows, hash_base,
+                                                           hash_cap, values, value_base)
+            out[c, w] = log10prob
+            lengths[c, w] = length
+
+
+@numba.njit(cache=True)
+def batched_max_log10prob(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values,
+                           value_base, max_prob, max_backoff, out):
+    for q in range(words.shape[0]):
+        out[q] = max_backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size, hash_rows,
+                                                hash_base, hash_cap, values, value_base, max_prob, max_backoff)

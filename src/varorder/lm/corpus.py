@@ -8,10 +8,12 @@ ever predicted, and a word outside the vocabulary is read as ``<unk>``.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import itertools
 import os
+import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -36,6 +38,27 @@ def open_text(path: PathLike) -> io.TextIOBase:
     if magic == b"\x1f\x8b":
         return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="surrogateescape")
     return open(path, encoding="utf-8", errors="surrogateescape", newline=None)
+
+
+@contextlib.contextmanager
+def atomic_output(path: PathLike) -> Iterator[io.BufferedWriter]:
+    """Write a file atomically: yield a binary handle on a temporary file beside ``path``,
+    renamed over ``path`` only when the block succeeds, with the permissions ``open``
+    would have given under the current umask (``mkstemp`` makes files 0600)."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    descriptor, temporary = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            yield handle
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
 
 
 def iter_sentences(path: PathLike) -> Iterator[tuple[int, list[str]]]:
@@ -114,6 +137,27 @@ class Vocabulary:
             flat.extend(map(get, tokens, unk))
             lengths.append(len(tokens))
         return np.asarray(flat, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
+
+    def encode_lines(self, sentences: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`encode_sentences` of sentence strings (tokens split on whitespace), done
+        by a compiled kernel over their UTF-8 bytes and a byte-level hash of the
+        vocabulary (built on first use): no Python string per token. Gives exactly
+        :meth:`encode_sentences`'s result; text the kernel would split differently
+        (a sentence holding a line break, Unicode whitespace) goes through it instead."""
+        from varorder.lm import _words
+
+        text = "\n".join(sentences) + "\n"
+        data = np.frombuffer(text.encode("utf-8", errors="surrogateescape"), dtype=np.uint8)
+        if _words.has_unusual_text(data):
+            return self.encode_sentences(s.split() for s in sentences)
+        if getattr(self, "_byte_table", None) is None:
+            self._byte_table = _words.word_table(self.words)
+        ids = np.empty(len(data) // 2 + 1, dtype=np.int32)
+        lengths = np.empty(len(data) + 1, dtype=np.int64)
+        n_tokens, n_sentences = _words.encode_lines(data, *self._byte_table, self.unk_id, True, ids, lengths)
+        if n_sentences != len(sentences):  # a sentence spans several lines
+            return self.encode_sentences(s.split() for s in sentences)
+        return ids[:n_tokens], lengths[:n_sentences]
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         """The words of ``ids``."""

@@ -144,10 +144,18 @@ class _InterpolatedEstimator:
     def fit_ids(self, ids: np.ndarray, lengths: np.ndarray, vocabulary: Vocabulary) -> "_InterpolatedEstimator":
         """Estimate from already-encoded sentences over ``vocabulary``."""
         self._validate()
-        counts = count_ngrams(np.asarray(ids), lengths, self.order, vocabulary)
-        self.vocabulary_ = vocabulary
-        self.ngram_counts_ = tuple(len(k) for k in counts.keys)
+        return self.fit_counts(count_ngrams(np.asarray(ids), lengths, self.order, vocabulary))
+
+    def fit_counts(self, counts: NgramCounts) -> "_InterpolatedEstimator":
+        """Estimate from n-gram counts made elsewhere (:func:`count_ngrams`, the on-disk
+        counter :func:`varorder.lm.external.count_ngrams_on_disk` or the Dask-sharded one);
+        ``counts.order`` must equal ``self.order``."""
+        self._validate()
+        if counts.order != self.order:
+            raise ValueError(f"the counts are of order {counts.order}, the estimator's order is {self.order}")
         self.model_ = self._estimate(counts)
+        self.vocabulary_ = self.model_.vocabulary
+        self.ngram_counts_ = self.model_.ngram_counts
         return self
 
     def _validate(self) -> None:
@@ -155,6 +163,47 @@ class _InterpolatedEstimator:
             raise ValueError(f"order must be an integer between 1 and {MAX_ORDER}, got {self.order!r}")
         if self.min_count < 1:
             raise ValueError(f"min_count must be at least 1, got {self.min_count}")
+        self._prune_thresholds()
+
+    def _prune_thresholds(self) -> list[int]:
+        """Per order (unigrams first), the raw count at or below which n-grams are pruned."""
+        prune = getattr(self, "prune", None)
+        if prune is None or len(prune) == 0:
+            return [0] * self.order
+        thresholds = [int(t) for t in prune]
+        if thresholds[0] != 0 or any(t < 0 for t in thresholds) or any(b < a for a, b in zip(thresholds, thresholds[1:])):
+            raise ValueError(f"prune thresholds must start with 0 (unigrams are never pruned) and not decrease, got {list(prune)}")
+        if len(thresholds) > self.order:
+            raise ValueError(f"{len(thresholds)} prune thresholds for an order-{self.order} model")
+        return thresholds + [thresholds[-1]] * (self.order - len(thresholds))
+
+    def _removed(self, counts: NgramCounts) -> list[np.ndarray | None]:
+        """Per order, which n-grams pruning and the vocabulary limit remove (None: none).
+
+        Pruning compares raw counts with non-decreasing thresholds, so the prefix and the
+        suffix of a kept n-gram (seen at least as often, with a threshold no higher) are
+        kept too and the tables stay closed without exceptions.
+        """
+        thresholds = self._prune_thresholds()
+        limit = getattr(self, "limit_vocab", None)
+        vocabulary = counts.vocabulary
+        removed: list[np.ndarray | None] = [None] * counts.order
+        if limit is not None:
+            allowed = np.zeros(len(vocabulary), dtype=bool)
+            allowed[[vocabulary.index[w] for w in set(limit) if w in vocabulary.index]] = True
+            allowed[[vocabulary.bos_id, vocabulary.eos_id, vocabulary.unk_id]] = True
+            if not allowed.all():
+                removed[0] = ~allowed
+                for m, first in enumerate(counts.first_words()[1:], start=1):
+                    # An n-gram holds a disallowed word iff its first word is disallowed or
+                    # its suffix (one order down) is removed.
+                    suffix_removed = removed[m - 1][counts.suffix_rows[m]] if m > 1 else ~allowed[counts.keys[m] % len(vocabulary)]
+                    removed[m] = ~allowed[first] | suffix_removed
+        for m in range(1, counts.order):
+            if thresholds[m] > 0:
+                low = counts.counts[m] <= thresholds[m]
+                removed[m] = low if removed[m] is None else removed[m] | low
+        return removed
 
     def _prepare(self, counts: NgramCounts) -> list[np.ndarray]:
         """The counts each order's estimate uses (raw by default)."""
@@ -174,6 +223,7 @@ class _InterpolatedEstimator:
         uniform = np.full(vocab_size, 1.0 / (vocab_size - 1))
         uniform[vocabulary.bos_id] = 0.0
 
+        removed = self._removed(counts)
         probabilities: list[np.ndarray] = []
         gammas: list[np.ndarray] = []  # gammas[m]: interpolation weight of each row of order m+1 as a context
         for m in range(1, counts.order + 1):
@@ -186,20 +236,52 @@ class _InterpolatedEstimator:
                 n_contexts = len(counts.keys[m - 2])
                 lower = probabilities[m - 2][counts.suffix_rows[m - 1]]
             numerators, denominators, gamma = self._terms(m, used_counts[m - 1], contexts, n_contexts, vocab_size - 1)
+            used_counts[m - 1] = None  # not needed again: keep the peak down
+            gone = removed[m - 1]
+            if gone is not None and m > 1:
+                # A removed n-gram's discounted mass moves to its context's back-off weight,
+                # so every conditional distribution still sums to one.
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    freed = _group_sum(np.where(gone, numerators, 0.0), contexts, n_contexts) / denominators
+                gamma = gamma + np.where(denominators > 0, freed, 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(denominators[contexts] > 0, numerators / denominators[contexts], 0.0)
             probabilities.append(share + gamma[contexts] * lower)
+            if gone is not None and m == 1:
+                # Words outside the limited vocabulary are read as <unk>: it takes their mass.
+                probabilities[0][vocabulary.unk_id] += probabilities[0][gone].sum()
             if m > 1:
                 # Contexts never followed by anything keep back-off weight 1.
                 gammas.append(np.where(denominators > 0, gamma, 1.0))
 
-        log10_probs, log10_backoffs = [], []
+        # In place: the probabilities become their log10 (no second copy of every column).
+        log10_probs, log10_backoffs = probabilities, gammas
         with np.errstate(divide="ignore"):
             for m in range(counts.order):
+                np.log10(log10_probs[m], out=log10_probs[m])
                 # Rounding can push a certain event a hair above 1; ARPA readers reject that.
-                log10_probs.append(np.minimum(np.log10(probabilities[m]), 0.0))
-                log10_backoffs.append(np.log10(gammas[m]) if m < counts.order - 1 else np.zeros(len(counts.keys[m])))
-        return NgramLM(vocabulary, counts.keys, log10_probs, log10_backoffs)
+                np.minimum(log10_probs[m], 0.0, out=log10_probs[m])
+                if m < counts.order - 1:
+                    np.log10(log10_backoffs[m], out=log10_backoffs[m])
+            log10_backoffs.append(np.zeros(len(counts.keys[counts.order - 1])))
+        if all(r is None for r in removed):
+            return NgramLM(vocabulary, counts.keys, log10_probs, log10_backoffs)
+        return _without(vocabulary, counts.keys, log10_probs, log10_backoffs, removed)
+
+
+def _without(vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, removed) -> NgramLM:
+    """The model with the ``removed`` rows dropped; ids and rows are renumbered in order,
+    so the packed keys stay sorted."""
+    vocab_size = len(vocabulary)
+    kept = [np.ones(len(k), dtype=bool) if r is None else ~r for k, r in zip(keys, removed)]
+    new_row = [np.cumsum(k) - 1 for k in kept]
+    new_vocabulary = Vocabulary([w for w, keep in zip(vocabulary.words, kept[0]) if keep])
+    new_keys = [np.arange(len(new_vocabulary), dtype=np.int64)]
+    for m in range(1, len(keys)):
+        k = keys[m][kept[m]]
+        new_keys.append(new_row[m - 1][k // vocab_size] * len(new_vocabulary) + new_row[0][k % vocab_size])
+    return NgramLM(new_vocabulary, new_keys, [p[k] for p, k in zip(log10_probs, kept)],
+                   [b[k] for b, k in zip(log10_backoffs, kept)])
 
 
 def _group_sum(values: np.ndarray, groups: np.ndarray, n_groups: int) -> np.ndarray:
@@ -215,10 +297,23 @@ class ModifiedKneserNey(_InterpolatedEstimator):
         1 to 10.
     min_count : int
         Words seen fewer times become ``<unk>``.
-    discount_fallback : tuple of three floats
+    discount_fallback : tuple of three floats, or None
         (D1, D2, D3+) used for an order whose counts-of-counts n1..n4 give no valid
         discounts (some n_k is 0, or a discount falls outside (0, k)), which happens on
-        tiny or artificial corpora. A warning names the order. KenLM's defaults.
+        tiny or artificial corpora; a warning names the order. KenLM's defaults. None
+        refuses such corpora with a ValueError, as lmplz does without
+        ``--discount_fallback`` (the command line's default).
+    prune : sequence of int, optional
+        Per-order raw-count thresholds, unigrams first (lmplz's ``--prune``): n-grams of
+        order m seen at most ``prune[m-1]`` times are dropped after estimation and their
+        discounted mass moves to the back-off weight of their context, so every
+        distribution still sums to one. Must start with 0 and not decrease; the last
+        value repeats for the remaining orders. Discounts come from the unpruned counts.
+    limit_vocab : iterable of str, optional
+        A closed vocabulary (lmplz's ``--limit_vocab_file``): the model is estimated on
+        the whole corpus, then every n-gram holding a word outside this set (and
+        ``<s>``, ``</s>``, ``<unk>``) is dropped like a pruned one, and those words'
+        unigram mass goes to ``<unk>``, which stands for them from then on.
 
     Attributes
     ----------
@@ -230,13 +325,19 @@ class ModifiedKneserNey(_InterpolatedEstimator):
         Orders (1-based) that used ``discount_fallback``.
     """
 
-    def __init__(self, order: int = 3, min_count: int = 1, discount_fallback: tuple[float, float, float] = FALLBACK_DISCOUNTS):
+    def __init__(self, order: int = 3, min_count: int = 1,
+                 discount_fallback: tuple[float, float, float] | None = FALLBACK_DISCOUNTS,
+                 prune: Sequence[int] | None = None, limit_vocab: Iterable[str] | None = None):
         self.order = order
         self.min_count = min_count
         self.discount_fallback = discount_fallback
+        self.prune = prune
+        self.limit_vocab = limit_vocab
 
     def _validate(self) -> None:
         super()._validate()
+        if self.discount_fallback is None:
+            return
         fallback = tuple(self.discount_fallback)
         if len(fallback) != 3 or not all(0 < d < k for k, d in enumerate(fallback, start=1)):
             raise ValueError(f"discount_fallback must be three discounts with 0 < D_k < k, got {self.discount_fallback!r}")
@@ -258,6 +359,12 @@ class ModifiedKneserNey(_InterpolatedEstimator):
             considered = order_counts if m > 1 else np.delete(order_counts, bos)
             n = [int(np.count_nonzero(considered == k)) for k in (1, 2, 3, 4)]
             discounts = _kneser_ney_discounts(n)
+            if discounts is None and self.discount_fallback is None:
+                raise ValueError(
+                    f"modified Kneser-Ney: order {m} counts-of-counts n1..n4 = {n} give no valid discounts "
+                    f"(the corpus is too small or artificial); to use fixed discounts instead, pass "
+                    f"discount_fallback (command line: --discount-fallback, default {FALLBACK_DISCOUNTS})"
+                )
             if discounts is None:
                 discounts = tuple(float(d) for d in self.discount_fallback)
                 self.fallback_orders_.append(m)

@@ -20,20 +20,32 @@ that varorder's DP engine uses.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
-from varorder.lm import _kernels
 from varorder.lm.corpus import Vocabulary
+
+def _kernels():
+    """The Numba kernels, imported on first use: opening a binary model and scoring a few
+    sentences (:meth:`NgramLM.token_log10probs` on small inputs) never load Numba, which
+    keeps a one-sentence ``varorder lm score`` well under a second."""
+    from varorder.lm import _kernels as kernels
+
+    return kernels
+
 
 LN10 = math.log(10.0)
 # Hash tables are sized for this load factor: linear probing stays at about 1.5 probes
 # for a hit and 2.5 for a miss, while the table costs 16 / 0.67 = 24 bytes per n-gram.
 _LOAD_FACTOR = 0.67
+# Inputs up to this many predicted tokens are scored in Python while Numba is not loaded.
+_PYTHON_SCORING_LIMIT = 256
+_GOLDEN = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True)
@@ -82,10 +94,12 @@ class NgramLM:
         Per order, aligned with ``keys``. The highest order's back-offs must be 0.
 
     Use :meth:`from_ngrams` to build from word-id rows: it packs keys, checks for
-    duplicates and closes the tables.
+    duplicates and closes the tables. ``hashes`` (internal): per order, the hash table
+    :func:`varorder.lm._kernels.build_hash_into` already made of ``keys[m]``, as slices of
+    one array laid out as the model keeps them.
     """
 
-    def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs):
+    def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None):
         order = len(keys)
         if order < 1:
             raise ValueError("a model needs at least the unigram order")
@@ -98,41 +112,69 @@ class NgramLM:
         self.order = order
         self.vocab_size = vocab_size
         self._keys = tuple(np.ascontiguousarray(k, dtype=np.int64) for k in keys)
-        values = []
+        sizes = [len(k) for k in self._keys]
+        value_base = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        # One allocation per table, filled order by order (no per-order copies to join).
+        all_values = np.empty((int(value_base[-1]), 2), dtype=np.float32)
         for m in range(order):
-            if not (len(self._keys[m]) == len(log10_probs[m]) == len(log10_backoffs[m])):
+            if not (sizes[m] == len(log10_probs[m]) == len(log10_backoffs[m])):
                 raise ValueError(f"order {m + 1}: keys, log10_probs and log10_backoffs differ in length")
-            if m and len(self._keys[m]) and np.any(np.diff(self._keys[m]) <= 0):
+            if m and sizes[m] and np.any(self._keys[m][1:] <= self._keys[m][:-1]):
                 raise ValueError(f"order {m + 1}: keys must be strictly increasing")
-            pair = np.empty((len(self._keys[m]), 2), dtype=np.float32)
-            pair[:, 0] = log10_probs[m]
-            pair[:, 1] = log10_backoffs[m]
-            values.append(pair)
-        self._value_base = np.concatenate([[0], np.cumsum([len(v) for v in values])]).astype(np.int64)
-        self._values = np.concatenate(values) if values else np.empty((0, 2), np.float32)
-        capacities, tables = [], []
+            all_values[value_base[m]:value_base[m + 1], 0] = log10_probs[m]
+            all_values[value_base[m]:value_base[m + 1], 1] = log10_backoffs[m]
+        capacities = [_hash_capacity(sizes[m]) for m in range(1, order)]
+        hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
+        # ``hashes``: the tables from_ngrams already built from these keys, as slices of one
+        # array in this layout (used as they are); otherwise built here.
+        prebuilt = hashes is not None and order > 1 and hashes[1].base is not None \
+            and hashes[1].base.shape == (int(hash_base[-1]), 3)
+        hash_rows = hashes[1].base if prebuilt else np.empty((int(hash_base[-1]), 3), dtype=np.int64)
         for m in range(1, order):
-            capacity = max(8, int(len(self._keys[m]) / _LOAD_FACTOR) + 1)
-            capacities.append(capacity)
-            table = _kernels.build_hash(self._keys[m], capacity)
-            occupied = table[:, 0] != -1
+            table = hash_rows[hash_base[m - 1]:hash_base[m]]
+            if not prebuilt:
+                _kernels().build_hash_into(self._keys[m], table)
             # Each slot's third word holds the row's (log10 p, log10 bow) as two float32.
-            table[:, 2] = 0
-            table.view(np.float32)[occupied, 4:6] = values[m][table[occupied, 1]]
-            tables.append(table)
-        self._hash_cap = np.asarray(capacities + [0], dtype=np.int64)
-        self._hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
-        self._hash_rows = np.concatenate(tables) if tables else np.empty((0, 3), np.int64)
-        self._hash_values = self._hash_rows.view(np.float32)
+            _kernels().fill_slot_values(table, table.view(np.float32), all_values[value_base[m]:value_base[m + 1]])
         # extends[m][i]: some (m+2)-gram has row i of order m+1 as its prefix. A state
         # ending in an n-gram that never extends and has no back-off can forget its first word.
-        self._extends = []
-        for m in range(order):
-            flags = np.zeros(len(self._keys[m]), dtype=bool)
-            if m + 1 < order:
-                flags[self._keys[m + 1] // vocab_size] = True
-            self._extends.append(flags)
+        extends = np.zeros(int(value_base[-1]), dtype=bool)
+        for m in range(1, order):
+            extends[value_base[m - 1] + self._keys[m] // vocab_size] = True
+        self._attach(
+            values=all_values,
+            value_base=value_base,
+            hash_rows=hash_rows,
+            hash_base=hash_base,
+            hash_cap=np.asarray(capacities + [0], dtype=np.int64),
+            extends=extends,
+        )
+
+    def _attach(self, *, values, value_base, hash_rows, hash_base, hash_cap, extends) -> None:
+        """Install the query tables (built by ``__init__`` or mapped from a binary file)."""
+        self._values = values
+        self._value_base = value_base
+        self._hash_rows = hash_rows
+        self._hash_values = hash_rows.view(np.float32)
+        self._hash_base = hash_base
+        self._hash_cap = hash_cap
+        self._extends_flat = extends
+        self._extends = [extends[value_base[m]:value_base[m + 1]] for m in range(self.order)]
         self._max_backoff: MaxBackoffTable | None = None
+
+    @classmethod
+    def _from_tables(cls, vocabulary: Vocabulary, keys, *, values, value_base, hash_rows, hash_base, hash_cap,
+                     extends) -> "NgramLM":
+        """A model over prebuilt tables, without sorting or hashing (the binary format's
+        loader validates them first; see :mod:`varorder.lm.binary`)."""
+        model = cls.__new__(cls)
+        model.vocabulary = vocabulary
+        model.order = len(keys)
+        model.vocab_size = len(vocabulary)
+        model._keys = tuple(keys)
+        model._attach(values=values, value_base=value_base, hash_rows=hash_rows, hash_base=hash_base,
+                      hash_cap=hash_cap, extends=extends)
+        return model
 
     # ------------------------------------------------------------------ construction
 
@@ -190,6 +232,14 @@ class NgramLM:
             rows.append(np.asarray(m_rows, dtype=np.int64).reshape(-1, m + 1))
             log10_probs.append(np.asarray(m_probs, dtype=np.float64))
             log10_backoffs.append(np.asarray(m_backoffs, dtype=np.float64))
+        closed = _keys_if_closed(rows, vocab_size)
+        if closed is not None:
+            # The common case (files from estimators): nothing to insert, keys found by
+            # binary search instead of sorting every order's rows with their candidates.
+            keys, permutations, hashes = closed
+            return cls(vocabulary, keys, [log10_probs[0]] + [log10_probs[m][permutations[m]] for m in range(1, order)],
+                       [log10_backoffs[0]] + [log10_backoffs[m][permutations[m]] for m in range(1, order)],
+                       hashes=hashes)
         inserted = [np.zeros(len(r), dtype=bool) for r in rows]
 
         # Close under prefixes and suffixes, highest order first so that inserted rows
@@ -251,7 +301,7 @@ class NgramLM:
             sum(k.nbytes for k in self._keys)
             + self._values.nbytes
             + self._hash_rows.nbytes
-            + sum(e.nbytes for e in self._extends)
+            + self._extends_flat.nbytes
         )
 
     @property
@@ -284,7 +334,7 @@ class NgramLM:
         if len(ngram) == 0 or len(ngram) > self.order:
             return -1
         return int(
-            _kernels.find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap)
+            _kernels().find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap)
         )
 
     def _context_array(self, context: Iterable[int]) -> np.ndarray:
@@ -314,7 +364,7 @@ class NgramLM:
         sentence start.
         """
         context = self._context_array(context)
-        log10prob, length = _kernels.backoff_log10prob(
+        log10prob, length = _kernels().backoff_log10prob(
             context, self._check_word(word), self.vocab_size, self._hash_rows, self._hash_base,
             self._hash_cap, self._values, self._value_base,
         )
@@ -361,7 +411,10 @@ class NgramLM:
         n_out = len(ids) + (len(lengths) if eos else 0)
         out_log10prob = np.empty(n_out, dtype=np.float64)
         out_length = np.empty(n_out, dtype=np.int8)
-        _kernels.score_flat(
+        # A few tokens score faster in Python than Numba loads; the results are identical.
+        small = n_out <= _PYTHON_SCORING_LIMIT and "varorder.lm._kernels" not in sys.modules
+        score_flat = score_flat_python if small else _kernels().score_flat
+        score_flat(
             ids, offsets, bos, eos, self.vocabulary.bos_id, self.vocabulary.eos_id, self.order, self.vocab_size,
             self._hash_rows, self._hash_values, self._hash_base, self._hash_cap, self._values, out_log10prob, out_length,
         )
@@ -382,10 +435,29 @@ class NgramLM:
             sums[nonempty] = np.add.reduceat(token_scores, starts[nonempty])
         return sums
 
+    def score_sentences(self, sentences: Sequence[str], *, bos: bool = True, eos: bool = True) -> np.ndarray:
+        """log10 probability of each sentence string (KenLM's ``Model.score`` over a list):
+        the strings are encoded by a compiled kernel (:meth:`Vocabulary.encode_lines`)
+        and scored in one batched call."""
+        ids, lengths = self.vocabulary.encode_lines(sentences)
+        return self.sentence_log10probs(ids, lengths, bos=bos, eos=eos)
+
     def score_sentence(self, sentence: str | Sequence[str], *, bos: bool = True, eos: bool = True) -> float:
         """log10 probability of one sentence given as a string or a list of words."""
         words = sentence.split() if isinstance(sentence, str) else list(sentence)
         return float(self.token_log10probs(self.vocabulary.encode(words), bos=bos, eos=eos)[0].sum())
+
+    def next_word_log10probs(self, context: str | Sequence[str], *, bos: bool = True) -> np.ndarray:
+        """log10 p(w | context) for every word id w (shape (V,)): the next-word distribution
+        after ``context`` (a string or words; unknown words read as ``<unk>``), started at
+        ``<s>`` when ``bos``. ``<s>`` itself, never predicted, gets its stored unigram value."""
+        words = context.split() if isinstance(context, str) else list(context)
+        ids = self.vocabulary.encode(words).astype(np.int64)
+        if bos:
+            ids = np.concatenate([[self.vocabulary.bos_id], ids])
+        ids = ids[max(0, len(ids) - (self.order - 1)):] if self.order > 1 else ids[:0]
+        log10probs, _ = self.lookup_grid(ids, [0, len(ids)], np.arange(self.vocab_size))
+        return log10probs[0]
 
     def perplexity(self, sentences: Iterable[str | Sequence[str]] | tuple[np.ndarray, np.ndarray]) -> float:
         """Perplexity 10^(-sum log10 p / N) over sentences, N counting every word and each
@@ -494,7 +566,7 @@ class NgramLM:
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
         lengths = np.empty(len(words), dtype=np.int64)
-        _batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
+        _kernels().batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
                         self._hash_cap, self._values, self._value_base, out, lengths)
         return out, lengths
 
@@ -516,7 +588,7 @@ class NgramLM:
         self._check_ids(words)
         out = np.empty((len(offsets) - 1, len(words)))
         lengths = np.empty((len(offsets) - 1, len(words)), dtype=np.int64)
-        _grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap,
+        _kernels().grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap,
                      self._values, self._value_base, out, lengths)
         return out, lengths
 
@@ -538,42 +610,12 @@ class NgramLM:
         call (the same eq. 8 case analysis, per query)."""
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
-        _batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
+        _kernels().batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
         return out
 
     def max_logprobs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
         """Natural-log version of :meth:`max_log10probs`."""
         return self.max_log10probs(contexts, words) * LN10
-
-
-@numba.njit(cache=True)
-def _batched_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
-                    out, lengths):
-    for q in range(words.shape[0]):
-        log10prob, length = _kernels.backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size,
-                                                       hash_rows, hash_base, hash_cap, values, value_base)
-        out[q] = log10prob
-        lengths[q] = length
-
-
-@numba.njit(cache=True)
-def _grid_lookup(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
-                 out, lengths):
-    for c in range(offsets.shape[0] - 1):
-        context = flat[offsets[c]:offsets[c + 1]]
-        for w in range(words.shape[0]):
-            log10prob, length = _kernels.backoff_log10prob(context, words[w], vocab_size, hash_rows, hash_base,
-                                                           hash_cap, values, value_base)
-            out[c, w] = log10prob
-            lengths[c, w] = length
-
-
-@numba.njit(cache=True)
-def _batched_max_log10prob(flat, offsets, words, vocab_size, hash_rows, hash_base, hash_cap, values,
-                           value_base, max_prob, max_backoff, out):
-    for q in range(words.shape[0]):
-        out[q] = _kernels.max_backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size, hash_rows,
-                                                hash_base, hash_cap, values, value_base, max_prob, max_backoff)
 
 
 def _lexicographic_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -616,3 +658,104 @@ def _rows_to_indices(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: i
         wanted = index * vocab_size + rows[:, position]
         index = np.searchsorted(keys[position], wanted)
     return index
+
+
+def _python_find_slot(hash_rows, base: int, capacity: int, key: int) -> int:
+    """:func:`varorder.lm._kernels.find_slot` in Python (same hash, same probing)."""
+    slot = ((((key * _GOLDEN) & _MASK64) >> 32) * capacity) >> 32
+    while True:
+        stored = int(hash_rows[base + slot, 0])
+        if stored == key:
+            return base + slot
+        if stored == -1:
+            return -1
+        slot += 1
+        if slot == capacity:
+            slot = 0
+
+
+def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
+                      hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length) -> int:
+    """:func:`varorder.lm._kernels.score_flat` line for line in Python, for inputs too small
+    to repay loading Numba; float32 values are summed in float64 in the same order, so the
+    scores are bit-identical."""
+    cursor = 0
+    for sentence in range(len(offsets) - 1):
+        begin, end = int(offsets[sentence]), int(offsets[sentence + 1])
+        previous_row: list[int] = []
+        previous_backoff: list[float] = []
+        if add_bos and order > 1:
+            previous_row, previous_backoff = [bos_id], [float(values[bos_id, 1])]
+        n_predicted = end - begin + (1 if add_eos else 0)
+        for position in range(n_predicted):
+            word = int(ids[begin + position]) if begin + position < end else eos_id
+            current_row, current_backoff = [word], [float(values[word, 1])]
+            log10prob = float(values[word, 0])
+            for length in range(2, min(order, len(previous_row) + 1) + 1):
+                slot = _python_find_slot(hash_rows, int(hash_base[length - 2]), int(hash_cap[length - 2]),
+                                         previous_row[length - 2] * vocab_size + word)
+                if slot < 0:
+                    break
+                current_row.append(int(hash_rows[slot, 1]))
+                current_backoff.append(float(hash_values[slot, 5]))
+                log10prob = float(hash_values[slot, 4])
+            for context_length in range(len(current_row), len(previous_row) + 1):
+                log10prob += previous_backoff[context_length - 1]
+            out_log10prob[cursor] = log10prob
+            out_length[cursor] = len(current_row)
+            cursor += 1
+            keep = min(len(current_row), order - 1)
+            previous_row, previous_backoff = current_row[:keep], current_backoff[:keep]
+    return cursor
+
+
+def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int, hashes=None) -> np.ndarray:
+    """Row indices of word-id rows in the sorted ``keys`` tables, -1 where absent; by
+    hash lookups when ``hashes[m]`` (the :func:`build_hash` table of ``keys[m]``) is
+    given, else by binary search."""
+    index = rows[:, 0].astype(np.int64)
+    for position in range(1, rows.shape[1]):
+        table = keys[position]
+        if len(table) == 0:
+            return np.full(len(rows), -1, dtype=np.int64)
+        wanted = index * vocab_size + rows[:, position]  # negative once absent: never found
+        if hashes is not None:
+            _kernels().find_many(hashes[position], len(hashes[position]), wanted, index)
+            continue
+        found_at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
+        index = np.where(table[found_at] == wanted, found_at, -1)
+    return index
+
+
+def _hash_capacity(n_keys: int) -> int:
+    return max(8, int(n_keys / _LOAD_FACTOR) + 1)
+
+
+def _keys_if_closed(rows: Sequence[np.ndarray], vocab_size: int):
+    """``(sorted keys, sorting permutation, hash table)`` per order when every n-gram's
+    prefix and suffix are themselves listed; None otherwise (the caller inserts them).
+    Each order's hash is built as soon as its keys are sorted and serves the lookups of
+    the next order's prefixes and suffixes (and then the model itself)."""
+    keys = [np.arange(vocab_size, dtype=np.int64)]
+    permutations: list[np.ndarray | None] = [None]
+    hashes: list[np.ndarray | None] = [None]
+    # Every order's table in one array, laid out as NgramLM keeps them (no copy later).
+    capacities = [_hash_capacity(len(r)) for r in rows[1:]]
+    hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
+    all_hashes = np.empty((int(hash_base[-1]), 3), dtype=np.int64)
+    for m in range(1, len(rows)):
+        prefix = _find_rows(rows[m][:, :-1], keys, vocab_size, hashes)
+        if m > 1 and (prefix < 0).any():
+            return None
+        if m > 1 and (_find_rows(rows[m][:, 1:], keys, vocab_size, hashes) < 0).any():
+            return None
+        m_keys = prefix * vocab_size + rows[m][:, -1]
+        permutation = np.argsort(m_keys, kind="stable")
+        keys.append(m_keys[permutation])
+        permutations.append(permutation)
+        if len(keys[m]) > 1 and np.any(keys[m][1:] == keys[m][:-1]):
+            return None  # duplicates: the general path reports them with their lines
+        table = all_hashes[hash_base[m - 1]:hash_base[m]]
+        _kernels().build_hash_into(keys[m], table)
+        hashes.append(table)
+    return keys, permutations, hashes

@@ -1,0 +1,212 @@
+"""Numba kernels over raw UTF-8 bytes: a hash table from word bytes to vocabulary ids,
+whitespace tokenization of sentences, and the number parser the fast ARPA reader uses.
+
+They let text be encoded (and ARPA n-gram lines be read) without creating a Python
+string per token. Tokens are split on ASCII whitespace, which is what ``str.split()``
+does unless the text holds one of the other characters Python counts as whitespace
+(U+001C..U+001F, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F,
+U+205F, U+3000) or a lone carriage return (a line break for Python's text files): the
+kernels report such text, and callers fall back to the Python path, so both paths always
+split alike.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_FNV_OFFSET = np.uint64(14695981039346656037)
+_FNV_PRIME = np.uint64(1099511628211)
+UNUSUAL_TEXT = -2  # status: text the byte tokenizer must not split (see the docstring)
+
+
+@numba.njit(cache=True, inline="always")
+def _hash_bytes(buffer, start, end):
+    value = _FNV_OFFSET
+    for i in range(start, end):
+        value = (value ^ np.uint64(buffer[i])) * _FNV_PRIME
+    return value
+
+
+@numba.njit(cache=True)
+def build_word_table(blob, starts, ends):
+    """Open-addressing table (power-of-two size, load <= 0.5) of the words
+    ``blob[starts[i]:ends[i]]`` -> i."""
+    capacity = 16
+    while capacity < 2 * starts.shape[0]:
+        capacity *= 2
+    table = np.full(capacity, -1, dtype=np.int64)
+    mask = np.uint64(capacity - 1)
+    for word in range(starts.shape[0]):
+        slot = np.int64(_hash_bytes(blob, starts[word], ends[word]) & mask)
+        while table[slot] != -1:
+            slot = (slot + 1) & (capacity - 1)
+        table[slot] = word
+    return table
+
+
+@numba.njit(cache=True, inline="always")
+def find_word(buffer, start, end, blob, starts, ends, table):
+    """Id of the word ``buffer[start:end]``, or -1."""
+    capacity = table.shape[0]
+    slot = np.int64(_hash_bytes(buffer, start, end) & np.uint64(capacity - 1))
+    length = end - start
+    while True:
+        word = table[slot]
+        if word < 0:
+            return -1
+        word_start = starts[word]
+        if ends[word] - word_start == length:
+            same = True
+            for i in range(length):
+                if blob[word_start + i] != buffer[start + i]:
+                    same = False
+                    break
+            if same:
+                return word
+        slot = (slot + 1) & (capacity - 1)
+
+
+@numba.njit(cache=True, inline="always")
+def is_space(byte):
+    return byte == 32 or (9 <= byte <= 13)
+
+
+@numba.njit(cache=True)
+def unusual_at(buffer, i):
+    """Whether position ``i`` starts a character that Python's ``str.split`` or text-file
+    line reading would treat differently from this module's ASCII rules."""
+    byte = buffer[i]
+    n = buffer.shape[0]
+    if 28 <= byte <= 31:
+        return True
+    if byte == 13:
+        return not (i + 1 < n and buffer[i + 1] == 10)
+    if byte == 0xC2 and i + 1 < n:
+        return buffer[i + 1] == 0x85 or buffer[i + 1] == 0xA0
+    if byte == 0xE1 and i + 2 < n:
+        return buffer[i + 1] == 0x9A and buffer[i + 2] == 0x80
+    if byte == 0xE2 and i + 2 < n:
+        second, third = buffer[i + 1], buffer[i + 2]
+        if second == 0x80:
+            return third <= 0x8A or third == 0xA8 or third == 0xA9 or third == 0xAF
+        return second == 0x81 and third == 0x9F
+    if byte == 0xE3 and i + 2 < n:
+        return buffer[i + 1] == 0x80 and buffer[i + 2] == 0x80
+    return False
+
+
+@numba.njit(cache=True)
+def has_unusual_text(buffer):
+    for i in range(buffer.shape[0]):
+        byte = buffer[i]
+        if (28 <= byte <= 31 or byte == 13 or byte >= 0xC2) and unusual_at(buffer, i):
+            return True
+    return False
+
+
+@numba.njit(cache=True)
+def encode_lines(buffer, blob, starts, ends, table, unk_id, keep_blank, out_ids, out_lengths):
+    """Encode text (one sentence per line, tokens separated by whitespace) into ids;
+    unknown words become ``unk_id``; blank lines are sentences of length 0 when
+    ``keep_blank``, else skipped. Returns ``(n_tokens, n_sentences)``; the caller sizes
+    the outputs (one id per token, one length per line).
+    """
+    n = buffer.shape[0]
+    n_tokens = 0
+    n_sentences = 0
+    in_line = 0
+    i = 0
+    while i < n:
+        byte = buffer[i]
+        if byte == 10:
+            if in_line > 0 or keep_blank:
+                out_lengths[n_sentences] = in_line
+                n_sentences += 1
+                in_line = 0
+            i += 1
+        elif is_space(byte):
+            i += 1
+        else:
+            start = i
+            while i < n and not is_space(buffer[i]):
+                i += 1
+            word = find_word(buffer, start, i, blob, starts, ends, table)
+            out_ids[n_tokens] = word if word >= 0 else unk_id
+            n_tokens += 1
+            in_line += 1
+    if in_line > 0:
+        out_lengths[n_sentences] = in_line
+        n_sentences += 1
+    return n_tokens, n_sentences
+
+
+_POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])
+
+
+@numba.njit(cache=True)
+def parse_decimal(buffer, start, end):
+    """``(ok, value)`` of a decimal number ``[-+]digits[.digits][(e|E)[-+]digits]`` when it
+    is exactly representable by Clinger's fast path (at most 15 significant digits and a
+    power of ten up to 1e22, so one correctly rounded multiplication or division gives
+    the same double as Python's ``float``); ``ok`` is False otherwise."""
+    i = start
+    negative = False
+    if i < end and (buffer[i] == 45 or buffer[i] == 43):
+        negative = buffer[i] == 45
+        i += 1
+    mantissa = np.int64(0)
+    digits = 0
+    exponent = 0
+    any_digit = False
+    while i < end and 48 <= buffer[i] <= 57:
+        if mantissa or buffer[i] != 48:
+            digits += 1
+        mantissa = mantissa * 10 + (buffer[i] - 48) if digits <= 18 else mantissa
+        any_digit = True
+        i += 1
+    if i < end and buffer[i] == 46:
+        i += 1
+        while i < end and 48 <= buffer[i] <= 57:
+            if mantissa or buffer[i] != 48:
+                digits += 1
+            if digits <= 18:
+                mantissa = mantissa * 10 + (buffer[i] - 48)
+                exponent -= 1
+            any_digit = True
+            i += 1
+    if not any_digit:
+        return False, 0.0
+    if i < end and (buffer[i] == 101 or buffer[i] == 69):
+        i += 1
+        sign = 1
+        if i < end and (buffer[i] == 45 or buffer[i] == 43):
+            sign = -1 if buffer[i] == 45 else 1
+            i += 1
+        value = 0
+        seen = False
+        while i < end and 48 <= buffer[i] <= 57 and value < 10000:
+            value = value * 10 + (buffer[i] - 48)
+            seen = True
+            i += 1
+        if not seen:
+            return False, 0.0
+        exponent += sign * value
+    if i != end or digits > 15 or exponent < -22 or exponent > 22:
+        return False, 0.0
+    result = float(mantissa)
+    result = result / _POWERS_OF_TEN[-exponent] if exponent < 0 else result * _POWERS_OF_TEN[exponent]
+    return True, -result if negative else result
+
+
+def word_table(words) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(blob, starts, ends, table)``: the byte-level hash of ``words`` (id = position),
+    as :func:`find_word` takes it."""
+    encoded = [w.encode("utf-8", errors="surrogateescape") for w in words]
+    lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
+    starts = np.zeros(len(encoded), dtype=np.int64)
+    if len(encoded) > 1:
+        np.cumsum(lengths[:-1], out=starts[1:])
+    blob = np.frombuffer(b"".join(encoded), dtype=np.uint8) if encoded else np.zeros(0, np.uint8)
+    ends = starts + lengths
+    return blob, starts, ends, build_word_table(blob, starts, ends)

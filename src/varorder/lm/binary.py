@@ -1,0 +1,289 @@
+"""varorder's binary n-gram model format: the query tables of an :class:`NgramLM` laid out
+so that opening a model maps the file and parses nothing (KenLM's ``build_binary`` idea).
+
+Factorization: the back-off model of :mod:`varorder.lm.model` (Carter, Dymetman &
+Bouchard 2012, eq. 7), stored exactly as it is held in memory — the packed sorted keys,
+the float32 ``(log10 p, log10 bow)`` pairs and the open-addressing hash of each order —
+so scores from a binary file equal those of the model that wrote it bit for bit.
+
+Layout (little-endian), version 1::
+
+    bytes 0..11   magic  b"varorder-lm\\0"
+    bytes 12..15  uint32 format version
+    bytes 16..23  uint64 length H of the JSON header
+    bytes 24..27  uint32 CRC-32 of the JSON header
+    bytes 28..31  zero
+    32 .. 32+H    JSON header: order, vocabulary size, n-gram counts, whether MAX-ARPA
+                  columns are present, and for every array its dtype, shape, offset,
+                  byte length and CRC-32
+    then          the arrays, each starting on a 64-byte boundary; the file ends exactly
+                  where the header says
+
+Opening (:func:`open_binary`) checks the magic, the version, the header's checksum and
+schema, that every array lies inside the file, that the file has exactly the announced
+length (a truncated copy is refused), and that the arrays agree with each other (counts,
+per-order bases, vocabulary size, special words); then it maps the file copy-on-write
+(pages are read on first touch and shared between processes; the arrays are writable
+for Numba's sake, but writes never reach the file). ``verify=True`` also checks every
+array's CRC-32 and the sortedness of the keys, which reads the whole file. Nothing is
+unpickled: the header is JSON and the arrays are raw numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+import os
+import struct
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output
+from varorder.lm.model import MaxBackoffTable, NgramLM
+
+MAGIC = b"varorder-lm\x00"
+FORMAT_VERSION = 1
+_PREAMBLE = struct.Struct("<12sIQII")  # magic, version, header length, header CRC, zero
+_ALIGN = 64
+_KENLM_MAGIC = b"mmap lm "
+_FORMAT_NAME = "varorder n-gram language model"
+
+
+class BinaryFormatError(ValueError):
+    """A file that is not a valid varorder binary model (a ValueError, so callers that
+    catch bad input keep working)."""
+
+
+def is_binary_model(path: PathLike) -> bool:
+    """Whether ``path`` starts with the varorder binary magic bytes."""
+    with open(path, "rb") as handle:
+        return handle.read(len(MAGIC)) == MAGIC
+
+
+def _raw_bytes(array: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(array).reshape(-1).view(np.uint8)
+
+
+def _model_arrays(model: NgramLM) -> dict[str, np.ndarray]:
+    words = model.vocabulary.words
+    for word in words:
+        if "\n" in word:
+            raise ValueError(f"word {word!r} contains a newline; the binary format separates words by newlines")
+    arrays = {
+        "vocabulary": np.frombuffer("\n".join(words).encode("utf-8", errors="surrogateescape"), dtype=np.uint8),
+        "values": np.ascontiguousarray(model._values, dtype=np.float32),
+        "value_base": np.ascontiguousarray(model._value_base, dtype=np.int64),
+        "hash_rows": np.ascontiguousarray(model._hash_rows, dtype=np.int64),
+        "hash_base": np.ascontiguousarray(model._hash_base, dtype=np.int64),
+        "hash_cap": np.ascontiguousarray(model._hash_cap, dtype=np.int64),
+        "extends": np.ascontiguousarray(model._extends_flat, dtype=np.bool_),
+    }
+    for m in range(1, model.order):
+        arrays[f"keys{m + 1}"] = np.ascontiguousarray(model._keys[m], dtype=np.int64)
+    if model._max_backoff is not None:
+        arrays["max_log10prob"] = np.concatenate(model._max_backoff.max_log10prob).astype(np.float64)
+        arrays["max_log10backoff"] = np.concatenate(model._max_backoff.max_log10backoff).astype(np.float64)
+    return arrays
+
+
+def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None) -> None:
+    """Write ``model`` in the binary format, atomically (a temporary file renamed into
+    place; permissions follow the umask).
+
+    ``max_arpa``: store the MAX-ARPA columns (computed if needed); by default they are
+    stored when the model already holds them.
+    """
+    path = Path(path)
+    if max_arpa:
+        model.max_backoff()
+    elif max_arpa is False:
+        saved, model._max_backoff = model._max_backoff, None
+    try:
+        arrays = _model_arrays(model)
+    finally:
+        if max_arpa is False:
+            model._max_backoff = saved
+    entries, offset = {}, 0
+    for name, array in arrays.items():
+        entries[name] = {"dtype": array.dtype.str, "shape": list(array.shape), "offset": offset,
+                         "nbytes": int(array.nbytes), "crc32": zlib.crc32(_raw_bytes(array))}
+        offset += -(-array.nbytes // _ALIGN) * _ALIGN
+    header = {
+        "format": _FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "order": model.order,
+        "vocab_size": model.vocab_size,
+        "ngram_counts": list(model.ngram_counts),
+        "max_arpa": "max_log10prob" in arrays,
+        "arrays": entries,
+    }
+
+    def encode(data_start: int) -> bytes:
+        header["data_start"] = data_start
+        header["file_size"] = data_start + offset
+        return json.dumps(header, sort_keys=True).encode("ascii")
+
+    # Room for the two numbers' digits, so that the header fits before data_start.
+    data_start = -(-(_PREAMBLE.size + len(encode(0)) + 48) // _ALIGN) * _ALIGN
+    header_bytes = encode(data_start)
+    header_bytes = header_bytes.ljust(data_start - _PREAMBLE.size, b" ")
+    with atomic_output(path) as handle:
+        handle.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header_bytes), zlib.crc32(header_bytes), 0))
+        handle.write(header_bytes)
+        for array in arrays.values():
+            handle.write(_raw_bytes(array))
+            handle.write(b"\x00" * (-array.nbytes % _ALIGN))
+
+
+def _refuse(path, message: str) -> BinaryFormatError:
+    return BinaryFormatError(f"{path}: {message}")
+
+
+def _read_header(path, handle, file_size: int) -> dict:
+    preamble = handle.read(_PREAMBLE.size)
+    if len(preamble) < len(MAGIC) or preamble[: len(MAGIC)] != MAGIC:
+        if preamble.startswith(_KENLM_MAGIC):
+            raise _refuse(path, "this is a KenLM binary model, which varorder cannot read; give the ARPA file "
+                                "(or convert it with `varorder lm build-binary ARPA OUT`)")
+        raise _refuse(path, "not a varorder binary model (wrong magic bytes)")
+    if len(preamble) < _PREAMBLE.size:
+        raise _refuse(path, f"truncated: {file_size} bytes, shorter than the {_PREAMBLE.size}-byte preamble")
+    _, version, header_length, header_crc, _ = _PREAMBLE.unpack(preamble)
+    if version != FORMAT_VERSION:
+        raise _refuse(path, f"binary format version {version}, but this varorder reads version {FORMAT_VERSION}; "
+                            "rebuild it from the ARPA file with `varorder lm build-binary`")
+    if _PREAMBLE.size + header_length > file_size:
+        raise _refuse(path, f"truncated: the header needs {_PREAMBLE.size + header_length} bytes, the file has {file_size}")
+    header_bytes = handle.read(header_length)
+    if zlib.crc32(header_bytes) != header_crc:
+        raise _refuse(path, "corrupt header (checksum mismatch)")
+    try:
+        header = json.loads(header_bytes)
+    except ValueError as error:
+        raise _refuse(path, f"corrupt header: {error}") from None
+    if not isinstance(header, dict):
+        raise _refuse(path, "corrupt header: not a JSON object")
+    return header
+
+
+def _check_header(path, header: dict, file_size: int) -> None:
+    if header.get("format") != _FORMAT_NAME or header.get("version") != FORMAT_VERSION:
+        raise _refuse(path, f"corrupt header: format {header.get('format')!r} version {header.get('version')!r}")
+    required = {"order": int, "vocab_size": int, "ngram_counts": list, "max_arpa": bool, "arrays": dict,
+                "data_start": int, "file_size": int}
+    for key, kind in required.items():
+        if not isinstance(header.get(key), kind):
+            raise _refuse(path, f"corrupt header: field {key!r} missing or not {kind.__name__}")
+    if header["file_size"] != file_size:
+        state = "truncated" if file_size < header["file_size"] else "has trailing bytes"
+        raise _refuse(path, f"{state}: the header announces {header['file_size']} bytes, the file has {file_size}")
+    order = header["order"]
+    if not 1 <= order or len(header["ngram_counts"]) != order:
+        raise _refuse(path, f"corrupt header: order {order} with n-gram counts {header['ngram_counts']}")
+    names = ["vocabulary", "values", "value_base", "hash_rows", "hash_base", "hash_cap", "extends"]
+    names += [f"keys{m + 1}" for m in range(1, order)]
+    names += ["max_log10prob", "max_log10backoff"] if header["max_arpa"] else []
+    if set(header["arrays"]) != set(names):
+        raise _refuse(path, f"corrupt header: arrays {sorted(header['arrays'])}, expected {sorted(names)}")
+    for name, entry in header["arrays"].items():
+        try:
+            dtype = np.dtype(entry["dtype"])
+            shape = tuple(int(n) for n in entry["shape"])
+            offset, nbytes = int(entry["offset"]), int(entry["nbytes"])
+        except (KeyError, TypeError, ValueError):
+            raise _refuse(path, f"corrupt header: array {name!r} is described badly") from None
+        if dtype.hasobject or min(shape, default=0) < 0 or nbytes != dtype.itemsize * int(np.prod(shape)):
+            raise _refuse(path, f"corrupt header: array {name!r} has dtype {dtype}, shape {shape}, {nbytes} bytes")
+        if offset < 0 or offset % _ALIGN or header["data_start"] + offset + nbytes > file_size:
+            raise _refuse(path, f"corrupt header: array {name!r} lies outside the file")
+
+
+def _check_tables(path, header: dict, arrays: dict[str, np.ndarray], words: list[str]) -> None:
+    order, counts = header["order"], header["ngram_counts"]
+    vocab_size = header["vocab_size"]
+
+    def expect(condition: bool, message: str) -> None:
+        if not condition:
+            raise _refuse(path, f"inconsistent model: {message}")
+
+    expect(len(words) == vocab_size == counts[0], f"{len(words)} words, vocab_size {vocab_size}, {counts[0]} unigrams")
+    distinct = set(words)
+    expect(len(distinct) == len(words), "the vocabulary repeats a word")
+    expect({BOS, EOS, UNK} <= distinct, f"the vocabulary lacks {BOS}, {EOS} or {UNK}")
+    expected_types = {"values": (np.float32, (sum(counts), 2)), "value_base": (np.int64, (order + 1,)),
+                      "hash_base": (np.int64, (order,)), "hash_cap": (np.int64, (order,)),
+                      "extends": (np.bool_, (sum(counts),))}
+    for m in range(1, order):
+        expected_types[f"keys{m + 1}"] = (np.int64, (counts[m],))
+    if header["max_arpa"]:
+        expected_types["max_log10prob"] = expected_types["max_log10backoff"] = (np.float64, (sum(counts),))
+    for name, (dtype, shape) in expected_types.items():
+        array = arrays[name]
+        expect(array.dtype == dtype and array.shape == shape,
+               f"array {name!r} has dtype {array.dtype} and shape {array.shape}, expected {np.dtype(dtype)} {shape}")
+    expect(np.array_equal(arrays["value_base"], np.concatenate([[0], np.cumsum(counts)])), "value_base disagrees with the counts")
+    caps = arrays["hash_cap"]
+    expect(bool(np.all(caps[: order - 1] > np.asarray(counts[1:]))) and caps[order - 1] == 0, "hash capacities too small")
+    expect(np.array_equal(arrays["hash_base"], np.concatenate([[0], np.cumsum(caps[:-1])])), "hash_base disagrees with hash_cap")
+    rows = arrays["hash_rows"]
+    expect(rows.dtype == np.int64 and rows.shape == (int(caps.sum()), 3), f"hash_rows has shape {rows.shape}")
+
+
+def _map_arrays(path, header: dict, buffer) -> dict[str, np.ndarray]:
+    arrays = {}
+    for name, entry in header["arrays"].items():
+        start = header["data_start"] + entry["offset"]
+        dtype = np.dtype(entry["dtype"])
+        count = entry["nbytes"] // dtype.itemsize
+        arrays[name] = np.frombuffer(buffer, dtype=dtype, count=count, offset=start).reshape(entry["shape"])
+    return arrays
+
+
+def verify_binary(path: PathLike) -> None:
+    """Full check of a binary model: every array's CRC-32 and the key order (reads the
+    whole file). Raises :class:`BinaryFormatError` naming the first problem."""
+    model = open_binary(path)
+    header = model._binary_header
+    arrays = model._binary_arrays
+    for name, entry in header["arrays"].items():
+        if zlib.crc32(_raw_bytes(arrays[name])) != entry["crc32"]:
+            raise _refuse(path, f"array {name!r} is corrupt (checksum mismatch)")
+    for m in range(1, model.order):
+        keys = arrays[f"keys{m + 1}"]
+        if len(keys) and (keys[0] < 0 or np.any(np.diff(keys) <= 0)
+                          or keys[-1] >= model.ngram_counts[m - 1] * model.vocab_size):
+            raise _refuse(path, f"the {m + 1}-gram keys are not strictly increasing packed keys")
+
+
+def open_binary(path: PathLike) -> NgramLM:
+    """Map a binary model written by :func:`write_binary` (see the module docstring for
+    what is checked). Raises :class:`BinaryFormatError` (a ValueError) naming the file
+    and the problem."""
+    path = Path(path)
+    with open(path, "rb") as handle:
+        file_size = os.fstat(handle.fileno()).st_size
+        header = _read_header(path, handle, file_size)
+        _check_header(path, header, file_size)
+        buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+    arrays = _map_arrays(path, header, buffer)
+    text = arrays["vocabulary"].tobytes().decode("utf-8", errors="surrogateescape")
+    words = text.split("\n") if text else []
+    _check_tables(path, header, arrays, words)
+    order = header["order"]
+    vocabulary = Vocabulary(words)
+    keys = [np.arange(header["vocab_size"], dtype=np.int64)] + [arrays[f"keys{m + 1}"] for m in range(1, order)]
+    model = NgramLM._from_tables(
+        vocabulary, keys, values=arrays["values"], value_base=arrays["value_base"], hash_rows=arrays["hash_rows"],
+        hash_base=arrays["hash_base"], hash_cap=arrays["hash_cap"], extends=arrays["extends"],
+    )
+    if header["max_arpa"]:
+        bases = arrays["value_base"]
+        model._max_backoff = MaxBackoffTable(
+            tuple(arrays["max_log10prob"][bases[m]:bases[m + 1]] for m in range(order)),
+            tuple(arrays["max_log10backoff"][bases[m]:bases[m + 1]] for m in range(order)),
+        )
+    model._binary_header = header
+    model._binary_arrays = arrays
+    return model

@@ -1,0 +1,112 @@
+"""The compiled ARPA path equals the Python reader on every file it accepts, accepts the
+files varorder and KenLM write, and declines (so the Python reader reports) the rest;
+its number parser equals Python's float on every string it accepts."""
+
+from __future__ import annotations
+
+import gzip
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _lm_oracle import random_model, shared_data
+from varorder.io import _arpa_fast
+from varorder.io.arpa import _read_arpa, read_arpa, write_arpa
+from varorder.lm import _words
+
+
+def assert_same_model(ours, theirs):
+    assert ours.vocabulary.words == theirs.vocabulary.words
+    for m in range(1, theirs.order + 1):
+        for a, b in zip(ours.ngrams(m), theirs.ngrams(m)):
+            np.testing.assert_array_equal(a, b)
+    if theirs._max_backoff is not None:
+        for a, b in zip(ours.max_backoff().max_log10prob, theirs.max_backoff().max_log10prob):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("suffix", [".arpa", ".arpa.gz"])
+@pytest.mark.parametrize("max_arpa", [False, True])
+def test_fast_reader_equals_python_reader(tmp_path, seed, suffix, max_arpa):
+    model, _ = random_model(np.random.default_rng(seed), 5, 1 + seed % 4)
+    path = tmp_path / f"m{suffix}"
+    write_arpa(model, path, max_arpa=max_arpa)
+    assert _arpa_fast.read_sections(path) is not None  # the compiled path is the one taken
+    for minus_99 in ("zero", "literal"):
+        assert_same_model(read_arpa(path, minus_99=minus_99), _read_arpa(path, False, minus_99))
+
+
+@pytest.mark.parametrize("name", ["kenlm/test.arpa", "kenlm/test_nounk.arpa", "kenlm/toy0.arpa", "kenlm/toy1.arpa",
+                                  "pocketsphinx/turtle.lm", "pocketsphinx/100.lm"])
+def test_fast_reader_on_shared_files(name):
+    path = shared_data("arpa", *name.split("/"))
+    assert_same_model(read_arpa(path), _read_arpa(path, False, "zero"))
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.replace("\t", "\u00a0", 1),            # Unicode whitespace: Python splits there
+    lambda t: t.replace("\n", "\r", 1),                 # a lone CR is a line break for Python
+    lambda t: t.replace("\\2-grams:\n", "\\2-grams:\nnonsense\n", 1),  # a malformed line
+])
+def test_unusual_files_go_to_the_python_reader(tmp_path, edit):
+    model, _ = random_model(np.random.default_rng(7), 4, 2)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path)
+    path.write_text(edit(path.read_text()))
+    assert _arpa_fast.read_sections(path) is None
+    try:
+        expected = _read_arpa(path, False, "zero")
+    except ValueError as error:
+        with pytest.raises(ValueError, match=str(error).split(":")[1]):
+            read_arpa(path)
+    else:
+        assert_same_model(read_arpa(path), expected)
+
+
+def test_numbers_outside_the_fast_path_are_read_by_python(tmp_path):
+    model, _ = random_model(np.random.default_rng(8), 4, 2)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path)
+    text = path.read_text().split("\\2-grams:\n")
+    lines = text[1].split("\n")
+    fields = lines[0].split("\t")
+    fields[0] = repr(float(fields[0]) + 1e-17)[:19]  # 17 significant digits
+    lines[0] = "\t".join(fields)
+    path.write_text(text[0] + "\\2-grams:\n" + "\n".join(lines))
+    assert _arpa_fast.read_sections(path) is not None
+    assert_same_model(read_arpa(path), _read_arpa(path, False, "zero"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, width=32).map(lambda x: repr(float(np.float32(x)))),
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.from_regex(r"[-+]?[0-9]{0,8}(\.[0-9]{0,8})?([eE][-+]?[0-9]{1,3})?", fullmatch=True),
+))
+def test_parse_decimal_equals_float(text):
+    data = np.frombuffer(text.encode(), dtype=np.uint8)
+    ok, value = _words.parse_decimal(data, 0, len(data))
+    if ok:
+        expected = float(text)
+        assert value == expected and math.copysign(1, value) == math.copysign(1, expected), text
+
+
+def test_word_table_finds_every_word_and_only_them():
+    words = ["a", "b", "<s>", "ü", "longer-word", ""][:-1]
+    blob, starts, ends, table = _words.word_table(words)
+    for i, word in enumerate(words):
+        data = np.frombuffer(word.encode(), dtype=np.uint8)
+        assert _words.find_word(data, 0, len(data), blob, starts, ends, table) == i
+    data = np.frombuffer(b"c", dtype=np.uint8)
+    assert _words.find_word(data, 0, 1, blob, starts, ends, table) == -1
+
+
+def test_gzip_and_plain_give_the_same_model(tmp_path):
+    model, _ = random_model(np.random.default_rng(9), 4, 3)
+    write_arpa(model, tmp_path / "m.arpa")
+    (tmp_path / "m.gz").write_bytes(gzip.compress((tmp_path / "m.arpa").read_bytes()))
+    assert_same_model(read_arpa(tmp_path / "m.gz"), read_arpa(tmp_path / "m.arpa"))

@@ -1,0 +1,163 @@
+"""The binary model format: same tables and bit-identical scores as the model written,
+refusal of truncated, foreign, corrupt and wrong-version files, and the Python scorer
+used for small inputs against the Numba kernel."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from _lm_oracle import random_corpus, random_model, shared_data
+from varorder.io.arpa import load_model, read_arpa, write_arpa
+from varorder.lm import ModifiedKneserNey
+from varorder.lm import _kernels
+from varorder.lm.binary import BinaryFormatError, is_binary_model, open_binary, verify_binary, write_binary
+from varorder.lm.model import score_flat_python
+
+
+def random_sentences(rng, vocab_size, n=30, max_length=9):
+    lengths = rng.integers(0, max_length + 1, size=n)
+    return rng.integers(0, vocab_size, size=int(lengths.sum())).astype(np.int32), lengths.astype(np.int64)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("order", [1, 2, 4])
+def test_binary_model_scores_equal_the_original(tmp_path, seed, order):
+    rng = np.random.default_rng(seed)
+    model, _ = random_model(rng, 5, order)
+    path = tmp_path / "model.bin"
+    write_binary(model, path)
+    loaded = open_binary(path)
+    assert loaded.ngram_counts == model.ngram_counts and loaded.vocabulary.words == model.vocabulary.words
+    for m in range(1, order + 1):
+        for ours, theirs in zip(loaded.ngrams(m), model.ngrams(m)):
+            np.testing.assert_array_equal(ours, theirs)
+    ids, lengths = random_sentences(rng, model.vocab_size)
+    ids[ids == model.vocabulary.bos_id] = model.vocabulary.unk_id
+    for bos in (True, False):
+        expected = model.token_log10probs(ids, lengths, bos=bos)
+        got = loaded.token_log10probs(ids, lengths, bos=bos)
+        np.testing.assert_array_equal(got[0], expected[0])
+        np.testing.assert_array_equal(got[1], expected[1])
+    contexts = [ids[i:i + 2] for i in range(0, 20, 2)]
+    words = ids[20:30]
+    np.testing.assert_array_equal(loaded.lookups(contexts, words)[0], model.lookups(contexts, words)[0])
+    assert loaded.minimal_state(ids[:3].tolist()) == model.minimal_state(ids[:3].tolist())
+    verify_binary(path)
+
+
+def test_max_arpa_columns_are_stored_and_read_back(tmp_path):
+    model, _ = random_model(np.random.default_rng(5), 4, 3)
+    path = tmp_path / "model.bin"
+    write_binary(model, path, max_arpa=True)
+    loaded = open_binary(path)
+    assert loaded._max_backoff is not None
+    for ours, theirs in zip(loaded.max_backoff().max_log10prob, model.max_backoff().max_log10prob):
+        np.testing.assert_array_equal(ours, theirs)
+    contexts, words = [[1, 2], [0], []], [3, 4, 5]
+    np.testing.assert_array_equal(loaded.max_log10probs(contexts, words), model.max_log10probs(contexts, words))
+
+
+def test_load_model_recognises_both_kinds(tmp_path):
+    model = ModifiedKneserNey(order=3).fit_sentences(random_corpus(np.random.default_rng(3), 80, 12)).model_
+    write_arpa(model, tmp_path / "m.arpa")
+    write_binary(model, tmp_path / "m.bin")
+    assert is_binary_model(tmp_path / "m.bin") and not is_binary_model(tmp_path / "m.arpa")
+    sentences = ["t0 t1 t2", "t3 t4 unseen", "t1"]
+    from_arpa = load_model(tmp_path / "m.arpa")
+    from_binary = load_model(tmp_path / "m.bin")
+    assert from_binary.perplexity(sentences) == from_arpa.perplexity(sentences)
+
+
+@pytest.fixture()
+def binary_file(tmp_path):
+    model, _ = random_model(np.random.default_rng(1), 5, 3)
+    path = tmp_path / "model.bin"
+    write_binary(model, path)
+    return path
+
+
+@pytest.mark.parametrize("keep", [0, 5, 20, 31, 100, -1])
+def test_truncated_file_is_refused(binary_file, keep):
+    data = binary_file.read_bytes()
+    cut = binary_file.with_name("cut.bin")
+    cut.write_bytes(data[:keep] if keep >= 0 else data[:-1])
+    with pytest.raises(BinaryFormatError, match=r"cut\.bin: (truncated|not a varorder binary|corrupt header)"):
+        open_binary(cut)
+
+
+def test_foreign_files_are_refused(tmp_path, binary_file):
+    kenlm = tmp_path / "kenlm.binary"
+    kenlm.write_bytes(b"mmap lm http://kheafield.com/code format version 5\n\x00\x00")
+    with pytest.raises(BinaryFormatError, match="KenLM binary model"):
+        open_binary(kenlm)
+    text = tmp_path / "model.arpa"
+    text.write_text("\\data\\\nngram 1=3\n")
+    with pytest.raises(BinaryFormatError, match="wrong magic"):
+        open_binary(text)
+    data = bytearray(binary_file.read_bytes())
+    newer = tmp_path / "newer.bin"
+    newer.write_bytes(bytes(data[:12]) + struct.pack("<I", 99) + bytes(data[16:]))
+    with pytest.raises(BinaryFormatError, match="version 99"):
+        open_binary(newer)
+    corrupt = tmp_path / "corrupt.bin"
+    data[40] ^= 0xFF  # inside the JSON header
+    corrupt.write_bytes(bytes(data))
+    with pytest.raises(BinaryFormatError, match="checksum"):
+        open_binary(corrupt)
+    padded = tmp_path / "padded.bin"
+    padded.write_bytes(binary_file.read_bytes() + b"\x00")
+    with pytest.raises(BinaryFormatError, match="trailing bytes"):
+        open_binary(padded)
+
+
+def test_verify_detects_a_flipped_table_byte(binary_file):
+    data = bytearray(binary_file.read_bytes())
+    data[-70] ^= 0x01  # inside the last arrays, past the header
+    binary_file.write_bytes(bytes(data))
+    open_binary(binary_file)  # the layout is intact: opening does not read the tables
+    with pytest.raises(BinaryFormatError, match="checksum mismatch"):
+        verify_binary(binary_file)
+
+
+def test_binary_file_is_never_written_through(binary_file):
+    before = binary_file.read_bytes()
+    model = open_binary(binary_file)
+    model._values[:] = 0.0  # copy-on-write mapping: the file keeps its bytes
+    del model
+    assert binary_file.read_bytes() == before
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_python_scorer_equals_the_numba_kernel(seed):
+    rng = np.random.default_rng(seed)
+    model, _ = random_model(rng, 6, int(rng.integers(1, 5)))
+    ids, lengths = random_sentences(rng, model.vocab_size, n=20)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    outputs = []
+    for scorer in (score_flat_python, _kernels.score_flat):
+        out = (np.empty(len(ids) + len(lengths)), np.empty(len(ids) + len(lengths), np.int8))
+        scorer(ids, offsets, True, True, model.vocabulary.bos_id, model.vocabulary.eos_id, model.order,
+               model.vocab_size, model._hash_rows, model._hash_values, model._hash_base, model._hash_cap,
+               model._values, *out)
+        outputs.append(out)
+    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
+    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+
+
+def test_ptb_like_arpa_round_trip_through_binary(tmp_path):
+    arpa = shared_data("arpa", "kenlm", "test.arpa")
+    model = read_arpa(arpa)
+    write_binary(model, tmp_path / "t.bin")
+    loaded = open_binary(tmp_path / "t.bin")
+    sentences = ["looking on a little more loin", "this is a sentence", "unknown words here"]
+    assert loaded.perplexity(sentences) == model.perplexity(sentences)
+
+
+def test_read_arpa_opens_binary_models_too(tmp_path):
+    model, _ = random_model(np.random.default_rng(11), 4, 3)
+    write_binary(model, tmp_path / "m.bin")
+    ids = np.asarray([0, 1, 2, 3], dtype=np.int32)
+    np.testing.assert_array_equal(read_arpa(tmp_path / "m.bin").token_log10probs(ids)[0], model.token_log10probs(ids)[0])
