@@ -58,7 +58,7 @@ def _cli_calls(data: dict[str, Path], folder: Path) -> dict[str, list[str]]:
     return {
         "varorder --help": ["--help"],
         "varorder --version": ["--version"],
-        "varorder lm train": ["lm", "train", str(data["corpus"]), "-n", "4", "-o", str(arpa)],
+        "varorder lm train": ["lm", "train", str(data["corpus"]), "-n", "4", "--discount-fallback", "-o", str(arpa)],
         "varorder lm score": ["lm", "score", str(arpa), str(data["corpus"])],
         "varorder decode (t9)": ["decode", str(arpa), "--task", "t9", "--text", "843 364 227533"],
         "varorder sample (t9)": ["sample", str(arpa), "--task", "t9", "--text", "843 364", "--samples", "5"],

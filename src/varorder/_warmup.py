@@ -131,8 +131,11 @@ def language_models(tmp: Path):
     corpus.write_text("the dog runs\nthe cat eats\na big dog eats\na cat runs\nthe big cat\n" * 4)
     for method in ("kneser-ney", "absolute", "additive"):
         arpa = tmp / f"{method}.arpa"
-        _cli("lm", "train", corpus, "-n", "3", "--method", method, "-o", arpa)
+        fallback = ["--discount-fallback"] if method == "kneser-ney" else []
+        _cli("lm", "train", corpus, "-n", "3", "--method", method, *fallback, "-o", arpa)
         _cli("lm", "score", arpa, corpus)
+    _cli("lm", "build-binary", tmp / "kneser-ney.arpa", tmp / "kn.bin")
+    _cli("lm", "score", tmp / "kn.bin", corpus)
     _cli("lm", "maxarpa", tmp / "kneser-ney.arpa", tmp / "max.arpa")
 
 
@@ -141,13 +144,13 @@ def exact_decoding(tmp: Path):
     corpus = tmp / "words.txt"
     corpus.write_text("the dog barked\nthe fog lifted\ntwo dogs barked\nthe dog ate\na fog came\n" * 3)
     arpa = tmp / "words.arpa"
-    _cli("lm", "train", corpus, "-n", "4", "-o", arpa)
+    _cli("lm", "train", corpus, "-n", "4", "--discount-fallback", "-o", arpa)
     _cli("decode", arpa, "--task", "t9", "--text", "843 364 227533")
     _cli("sample", arpa, "--task", "t9", "--text", "843 364", "--samples", "5", "--seed", "0")
     tags = tmp / "tags.txt"
     tags.write_text("DT NN VB\nDT JJ NN VB\nDT NN NN VB\n" * 3)
     tag_arpa = tmp / "tags.arpa"
-    _cli("lm", "train", tags, "-n", "3", "-o", tag_arpa)
+    _cli("lm", "train", tags, "-n", "3", "--discount-fallback", "-o", tag_arpa)
     train = tmp / "train.tsv"
     train.write_text("the\tDT\ndog\tNN\nruns\tVB\n\na\tDT\nbig\tJJ\ncat\tNN\neats\tVB\n\n" * 3)
     _cli("decode", tag_arpa, "--task", "pos", "--train", train, "--text", "the big dog eats")
