@@ -35,7 +35,7 @@ _OPTIONS = [
     click.option("--skip-factors", is_flag=True, help="samplerank: pairwise factors between repeated words "
                                                       "of a document"),
     click.option("--second-order", is_flag=True, help="samplerank: factors over three consecutive tags"),
-    click.option("--epochs", type=int, default=40, show_default=True,
+    click.option("--epochs", type=click.IntRange(min=1), default=40, show_default=True,
                  help="samplerank: passes over the tokens (40: within 0.5 points of the exact CRF on UD-EWT with the "
                       "default pairs; 10 suffice with --pairs neighbourhood)"),
     click.option("--rule", type=click.Choice(["perceptron", "mira"]), default="perceptron", show_default=True,
@@ -44,7 +44,7 @@ _OPTIONS = [
                  show_default=True, help="samplerank: ranked pair per step — the current and proposed "
                                          "configuration (Wick et al.), or the model's and the objective's best "
                                          "values of the proposed variable (FACTORIE's rule)"),
-    click.option("--seed", type=int, default=0, show_default=True, help="samplerank: random seed"),
+    click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="samplerank: random seed"),
 ]
 
 

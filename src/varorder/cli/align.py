@@ -22,6 +22,8 @@ import sys
 
 import click
 
+from varorder.cli._options import OutputFile, Real
+
 __all__ = ["COMMAND"]
 
 _UNKNOWN_WARNING = 0.10  # share of unknown tokens above which apply warns
@@ -88,15 +90,15 @@ def _output_options(fn):
     for decorator in reversed([
         click.option("--method", type=click.Choice(_METHODS), default="posterior", show_default=True,
                      help="posterior decoding, or each direction's Viterbi links symmetrized"),
-        click.option("-f", "--forward", "forward_path", type=click.Path(dir_okay=False), default=None,
+        click.option("-f", "--forward", "forward_path", type=OutputFile(), default=None,
                      help="also write the f|e direction's Viterbi links (Pharaoh, English first)"),
-        click.option("-r", "--reverse", "reverse_path", type=click.Path(dir_okay=False), default=None,
+        click.option("-r", "--reverse", "reverse_path", type=OutputFile(), default=None,
                      help="also write the e|f direction's Viterbi links (Pharaoh, English first)"),
-        click.option("-F", "--forward-scores", "forward_scores", type=click.Path(dir_okay=False), default=None,
+        click.option("-F", "--forward-scores", "forward_scores", type=OutputFile(), default=None,
                      help="per pair, -log p(french | english) per French word under the f|e model"),
-        click.option("-R", "--reverse-scores", "reverse_scores", type=click.Path(dir_okay=False), default=None,
+        click.option("-R", "--reverse-scores", "reverse_scores", type=OutputFile(), default=None,
                      help="per pair, -log p(english | french) per English word under the e|f model"),
-        click.option("--link-probabilities", "link_probabilities", type=click.Path(dir_okay=False), default=None,
+        click.option("--link-probabilities", "link_probabilities", type=OutputFile(), default=None,
                      help="per pair, the posterior ½(µ₁+µ₂) of each output link, in the order of the Pharaoh line"),
     ]):
         fn = decorator(fn)
@@ -142,27 +144,27 @@ def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reve
 
 @COMMAND.command("train")
 @click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="model file (.npz)")
+@click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz)")
 @click.option("--model", type=click.Choice(["hmm", "ibm1"]), default="hmm", show_default=True)
 @click.option("--training", type=click.Choice(["agreement", "independent", "product"]), default="agreement",
               show_default=True, help="agreement = domain-approximate product EM; product = Liang et al. 2006")
-@click.option("--iterations", type=int, default=5, show_default=True, help="iterations of the final model")
-@click.option("--ibm1-iterations", type=int, default=5, show_default=True)
-@click.option("--null-prob", type=float, default=0.05, show_default=True)
-@click.option("--max-jump", type=int, default=7, show_default=True)
-@click.option("--band", type=int, default=100, show_default=True,
+@click.option("--iterations", type=click.IntRange(min=1), default=5, show_default=True, help="iterations of the final model")
+@click.option("--ibm1-iterations", type=click.IntRange(min=0), default=5, show_default=True)
+@click.option("--null-prob", type=Real(0, 1, max_open=True), default=0.05, show_default=True)
+@click.option("--max-jump", type=click.IntRange(min=1), default=7, show_default=True)
+@click.option("--band", type=click.IntRange(min=1), default=100, show_default=True,
               help="pairs with a longer source side prune jumps longer than this many words (stored in the model)")
-@click.option("--threshold", type=float, default=0.6, show_default=True, help="posterior decoding δ (stored in the model)")
+@click.option("--threshold", type=Real(0, 1), default=0.6, show_default=True, help="posterior decoding δ (stored in the model)")
 @click.option("--normalize", is_flag=True, help="all of --lowercase --strip-accents --tokenize (NAACL 2003)")
 @click.option("--lowercase", is_flag=True, help="lower-case the text (recorded in the model)")
 @click.option("--strip-accents", is_flag=True, help="strip accents to ASCII (recorded in the model)")
 @click.option("--tokenize", is_flag=True, help="NAACL 2003 tokenisation (recorded in the model)")
-@click.option("--limit", type=int, default=None, help="read at most this many sentence pairs")
-@click.option("--shard-size", type=int, default=10000, show_default=True,
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="read at most this many sentence pairs")
+@click.option("--shard-size", type=click.IntRange(min=1), default=10000, show_default=True,
               help="sentence pairs per E-step task (memory grows with it)")
-@click.option("--workers", type=int, default=1, show_default=True, help="local E-step threads")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="local E-step threads")
 @click.option("--dask", "dask_address", default=None, help="dask.distributed scheduler address")
-@click.option("-a", "--alignments", "alignments_path", type=click.Path(allow_dash=True, dir_okay=False), default=None,
+@click.option("-a", "--alignments", "alignments_path", type=OutputFile(allow_dash=True), default=None,
               help="also align the training text with the trained model (Pharaoh; '-' = stdout)")
 @_output_options
 @click.option("-q", "--quiet", is_flag=True, help="no progress bars or summary (warnings are still shown)")
@@ -203,10 +205,10 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
 @COMMAND.command("apply")
 @click.argument("model_path", type=click.Path(exists=True, dir_okay=False))
 @click.argument("inputs", nargs=-1, type=click.Path(allow_dash=True, dir_okay=False))
-@click.option("-o", "--output", type=click.Path(allow_dash=True, dir_okay=False), default=None,
+@click.option("-o", "--output", type=OutputFile(allow_dash=True), default=None,
               help="Pharaoh file (default stdout)")
 @_output_options
-@click.option("--threshold", type=float, default=None, help="posterior decoding δ (default: the model's)")
+@click.option("--threshold", type=Real(0, 1), default=None, help="posterior decoding δ (default: the model's)")
 @click.option("--normalize", is_flag=True,
               help="NAACL normalisation even if the model was trained without it (default: the model's own)")
 @click.option("-q", "--quiet", is_flag=True, help="no summary line (warnings are still shown)")

@@ -17,6 +17,8 @@ import json
 import os
 
 import click
+
+from varorder.cli._options import Real
 import numpy as np
 
 from varorder.exact import HighOrderTarget, MaxBackoffWeights, decode
@@ -108,8 +110,8 @@ def task_options(function):
                      help="pos: tagged training file for the TnT emission model"),
         click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="xpos", show_default=True,
                      help="pos with a CoNLL-U --train: tag column"),
-        click.option("--k", type=float, default=64.0, show_default=True, help="t9: keypad noise constant"),
-        click.option("--max-candidates", type=int, default=100, show_default=True, help="t9: candidate words per position"),
+        click.option("--k", type=Real(min=0, min_open=True), default=64.0, show_default=True, help="t9: keypad noise constant"),
+        click.option("--max-candidates", type=click.IntRange(min=1), default=100, show_default=True, help="t9: candidate words per position"),
         click.option("--json", "as_json", is_flag=True, help="one JSON object per observation"),
     ]):
         function = option(function)
@@ -118,8 +120,8 @@ def task_options(function):
 
 @click.command("decode")
 @task_options
-@click.option("--max-iterations", type=int, default=100_000, show_default=True)
-@click.option("--time-limit", type=float, default=None, help="seconds per observation")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--time-limit", type=Real(min=0, min_open=True), default=None, help="seconds per observation")
 def COMMAND(lm_file, task, text, input_file, train, tag_column, k, max_candidates, as_json, max_iterations, time_limit):
     """Exact argmax of p_lm x p_obs for each observation (Algorithm 1, optimisation)."""
     lm = load_lm(lm_file)

@@ -15,11 +15,13 @@ import json
 
 import click
 
+from varorder.cli._options import OutputFile
+
 __all__ = ["COMMAND"]
 
 _format = click.option("--format", "fmt", type=click.Choice(["auto", "conllu", "ptb", "tags"]), default="auto",
                        show_default=True, help="input format (auto: by file name)")
-_max_length = click.option("--max-length", type=int, default=10, show_default=True,
+_max_length = click.option("--max-length", type=click.IntRange(min=1), default=10, show_default=True,
                            help="keep sentences of at most this many words after removing punctuation (0: all)")
 
 
@@ -51,7 +53,7 @@ def COMMAND():
 
 @COMMAND.command("train")
 @click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="model file (.npz)")
+@click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz)")
 @click.option("--model", type=click.Choice(["product", "dmv", "ccm"]), default="product", show_default=True)
 @click.option("--iterations", type=click.IntRange(0), default=50, show_default=True)
 @click.option("--ccm-smoothing", type=(float, float), default=(2.0, 8.0), show_default=True,
@@ -75,8 +77,8 @@ def train(corpus, output, model, iterations, ccm_smoothing, dmv_smoothing, fmt, 
 @COMMAND.command("parse")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
-@click.option("--conllu", "conllu_out", type=click.Path(dir_okay=False), help="write predicted heads as CoNLL-U")
-@click.option("--trees", "trees_out", type=click.Path(dir_okay=False), help="write predicted bracketed trees")
+@click.option("--conllu", "conllu_out", type=OutputFile(), help="write predicted heads as CoNLL-U")
+@click.option("--trees", "trees_out", type=OutputFile(), help="write predicted bracketed trees")
 @_format
 @_max_length
 def parse(model_file, corpus, conllu_out, trees_out, fmt, max_length):

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 
 import click
+
+from varorder.cli._options import Real
 import numpy as np
 
 from varorder.io.ocr import read_ocr_letters, split_by_fold
@@ -54,8 +56,8 @@ def run_ocr(data, test_fold=1, downsample=True, c2=1.0, max_iterations=100, verb
               help="letter.data[.gz]")
 @click.option("--test-fold", type=click.IntRange(0, 9), default=1, show_default=True)
 @click.option("--downsample/--full", default=True, show_default=True, help="8x4 images (odd rows/columns) or 16x8")
-@click.option("--c2", type=float, default=1.0, show_default=True, help="L2 coefficient on the summed NLL")
-@click.option("--max-iterations", type=int, default=100, show_default=True)
+@click.option("--c2", type=Real(min=0), default=1.0, show_default=True, help="L2 coefficient on the summed NLL")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=100, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 @click.option("--verbose/--quiet", default=False)
 def COMMAND(data, test_fold, downsample, c2, max_iterations, as_json, verbose):

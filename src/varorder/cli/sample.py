@@ -17,18 +17,20 @@ from collections import Counter
 
 import click
 
+from varorder.cli._options import Real
+
 from varorder.cli.decode import TargetFactory, load_lm, observations, task_options
 from varorder.exact import QAutomaton, acceptance_rate, sample
 
 
 @click.command("sample")
 @task_options
-@click.option("--samples", "n_samples", type=int, default=None, help="stop after this many accepted samples")
-@click.option("--target-ar", type=float, default=None, help="stop when AR-100 reaches this (default 0.2 without --samples)")
-@click.option("--batch", type=int, default=1, show_default=True, help="trials per q before one refinement step")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--max-trials", type=int, default=100_000, show_default=True)
-@click.option("--top", type=int, default=10, show_default=True, help="distinct samples to print")
+@click.option("--samples", "n_samples", type=click.IntRange(min=1), default=None, help="stop after this many accepted samples")
+@click.option("--target-ar", type=Real(0, 1, min_open=True), default=None, help="stop when AR-100 reaches this (default 0.2 without --samples)")
+@click.option("--batch", type=click.IntRange(min=1), default=1, show_default=True, help="trials per q before one refinement step")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True)
+@click.option("--max-trials", type=click.IntRange(min=1), default=100_000, show_default=True)
+@click.option("--top", type=click.IntRange(min=1), default=10, show_default=True, help="distinct samples to print")
 def COMMAND(lm_file, task, text, input_file, train, tag_column, k, max_candidates, as_json,
             n_samples, target_ar, batch, seed, max_trials, top):
     """Exact samples of p_lm x p_obs for each observation (adaptive rejection sampling)."""

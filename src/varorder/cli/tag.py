@@ -22,6 +22,8 @@ from pathlib import Path
 
 import click
 
+from varorder.cli._options import OutputFile, Real
+
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
 from varorder.io._text import atomic_write_text
 from varorder.io.conllu import read_conllu, write_conllu
@@ -97,17 +99,17 @@ def COMMAND():
 @COMMAND.command("train")
 @samplerank_learner
 @click.argument("train_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="model file (.npz) to write")
+@click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz) to write")
 @click.option("--dev", "dev_file", type=click.Path(exists=True, dir_okay=False), help="CoNLL-U dev file, scored each iteration")
 @click.option("--model", "model_name", type=click.Choice(["crf", "memm", "hmm"]), default="crf", show_default=True)
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
 @click.option("--algorithm", type=click.Choice(["lbfgs", "adagrad", "sgd"]), default="lbfgs", show_default=True,
               help="CRF optimiser")
-@click.option("--c1", type=float, default=0.1, show_default=True, help="L1 coefficient on the summed NLL (CRF/MEMM)")
-@click.option("--c2", type=float, default=0.1, show_default=True, help="L2 coefficient on the summed NLL (CRF/MEMM)")
-@click.option("--max-iterations", type=int, default=100, show_default=True)
-@click.option("--alpha", type=float, default=0.1, show_default=True, help="HMM add-alpha smoothing")
-@click.option("--threads", type=int, default=None, help="Numba threads for CRF training (default: all cores)")
+@click.option("--c1", type=Real(min=0), default=0.1, show_default=True, help="L1 coefficient on the summed NLL (CRF/MEMM)")
+@click.option("--c2", type=Real(min=0), default=0.1, show_default=True, help="L2 coefficient on the summed NLL (CRF/MEMM)")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=100, show_default=True)
+@click.option("--alpha", type=Real(min=0), default=0.1, show_default=True, help="HMM add-alpha smoothing")
+@click.option("--threads", type=click.IntRange(min=1), default=None, help="Numba threads for CRF training (default: all cores)")
 @click.option("--features", "features", default=None, metavar="TEMPLATES",
               help="CRF/MEMM feature templates: 'pos' (default; the CRFsuite tutorial's), a list such as "
                    "'bias,w[0],w[-1]|w[0],suf3[0],shape[0]', or @FILE with one template per line")
@@ -146,11 +148,11 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
 @samplerank_models("predict")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("input_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputFile(),
               help="CoNLL-U file to write (.gz compresses); with --format crfsuite, one label per line")
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
 @_FORMAT
-@click.option("--probabilities", "probabilities", type=click.Path(dir_okay=False), default=None,
+@click.option("--probabilities", "probabilities", type=OutputFile(), default=None,
               help="also write each token's marginal label probabilities (TSV: sentence, token, form, tag, "
                    "p(tag), then one column per label)")
 def predict(model_file, input_file, output, tag_column, input_format, probabilities):

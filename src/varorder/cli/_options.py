@@ -1,0 +1,45 @@
+"""Parameter types shared by the subcommands, so bad values are refused before any work.
+
+``OutputFile``: a file the command will write — its folder must exist and be writable when
+the command starts, not after an hour of training. ``Real``: a finite float in a range
+(click's FloatRange lets NaN through, since every comparison with NaN is false).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import click
+
+__all__ = ["OutputFile", "Real"]
+
+
+class OutputFile(click.Path):
+    """A path to write (``-`` for stdout where ``allow_dash``); its folder must be writable."""
+
+    name = "output file"
+
+    def __init__(self, allow_dash: bool = False):
+        super().__init__(dir_okay=False, allow_dash=allow_dash)
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        if self.allow_dash and value == "-":
+            return value
+        folder = os.path.dirname(os.path.abspath(os.fspath(value)))
+        if not os.path.isdir(folder):
+            self.fail(f"cannot write {value!r}: folder {folder!r} does not exist", param, ctx)
+        if not os.access(folder, os.W_OK | os.X_OK):
+            self.fail(f"cannot write {value!r}: folder {folder!r} is not writable", param, ctx)
+        return value
+
+
+class Real(click.FloatRange):
+    """A finite float within [min, max] (bounds optional, open with min_open / max_open)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):  # NaN passes every range check; ±inf is no setting either
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return number
