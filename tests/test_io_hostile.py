@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from varorder.io.arpa import read_arpa
 from varorder.io.conllu import read_conllu
 from varorder.io.fasta import read_fasta
 from varorder.io.naacl import read_naacl
@@ -26,9 +27,16 @@ VALID = {
     "fasta": (read_fasta, ">human\nACGT-A\n>mouse\nACGTTA\n"),
     "naacl": (read_naacl, "1 1 1 S\n1 2 2 P\n2 1 1\n"),
     "pharaoh": (read_pharaoh, "0-0 1-1\n\n2-0\n"),
+    "arpa": (lambda path: _lm_scores(read_arpa(path)), "\\data\\\nngram 1=4\nngram 2=2\n\n\\1-grams:\n"
+             "-1.0\t<s>\t-0.5\n-0.6\t</s>\n-0.7\t<unk>\n-0.5\ta\t-0.3\n\n\\2-grams:\n-0.1\t<s> a\n"
+             "-0.2\ta </s>\n\n\\end\\\n"),
     "ocr": (read_ocr_letters, f"1\ta\t2\t1\t1\t0\t{_PIXELS}\t\n2\tb\t-1\t1\t2\t0\t{_PIXELS}\t\n"),
 }
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def _lm_scores(model):
+    return [round(float(model.score_sentence(s)), 6) for s in ("a", "a a", "")]
+
+
+SETTINGS = settings(max_examples=int(__import__("os").environ.get("HOSTILE_EXAMPLES", "60")), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 def _outcome(reader, path):
@@ -89,6 +97,26 @@ def test_corruption_names_file_and_line(tmp_path):
     with pytest.raises(ValueError, match=r"cut.gz: line \d+: corrupt or truncated gzip"):
         read_tagged(truncated)
     assert zlib  # imported for the error types the reader must translate
+
+
+def test_known_bad_arpa_and_gold_files(tmp_path):
+    head = "\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<s>\t-0.5\n-0.5\t</s>\n-0.5\ta\t-0.3\n\n"
+    cases = {
+        "extra.arpa": (head + "\\2-grams:\n-0.1\t<s> a\n\n\\end\\\n", r"extra.arpa:9: section \\2-grams: but"),
+        "huge.arpa": (head.replace("-0.3", "1e39") + "\\end\\\n", r"huge.arpa:7: back-off 1e39 is outside the float32"),
+    }
+    for name, (text, match) in cases.items():
+        (tmp_path / name).write_text(text)
+        with pytest.raises(ValueError, match=match):
+            read_arpa(tmp_path / name)
+    raw = bytearray(gzip.compress((head + "\\end\\\n" + "trailing\n" * 200).encode()))
+    raw[-6] ^= 0xFF  # the CRC, checked although reading could stop at \end\
+    (tmp_path / "crc.arpa.gz").write_bytes(bytes(raw))
+    with pytest.raises(ValueError, match=r"crc.arpa.gz(:1)?: corrupt"):
+        read_arpa(tmp_path / "crc.arpa.gz")
+    (tmp_path / "far.wa").write_text("100000000 1 1 S\n")
+    with pytest.raises(ValueError, match="implausibly large"):
+        read_naacl(tmp_path / "far.wa")
 
 
 def test_known_bad_fields(tmp_path):

@@ -11,6 +11,7 @@ differently) returns None, and the Python reader takes over and reports the erro
 from __future__ import annotations
 
 import gzip
+import zlib
 import re
 from pathlib import Path
 
@@ -93,11 +94,20 @@ def _parse_ngram_lines(buffer, pos, order, n_expected, blob, starts, ends, table
     return 0, pos, line, n_odd
 
 
+def _beyond_float32(*columns: np.ndarray) -> bool:
+    """A finite value that float32 storage would turn into inf (the slow reader names its line)."""
+    limit = float(np.finfo(np.float32).max)
+    return any(bool((np.isfinite(c) & (np.abs(c) > limit)).any()) for c in columns)
+
+
 def _file_bytes(path: Path) -> bytes:
     with open(path, "rb") as handle:
         data = handle.read()
     if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
+        try:  # decompressing the whole stream also checks its CRC and length
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(f"{path}: corrupt or truncated gzip data ({type(exc).__name__}: {exc})") from None
     return data
 
 
@@ -158,7 +168,7 @@ def read_sections(path: Path) -> list[dict] | None:
             blob, starts, ends, table = _words.word_table(words)
         else:
             section = _ngram_section(buffer, data, end + 1, order, count, blob, starts, ends, table)
-            if section is None:
+            if section is None or _beyond_float32(section["probs"], section["backoffs"]):
                 return None
             pos = section.pop("pos")
         section["order"] = order

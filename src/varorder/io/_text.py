@@ -83,15 +83,20 @@ class CheckedTextReader(io.TextIOBase):
         super().close()
 
 
-def open_text(path) -> CheckedTextReader:
+def open_text(path, errors: str = "strict") -> CheckedTextReader:
     """Open a UTF-8 text file for reading, gunzipping when its content is gzip.
 
     Raises ``ValueError`` naming the file (and line) for undecodable or corrupt data,
-    and ``OSError`` subclasses as usual when the file cannot be opened.
+    and ``OSError`` subclasses as usual when the file cannot be opened. ``errors`` is
+    the codec's error handler (``"surrogateescape"`` keeps any byte as a distinct
+    character, for corpora that are not all UTF-8).
     """
     path = os.fspath(path)
     compressed = is_gzip(path)
-    raw = gzip.open(path, "rt", encoding="utf-8") if compressed else open(path, encoding="utf-8")
+    if compressed:
+        raw = gzip.open(path, "rt", encoding="utf-8", errors=errors)
+    else:
+        raw = open(path, encoding="utf-8", errors=errors)
     return CheckedTextReader(path, raw, compressed)
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import gzip
+import zlib
 import itertools
 import math
 import re
@@ -57,7 +58,7 @@ def _check_not_binary(path) -> None:
         with gzip.open(path, "rb") as handle:
             try:
                 head = handle.read(4096)
-            except (OSError, EOFError) as exc:
+            except (OSError, EOFError, zlib.error) as exc:
                 raise _fail(path, 1, f"corrupt gzip file: {exc}") from None
     if head.startswith(b"mmap lm "):
         raise _fail(path, 1, "this is a KenLM binary model, not an ARPA text file; give the ARPA file")
@@ -76,6 +77,7 @@ def _parse_float(path, line_number: int, text: str, what: str) -> float:
 
 
 MINUS_99_READINGS = ("zero", "literal")
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
@@ -163,9 +165,9 @@ def _read_arpa(path: Path, progress: bool, minus_99: str) -> NgramLM:
             if not match:
                 raise _fail(path, header_line, f"expected the \\{expected_order}-grams: section header, got {header[:60]!r}")
             order = int(match.group(1))
+            if order > max_order:
+                raise _fail(path, header_line, f"section \\{order}-grams: but \\data\\ announces only {max_order} orders")
             if order != expected_order:
-                if order > max_order:
-                    raise _fail(path, header_line, f"section \\{order}-grams: but \\data\\ announces only {max_order} orders")
                 raise _fail(path, header_line, f"expected the \\{expected_order}-grams: section, got \\{order}-grams: (missing section)")
             fields_per_line: list[list[str]] = []
             line_numbers: list[int] = []
@@ -262,6 +264,11 @@ def _column_floats(path, line_numbers: np.ndarray, column: np.ndarray, what: str
     if values is None or np.isnan(values).any():
         for line_number, text in zip(line_numbers, column):
             _parse_float(path, int(line_number), text, what)
+    # probabilities and back-offs are stored as float32: a larger finite value would become inf
+    too_large = np.isfinite(values) & (np.abs(values) > FLOAT32_MAX)
+    if too_large.any():
+        i = int(np.flatnonzero(too_large)[0])
+        raise _fail(path, int(line_numbers[i]), f"{what} {column[i]} is outside the float32 range (|x| <= {FLOAT32_MAX:.4g})")
     return values
 
 

@@ -13,6 +13,11 @@ from varorder.io._text import open_text
 __all__ = ["read_naacl"]
 
 
+# Without n_sentences the list is padded up to the largest id: bound it, so a corrupt id
+# (say 10^8) is an error rather than gigabytes of empty link sets.
+MAX_IMPLICIT_SENTENCES = 1_000_000
+
+
 def read_naacl(path, n_sentences: int | None = None):
     """List of (sure, possible) link sets indexed by sentence id − 1.
 
@@ -34,6 +39,9 @@ def read_naacl(path, n_sentences: int | None = None):
                 raise ValueError(f"{where}: sentence and positions must be integers, got {line.strip()!r}") from None
             if sent < 1 or e < 0 or f < 0:
                 raise ValueError(f"{where}: sentence ids are 1-based and positions non-negative, got {line.strip()!r}")
+            if n_sentences is None and sent > MAX_IMPLICIT_SENTENCES:
+                raise ValueError(f"{where}: sentence id {sent} is implausibly large (> {MAX_IMPLICIT_SENTENCES:,}); "
+                                 f"give n_sentences to read a gold file this large")
             if n_sentences is not None and sent > n_sentences:
                 raise ValueError(f"{where}: sentence {sent} is beyond the {n_sentences} sentences given")
             label = fields[3].upper() if len(fields) >= 4 else "S"
