@@ -12,6 +12,7 @@ import contextlib
 import io
 import itertools
 import os
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -64,9 +65,14 @@ def iter_sentences(path: PathLike) -> Iterator[tuple[int, list[str]]]:
 
     Raises ValueError naming the file and line when a line holds ``<s>`` or ``</s>``: the
     model adds those markers itself, so a corpus that spells them out would be counted twice.
+    ``path`` ``"-"`` reads standard input, under the same rules.
     """
-    with open_text(path) as handle:
-        for line_number, line in enumerate(handle, start=1):
+    if os.fspath(path) == "-":
+        handle, path = contextlib.nullcontext(sys.stdin), "<stdin>"
+    else:
+        handle = open_text(path)
+    with handle as lines:
+        for line_number, line in enumerate(lines, start=1):
             tokens = line.split()
             if not tokens:
                 continue
