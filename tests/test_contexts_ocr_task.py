@@ -50,6 +50,9 @@ def test_demo_command_prints_the_table_and_writes_the_plot(tmp_path):
     out = tmp_path / "demo"
     result = CliRunner().invoke(main, ["demo", "--epochs", "1", "--max-train-words", "20", "--out", str(out)])
     assert result.exit_code == 0, result.output
-    for name in ("beam(10)", "rcms(10)", "beam(200)", "recall @ 99% precision"):
+    for name in ("beam(10)", "rcms(10)", "beam(200)", "recall @ 99% precision", "| paper |", "| +backoff |",
+                 "| +cap |"):
         assert name in result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("| rcms(10) |")]
+    assert [r.split("|")[2].strip() for r in rows] == ["paper", "+backoff", "+cap"]
     assert (out / "ocr_precision_recall.png").stat().st_size > 1000
