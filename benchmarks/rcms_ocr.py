@@ -81,7 +81,7 @@ def main(argv=None):
     parser.add_argument("--protocols", default="paper", help=f"comma-separated, of {', '.join(PROTOCOLS)}")
     parser.add_argument("--seeds", default="0")
     parser.add_argument("--epochs", type=int, default=OcrConfig.epochs)
-    parser.add_argument("--off-beam", default="force", choices=("force", "skip"))
+    parser.add_argument("--off-beam", default="force", choices=("force", "skip", "early"))
     parser.add_argument("--methods", default="beam:10,rcms:10,beam:200")
     parser.add_argument("--out", default=None, help="folder for the plots of the first seed")
     parser.add_argument("--json", default=None)

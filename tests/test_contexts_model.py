@@ -208,7 +208,7 @@ def test_per_example_updates_equal_dense_adagrad_steps():
 
 
 def test_options_are_validated_and_saved(tmp_path):
-    for bad in ({"max_context": 1}, {"off_beam": "early"}, {"context_mass": "final"}):
+    for bad in ({"max_context": 1}, {"off_beam": "late"}, {"context_mass": "final"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
             ReifiedContextModel(3, order=3, **bad).fit([np.zeros((2, 2))], [np.zeros(2, int)])
     m, rng = _random_model(2, max_context=3)
@@ -217,3 +217,23 @@ def test_options_are_validated_and_saved(tmp_path):
     assert back.max_context == 3 and back.batch_size == 1
     x = rng.normal(size=(6, 2))
     assert lt.log_partition(back.context_lattice(x).lattice) == lt.log_partition(m.context_lattice(x).lattice)
+
+
+def test_early_update_is_the_forced_objective_on_the_prefix_where_the_gold_fell_off():
+    m, rng = _random_model(6, mode="beam", B=1, off_beam="early")
+    x = rng.normal(size=(5, 2))
+    gold = m.predict([x])[0].copy()
+    same = m.sequence_gradient(x, gold)  # the gold stays on the beam: the usual update
+    m.off_beam = "force"
+    np.testing.assert_allclose(same.ngram, m.sequence_gradient(x, gold).ngram)
+    gold[2] = (gold[2] + 1) % 3  # now the beam of one loses the gold at position 3 (or earlier)
+    m.off_beam = "early"
+    early = m.sequence_gradient(x, gold)
+    cl = m.context_lattice(x)
+    t = int(np.flatnonzero(cl.lattice.arc_weight[cl.path_arcs(gold)] == -np.inf)[0]) + 1
+    assert t <= 3
+    m.off_beam = "force"
+    prefix = m.sequence_gradient(x[:t], gold[:t])
+    assert early.log_likelihood == pytest.approx(prefix.log_likelihood)
+    np.testing.assert_allclose(early.ngram, prefix.ngram)
+    np.testing.assert_allclose(early.observation, prefix.observation)

@@ -27,7 +27,10 @@ With β = −∞ the gold path has score −∞ as soon as its prefix leaves the
 beam in training (the B best entries plus the gold one), so ℓ = s(y*) −
 log Σ_{y ∈ final beam ∪ {y*}} exp s(y) and the gradient pushes the gold above the
 competitors that crowded it out; ``off_beam="skip"`` makes no update for a word whose
-gold left the beam. At test time nothing is forced. With a learned β
+gold left the beam; ``off_beam="early"`` is the early update of Collins & Roark (2004):
+the likelihood of the gold *prefix* y*_{1:t} against the beam at the first position t
+where the gold fell off (the same forced objective on x_{1:t}, since the beams up to t
+depend on the prefix only); a gold that stays on the beam is scored as usual. At test time nothing is forced. With a learned β
 (``coverage="learned"``) nothing needs forcing: the gold path can pass through 𝒴_{1:i}.
 
 *Updates.* By default every example makes its own AdaGrad step (``batch_size=1``, as
@@ -99,7 +102,8 @@ class ReifiedContextModel:
     backoff : also fire shorter ★-suffix n-gram indicators (an extension; off in the paper).
     max_context : cap on the symbols an RCMS context fixes (an extension, ≥ n − 1);
         None (default): contexts of any length, as in App. A.
-    off_beam : beam training when the gold leaves the beam: "force" it back on, or "skip".
+    off_beam : beam training when the gold leaves the beam: "force" it back on, "skip" the
+        word, or "early" (update on the prefix up to where it fell off).
     context_mass : "partial" (qⁱ, the paper's Fig. 6) or "posterior" weights for the
         context-length statistic.
     step_size, delta : AdaGrad η and δ.
@@ -140,8 +144,8 @@ class ReifiedContextModel:
             raise ValueError(f"mode must be 'rcms' or 'beam', got {self.mode!r}")
         if self.coverage not in ("fixed", "learned"):
             raise ValueError(f"coverage must be 'fixed' or 'learned', got {self.coverage!r}")
-        if self.off_beam not in ("force", "skip"):
-            raise ValueError(f"off_beam must be 'force' or 'skip', got {self.off_beam!r}")
+        if self.off_beam not in ("force", "skip", "early"):
+            raise ValueError(f"off_beam must be 'force', 'skip' or 'early', got {self.off_beam!r}")
         if self.context_mass not in ("partial", "posterior"):
             raise ValueError(f"context_mass must be 'partial' or 'posterior', got {self.context_mass!r}")
         if self.max_context is not None and (self.mode == "beam" or int(self.max_context) < self.order - 1):
@@ -194,7 +198,17 @@ class ReifiedContextModel:
         x = self._check_sequence(x)
         y = self._check_labels(x, y)
         plain_beam = self.mode == "beam" and self.coverage_weight_ == -np.inf
+        if plain_beam and self.off_beam == "early":
+            cl = self.context_lattice(x)
+            off = np.flatnonzero(cl.lattice.arc_weight[cl.path_arcs(y)] == -np.inf)
+            if off.size:  # the gold prefix left the beam at position off[0] + 1: update on that prefix
+                t = int(off[0]) + 1
+                return self._gradient_on(x[:t], y[:t], force=y[:t])
         force = y if (plain_beam and self.off_beam == "force") else None
+        return self._gradient_on(x, y, force)
+
+    def _gradient_on(self, x, y, force) -> SequenceGradient:
+        """ℓ and ∇(−ℓ) on the lattice selected for x (keeping the prefixes of ``force`` on the beam)."""
         cl = self.context_lattice(x, force_labels=force)
         lat = cl.lattice
         gold = cl.path_arcs(y)

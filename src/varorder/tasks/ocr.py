@@ -79,7 +79,8 @@ class OcrConfig:
     ★-suffix n-gram indicators (:mod:`varorder.contexts.features`), ``max_context`` caps
     RCMS contexts (e.g. at n − 1 = 3), ``batch_size`` > 1 sums gradients over mini-batches.
     ``off_beam`` is how beam training treats a gold that left the beam (the paper is
-    silent): "force" it back on, or "skip" the word. The epoch count is not in the paper."""
+    silent): "force" it back on, "skip" the word, or "early" update on the prefix (Collins & Roark
+    2004). The epoch count is not in the paper."""
 
     order: int = 4
     methods: tuple = (("beam", 10), ("rcms", 10), ("beam", 200))
