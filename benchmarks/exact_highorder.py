@@ -114,7 +114,7 @@ def run_t9_decode(args) -> dict:
                                         per_length=args.per_length, seed=args.seed)
         typo_rng = np.random.default_rng(args.seed) if args.noisy else None
         for length, group in sentences.items():
-            its, states, secs, correct = [], [], [], []
+            its, states, secs, correct, exact = [], [], [], [], []
             last = None
             for words in group:
                 target = task.target(task.observe(words, rng=typo_rng))
@@ -123,15 +123,17 @@ def run_t9_decode(args) -> dict:
                 states.append(result.num_states)
                 secs.append(result.seconds)
                 correct.append(task.words(result.sentence) == words)
+                exact.append(result.exact)
                 last = (target, result, words)
             row = {"order": order, "length": length, "noisy": bool(args.noisy), "sentences": len(group),
                    "decode_cap": args.decode_cap, "load_average": os.getloadavg()[0],
                    "avg_iterations": float(np.mean(its)),
                    "avg_states": float(np.mean(states)), "avg_seconds": float(np.mean(secs)),
-                   "sentence_accuracy": float(np.mean(correct))}
+                   "sentence_accuracy": float(np.mean(correct)), "exact": int(sum(exact))}
             out["per_length"].append(row)
             print(f"t9 decode{' (noisy)' if args.noisy else ''} cap={args.decode_cap} n={order} length={length:2d}: iterations {row['avg_iterations']:7.1f}  states "
-                  f"{row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  exact-match {row['sentence_accuracy']:.2f}",
+                  f"{row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  exact-match {row['sentence_accuracy']:.2f}  "
+                  f"exact (p = q) {row['exact']}/{len(group)}",
                   flush=True)
             if length == 10 and order == max(args.orders) and last is not None:
                 target, result, words = last
