@@ -100,7 +100,7 @@ def main(argv=None):
         for seed in seeds:
             config = replace(OcrConfig(epochs=args.epochs, methods=methods, progress=False, seed=seed,
                                        off_beam=args.off_beam), **PROTOCOLS[protocol])
-            label = protocol if args.off_beam == "force" else f"{protocol}, off-beam skip"
+            label = protocol if args.off_beam == "force" else f"{protocol}, off-beam {args.off_beam}"
             results = run_ocr_experiment(config, data_path=args.data, protocol=label)
             if seed == seeds[0]:
                 first_results += results
