@@ -7,6 +7,8 @@ the paper's POS and T9 experiments on the shared data.
     python benchmarks/exact_highorder.py t9-sample [--order 4] [--batches 1 10 20 50 100]
     python benchmarks/exact_highorder.py t9-sample-lengths [--orders 3 4 5] [--per-length 10]
     python benchmarks/exact_highorder.py t9-trace [--order 5] [--trace-batch 100]
+    python benchmarks/exact_highorder.py t9-table2 t9-table4 [--order 5] [--table-length 5]
+    python benchmarks/exact_highorder.py pos-sample [--orders 3 4 5] [--max-sentences 50]
     ... --json results.json --plots docs/img
 
 * pos: accuracy, seconds per sentence and average states for Algorithm 1 (adaptive), the
@@ -17,12 +19,22 @@ the paper's POS and T9 experiments on the shared data.
   wsj_0001-0159, evaluated on wsj_0180-0199 (paper Fig. 4a/4b).
 * t9-decode: iterations and states to exact decoding per sentence length (paper Fig. 2)
   with ptb-lm LMs, and the n-grams per order of the final q of one length-10 sentence
-  against the size of the full model (paper Table 1).
+  against the size of the full model (paper Table 1). Candidates: every same-length
+  vocabulary word (the paper's exact decoding); ``--decode-cap 100`` keeps only the 100
+  most likely per position (an option: exact for the truncated model only).
 * t9-sample: trials and seconds to reach AR-100 >= 20% per batch size (paper Table 3).
 * t9-sample-lengths: trials and states to AR-100 >= 20% per length and order, B = 100
   (paper Fig. 3c/3d).
 * t9-trace: one sampling run continued to AR-100 >= 60%: running p/q ratio, AR, AR-100
   and accepts per trial (paper Fig. 3a/3b).
+* t9-table2: the Viterbi path of q after every refinement of one exact decode, with
+  log q and log p (paper Table 2; uncapped candidates unless --decode-cap).
+* t9-table4: 1,000 exact samples of one input (B = 100, 100 candidates as the paper's
+  sampling), ranked by count, with log p (paper Table 4).
+* pos-sample: trials and final q states to reach AR-100 >= 60% per test sentence and
+  order, B = 100 (paper Fig. 4c/4d).
+Sampling runs (t9-sample*, t9-trace, t9-table4) use 100 candidates per position, as the
+paper does for sampling.
 """
 
 from __future__ import annotations
@@ -86,19 +98,23 @@ def run_pos(args, corpus: str = "ptb") -> list[dict]:
     return rows
 
 
-def _t9_task(order: int) -> T9Task:
-    return T9Task.train(DATA / "ptb-lm" / "ptb.train.txt.gz", order=order, max_candidates=100)
+#: candidates per position for sampling (the paper: "we limit the number of latent tokens to 100")
+SAMPLING_CANDIDATES = 100
+
+
+def _t9_task(order: int, max_candidates: int | None = SAMPLING_CANDIDATES) -> T9Task:
+    return T9Task.train(DATA / "ptb-lm" / "ptb.train.txt.gz", order=order, max_candidates=max_candidates)
 
 
 def run_t9_decode(args) -> dict:
-    out = {"per_length": [], "table1": None}
+    out = {"per_length": [], "table1": None, "decode_cap": args.decode_cap}
     for order in args.orders:
-        task = _t9_task(order)
+        task = _t9_task(order, args.decode_cap)
         sentences = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", task.lm.vocabulary,
                                         per_length=args.per_length, seed=args.seed)
         typo_rng = np.random.default_rng(args.seed) if args.noisy else None
         for length, group in sentences.items():
-            its, states, secs, correct = [], [], [], []
+            its, states, secs, correct, exact = [], [], [], [], []
             last = None
             for words in group:
                 target = task.target(task.observe(words, rng=typo_rng))
@@ -107,14 +123,17 @@ def run_t9_decode(args) -> dict:
                 states.append(result.num_states)
                 secs.append(result.seconds)
                 correct.append(task.words(result.sentence) == words)
+                exact.append(result.exact)
                 last = (target, result, words)
             row = {"order": order, "length": length, "noisy": bool(args.noisy), "sentences": len(group),
+                   "decode_cap": args.decode_cap, "load_average": os.getloadavg()[0],
                    "avg_iterations": float(np.mean(its)),
                    "avg_states": float(np.mean(states)), "avg_seconds": float(np.mean(secs)),
-                   "sentence_accuracy": float(np.mean(correct))}
+                   "sentence_accuracy": float(np.mean(correct)), "exact": int(sum(exact))}
             out["per_length"].append(row)
-            print(f"t9 decode{' (noisy)' if args.noisy else ''} n={order} length={length:2d}: iterations {row['avg_iterations']:7.1f}  states "
-                  f"{row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  exact-match {row['sentence_accuracy']:.2f}",
+            print(f"t9 decode{' (noisy)' if args.noisy else ''} cap={args.decode_cap} n={order} length={length:2d}: iterations {row['avg_iterations']:7.1f}  states "
+                  f"{row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  exact-match {row['sentence_accuracy']:.2f}  "
+                  f"exact (p = q) {row['exact']}/{len(group)}",
                   flush=True)
             if length == 10 and order == max(args.orders) and last is not None:
                 target, result, words = last
@@ -203,6 +222,95 @@ def run_t9_sample_trace(args) -> dict:
             "accepted": history.accepted, "seconds": result.seconds, "stopped_by": result.stopped_by}
 
 
+def _table_sentence(args, task):
+    group = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", task.lm.vocabulary,
+                                lengths=[args.table_length], per_length=1, seed=args.seed)[args.table_length]
+    return group[0]
+
+
+def run_t9_table2(args) -> dict:
+    """Paper Table 2: the Viterbi path of q_t and its log q, log p after each refinement."""
+    from varorder.exact import QAutomaton
+
+    task = _t9_task(args.order, args.decode_cap)
+    words = _table_sentence(args, task)
+    observation = task.observe(words)
+    target = task.target(observation)
+    q = QAutomaton(target)
+    rows = []
+    start = time.perf_counter()
+    while True:
+        step = decode(target, max_iterations=1, automaton=q)
+        rows.append({"iteration": len(rows) + 1, "path": " ".join(task.words(step.sentence)),
+                     "log_q": step.log_q, "log_p": step.log_p})
+        if step.exact or time.perf_counter() - start > args.time_limit:
+            break
+    every = max(1, len(rows) // 4)
+    print(f"Table 2 (n={args.order}, cap={args.decode_cap}) input {' '.join(observation)}; oracle: {' '.join(words)}; "
+          + (f"exact after {len(rows)} iterations" if rows[-1]["log_q"] == rows[-1]["log_p"]
+             else f"NOT exact: stopped by the time limit after {len(rows)} iterations"))
+    for r in rows:
+        if r["iteration"] == 1 or r["iteration"] % every == 0 or r is rows[-1]:
+            print(f"  q{r['iteration']:<5} {r['path']:<60} {r['log_q']:8.2f} {r['log_p']:8.2f}")
+    return {"order": args.order, "decode_cap": args.decode_cap, "input": " ".join(observation),
+            "oracle": " ".join(words), "iterations": len(rows), "exact": rows[-1]["log_q"] == rows[-1]["log_p"],
+            "seconds": time.perf_counter() - start, "rows": rows}
+
+
+def run_t9_table4(args) -> dict:
+    """Paper Table 4: 1,000 exact samples of one input, ranked by count."""
+    task = _t9_task(args.order)
+    words = _table_sentence(args, task)
+    observation = task.observe(words)
+    target = task.target(observation)
+    result = sample(target, n_samples=args.table_samples, batch=args.trace_batch, seed=args.seed,
+                    time_limit=args.time_limit, max_trials=10 * args.max_trials)
+    counts = {}
+    for sent, lp in zip(result.samples, result.log_p):
+        key = " ".join(task.words(sent))
+        counts[key] = (counts.get(key, (0, lp))[0] + 1, lp)
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1][0])
+    best = decode(target)
+    print(f"Table 4 (n={args.order}, B={args.trace_batch}) input {' '.join(observation)}; oracle: {' '.join(words)}; "
+          f"best: {' '.join(task.words(best.sentence))}; {len(result.samples)} samples from "
+          f"{result.history.num_trials} trials, {len(counts)} distinct, "
+          f"{sum(1 for c, _ in counts.values() if c == 1)} sampled once, {result.seconds:.1f} s")
+    for text, (count, lp) in ranked[:5]:
+        print(f"  {text:<60} {count:5d} {lp:8.2f}")
+    return {"order": args.order, "batch": args.trace_batch, "input": " ".join(observation), "oracle": " ".join(words),
+            "best": " ".join(task.words(best.sentence)), "best_log_p": best.log_p,
+            "samples": len(result.samples), "trials": result.history.num_trials, "distinct": len(counts),
+            "once": sum(1 for c, _ in counts.values() if c == 1), "seconds": result.seconds,
+            "stopped_by": result.stopped_by,
+            "ranked": [{"sentence": t, "count": c, "log_p": lp} for t, (c, lp) in ranked[:20]]}
+
+
+def run_pos_sample(args) -> list[dict]:
+    """Paper Fig. 4c/4d: trials and final q states to AR-100 >= 60% per test sentence, B = 100."""
+    path = DATA / "ptb-wsj-sample" / "wsj_sample.pos.tsv.gz"
+    rows = []
+    for order in args.orders:
+        task = PosTask.from_ptb_sample(path, order=order, split=args.split)
+        sentences = task.test[: args.max_sentences] if args.max_sentences else task.test
+        load = os.getloadavg()[0]
+        trials, states, secs, reached = [], [], [], []
+        for k, sent in enumerate(sentences):
+            result = sample(task.target(sent.words), target_ar=0.6, batch=args.trace_batch, seed=args.seed + k,
+                            time_limit=args.time_limit, max_trials=args.max_trials)
+            trials.append(result.history.num_trials)
+            states.append(result.num_states)
+            secs.append(result.seconds)
+            reached.append(result.stopped_by == "target_ar")
+        row = {"order": order, "split": args.split, "batch": args.trace_batch, "sentences": len(sentences),
+               "avg_trials": float(np.mean(trials)), "avg_states": float(np.mean(states)),
+               "avg_seconds": float(np.mean(secs)), "reached": int(sum(reached)), "load_average": load}
+        rows.append(row)
+        print(f"pos sample n={order}: {len(sentences)} sentences, trials {row['avg_trials']:7.1f}  states "
+              f"{row['avg_states']:7.1f}  {row['avg_seconds']:6.2f} s  reached AR-100>=60% "
+              f"{row['reached']}/{len(sentences)} (load {load:.1f})", flush=True)
+    return rows
+
+
 def plots(results: dict, folder: str) -> list[str]:
     import matplotlib
 
@@ -250,6 +358,16 @@ def plots(results: dict, folder: str) -> list[str]:
             ax.set_title(title)
             ax.legend()
         save(fig, f"exact_{key}.png")
+    if "pos_sample" in results:
+        rows = results["pos_sample"]
+        fig, axes = plt.subplots(1, 2, figsize=(10, 3.6))
+        axes[0].plot([r["order"] for r in rows], [r["avg_trials"] for r in rows], "o-")
+        axes[0].set_title("trials to AR-100 >= 60% (Fig. 4c)")
+        axes[1].plot([r["order"] for r in rows], [r["avg_states"] for r in rows], "o-")
+        axes[1].set_title("states in the final q (Fig. 4d)")
+        for ax in axes:
+            ax.set_xlabel("n-gram order")
+        save(fig, "exact_pos_sample.png")
     if "t9_decode" in results:
         per_length_by_order(results["t9_decode"]["per_length"], "avg_iterations", "iterations to exact decode",
                             "exact_t9_decode.png")
@@ -298,7 +416,8 @@ def plots(results: dict, folder: str) -> list[str]:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("parts", nargs="+", choices=["pos", "pos-ud", "t9-decode", "t9-sample", "t9-sample-lengths", "t9-trace"])
+    parser.add_argument("parts", nargs="+", choices=["pos", "pos-ud", "t9-decode", "t9-sample", "t9-sample-lengths",
+                                                     "t9-trace", "t9-table2", "t9-table4", "pos-sample"])
     parser.add_argument("--orders", type=int, nargs="+", default=None)
     parser.add_argument("--split", default="test", choices=["dev", "test"])
     parser.add_argument("--max-sentences", type=int, default=None)
@@ -314,6 +433,10 @@ def main(argv=None) -> int:
     parser.add_argument("--max-trials", type=int, default=50_000)
     parser.add_argument("--time-limit", type=float, default=300.0, help="seconds per decode / sampling run")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--decode-cap", type=int, default=None,
+                        help="t9-decode / t9-table2: candidates per position (default: all same-length words)")
+    parser.add_argument("--table-length", type=int, default=5, help="t9-table2/4: input sentence length")
+    parser.add_argument("--table-samples", type=int, default=1000, help="t9-table4: exact samples to draw")
     parser.add_argument("--json", default=None)
     parser.add_argument("--plots", default=None, help="folder for PNG plots")
     args = parser.parse_args(argv)
@@ -333,7 +456,8 @@ def main(argv=None) -> int:
     if "t9-decode" in args.parts:
         args_t9 = argparse.Namespace(**vars(args))
         args_t9.orders = args.orders or [3, 4, 5]
-        results["t9_decode_noisy" if args.noisy else "t9_decode"] = run_t9_decode(args_t9)
+        key = "t9_decode_noisy" if args.noisy else "t9_decode"
+        results[key if args.decode_cap is None else f"{key}_cap{args.decode_cap}"] = run_t9_decode(args_t9)
     if "t9-sample" in args.parts:
         results["t9_sample"] = run_t9_sample(args)
     if "t9-sample-lengths" in args.parts:
@@ -342,6 +466,14 @@ def main(argv=None) -> int:
         results["t9_sample_lengths"] = run_t9_sample_lengths(args_len)
     if "t9-trace" in args.parts:
         results["t9_sample_trace"] = run_t9_sample_trace(args)
+    if "t9-table2" in args.parts:
+        results["t9_table2"] = run_t9_table2(args)
+    if "t9-table4" in args.parts:
+        results["t9_table4"] = run_t9_table4(args)
+    if "pos-sample" in args.parts:
+        args_ps = argparse.Namespace(**vars(args))
+        args_ps.orders = args.orders or [3, 4, 5, 6, 7]
+        results["pos_sample"] = run_pos_sample(args_ps)
     print(f"total {time.perf_counter() - began:.1f} s")
     if args.json:
         previous = {}

@@ -1,7 +1,9 @@
 """RCMS context sets and the lattice built from them, against brute force.
 
-* exactness: with B ≥ |𝒴|^{n−1} the lattice is the dense n-gram model (explicit
-  (n−1)-tuple state space, and full enumeration);
+* exactness: with contexts capped at n − 1 (the ``max_context`` extension) and
+  B ≥ |𝒴|^{n−1} the lattice is the dense n-gram model (explicit (n−1)-tuple state space,
+  and full enumeration); with App. A's uncapped contexts (the default) and B ≥ |𝒴|^L;
+* uncapped (default) and capped selection keep different contexts for the same B;
 * coverage: every output keeps positive probability under RCMS, not under beam search;
 * context sets: coverage, closure, order and lcs lists, least-ancestor merging (checked
   on explicit sets of sequences), forward scores and top-B selection;
@@ -93,10 +95,10 @@ def _label_marginals(lattice, arc_marg, L, V):
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), V=st.integers(2, 3), n=st.integers(2, 3), L=st.integers(1, 5),
        extra=st.integers(0, 3), backoff=st.booleans())
-def test_rcms_is_exact_when_b_covers_all_ngram_contexts(seed, V, n, L, extra, backoff):
+def test_capped_rcms_is_exact_when_b_covers_all_ngram_contexts(seed, V, n, L, extra, backoff):
     fs, obs, theta = _model(seed, V, n, L, backoff)
     B = V ** (n - 1) + extra
-    cl = build_context_lattice(obs, theta, fs, B)
+    cl = build_context_lattice(obs, theta, fs, B, max_context=fs.window)
     dense, states = _tuple_state_lattice(fs, theta, obs)
     seqs = list(itertools.product(range(V), repeat=L))
     brute = oracle.log_partition([(y, _dense_score(fs, theta, obs, y)) for y in seqs])
@@ -114,6 +116,30 @@ def test_rcms_is_exact_when_b_covers_all_ngram_contexts(seed, V, n, L, extra, ba
             continue
         key = (i, tuple(int(s) for s in cl.node_symbols[v]))
         assert node[v] == pytest.approx(dnode[states[key]], abs=1e-10)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), V=st.integers(2, 3), n=st.integers(2, 3), L=st.integers(1, 4),
+       backoff=st.booleans())
+def test_uncapped_rcms_is_exact_when_b_covers_every_history(seed, V, n, L, backoff):
+    fs, obs, theta = _model(seed, V, n, L, backoff)
+    cl = build_context_lattice(obs, theta, fs, V ** L)
+    scored = [(y, _dense_score(fs, theta, obs, y)) for y in itertools.product(range(V), repeat=L)]
+    assert lt.log_partition(cl.lattice) == pytest.approx(oracle.log_partition(scored), abs=1e-9)
+    assert (cl.context_lengths()[~cl.node_is_root] == cl.lattice.node_position[~cl.node_is_root]).all()
+
+
+def test_uncapped_and_capped_selection_keep_different_contexts():
+    """App. A selects among unmerged expansions; the cap merges first, so the kept sets differ."""
+    differ = 0
+    for seed in range(20):
+        fs, obs, theta = _model(seed, 4, 2, 5)
+        paper = build_context_lattice(obs, theta, fs, 3)
+        capped = build_context_lattice(obs, theta, fs, 3, max_context=1)
+        assert paper.context_lengths().max() > 1 >= capped.context_lengths().max()
+        differ += not np.array_equal(paper.node_symbols[:, -1], capped.node_symbols[:, -1]) or \
+            paper.lattice.num_nodes != capped.lattice.num_nodes
+    assert differ >= 15
 
 
 @settings(max_examples=30, deadline=None)
@@ -163,7 +189,7 @@ def test_context_sets_are_closed_sorted_and_merge_into_least_ancestor(seed, V, n
     if mode == "beam":
         cl = build_context_lattice(obs, theta, fs, B, mode="beam", coverage_weight=-0.5)
     else:
-        cl = build_context_lattice(obs, theta, fs, B, max_context=max(L, n - 1) if mode == "rcms-uncapped" else None)
+        cl = build_context_lattice(obs, theta, fs, B, max_context=None if mode == "rcms-uncapped" else fs.window)
     lat = cl.lattice
     alpha, _ = lt.alphas(lat)
     # the forward scores that selected the contexts are the engine's forward values
@@ -195,25 +221,26 @@ def test_context_sets_are_closed_sorted_and_merge_into_least_ancestor(seed, V, n
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), V=st.integers(2, 3), n=st.integers(2, 3), L=st.integers(1, 4),
-       B=st.integers(1, 4))
-def test_rcms_keeps_the_b_expansions_of_largest_forward_score(seed, V, n, L, B):
+       B=st.integers(1, 4), capped=st.booleans())
+def test_rcms_keeps_the_b_expansions_of_largest_forward_score(seed, V, n, L, B, capped):
     fs, obs, theta = _model(seed, V, n, L)
-    cl = build_context_lattice(obs, theta, fs, B)
+    cl = build_context_lattice(obs, theta, fs, B, max_context=fs.window if capped else None)
+    cap = fs.window if capped else 10**9
     lat = cl.lattice
     alpha, _ = lt.alphas(lat)
     for i in range(1, L + 1):
         arcs = np.flatnonzero(lat.node_position[lat.arc_source] == i - 1)
         forward = {}
-        for a in arcs:  # expansion identity after capping at n − 1 symbols
+        for a in arcs:  # expansion identity (after capping at n − 1 symbols, with the cap)
             u = lat.arc_source[a]
             slots = tuple(int(s) for s in cl.node_symbols[u][1:]) + (int(lat.arc_label[a]),)
-            length = min(int(cl.node_length[u]) + 1, fs.window)
+            length = min(int(cl.node_length[u]) + 1, cap)
             key = (slots, length)
             forward[key] = np.logaddexp(forward.get(key, -np.inf), alpha[u] + lat.arc_weight[a])
         finite = {k: f for k, f in forward.items() if f > -np.inf}
         top = sorted(finite, key=lambda k: -finite[k])[:B]
         nodes = np.flatnonzero((lat.node_position == i) & ~cl.node_is_root)
-        kept = {(tuple(int(s) for s in cl.node_symbols[v]), int(cl.node_length[v])) for v in nodes}
+        kept = {(tuple(int(s) for s in cl.node_symbols[v]), min(int(cl.node_length[v]), cap)) for v in nodes}
         assert kept == set(top)
 
 

@@ -10,6 +10,18 @@ from hypothesis import strategies as st
 from varorder.eval.metrics import precision_recall_curve, recall_at_precision, sequence_accuracy
 
 
+def _brute_first_drop(conf, correct, p):
+    """The paper's wording: lower the threshold step by step; stop before accuracy first drops below p."""
+    n = len(conf)
+    answered_before = 0.0
+    for t in sorted(set(conf), reverse=True):
+        answered = [ok for c, ok in zip(conf, correct) if c >= t]
+        if sum(answered) / len(answered) < p - 1e-12:
+            return answered_before
+        answered_before = len(answered) / n
+    return answered_before
+
+
 def _brute_recall_at_precision(conf, correct, p):
     """Try every confidence threshold: answer all examples with confidence ≥ t."""
     n = len(conf)
@@ -29,13 +41,24 @@ def _brute_recall_at_precision(conf, correct, p):
 def test_recall_at_precision_matches_threshold_enumeration(items, p):
     conf = [c for c, _ in items]
     correct = [ok for _, ok in items]
-    assert recall_at_precision(conf, correct, p) == pytest.approx(_brute_recall_at_precision(conf, correct, p))
+    assert recall_at_precision(conf, correct, p) == pytest.approx(_brute_first_drop(conf, correct, p))
+    assert recall_at_precision(conf, correct, p, rule="max") == pytest.approx(
+        _brute_recall_at_precision(conf, correct, p))
     recall, precision, threshold = precision_recall_curve(conf, correct)
     for r, q, t in zip(recall, precision, threshold):  # every point is a threshold
         answered = np.array(conf) >= t
         assert r == pytest.approx(answered.mean())
         assert q == pytest.approx(np.array(correct)[answered].mean())
     assert recall[-1] == 1.0 and precision[-1] == pytest.approx(np.mean(correct))
+
+
+def test_first_drop_stops_at_the_first_dip_where_max_skips_it():
+    # precision 1, 1, 0.67 (dip), then 0.75, 0.8 — at P = 0.75 the paper stops at 2/5
+    conf, correct = [0.9, 0.8, 0.7, 0.6, 0.5], [True, True, False, True, True]
+    assert recall_at_precision(conf, correct, 0.75) == pytest.approx(0.4)
+    assert recall_at_precision(conf, correct, 0.75, rule="max") == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="rule"):
+        recall_at_precision(conf, correct, 0.75, rule="last")
 
 
 def test_ties_are_answered_together():

@@ -52,3 +52,20 @@ def test_shape_mismatch_is_rejected():
         AdaGrad().step(np.zeros(3), np.zeros(4))
     with pytest.raises(ValueError, match="floating-point"):
         SGD().step(np.zeros(3, dtype=int), np.zeros(3))
+
+
+def test_sparse_adagrad_step_equals_the_dense_step():
+    rng = np.random.default_rng(0)
+    dense, sparse = AdaGrad(step_size=0.3, delta=1e-3), AdaGrad(step_size=0.3, delta=1e-3)
+    a = rng.normal(size=(4, 5))
+    b = a.copy()
+    for _ in range(5):
+        idx = rng.integers(0, 20, size=7)  # repeats add
+        val = rng.normal(size=7)
+        dense.step(a, np.bincount(idx, weights=val, minlength=20).reshape(4, 5))
+        sparse.step_sparse(b, idx, val)
+    np.testing.assert_allclose(a, b, atol=1e-14)
+    with pytest.raises(ValueError, match="indices"):
+        sparse.step_sparse(b, [20], [1.0])
+    with pytest.raises(ValueError, match="l1"):
+        AdaGrad(l1=0.1).step_sparse(b, [0], [1.0])

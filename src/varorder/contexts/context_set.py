@@ -28,13 +28,18 @@ B·|𝒴| forward scores, i.e. O(L·B·|𝒴| log(B·|𝒴|)) in all (n, the mod
 constant). The forward scores computed here only *select* contexts; inference on the
 selected model is the engine's job.
 
-Two practical choices:
+By default contexts fix suffixes of any length, as in App. A: every expansion
+c_{i−1} × {y_i} is its own candidate, and the B with the largest forward score are kept.
 
-* ``max_context`` caps how many symbols a context fixes (default n − 1 for an n-gram
-  model). Features cannot see further back, so two expansions that agree on their last
-  n − 1 symbols have identical futures; they are merged (summing forward scores) before
-  selection, which is exact and spends the budget B on contexts the model can tell
-  apart. With B ≥ |𝒴|^{n−1} the lattice is then the exact n-gram model.
+One extension (not in the paper) and one specification:
+
+* ``max_context`` (an option; default: no cap) caps how many symbols a context fixes,
+  e.g. at n − 1 for an n-gram model. Features cannot see further back, so two
+  expansions that agree on their last n − 1 symbols have identical futures; with the
+  cap they are merged (summing forward scores) *before* selection, which spends the
+  budget B on contexts the model can tell apart, and with B ≥ |𝒴|^{n−1} the lattice is
+  the exact n-gram model. The paper selects among the unmerged expansions, so with the
+  same B the two rules generally keep different contexts.
 * The start of the sequence is a specified boundary symbol (BOS), so a context that
   fixes the whole history also tells the features that the word starts there.
 
@@ -346,8 +351,10 @@ def build_context_lattice(observation_scores, ngram_weights, features: NgramFeat
     mode : "rcms" or "beam" (the degenerate case of §4.1).
     coverage_weight : weight added to every arc entering 𝒴_{1:i}; default 0 for RCMS,
         −∞ for beam (plain beam search).
-    max_context : cap on the symbols a context fixes; default n − 1 for RCMS; beam
-        search never caps (its contexts are singletons).
+    max_context : optional cap (≥ n − 1) on the symbols a context fixes, merging
+        expansions that agree on that many symbols before selection (an extension);
+        default None: contexts of any length, as in the paper's App. A. Beam search
+        never caps (its contexts are singletons).
     force_labels : optional (L,) labels whose prefix is kept active at every position in
         addition to the B selected (used to keep the gold output on the beam in training).
     """
@@ -375,7 +382,7 @@ def build_context_lattice(observation_scores, ngram_weights, features: NgramFeat
             raise ValueError("max_context does not apply to beam search (its contexts are singletons)")
         cap = UNBOUNDED
     else:
-        cap = features.window if max_context is None else int(max_context)
+        cap = UNBOUNDED if max_context is None else int(max_context)
         if cap < features.window:
             raise ValueError(f"max_context must be >= n - 1 = {features.window}, got {max_context}")
     L = obs.shape[0]

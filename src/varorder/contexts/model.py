@@ -21,17 +21,33 @@ the gold n-grams are read through the contexts RCMS kept — a gold history that
 merged into a coarser context is scored with the coarser (★) features. Coverage
 guarantees this path exists and has finite score.
 
-*Beam search when the gold falls off the beam.* With β = −∞ the gold path would have
-score −∞ as soon as its prefix leaves the beam, and ℓ would be −∞. In training, beam
-search therefore keeps the gold prefix as one extra entry of every beam (the B best
-entries plus the gold one, "early update"-free forced decoding), so ℓ = s(y*) −
+*Beam search when the gold falls off the beam* — the paper does not say what it does.
+With β = −∞ the gold path has score −∞ as soon as its prefix leaves the beam, and ℓ is
+−∞. ``off_beam="force"`` (default) keeps the gold prefix as one extra entry of every
+beam in training (the B best entries plus the gold one), so ℓ = s(y*) −
 log Σ_{y ∈ final beam ∪ {y*}} exp s(y) and the gradient pushes the gold above the
-competitors that crowded it out. At test time nothing is forced. With a learned β
+competitors that crowded it out; ``off_beam="skip"`` makes no update for a word whose
+gold left the beam; ``off_beam="early"`` is the early update of Collins & Roark (2004):
+the likelihood of the gold *prefix* y*_{1:t} against the beam at the first position t
+where the gold fell off (the same forced objective on x_{1:t}, since the beams up to t
+depend on the prefix only); a gold that stays on the beam is scored as usual. At test time nothing is forced. With a learned β
 (``coverage="learned"``) nothing needs forcing: the gold path can pass through 𝒴_{1:i}.
 
-Gradients of a mini-batch are summed before each AdaGrad step (the paper updates per
-example, Hogwild-parallel; a small batch keeps the dense AdaGrad update affordable on
-2 cores and, AdaGrad being scale-free per coordinate, changes little).
+*Updates.* By default every example makes its own AdaGrad step (``batch_size=1``, as
+the paper's per-example stochastic updates; the paper runs them Hogwild-parallel), with
+the sparse n-gram block updated only where its gradient is non-zero
+(:meth:`AdaGrad.step_sparse`, identical to the dense step). ``batch_size=k`` sums the
+gradients of k examples per step instead (an option). Weights start at zero (the paper
+does not give its initialisation).
+
+*Context length (Fig. 6)* is, per position i, the average number of symbols the
+contexts of 𝒞_i fix, weighted by their mass under the partial model qⁱ (their forward
+scores, normalised within the position), averaged over positions 1…L−1;
+``context_mass="posterior"`` weights by the full lattice's posterior node marginals
+instead (an alternative, not the paper's).
+
+*Contexts* fix suffixes of any length (App. A) unless ``max_context`` caps them (an
+extension; see :mod:`varorder.contexts.context_set`).
 """
 
 from __future__ import annotations
@@ -51,7 +67,7 @@ from varorder.models.persist import model_loader, check_shapes, load_model, save
 
 __all__ = ["ReifiedContextModel", "SequenceGradient"]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: max_context / off_beam / context_mass stored (version 1 files were capped at n − 1)
 _KIND = "ReifiedContextModel"
 
 
@@ -83,10 +99,16 @@ class ReifiedContextModel:
     num_contexts : B, contexts per position besides 𝒴_{1:i} (the beam size for beam search).
     mode : "rcms" or "beam".
     coverage : "fixed" (β = 0 for RCMS, −∞ for beam) or "learned" (β trained, §4.1).
-    backoff : also fire shorter ★-suffix n-gram indicators (off in the paper).
+    backoff : also fire shorter ★-suffix n-gram indicators (an extension; off in the paper).
+    max_context : cap on the symbols an RCMS context fixes (an extension, ≥ n − 1);
+        None (default): contexts of any length, as in App. A.
+    off_beam : beam training when the gold leaves the beam: "force" it back on, "skip" the
+        word, or "early" (update on the prefix up to where it fell off).
+    context_mass : "partial" (qⁱ, the paper's Fig. 6) or "posterior" weights for the
+        context-length statistic.
     step_size, delta : AdaGrad η and δ.
     epochs : passes over the training data.
-    batch_size : sequences whose gradients are summed per AdaGrad step.
+    batch_size : sequences whose gradients are summed per AdaGrad step (1: per example).
     max_updates : stop after this many sequences in total (None: all epochs).
     track_every : record the cumulative context-length average every this many sequences.
     seed : shuffling seed.
@@ -95,8 +117,9 @@ class ReifiedContextModel:
 
     def __init__(self, num_labels: int, order: int = 4, num_contexts: int = 10, mode: str = "rcms",
                  coverage: str = "fixed", backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
-                 epochs: int = 5, batch_size: int = 8, max_updates: int | None = None, track_every: int = 50,
-                 seed: int = 0, progress: bool = False):
+                 epochs: int = 5, batch_size: int = 1, max_updates: int | None = None, track_every: int = 50,
+                 seed: int = 0, progress: bool = False, max_context: int | None = None, off_beam: str = "force",
+                 context_mass: str = "partial"):
         self.num_labels = num_labels
         self.order = order
         self.num_contexts = num_contexts
@@ -111,6 +134,9 @@ class ReifiedContextModel:
         self.track_every = track_every
         self.seed = seed
         self.progress = progress
+        self.max_context = max_context
+        self.off_beam = off_beam
+        self.context_mass = context_mass
 
     # ------------------------------------------------------------------ set-up
     def _check_params(self):
@@ -118,6 +144,13 @@ class ReifiedContextModel:
             raise ValueError(f"mode must be 'rcms' or 'beam', got {self.mode!r}")
         if self.coverage not in ("fixed", "learned"):
             raise ValueError(f"coverage must be 'fixed' or 'learned', got {self.coverage!r}")
+        if self.off_beam not in ("force", "skip", "early"):
+            raise ValueError(f"off_beam must be 'force', 'skip' or 'early', got {self.off_beam!r}")
+        if self.context_mass not in ("partial", "posterior"):
+            raise ValueError(f"context_mass must be 'partial' or 'posterior', got {self.context_mass!r}")
+        if self.max_context is not None and (self.mode == "beam" or int(self.max_context) < self.order - 1):
+            raise ValueError(f"max_context must be None or an int >= order - 1 = {self.order - 1} (RCMS only), "
+                             f"got {self.max_context!r}")
         for name in ("epochs", "batch_size", "num_contexts", "track_every"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
@@ -144,22 +177,48 @@ class ReifiedContextModel:
         """Select contexts for one input under the current weights and return the lattice."""
         return build_context_lattice(self.observation_scores(x), self.ngram_weights_, self.features_,
                                      self.num_contexts, mode=self.mode, coverage_weight=self.coverage_weight_,
+                                     max_context=None if self.mode == "beam" else self.max_context,
                                      force_labels=force_labels)
+
+    def log_probability(self, x, y) -> float:
+        """log p(y | x) under the contexts selected for x (−∞ where y has no path mass, e.g. off the beam)."""
+        y = self._check_labels(x, y)
+        cl = self.context_lattice(x)
+        return float(cl.lattice.arc_weight[cl.path_arcs(y)].sum() - lt.log_partition(cl.lattice))
+
+    def _check_labels(self, x, y):
+        y = np.asarray(y, dtype=np.int64)
+        if y.shape != (np.shape(x)[0],) or (y < 0).any() or (y >= self.num_labels).any():
+            raise ValueError(f"labels must be {np.shape(x)[0]} ints in [0, {self.num_labels})")
+        return y
 
     # ------------------------------------------------------------ gradient
     def sequence_gradient(self, x, y) -> SequenceGradient:
         """ℓ and ∇(−ℓ) = E[φ] − φ(gold) for one sequence under the current weights."""
         x = self._check_sequence(x)
-        y = np.asarray(y, dtype=np.int64)
-        if y.shape != (x.shape[0],) or (y < 0).any() or (y >= self.num_labels).any():
-            raise ValueError(f"labels must be {x.shape[0]} ints in [0, {self.num_labels})")
-        force = y if (self.mode == "beam" and self.coverage_weight_ == -np.inf) else None
+        y = self._check_labels(x, y)
+        plain_beam = self.mode == "beam" and self.coverage_weight_ == -np.inf
+        if plain_beam and self.off_beam == "early":
+            cl = self.context_lattice(x)
+            off = np.flatnonzero(cl.lattice.arc_weight[cl.path_arcs(y)] == -np.inf)
+            if off.size:  # the gold prefix left the beam at position off[0] + 1: update on that prefix
+                t = int(off[0]) + 1
+                return self._gradient_on(x[:t], y[:t], force=y[:t])
+        force = y if (plain_beam and self.off_beam == "force") else None
+        return self._gradient_on(x, y, force)
+
+    def _gradient_on(self, x, y, force) -> SequenceGradient:
+        """ℓ and ∇(−ℓ) on the lattice selected for x (keeping the prefixes of ``force`` on the beam)."""
         cl = self.context_lattice(x, force_labels=force)
         lat = cl.lattice
-        log_z = lt.log_partition(lat)
-        node, arc = lt.marginals(lat)
         gold = cl.path_arcs(y)
         gold_score = float(lat.arc_weight[gold].sum())
+        if gold_score == -np.inf:  # off_beam="skip": the gold left the beam, no update
+            L, V = x.shape[0], self.num_labels
+            return SequenceGradient(-np.inf, np.zeros(0, np.int64), np.zeros(0), self.features_.size,
+                                    np.zeros((V, self.num_inputs_ + 1)), 0.0, self._context_length(cl, None))
+        log_z = lt.log_partition(lat)
+        node, arc = lt.marginals(lat)
         src_len = cl.node_length[lat.arc_source]
         weights = arc.copy()
         np.subtract.at(weights, gold, 1.0)
@@ -174,16 +233,32 @@ class ReifiedContextModel:
         grad_obs = label_marg.T @ x1
         grad_cov = float(weights[cl.arc_to_root].sum()) if self.coverage == "learned" else 0.0
         return SequenceGradient(gold_score - log_z, ngram_idx, ngram_val, self.features_.size, grad_obs, grad_cov,
-                                self._context_length(cl, node))
+                                self._context_length(cl, node if self.context_mass == "posterior" else None))
 
     @staticmethod
-    def _context_length(cl: ContextLattice, node_marginals: np.ndarray) -> float:
-        """Mass-weighted number of determined (non-★) positions of c_1…c_{L−1}, averaged over positions."""
+    def _context_length(cl: ContextLattice, node_marginals: np.ndarray | None = None) -> float:
+        """Mass-weighted number of determined (non-★) symbols of c_1…c_{L−1}, averaged over positions.
+
+        Weights: the partial-model mass qⁱ of each context of 𝒞_i (its forward score,
+        normalised within position i; paper §4 and Fig. 6), or ``node_marginals``.
+        """
         pos = cl.lattice.node_position
-        inner = (pos >= 1) & (pos < cl.length)
-        if not inner.any():
+        if cl.length < 2:
             return float("nan")
-        return float((node_marginals[inner] * cl.context_lengths()[inner]).sum() / (cl.length - 1))
+        lengths = cl.context_lengths()
+        if node_marginals is not None:
+            inner = (pos >= 1) & (pos < cl.length)
+            return float((node_marginals[inner] * lengths[inner]).sum() / (cl.length - 1))
+        bounds = np.searchsorted(pos, np.arange(1, cl.length + 1))  # nodes are grouped by position
+        total = 0.0
+        for i in range(cl.length - 1):
+            fwd = cl.node_forward[bounds[i]:bounds[i + 1]]
+            top = fwd.max()
+            if top == -np.inf:
+                continue
+            mass = np.exp(fwd - top)
+            total += float(mass @ lengths[bounds[i]:bounds[i + 1]]) / mass.sum()
+        return total / (cl.length - 1)
 
     # ------------------------------------------------------------ training
     def fit(self, observations, labels, callback=None):
@@ -216,12 +291,12 @@ class ReifiedContextModel:
                 break
             start = time.perf_counter()
             order = rng.permutation(len(obs))
-            total_ll, count = 0.0, 0
+            total_ll, count, skipped = 0.0, 0, 0
             for first in range(0, len(order), self.batch_size):
                 batch = order[first:first + self.batch_size][:budget - seen]
                 if batch.size == 0:
                     break
-                grads = [np.zeros_like(p) for p in params]
+                grads = [None] + [np.zeros_like(p) for p in params[1:]]
                 ngram_idx, ngram_val = [], []
                 for k in batch:
                     g = self.sequence_gradient(obs[k], gold[k])
@@ -230,22 +305,25 @@ class ReifiedContextModel:
                     grads[1] += g.observation
                     if self.coverage == "learned":
                         grads[2][0] += g.coverage
-                    total_ll += g.log_likelihood
-                    count += 1
+                    if np.isfinite(g.log_likelihood):
+                        total_ll += g.log_likelihood
+                        count += 1
+                    else:
+                        skipped += 1
                     seen += 1
                     if np.isfinite(g.context_length):
                         ctx_sum += g.context_length
                         ctx_n += 1
                     if seen % self.track_every == 0 and ctx_n:
                         self.context_length_trace_.append((seen, ctx_sum / ctx_n))
-                grads[0] = np.bincount(np.concatenate(ngram_idx), weights=np.concatenate(ngram_val),
-                                       minlength=self.features_.size)
-                for p, gr, opt in zip(params, grads, optimisers):
+                optimisers[0].step_sparse(params[0], np.concatenate(ngram_idx), np.concatenate(ngram_val))
+                for p, gr, opt in zip(params[1:], grads[1:], optimisers[1:]):
                     opt.step(p, gr)
                 if self.coverage == "learned":
                     self.coverage_weight_ = float(self._coverage_param[0])
                 bar.update(batch.size)
             row = {"epoch": epoch + 1, "updates": seen, "train_log_likelihood": total_ll / max(count, 1),
+                   "skipped_off_beam": skipped,
                    "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
                    "seconds": time.perf_counter() - start}
             if callback is not None:
@@ -272,7 +350,8 @@ class ReifiedContextModel:
     def get_params(self) -> dict:
         return {k: getattr(self, k) for k in ("num_labels", "order", "num_contexts", "mode", "coverage", "backoff",
                                               "step_size", "delta", "epochs", "batch_size", "max_updates",
-                                              "track_every", "seed", "progress")}
+                                              "track_every", "seed", "progress", "max_context", "off_beam",
+                                              "context_mass")}
 
     def save(self, path) -> None:
         """Write the fitted model as one .npz (weights + JSON metadata with a format version), atomically."""
@@ -285,8 +364,11 @@ class ReifiedContextModel:
     @model_loader
     def load(cls, path) -> "ReifiedContextModel":
         params, state, arrays = load_model(path, _KIND, ("ngram", "observation"))
-        if state.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{os.fspath(path)}: unsupported {_KIND} version {state.get('format_version')!r}")
+        version = state.get("format_version")
+        if version == 1:  # written before App. A contexts became the default: capped at n − 1
+            params = params | {"max_context": params["order"] - 1 if params["mode"] == "rcms" else None}
+        elif version != FORMAT_VERSION:
+            raise ValueError(f"{os.fspath(path)}: unsupported {_KIND} version {version!r}")
         model = cls(**params)
         model._init_state(state["num_inputs"])
         check_shapes(path, arrays, {"ngram": model.ngram_weights_.shape,

@@ -7,8 +7,12 @@ answered in order of decreasing confidence, and answering the top k gives
     recall R = k / N,    precision P = (# correct among the top k) / k.
 
 Examples with equal confidence cannot be told apart, so they are answered together:
-the curve has one point per distinct confidence value. "Recall at precision P" is the
-largest R over those points whose precision is at least P (0 if none).
+the curve has one point per distinct confidence value. "Recall at precision P" is, by
+default, the paper's definition: "the fraction R of examples we can answer before our
+accuracy drops below P" — the recall of the last point before the *first* point whose
+precision is below P (0 if the first point already is). ``rule="max"`` gives the largest
+recall of any point with precision ≥ P (an alternative, ≥ the paper's figure: it may
+skip over a dip below P).
 """
 
 from __future__ import annotations
@@ -69,10 +73,18 @@ def precision_recall_curve(confidence, correct):
     return k / n, hits[last_of_tie] / k, conf[last_of_tie]
 
 
-def recall_at_precision(confidence, correct, precision: float = 0.99) -> float:
-    """Largest recall whose precision is ≥ ``precision`` (0 if no point reaches it)."""
+def recall_at_precision(confidence, correct, precision: float = 0.99, rule: str = "first_drop") -> float:
+    """Recall answered before precision first drops below ``precision`` (``rule="first_drop"``,
+    the paper's), or the largest recall at precision ≥ ``precision`` (``rule="max"``)."""
     if not 0 < precision <= 1:
         raise ValueError(f"precision must be in (0, 1], got {precision}")
+    if rule not in ("first_drop", "max"):
+        raise ValueError(f"rule must be 'first_drop' or 'max', got {rule!r}")
     recall, prec, _ = precision_recall_curve(confidence, correct)
     good = prec >= precision - 1e-12
-    return float(recall[good].max()) if good.any() else 0.0
+    if rule == "max":
+        return float(recall[good].max()) if good.any() else 0.0
+    if good.all():
+        return float(recall[-1]) if recall.size else 0.0
+    first_bad = int(np.argmin(good))
+    return float(recall[first_bad - 1]) if first_bad > 0 else 0.0

@@ -89,6 +89,35 @@ class AdaGrad:
             soft_threshold(params, scale * self.l1)
         self.steps_taken += 1
 
+    def step_sparse(self, params: np.ndarray, indices, values) -> None:
+        """The same step for a gradient that is zero outside ``indices`` (flat; repeats add).
+
+        Identical to :meth:`step` with the dense gradient (a zero coordinate leaves its
+        accumulator and, without ℓ1, its parameter unchanged), at a cost in the number of
+        non-zeros rather than the size of ``params`` — per-example updates of a large
+        sparse feature vector.
+        """
+        if self.l1 > 0:
+            raise ValueError("step_sparse does not support l1 (the proximal step touches every coordinate)")
+        if not isinstance(params, np.ndarray) or params.dtype.kind != "f" or not params.flags.c_contiguous:
+            raise ValueError("params must be a C-contiguous floating-point numpy array (updated in place)")
+        indices = np.asarray(indices, dtype=np.int64).ravel()
+        values = np.asarray(values, dtype=np.float64).ravel()
+        if indices.shape != values.shape:
+            raise ValueError(f"indices and values must have equal length, got {indices.shape} and {values.shape}")
+        if indices.size and (indices.min() < 0 or indices.max() >= params.size):
+            raise ValueError(f"indices must lie in [0, {params.size})")
+        if self.sum_squared_grad is None:
+            self.sum_squared_grad = np.zeros(params.shape)
+        elif self.sum_squared_grad.shape != params.shape:
+            raise ValueError(f"this AdaGrad tracks shape {self.sum_squared_grad.shape}, got {params.shape}")
+        unique, inverse = np.unique(indices, return_inverse=True)
+        grad = np.bincount(inverse, weights=values, minlength=unique.size)
+        flat_params, flat_sum = params.reshape(-1), self.sum_squared_grad.reshape(-1)
+        flat_sum[unique] += grad * grad
+        flat_params[unique] -= self.step_size / (self.delta + np.sqrt(flat_sum[unique])) * grad
+        self.steps_taken += 1
+
 
 @nb.njit(cache=True)
 def _pseudo_gradient_kernel(x, g, c1, out):

@@ -9,8 +9,10 @@ is a noisy version of num(x_i) with
     p(o_i | x_i) proportional to prod_t 1 / (k d(o_it, num(x_it)) + 1)     (eq. 9)
 
 d the Euclidean distance between keys on the 3 x 4 keypad and k = 64. The candidates of
-o_i are the vocabulary words of the same length, the ``max_candidates`` most likely
-under eq. 9 (the paper caps latent tokens at 100 for sampling); eq. 9 is used
+o_i are all vocabulary words of the same length (default: exact decoding of the full
+model, as in the paper's decoding experiments), or with ``max_candidates`` = m the m most
+likely under eq. 9 (the paper caps latent tokens at 100 *for sampling*; a cap for
+decoding makes the result exact only for the truncated model); eq. 9 is used
 unnormalised, as in the paper.
 """
 
@@ -55,7 +57,7 @@ class T9Task:
 
     lm: NgramLM
     k: float = DEFAULT_K
-    max_candidates: int | None = 100
+    max_candidates: int | None = None
     weights: MaxBackoffWeights = field(init=False)
 
     def __post_init__(self):
