@@ -47,7 +47,7 @@ def observations(text, input_file) -> list[str]:
 class TargetFactory:
     """Builds targets for one task from observation lines, and names their symbols."""
 
-    def __init__(self, lm, task, train=None, tag_column="xpos", k=64.0, max_candidates=100):
+    def __init__(self, lm, task, train=None, tag_column="xpos", k=64.0, max_candidates=None):
         self.lm = lm
         self.task = task
         if task == "t9":
@@ -111,7 +111,9 @@ def task_options(function):
         click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="xpos", show_default=True,
                      help="pos with a CoNLL-U --train: tag column"),
         click.option("--k", type=Real(min=0, min_open=True), default=64.0, show_default=True, help="t9: keypad noise constant"),
-        click.option("--max-candidates", type=click.IntRange(min=1), default=100, show_default=True, help="t9: candidate words per position"),
+        click.option("--max-candidates", type=click.IntRange(min=1), default=None,
+                     help="t9: keep only the N likeliest candidate words per position (default: all for decode, "
+                          "so decoding is exact as in the paper; 100 for sample, the paper's cap)"),
         click.option("--json", "as_json", is_flag=True, help="one JSON object per observation"),
     ]):
         function = option(function)

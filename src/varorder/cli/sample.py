@@ -37,7 +37,8 @@ def COMMAND(lm_file, task, text, input_file, train, tag_column, k, max_candidate
     if n_samples is None and target_ar is None:
         target_ar = 0.2
     lm = load_lm(lm_file)
-    factory = TargetFactory(lm, task, train, tag_column, k, max_candidates)
+    # the paper caps T9 candidates at 100 per position for sampling (not for decoding)
+    factory = TargetFactory(lm, task, train, tag_column, k, 100 if max_candidates is None else max_candidates)
     for number, line in enumerate(observations(text, input_file), start=1):
         target = factory.target(line, f"{input_file or '--text'}:{number}")
         q = QAutomaton(target)
