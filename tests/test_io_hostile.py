@@ -136,13 +136,17 @@ def test_atomic_writes_respect_umask_and_leave_no_temp(tmp_path, umask):
 
     from varorder.io.pharaoh import write_pharaoh
 
+    from varorder.eval.plots import plot_curves
+
     old = os.umask(umask)
     try:
         path = tmp_path / "out.align"
         write_pharaoh(path, [{(0, 1)}])
+        plot_curves({"a": ([0, 1], [0, 1])}, tmp_path / "plot.png", "x", "y")
     finally:
         os.umask(old)
-    assert (path.stat().st_mode & 0o777) == (0o666 & ~umask)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.align"]
+    for written in (path, tmp_path / "plot.png"):
+        assert (written.stat().st_mode & 0o777) == (0o666 & ~umask)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.align", "plot.png"]
     with pytest.raises(ValueError, match="does not exist"):
         write_pharaoh(tmp_path / "missing" / "out.align", [{(0, 1)}])

@@ -9,6 +9,8 @@ from __future__ import annotations
 import os
 import tempfile
 
+from varorder.io._text import umask_mode
+
 __all__ = ["plot_precision_recall", "plot_curves", "plot_curve_panels"]
 
 
@@ -31,7 +33,7 @@ def _save(fig, path):
     os.close(fd)
     try:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; a figure is meant to be read
+        os.chmod(tmp, umask_mode())  # mkstemp creates 0600; give what open() would under the umask
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):

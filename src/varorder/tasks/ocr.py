@@ -24,7 +24,6 @@ from __future__ import annotations
 import importlib.resources
 import json
 import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 
@@ -32,6 +31,7 @@ import numpy as np
 
 from varorder.contexts.model import ReifiedContextModel
 from varorder.eval.metrics import precision_recall_curve, recall_at_precision, sequence_accuracy
+from varorder.io._text import atomic_write_text
 from varorder.io.ocr import read_ocr_letters, split_by_fold
 
 __all__ = ["OcrConfig", "PROTOCOLS", "MethodResult", "vendored_data_path", "load_ocr", "word_arrays", "run_ocr_experiment",
@@ -232,8 +232,5 @@ def write_plots(results: list[MethodResult], out_dir) -> list[str]:
 
 def write_json(results: list[MethodResult], path) -> None:
     """The summary (no curves' raw points) as JSON, atomically."""
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=folder, suffix=".json.tmp")
-    with os.fdopen(fd, "w") as handle:
+    with atomic_write_text(path) as handle:
         json.dump([r.summary() for r in results], handle, indent=1)
-    os.replace(tmp, path)
