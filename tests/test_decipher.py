@@ -4,8 +4,8 @@ RCMS/beam reaching the exact model, EM monotonicity, the cipher round trip, data
 from __future__ import annotations
 
 import itertools
+import json
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,7 +28,6 @@ from varorder.eval.metrics import mapping_accuracy
 from varorder.lm import AbsoluteDiscounting, Vocabulary
 from varorder.testing import oracle
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 WORDS = ["a", "b", "c", "d"]
 
 
@@ -246,8 +245,63 @@ def test_em_learns_a_tiny_cipher():
     assert accuracy[-1] == 1.0 and accuracy[0] < 1.0, accuracy
 
 
-@pytest.mark.skipif(not (DATA / "brown" / "brown.tar.gz").exists(), reason="shared Brown corpus not available")
-def test_brown_reader_gives_tokenized_sentences():
-    sentences = read_corpus_sentences(DATA / "brown" / "brown.tar.gz")
-    assert len(sentences) > 50000
-    assert sentences[0][:3] == ["the", "fulton", "county"]
+def _brown_tarball(path, lines):
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w:gz") as archive:
+        for name, text in (("brown/README", "not a corpus file"), ("brown/ca01", lines)):
+            payload = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(payload)
+            archive.addfile(info, io.BytesIO(payload))
+
+
+def test_brown_reader_drops_tags_and_reports_bad_tokens(tmp_path):
+    _brown_tarball(tmp_path / "b.tar.gz", "\n\n\tThe/at Fulton/np-tl County/nn-tl said/vbd ./.\n\n\tIt/pps ran/vbd\n")
+    assert read_corpus_sentences(tmp_path / "b.tar.gz") == [["the", "fulton", "county", "said", "."], ["it", "ran"]]
+    _brown_tarball(tmp_path / "bad.tar.gz", "The/at Fulton\n")
+    with pytest.raises(ValueError, match=r"brown/ca01:1: expected word/tag"):
+        read_corpus_sentences(tmp_path / "bad.tar.gz")
+
+
+def test_plain_text_reader_splits_sentences(tmp_path):
+    path = tmp_path / "t.txt"
+    path.write_text("\u201cWhat\u2019s the use of\ntalking?\u201d said Prince Andrew. Then,\n\nNew paragraph!\n")
+    # a closing quote after ? keeps its attribution in the sentence; paragraphs always split
+    assert read_corpus_sentences(path) == [['"', "what's", "the", "use", "of", "talking", "?", '"', "said", "prince",
+                                            "andrew", "."], ["then", ","], ["new", "paragraph", "!"]]
+
+
+def test_cli_prepare_train_eval(tmp_path):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(" ".join(s) + "." for s in _corpus(seed=11, n=300)) + "\n")
+    runner = CliRunner()
+    result = runner.invoke(main, ["decipher", "prepare", str(corpus), "-o", str(tmp_path / "task"), "--num-words", "5",
+                                  "--num-cipher", "30", "--seed", "1"])
+    assert result.exit_code == 0, result.output
+    assert json_meta(tmp_path / "task")["cipher_sentences"] == 30
+    result = runner.invoke(main, ["decipher", "train", str(tmp_path / "task"), "-o", str(tmp_path / "run"),
+                                  "--order", "2", "--inference", "rcms", "--size", "5", "--iterations", "2",
+                                  "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    table = (tmp_path / "run" / "table.tsv").read_text().splitlines()
+    assert table[0].startswith("symbol\tword1\tp1") and len(table) > 1
+    result = runner.invoke(main, ["decipher", "eval", str(tmp_path / "task"), str(tmp_path / "run" / "model.npz"),
+                                  "--decoded", str(tmp_path / "decoded.txt")])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.output)
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert scores["mapping_accuracy"] == pytest.approx(history[-1]["accuracy"])
+    assert len((tmp_path / "decoded.txt").read_text().splitlines()) == 30
+    result = runner.invoke(main, ["decipher", "train", str(tmp_path / "task"), "-o", str(tmp_path / "bad"),
+                                  "--order", "2", "--inference", "exact"])
+    assert result.exit_code != 0 and "order=1" in result.output
+
+
+def json_meta(folder):
+    return json.loads((folder / "meta.json").read_text())

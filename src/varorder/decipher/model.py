@@ -264,7 +264,45 @@ class Decipherer:
         return self
 
     def decode_symbols(self) -> np.ndarray:
+        """Decoded plaintext word id of every cipher symbol (``mapping_``)."""
         return self.mapping_
+
+    _PARAMS = ("order", "inference", "size", "n_iter", "laplace", "discount", "smoothing", "init_noise", "seed")
+
+    def save(self, path, words) -> None:
+        """npz + JSON model file (:mod:`varorder.models.persist`): the table, the mapping,
+        the observed symbols, the word list and the per-iteration history."""
+        from varorder.models.persist import save_model
+
+        save_model(path, "Decipherer", {name: getattr(self, name) for name in self._PARAMS},
+                   {"words": list(words), "history": self.history_},
+                   {"emission": self.emission_, "mapping": self.mapping_, "observed_symbols": self.observed_symbols_})
+
+    @classmethod
+    def load(cls, path) -> "Decipherer":
+        from varorder.models.persist import check_shapes, load_model
+
+        params, state, arrays = load_model(path, "Decipherer", ("emission", "mapping", "observed_symbols"))
+        words = state.get("words")
+        if not isinstance(words, list) or not words:
+            raise ValueError(f"{path}: the model's metadata lacks its word list")
+        K = len(words)
+        C = arrays["emission"].shape[1] if arrays["emission"].ndim == 2 else -1
+        check_shapes(path, arrays, {"emission": (K, C), "mapping": (C,)})
+        emission, mapping, observed = arrays["emission"], arrays["mapping"], arrays["observed_symbols"]
+        if (emission < 0).any() or not np.allclose(emission.sum(axis=1), 1.0):
+            raise ValueError(f"{path}: the emission table's rows must be probability distributions")
+        if mapping.dtype.kind not in "iu" or (mapping < 0).any() or (mapping >= K).any():
+            raise ValueError(f"{path}: 'mapping' must hold word ids in [0, {K})")
+        if observed.ndim != 1 or observed.dtype.kind not in "iu" or (observed < 0).any() or (observed >= C).any():
+            raise ValueError(f"{path}: 'observed_symbols' must be a 1-D array of symbols in [0, {C})")
+        model = cls(**{k: params[k] for k in cls._PARAMS if k in params})
+        model.emission_ = arrays["emission"]
+        model.mapping_ = arrays["mapping"].astype(np.int64)
+        model.observed_symbols_ = arrays["observed_symbols"].astype(np.int64)
+        model.words_ = words
+        model.history_ = state.get("history", [])
+        return model
 
     def write_table(self, path, words, top: int = 3) -> None:
         """The learned table as TSV: symbol, decoded word, its p(c | w), then the next
