@@ -145,18 +145,23 @@ def cmd_plot(args):
         plot_curves(ctx, figures / f"decipher_{corpus}_fig6_context.png", "EM iteration",
                     "mean context length (mass-weighted)", f"{corpus}: RCMS context length (Fig. 6)")
         lines.append(f"\n{corpus} ({next(iter(runs.values()))['num_cipher']} cipher sentences)\n")
-        lines.append("| configuration | final acc. | best acc. | iter. to 90% of final | median s/iter | "
-                     "mean ctx len (first → last) |")
-        lines.append("|---|---|---|---|---|---|")
+        lines.append("| configuration | iterations | final acc. | best acc. | iter. to 90% of final | "
+                     "CPU s/iter | wall s/iter | mean ctx len (first → last) |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---|")
         for k in LEFT + RIGHT:
             if k not in runs:
                 continue
             h = runs[k]["history"]
             acc = np.array([e["accuracy"] for e in h])
             reach = int(np.argmax(acc >= 0.9 * acc[-1])) + 1 if acc[-1] > 0 else len(acc)
-            secs = np.median([e["seconds"] for e in h[1:]]) if len(h) > 1 else h[0]["seconds"]
+            steady = h[1:] if len(h) > 1 else h  # the first iteration includes compilation
+            cpu = np.median([e["cpu_seconds"] for e in steady])
+            wall = np.median([e["seconds"] for e in steady])
             ctx_text = "–" if k[1] != "rcms" else f"{h[0]['context_length']:.2f} → {h[-1]['context_length']:.2f}"
-            lines.append(f"| {_label(*k)} | {acc[-1]:.3f} | {acc.max():.3f} | {reach} | {secs:.2f} | {ctx_text} |")
+            lines.append(f"| {_label(*k)} | {len(h)} | {acc[-1]:.3f} | {acc.max():.3f} | {reach} | {cpu:.2f} | "
+                         f"{wall:.1f} | {ctx_text} |")
+        loads = [runs[k]["loadavg_before"][0] for k in runs]
+        lines.append(f"\nload average (1 min) at the start of the runs: {min(loads):.1f} – {max(loads):.1f}")
     print("\n".join(lines))
 
 
