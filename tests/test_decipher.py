@@ -305,3 +305,13 @@ def test_cli_prepare_train_eval(tmp_path):
 
 def json_meta(folder):
     return json.loads((folder / "meta.json").read_text())
+
+
+def test_cli_reports_a_missing_task_file(tmp_path):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    (tmp_path / "task").mkdir()
+    result = CliRunner().invoke(main, ["decipher", "train", str(tmp_path / "task"), "-o", str(tmp_path / "run")])
+    assert result.exit_code != 0 and "words.txt: missing" in result.output

@@ -89,7 +89,7 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
         model.save(out / "model.npz", data.words)
         model.write_table(out / "table.tsv", data.words)
         (out / "history.json").write_text(model.history_json() + "\n", encoding="utf-8")
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc))
     last = model.history_[-1] if model.history_ else {}
     click.echo(f"wrote {out}/model.npz, table.tsv, history.json"
@@ -124,7 +124,7 @@ def evaluate(task_folder, model_path, num_cipher, decoded):
         result = {"mapping_accuracy": mapping_accuracy(model.mapping_, truth, symbols),
                   "token_accuracy": float(np.mean(model.mapping_[symbols] == truth[symbols])),
                   "distinct_symbols": int(len(np.unique(symbols))), "tokens": int(len(symbols))}
-    except ValueError as exc:
+    except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc))
     if decoded:
         sentences = data.cipher[:num_cipher] if num_cipher else data.cipher
