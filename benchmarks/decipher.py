@@ -68,14 +68,20 @@ def cmd_curves(args):
             tables[order] = fit_transitions(data.words, data.plaintext, order)
         load_before = os.getloadavg()
         start = time.perf_counter()
-        model = Decipherer(order=order, inference=inference, size=size, n_iter=args.iterations).fit(
-            data, num_cipher=args.num_cipher, tables=tables[order])
-        record = {"corpus": args.corpus, "order": order, "inference": inference, "size": size,
-                  "num_cipher": args.num_cipher, "iterations": args.iterations, "meta": data.meta,
-                  "seconds": time.perf_counter() - start, "loadavg_before": load_before,
-                  "loadavg_after": os.getloadavg(), "history": model.history_}
         path = out / f"{args.corpus}-{_name(order, inference, size)}.json"
-        path.write_text(json.dumps(record, indent=1) + "\n")
+
+        def write(model, complete):
+            record = {"corpus": args.corpus, "order": order, "inference": inference, "size": size,
+                      "num_cipher": args.num_cipher, "iterations": args.iterations, "meta": data.meta,
+                      "seconds": time.perf_counter() - start, "loadavg_before": load_before,
+                      "loadavg_after": os.getloadavg(), "complete": complete, "history": model.history_}
+            path.write_text(json.dumps(record, indent=1) + "\n")
+
+        # the history is rewritten after every iteration, so a run cut short keeps its curve
+        model = Decipherer(order=order, inference=inference, size=size, n_iter=args.iterations,
+                           callback=lambda entry, m: write(m, False)).fit(
+            data, num_cipher=args.num_cipher, tables=tables[order])
+        write(model, True)
         acc = " ".join(f"{h['accuracy']:.3f}" for h in model.history_)
         print(f"{args.corpus} {_label(order, inference, size)}: {acc} "
               f"(median {np.median([h['seconds'] for h in model.history_[1:]] or [0]):.2f} s/iter)", flush=True)
