@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SequenceAccuracy", "sequence_accuracy", "precision_recall_curve", "recall_at_precision"]
+__all__ = ["SequenceAccuracy", "sequence_accuracy", "precision_recall_curve", "recall_at_precision", "mapping_accuracy"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +88,16 @@ def recall_at_precision(confidence, correct, precision: float = 0.99, rule: str 
         return float(recall[-1]) if recall.size else 0.0
     first_bad = int(np.argmin(good))
     return float(recall[first_bad - 1]) if first_bad > 0 else 0.0
+
+
+def mapping_accuracy(decoded, truth, symbols) -> float:
+    """Fraction of the distinct cipher ``symbols`` whose decoded plaintext word is the true
+    one (Nuhn, Schamper & Ney 2013; Steinhardt & Liang 2015, §6): ``decoded[s]`` and
+    ``truth[s]`` are word ids of symbol s. Symbols absent from ``symbols`` do not count."""
+    symbols = np.unique(np.asarray(symbols, dtype=np.int64))
+    decoded, truth = np.asarray(decoded), np.asarray(truth)
+    if symbols.size == 0:
+        raise ValueError("mapping_accuracy needs at least one cipher symbol")
+    if symbols.min() < 0 or symbols.max() >= min(len(decoded), len(truth)):
+        raise ValueError(f"symbols must lie in [0, {min(len(decoded), len(truth))}), got {symbols.min()} .. {symbols.max()}")
+    return float(np.mean(decoded[symbols] == truth[symbols]))

@@ -312,3 +312,23 @@ def binary_bracketings(i: int, j: int):
             for right in binary_bracketings(k, j):
                 out.append(left | right | {(i, j)})
     return out
+def ngram_hmm_posteriors(log_transition, log_emission, num_labels: int):
+    """Enumerate an n-gram HMM over every label sequence of length L (decipherment, S&L 2015 §6).
+
+    ``log_transition(history, word)`` is log p(word | history) with ``history`` the tuple
+    of previous labels (empty at the start) and ``word`` a label or ``num_labels`` for
+    the end of the sentence; ``log_emission`` (L, K) holds log p(x_t | y_t = k).
+    Returns (log Z, node marginals (L, K)).
+    """
+    log_emission = np.asarray(log_emission, dtype=np.float64)
+    L = log_emission.shape[0]
+    K = int(num_labels)
+    paths = []
+    for y in itertools.product(range(K), repeat=L):
+        terms = [float(log_transition(y[:t], y[t])) + float(log_emission[t, y[t]]) for t in range(L)]
+        terms.append(float(log_transition(y, K)))
+        paths.append((y, _sum(terms)))
+    node = np.zeros((L, K))
+    for y, p in probabilities(paths).items():
+        node[np.arange(L), list(y)] += p
+    return log_partition(paths), node

@@ -1,0 +1,236 @@
+"""Decipherment data: plaintext sentences, a 1:1 word substitution cipher, seeded splits
+(Steinhardt & Liang 2015, §2 "Decipherment"; Nuhn & Ney 2014).
+
+Preparation, reproducible from a seed: lower-case and tokenize a corpus into sentences,
+take the ``num_words`` (500) most frequent tokens as the plaintext word list, call a
+sentence *in-list* when all its tokens are on the list, encipher ``num_cipher`` (2,000)
+in-list sentences drawn at random with a random permutation of the word ids as the key
+(cipher symbols are integers), and keep every other sentence as plaintext.
+
+The paper had 24,666 in-list sentences (Gigaword); War and Peace and Brown give about
+2,200 and 1,800. So the plaintext keeps *every* sentence that is not enciphered, with
+out-of-list tokens as one symbol ``<unk>`` that the LM counts but the hidden chain never
+visits (see :mod:`varorder.decipher.transitions`). ``DecipherData.plaintext_in_list``
+says how many plaintext sentences are in-list.
+
+On disk (a folder, all plain text): ``words.txt`` (the list, id order), ``plain.txt``
+(plaintext, tokens separated by spaces), ``cipher.txt`` (cipher sentences as integers),
+``gold.txt`` (the plaintext of each cipher line; only evaluation reads it), ``key.tsv``
+(symbol, word) and ``meta.json``.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import io
+import json
+import os
+import re
+import tarfile
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["DecipherData", "SubstitutionCipher", "prepare", "load", "read_corpus_sentences", "tokenize"]
+
+UNK = "<unk>"
+_TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)*|[0-9]+(?:[.,][0-9]+)*|[^\sa-z0-9]")
+_QUOTES = str.maketrans({"“": '"', "”": '"', "‘": "'", "’": "'", "—": "--", "–": "-"})
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-case tokens: words (with inner apostrophes), numbers, single punctuation marks."""
+    return _TOKEN.findall(text.translate(_QUOTES).lower())
+
+
+@dataclass
+class SubstitutionCipher:
+    """A 1:1 substitution: word id w ↦ cipher symbol ``key[w]``."""
+
+    key: np.ndarray
+
+    @classmethod
+    def random(cls, num_words: int, seed) -> "SubstitutionCipher":
+        return cls(np.random.default_rng(seed).permutation(num_words).astype(np.int64))
+
+    @property
+    def inverse(self) -> np.ndarray:
+        inv = np.empty_like(self.key)
+        inv[self.key] = np.arange(len(self.key))
+        return inv
+
+    def encipher(self, word_ids) -> np.ndarray:
+        return self.key[np.asarray(word_ids, dtype=np.int64)]
+
+    def decipher(self, symbols) -> np.ndarray:
+        return self.inverse[np.asarray(symbols, dtype=np.int64)]
+
+
+@dataclass
+class DecipherData:
+    """Plaintext word list, plaintext sentences, cipher sentences and (for evaluation) the key."""
+
+    words: list[str]
+    plaintext: list[list[str]]
+    cipher: list[np.ndarray]
+    cipher_gold: list[list[str]] | None = None
+    cipher_key: SubstitutionCipher | None = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def plaintext_in_list(self) -> int:
+        return sum(1 for s in self.plaintext if UNK not in s)
+
+    def cipher_flat(self, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(symbols concatenated, offsets) of the first ``limit`` cipher sentences."""
+        sentences = self.cipher[:limit] if limit else self.cipher
+        offsets = np.zeros(len(sentences) + 1, dtype=np.int64)
+        np.cumsum([len(s) for s in sentences], out=offsets[1:])
+        flat = np.concatenate(sentences).astype(np.int64) if sentences else np.zeros(0, np.int64)
+        return flat, offsets
+
+
+def read_corpus_sentences(path) -> list[list[str]]:
+    """Tokenized sentences of a corpus file: a (``.gz``) plain text, split at . ! ? (lines
+    joined within blank-line paragraphs), or the NLTK Brown tarball (``word/tag`` tokens,
+    one sentence per line, tags dropped)."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such corpus file")
+    if path.name.endswith((".tar.gz", ".tgz")):
+        return list(_brown_sentences(path))
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        text = handle.read()
+    sentences = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        for chunk in _SENTENCE_END.split(" ".join(paragraph.split())):
+            tokens = tokenize(chunk)
+            if tokens:
+                sentences.append(tokens)
+    return sentences
+
+
+def _brown_sentences(path):
+    with tarfile.open(path, "r:gz") as archive:
+        members = sorted((m for m in archive.getmembers() if m.isfile() and re.fullmatch(r"brown/c[a-r]\d\d", m.name)),
+                         key=lambda m: m.name)
+        if not members:
+            raise ValueError(f"{path}: no Brown corpus files (brown/ca01 ...) in the archive")
+        for member in members:
+            for line_no, line in enumerate(io.TextIOWrapper(archive.extractfile(member), encoding="utf-8"), 1):
+                tokens = []
+                for item in line.split():
+                    word, slash, _tag = item.rpartition("/")
+                    if not slash:
+                        raise ValueError(f"{path}:{member.name}:{line_no}: expected word/tag tokens, got {item!r}")
+                    tokens.append(word.lower())
+                if tokens:
+                    yield tokens
+
+
+def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: int = 0, name: str = "") -> DecipherData:
+    """Word list, seeded cipher/plaintext split and random key from tokenized ``sentences``."""
+    sentences = [list(s) for s in sentences if s]
+    counts = collections.Counter(w for s in sentences for w in s)
+    if len(counts) < num_words:
+        raise ValueError(f"the corpus has {len(counts)} distinct tokens, fewer than num_words = {num_words}")
+    # ties broken by the token itself, so the list does not depend on dict order
+    words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:num_words]]
+    listed = set(words)
+    in_list = [i for i, s in enumerate(sentences) if all(w in listed for w in s)]
+    if len(in_list) < num_cipher:
+        raise ValueError(f"only {len(in_list)} in-list sentences, fewer than num_cipher = {num_cipher}")
+    rng = np.random.default_rng(seed)
+    chosen = set(rng.choice(np.asarray(in_list), size=num_cipher, replace=False).tolist())
+    order = sorted(chosen, key=lambda i: i)
+    rng.shuffle(order)
+    key = SubstitutionCipher.random(num_words, rng)
+    index = {w: i for i, w in enumerate(words)}
+    gold = [sentences[i] for i in order]
+    cipher = [key.encipher([index[w] for w in s]) for s in gold]
+    plaintext = [[w if w in listed else UNK for w in s] for i, s in enumerate(sentences) if i not in chosen]
+    meta = {"corpus": name, "seed": seed, "num_words": num_words, "sentences": len(sentences),
+            "in_list_sentences": len(in_list), "cipher_sentences": num_cipher,
+            "plaintext_sentences": len(plaintext),
+            "plaintext_in_list": sum(1 for s in plaintext if UNK not in s),
+            "cipher_tokens": int(sum(len(s) for s in cipher)),
+            "distinct_cipher_symbols": int(len({int(x) for s in cipher for x in s}))}
+    return DecipherData(words, plaintext, cipher, gold, key, meta)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def save(data: DecipherData, folder) -> None:
+    """Write ``data`` to ``folder`` (created if needed) in the plain-text layout above."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    _write_atomic(folder / "words.txt", "".join(w + "\n" for w in data.words))
+    _write_atomic(folder / "plain.txt", "".join(" ".join(s) + "\n" for s in data.plaintext))
+    _write_atomic(folder / "cipher.txt", "".join(" ".join(map(str, s.tolist())) + "\n" for s in data.cipher))
+    if data.cipher_gold is not None:
+        _write_atomic(folder / "gold.txt", "".join(" ".join(s) + "\n" for s in data.cipher_gold))
+    if data.cipher_key is not None:
+        _write_atomic(folder / "key.tsv", "symbol\tword\n" + "".join(
+            f"{int(data.cipher_key.key[w])}\t{word}\n" for w, word in enumerate(data.words)))
+    _write_atomic(folder / "meta.json", json.dumps(data.meta, indent=2) + "\n")
+
+
+def _lines(path: Path) -> list[str]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: missing (run `varorder decipher prepare` first)")
+    with open(path, encoding="utf-8") as handle:
+        return handle.read().splitlines()
+
+
+def load(folder, *, with_gold: bool = True) -> DecipherData:
+    """Read a prepared folder, checking every line (errors name file and line)."""
+    folder = Path(folder)
+    words = _lines(folder / "words.txt")
+    if len(set(words)) != len(words) or any(not w or " " in w for w in words):
+        raise ValueError(f"{folder / 'words.txt'}: expected one distinct token per line")
+    plaintext = [line.split() for line in _lines(folder / "plain.txt")]
+    cipher = []
+    for n, line in enumerate(_lines(folder / "cipher.txt"), 1):
+        try:
+            symbols = np.array([int(x) for x in line.split()], dtype=np.int64)
+        except ValueError:
+            raise ValueError(f"{folder / 'cipher.txt'}:{n}: expected integers separated by spaces, got {line!r}") from None
+        if symbols.size == 0 or (symbols < 0).any():
+            raise ValueError(f"{folder / 'cipher.txt'}:{n}: expected a non-empty line of non-negative integers")
+        cipher.append(symbols)
+    meta_path = folder / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+    gold = key = None
+    if with_gold and (folder / "key.tsv").exists():
+        index = {w: i for i, w in enumerate(words)}
+        mapping = np.full(len(words), -1, dtype=np.int64)
+        rows = _lines(folder / "key.tsv")
+        for n, line in enumerate(rows[1:], 2):
+            parts = line.split("\t")
+            if len(parts) != 2 or parts[1] not in index or not parts[0].isdigit():
+                raise ValueError(f"{folder / 'key.tsv'}:{n}: expected 'symbol<TAB>listed word', got {line!r}")
+            mapping[index[parts[1]]] = int(parts[0])
+        if (mapping < 0).any() or len(set(mapping.tolist())) != len(words):
+            raise ValueError(f"{folder / 'key.tsv'}: the key must map every listed word to a distinct symbol")
+        key = SubstitutionCipher(mapping)
+        if (folder / "gold.txt").exists():
+            gold = [line.split() for line in _lines(folder / "gold.txt")]
+    return DecipherData(words, plaintext, cipher, gold, key, meta)
