@@ -98,3 +98,80 @@ def test_gradient_matches_finite_differences(seed):
         down[i] -= h
         numeric[i] = (loss(up) - loss(down)) / (2 * h)
     np.testing.assert_allclose(grad, numeric, atol=1e-8)
+
+
+def training_text(tmp_path):
+    rng = np.random.default_rng(5)
+    lines = [" ".join(rng.choice(["the", "cat", "sat", "on", "a", "mat", "dog"], size=rng.integers(2, 8))) for _ in range(150)]
+    path = tmp_path / "train.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("penalty", ["l2sq", "wl1", "wlt2", "ltinf"])
+@pytest.mark.parametrize("optimizer", ["apg", "adagrad"])
+def test_training_lowers_the_loss_and_is_reproducible(tmp_path, penalty, optimizer):
+    path = training_text(tmp_path)
+    fit = lambda: StructuredLogLinear(order=3, penalty=penalty, lam=1e-4, epochs=4, batch_size=50,  # noqa: E731
+                                      optimizer=optimizer, lipschitz=0.5).fit(path)
+    first, second = fit(), fit()
+    assert first.history_[-1] < first.history_[0]
+    np.testing.assert_array_equal(first.model_.weights, second.model_.weights)
+    assert (first.model_.weights >= 0).all()
+
+
+def test_pivot_and_heap_training_agree(tmp_path):
+    path = training_text(tmp_path)
+    models = [StructuredLogLinear(order=4, penalty="wltinf", lam=1e-3, epochs=2, batch_size=50, prox_method=m).fit(path).model_
+              for m in ("heap", "pivot")]
+    np.testing.assert_allclose(models[0].weights, models[1].weights, atol=1e-12)
+
+
+def test_save_load_round_trip_and_validation(tmp_path):
+    path = training_text(tmp_path)
+    model = StructuredLogLinear(order=3, epochs=2, batch_size=50, optimizer="adagrad").fit(path).model_
+    saved = tmp_path / "model.npz"
+    model.save(saved)
+    assert is_loglinear_model(saved) and not is_loglinear_model(path)
+    loaded = LogLinearLM.load(saved)
+    text = ["the cat sat", "a dog on the mat unseen"]
+    assert loaded.perplexity(text) == model.perplexity(text)
+    assert loaded.params["penalty"] == "wlt2"
+
+    arrays = dict(np.load(saved))
+    from varorder.models.persist import save_model
+    import json
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    broken = dict(arrays)
+    broken["param_parent"] = broken["param_parent"].copy()
+    broken["param_parent"][-1] = len(broken["param_parent"])  # a parent after its child
+    save_model(tmp_path / "bad.npz", meta["kind"], meta["params"], meta["state"], broken)
+    with pytest.raises(ValueError, match="bad.npz.*param_parent"):
+        LogLinearLM.load(tmp_path / "bad.npz")
+    broken = dict(arrays)
+    broken["weights"] = broken["weights"][:-1]
+    save_model(tmp_path / "short.npz", meta["kind"], meta["params"], meta["state"], broken)
+    with pytest.raises(ValueError, match="short.npz.*weights"):
+        LogLinearLM.load(tmp_path / "short.npz")
+
+
+def test_cli_trains_and_scores(tmp_path):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    path = training_text(tmp_path)
+    out = tmp_path / "ll.npz"
+    runner = CliRunner()
+    result = runner.invoke(main, ["lm", "train", str(path), "-n", "3", "-o", str(out), "--model", "loglinear",
+                                  "--penalty", "wlt2", "--epochs", "2", "--optimizer", "adagrad", "--lam", "1e-4"])
+    assert result.exit_code == 0, result.output
+    test = tmp_path / "test.txt"
+    test.write_text("the cat sat\na zebra\n")
+    result = runner.invoke(main, ["lm", "score", str(out), str(test)])
+    assert result.exit_code == 0, result.output
+    model = LogLinearLM.load(out)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "log10prob\ttokens\toovs"
+    assert float(lines[1].split("\t")[0]) == pytest.approx(model.sentence_log10probs(model.vocabulary.encode("the cat sat".split()))[0], abs=1e-5)
+    assert f"perplexity={model.perplexity(['the cat sat', 'a zebra']):.4f}" in lines[-1]

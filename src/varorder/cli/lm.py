@@ -9,6 +9,7 @@ import time
 import click
 import numpy as np
 
+from varorder.cli._loglinear import load_scoring_model, loglinear_options, train_loglinear
 from varorder.io.arpa import read_arpa, write_arpa
 from varorder.lm import ESTIMATORS, AbsoluteDiscounting, AdditiveSmoothing, ModifiedKneserNey, iter_sentences
 
@@ -32,8 +33,11 @@ def lm():
 @click.option("--alpha", default=1.0, show_default=True, type=float, help="additive: pseudo-count per word.")
 @click.option("--min-count", default=1, show_default=True, type=click.IntRange(1), help="Rarer words become <unk>.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
-def train(corpus, output, order, method, discount, smoothing, alpha, min_count, max_arpa):
+@loglinear_options
+def train(corpus, output, order, method, discount, smoothing, alpha, min_count, max_arpa, model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
+    if model_family == "loglinear":
+        return train_loglinear(corpus, output, order, min_count, loglinear, _say)
     if method == "kneser-ney":
         estimator = ModifiedKneserNey(order=order, min_count=min_count)
     elif method == "absolute":
@@ -63,14 +67,14 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
 @click.option("--sentences/--no-sentences", default=True, show_default=True,
               help="Print one line per sentence: log10 probability, predicted tokens, OOVs.")
 def score(model_path, text, sentences):
-    """Score TEXT (one sentence per line; - for stdin) with the ARPA MODEL.
+    """Score TEXT (one sentence per line; - for stdin) with the ARPA (or log-linear npz) MODEL.
 
     Per sentence: log10 p (with <s> and </s>), the number of predicted tokens (words and
     </s>), and OOVs. Then a summary with the perplexity over all predicted tokens
     (OOVs scored as <unk>, as KenLM's query does).
     """
     try:
-        model = read_arpa(model_path, progress=True)
+        model = load_scoring_model(model_path, read_arpa)
         if text == "-":
             lines = [line.split() for line in sys.stdin]
             tokens = [t for t in lines if t]

@@ -1,0 +1,64 @@
+"""The log-linear half of ``varorder lm`` (Nelakanti et al. 2013, :mod:`varorder.loglinear`):
+training options and model loading, kept apart from the n-gram commands in
+:mod:`varorder.cli.lm`, which only dispatches here."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from varorder.loglinear.model import LogLinearLM, StructuredLogLinear, is_loglinear_model
+from varorder.loglinear.prox import PENALTIES
+
+_OPTIONS = [
+    click.option("--model", "model_family", type=click.Choice(["ngram", "loglinear"]), default="ngram", show_default=True,
+                 help="ngram: back-off model written as ARPA; loglinear: penalised log-linear model written as npz."),
+    click.option("--penalty", type=click.Choice(sorted(PENALTIES)), default="wlt2", show_default=True,
+                 help="loglinear: l2sq, l1, lt2 (tree l2), ltinf (tree linf); w* weights a node by alpha^depth."),
+    click.option("--lam", type=float, default=None, help="loglinear: regularisation lambda on the mean log-loss [default 1e-5]."),
+    click.option("--depth-alpha", type=float, default=None, help="loglinear: alpha of the alpha^depth weights [the paper's best per penalty]."),
+    click.option("--epochs", type=click.IntRange(0), default=10, show_default=True, help="loglinear: passes over the corpus."),
+    click.option("--batch-size", type=click.IntRange(1), default=400, show_default=True, help="loglinear: mini-batch size."),
+    click.option("--optimizer", type=click.Choice(["apg", "adagrad"]), default="apg", show_default=True,
+                 help="loglinear: apg = the paper's Algorithm 1; adagrad = per-weight steps (extension)."),
+    click.option("--learning-rate", type=float, default=1.0, show_default=True, help="loglinear adagrad: step eta."),
+    click.option("--lipschitz", type=float, default=None, help="loglinear apg: L (step 1/L) [order/2]."),
+    click.option("--seed", type=int, default=0, show_default=True, help="loglinear: shuffling seed."),
+]
+
+
+def loglinear_options(command):
+    """Add the log-linear options to a click command."""
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return command
+
+
+def train_loglinear(corpus, output, order, min_count, options, say) -> None:
+    """Fit a :class:`StructuredLogLinear` on CORPUS files and save it to OUTPUT (npz + JSON)."""
+    estimator = StructuredLogLinear(
+        order=order, penalty=options["penalty"], lam=1e-5 if options["lam"] is None else options["lam"],
+        alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
+        optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"],
+        seed=options["seed"], min_count=min_count, progress=True,
+    )
+    say(f"fitting a {order}-gram log-linear model ({options['penalty']}, {options['optimizer']}) on {', '.join(corpus)} ...")
+    start = time.perf_counter()
+    try:
+        estimator.fit(list(corpus))
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    model = estimator.model_
+    say(f"{model.trie.n_contexts} contexts, {model.trie.n_params} weights ({model.n_parameters()} non-zero, "
+        f"{model.n_parameters(collapsed=True)} collapsed) in {time.perf_counter() - start:.1f} s; "
+        f"training log-loss per epoch: {' '.join(f'{x:.4f}' for x in estimator.history_)}")
+    model.save(output)
+    say(f"wrote {output}")
+
+
+def load_scoring_model(path, read_arpa):
+    """A log-linear model file when ``path`` is one, else the ARPA model ``read_arpa`` reads."""
+    if is_loglinear_model(path):
+        return LogLinearLM.load(path)
+    return read_arpa(path, progress=True)
