@@ -175,3 +175,21 @@ def test_cli_trains_and_scores(tmp_path):
     assert lines[0] == "log10prob\ttokens\toovs"
     assert float(lines[1].split("\t")[0]) == pytest.approx(model.sentence_log10probs(model.vocabulary.encode("the cat sat".split()))[0], abs=1e-5)
     assert f"perplexity={model.perplexity(['the cat sat', 'a zebra']):.4f}" in lines[-1]
+
+
+def test_ngram_counts_match_counting():
+    from collections import Counter
+
+    from varorder.loglinear.trie import ngram_counts
+
+    rng = np.random.default_rng(11)
+    vocab, sentences, flat, lengths = small_corpus(rng, n_sentences=10)
+    trie, positions, targets = build_trie(flat, lengths, 3, len(vocab), vocab.bos_id, vocab.eos_id)
+    counted = Counter()
+    for s in sentences:
+        padded = [vocab.bos_id] + s + [vocab.eos_id]
+        for i in range(1, len(padded)):
+            for k in range(0, min(2, i) + 1):
+                counted[(tuple(int(x) for x in padded[i - k:i]), int(padded[i]))] += 1
+    counts = ngram_counts(trie, positions, targets)
+    assert {pair: int(counts[p]) for pair, p in pairs_of(trie).items()} == dict(counted)

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-__all__ = ["ContextTrie", "build_trie", "sentence_positions", "find_contexts"]
+__all__ = ["ContextTrie", "build_trie", "find_contexts", "ngram_counts", "sentence_positions"]
 
 
 @dataclass
@@ -272,3 +272,29 @@ def find_contexts(trie: ContextTrie, ids, lengths, bos_id: int, eos_id: int):
     out = np.empty(len(target_slots), dtype=np.int64)
     _find_contexts(seq, target_slots, available, trie.order - 1, trie.ctx_word, trie.child_start, out)
     return out, seq[target_slots]
+
+
+@nb.njit(cache=True)
+def _ngram_counts(positions, targets, ctx_parent, succ_start, succ_word, succ_param, out):
+    for i in range(len(positions)):
+        c = positions[i]
+        y = targets[i]
+        while c >= 0:
+            lo, hi = succ_start[c], succ_start[c + 1]
+            while lo < hi:  # successors of a context are sorted by word
+                mid = (lo + hi) >> 1
+                if succ_word[mid] < y:
+                    lo = mid + 1
+                else:
+                    hi = mid
+            out[succ_param[lo]] += 1
+            c = ctx_parent[c]
+
+
+def ngram_counts(trie: ContextTrie, positions, targets) -> np.ndarray:
+    """Training count of each weight's (context, word) pair, given :func:`build_trie`'s
+    positions and targets."""
+    out = np.zeros(trie.n_params, dtype=np.int64)
+    _ngram_counts(np.asarray(positions, dtype=np.int64), np.asarray(targets, dtype=np.int64), trie.ctx_parent,
+                  trie.succ_start, trie.succ_word, trie.succ_param, out)
+    return out
