@@ -119,6 +119,29 @@ def _loss_and_grad(weights, positions, targets, ctx_parent, succ_start, succ_wor
     return total * scale
 
 
+@nb.njit(cache=True)
+def _adagrad_step(w, grad, squares, rate, lam, node_weights, positive, out, thresholds):
+    """AdaGrad's gradient half-step and the prox thresholds λ·step·a; zeroes ``grad``."""
+    for i in range(len(w)):
+        g = grad[i]
+        squares[i] += g * g
+        step = rate / (1e-8 + np.sqrt(squares[i]))
+        x = w[i] - step * g
+        out[i] = x if (x > 0.0 or not positive) else 0.0
+        thresholds[i] = lam * step * node_weights[i]
+        grad[i] = 0.0
+
+
+@nb.njit(cache=True)
+def _gradient_step(w, grad, step, lam, node_weights, positive, out, thresholds):
+    """Algorithm 1's ParamUpdate steps 1-2: w − ∇f / L, then [·]₊; zeroes ``grad``."""
+    for i in range(len(w)):
+        x = w[i] - step * grad[i]
+        out[i] = x if (x > 0.0 or not positive) else 0.0
+        thresholds[i] = lam * step * node_weights[i]
+        grad[i] = 0.0
+
+
 class LogLinearLM:
     """A fitted log-linear language model: vocabulary, context trie and weights.
 
@@ -374,6 +397,9 @@ class StructuredLogLinear:
         Z = np.zeros(trie.n_params)
         grad = np.zeros(trie.n_params)
         squares = np.zeros(trie.n_params)
+        W_new = np.zeros(trie.n_params)
+        thresholds = np.zeros(trie.n_params)
+        sizes = proxlib.preorder_sizes(trie.param_parent)
         tau, delta = 1.0, 1.0
         n = len(targets)
         steps = 0
@@ -389,30 +415,24 @@ class StructuredLogLinear:
                 batch = order_[first:first + self.batch_size]
                 accelerated = self.accelerated and self.optimizer == "apg"
                 W_bar = (1.0 - tau) * W + tau * Z if accelerated else W
-                grad[:] = 0.0
                 loss = _loss_and_grad(W_bar, positions[batch], targets[batch], trie.ctx_parent, trie.succ_start,
                                       trie.succ_word, trie.succ_param, model.root_param, vocabulary.bos_id, grad,
                                       True, np.empty(0))
                 epoch_loss += loss * len(batch)
                 if self.optimizer == "adagrad":
-                    squares += grad * grad
-                    step = self.learning_rate / (1e-8 + np.sqrt(squares))
-                    W_new = W_bar - step * grad
-                    thresholds = self.lam * step * node_weights
+                    _adagrad_step(W_bar, grad, squares, self.learning_rate, self.lam, node_weights, self.positive,
+                                  W_new, thresholds)
                 else:
-                    W_new = W_bar - grad / L
-                    thresholds = (self.lam / L) * node_weights
-                if self.positive:
-                    W_new = proxlib.project_nonnegative(W_new)
+                    _gradient_step(W_bar, grad, 1.0 / L, self.lam, node_weights, self.positive, W_new, thresholds)
                 tick = time.perf_counter()
-                W_new = self._prox(kind, W_new, 1.0, trie, thresholds)
+                proxlib.prox_inplace(kind, W_new, trie.param_parent, thresholds, method=self.prox_method, sizes=sizes)
                 self.prox_seconds_ += time.perf_counter() - tick
                 if accelerated:
-                    Z = Z + (W_new - W_bar) / tau
+                    Z += (W_new - W_bar) / tau
                     tau_next = (math.sqrt(delta * delta + 4.0 * delta) - delta) / 2.0
                     delta = (1.0 - tau_next) * delta
                     tau = tau_next
-                W = W_new
+                W, W_new = W_new, W
                 steps += 1
             self.history_.append(epoch_loss / max(n, 1))
             if on_epoch is not None:

@@ -454,3 +454,22 @@ def prox(kind: str, values, lam: float, *, parent=None, weights=None) -> np.ndar
     if kind == "tree_linf":
         return prox_tree_linf_heap(values, parent, lam, weights)
     raise ValueError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf")
+
+
+def prox_inplace(kind: str, values: np.ndarray, parent: np.ndarray, thresholds: np.ndarray, *,
+                 method: str = "heap", sizes: np.ndarray | None = None) -> None:
+    """In place, without re-validating the forest: the training loop's path. ``thresholds``
+    holds λ·a per node (already scaled by the step). ``method`` picks Algorithm 4 ("heap")
+    or 3 ("pivot", needs ``sizes`` from :func:`preorder_sizes`) for ℓT∞."""
+    if kind == "l2sq":
+        values /= 1.0 + thresholds
+    elif kind == "l1":
+        np.copyto(values, np.sign(values) * np.maximum(np.abs(values) - thresholds, 0.0))
+    elif kind == "tree_l2":
+        _tree_l2_kernel(values, parent, thresholds)
+    elif kind == "tree_linf" and method == "pivot":
+        _tree_linf_pivot_kernel(values, sizes, np.ones(len(values)), thresholds, 0)
+    elif kind == "tree_linf":
+        _tree_linf_heap_kernel(values, parent, np.ones(len(values)), thresholds)
+    else:
+        raise ValueError(f"unknown penalty kind {kind!r}")
