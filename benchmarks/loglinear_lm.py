@@ -7,9 +7,9 @@ sets): subset k trains on the k-th run of whole sentences holding 100K words of
 chosen as in the paper on a smaller split: 30K training words and 10K validation words cut
 from PTB train after the four 100K subsets.
 
-    python benchmarks/loglinear_lm.py tune --order 3 --penalty wlt2 --lams 3e-6,1e-5,3e-5
+    python benchmarks/loglinear_lm.py tune --order 3 --penalty wlt2 --lams 0.1,0.3,0.6
     python benchmarks/loglinear_lm.py perplexity --subsets 0 --orders 2,3,4,5,6,7,8,9 \\
-        --penalties wlt2 --lam wlt2=1e-5 --json docs/figures/loglinear_ppl.json
+        --penalties wlt2 --lam wlt2=0.3 --json docs/figures/loglinear_ppl.json
     python benchmarks/loglinear_lm.py prox-time --json docs/figures/loglinear_prox.json
     python benchmarks/loglinear_lm.py plot docs/figures/loglinear_ppl.json docs/figures/loglinear_prox.json \\
         -o docs/img/loglinear_lm.png
@@ -135,7 +135,7 @@ def cmd_perplexity(args):
                                     "parameters": int(sum(model.ngram_counts))})
                     print(f"  order {order} {name}: {results[-1]['perplexity']:.2f}", flush=True)
             for penalty in args.penalties:
-                lam = float(lams.get(penalty, 1e-5))
+                lam = float(lams.get(penalty, 0.3))
                 start = time.perf_counter()
                 cpu = time.process_time()
                 estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train)
@@ -259,13 +259,13 @@ def main():
     t = sub.add_parser("tune")
     t.add_argument("--order", type=int, default=3)
     t.add_argument("--penalty", default="wlt2")
-    t.add_argument("--lams", default="3e-6,1e-5,3e-5,1e-4")
+    t.add_argument("--lams", default="0.03,0.1,0.3,1")
     training(t)
     p = sub.add_parser("perplexity")
     p.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], default=[0])
     p.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=list(range(2, 10)))
     p.add_argument("--penalties", type=lambda s: s.split(","), default=["wlt2"])
-    p.add_argument("--lam", default="", help="per penalty, e.g. wlt2=1e-5,l2sq=1e-6")
+    p.add_argument("--lam", default="", help="per penalty, against the summed log-loss, e.g. wlt2=0.3,l2sq=0.1 [0.3]")
     p.add_argument("--append", action="store_true", help="add to the rows already in --json")
     training(p)
     x = sub.add_parser("prox-time")

@@ -16,7 +16,7 @@ _OPTIONS = [
                  help="ngram: back-off model written as ARPA; loglinear: penalised log-linear model written as npz."),
     click.option("--penalty", type=click.Choice(sorted(PENALTIES)), default="wlt2", show_default=True,
                  help="loglinear: l2sq, l1, lt2 (tree l2), ltinf (tree linf); w* weights a node by alpha^depth."),
-    click.option("--lam", type=float, default=None, help="loglinear: regularisation lambda on the mean log-loss [default 1e-5]."),
+    click.option("--lam", type=float, default=None, help="loglinear: regularisation lambda against the summed log-loss (paper eq. 2) [0.3]."),
     click.option("--depth-alpha", type=float, default=None, help="loglinear: alpha of the alpha^depth weights [the paper's best per penalty]."),
     click.option("--epochs", type=click.IntRange(0), default=10, show_default=True, help="loglinear: passes over the corpus."),
     click.option("--batch-size", type=click.IntRange(1), default=400, show_default=True, help="loglinear: mini-batch size."),
@@ -38,7 +38,7 @@ def loglinear_options(command):
 def train_loglinear(corpus, output, order, min_count, options, say) -> None:
     """Fit a :class:`StructuredLogLinear` on CORPUS files and save it to OUTPUT (npz + JSON)."""
     estimator = StructuredLogLinear(
-        order=order, penalty=options["penalty"], lam=1e-5 if options["lam"] is None else options["lam"],
+        order=order, penalty=options["penalty"], lam=0.3 if options["lam"] is None else options["lam"],
         alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
         optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"],
         seed=options["seed"], min_count=min_count, progress=True,

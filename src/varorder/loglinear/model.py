@@ -4,9 +4,10 @@ proximal gradient (Nelakanti et al. 2013, eq. 1-2 and Algorithm 1).
 Factorization: p(y | x) = exp(s_y(x)) / Σ_{v ≠ <s>} exp(s_v(x)), with
 s_v(x) = Σ_{c ∈ suffixes(x), |c| < m} w[c, v] over the contexts of the
 :class:`~varorder.loglinear.trie.ContextTrie` (an unseen (c, v) pair has weight zero). The
-fit minimises (1/n) Σ_i −log p(y_i | x_i) + λ Ω(w) subject to w ≥ 0 (§2.5), Ω one of the
-penalties of :mod:`varorder.loglinear.prox`; the loss is the *mean* log-loss, so λ does not
-scale with the corpus.
+fit minimises eq. 2, Σ_i −log p(y_i | x_i) + λ Ω(w) subject to w ≥ 0 (§2.5), Ω one of the
+penalties of :mod:`varorder.loglinear.prox`. As in the paper λ multiplies Ω against the
+*summed* log-loss, so a λ tuned on a small split transfers to a larger one (the paper tunes on
+30K words and trains on 100K); internally the steps work on the mean, with λ/n.
 
 The softmax over the whole vocabulary is never formed per token: every token shares the
 root (unigram) scores u, so with E_v = exp(u_v) precomputed once per mini-batch,
@@ -291,7 +292,7 @@ class StructuredLogLinear:
         One of :data:`varorder.loglinear.prox.PENALTIES`: ``l2sq``, ``l1``, ``lt2``,
         ``ltinf`` and their weighted forms ``wl2sq``, ``wl1``, ``wlt2``, ``wltinf``.
     lam : float
-        Regularisation λ for the mean log-loss.
+        Regularisation λ against the summed log-loss (paper eq. 2).
     alpha : float, optional
         Depth weighting α (weights α^depth); defaults to the paper's best value for a
         weighted penalty and 1 otherwise.
@@ -326,7 +327,7 @@ class StructuredLogLinear:
         Rarer training words become ``<unk>``.
     """
 
-    def __init__(self, order: int = 3, penalty: str = "wlt2", lam: float = 1e-4, alpha: float | None = None,
+    def __init__(self, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
                  positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
                  lipschitz_scale: float = 1.0, accelerated: bool = True, optimizer: str = "apg",
                  learning_rate: float = 1.0, prox_method: str = "heap", seed: int = 0,
@@ -402,6 +403,7 @@ class StructuredLogLinear:
         sizes = proxlib.preorder_sizes(trie.param_parent)
         tau, delta = 1.0, 1.0
         n = len(targets)
+        lam_mean = self.lam / max(n, 1)
         steps = 0
         iterator = range(self.epochs)
         if self.progress:
@@ -420,10 +422,10 @@ class StructuredLogLinear:
                                       True, np.empty(0))
                 epoch_loss += loss * len(batch)
                 if self.optimizer == "adagrad":
-                    _adagrad_step(W_bar, grad, squares, self.learning_rate, self.lam, node_weights, self.positive,
+                    _adagrad_step(W_bar, grad, squares, self.learning_rate, lam_mean, node_weights, self.positive,
                                   W_new, thresholds)
                 else:
-                    _gradient_step(W_bar, grad, 1.0 / L, self.lam, node_weights, self.positive, W_new, thresholds)
+                    _gradient_step(W_bar, grad, 1.0 / L, lam_mean, node_weights, self.positive, W_new, thresholds)
                 tick = time.perf_counter()
                 proxlib.prox_inplace(kind, W_new, trie.param_parent, thresholds, method=self.prox_method, sizes=sizes)
                 self.prox_seconds_ += time.perf_counter() - tick
