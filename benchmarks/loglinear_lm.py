@@ -99,7 +99,8 @@ def encode(train_sentences, eval_sentences):
 
 def fit_loglinear(args, order, penalty, lam, vocabulary, train):
     estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, epochs=args.epochs, optimizer=args.optimizer,
-                                    learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, seed=args.seed)
+                                    learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
+                                    seed=args.seed)
     return estimator.fit_ids(*train, vocabulary)
 
 
@@ -141,7 +142,7 @@ def cmd_perplexity(args):
                 estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train)
                 model = estimator.model_
                 row = {"subset": k, "order": order, "model": penalty, "lam": lam, "alpha": estimator.alpha_,
-                       "optimizer": args.optimizer, "epochs": args.epochs, "perplexity": model.perplexity(held),
+                       "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "perplexity": model.perplexity(held),
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
                        "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
@@ -253,6 +254,7 @@ def main():
         p.add_argument("--optimizer", choices=["apg", "adagrad"], default="apg")
         p.add_argument("--learning-rate", type=float, default=1.0)
         p.add_argument("--lipschitz-scale", type=float, default=1.0)
+        p.add_argument("--mu", type=float, default=1e-5, help="apg: gamma = L + mu / delta (Algorithm 1)")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--json")
 

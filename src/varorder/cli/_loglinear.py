@@ -24,6 +24,7 @@ _OPTIONS = [
                  help="loglinear: apg = the paper's Algorithm 1; adagrad = per-weight steps (extension)."),
     click.option("--learning-rate", type=float, default=1.0, show_default=True, help="loglinear adagrad: step eta."),
     click.option("--lipschitz", type=float, default=None, help="loglinear apg: L (step 1/L) [order/2]."),
+    click.option("--mu", type=float, default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
     click.option("--seed", type=int, default=0, show_default=True, help="loglinear: shuffling seed."),
 ]
 
@@ -40,7 +41,7 @@ def train_loglinear(corpus, output, order, min_count, options, say) -> None:
     estimator = StructuredLogLinear(
         order=order, penalty=options["penalty"], lam=0.3 if options["lam"] is None else options["lam"],
         alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
-        optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"],
+        optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"], mu=options["mu"],
         seed=options["seed"], min_count=min_count, progress=True,
     )
     say(f"fitting a {order}-gram log-linear model ({options['penalty']}, {options['optimizer']}) on {', '.join(corpus)} ...")

@@ -306,6 +306,11 @@ class StructuredLogLinear:
         at most m weights), times ``lipschitz_scale``.
     lipschitz_scale : float
         Multiplies the default L (< 1 takes longer steps than the worst-case bound allows).
+    mu : float
+        μ of Algorithm 1: the step is 1/γ with γ = L + μ/δ, δ = τ² shrinking like 4/t², so
+        μ > 0 damps the stochastic-gradient noise that the accelerated updates otherwise
+        amplify (our copy of the paper prints line 6's Z-update illegibly; we use the FISTA
+        form Z ← Z + (W − W̄)/τ, which with γ fixed is Nesterov's method).
     accelerated : bool
         Algorithm 1's accelerated (Hu, Kwok & Pan 2009) updates; False gives plain stochastic
         proximal gradient.
@@ -329,7 +334,7 @@ class StructuredLogLinear:
 
     def __init__(self, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
                  positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
-                 lipschitz_scale: float = 1.0, accelerated: bool = True, optimizer: str = "apg",
+                 lipschitz_scale: float = 1.0, mu: float = 1e-5, accelerated: bool = True, optimizer: str = "apg",
                  learning_rate: float = 1.0, prox_method: str = "heap", seed: int = 0,
                  min_count: int = 1, progress: bool = False):
         self.order = order
@@ -341,6 +346,7 @@ class StructuredLogLinear:
         self.epochs = epochs
         self.lipschitz = lipschitz
         self.lipschitz_scale = lipschitz_scale
+        self.mu = mu
         self.accelerated = accelerated
         self.optimizer = optimizer
         self.learning_rate = learning_rate
@@ -351,7 +357,7 @@ class StructuredLogLinear:
 
     def get_params(self) -> dict:
         return {name: getattr(self, name) for name in (
-            "order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz", "lipschitz_scale",
+            "order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz", "lipschitz_scale", "mu",
             "accelerated", "optimizer", "learning_rate", "prox_method", "seed", "min_count")}
 
     def _validate(self) -> None:
@@ -359,6 +365,8 @@ class StructuredLogLinear:
             raise ValueError(f"unknown penalty {self.penalty!r}; expected one of {', '.join(proxlib.PENALTIES)}")
         if not (isinstance(self.order, int) and self.order >= 1):
             raise ValueError(f"order must be a positive integer, got {self.order!r}")
+        if not self.mu >= 0:
+            raise ValueError(f"mu must be non-negative, got {self.mu}")
         if not self.lam >= 0:
             raise ValueError(f"lam must be non-negative, got {self.lam}")
         if self.batch_size < 1 or self.epochs < 0:
@@ -425,7 +433,8 @@ class StructuredLogLinear:
                     _adagrad_step(W_bar, grad, squares, self.learning_rate, lam_mean, node_weights, self.positive,
                                   W_new, thresholds)
                 else:
-                    _gradient_step(W_bar, grad, 1.0 / L, lam_mean, node_weights, self.positive, W_new, thresholds)
+                    gamma = L + self.mu / delta if accelerated else L
+                    _gradient_step(W_bar, grad, 1.0 / gamma, lam_mean, node_weights, self.positive, W_new, thresholds)
                 tick = time.perf_counter()
                 proxlib.prox_inplace(kind, W_new, trie.param_parent, thresholds, method=self.prox_method, sizes=sizes)
                 self.prox_seconds_ += time.perf_counter() - tick
