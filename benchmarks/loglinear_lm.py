@@ -11,8 +11,9 @@ from PTB train after the four 100K subsets.
     python benchmarks/loglinear_lm.py perplexity --subsets 0 --orders 2,3,4,5,6,7,8,9 \\
         --penalties wlt2 --lam wlt2=0.3 --json docs/figures/loglinear_ppl.json
     python benchmarks/loglinear_lm.py prox-time --json docs/figures/loglinear_prox.json
-    python benchmarks/loglinear_lm.py plot docs/figures/loglinear_ppl.json docs/figures/loglinear_prox.json \\
+    python benchmarks/loglinear_lm.py plot docs/figures/loglinear_ppl*.json --prox docs/figures/loglinear_prox.json \\
         -o docs/img/loglinear_lm.png
+    python benchmarks/loglinear_lm.py table docs/figures/loglinear_ppl*.json
 
 Baselines from :mod:`varorder.lm` on the same data: interpolated modified Kneser-Ney, and
 interpolated (original, one discount per order D = n1 / (n1 + 2 n2)) Kneser-Ney, which is
@@ -122,7 +123,11 @@ def cmd_tune(args):
 
 
 def cmd_perplexity(args):
-    train_runs, eval_runs = subsets(max(args.subsets) + 1)
+    if args.full:  # all of PTB train, evaluated on all of PTB valid
+        train_runs, eval_runs = [_sentences(DATA / "ptb.train.txt.gz")], [_sentences(DATA / "ptb.valid.txt.gz")]
+        args.subsets = [0]
+    else:
+        train_runs, eval_runs = subsets(max(args.subsets) + 1)
     lams = dict(item.split("=") for item in args.lam.split(",")) if args.lam else {}
     results = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() and args.append else []
     for k in args.subsets:
@@ -132,7 +137,7 @@ def cmd_perplexity(args):
             if order <= 10:
                 for name, estimator in (("MKN", ModifiedKneserNey(order=order)), ("KN", InterpolatedKneserNey(order=order))):
                     model = estimator.fit_ids(*train, vocabulary).model_
-                    results.append({"subset": k, "order": order, "model": name, "perplexity": model.perplexity(held),
+                    results.append({"subset": "full" if args.full else k, "order": order, "model": name, "perplexity": model.perplexity(held),
                                     "parameters": int(sum(model.ngram_counts))})
                     print(f"  order {order} {name}: {results[-1]['perplexity']:.2f}", flush=True)
             for penalty in args.penalties:
@@ -141,7 +146,7 @@ def cmd_perplexity(args):
                 cpu = time.process_time()
                 estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train)
                 model = estimator.model_
-                row = {"subset": k, "order": order, "model": penalty, "lam": lam, "alpha": estimator.alpha_,
+                row = {"subset": "full" if args.full else k, "order": order, "model": penalty, "lam": lam, "alpha": estimator.alpha_,
                        "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "perplexity": model.perplexity(held),
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
@@ -216,33 +221,79 @@ def cmd_plot(args):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = json.loads(Path(args.perplexity).read_text())
+    results = load_results(args.results)
     prox_rows = json.loads(Path(args.prox).read_text()) if args.prox else []
-    fig, axes = plt.subplots(1, 3 if prox_rows else 2, figsize=(15 if prox_rows else 10, 4.2))
-    models = sorted({r["model"] for r in results}, key=lambda m: (m not in ("KN", "MKN"), m))
-    for name in models:
-        rows = [r for r in results if r["model"] == name]
+    fig, axes = plt.subplots(1, 3 if prox_rows else 2, figsize=(16 if prox_rows else 10.5, 4.4))
+    labels = sorted({_label(r) for r in results}, key=lambda m: (m not in ("KN", "MKN"), m))
+    for label in labels:
+        rows = [r for r in results if _label(r) == label]
         orders = sorted({r["order"] for r in rows})
         mean = [np.mean([r["perplexity"] for r in rows if r["order"] == o]) for o in orders]
-        params = [np.mean([r.get("collapsed_parameters" if "ltinf" in name else "parameters", r["parameters"])
+        params = [np.mean([r["collapsed_parameters"] if "ltinf" in label else r["parameters"]
                            for r in rows if r["order"] == o]) for o in orders]
-        style = "--" if name in ("KN", "MKN") else "-"
-        axes[0].plot(orders, mean, style, marker="o", label=name)
-        axes[1].plot(orders, params, style, marker="o", label=name)
+        style = "--" if label in ("KN", "MKN") else "-"
+        axes[0].plot(orders, mean, style, marker="o", label=label)
+        axes[1].plot(orders, params, style, marker="o", label=label)
     subsets_used = sorted({r["subset"] for r in results})
-    axes[0].set(xlabel="order", ylabel="perplexity (PTB valid 20K)", title=f"mean over subsets {subsets_used}")
-    axes[1].set(xlabel="order", ylabel="parameters (non-zero; ltinf: collapsed)", title="model size")
-    axes[0].legend()
-    axes[1].legend()
+    axes[0].set(xlabel="order", ylabel="perplexity", title=f"PTB 100K train / 20K valid, subsets {subsets_used}")
+    axes[1].set(xlabel="order", ylabel="parameters", title="non-zero weights (ltinf: collapsed nodes); KN: n-grams")
+    axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8)
     if prox_rows:
         rows = [r for r in prox_rows if r["series"] == "depth"]
         for key in ("rand-pivot", "rand-pivot-col", "k-best-heap", "tree-l2"):
-            axes[2].plot([r["depth"] for r in rows], [r[key] * 1e3 for r in rows], marker="o", label=key)
-        axes[2].set(xlabel="tree depth", ylabel="ms per proximal step", title="prox time, 100K words")
-        axes[2].legend()
+            axes[2].plot([r["depth"] for r in rows], [r["cpu"][key] * 1e3 for r in rows], marker="o", label=key)
+        axes[2].set(xlabel="tree depth", ylabel="CPU ms per proximal step", title="prox time, 100K words")
+        axes[2].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(args.output, dpi=110)
     print(f"wrote {args.output}")
+
+
+def _label(row):
+    if row["model"] in ("KN", "MKN"):
+        return row["model"]
+    return f"{row['model']} ({row['optimizer']})"
+
+
+def load_results(paths):
+    rows = []
+    for path in paths:
+        rows.extend(json.loads(Path(path).read_text()))
+    seen, unique = set(), []
+    for row in rows:  # KN rows repeat across runs on the same data
+        key = (_label(row), row["subset"], row["order"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(row)
+    return unique
+
+
+def cmd_table(args):
+    rows = load_results(args.results)
+    orders = sorted({r["order"] for r in rows})
+    labels = sorted({_label(r) for r in rows}, key=lambda m: (m not in ("KN", "MKN"), m))
+    print("| model | " + " | ".join(str(o) for o in orders) + " |")
+    print("|---|" + "---:|" * len(orders))
+    for label in labels:
+        cells = []
+        for o in orders:
+            values = [r["perplexity"] for r in rows if _label(r) == label and r["order"] == o]
+            cells.append(f"{np.mean(values):.1f}" if values else "")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    print("| model | " + " | ".join(str(o) for o in orders) + " |  (parameters: non-zero weights; n-grams for KN)")
+    print("|---|" + "---:|" * len(orders))
+    for label in labels:
+        cells = []
+        for o in orders:
+            values = [r["parameters"] for r in rows if _label(r) == label and r["order"] == o]
+            extra = [r["collapsed_parameters"] for r in rows if _label(r) == label and r["order"] == o and "collapsed_parameters" in r]
+            cell = f"{int(np.mean(values)):,}" if values else ""
+            if extra and "ltinf" in label:
+                cell += f" ({int(np.mean(extra)):,} collapsed)"
+            cells.append(cell)
+        print(f"| {label} | " + " | ".join(cells) + " |")
 
 
 def main():
@@ -269,6 +320,7 @@ def main():
     p.add_argument("--penalties", type=lambda s: s.split(","), default=["wlt2"])
     p.add_argument("--lam", default="", help="per penalty, against the summed log-loss, e.g. wlt2=0.3,l2sq=0.1 [0.3]")
     p.add_argument("--append", action="store_true", help="add to the rows already in --json")
+    p.add_argument("--full", action="store_true", help="train on all of PTB train, evaluate on all of PTB valid")
     training(p)
     x = sub.add_parser("prox-time")
     x.add_argument("--depths", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2, 3, 4, 6, 8, 10, 12])
@@ -278,11 +330,14 @@ def main():
     x.add_argument("--repeat", type=int, default=3)
     x.add_argument("--json")
     g = sub.add_parser("plot")
-    g.add_argument("perplexity")
-    g.add_argument("prox", nargs="?")
+    g.add_argument("results", nargs="+", help="perplexity JSON files")
+    g.add_argument("--prox", help="prox-time JSON")
     g.add_argument("-o", "--output", required=True)
+    b = sub.add_parser("table")
+    b.add_argument("results", nargs="+")
     args = parser.parse_args()
-    {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot}[args.command](args)
+    {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
+     "table": cmd_table}[args.command](args)
 
 
 if __name__ == "__main__":
