@@ -239,6 +239,10 @@ def cmd_plot(args):
     axes[1].set(xlabel="order", ylabel="parameters", title="non-zero weights (ltinf: collapsed nodes); KN: n-grams")
     axes[0].legend(fontsize=8)
     axes[1].legend(fontsize=8)
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in axes:
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     if prox_rows:
         rows = [r for r in prox_rows if r["series"] == "depth"]
         for key in ("rand-pivot", "rand-pivot-col", "k-best-heap", "tree-l2"):
