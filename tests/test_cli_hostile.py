@@ -40,3 +40,11 @@ def test_bad_values_refused_before_work(tmp_path, args):
     assert "Traceback" not in result.output
     error_lines = [line for line in result.output.splitlines() if line.startswith("Error")]
     assert len(error_lines) == 1, result.output
+
+
+def test_loglinear_penalty_names_match_the_operators():
+    """cli._loglinear names the penalties without importing the kernels; they must agree."""
+    from varorder.cli._loglinear import PENALTY_NAMES
+    from varorder.loglinear.prox import PENALTIES
+
+    assert sorted(PENALTY_NAMES) == sorted(PENALTIES)

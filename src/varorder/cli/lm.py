@@ -19,15 +19,21 @@ MODEL_HELP = "ARPA file (.gz too) or binary model from `varorder lm build-binary
 MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRILM's convention) "
                  "or as the number -99 (KenLM's reading).")
 
+from varorder.cli._loglinear import loglinear_options  # noqa: E402  (light: no model imports)
+
 
 def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
 def _load(model_path: str, minus_99: str = "zero"):
+    from varorder.cli._loglinear import load_loglinear_if_one
     from varorder.io.arpa import load_model
 
     try:
+        loglinear = load_loglinear_if_one(model_path)
+        if loglinear is not None:
+            return loglinear
         return load_model(model_path, progress=True, minus_99=minus_99)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
@@ -77,9 +83,15 @@ def lm():
                    "must be readable there at the same paths); merged exactly as -S merges its runs.")
 @click.option("--binary", "binary", is_flag=True, help="Write the binary format instead of ARPA.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
+@loglinear_options
 def train(corpus, output, order, method, discount, smoothing, alpha, min_count, prune, limit_vocab_file,
-          discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa):
+          discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa,
+          model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
+    if model_family == "loglinear":
+        from varorder.cli._loglinear import train_loglinear
+
+        return train_loglinear(corpus, output, order, min_count, loglinear, _say)
     from varorder.lm import AbsoluteDiscounting, AdditiveSmoothing, ModifiedKneserNey
 
     kneser_ney_only = {"--prune": prune, "--limit-vocab-file": limit_vocab_file, "--discount-fallback": discount_fallback}
@@ -151,7 +163,7 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
                    "then Total and OOV.")
 @click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
 def score(model_path, text, sentences, per_token, minus_99):
-    """Score TEXT (one sentence per line; - for stdin) with MODEL.
+    """Score TEXT (one sentence per line; - for stdin) with MODEL (an n-gram model, or a log-linear npz).
 
     Per sentence: log10 p (with <s> and </s>), the number of predicted tokens (words and
     </s>), and OOVs. Then a summary with the perplexity over all predicted tokens
@@ -163,11 +175,7 @@ def score(model_path, text, sentences, per_token, minus_99):
 
     model = _load(model_path, minus_99)
     try:
-        if text == "-":
-            lines = [line.split() for line in sys.stdin]
-            tokens = [t for t in lines if t]
-        else:
-            tokens = [t for _, t in iter_sentences(text)]
+        tokens = [t for _, t in iter_sentences(text)]  # "-" is stdin, under the same rules as a file
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     vocabulary = model.vocabulary

@@ -332,3 +332,24 @@ def ngram_hmm_posteriors(log_transition, log_emission, num_labels: int):
     for y, p in probabilities(paths).items():
         node[np.arange(L), list(y)] += p
     return log_partition(paths), node
+def loglinear_lm_distribution(sentences, order, weight_of, history, vocab_size, bos_id, eos_id):
+    """p(· | history) of a log-linear LM (Nelakanti et al. 2013, eq. 1) from its definition.
+
+    ``sentences``: training token-id lists (no markers); the features of ``history`` (which
+    starts with ``bos_id``) are its suffixes of length 0 .. order−1 that occur as a context
+    of some predicted token in the training text; ``weight_of(suffix, v)`` gives w[suffix, v]
+    (0 when absent). ``<s>`` is never predicted. Returns a (vocab_size,) probability vector.
+    """
+    contexts = set()
+    for sentence in sentences:
+        padded = [bos_id] + list(sentence) + [eos_id]
+        for i in range(1, len(padded)):
+            for k in range(0, min(order - 1, i) + 1):
+                contexts.add(tuple(padded[i - k:i]))
+    active = [tuple(history[len(history) - k:]) if k else () for k in range(0, min(order - 1, len(history)) + 1)]
+    active = [c for c in active if c in contexts]
+    scores = np.array([sum(weight_of(c, v) for c in active) for v in range(vocab_size)], dtype=np.float64)
+    scores[bos_id] = -np.inf
+    scores -= scores.max()
+    p = np.exp(scores)
+    return p / p.sum()

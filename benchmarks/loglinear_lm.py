@@ -1,0 +1,348 @@
+"""Log-linear language models with structured penalties (Nelakanti et al. 2013, Fig. 2-3) on
+PTB (Mikolov's split; its test set is held back, so nothing here reads it).
+
+Subsets as in the paper's protocol (four 100K-word training sets with 20K-word evaluation
+sets): subset k trains on the k-th run of whole sentences holding 100K words of
+``ptb.train.txt.gz`` and evaluates on the k-th 20K-word run of ``ptb.valid.txt.gz``. λ is
+chosen as in the paper on a smaller split: 30K training words and 10K validation words cut
+from PTB train after the four 100K subsets.
+
+    python benchmarks/loglinear_lm.py tune --order 3 --penalty wlt2 --lams 0.1,0.3,0.6
+    python benchmarks/loglinear_lm.py perplexity --subsets 0 --orders 2,3,4,5,6,7,8,9 \\
+        --penalties wlt2 --lam wlt2=0.3 --json docs/figures/loglinear_ppl.json
+    python benchmarks/loglinear_lm.py prox-time --json docs/figures/loglinear_prox.json
+    python benchmarks/loglinear_lm.py plot docs/figures/loglinear_ppl*.json --prox docs/figures/loglinear_prox.json \\
+        -o docs/img/loglinear_lm.png
+    python benchmarks/loglinear_lm.py table docs/figures/loglinear_ppl*.json
+
+Baselines from :mod:`varorder.lm` on the same data: interpolated modified Kneser-Ney, and
+interpolated (original, one discount per order D = n1 / (n1 + 2 n2)) Kneser-Ney, which is
+the modified estimator with its three discounts set equal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from varorder.lm import ModifiedKneserNey, Vocabulary, read_corpus
+from varorder.loglinear import prox as P
+from varorder.loglinear.model import StructuredLogLinear
+from varorder.loglinear.trie import build_trie, ngram_counts
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb-lm"
+TRAIN_WORDS, EVAL_WORDS = 100_000, 20_000
+
+
+class InterpolatedKneserNey(ModifiedKneserNey):
+    """Original interpolated Kneser-Ney: one discount D = n1 / (n1 + 2 n2) per order."""
+
+    def _prepare(self, counts):
+        adjusted = super()._prepare(counts)
+        bos = counts.vocabulary.bos_id
+        discounts = []
+        for m, order_counts in enumerate(adjusted, start=1):
+            considered = order_counts if m > 1 else np.delete(order_counts, bos)
+            n1, n2 = (int(np.count_nonzero(considered == k)) for k in (1, 2))
+            d = n1 / (n1 + 2 * n2) if n1 + n2 else 0.5
+            discounts.append((d, d, d))
+        self.discounts_ = discounts
+        return adjusted
+
+
+def _sentences(path):
+    with gzip.open(path, "rt") as handle:
+        return [line.split() for line in handle if line.split()]
+
+
+def word_runs(sentences, words, count, skip_words=0):
+    """``count`` consecutive runs of whole sentences, each reaching ``words`` words."""
+    runs, current, n, seen = [], [], 0, 0
+    for tokens in sentences:
+        if seen < skip_words:
+            seen += len(tokens)
+            continue
+        current.append(tokens)
+        n += len(tokens)
+        if n >= words:
+            runs.append(current)
+            current, n = [], 0
+            if len(runs) == count:
+                break
+    return runs
+
+
+def subsets(n_subsets=4):
+    train = word_runs(_sentences(DATA / "ptb.train.txt.gz"), TRAIN_WORDS, n_subsets)
+    valid = word_runs(_sentences(DATA / "ptb.valid.txt.gz"), EVAL_WORDS, n_subsets)
+    return train, valid
+
+
+def tuning_split():
+    sentences = _sentences(DATA / "ptb.train.txt.gz")
+    skip = 4 * TRAIN_WORDS
+    return word_runs(sentences, 30_000, 1, skip)[0], word_runs(sentences, 10_000, 1, skip + 40_000)[0]
+
+
+def encode(train_sentences, eval_sentences):
+    words = sorted({w for s in train_sentences for w in s})
+    vocabulary = Vocabulary(words)
+    train = vocabulary.encode_sentences(train_sentences)
+    held = vocabulary.encode_sentences(eval_sentences)
+    return vocabulary, train, held
+
+
+def fit_loglinear(args, order, penalty, lam, vocabulary, train):
+    estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, epochs=args.epochs, optimizer=args.optimizer,
+                                    learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
+                                    seed=args.seed)
+    return estimator.fit_ids(*train, vocabulary)
+
+
+def cmd_tune(args):
+    train_s, held_s = tuning_split()
+    vocabulary, train, held = encode(train_s, held_s)
+    rows = []
+    for lam in (float(x) for x in args.lams.split(",")):
+        start = time.perf_counter()
+        estimator = fit_loglinear(args, args.order, args.penalty, lam, vocabulary, train)
+        ppl = estimator.model_.perplexity(held)
+        rows.append({"lam": lam, "perplexity": ppl, "seconds": time.perf_counter() - start})
+        print(f"tune {args.penalty} order {args.order} lam {lam:g}: valid perplexity {ppl:.2f} "
+              f"({rows[-1]['seconds']:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
+    best = min(rows, key=lambda r: r["perplexity"])
+    print(f"best lam for {args.penalty}: {best['lam']:g}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"penalty": args.penalty, "order": args.order, "rows": rows}, indent=1))
+
+
+def cmd_perplexity(args):
+    if args.full:  # all of PTB train, evaluated on all of PTB valid
+        train_runs, eval_runs = [_sentences(DATA / "ptb.train.txt.gz")], [_sentences(DATA / "ptb.valid.txt.gz")]
+        args.subsets = [0]
+    else:
+        train_runs, eval_runs = subsets(max(args.subsets) + 1)
+    lams = dict(item.split("=") for item in args.lam.split(",")) if args.lam else {}
+    results = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() and args.append else []
+    for k in args.subsets:
+        vocabulary, train, held = encode(train_runs[k], eval_runs[k])
+        print(f"subset {k}: {int(train[1].sum())} train words, {int(held[1].sum())} eval words, {len(vocabulary)} types")
+        for order in args.orders:
+            if order <= 10:
+                for name, estimator in (("MKN", ModifiedKneserNey(order=order)), ("KN", InterpolatedKneserNey(order=order))):
+                    model = estimator.fit_ids(*train, vocabulary).model_
+                    results.append({"subset": "full" if args.full else k, "order": order, "model": name, "perplexity": model.perplexity(held),
+                                    "parameters": int(sum(model.ngram_counts))})
+                    print(f"  order {order} {name}: {results[-1]['perplexity']:.2f}", flush=True)
+            for penalty in args.penalties:
+                lam = float(lams.get(penalty, 0.3))
+                start = time.perf_counter()
+                cpu = time.process_time()
+                estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train)
+                model = estimator.model_
+                row = {"subset": "full" if args.full else k, "order": order, "model": penalty, "lam": lam, "alpha": estimator.alpha_,
+                       "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "perplexity": model.perplexity(held),
+                       "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
+                       "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
+                       "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
+                       "prox_seconds": estimator.prox_seconds_, "load": os.getloadavg()[0]}
+                results.append(row)
+                print(f"  order {order} {penalty} ({args.optimizer}, lam {lam:g}): {row['perplexity']:.2f}, "
+                      f"{row['parameters']} non-zero / {row['trie_weights']} weights, {row['collapsed_parameters']} collapsed, "
+                      f"{row['seconds']:.0f} s (load {row['load']:.1f})", flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(results, indent=1))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def interleaved_times(functions: dict, repeat: int) -> tuple[dict, dict]:
+    """Best wall-clock and per-process CPU seconds of each function over ``repeat``
+    interleaved rounds (one call of each per round, after one warm-up call each)."""
+    for fn in functions.values():
+        fn()  # compile
+    wall = {name: np.inf for name in functions}
+    cpu = {name: np.inf for name in functions}
+    for _ in range(repeat):
+        for name, fn in functions.items():
+            start, start_cpu = time.perf_counter(), time.process_time()
+            fn()
+            wall[name] = min(wall[name], time.perf_counter() - start)
+            cpu[name] = min(cpu[name], time.process_time() - start_cpu)
+    return wall, cpu
+
+
+def prox_case(ids, lengths, vocabulary, depth, lam):
+    """The ℓT∞ prox input of a real trie: weights = log(1 + n-gram count) scaled, constant on
+    chains whose longer contexts always co-occur (as an ℓT∞ solution is, Prop. 1)."""
+    trie, positions, targets = build_trie(ids, lengths, depth + 1, len(vocabulary), vocabulary.bos_id, vocabulary.eos_id)
+    values = np.log1p(ngram_counts(trie, positions, targets).astype(float))
+    collapsed, counts, cparent, _, _ = P.collapse_chains(values, trie.param_parent)
+    return trie, values, collapsed, counts, cparent
+
+
+def cmd_prox_time(args):
+    train_runs, _ = subsets(1)
+    rows = []
+    all_train = _sentences(DATA / "ptb.train.txt.gz")
+    for label, sentences, depths in (
+        ("depth", train_runs[0], args.depths),
+        *((f"size{n}", word_runs(all_train, n, 1)[0], [args.size_depth]) for n in args.sizes),
+    ):
+        vocabulary, train, _ = encode(sentences, [])
+        for depth in depths:
+            trie, values, collapsed, counts, cparent = prox_case(*train, vocabulary, depth, args.lam)
+            timings, cpu = interleaved_times({
+                "rand-pivot": lambda: P.prox_tree_linf_pivot(values, trie.param_parent, args.lam),
+                "rand-pivot-col": lambda: P.prox_tree_linf_collapsed(collapsed, counts, cparent, args.lam),
+                "k-best-heap": lambda: P.prox_tree_linf_heap(collapsed, cparent, args.lam, counts=counts),
+                "tree-l2": lambda: P.prox_tree_l2(values, trie.param_parent, args.lam),
+            }, args.repeat)
+            row = {"series": label, "train_words": int(train[1].sum()), "depth": depth, "trie_nodes": trie.n_params,
+                   "collapsed_nodes": len(collapsed), **timings, "cpu": cpu, "load": os.getloadavg()[0]}
+            rows.append(row)
+            print(f"{label} words {row['train_words']} depth {depth}: trie {trie.n_params} nodes, collapsed {len(collapsed)}; "
+                  + ", ".join(f"{k} {v * 1e3:.1f} ms (cpu {cpu[k] * 1e3:.1f})" for k, v in timings.items())
+                  + f"; pivot/pivot-col cpu ratio {cpu['rand-pivot'] / cpu['rand-pivot-col']:.2f}, "
+                  f"pivot-col/heap {cpu['rand-pivot-col'] / cpu['k-best-heap']:.2f} (load {row['load']:.1f})", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+
+
+def cmd_plot(args):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    results = load_results(args.results)
+    prox_rows = json.loads(Path(args.prox).read_text()) if args.prox else []
+    fig, axes = plt.subplots(1, 3 if prox_rows else 2, figsize=(16 if prox_rows else 10.5, 4.4))
+    labels = sorted({_label(r) for r in results}, key=lambda m: (m not in ("KN", "MKN"), m))
+    for label in labels:
+        rows = [r for r in results if _label(r) == label]
+        orders = sorted({r["order"] for r in rows})
+        mean = [np.mean([r["perplexity"] for r in rows if r["order"] == o]) for o in orders]
+        params = [np.mean([r["collapsed_parameters"] if "ltinf" in label else r["parameters"]
+                           for r in rows if r["order"] == o]) for o in orders]
+        style = "--" if label in ("KN", "MKN") else "-"
+        axes[0].plot(orders, mean, style, marker="o", label=label)
+        axes[1].plot(orders, params, style, marker="o", label=label)
+    subsets_used = sorted({r["subset"] for r in results})
+    axes[0].set(xlabel="order", ylabel="perplexity", title=f"PTB 100K train / 20K valid, subsets {subsets_used}")
+    axes[1].set(xlabel="order", ylabel="parameters", title="non-zero weights (ltinf: collapsed nodes); KN: n-grams")
+    axes[0].legend(fontsize=8)
+    axes[1].legend(fontsize=8)
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in axes:
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if prox_rows:
+        rows = [r for r in prox_rows if r["series"] == "depth"]
+        for key in ("rand-pivot", "rand-pivot-col", "k-best-heap", "tree-l2"):
+            axes[2].plot([r["depth"] for r in rows], [r["cpu"][key] * 1e3 for r in rows], marker="o", label=key)
+        axes[2].set(xlabel="tree depth", ylabel="CPU ms per proximal step", title="prox time, 100K words")
+        axes[2].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.output, dpi=110)
+    print(f"wrote {args.output}")
+
+
+def _label(row):
+    if row["model"] in ("KN", "MKN"):
+        return row["model"]
+    return f"{row['model']} ({row['optimizer']})"
+
+
+def load_results(paths):
+    rows = []
+    for path in paths:
+        rows.extend(json.loads(Path(path).read_text()))
+    seen, unique = set(), []
+    for row in rows:  # KN rows repeat across runs on the same data
+        key = (_label(row), row["subset"], row["order"])
+        if key not in seen:
+            seen.add(key)
+            unique.append(row)
+    return unique
+
+
+def cmd_table(args):
+    rows = load_results(args.results)
+    orders = sorted({r["order"] for r in rows})
+    labels = sorted({_label(r) for r in rows}, key=lambda m: (m not in ("KN", "MKN"), m))
+    print("| model | " + " | ".join(str(o) for o in orders) + " |")
+    print("|---|" + "---:|" * len(orders))
+    for label in labels:
+        cells = []
+        for o in orders:
+            values = [r["perplexity"] for r in rows if _label(r) == label and r["order"] == o]
+            cells.append(f"{np.mean(values):.1f}" if values else "")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print()
+    print("| model | " + " | ".join(str(o) for o in orders) + " |  (parameters: non-zero weights; n-grams for KN)")
+    print("|---|" + "---:|" * len(orders))
+    for label in labels:
+        cells = []
+        for o in orders:
+            values = [r["parameters"] for r in rows if _label(r) == label and r["order"] == o]
+            extra = [r["collapsed_parameters"] for r in rows if _label(r) == label and r["order"] == o and "collapsed_parameters" in r]
+            cell = f"{int(np.mean(values)):,}" if values else ""
+            if extra and "ltinf" in label:
+                cell += f" ({int(np.mean(extra)):,} collapsed)"
+            cells.append(cell)
+        print(f"| {label} | " + " | ".join(cells) + " |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def training(p):
+        p.add_argument("--epochs", type=int, default=10)
+        p.add_argument("--optimizer", choices=["apg", "adagrad"], default="apg")
+        p.add_argument("--learning-rate", type=float, default=1.0)
+        p.add_argument("--lipschitz-scale", type=float, default=1.0)
+        p.add_argument("--mu", type=float, default=1e-5, help="apg: gamma = L + mu / delta (Algorithm 1)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--json")
+
+    t = sub.add_parser("tune")
+    t.add_argument("--order", type=int, default=3)
+    t.add_argument("--penalty", default="wlt2")
+    t.add_argument("--lams", default="0.03,0.1,0.3,1")
+    training(t)
+    p = sub.add_parser("perplexity")
+    p.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], default=[0])
+    p.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=list(range(2, 10)))
+    p.add_argument("--penalties", type=lambda s: s.split(","), default=["wlt2"])
+    p.add_argument("--lam", default="", help="per penalty, against the summed log-loss, e.g. wlt2=0.3,l2sq=0.1 [0.3]")
+    p.add_argument("--append", action="store_true", help="add to the rows already in --json")
+    p.add_argument("--full", action="store_true", help="train on all of PTB train, evaluate on all of PTB valid")
+    training(p)
+    x = sub.add_parser("prox-time")
+    x.add_argument("--depths", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2, 3, 4, 6, 8, 10, 12])
+    x.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[100_000, 200_000, 400_000, 800_000])
+    x.add_argument("--size-depth", type=int, default=6)
+    x.add_argument("--lam", type=float, default=0.5)
+    x.add_argument("--repeat", type=int, default=3)
+    x.add_argument("--json")
+    g = sub.add_parser("plot")
+    g.add_argument("results", nargs="+", help="perplexity JSON files")
+    g.add_argument("--prox", help="prox-time JSON")
+    g.add_argument("-o", "--output", required=True)
+    b = sub.add_parser("table")
+    b.add_argument("results", nargs="+")
+    args = parser.parse_args()
+    {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
+     "table": cmd_table}[args.command](args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""The log-linear half of ``varorder lm`` (Nelakanti et al. 2013, :mod:`varorder.loglinear`):
+training options and model loading, kept apart from the n-gram commands in
+:mod:`varorder.cli.lm`, which only dispatches here."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+# the penalties of varorder.loglinear.prox.PENALTIES, named here so that building the
+# command line does not import the Numba kernels (a test checks the two agree)
+PENALTY_NAMES = ("l1", "l2sq", "lt2", "ltinf", "wl1", "wl2sq", "wlt2", "wltinf")
+
+_OPTIONS = [
+    click.option("--model", "model_family", type=click.Choice(["ngram", "loglinear"]), default="ngram", show_default=True,
+                 help="ngram: back-off model written as ARPA; loglinear: penalised log-linear model written as npz."),
+    click.option("--penalty", type=click.Choice(PENALTY_NAMES), default="wlt2", show_default=True,
+                 help="loglinear: l2sq, l1, lt2 (tree l2), ltinf (tree linf); w* weights a node by alpha^depth."),
+    click.option("--lam", type=float, default=None, help="loglinear: regularisation lambda against the summed log-loss (paper eq. 2) [0.3]."),
+    click.option("--depth-alpha", type=float, default=None, help="loglinear: alpha of the alpha^depth weights [the paper's best per penalty]."),
+    click.option("--epochs", type=click.IntRange(0), default=10, show_default=True, help="loglinear: passes over the corpus."),
+    click.option("--batch-size", type=click.IntRange(1), default=400, show_default=True, help="loglinear: mini-batch size."),
+    click.option("--optimizer", type=click.Choice(["apg", "adagrad"]), default="apg", show_default=True,
+                 help="loglinear: apg = the paper's Algorithm 1; adagrad = per-weight steps (extension)."),
+    click.option("--learning-rate", type=float, default=1.0, show_default=True, help="loglinear adagrad: step eta."),
+    click.option("--lipschitz", type=float, default=None, help="loglinear apg: L (step 1/L) [order/2]."),
+    click.option("--mu", type=float, default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
+    click.option("--seed", type=int, default=0, show_default=True, help="loglinear: shuffling seed."),
+]
+
+
+def loglinear_options(command):
+    """Add the log-linear options to a click command."""
+    for option in reversed(_OPTIONS):
+        command = option(command)
+    return command
+
+
+def train_loglinear(corpus, output, order, min_count, options, say) -> None:
+    """Fit a :class:`StructuredLogLinear` on CORPUS files and save it to OUTPUT (npz + JSON)."""
+    from varorder.loglinear.model import StructuredLogLinear
+
+    estimator = StructuredLogLinear(
+        order=order, penalty=options["penalty"], lam=0.3 if options["lam"] is None else options["lam"],
+        alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
+        optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"], mu=options["mu"],
+        seed=options["seed"], min_count=min_count, progress=True,
+    )
+    say(f"fitting a {order}-gram log-linear model ({options['penalty']}, {options['optimizer']}) on {', '.join(corpus)} ...")
+    start = time.perf_counter()
+    try:
+        estimator.fit(list(corpus))
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    model = estimator.model_
+    say(f"{model.trie.n_contexts} contexts, {model.trie.n_params} weights ({model.n_parameters()} non-zero, "
+        f"{model.n_parameters(collapsed=True)} collapsed) in {time.perf_counter() - start:.1f} s; "
+        f"training log-loss per epoch: {' '.join(f'{x:.4f}' for x in estimator.history_)}")
+    model.save(output)
+    say(f"wrote {output}")
+
+
+def load_loglinear_if_one(path):
+    """The log-linear model in ``path`` when it holds one (an npz archive of that kind), else None."""
+    with open(path, "rb") as handle:
+        if handle.read(4) != b"PK\x03\x04":  # not an npz archive: an ARPA or binary n-gram model
+            return None
+    from varorder.loglinear.model import LogLinearLM, is_loglinear_model
+
+    return LogLinearLM.load(path) if is_loglinear_model(path) else None

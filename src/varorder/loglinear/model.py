@@ -1,0 +1,461 @@
+"""Log-linear language model with structured penalties, trained by accelerated stochastic
+proximal gradient (Nelakanti et al. 2013, eq. 1-2 and Algorithm 1).
+
+Factorization: p(y | x) = exp(s_y(x)) / Σ_{v ≠ <s>} exp(s_v(x)), with
+s_v(x) = Σ_{c ∈ suffixes(x), |c| < m} w[c, v] over the contexts of the
+:class:`~varorder.loglinear.trie.ContextTrie` (an unseen (c, v) pair has weight zero). The
+fit minimises eq. 2, Σ_i −log p(y_i | x_i) + λ Ω(w) subject to w ≥ 0 (§2.5), Ω one of the
+penalties of :mod:`varorder.loglinear.prox`. As in the paper λ multiplies Ω against the
+*summed* log-loss, so a λ tuned on a small split transfers to a larger one (the paper tunes on
+30K words and trains on 100K); internally the steps work on the mean, with λ/n.
+
+The softmax over the whole vocabulary is never formed per token: every token shares the
+root (unigram) scores u, so with E_v = exp(u_v) precomputed once per mini-batch,
+Z(x) = Σ_v E_v + Σ_{v touched by a deeper context of x} E_v (exp(δ_v) − 1) costs only the
+successors of the context's suffixes; the root gradient Σ_i p_i(v) is likewise E_v·Σ_i 1/Z_i
+plus corrections at the touched words. Exact, and Numba-compiled.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numba as nb
+import numpy as np
+
+from varorder.lm.corpus import Vocabulary, read_corpus
+from varorder.loglinear import prox as proxlib
+from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
+from varorder.models.persist import load_model, model_kind, save_model
+
+__all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
+
+KIND = "LogLinearLM"
+LN10 = math.log(10.0)
+
+
+@nb.njit(cache=True)
+def _root_scores(weights, root_param, bos_id):
+    """Unigram scores u (0 for words never predicted), their max, and E = exp(u − max)."""
+    V = len(root_param)
+    u = np.zeros(V)
+    for v in range(V):
+        if root_param[v] >= 0:
+            u[v] = weights[root_param[v]]
+    top = -np.inf
+    for v in range(V):
+        if v != bos_id and u[v] > top:
+            top = u[v]
+    e = np.empty(V)
+    base = 0.0
+    for v in range(V):
+        e[v] = 0.0 if v == bos_id else np.exp(u[v] - top)
+        base += e[v]
+    return u, top, e, base
+
+
+@nb.njit(cache=True)
+def _loss_and_grad(weights, positions, targets, ctx_parent, succ_start, succ_word, succ_param, root_param,
+                   bos_id, grad, want_grad, out_logprob):
+    """Mean −log p over ``positions`` (deepest context of each token); adds the gradient of
+    the mean into ``grad`` when ``want_grad``; writes each token's natural-log probability
+    into ``out_logprob`` when it is non-empty."""
+    V = len(root_param)
+    u, top, e, base = _root_scores(weights, root_param, bos_id)
+    delta = np.zeros(V)
+    touched = np.zeros(V, dtype=np.bool_)
+    touched_list = np.empty(V, dtype=np.int64)
+    root_correction = np.zeros(V)
+    inv_z_total = 0.0
+    total = 0.0
+    n = len(positions)
+    scale = 1.0 / n if n > 0 else 0.0
+    for i in range(n):
+        n_touched = 0
+        c = positions[i]
+        while c > 0:
+            for k in range(succ_start[c], succ_start[c + 1]):
+                v = succ_word[k]
+                delta[v] += weights[succ_param[k]]
+                if not touched[v]:
+                    touched[v] = True
+                    touched_list[n_touched] = v
+                    n_touched += 1
+            c = ctx_parent[c]
+        z = base
+        for t in range(n_touched):
+            v = touched_list[t]
+            z += e[v] * (np.exp(delta[v]) - 1.0)
+        y = targets[i]
+        logprob = u[y] - top + delta[y] - np.log(z)
+        total -= logprob
+        if len(out_logprob):
+            out_logprob[i] = logprob
+        if want_grad:
+            inv_z = 1.0 / z
+            inv_z_total += inv_z
+            c = positions[i]
+            while c > 0:
+                for k in range(succ_start[c], succ_start[c + 1]):
+                    v = succ_word[k]
+                    grad[succ_param[k]] += scale * e[v] * np.exp(delta[v]) * inv_z
+                    if v == y:
+                        grad[succ_param[k]] -= scale
+                c = ctx_parent[c]
+            for t in range(n_touched):
+                v = touched_list[t]
+                root_correction[v] += e[v] * (np.exp(delta[v]) - 1.0) * inv_z
+            if root_param[y] >= 0:
+                grad[root_param[y]] -= scale
+        for t in range(n_touched):
+            v = touched_list[t]
+            delta[v] = 0.0
+            touched[v] = False
+    if want_grad:
+        for v in range(V):
+            if root_param[v] >= 0:
+                grad[root_param[v]] += scale * (e[v] * inv_z_total + root_correction[v])
+    return total * scale
+
+
+@nb.njit(cache=True)
+def _adagrad_step(w, grad, squares, rate, lam, node_weights, positive, out, thresholds):
+    """AdaGrad's gradient half-step and the prox thresholds λ·step·a; zeroes ``grad``."""
+    for i in range(len(w)):
+        g = grad[i]
+        squares[i] += g * g
+        step = rate / (1e-8 + np.sqrt(squares[i]))
+        x = w[i] - step * g
+        out[i] = x if (x > 0.0 or not positive) else 0.0
+        thresholds[i] = lam * step * node_weights[i]
+        grad[i] = 0.0
+
+
+@nb.njit(cache=True)
+def _gradient_step(w, grad, step, lam, node_weights, positive, out, thresholds):
+    """Algorithm 1's ParamUpdate steps 1-2: w − ∇f / L, then [·]₊; zeroes ``grad``."""
+    for i in range(len(w)):
+        x = w[i] - step * grad[i]
+        out[i] = x if (x > 0.0 or not positive) else 0.0
+        thresholds[i] = lam * step * node_weights[i]
+        grad[i] = 0.0
+
+
+class LogLinearLM:
+    """A fitted log-linear language model: vocabulary, context trie and weights.
+
+    Scores text through the same batched interface as :class:`varorder.lm.NgramLM`
+    (``token_log10probs``, ``sentence_log10probs``, ``perplexity``) so ``varorder lm score``
+    takes either. It is not a back-off model and has no ARPA form.
+    """
+
+    def __init__(self, vocabulary: Vocabulary, trie: ContextTrie, weights: np.ndarray, params: dict | None = None):
+        self.vocabulary = vocabulary
+        self.trie = trie
+        self.weights = np.ascontiguousarray(weights, dtype=np.float64)
+        self.params = dict(params or {})
+        self.root_param = _root_params(trie)
+
+    @property
+    def order(self) -> int:
+        return self.trie.order
+
+    def __repr__(self) -> str:
+        return f"LogLinearLM(order={self.order}, {self.trie.n_params} weights, {len(self.vocabulary)} words)"
+
+    def n_parameters(self, *, collapsed: bool = False, nonzero: bool = True) -> int:
+        """Number of free parameters: non-zero weights on the trie, or nodes of the collapsed
+        suffix tree (constant-value non-branching chains count once, paper Fig. 2c)."""
+        if collapsed:
+            values, _, _, _, _ = proxlib.collapse_chains(self.weights, self.trie.param_parent)
+            return int(np.count_nonzero(values)) if nonzero else len(values)
+        return int(np.count_nonzero(self.weights)) if nonzero else len(self.weights)
+
+    def token_log10probs(self, ids, lengths=None, *, bos: bool = True, eos: bool = True):
+        """log10 p of every predicted token (each word, then ``</s>``); ``(log10probs, None)``
+        to mirror :meth:`varorder.lm.NgramLM.token_log10probs`."""
+        if not (bos and eos):
+            raise ValueError("a log-linear model scores whole sentences (<s> ... </s>) only")
+        ids = np.asarray(ids, dtype=np.int64)
+        if lengths is None:
+            lengths = np.asarray([len(ids)])
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if int(lengths.sum()) != len(ids) or (lengths < 0).any():
+            raise ValueError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}")
+        if len(ids) and (ids.min() < 0 or ids.max() >= len(self.vocabulary)):
+            raise ValueError(f"word ids must lie in [0, {len(self.vocabulary)})")
+        vocab = self.vocabulary
+        positions, targets = find_contexts(self.trie, ids, lengths, vocab.bos_id, vocab.eos_id)
+        out = np.empty(len(targets))
+        t = self.trie
+        _loss_and_grad(self.weights, positions, targets, t.ctx_parent, t.succ_start, t.succ_word, t.succ_param,
+                       self.root_param, vocab.bos_id, np.empty(0), False, out)
+        return out / LN10, None
+
+    def sentence_log10probs(self, ids, lengths=None, *, bos: bool = True, eos: bool = True) -> np.ndarray:
+        scores, _ = self.token_log10probs(ids, lengths, bos=bos, eos=eos)
+        lengths = np.asarray([len(ids)] if lengths is None else lengths, dtype=np.int64)
+        ends = np.cumsum(lengths + 1)
+        cums = np.concatenate([[0.0], np.cumsum(scores)])
+        return cums[ends] - cums[np.concatenate([[0], ends[:-1]])]
+
+    def perplexity(self, sentences) -> float:
+        """10^(−Σ log10 p / N) over every word and ``</s>`` (OOVs scored as ``<unk>``)."""
+        if isinstance(sentences, tuple) and len(sentences) == 2 and isinstance(sentences[0], np.ndarray):
+            ids, lengths = sentences
+        else:
+            ids, lengths = self.vocabulary.encode_sentences(s.split() if isinstance(s, str) else s for s in sentences)
+        scores, _ = self.token_log10probs(ids, lengths)
+        if len(scores) == 0:
+            raise ValueError("perplexity of an empty set of sentences")
+        return float(10.0 ** (-scores.sum() / len(scores)))
+
+    def distribution(self, context) -> np.ndarray:
+        """p(· | context) over the whole vocabulary (``<s>`` gets 0): for tests and inspection."""
+        context = [int(w) for w in context]
+        V = len(self.vocabulary)
+        logp = np.full(V, -np.inf)
+        for v in range(V):
+            if v == self.vocabulary.bos_id:
+                continue
+            ids = np.asarray(context + [v], dtype=np.int64)
+            positions, _ = find_contexts(self.trie, ids, np.asarray([len(ids)]), self.vocabulary.bos_id, self.vocabulary.eos_id)
+            out = np.empty(1)
+            t = self.trie
+            _loss_and_grad(self.weights, positions[len(context):len(context) + 1], np.asarray([v]), t.ctx_parent,
+                           t.succ_start, t.succ_word, t.succ_param, self.root_param, self.vocabulary.bos_id,
+                           np.empty(0), False, out)
+            logp[v] = out[0]
+        return np.exp(logp)
+
+    # ------------------------------------------------------------------ persistence
+
+    def save(self, path) -> None:
+        """npz + JSON (no pickle), written atomically."""
+        arrays = dict(self.trie.arrays())
+        arrays["weights"] = self.weights
+        state = {"order": self.order, "vocab_size": len(self.vocabulary), "words": list(self.vocabulary.words)}
+        save_model(path, KIND, self.params, state, arrays)
+
+    @classmethod
+    def load(cls, path) -> "LogLinearLM":
+        """Load and fully validate a model file (ValueError naming the file otherwise)."""
+        names = ("weights",) + tuple(ContextTrie(0, 0, *([np.empty(0)] * 11)).arrays())
+        params, state, arrays = load_model(path, KIND, names)
+        where = os.fspath(path)
+        try:
+            words = state["words"]
+            order = int(state["order"])
+            if not isinstance(words, list) or not all(isinstance(w, str) for w in words) or len(words) != state["vocab_size"]:
+                raise ValueError("the stored vocabulary is not a list of vocab_size strings")
+            vocabulary = Vocabulary(words)
+            if len(vocabulary) != len(words):
+                raise ValueError("the stored vocabulary lacks <unk>, <s> or </s>")
+        except (KeyError, TypeError, ValueError) as error:
+            raise ValueError(f"{where}: bad model metadata ({error})") from None
+        trie = ContextTrie.from_arrays(order, len(vocabulary), arrays, where)
+        weights = arrays["weights"]
+        if weights.shape != (trie.n_params,) or weights.dtype.kind != "f" or not np.isfinite(weights).all():
+            raise ValueError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}")
+        return cls(vocabulary, trie, weights, params)
+
+
+def _root_params(trie: ContextTrie) -> np.ndarray:
+    root = np.full(trie.vocab_size, -1, dtype=np.int64)
+    k = slice(trie.succ_start[0], trie.succ_start[1])
+    root[trie.succ_word[k]] = trie.succ_param[k]
+    return root
+
+
+def is_loglinear_model(path) -> bool:
+    """Whether ``path`` is a varorder model file holding a log-linear LM (cheap check first:
+    an npz archive starts with the zip magic bytes)."""
+    with open(path, "rb") as handle:
+        if handle.read(4) != b"PK\x03\x04":
+            return False
+    try:
+        return model_kind(path) == KIND
+    except ValueError:
+        return False
+
+
+class StructuredLogLinear:
+    """Estimator: penalised maximum likelihood for :class:`LogLinearLM` (paper eq. 2).
+
+    Parameters
+    ----------
+    order : int
+        n-gram order m (contexts of up to m − 1 words).
+    penalty : str
+        One of :data:`varorder.loglinear.prox.PENALTIES`: ``l2sq``, ``l1``, ``lt2``,
+        ``ltinf`` and their weighted forms ``wl2sq``, ``wl1``, ``wlt2``, ``wltinf``.
+    lam : float
+        Regularisation λ against the summed log-loss (paper eq. 2).
+    alpha : float, optional
+        Depth weighting α (weights α^depth); defaults to the paper's best value for a
+        weighted penalty and 1 otherwise.
+    positive : bool
+        Constrain w ≥ 0 (§2.5, default as in the paper).
+    batch_size, epochs : int
+        Mini-batches of ``batch_size`` tokens (400 in the paper), ``epochs`` passes.
+    lipschitz : float, optional
+        L of Algorithm 1 (step 1/L). Default: the bound m/2 on the Lipschitz constant of the
+        mean log-loss's gradient (the softmax Hessian is at most ½ I, and a word's score sums
+        at most m weights), times ``lipschitz_scale``.
+    lipschitz_scale : float
+        Multiplies the default L (< 1 takes longer steps than the worst-case bound allows).
+    mu : float
+        μ of Algorithm 1: the step is 1/γ with γ = L + μ/δ, δ = τ² shrinking like 4/t², so
+        μ > 0 damps the stochastic-gradient noise that the accelerated updates otherwise
+        amplify (our copy of the paper prints line 6's Z-update illegibly; we use the FISTA
+        form Z ← Z + (W − W̄)/τ, which with γ fixed is Nesterov's method).
+    accelerated : bool
+        Algorithm 1's accelerated (Hu, Kwok & Pan 2009) updates; False gives plain stochastic
+        proximal gradient.
+    optimizer : str
+        ``"apg"`` — Algorithm 1, the paper's method (accelerated when ``accelerated``). With
+        one global step 1/L the rarely seen n-gram weights move by about 1/(L·batch) per
+        occurrence, so it needs many epochs. ``"adagrad"`` — an extension, not the paper's:
+        per-weight steps η/√(Σ g²) (Duchi, Hazan & Singer 2011) followed by the prox with
+        per-node thresholds λ·step_j·a_j. For ℓ1 and ℓ2² that is exactly AdaGrad's composite
+        mirror-descent step; for the tree penalties it is a heuristic (the exact prox in a
+        non-uniform metric has no closed form), so results under it are reported apart.
+    learning_rate : float
+        η of ``adagrad``.
+    prox_method : str
+        For ℓT∞: ``heap`` (Algorithm 4) or ``pivot`` (Algorithm 3 on the trie).
+    seed : int
+        Shuffling seed.
+    min_count : int
+        Rarer training words become ``<unk>``.
+    """
+
+    def __init__(self, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
+                 positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
+                 lipschitz_scale: float = 1.0, mu: float = 1e-5, accelerated: bool = True, optimizer: str = "apg",
+                 learning_rate: float = 1.0, prox_method: str = "heap", seed: int = 0,
+                 min_count: int = 1, progress: bool = False):
+        self.order = order
+        self.penalty = penalty
+        self.lam = lam
+        self.alpha = alpha
+        self.positive = positive
+        self.batch_size = batch_size
+        self.epochs = epochs
+        self.lipschitz = lipschitz
+        self.lipschitz_scale = lipschitz_scale
+        self.mu = mu
+        self.accelerated = accelerated
+        self.optimizer = optimizer
+        self.learning_rate = learning_rate
+        self.prox_method = prox_method
+        self.seed = seed
+        self.min_count = min_count
+        self.progress = progress
+
+    def get_params(self) -> dict:
+        return {name: getattr(self, name) for name in (
+            "order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz", "lipschitz_scale", "mu",
+            "accelerated", "optimizer", "learning_rate", "prox_method", "seed", "min_count")}
+
+    def _validate(self) -> None:
+        if self.penalty not in proxlib.PENALTIES:
+            raise ValueError(f"unknown penalty {self.penalty!r}; expected one of {', '.join(proxlib.PENALTIES)}")
+        if not (isinstance(self.order, int) and self.order >= 1):
+            raise ValueError(f"order must be a positive integer, got {self.order!r}")
+        if not self.mu >= 0:
+            raise ValueError(f"mu must be non-negative, got {self.mu}")
+        if not self.lam >= 0:
+            raise ValueError(f"lam must be non-negative, got {self.lam}")
+        if self.batch_size < 1 or self.epochs < 0:
+            raise ValueError("batch_size must be positive and epochs non-negative")
+        if self.optimizer not in ("apg", "adagrad"):
+            raise ValueError(f"optimizer must be 'apg' or 'adagrad', got {self.optimizer!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
+        if self.prox_method not in ("heap", "pivot"):
+            raise ValueError(f"prox_method must be 'heap' or 'pivot', got {self.prox_method!r}")
+        if self.alpha is not None and not self.alpha > 0:
+            raise ValueError(f"alpha must be positive, got {self.alpha}")
+
+    def fit(self, paths) -> "StructuredLogLinear":
+        """Fit on text files (one sentence per line, ``.gz`` read transparently)."""
+        vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
+        return self.fit_ids(ids, lengths, vocabulary)
+
+    def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None) -> "StructuredLogLinear":
+        """Fit on encoded sentences; ``on_epoch(epoch, model)`` is called after each pass
+        (the model then holds the current weights), e.g. to follow validation perplexity."""
+        self._validate()
+        kind, best_alpha = proxlib.PENALTIES[self.penalty]
+        alpha = best_alpha if self.alpha is None else float(self.alpha)
+        start = time.perf_counter()
+        trie, positions, targets = build_trie(ids, lengths, self.order, len(vocabulary), vocabulary.bos_id, vocabulary.eos_id)
+        model = LogLinearLM(vocabulary, trie, np.zeros(trie.n_params), {**self.get_params(), "alpha": alpha})
+        node_weights = proxlib.depth_weights(trie.param_depth, alpha)
+        L = self.lipschitz if self.lipschitz is not None else self.lipschitz_scale * self.order / 2.0
+        self.lipschitz_ = float(L)
+        self.alpha_ = alpha
+        self.build_seconds_ = time.perf_counter() - start
+        self.history_ = []
+        self.prox_seconds_ = 0.0
+        rng = np.random.default_rng(self.seed)
+        W = np.zeros(trie.n_params)
+        Z = np.zeros(trie.n_params)
+        grad = np.zeros(trie.n_params)
+        squares = np.zeros(trie.n_params)
+        W_new = np.zeros(trie.n_params)
+        thresholds = np.zeros(trie.n_params)
+        sizes = proxlib.preorder_sizes(trie.param_parent)
+        tau, delta = 1.0, 1.0
+        n = len(targets)
+        lam_mean = self.lam / max(n, 1)
+        steps = 0
+        iterator = range(self.epochs)
+        if self.progress:
+            from tqdm import tqdm
+
+            iterator = tqdm(iterator, desc=f"loglinear {self.penalty} order {self.order}", unit="epoch")
+        for _ in iterator:
+            order_ = rng.permutation(n)
+            epoch_loss = 0.0
+            for first in range(0, n, self.batch_size):
+                batch = order_[first:first + self.batch_size]
+                accelerated = self.accelerated and self.optimizer == "apg"
+                W_bar = (1.0 - tau) * W + tau * Z if accelerated else W
+                loss = _loss_and_grad(W_bar, positions[batch], targets[batch], trie.ctx_parent, trie.succ_start,
+                                      trie.succ_word, trie.succ_param, model.root_param, vocabulary.bos_id, grad,
+                                      True, np.empty(0))
+                epoch_loss += loss * len(batch)
+                if self.optimizer == "adagrad":
+                    _adagrad_step(W_bar, grad, squares, self.learning_rate, lam_mean, node_weights, self.positive,
+                                  W_new, thresholds)
+                else:
+                    gamma = L + self.mu / delta if accelerated else L
+                    _gradient_step(W_bar, grad, 1.0 / gamma, lam_mean, node_weights, self.positive, W_new, thresholds)
+                tick = time.perf_counter()
+                proxlib.prox_inplace(kind, W_new, trie.param_parent, thresholds, method=self.prox_method, sizes=sizes)
+                self.prox_seconds_ += time.perf_counter() - tick
+                if accelerated:
+                    Z += (W_new - W_bar) / tau
+                    tau_next = (math.sqrt(delta * delta + 4.0 * delta) - delta) / 2.0
+                    delta = (1.0 - tau_next) * delta
+                    tau = tau_next
+                W, W_new = W_new, W
+                steps += 1
+            self.history_.append(epoch_loss / max(n, 1))
+            if on_epoch is not None:
+                model.weights = W
+                on_epoch(len(self.history_), model)
+        model.weights = W
+        self.steps_ = steps
+        self.fit_seconds_ = time.perf_counter() - start
+        self.model_ = model
+        return self
+
+    def _prox(self, kind, values, threshold, trie, node_weights):
+        if kind == "tree_linf" and self.prox_method == "pivot":
+            return proxlib.prox_tree_linf_pivot(values, trie.param_parent, threshold, node_weights)
+        return proxlib.prox(kind, values, threshold, parent=trie.param_parent, weights=node_weights)

@@ -1,0 +1,195 @@
+"""Log-linear language model (Nelakanti et al. 2013): trie, probabilities, gradients,
+training, persistence, CLI."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from varorder.lm import Vocabulary
+from varorder.loglinear.model import LogLinearLM, StructuredLogLinear, _loss_and_grad, is_loglinear_model
+from varorder.loglinear.trie import build_trie, find_contexts
+from varorder.testing.oracle import loglinear_lm_distribution
+
+WORDS = ["a", "b", "c", "d"]
+
+
+def small_corpus(rng, n_sentences=6, max_len=6):
+    vocab = Vocabulary(WORDS)
+    ids = [vocab.index[w] for w in WORDS]
+    sentences = [list(rng.choice(ids, size=rng.integers(0, max_len + 1))) for _ in range(n_sentences)]
+    flat = np.asarray([w for s in sentences for w in s], dtype=np.int64)
+    return vocab, sentences, flat, np.asarray([len(s) for s in sentences])
+
+
+def pairs_of(trie):
+    """{(context suffix as a tuple of ids, read left to right), word} of every weight."""
+    def context(c):
+        words = []
+        while c > 0:
+            words.append(int(trie.ctx_word[c]))
+            c = trie.ctx_parent[c]
+        return tuple(words)  # the deepest node holds the leftmost word
+
+    return {(context(c), int(w)): p for c, w, p in zip(trie.param_ctx, trie.param_word, range(trie.n_params))}
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 5))
+def test_trie_holds_exactly_the_training_ngrams(seed, order):
+    rng = np.random.default_rng(seed)
+    vocab, sentences, flat, lengths = small_corpus(rng)
+    trie, positions, targets = build_trie(flat, lengths, order, len(vocab), vocab.bos_id, vocab.eos_id)
+    trie.validate()
+    expected = set()
+    for s in sentences:
+        padded = [vocab.bos_id] + s + [vocab.eos_id]
+        for i in range(1, len(padded)):
+            for k in range(0, min(order - 1, i) + 1):
+                expected.add((tuple(int(x) for x in padded[i - k:i]), int(padded[i])))
+    assert set(pairs_of(trie)) == expected
+    again, again_targets = find_contexts(trie, flat, lengths, vocab.bos_id, vocab.eos_id)
+    np.testing.assert_array_equal(again, positions)
+    np.testing.assert_array_equal(again_targets, targets)
+
+
+def random_model(seed, order=3, negative=False):
+    rng = np.random.default_rng(seed)
+    vocab, sentences, flat, lengths = small_corpus(rng)
+    trie, positions, targets = build_trie(flat, lengths, order, len(vocab), vocab.bos_id, vocab.eos_id)
+    weights = rng.normal(size=trie.n_params) if negative else np.abs(rng.normal(size=trie.n_params))
+    return LogLinearLM(vocab, trie, weights), sentences, positions, targets
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 4))
+def test_probabilities_match_the_definition_and_sum_to_one(seed, order):
+    model, sentences, _, _ = random_model(seed, order, negative=True)
+    rng = np.random.default_rng(seed + 1)
+    vocab = model.vocabulary
+    pairs = pairs_of(model.trie)
+    history = [vocab.bos_id] + [int(x) for x in rng.choice([vocab.index[w] for w in WORDS] + [vocab.unk_id], size=rng.integers(0, 4))]
+    p = model.distribution(history[1:])
+    assert p.sum() == pytest.approx(1.0, abs=1e-12)
+    assert p[vocab.bos_id] == 0.0
+    expected = loglinear_lm_distribution(sentences, order, lambda c, v: model.weights[pairs[(c, v)]] if (c, v) in pairs else 0.0,
+                                         history, len(vocab), vocab.bos_id, vocab.eos_id)
+    np.testing.assert_allclose(p, expected, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_gradient_matches_finite_differences(seed):
+    model, _, positions, targets = random_model(seed, order=3, negative=True)
+    t, vocab = model.trie, model.vocabulary
+
+    def loss(w, grad=None):
+        g = np.zeros_like(w) if grad is None else grad
+        return _loss_and_grad(w, positions, targets, t.ctx_parent, t.succ_start, t.succ_word, t.succ_param,
+                              model.root_param, vocab.bos_id, g, grad is not None, np.empty(0))
+
+    w = model.weights
+    grad = np.zeros_like(w)
+    loss(w, grad)
+    numeric = np.empty_like(w)
+    h = 1e-6
+    for i in range(len(w)):
+        up, down = w.copy(), w.copy()
+        up[i] += h
+        down[i] -= h
+        numeric[i] = (loss(up) - loss(down)) / (2 * h)
+    np.testing.assert_allclose(grad, numeric, atol=1e-8)
+
+
+def training_text(tmp_path):
+    rng = np.random.default_rng(5)
+    lines = [" ".join(rng.choice(["the", "cat", "sat", "on", "a", "mat", "dog"], size=rng.integers(2, 8))) for _ in range(150)]
+    path = tmp_path / "train.txt"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("penalty", ["l2sq", "wl1", "wlt2", "ltinf"])
+@pytest.mark.parametrize("optimizer", ["apg", "adagrad"])
+def test_training_lowers_the_loss_and_is_reproducible(tmp_path, penalty, optimizer):
+    path = training_text(tmp_path)
+    fit = lambda: StructuredLogLinear(order=3, penalty=penalty, lam=1e-4, epochs=4, batch_size=50,  # noqa: E731
+                                      optimizer=optimizer, lipschitz=0.5).fit(path)
+    first, second = fit(), fit()
+    assert first.history_[-1] < first.history_[0]
+    np.testing.assert_array_equal(first.model_.weights, second.model_.weights)
+    assert (first.model_.weights >= 0).all()
+
+
+def test_pivot_and_heap_training_agree(tmp_path):
+    path = training_text(tmp_path)
+    models = [StructuredLogLinear(order=4, penalty="wltinf", lam=3.0, epochs=2, batch_size=50, prox_method=m).fit(path).model_
+              for m in ("heap", "pivot")]
+    np.testing.assert_allclose(models[0].weights, models[1].weights, atol=1e-12)
+
+
+def test_save_load_round_trip_and_validation(tmp_path):
+    path = training_text(tmp_path)
+    model = StructuredLogLinear(order=3, epochs=2, batch_size=50, optimizer="adagrad").fit(path).model_
+    saved = tmp_path / "model.npz"
+    model.save(saved)
+    assert is_loglinear_model(saved) and not is_loglinear_model(path)
+    loaded = LogLinearLM.load(saved)
+    text = ["the cat sat", "a dog on the mat unseen"]
+    assert loaded.perplexity(text) == model.perplexity(text)
+    assert loaded.params["penalty"] == "wlt2"
+
+    arrays = dict(np.load(saved))
+    from varorder.models.persist import save_model
+    import json
+    meta = json.loads(arrays.pop("__meta__").tobytes())
+    broken = dict(arrays)
+    broken["param_parent"] = broken["param_parent"].copy()
+    broken["param_parent"][-1] = len(broken["param_parent"])  # a parent after its child
+    save_model(tmp_path / "bad.npz", meta["kind"], meta["params"], meta["state"], broken)
+    with pytest.raises(ValueError, match="bad.npz.*param_parent"):
+        LogLinearLM.load(tmp_path / "bad.npz")
+    broken = dict(arrays)
+    broken["weights"] = broken["weights"][:-1]
+    save_model(tmp_path / "short.npz", meta["kind"], meta["params"], meta["state"], broken)
+    with pytest.raises(ValueError, match="short.npz.*weights"):
+        LogLinearLM.load(tmp_path / "short.npz")
+
+
+def test_cli_trains_and_scores(tmp_path):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    path = training_text(tmp_path)
+    out = tmp_path / "ll.npz"
+    runner = CliRunner()
+    result = runner.invoke(main, ["lm", "train", str(path), "-n", "3", "-o", str(out), "--model", "loglinear",
+                                  "--penalty", "wlt2", "--epochs", "2", "--optimizer", "adagrad", "--lam", "1e-4"])
+    assert result.exit_code == 0, result.output
+    test = tmp_path / "test.txt"
+    test.write_text("the cat sat\na zebra\n")
+    result = runner.invoke(main, ["lm", "score", str(out), str(test)])
+    assert result.exit_code == 0, result.output
+    model = LogLinearLM.load(out)
+    lines = result.stdout.splitlines()
+    assert lines[0] == "log10prob\ttokens\toovs"
+    assert float(lines[1].split("\t")[0]) == pytest.approx(model.sentence_log10probs(model.vocabulary.encode("the cat sat".split()))[0], abs=1e-5)
+    assert f"perplexity={model.perplexity(['the cat sat', 'a zebra']):.4f}" in lines[-1]
+
+
+def test_ngram_counts_match_counting():
+    from collections import Counter
+
+    from varorder.loglinear.trie import ngram_counts
+
+    rng = np.random.default_rng(11)
+    vocab, sentences, flat, lengths = small_corpus(rng, n_sentences=10)
+    trie, positions, targets = build_trie(flat, lengths, 3, len(vocab), vocab.bos_id, vocab.eos_id)
+    counted = Counter()
+    for s in sentences:
+        padded = [vocab.bos_id] + s + [vocab.eos_id]
+        for i in range(1, len(padded)):
+            for k in range(0, min(2, i) + 1):
+                counted[(tuple(int(x) for x in padded[i - k:i]), int(padded[i]))] += 1
+    counts = ngram_counts(trie, positions, targets)
+    assert {pair: int(counts[p]) for pair, p in pairs_of(trie).items()} == dict(counted)
