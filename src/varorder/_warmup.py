@@ -202,6 +202,36 @@ def grammar_induction(tmp: Path):
         _cli("induce", "eval", path, train)
 
 
+@step
+def decipherment(tmp: Path):
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    words = ["the", "a", "dog", "cat", "runs", "eats", "big", "red"]
+    corpus = tmp / "corpus.txt"
+    corpus.write_text("\n\n".join(" ".join(rng.choice(words, size=int(rng.integers(3, 7)))) + "." for _ in range(200)))
+    _cli("decipher", "prepare", corpus, "-o", tmp / "task", "--num-words", "6", "--num-cipher", "20", "--seed", "1")
+    for order, inference in ((1, "exact"), (2, "rcms"), (2, "beam")):
+        run = tmp / f"run{order}{inference}"
+        args = ["--order", order, "--inference", inference, "--iterations", "1"]
+        if inference != "exact":
+            args += ["--size", "4"]
+        _cli("decipher", "train", tmp / "task", "-o", run, *args)
+    _cli("decipher", "eval", tmp / "task", tmp / "run2rcms" / "model.npz")
+
+
+@step
+def loglinear_language_model(tmp: Path):
+    corpus = tmp / "text.txt"
+    corpus.write_text("the cat sat on the mat\nthe dog sat\na cat ran\nthe dog ran on the mat\n" * 5)
+    for optimizer in ("apg", "adagrad"):
+        for penalty in ("wlt2", "wltinf", "l1", "l2sq"):
+            path = tmp / f"{optimizer}-{penalty}.npz"
+            _cli("lm", "train", corpus, "-n", "3", "-o", path, "--model", "loglinear", "--penalty", penalty,
+                 "--epochs", "1", "--optimizer", optimizer)
+    _cli("lm", "score", tmp / "apg-wlt2.npz", corpus)
+
+
 def run(part: int = 0, parts: int = 1, verbose: bool = True) -> list[str]:
     """Run every ``parts``-th step from ``part``; return the names of failed steps."""
     warnings.simplefilter("ignore")
