@@ -33,6 +33,8 @@ Kernels run one sequence per Numba ``prange`` iteration.
 
 from __future__ import annotations
 
+import math
+
 import numba as nb
 import numpy as np
 
@@ -129,15 +131,22 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
 def _exp_transitions(T: np.ndarray):
     """Column-shifted exp(T) for (Bt, K, K) transitions.
 
-    Returns (expT (Bt, K, K), colmax (Bt, K), smallest nonzero entry per matrix (Bt,)).
+    Returns (expT (Bt, K, K), colmax (Bt, K), smallest nonzero entry per matrix (Bt,),
+    dense (Bt,): no zero entry). The smallest entry is 0 — never take the scaled path —
+    when a finite entry lies more than 600 nats below its column's maximum.
     """
     colmax = T.max(axis=1)
     colmax = np.where(np.isfinite(colmax), colmax, 0.0)
-    expT = np.exp(T - colmax[:, None, :])
+    shifted = T - colmax[:, None, :]
+    expT = np.exp(shifted)
     masked = np.where(expT > 0, expT, np.inf).reshape(T.shape[0], -1)
     min_nz = masked.min(axis=1) if masked.shape[1] else np.ones(T.shape[0])
     min_nz = np.where(np.isfinite(min_nz), min_nz, 1.0)
-    return np.ascontiguousarray(expT), np.ascontiguousarray(colmax), np.ascontiguousarray(min_nz)
+    too_small = ((shifted < _MIN_SHIFTED) & np.isfinite(shifted)).reshape(T.shape[0], -1).any(axis=1)
+    min_nz = np.where(too_small, 0.0, min_nz)
+    dense = (expT > 0).reshape(T.shape[0], -1).all(axis=1)
+    return (np.ascontiguousarray(expT), np.ascontiguousarray(colmax), np.ascontiguousarray(min_nz),
+            np.ascontiguousarray(dense))
 
 
 # ---------------------------------------------------------------------------
@@ -219,14 +228,24 @@ _FORWARD_BATCH = {name: make_forward_batch(fn) for name, fn in _FORWARDS.items()
 
 
 # ---------------------------------------------------------------------------
-# scaled exp-space kernels (LOG semiring fast path)
+# scaled exp-space kernels (LOG semiring fast path), blocked over sequences
 # ---------------------------------------------------------------------------
+#
+# Sequences are ordered by decreasing length (stably) and cut into blocks of at
+# most _block_size(K) consecutive ones; a block advances position by position, so
+# with a shared transition matrix each step is one (rows, K)·(K, K) BLAS product
+# over the rows still running (a prefix, thanks to the order). The blocks depend
+# only on the lengths, never on the thread count, so every BLAS call — and hence
+# every bit of the result — is the same on any number of threads. Rows are scaled
+# by exact powers of two (no rounding, no log per step); per-element work runs in
+# fused, branch-free loops that LLVM vectorises.
 
 
 # Cody–Waite constants for exp(x) = 2**k · exp(r), |r| ≤ ln2 / 2.
 _LN2_HI = 6.93147180369123816490e-01
 _LN2_LO = 1.90821492927058770002e-10
 _INV_LN2 = 1.44269504088896338700e00
+_LN2 = 0.6931471805599453
 # Shifted log-weights below this are treated as a possible underflow (fallback).
 _MIN_SHIFTED = -600.0
 # Arithmetic-only flags: no 'nnan'/'ninf', so −inf keeps its meaning.
@@ -235,48 +254,71 @@ _FAST_REDUCE = {"nsz", "arcp", "contract", "reassoc"}
 
 
 @nb.njit(cache=True, fastmath=_FAST)
-def _exp_shifted(w, m, out, bits):
-    """out[j] = exp(w[j] − m) (exactly 0 where w[j] = −inf); returns min finite w[j] − m.
+def _exp_into(x, shift, m, out, bits):
+    """out[j] = exp(x[j] + shift[j] − m), exactly 0 where that is −inf.
 
-    Valid for shifted values in [−700, 0], which the callers guarantee by
-    routing anything below −600 to the log-space path. A Cody–Waite reduction,
-    a degree-13 Taylor polynomial (relative error < 4e-16) and a 2**k built from
-    exponent bits: arithmetic LLVM can vectorise, unlike a call to libm's exp.
-    ``bits`` is int64 scratch of the same length.
+    Valid for exponents in [−700, 0], which the callers guarantee by routing anything
+    below −600 to the log-space path. A Cody–Waite reduction, a degree-13 Taylor
+    polynomial (relative error < 4e-16) and a 2**k built from exponent bits: branch-free
+    arithmetic LLVM vectorises, unlike a call to libm's exp. ``bits`` is int64 scratch
+    (≥ len(x)).
     """
-    K = w.shape[0]
-    lowest = 0.0
+    K = x.shape[0]
     for j in range(K):
-        x = w[j] - m
-        lowest = min(lowest, x if x != NEG_INF else 0.0)
-    for j in range(K):
-        x = max(w[j] - m, -700.0)
-        k = np.floor(x * _INV_LN2 + 0.5)
+        v = max(x[j] + shift[j] - m, -700.0)
+        k = np.floor(v * _INV_LN2 + 0.5)
         bits[j] = (np.int64(np.int32(k)) + 1023) << 52
-        r = (x - k * _LN2_HI) - k * _LN2_LO
+        r = (v - k * _LN2_HI) - k * _LN2_LO
         out[j] = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
             1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (
                 1.0 / 3628800 + r * (1.0 / 39916800 + r * (1.0 / 479001600))))))))))))
     scale = bits.view(np.float64)
     for j in range(K):
-        out[j] = out[j] * scale[j] if w[j] != NEG_INF else 0.0
-    return lowest
+        out[j] = out[j] * scale[j] if x[j] + shift[j] != NEG_INF else 0.0
 
 
 @nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _normalise(v):
-    """Scale v to sum 1 in place; return the old sum and the smallest nonzero entry."""
-    s = 0.0
+def _row_range(x, shift):
+    """(max, smallest finite value − max) of x + shift; (−inf, 0) when all are −inf."""
+    m = NEG_INF
     lo = np.inf
+    for j in range(x.shape[0]):
+        v = x[j] + shift[j]
+        m = v if v > m else m
+        w = v if v != NEG_INF else np.inf
+        lo = w if w < lo else lo
+    return m, (lo - m if m != NEG_INF else 0.0)
+
+
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _product_row(acc, ev, out, want_small):
+    """out = acc ⊙ ev; returns (Σ out, smallest product whose factors are both nonzero —
+    an underflow if tiny — or 1 unless ``want_small``)."""
+    total = 0.0
+    small = 1.0
+    if want_small:
+        for j in range(out.shape[0]):
+            r = acc[j] * ev[j]
+            out[j] = r
+            total += r
+            small = r if ((r < small) & (acc[j] > 0.0) & (ev[j] > 0.0)) else small
+    else:
+        for j in range(out.shape[0]):
+            r = acc[j] * ev[j]
+            out[j] = r
+            total += r
+    return total, small
+
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _scale_row(v, total):
+    """Scale v by the power of two that brings ``total`` into [0.5, 1) (exact); returns
+    (the factor 2**−e, e)."""
+    _, e = math.frexp(total)
+    f = math.ldexp(1.0, -e)
     for j in range(v.shape[0]):
-        s += v[j]
-        if v[j] > 0.0:
-            lo = min(lo, v[j])
-    if s > 0.0:
-        inv = 1.0 / s
-        for j in range(v.shape[0]):
-            v[j] *= inv
-    return s, lo
+        v[j] *= f
+    return f, e
 
 
 @nb.njit(cache=True, fastmath=_FAST)
@@ -293,87 +335,33 @@ def _vec_mat(a, M, out):
 
 
 @nb.njit(cache=True)
-def _scaled_forward(E, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift):
-    """Scaled forward of one sequence; returns (log Z, ok).
-
-    On return a[t] ∝ alpha[t] (normalised to sum 1), ev[t, j] = exp(E'[t, j] − shift[t])
-    where E' folds start (t = 0) or the column shift (t > 0) into the emissions.
-    ok = False means a possible underflow was detected: redo in log space.
-    """
-    K = E.shape[1]
-    w = np.empty(K)
-    acc = np.empty(K)
-    bits = np.empty(K, dtype=np.int64)
-    logc = 0.0
-    a_min = 1.0
-    for t in range(n):
+def _exp_matrix(T, expT, colmax, bits):
+    """expT = exp(T − colmax) with colmax the finite column maxima (0 for an all −inf
+    column), so every column's largest entry is 1; returns (the smallest nonzero entry, 1
+    if none, or 0 if some entry is so small that the scaled path must not be used;
+    whether no entry is zero). Like ``_exp_transitions``, for one matrix inside a kernel."""
+    K = T.shape[0]
+    for j in range(K):
         m = NEG_INF
-        for j in range(K):
-            v = E[t, j] + (start[j] if t == 0 else colmax[j])
-            w[j] = v
-            m = max(m, v)
-        if m == NEG_INF:
-            return NEG_INF, True
-        shift[t] = m
-        lowest = _exp_shifted(w, m, ev[t], bits)
-        if lowest < _MIN_SHIFTED:
-            return NEG_INF, False
-        if t == 0:
-            a[0, :] = ev[0]
-        else:
-            # smallest product formed this step is ≥ a_min · min_expT · e^lowest
-            if a_min * min_expT * np.exp(lowest) < _TINY:
-                return NEG_INF, False
-            # a separate accumulator: writing into a row of `a` itself would
-            # alias the input row and stop LLVM from vectorising
-            _vec_mat(a[t - 1], expT, acc)
-            for j in range(K):
-                a[t, j] = acc[j] * ev[t, j]
-        s, a_min = _normalise(a[t])
-        if s == 0.0:
-            return NEG_INF, False
-        logc += m + np.log(s)
-    s = 0.0
-    for j in range(K):
-        s += a[n - 1, j] * exp_end[j]
-    if a_min * min_exp_end < _TINY or s == 0.0:
-        return NEG_INF, False
-    return logc + end_shift + np.log(s), True
-
-
-@nb.njit(cache=True)
-def _scaled_backward(expT, min_expT, exp_end, n, ev, bb):
-    """Scaled backward of one sequence: bb[t] ∝ beta[t]. Returns ok (False = redo in log space)."""
-    K = expT.shape[0]
-    tmp = np.empty(K)
-    s = 0.0
-    for j in range(K):
-        bb[n - 1, j] = exp_end[j]
-        s += exp_end[j]
-    for j in range(K):
-        bb[n - 1, j] /= s
-    for t in range(n - 1, 0, -1):
-        w_min = np.inf
-        for j in range(K):
-            w = ev[t, j] * bb[t, j]
-            tmp[j] = w
-            if w > 0.0 and w < w_min:
-                w_min = w
-        if w_min * min_expT < _TINY:
-            return False
-        s = 0.0
         for i in range(K):
-            acc = 0.0
-            for j in range(K):
-                acc += expT[i, j] * tmp[j]
-            bb[t - 1, i] = acc
-            s += acc
-        if s == 0.0:
-            return False
-        inv = 1.0 / s
-        for i in range(K):
-            bb[t - 1, i] *= inv
-    return True
+            m = max(m, T[i, j])
+        colmax[j] = m if m != NEG_INF else 0.0
+    neg = np.empty(K)
+    for j in range(K):
+        neg[j] = -colmax[j]
+    smallest = 1.0
+    dense = True
+    for i in range(K):
+        m, low = _row_range(T[i], neg)
+        if m != NEG_INF and m + low < _MIN_SHIFTED:
+            smallest = 0.0
+        _exp_into(T[i], neg, 0.0, expT[i], bits)
+        for j in range(K):
+            v = expT[i, j]
+            dense = dense and v > 0.0
+            if v > 0.0 and v < smallest:
+                smallest = v
+    return smallest, dense
 
 
 @nb.njit(cache=True)
@@ -382,86 +370,300 @@ def _chunk(c, num_chunks, B):
     return c * B // num_chunks, (c + 1) * B // num_chunks
 
 
+@nb.njit(cache=True)
+def _block_bounds(k, num_blocks, B):
+    """[lo, hi) of block k (in the length order) when B sequences form num_blocks blocks."""
+    return k * B // num_blocks, (k + 1) * B // num_blocks
+
+
+@nb.njit(cache=True)
+def _plane(buf, t, rows, stride, K):
+    """Rows [0, rows) of position t in a flat (positions, stride, K) buffer, as a C-contiguous (rows, K) view."""
+    lo = t * stride * K
+    return buf[lo:lo + rows * K].reshape((rows, K))
+
+
+@nb.njit(cache=True)
+def _block_forward(E, seqs, lengths, shared, expT, colmax, min_expT, dense, start, exp_end, min_exp_end,
+                   end_shift, store, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low):
+    """Scaled forward of the sequences ``seqs`` (decreasing lengths) advancing together.
+
+    expT (Tb, K, K), colmax (Tb, K), min_expT (Tb,), dense (Tb,): row s uses index 0 when
+    ``shared`` (one BLAS product per position) and s otherwise. With ``store`` a_buf/ev_buf
+    hold every position ((L, nseq, K) flat, a[t] ∝ alpha[t], ev[t] the shifted
+    exp-emissions); otherwise two alternating planes and one. On return logz[s] is log Z;
+    ok[s] False marks a sequence to redo in log space (a possible underflow).
+
+    Underflow guard. With a dense matrix (no zero entry) every entry of a[t] (rows scaled
+    to sum in [½, 1)) is ≥ min_expT·e^{lowest_t}/(4K), lowest_t the smallest shifted
+    log-emission, so one scalar test per step bounds every product the forward *and* the
+    backward will form; a matrix with hard zeros tracks the smallest product instead.
+    """
+    nseq = seqs.shape[0]
+    K = E.shape[2]
+    L = lengths[seqs[0]]
+    acc_all = acc_buf[:nseq * K].reshape((nseq, K))
+    alive = np.ones(nseq, dtype=np.bool_)
+    log_4k = np.log(4.0 * K)
+    log_tiny = np.log(_TINY)
+    log_end = np.log(min_exp_end)
+    for s in range(nseq):
+        logz[s] = 0.0
+        ok[s] = min_expT[0 if shared else s] > 0.0
+        alive[s] = ok[s]
+        amin[s] = 1.0
+        low[s] = 0.0
+    nact = nseq
+    for t in range(L):
+        while lengths[seqs[nact - 1]] <= t:
+            nact -= 1
+        pa = t if store else t & 1
+        pe = t if store else 0
+        a_t = _plane(a_buf, pa, nseq, nseq, K)
+        ev_t = _plane(ev_buf, pe, nseq, nseq, K)
+        if t > 0:
+            a_prev = _plane(a_buf, t - 1 if store else (t - 1) & 1, nact, nseq, K)
+            if shared:
+                np.dot(a_prev, expT[0], acc_all[:nact])
+            else:
+                for s in range(nact):
+                    if alive[s]:
+                        _vec_mat(a_prev[s], expT[s], acc_all[s])
+        for s in range(nact):
+            if not alive[s]:
+                a_t[s, :] = 0.0
+                continue
+            b = seqs[s]
+            ts = 0 if shared else s
+            shift = start if t == 0 else colmax[ts]
+            m, lowest = _row_range(E[b, t], shift)
+            if m == NEG_INF:  # no label allowed here: a genuine log Z = −inf
+                logz[s] = NEG_INF
+                alive[s] = False
+                a_t[s, :] = 0.0
+                continue
+            fail = lowest < _MIN_SHIFTED
+            lme = np.log(min_expT[ts])
+            if not fail:
+                _exp_into(E[b, t], shift, m, ev_t[s], bits)
+                if t == 0:
+                    a_t[s, :] = ev_t[s]
+                    total = 0.0
+                    for j in range(K):
+                        total += ev_t[s, j]
+                    small = np.exp(lowest)
+                elif dense[ts]:
+                    fail = lowest + low[s] + 2.0 * lme - log_4k < log_tiny
+                    total, small = _product_row(acc_all[s], ev_t[s], a_t[s], False)
+                else:
+                    # every product a_i·expT_ij formed this step is ≥ amin · min_expT
+                    fail = amin[s] * min_expT[ts] < _TINY
+                    total, small = _product_row(acc_all[s], ev_t[s], a_t[s], True)
+                fail = fail or small < _TINY or total == 0.0
+            if not fail:
+                f, e = _scale_row(a_t[s], total)
+                amin[s] = small * f
+                low[s] = lowest
+                logz[s] += m + e * _LN2
+                if t == lengths[b] - 1:
+                    fin = 0.0
+                    for j in range(K):
+                        fin += a_t[s, j] * exp_end[j]
+                    if dense[ts]:
+                        fail = lowest + lme + log_end - log_4k < log_tiny
+                    else:
+                        fail = amin[s] * min_exp_end < _TINY
+                    fail = fail or fin == 0.0
+                    logz[s] += end_shift + np.log(fin)
+            if fail:
+                ok[s] = False
+                alive[s] = False
+                a_t[s, :] = 0.0
+
+
+@nb.njit(cache=True)
+def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, ev_buf, bb_buf, tmp_buf, acc_buf, ok,
+                    bscale):
+    """Scaled backward for a block (buffers as ``_block_forward`` with store); clears ok[s]
+    on a possible underflow (only checked for matrices with zeros: the forward's guard
+    covers dense ones). expT_t is (Tb, K, K) exp-transitions transposed, so each step is
+    tmp @ expT_t. bscale[t, s] receives the power of two f with
+    expT @ (ev[t]·bb[t]) = bb[t − 1] / f."""
+    nseq = seqs.shape[0]
+    K = expT_t.shape[1]
+    L = lengths[seqs[0]]
+    tmp_all = tmp_buf[:nseq * K].reshape((nseq, K))
+    acc_all = acc_buf[:nseq * K].reshape((nseq, K))
+    end_total = 0.0
+    for j in range(K):
+        end_total += exp_end[j]
+    for s in range(nseq):
+        if ok[s]:
+            last = _plane(bb_buf, lengths[seqs[s]] - 1, nseq, nseq, K)
+            for j in range(K):
+                last[s, j] = exp_end[j] / end_total
+    nact = 0  # rows with a position t (a prefix that grows as t falls)
+    for t in range(L - 1, 0, -1):
+        while nact < nseq and lengths[seqs[nact]] > t:
+            nact += 1
+        ev_t = _plane(ev_buf, t, nseq, nseq, K)
+        bb_t = _plane(bb_buf, t, nseq, nseq, K)
+        bb_prev = _plane(bb_buf, t - 1, nseq, nseq, K)
+        for s in range(nact):
+            if ok[s]:
+                ts = 0 if shared else s
+                _, small = _product_row(ev_t[s], bb_t[s], tmp_all[s], not dense[ts])
+                if small < _TINY or small * min_expT[ts] < _TINY:
+                    ok[s] = False
+            if not ok[s]:
+                tmp_all[s, :] = 0.0
+        if shared:
+            np.dot(tmp_all[:nact], expT_t[0], acc_all[:nact])
+        else:
+            for s in range(nact):
+                if ok[s]:
+                    _vec_mat(tmp_all[s], expT_t[s], acc_all[s])
+        for s in range(nact):
+            if not ok[s]:
+                continue
+            total = 0.0
+            for j in range(K):
+                v = acc_all[s, j]
+                bb_prev[s, j] = v
+                total += v
+            if total == 0.0:
+                ok[s] = False
+                continue
+            f, _ = _scale_row(bb_prev[s], total)
+            bscale[t, s] = f
+
+
+@nb.njit(cache=True)
+def _chain_blocks(lengths, block, order, num_chunks, c):
+    """Blocks [k0, k1) handled by chunk c, and the number of blocks."""
+    B = order.shape[0]
+    num_blocks = (B + block - 1) // block
+    return c * num_blocks // num_chunks, (c + 1) * num_blocks // num_chunks, num_blocks
+
+
+@nb.njit(cache=True)
+def _block_transitions(T, seqs, expT_s, colmax_s, min_expT_s, dense_s, want_t, expT_t_s, bits):
+    """Exp-transitions of each sequence of a block (per-sequence matrices)."""
+    K = T.shape[1]
+    for s in range(seqs.shape[0]):
+        min_expT_s[s], dense_s[s] = _exp_matrix(T[seqs[s]], expT_s[s], colmax_s[s], bits)
+        if want_t:
+            for i in range(K):
+                for j in range(K):
+                    expT_t_s[s, j, i] = expT_s[s, i, j]
+
+
 @nb.njit(cache=True, parallel=True)
-def _logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                 num_chunks):
+def _logz_kernel(E, T, start, end, lengths, order, block, expT, colmax, min_expT, dense, exp_end, min_exp_end,
+                 end_shift, num_chunks):
     B, L, K = E.shape
+    shared = T.shape[0] == 1
     out = np.empty(B)
-    # one prange iteration per chunk, so scratch is allocated per chunk, not per sequence
     for c in nb.prange(num_chunks):
-        lo, hi = _chunk(c, num_chunks, B)
-        a = np.empty((L, K))
-        ev = np.empty((L, K))
-        shift = np.empty(L)
-        for b in range(lo, hi):
-            n = lengths[b]
-            tb = b % T.shape[0]
-            z, ok = _scaled_forward(
-                E[b], expT[tb], colmax[tb], min_expT[tb], start, exp_end, min_exp_end, end_shift, n, a, ev, shift
-            )
-            if not ok:
-                z = _log_forward(E[b], T[tb], start, end, n, a)
-            out[b] = z
+        k0, k1, num_blocks = _chain_blocks(lengths, block, order, num_chunks, c)
+        a_buf = np.zeros(2 * block * K)
+        ev_buf = np.zeros(block * K)
+        acc_buf = np.zeros(block * K)
+        bits = np.empty(K, dtype=np.int64)
+        logz = np.empty(block)
+        ok = np.empty(block, dtype=np.bool_)
+        amin = np.empty(block)
+        low = np.empty(block)
+        tb = 1 if shared else block
+        expT_s = np.empty((tb, K, K))
+        colmax_s = np.empty((tb, K))
+        min_expT_s = np.empty(tb)
+        dense_s = np.empty(tb, dtype=np.bool_)
+        fallback = np.empty((L, K))
+        for k in range(k0, k1):
+            lo, hi = _block_bounds(k, num_blocks, B)
+            seqs = order[lo:hi]
+            if shared:
+                _block_forward(E, seqs, lengths, True, expT, colmax, min_expT, dense, start, exp_end, min_exp_end,
+                               end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
+            else:
+                _block_transitions(T, seqs, expT_s, colmax_s, min_expT_s, dense_s, False, expT_s, bits)
+                _block_forward(E, seqs, lengths, False, expT_s, colmax_s, min_expT_s, dense_s, start, exp_end,
+                               min_exp_end, end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
+            for s in range(hi - lo):
+                b = seqs[s]
+                if ok[s]:
+                    out[b] = logz[s]
+                else:
+                    out[b] = _log_forward(E[b], T[0 if shared else b], start, end, lengths[b], fallback)
     return out
 
 
 # ---------------------------------------------------------------------------
-# marginals and expected transition score
+# marginals, expected transition score, entropy
 # ---------------------------------------------------------------------------
 
 
-@nb.njit(cache=True)
-def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                   node, edge, edge_sum, want_edges, want_sum, want_texp, work, shift):
-    """Node (and optionally edge) marginals of one sequence.
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _scaled_posteriors(a, ev, bb, bscale, s, n, expT, T, node, edge, edge_sum, want_edges, want_sum, want_texp,
+                       node_total, U_buf, V_buf, outer):
+    """Node marginals (and edge marginals per position / summed / E[Σ transition score]) of
+    row s of a block from its scaled forward (a), exp-emissions (ev) and backward (bb).
 
-    ``work`` is (3, L, K) scratch, ``shift`` (L,). Returns (log Z,
-    E[Σₜ transitions[yₜ₋₁, yₜ]]) — the second only if want_texp. With
-    want_edges the edge marginals are stored per position in ``edge``; with
-    want_sum they are added, summed over positions, into ``edge_sum`` (K, K).
+    ξₜ(i, j) = a[t−1, i]·expT[i, j]·ev[t, j]·bb[t, j]·f / (a[t−1]·bb[t−1]) with f = bscale[t]:
+    the backward's own product gives the normaliser. Returns E[Σₜ T[yₜ₋₁, yₜ]] (if want_texp).
+    """
+    K = expT.shape[0]
+    for t in range(n):
+        total = 0.0
+        for j in range(K):
+            v = a[t, s, j] * bb[t, s, j]
+            node[t, j] = v
+            total += v
+        node_total[t] = total
+        inv = 1.0 / total
+        for j in range(K):
+            node[t, j] *= inv
+    texp = 0.0
+    if n < 2 or not (want_edges or want_sum or want_texp):
+        return texp
+    U = U_buf[:(n - 1) * K].reshape((n - 1, K))
+    V = V_buf[:(n - 1) * K].reshape((n - 1, K))
+    for t in range(1, n):
+        scale = bscale[t, s] / node_total[t - 1]
+        for i in range(K):
+            U[t - 1, i] = a[t - 1, s, i] * scale
+        for j in range(K):
+            V[t - 1, j] = ev[t, s, j] * bb[t, s, j]
+    if want_edges:
+        for t in range(n - 1):
+            for i in range(K):
+                u = U[t, i]
+                for j in range(K):
+                    edge[t, i, j] = u * expT[i, j] * V[t, j]
+    if want_sum or want_texp:
+        # Σₜ ξₜ = expT ⊙ (Uᵀ V): the sum over positions as one GEMM
+        np.dot(U.T, V, outer)
+        for i in range(K):
+            for j in range(K):
+                w = expT[i, j] * outer[i, j]
+                if want_sum:
+                    edge_sum[i, j] += w
+                if want_texp and w > 0.0:
+                    texp += w * T[i, j]
+    return texp
+
+
+@nb.njit(cache=True)
+def _log_marginals_one(E, T, start, end, n, node, edge, edge_sum, want_edges, want_sum, want_texp, work):
+    """The log-space path of one sequence (no scaling, no underflow): (log Z, E[Σ transition score]).
+
+    ``work`` is (2, L, K) scratch. Outputs as in ``_scaled_posteriors``.
     """
     K = E.shape[1]
     a = work[0]
-    ev = work[1]
-    bb = work[2]
-    z, ok = _scaled_forward(E, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift, n, a, ev, shift)
+    bb = work[1]
     texp = 0.0
-    if ok and z == NEG_INF:
-        return z, texp
-    if ok:
-        ok = _scaled_backward(expT, min_expT, exp_end, n, ev, bb)
-    if ok:
-        for t in range(n):
-            s = 0.0
-            for j in range(K):
-                v = a[t, j] * bb[t, j]
-                node[t, j] = v
-                s += v
-            inv = 1.0 / s
-            for j in range(K):
-                node[t, j] *= inv
-        if want_edges or want_sum or want_texp:
-            xi = np.empty((K, K))
-            for t in range(1, n):
-                s = 0.0
-                for i in range(K):
-                    ai = a[t - 1, i]
-                    for j in range(K):
-                        v = ai * expT[i, j] * ev[t, j] * bb[t, j]
-                        xi[i, j] = v
-                        s += v
-                inv = 1.0 / s
-                for i in range(K):
-                    for j in range(K):
-                        v = xi[i, j] * inv
-                        if want_edges:
-                            edge[t - 1, i, j] = v
-                        if want_sum:
-                            edge_sum[i, j] += v
-                        if want_texp and v > 0.0:
-                            texp += v * T[i, j]
-        return z, texp
-    # robust log-space path
     z = _log_forward(E, T, start, end, n, a)
     if z == NEG_INF:
         return z, texp
@@ -510,285 +712,142 @@ def _marginals_one(E, T, start, end, n, expT, colmax, min_expT, exp_end, min_exp
 
 
 @nb.njit(cache=True, parallel=True)
-def _marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                      node, edge, edge_sum, want_edges, want_sum, num_chunks):
+def _marginals_kernel(E, T, start, end, lengths, order, block, expT, colmax, min_expT, dense, exp_end, min_exp_end,
+                      end_shift, node, edge, edge_sum, texp, want_edges, want_sum, want_texp, num_chunks):
+    """log Z, node marginals and, as asked, edge marginals per position, summed over
+    positions, or the expected transition score (texp) of every sequence."""
     B, L, K = E.shape
-    logz = np.empty(B)
-    dummy = np.zeros((0, K, K))
-    for c in nb.prange(num_chunks):
-        lo, hi = _chunk(c, num_chunks, B)
-        work = np.empty((3, L, K))
-        shift = np.empty(L)
-        for b in range(lo, hi):
-            eb = edge[b] if want_edges else dummy
-            sb = edge_sum[b] if want_sum else dummy[0]
-            tb = b % T.shape[0]
-            z, _ = _marginals_one(E[b], T[tb], start, end, lengths[b], expT[tb], colmax[tb], min_expT[tb],
-                                  exp_end, min_exp_end, end_shift, node[b], eb, sb, want_edges, want_sum, False,
-                                  work, shift)
-            logz[b] = z
-    return logz
-
-
-@nb.njit(cache=True, parallel=True)
-def _entropy_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                    num_chunks):
-    B, L, K = E.shape
+    shared = T.shape[0] == 1
     out = np.empty(B)
     dummy = np.zeros((0, K, K))
     for c in nb.prange(num_chunks):
-        lo, hi = _chunk(c, num_chunks, B)
-        work = np.empty((3, L, K))
-        shift = np.empty(L)
-        node = np.empty((L, K))
-        for b in range(lo, hi):
-            n = lengths[b]
-            tb = b % T.shape[0]
-            z, texp = _marginals_one(E[b], T[tb], start, end, n, expT[tb], colmax[tb], min_expT[tb], exp_end,
-                                     min_exp_end, end_shift, node, dummy, dummy[0], False, False, True, work, shift)
-            if z == NEG_INF:
-                out[b] = np.nan
-                continue
-            escore = texp
-            for t in range(n):
-                for j in range(K):
-                    p = node[t, j]
-                    if p > 0.0:
-                        escore += p * E[b, t, j]
-                        if t == 0:
-                            escore += p * start[j]
-                        if t == n - 1:
-                            escore += p * end[j]
-            h = z - escore
-            out[b] = h if h > 0.0 else 0.0
-    return out
-
-
-# ---------------------------------------------------------------------------
-# blocked scaled kernels: several sequences share one transition matrix, so the
-# K×K step becomes a small matrix product (BLAS) instead of one vector–matrix
-# product per sequence
-# ---------------------------------------------------------------------------
-
-_BLOCK = 16
-
-
-@nb.njit(cache=True)
-def _block_forward(E, idx, lengths, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift,
-                   a, ev, acc, logz, ok):
-    """Scaled forward of the sequences ``idx`` (at most _BLOCK) at once.
-
-    a, ev: (L, _BLOCK, K) scratch (a[t, s] ∝ alpha of sequence idx[s] at t,
-    ev[t, s] its shifted exp-emissions); acc (_BLOCK, K). Whole _BLOCK-row
-    planes go to BLAS (they must be contiguous); rows past len(idx) are
-    ignored. On return logz[s] is log Z, and ok[s] False marks a sequence to
-    redo in log space.
-    """
-    nseq = idx.shape[0]
-    K = E.shape[2]
-    w = np.empty(K)
-    bits = np.empty(K, dtype=np.int64)
-    a_min = np.ones(nseq)
-    active = np.ones(nseq, dtype=np.bool_)
-    L = 0
-    for s in range(nseq):
-        logz[s] = 0.0
-        ok[s] = True
-        L = max(L, lengths[idx[s]])
-    for t in range(L):
-        if t > 0:
-            np.dot(a[t - 1], expT, acc)
-        for s in range(nseq):
-            b = idx[s]
-            if not active[s] or t >= lengths[b]:
-                if t == 0:
-                    a[t, s, :] = 0.0
-                else:
-                    a[t, s, :] = a[t - 1, s, :]
-                continue
-            m = NEG_INF
-            for j in range(K):
-                v = E[b, t, j] + (start[j] if t == 0 else colmax[j])
-                w[j] = v
-                m = max(m, v)
-            if m == NEG_INF:  # no label allowed here: a genuine log Z = −inf
-                logz[s] = NEG_INF
-                active[s] = False
-                a[t, s, :] = 0.0
-                continue
-            lowest = _exp_shifted(w, m, ev[t, s], bits)
-            fail = lowest < _MIN_SHIFTED
-            if not fail and t > 0:
-                fail = a_min[s] * min_expT * np.exp(lowest) < _TINY
-            if not fail:
-                if t == 0:
-                    a[0, s, :] = ev[0, s, :]
-                else:
-                    for j in range(K):
-                        a[t, s, j] = acc[s, j] * ev[t, s, j]
-                total, a_min[s] = _normalise(a[t, s])
-                fail = total == 0.0
-                if not fail:
-                    logz[s] += m + np.log(total)
-            if fail:
-                ok[s] = False
-                active[s] = False
-                a[t, s, :] = 0.0
-    for s in range(nseq):
-        if not active[s]:
-            continue
-        n = lengths[idx[s]]
-        total = 0.0
-        for j in range(K):
-            total += a[n - 1, s, j] * exp_end[j]
-        if a_min[s] * min_exp_end < _TINY or total == 0.0:
-            ok[s] = False
-        else:
-            logz[s] += end_shift + np.log(total)
-
-
-@nb.njit(cache=True)
-def _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok, scale):
-    """Scaled backward for a block (bb like ``a`` in _block_forward); clears ok[s] on underflow.
-
-    expT_t is exp-transitions transposed (C-contiguous), so each step is tmp @ expT_t.
-    ``scale[t, s]`` receives the sum that normalised bb[t - 1, s], so that
-    expT @ (ev[t] * bb[t]) = scale[t] * bb[t - 1].
-    """
-    nseq = idx.shape[0]
-    K = expT_t.shape[0]
-    L = 0
-    for s in range(nseq):
-        L = max(L, lengths[idx[s]])
-    end_total = 0.0
-    for j in range(K):
-        end_total += exp_end[j]
-    for s in range(nseq):
-        if not ok[s]:
-            continue
-        n = lengths[idx[s]]
-        for j in range(K):
-            bb[n - 1, s, j] = exp_end[j] / end_total
-    for t in range(L - 1, 0, -1):
-        for s in range(nseq):
-            if ok[s] and t < lengths[idx[s]]:
-                w_min = np.inf
-                for j in range(K):
-                    v = ev[t, s, j] * bb[t, s, j]
-                    tmp[s, j] = v
-                    if v > 0.0:
-                        w_min = min(w_min, v)
-                if w_min * min_expT < _TINY:
-                    ok[s] = False
-            else:
-                tmp[s, :] = 0.0
-        np.dot(tmp, expT_t, acc)
-        for s in range(nseq):
-            if ok[s] and t < lengths[idx[s]]:
-                bb[t - 1, s, :] = acc[s, :]
-                total, _ = _normalise(bb[t - 1, s])
-                scale[t, s] = total
-                if total == 0.0:
-                    ok[s] = False
-
-
-@nb.njit(cache=True, parallel=True)
-def _block_logz_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end, end_shift,
-                       num_chunks):
-    B, L, K = E.shape
-    out = np.empty(B)
-    for c in nb.prange(num_chunks):
-        lo, hi = _chunk(c, num_chunks, B)
-        a = np.zeros((L, _BLOCK, K))
-        ev = np.zeros((L, _BLOCK, K))
-        acc = np.empty((_BLOCK, K))
-        fallback = np.empty((L, K))
-        logz = np.empty(_BLOCK)
-        ok = np.empty(_BLOCK, dtype=np.bool_)
-        for b0 in range(lo, hi, _BLOCK):
-            idx = np.arange(b0, min(b0 + _BLOCK, hi))
-            nseq = idx.shape[0]
-            _block_forward(E, idx, lengths, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift,
-                           a, ev, acc, logz, ok)
-            for s in range(nseq):
-                b = idx[s]
-                out[b] = logz[s] if ok[s] else _log_forward(E[b], T, start, end, lengths[b], fallback)
-    return out
-
-
-@nb.njit(cache=True, parallel=True)
-def _block_marginals_kernel(E, T, start, end, lengths, expT, colmax, min_expT, exp_end, min_exp_end,
-                            end_shift, node, edge_sum, want_sum, num_chunks):
-    """Node marginals (and position-summed edge marginals) for a shared transition matrix."""
-    B, L, K = E.shape
-    out = np.empty(B)
-    expT_t = np.ascontiguousarray(expT.T)
-    for c in nb.prange(num_chunks):
-        lo, hi = _chunk(c, num_chunks, B)
-        a = np.zeros((L, _BLOCK, K))
-        ev = np.zeros((L, _BLOCK, K))
-        bb = np.zeros((L, _BLOCK, K))
-        acc = np.empty((_BLOCK, K))
-        tmp = np.zeros((_BLOCK, K))
-        logz = np.empty(_BLOCK)
-        ok = np.empty(_BLOCK, dtype=np.bool_)
-        work = np.empty((3, L, K))
-        shift = np.empty(L)
-        outer = np.empty((K, K))
-        dummy = np.zeros((0, K, K))
-        scale = np.empty((L, _BLOCK))
+        k0, k1, num_blocks = _chain_blocks(lengths, block, order, num_chunks, c)
+        a_buf = np.zeros(L * block * K)
+        ev_buf = np.zeros(L * block * K)
+        bb_buf = np.zeros(L * block * K)
+        acc_buf = np.zeros(block * K)
+        tmp_buf = np.zeros(block * K)
+        bits = np.empty(K, dtype=np.int64)
+        logz = np.empty(block)
+        ok = np.empty(block, dtype=np.bool_)
+        amin = np.empty(block)
+        low = np.empty(block)
+        bscale = np.empty((L, block))
+        tb = 1 if shared else block
+        expT_s = np.empty((tb, K, K))
+        expT_t_s = np.empty((tb, K, K))
+        colmax_s = np.empty((tb, K))
+        min_expT_s = np.empty(tb)
+        dense_s = np.empty(tb, dtype=np.bool_)
+        expT_t = np.empty((1, K, K))
+        if shared:
+            expT_t[0] = expT[0].T
+        work = np.empty((2, L, K))
         node_total = np.empty(L)
-        for b0 in range(lo, hi, _BLOCK):
-            idx = np.arange(b0, min(b0 + _BLOCK, hi))
-            nseq = idx.shape[0]
-            _block_forward(E, idx, lengths, expT, colmax, min_expT, start, exp_end, min_exp_end, end_shift,
-                           a, ev, acc, logz, ok)
-            for s in range(nseq):  # impossible sequences: nothing to propagate backwards
-                if ok[s] and logz[s] == NEG_INF:
-                    ok[s] = False
-            _block_backward(idx, lengths, expT_t, min_expT, exp_end, ev, bb, tmp, acc, ok, scale)
+        U = np.empty(max(L - 1, 1) * K)
+        V = np.empty(max(L - 1, 1) * K)
+        outer = np.empty((K, K))
+        for k in range(k0, k1):
+            lo, hi = _block_bounds(k, num_blocks, B)
+            seqs = order[lo:hi]
+            nseq = hi - lo
+            if shared:
+                ex, ex_t, cm, mins, dn = expT, expT_t, colmax, min_expT, dense
+            else:
+                _block_transitions(T, seqs, expT_s, colmax_s, min_expT_s, dense_s, True, expT_t_s, bits)
+                ex, ex_t, cm, mins, dn = expT_s, expT_t_s, colmax_s, min_expT_s, dense_s
+            _block_forward(E, seqs, lengths, shared, ex, cm, mins, dn, start, exp_end, min_exp_end, end_shift, True,
+                           a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
+            impossible = np.zeros(nseq, dtype=np.bool_)
             for s in range(nseq):
-                b = idx[s]
+                if ok[s] and logz[s] == NEG_INF:  # nothing to propagate backwards
+                    ok[s] = False
+                    impossible[s] = True
+            _block_backward(seqs, lengths, shared, ex_t, mins, dn, exp_end, ev_buf, bb_buf, tmp_buf, acc_buf, ok,
+                            bscale)
+            La = lengths[seqs[0]]
+            a = a_buf[:La * nseq * K].reshape((La, nseq, K))
+            ev = ev_buf[:La * nseq * K].reshape((La, nseq, K))
+            bb = bb_buf[:La * nseq * K].reshape((La, nseq, K))
+            for s in range(nseq):
+                b = seqs[s]
                 n = lengths[b]
-                if not ok[s]:
-                    # the per-sequence path decides between a genuine −inf and a log-space redo
-                    sb = edge_sum[b] if want_sum else dummy[0]
-                    out[b], _ = _marginals_one(E[b], T, start, end, n, expT, colmax, min_expT, exp_end,
-                                               min_exp_end, end_shift, node[b], dummy, sb, False, want_sum,
-                                               False, work, shift)
-                    continue
-                out[b] = logz[s]
-                for t in range(n):
-                    total = 0.0
-                    for j in range(K):
-                        v = a[t, s, j] * bb[t, s, j]
-                        node[b, t, j] = v
-                        total += v
-                    node_total[t] = total
-                    inv = 1.0 / total
-                    for j in range(K):
-                        node[b, t, j] *= inv
-                if want_sum and n > 1:
-                    # Σₜ ξₜ = expT ⊙ Σₜ a[t−1] ⊗ (ev[t]·bb[t]) / Zₜ, the sum as one outer-product GEMM;
-                    # Zₜ = a[t−1] · expT (ev[t]·bb[t]) = scale[t] (a[t−1] · bb[t−1]), the backward's own product.
-                    U = np.empty((n - 1, K))
-                    V = np.empty((n - 1, K))
-                    for t in range(1, n):
-                        for j in range(K):
-                            V[t - 1, j] = ev[t, s, j] * bb[t, s, j]
-                        inv = 1.0 / (scale[t, s] * node_total[t - 1])
-                        for i in range(K):
-                            U[t - 1, i] = a[t - 1, s, i] * inv
-                    np.dot(U.T, V, outer)
-                    for i in range(K):
-                        for j in range(K):
-                            edge_sum[b, i, j] += expT[i, j] * outer[i, j]
+                Tb = T[0 if shared else b]
+                eb = edge[b] if want_edges else dummy
+                sb = edge_sum[b] if want_sum else dummy[0]
+                if impossible[s]:
+                    out[b] = NEG_INF
+                elif ok[s]:
+                    out[b] = logz[s]
+                    texp[b] = _scaled_posteriors(a, ev, bb, bscale, s, n, ex[0 if shared else s], Tb, node[b], eb,
+                                                 sb, want_edges, want_sum, want_texp, node_total, U, V, outer)
+                else:
+                    out[b], texp[b] = _log_marginals_one(E[b], Tb, start, end, n, node[b], eb, sb, want_edges,
+                                                         want_sum, want_texp, work)
+    return out
+
+
+@nb.njit(cache=True)
+def _entropy_finish(E, start, end, lengths, node, logz, texp):
+    """H = log Z − E[s(y)] from node marginals and the expected transition score."""
+    B, L, K = E.shape
+    out = np.empty(B)
+    for b in range(B):
+        n = lengths[b]
+        if logz[b] == NEG_INF:
+            out[b] = np.nan
+            continue
+        escore = texp[b]
+        for t in range(n):
+            for j in range(K):
+                p = node[b, t, j]
+                if p > 0.0:
+                    escore += p * E[b, t, j]
+                    if t == 0:
+                        escore += p * start[j]
+                    if t == n - 1:
+                        escore += p * end[j]
+        h = logz[b] - escore
+        out[b] = h if h > 0.0 else 0.0
     return out
 
 
 # ---------------------------------------------------------------------------
 # Viterbi, k-best, sampling
 # ---------------------------------------------------------------------------
+
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _max_vec_mat(d, M, out):
+    """out[j] = maxᵢ d[i] + M[i, j] (−inf included: max is exact, so no special case).
+
+    Four rows of M per sweep: a quarter of the loads and stores of ``out``, and the
+    select-based max vectorises."""
+    K = M.shape[1]
+    n = M.shape[0]
+    for j in range(K):
+        out[j] = NEG_INF
+    i = 0
+    while i + 4 <= n:
+        d0, d1, d2, d3 = d[i], d[i + 1], d[i + 2], d[i + 3]
+        M0, M1, M2, M3 = M[i], M[i + 1], M[i + 2], M[i + 3]
+        for j in range(K):
+            v0 = d0 + M0[j]
+            v1 = d1 + M1[j]
+            v2 = d2 + M2[j]
+            v3 = d3 + M3[j]
+            v0 = v0 if v0 > v1 else v1
+            v2 = v2 if v2 > v3 else v3
+            v0 = v0 if v0 > v2 else v2
+            o = out[j]
+            out[j] = v0 if v0 > o else o
+        i += 4
+    while i < n:
+        di = d[i]
+        for j in range(K):
+            v = di + M[i, j]
+            out[j] = v if v > out[j] else out[j]
+        i += 1
 
 
 @nb.njit(cache=True, parallel=True)
@@ -799,20 +858,26 @@ def _viterbi_kernel(E, T, start, end, lengths, num_chunks):
     for c in nb.prange(num_chunks):
         lo, hi = _chunk(c, num_chunks, B)
         delta = np.empty((L, K))
+        acc = np.empty(K)
         for b in range(lo, hi):
             n = lengths[b]
             Tb = T[b % T.shape[0]]
-            best = _max_forward(E[b], Tb, start, end, n, delta)
+            for j in range(K):
+                delta[0, j] = start[j] + E[b, 0, j]
+            for t in range(1, n):
+                _max_vec_mat(delta[t - 1], Tb, acc)
+                for j in range(K):
+                    delta[t, j] = acc[j] + E[b, t, j]
+            y = 0
+            best = NEG_INF
+            for j in range(K):
+                v = delta[n - 1, j] + end[j]
+                if v > best:
+                    best = v
+                    y = j
             scores[b] = best
             if best == NEG_INF:
                 continue
-            y = 0
-            top = NEG_INF
-            for j in range(K):
-                v = delta[n - 1, j] + end[j]
-                if v > top:
-                    top = v
-                    y = j
             paths[b, n - 1] = y
             for t in range(n - 1, 0, -1):
                 top = NEG_INF
@@ -943,18 +1008,43 @@ def _sample_kernel(E, T, start, end, lengths, uniforms):
 
 
 def _num_chunks(ci: ChainInput) -> int:
-    """Work units for prange: a few per thread balances ragged lengths without per-sequence scratch,
-    while keeping chunks long enough to fill blocks of _BLOCK sequences."""
-    return max(1, min(ci.shape[0] // _BLOCK + 1, 4 * nb.get_num_threads()))
+    """Work units for prange: a few per thread balances ragged lengths without per-sequence scratch."""
+    return max(1, min(ci.shape[0], 4 * nb.get_num_threads()))
+
+
+def _block_size(ci: ChainInput) -> int:
+    """Sequences per block; a function of the shapes only (never of the thread count).
+
+    Shared transitions: the rows of each BLAS product (more rows amortise the call and fill
+    the kernel better for small K). Per-sequence transitions: how many exp-transition
+    matrices a block keeps (no product is shared, so only their size matters)."""
+    B, L, K = ci.shape
+    if ci.transitions.shape[0] > 1:
+        return max(1, min(16, 8192 // (K * K)))
+    return 64 if K <= 16 else 32 if K <= 128 else 16
+
+
+def _blocking(ci: ChainInput, block: int):
+    """(length order, number of prange chunks of blocks)."""
+    order = np.argsort(-ci.lengths, kind="stable").astype(np.int64)
+    num_blocks = -(-ci.shape[0] // block)
+    return order, max(1, min(num_blocks, 4 * nb.get_num_threads()))
 
 
 def _scaling(ci: ChainInput):
-    expT, colmax, min_expT = _exp_transitions(ci.transitions)
+    """exp-transitions, column maxima, smallest nonzero entry (shared matrix; placeholders
+    when per sequence: the kernels exponentiate per block), exp(end) shifted, its smallest
+    nonzero entry and the shift."""
+    if ci.transitions.shape[0] == 1:
+        expT, colmax, min_expT, dense = _exp_transitions(ci.transitions)
+    else:
+        K = ci.shape[2]
+        expT, colmax, min_expT, dense = np.zeros((1, K, K)), np.zeros((1, K)), np.zeros(1), np.zeros(1, bool)
     end_shift = float(ci.end.max()) if np.isfinite(ci.end.max()) else 0.0
     exp_end = np.exp(ci.end - end_shift)
     nz = exp_end[exp_end > 0]
     min_exp_end = float(nz.min()) if nz.size else 1.0
-    return expT, colmax, min_expT, exp_end, min_exp_end, end_shift
+    return expT, colmax, min_expT, dense, exp_end, min_exp_end, end_shift
 
 
 @uses_engine_threads
@@ -965,17 +1055,28 @@ def forward_values(ci: ChainInput, semiring: Semiring = LOG) -> np.ndarray:
 
 @uses_engine_threads
 def log_partition(ci: ChainInput) -> np.ndarray:
-    expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
-    if ci.transitions.shape[0] == 1:
-        return _block_logz_kernel(ci.emissions, ci.transitions[0], ci.start, ci.end, ci.lengths, expT[0],
-                                  colmax[0], min_expT[0], exp_end, min_exp_end, end_shift, _num_chunks(ci))
-    return _logz_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
-                        min_expT, exp_end, min_exp_end, end_shift, _num_chunks(ci))
+    block = _block_size(ci)
+    order, chunks = _blocking(ci, block)
+    return _logz_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block, *_scaling(ci),
+                        chunks)
 
 
 @uses_engine_threads
 def viterbi(ci: ChainInput):
     return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci))
+
+
+def _marginals(ci: ChainInput, want_edges: bool, want_sum: bool, want_texp: bool):
+    B, L, K = ci.shape
+    node = np.zeros((B, L, K))
+    edge = np.zeros((B, max(L - 1, 0), K, K)) if want_edges else np.zeros((B, 0, K, K))
+    edge_sum = np.zeros((B, K, K)) if want_sum else np.zeros((B, 0, 0))
+    texp = np.zeros(B)
+    block = _block_size(ci)
+    order, chunks = _blocking(ci, block)
+    logz = _marginals_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block,
+                             *_scaling(ci), node, edge, edge_sum, texp, want_edges, want_sum, want_texp, chunks)
+    return node, edge, edge_sum, texp, logz
 
 
 @uses_engine_threads
@@ -988,29 +1089,16 @@ def marginals(ci: ChainInput, edges=True):
     """
     if edges not in (True, False, "sum"):
         raise ValueError(f"edges must be True, False or 'sum', got {edges!r}")
-    B, L, K = ci.shape
     want_edges = edges is True
     want_sum = edges == "sum"
-    node = np.zeros((B, L, K))
-    edge = np.zeros((B, max(L - 1, 0), K, K)) if want_edges else np.zeros((B, 0, K, K))
-    edge_sum = np.zeros((B, K, K)) if want_sum else np.zeros((B, 0, 0))
-    expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
-    if ci.transitions.shape[0] == 1 and not want_edges:
-        logz = _block_marginals_kernel(ci.emissions, ci.transitions[0], ci.start, ci.end, ci.lengths, expT[0],
-                                       colmax[0], min_expT[0], exp_end, min_exp_end, end_shift, node,
-                                       edge_sum if want_sum else np.zeros((B, K, K)), want_sum, _num_chunks(ci))
-        return node, (edge_sum if want_sum else None), logz
-    logz = _marginals_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
-                             min_expT, exp_end, min_exp_end, end_shift, node, edge, edge_sum, want_edges,
-                             want_sum, _num_chunks(ci))
+    node, edge, edge_sum, _, logz = _marginals(ci, want_edges, want_sum, False)
     return node, (edge if want_edges else edge_sum if want_sum else None), logz
 
 
 @uses_engine_threads
 def entropy(ci: ChainInput) -> np.ndarray:
-    expT, colmax, min_expT, exp_end, min_exp_end, end_shift = _scaling(ci)
-    return _entropy_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, expT, colmax,
-                           min_expT, exp_end, min_exp_end, end_shift, _num_chunks(ci))
+    node, _, _, texp, logz = _marginals(ci, False, False, True)
+    return _entropy_finish(ci.emissions, ci.start, ci.end, ci.lengths, node, logz, texp)
 
 
 @uses_engine_threads
