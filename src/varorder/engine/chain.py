@@ -129,15 +129,16 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
 
 
 def _exp_transitions(T: np.ndarray):
-    """Column-shifted exp(T) for (Bt, K, K) transitions.
+    """exp(T − c) for (Bt, K, K) transitions, c the largest finite entry of each matrix.
 
-    Returns (expT (Bt, K, K), colmax (Bt, K), smallest nonzero entry per matrix (Bt,),
-    dense (Bt,): no zero entry). The smallest entry is 0 — never take the scaled path —
-    when a finite entry lies more than 600 nats below its column's maximum.
+    Returns (expT (Bt, K, K), c (Bt,), smallest nonzero entry per matrix (Bt,), dense
+    (Bt,): no zero entry). The smallest entry is 0 — never take the scaled path — when a
+    finite entry lies more than 600 nats below c.
     """
-    colmax = T.max(axis=1)
-    colmax = np.where(np.isfinite(colmax), colmax, 0.0)
-    shifted = T - colmax[:, None, :]
+    flat = T.reshape(T.shape[0], -1)
+    top = flat.max(axis=1) if flat.shape[1] else np.zeros(T.shape[0])
+    top = np.where(np.isfinite(top), top, 0.0)
+    shifted = T - top[:, None, None]
     expT = np.exp(shifted)
     masked = np.where(expT > 0, expT, np.inf).reshape(T.shape[0], -1)
     min_nz = masked.min(axis=1) if masked.shape[1] else np.ones(T.shape[0])
@@ -145,7 +146,7 @@ def _exp_transitions(T: np.ndarray):
     too_small = ((shifted < _MIN_SHIFTED) & np.isfinite(shifted)).reshape(T.shape[0], -1).any(axis=1)
     min_nz = np.where(too_small, 0.0, min_nz)
     dense = (expT > 0).reshape(T.shape[0], -1).all(axis=1)
-    return (np.ascontiguousarray(expT), np.ascontiguousarray(colmax), np.ascontiguousarray(min_nz),
+    return (np.ascontiguousarray(expT), np.ascontiguousarray(top), np.ascontiguousarray(min_nz),
             np.ascontiguousarray(dense))
 
 
@@ -254,71 +255,128 @@ _FAST_REDUCE = {"nsz", "arcp", "contract", "reassoc"}
 
 
 @nb.njit(cache=True, fastmath=_FAST)
-def _exp_into(x, shift, m, out, bits):
-    """out[j] = exp(x[j] + shift[j] − m), exactly 0 where that is −inf.
+def _exp_into(w, out, bits):
+    """out[j] = exp(w[j]) for w ≤ 0, exactly 0 where w[j] = −inf.
 
-    Valid for exponents in [−700, 0], which the callers guarantee by routing anything
-    below −600 to the log-space path. A Cody–Waite reduction, a degree-13 Taylor
-    polynomial (relative error < 4e-16) and a 2**k built from exponent bits: branch-free
-    arithmetic LLVM vectorises, unlike a call to libm's exp. ``bits`` is int64 scratch
-    (≥ len(x)).
+    Valid for w in [−700, 0], which the callers guarantee by routing anything below −600
+    to the log-space path. A Cody–Waite reduction, a degree-13 Taylor polynomial
+    (relative error < 4e-16) and a 2**k built from exponent bits: branch-free arithmetic
+    LLVM vectorises, unlike a call to libm's exp. ``bits`` is int64 scratch (≥ len(w)).
     """
-    K = x.shape[0]
+    K = w.shape[0]
     for j in range(K):
-        v = max(x[j] + shift[j] - m, -700.0)
+        v = max(w[j], -700.0)
         k = np.floor(v * _INV_LN2 + 0.5)
         bits[j] = (np.int64(np.int32(k)) + 1023) << 52
         r = (v - k * _LN2_HI) - k * _LN2_LO
         out[j] = 1.0 + r * (1.0 + r * (0.5 + r * (1.0 / 6 + r * (1.0 / 24 + r * (1.0 / 120 + r * (
             1.0 / 720 + r * (1.0 / 5040 + r * (1.0 / 40320 + r * (1.0 / 362880 + r * (
                 1.0 / 3628800 + r * (1.0 / 39916800 + r * (1.0 / 479001600))))))))))))
-    scale = bits.view(np.float64)
+    scale = bits[:K].view(np.float64)
     for j in range(K):
-        out[j] = out[j] * scale[j] if x[j] + shift[j] != NEG_INF else 0.0
+        out[j] = out[j] * scale[j] if w[j] != NEG_INF else 0.0
 
 
-@nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _row_range(x, shift):
-    """(max, smallest finite value − max) of x + shift; (−inf, 0) when all are −inf."""
-    m = NEG_INF
-    lo = np.inf
-    for j in range(x.shape[0]):
-        v = x[j] + shift[j]
-        m = v if v > m else m
-        w = v if v != NEG_INF else np.inf
-        lo = w if w < lo else lo
-    return m, (lo - m if m != NEG_INF else 0.0)
+# Doubles as int64 keys that order like the doubles (sign-magnitude → two's complement):
+# row maxima and minima become integer reductions, which LLVM vectorises.
+_ABS_MASK = np.int64(0x7FFFFFFFFFFFFFFF)
+_KEY_NEG_INF = np.int64(-0x7FF0000000000001)
+_KEY_MAX = np.int64(0x7FFFFFFFFFFFFFFF)
+_KEY_MIN = np.int64(-0x7FFFFFFFFFFFFFFF - 1)
 
 
-@nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _product_row(acc, ev, out, want_small):
-    """out = acc ⊙ ev; returns (Σ out, smallest product whose factors are both nonzero —
-    an underflow if tiny — or 1 unless ``want_small``)."""
-    total = 0.0
-    small = 1.0
-    if want_small:
-        for j in range(out.shape[0]):
-            r = acc[j] * ev[j]
-            out[j] = r
-            total += r
-            small = r if ((r < small) & (acc[j] > 0.0) & (ev[j] > 0.0)) else small
-    else:
-        for j in range(out.shape[0]):
-            r = acc[j] * ev[j]
-            out[j] = r
-            total += r
-    return total, small
+# positions whose shifted log-emissions are prepared (and exponentiated) together
+_CHUNK = 16
+
+
+@nb.njit(cache=True)
+def _key_range(wbits, p, s, K):
+    """(largest key, smallest key of a finite value) of wbits[p, s, :K]; a function of its
+    own so that LLVM vectorises the two integer reductions (inside a larger loop nest it
+    does not)."""
+    hi = _KEY_MIN
+    lo = _KEY_MAX
+    for j in range(K):
+        x = wbits[p, s, j]
+        key = x ^ ((x >> 63) & _ABS_MASK)
+        hi = max(hi, key)
+        lo = min(lo, key if key != _KEY_NEG_INF else _KEY_MAX)
+    return hi, lo
 
 
 @nb.njit(cache=True, fastmath=_FAST)
-def _scale_row(v, total):
-    """Scale v by the power of two that brings ``total`` into [0.5, 1) (exact); returns
-    (the factor 2**−e, e)."""
+def _shift_chunk(E, Ebits, seqs, lengths, t0, t1, start, tshift, per_row, w, wbits, conv, convf, row_max, row_low):
+    """For positions t0 ≤ t < t1 of each sequence of the block: w[t − t0, s] = x − max(x)
+    with x = E[seqs[s], t] (+ start at t = 0); row_max[t − t0, s] = max(x) plus, after the
+    first position, the transition shift (tshift[s or 0]) — the log of the factor the
+    scaled recursion divides out — and −inf when every entry is −inf; row_low = the
+    smallest finite w (≤ 0).
+
+    Each sequence's rows are read in order (one stream, not one row per sequence per step),
+    with plain indexing (no per-row views, whose reference counting dominates at small K),
+    and the maxima as integer reductions over the bit patterns (``Ebits``/``wbits`` are
+    ``E``/``w`` viewed as int64, ``convf`` the float64 view of ``conv``)."""
+    K = E.shape[2]
+    for s in range(seqs.shape[0]):
+        b = seqs[s]
+        c = tshift[s if per_row else 0]
+        for t in range(t0, min(t1, lengths[b])):
+            p = t - t0
+            if t == 0:
+                for j in range(K):
+                    w[p, s, j] = E[b, 0, j] + start[j]
+                hi, lo = _key_range(wbits, p, s, K)
+            else:
+                hi, lo = _key_range(Ebits, b, t, K)
+            conv[0] = hi ^ ((hi >> 63) & _ABS_MASK)
+            conv[1] = lo ^ ((lo >> 63) & _ABS_MASK)
+            m = convf[0]
+            if m == NEG_INF:
+                row_max[p, s] = m
+                row_low[p, s] = 0.0
+                continue
+            row_low[p, s] = convf[1] - m
+            if t == 0:
+                row_max[p, s] = m
+                for j in range(K):
+                    w[p, s, j] = w[p, s, j] - m
+            else:
+                row_max[p, s] = m + c
+                for j in range(K):
+                    w[p, s, j] = E[b, t, j] - m
+
+
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _product_rows(acc, ev, out, nact, alive, shared, dense, totals, smalls):
+    """out[s] = acc[s] ⊙ ev[s] for the running rows; totals[s] = Σ out[s]; smalls[s] = the
+    smallest product whose factors are both nonzero (an underflow if tiny), tracked only
+    for matrices with zeros (1 otherwise)."""
+    K = out.shape[1]
+    for s in range(nact):
+        if not alive[s]:
+            continue
+        total = 0.0
+        small = 1.0
+        if dense[0 if shared else s]:
+            for j in range(K):
+                r = acc[s, j] * ev[s, j]
+                out[s, j] = r
+                total += r
+        else:
+            for j in range(K):
+                r = acc[s, j] * ev[s, j]
+                out[s, j] = r
+                total += r
+                small = r if ((r < small) & (acc[s, j] > 0.0) & (ev[s, j] > 0.0)) else small
+        totals[s] = total
+        smalls[s] = small
+
+
+@nb.njit(cache=True)
+def _pow2_scale(total):
+    """(2**−e, e) with total·2**−e in [0.5, 1): an exact rescaling."""
     _, e = math.frexp(total)
-    f = math.ldexp(1.0, -e)
-    for j in range(v.shape[0]):
-        v[j] *= f
-    return f, e
+    return math.ldexp(1.0, -e), e
 
 
 @nb.njit(cache=True, fastmath=_FAST)
@@ -335,33 +393,33 @@ def _vec_mat(a, M, out):
 
 
 @nb.njit(cache=True)
-def _exp_matrix(T, expT, colmax, bits):
-    """expT = exp(T − colmax) with colmax the finite column maxima (0 for an all −inf
-    column), so every column's largest entry is 1; returns (the smallest nonzero entry, 1
-    if none, or 0 if some entry is so small that the scaled path must not be used;
-    whether no entry is zero). Like ``_exp_transitions``, for one matrix inside a kernel."""
+def _exp_matrix(T, expT, bits):
+    """expT = exp(T − c), c the largest finite entry (0 if none); returns (c, the smallest
+    nonzero entry — 1 if none, 0 if some finite entry lies more than 600 nats below c, so
+    that the scaled path must not be used — and whether no entry is zero). Like
+    ``_exp_transitions``, for one matrix inside a kernel."""
     K = T.shape[0]
-    for j in range(K):
-        m = NEG_INF
-        for i in range(K):
-            m = max(m, T[i, j])
-        colmax[j] = m if m != NEG_INF else 0.0
-    neg = np.empty(K)
-    for j in range(K):
-        neg[j] = -colmax[j]
+    c = NEG_INF
+    for i in range(K):
+        for j in range(K):
+            c = max(c, T[i, j])
+    if c == NEG_INF:
+        c = 0.0
+    w = np.empty(K)
     smallest = 1.0
     dense = True
     for i in range(K):
-        m, low = _row_range(T[i], neg)
-        if m != NEG_INF and m + low < _MIN_SHIFTED:
-            smallest = 0.0
-        _exp_into(T[i], neg, 0.0, expT[i], bits)
+        for j in range(K):
+            w[j] = T[i, j] - c
+            if w[j] < _MIN_SHIFTED and w[j] != NEG_INF:
+                smallest = 0.0
+        _exp_into(w, expT[i], bits)
         for j in range(K):
             v = expT[i, j]
             dense = dense and v > 0.0
             if v > 0.0 and v < smallest:
                 smallest = v
-    return smallest, dense
+    return c, smallest, dense
 
 
 @nb.njit(cache=True)
@@ -384,11 +442,11 @@ def _plane(buf, t, rows, stride, K):
 
 
 @nb.njit(cache=True)
-def _block_forward(E, seqs, lengths, shared, expT, colmax, min_expT, dense, start, exp_end, min_exp_end,
+def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, start, exp_end, min_exp_end,
                    end_shift, store, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low):
     """Scaled forward of the sequences ``seqs`` (decreasing lengths) advancing together.
 
-    expT (Tb, K, K), colmax (Tb, K), min_expT (Tb,), dense (Tb,): row s uses index 0 when
+    expT (Tb, K, K) = exp(T − tshift), tshift (Tb,), min_expT (Tb,), dense (Tb,): row s uses index 0 when
     ``shared`` (one BLAS product per position) and s otherwise. With ``store`` a_buf/ev_buf
     hold every position ((L, nseq, K) flat, a[t] ∝ alpha[t], ev[t] the shifted
     exp-emissions); otherwise two alternating planes and one. On return logz[s] is log Z;
@@ -403,10 +461,21 @@ def _block_forward(E, seqs, lengths, shared, expT, colmax, min_expT, dense, star
     K = E.shape[2]
     L = lengths[seqs[0]]
     acc_all = acc_buf[:nseq * K].reshape((nseq, K))
+    Ebits = E.view(np.int64)
+    w_buf = np.zeros(_CHUNK * nseq * K)
+    w_all = w_buf.reshape((_CHUNK, nseq, K))
+    wbits_all = w_buf.view(np.int64).reshape((_CHUNK, nseq, K))
+    conv = np.empty(2, dtype=np.int64)
+    convf = conv.view(np.float64)
+    row_max = np.empty((_CHUNK, nseq))
+    row_low = np.empty((_CHUNK, nseq))
+    totals = np.empty(nseq)
+    smalls = np.empty(nseq)
     alive = np.ones(nseq, dtype=np.bool_)
     log_4k = np.log(4.0 * K)
     log_tiny = np.log(_TINY)
     log_end = np.log(min_exp_end)
+    log_min_expT = np.log(min_expT[:1 if shared else nseq])
     for s in range(nseq):
         logz[s] = 0.0
         ok[s] = min_expT[0 if shared else s] > 0.0
@@ -417,11 +486,21 @@ def _block_forward(E, seqs, lengths, shared, expT, colmax, min_expT, dense, star
     for t in range(L):
         while lengths[seqs[nact - 1]] <= t:
             nact -= 1
+        p = t % _CHUNK
+        if p == 0:
+            # shifted log-emissions of the next _CHUNK positions, then one exp over all of them
+            t1 = min(t + _CHUNK, L)
+            _shift_chunk(E, Ebits, seqs, lengths, t, t1, start, tshift, not shared, w_all, wbits_all, conv, convf,
+                         row_max, row_low)
+            e0 = t * nseq * K if store else 0
+            _exp_into(w_buf[:(t1 - t) * nseq * K], ev_buf[e0:e0 + (t1 - t) * nseq * K], bits)
         pa = t if store else t & 1
-        pe = t if store else 0
+        pe = t if store else p
         a_t = _plane(a_buf, pa, nseq, nseq, K)
         ev_t = _plane(ev_buf, pe, nseq, nseq, K)
-        if t > 0:
+        if t == 0:
+            acc_all[:, :] = 1.0
+        else:
             a_prev = _plane(a_buf, t - 1 if store else (t - 1) & 1, nact, nseq, K)
             if shared:
                 np.dot(a_prev, expT[0], acc_all[:nact])
@@ -429,39 +508,36 @@ def _block_forward(E, seqs, lengths, shared, expT, colmax, min_expT, dense, star
                 for s in range(nact):
                     if alive[s]:
                         _vec_mat(a_prev[s], expT[s], acc_all[s])
+        _product_rows(acc_all, ev_t, a_t, nact, alive, shared, dense, totals, smalls)
         for s in range(nact):
             if not alive[s]:
                 a_t[s, :] = 0.0
                 continue
             b = seqs[s]
             ts = 0 if shared else s
-            shift = start if t == 0 else colmax[ts]
-            m, lowest = _row_range(E[b, t], shift)
+            m = row_max[p, s]
+            lowest = row_low[p, s]
             if m == NEG_INF:  # no label allowed here: a genuine log Z = −inf
                 logz[s] = NEG_INF
                 alive[s] = False
                 a_t[s, :] = 0.0
                 continue
+            total = totals[s]
+            small = smalls[s]
+            lme = log_min_expT[ts]
             fail = lowest < _MIN_SHIFTED
-            lme = np.log(min_expT[ts])
+            if t == 0:
+                small = np.exp(lowest)
+            elif dense[ts]:
+                fail = fail or lowest + low[s] + 2.0 * lme - log_4k < log_tiny
+            else:
+                # every product a_i·expT_ij formed this step is ≥ amin · min_expT
+                fail = fail or amin[s] * min_expT[ts] < _TINY
+            fail = fail or small < _TINY or total == 0.0
             if not fail:
-                _exp_into(E[b, t], shift, m, ev_t[s], bits)
-                if t == 0:
-                    a_t[s, :] = ev_t[s]
-                    total = 0.0
-                    for j in range(K):
-                        total += ev_t[s, j]
-                    small = np.exp(lowest)
-                elif dense[ts]:
-                    fail = lowest + low[s] + 2.0 * lme - log_4k < log_tiny
-                    total, small = _product_row(acc_all[s], ev_t[s], a_t[s], False)
-                else:
-                    # every product a_i·expT_ij formed this step is ≥ amin · min_expT
-                    fail = amin[s] * min_expT[ts] < _TINY
-                    total, small = _product_row(acc_all[s], ev_t[s], a_t[s], True)
-                fail = fail or small < _TINY or total == 0.0
-            if not fail:
-                f, e = _scale_row(a_t[s], total)
+                f, e = _pow2_scale(total)
+                for j in range(K):
+                    a_t[s, j] *= f
                 amin[s] = small * f
                 low[s] = lowest
                 logz[s] += m + e * _LN2
@@ -494,6 +570,8 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, ev_
     L = lengths[seqs[0]]
     tmp_all = tmp_buf[:nseq * K].reshape((nseq, K))
     acc_all = acc_buf[:nseq * K].reshape((nseq, K))
+    totals = np.empty(nseq)
+    smalls = np.empty(nseq)
     end_total = 0.0
     for j in range(K):
         end_total += exp_end[j]
@@ -509,12 +587,10 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, ev_
         ev_t = _plane(ev_buf, t, nseq, nseq, K)
         bb_t = _plane(bb_buf, t, nseq, nseq, K)
         bb_prev = _plane(bb_buf, t - 1, nseq, nseq, K)
+        _product_rows(ev_t, bb_t, tmp_all, nact, ok, shared, dense, totals, smalls)
         for s in range(nact):
-            if ok[s]:
-                ts = 0 if shared else s
-                _, small = _product_row(ev_t[s], bb_t[s], tmp_all[s], not dense[ts])
-                if small < _TINY or small * min_expT[ts] < _TINY:
-                    ok[s] = False
+            if ok[s] and (smalls[s] < _TINY or smalls[s] * min_expT[0 if shared else s] < _TINY):
+                ok[s] = False
             if not ok[s]:
                 tmp_all[s, :] = 0.0
         if shared:
@@ -528,13 +604,13 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, ev_
                 continue
             total = 0.0
             for j in range(K):
-                v = acc_all[s, j]
-                bb_prev[s, j] = v
-                total += v
+                total += acc_all[s, j]
             if total == 0.0:
                 ok[s] = False
                 continue
-            f, _ = _scale_row(bb_prev[s], total)
+            f, _ = _pow2_scale(total)
+            for j in range(K):
+                bb_prev[s, j] = acc_all[s, j] * f
             bscale[t, s] = f
 
 
@@ -547,11 +623,11 @@ def _chain_blocks(lengths, block, order, num_chunks, c):
 
 
 @nb.njit(cache=True)
-def _block_transitions(T, seqs, expT_s, colmax_s, min_expT_s, dense_s, want_t, expT_t_s, bits):
+def _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, want_t, expT_t_s, bits):
     """Exp-transitions of each sequence of a block (per-sequence matrices)."""
     K = T.shape[1]
     for s in range(seqs.shape[0]):
-        min_expT_s[s], dense_s[s] = _exp_matrix(T[seqs[s]], expT_s[s], colmax_s[s], bits)
+        tshift_s[s], min_expT_s[s], dense_s[s] = _exp_matrix(T[seqs[s]], expT_s[s], bits)
         if want_t:
             for i in range(K):
                 for j in range(K):
@@ -559,7 +635,7 @@ def _block_transitions(T, seqs, expT_s, colmax_s, min_expT_s, dense_s, want_t, e
 
 
 @nb.njit(cache=True, parallel=True)
-def _logz_kernel(E, T, start, end, lengths, order, block, expT, colmax, min_expT, dense, exp_end, min_exp_end,
+def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT, dense, exp_end, min_exp_end,
                  end_shift, num_chunks):
     B, L, K = E.shape
     shared = T.shape[0] == 1
@@ -567,16 +643,16 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, colmax, min_expT
     for c in nb.prange(num_chunks):
         k0, k1, num_blocks = _chain_blocks(lengths, block, order, num_chunks, c)
         a_buf = np.zeros(2 * block * K)
-        ev_buf = np.zeros(block * K)
+        ev_buf = np.zeros(_CHUNK * block * K)
         acc_buf = np.zeros(block * K)
-        bits = np.empty(K, dtype=np.int64)
+        bits = np.empty(_CHUNK * block * K, dtype=np.int64)
         logz = np.empty(block)
         ok = np.empty(block, dtype=np.bool_)
         amin = np.empty(block)
         low = np.empty(block)
         tb = 1 if shared else block
         expT_s = np.empty((tb, K, K))
-        colmax_s = np.empty((tb, K))
+        tshift_s = np.empty(tb)
         min_expT_s = np.empty(tb)
         dense_s = np.empty(tb, dtype=np.bool_)
         fallback = np.empty((L, K))
@@ -584,11 +660,11 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, colmax, min_expT
             lo, hi = _block_bounds(k, num_blocks, B)
             seqs = order[lo:hi]
             if shared:
-                _block_forward(E, seqs, lengths, True, expT, colmax, min_expT, dense, start, exp_end, min_exp_end,
+                _block_forward(E, seqs, lengths, True, expT, tshift, min_expT, dense, start, exp_end, min_exp_end,
                                end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             else:
-                _block_transitions(T, seqs, expT_s, colmax_s, min_expT_s, dense_s, False, expT_s, bits)
-                _block_forward(E, seqs, lengths, False, expT_s, colmax_s, min_expT_s, dense_s, start, exp_end,
+                _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, False, expT_s, bits)
+                _block_forward(E, seqs, lengths, False, expT_s, tshift_s, min_expT_s, dense_s, start, exp_end,
                                min_exp_end, end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             for s in range(hi - lo):
                 b = seqs[s]
@@ -712,7 +788,7 @@ def _log_marginals_one(E, T, start, end, n, node, edge, edge_sum, want_edges, wa
 
 
 @nb.njit(cache=True, parallel=True)
-def _marginals_kernel(E, T, start, end, lengths, order, block, expT, colmax, min_expT, dense, exp_end, min_exp_end,
+def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT, dense, exp_end, min_exp_end,
                       end_shift, node, edge, edge_sum, texp, want_edges, want_sum, want_texp, num_chunks):
     """log Z, node marginals and, as asked, edge marginals per position, summed over
     positions, or the expected transition score (texp) of every sequence."""
@@ -727,7 +803,7 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, colmax, min
         bb_buf = np.zeros(L * block * K)
         acc_buf = np.zeros(block * K)
         tmp_buf = np.zeros(block * K)
-        bits = np.empty(K, dtype=np.int64)
+        bits = np.empty(_CHUNK * block * K, dtype=np.int64)
         logz = np.empty(block)
         ok = np.empty(block, dtype=np.bool_)
         amin = np.empty(block)
@@ -736,7 +812,7 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, colmax, min
         tb = 1 if shared else block
         expT_s = np.empty((tb, K, K))
         expT_t_s = np.empty((tb, K, K))
-        colmax_s = np.empty((tb, K))
+        tshift_s = np.empty(tb)
         min_expT_s = np.empty(tb)
         dense_s = np.empty(tb, dtype=np.bool_)
         expT_t = np.empty((1, K, K))
@@ -752,10 +828,10 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, colmax, min
             seqs = order[lo:hi]
             nseq = hi - lo
             if shared:
-                ex, ex_t, cm, mins, dn = expT, expT_t, colmax, min_expT, dense
+                ex, ex_t, cm, mins, dn = expT, expT_t, tshift, min_expT, dense
             else:
-                _block_transitions(T, seqs, expT_s, colmax_s, min_expT_s, dense_s, True, expT_t_s, bits)
-                ex, ex_t, cm, mins, dn = expT_s, expT_t_s, colmax_s, min_expT_s, dense_s
+                _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, True, expT_t_s, bits)
+                ex, ex_t, cm, mins, dn = expT_s, expT_t_s, tshift_s, min_expT_s, dense_s
             _block_forward(E, seqs, lengths, shared, ex, cm, mins, dn, start, exp_end, min_exp_end, end_shift, True,
                            a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             impossible = np.zeros(nseq, dtype=np.bool_)
@@ -1036,15 +1112,15 @@ def _scaling(ci: ChainInput):
     when per sequence: the kernels exponentiate per block), exp(end) shifted, its smallest
     nonzero entry and the shift."""
     if ci.transitions.shape[0] == 1:
-        expT, colmax, min_expT, dense = _exp_transitions(ci.transitions)
+        expT, tshift, min_expT, dense = _exp_transitions(ci.transitions)
     else:
         K = ci.shape[2]
-        expT, colmax, min_expT, dense = np.zeros((1, K, K)), np.zeros((1, K)), np.zeros(1), np.zeros(1, bool)
+        expT, tshift, min_expT, dense = np.zeros((1, K, K)), np.zeros(1), np.zeros(1), np.zeros(1, bool)
     end_shift = float(ci.end.max()) if np.isfinite(ci.end.max()) else 0.0
     exp_end = np.exp(ci.end - end_shift)
     nz = exp_end[exp_end > 0]
     min_exp_end = float(nz.min()) if nz.size else 1.0
-    return expT, colmax, min_expT, dense, exp_end, min_exp_end, end_shift
+    return expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift
 
 
 @uses_engine_threads

@@ -15,6 +15,8 @@ __all__ = ["as_potentials", "check_int_at_least", "check_no_overflow", "as_rng",
 # A path score adds at most `terms` potentials; beyond this bound their sum (or the
 # log-sum-exp's intermediate max + log K) can reach float64's +inf and turn into NaN.
 _MAX_PATH_MAGNITUDE = 1e306
+# Arrays at least this large are checked in one compiled pass (engine.potential_scan).
+_SCAN_SIZE = 1 << 14
 
 
 def first_index(mask: np.ndarray) -> tuple[int, ...]:
@@ -44,6 +46,12 @@ def as_potentials(name: str, value, shape: tuple[int | None, ...]) -> np.ndarray
                 f"{name} must have shape {_fmt(shape)}, got {arr.shape} (axis {axis} differs)"
             )
     arr = np.ascontiguousarray(arr, dtype=np.float64)
+    if arr.size >= _SCAN_SIZE:
+        from varorder.engine.potential_scan import scan
+
+        has_nan, has_posinf, _ = scan(arr)
+        if not (has_nan or has_posinf):
+            return arr
     bad = np.isnan(arr)
     if bad.any():
         raise ValueError(f"{name} contains NaN at index {first_index(bad)}")
@@ -74,6 +82,11 @@ def check_no_overflow(terms: int, **arrays: np.ndarray) -> None:
         if arr.size == 0:
             continue
         limit = _MAX_PATH_MAGNITUDE / terms
+        if arr.size >= _SCAN_SIZE and arr.dtype == np.float64 and arr.flags.c_contiguous:
+            from varorder.engine.potential_scan import scan
+
+            if scan(arr)[2] < limit:
+                continue
         finite = np.abs(arr[np.isfinite(arr)])
         if finite.size and float(finite.max()) >= limit:
             bad = np.isfinite(arr) & (np.abs(arr) >= limit)
