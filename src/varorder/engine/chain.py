@@ -557,14 +557,39 @@ def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, star
                 a_t[s, :] = 0.0
 
 
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _node_rows(a, bb, rows, seqs, t, node, node_total, ok):
+    """node[seqs[s], t] = a[s] ⊙ bb[s] normalised for s < rows with ok[s] (all when t is
+    their last position is handled by the caller); node_total[t, s] = the normaliser."""
+    K = a.shape[1]
+    for s in range(rows):
+        if not ok[s]:
+            continue
+        b = seqs[s]
+        total = 0.0
+        for j in range(K):
+            v = a[s, j] * bb[s, j]
+            node[b, t, j] = v
+            total += v
+        node_total[t, s] = total
+        inv = 1.0 / total
+        for j in range(K):
+            node[b, t, j] *= inv
+
+
 @nb.njit(cache=True)
-def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, ev_buf, bb_buf, tmp_buf, acc_buf, ok,
-                    bscale):
+def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_buf, ev_buf, bb_buf, tmp_buf, acc_buf,
+                    ok, bscale, node, node_total, store_bb):
     """Scaled backward for a block (buffers as ``_block_forward`` with store); clears ok[s]
     on a possible underflow (only checked for matrices with zeros: the forward's guard
     covers dense ones). expT_t is (Tb, K, K) exp-transitions transposed, so each step is
     tmp @ expT_t. bscale[t, s] receives the power of two f with
-    expT @ (ev[t]·bb[t]) = bb[t − 1] / f."""
+    expT @ (ev[t]·bb[t]) = bb[t − 1] / f.
+
+    Node marginals are written as soon as bb[t] exists, position by position while the
+    planes are in cache (per sequence afterwards they would be read with a stride of the
+    block, a cache miss per row for long sequences); node_total[t, s] = a[t]·bb[t]. Without
+    ``store_bb`` bb_buf holds two alternating planes (node marginals need no more)."""
     nseq = seqs.shape[0]
     K = expT_t.shape[1]
     L = lengths[seqs[0]]
@@ -577,16 +602,23 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, ev_
         end_total += exp_end[j]
     for s in range(nseq):
         if ok[s]:
-            last = _plane(bb_buf, lengths[seqs[s]] - 1, nseq, nseq, K)
+            n = lengths[seqs[s]]
+            last = _plane(bb_buf, n - 1 if store_bb else (n - 1) & 1, nseq, nseq, K)
             for j in range(K):
                 last[s, j] = exp_end[j] / end_total
     nact = 0  # rows with a position t (a prefix that grows as t falls)
     for t in range(L - 1, 0, -1):
+        first = nact
         while nact < nseq and lengths[seqs[nact]] > t:
             nact += 1
+        if nact > first:  # rows whose last position is t: their node marginals there
+            last_ok = ok.copy()
+            last_ok[:first] = False
+            _node_rows(_plane(a_buf, t, nseq, nseq, K), _plane(bb_buf, t if store_bb else t & 1, nseq, nseq, K),
+                       nact, seqs, t, node, node_total, last_ok)
         ev_t = _plane(ev_buf, t, nseq, nseq, K)
-        bb_t = _plane(bb_buf, t, nseq, nseq, K)
-        bb_prev = _plane(bb_buf, t - 1, nseq, nseq, K)
+        bb_t = _plane(bb_buf, t if store_bb else t & 1, nseq, nseq, K)
+        bb_prev = _plane(bb_buf, t - 1 if store_bb else (t - 1) & 1, nseq, nseq, K)
         _product_rows(ev_t, bb_t, tmp_all, nact, ok, shared, dense, totals, smalls)
         for s in range(nact):
             if ok[s] and (smalls[s] < _TINY or smalls[s] * min_expT[0 if shared else s] < _TINY):
@@ -612,6 +644,12 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, ev_
             for j in range(K):
                 bb_prev[s, j] = acc_all[s, j] * f
             bscale[t, s] = f
+        _node_rows(_plane(a_buf, t - 1, nseq, nseq, K), bb_prev, nact, seqs, t - 1, node, node_total, ok)
+    if L == 1 or nact < nseq:  # sequences of length 1
+        only = ok.copy()
+        only[:nact] = False
+        _node_rows(_plane(a_buf, 0, nseq, nseq, K), _plane(bb_buf, 0, nseq, nseq, K), nseq, seqs, 0, node,
+                   node_total, only)
 
 
 @nb.njit(cache=True)
@@ -681,32 +719,22 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
 
 
 @nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _scaled_posteriors(a, ev, bb, bscale, s, n, expT, T, node, edge, edge_sum, want_edges, want_sum, want_texp,
+def _scaled_posteriors(a, ev, bb, bscale, s, n, expT, T, edge, edge_sum, want_edges, want_sum, want_texp,
                        node_total, U_buf, V_buf, outer):
-    """Node marginals (and edge marginals per position / summed / E[Σ transition score]) of
-    row s of a block from its scaled forward (a), exp-emissions (ev) and backward (bb).
+    """Edge marginals per position / summed / E[Σ transition score] of row s of a block from
+    its scaled forward (a), exp-emissions (ev), backward (bb) and node_total (a·bb).
 
     ξₜ(i, j) = a[t−1, i]·expT[i, j]·ev[t, j]·bb[t, j]·f / (a[t−1]·bb[t−1]) with f = bscale[t]:
     the backward's own product gives the normaliser. Returns E[Σₜ T[yₜ₋₁, yₜ]] (if want_texp).
     """
     K = expT.shape[0]
-    for t in range(n):
-        total = 0.0
-        for j in range(K):
-            v = a[t, s, j] * bb[t, s, j]
-            node[t, j] = v
-            total += v
-        node_total[t] = total
-        inv = 1.0 / total
-        for j in range(K):
-            node[t, j] *= inv
     texp = 0.0
     if n < 2 or not (want_edges or want_sum or want_texp):
         return texp
     U = U_buf[:(n - 1) * K].reshape((n - 1, K))
     V = V_buf[:(n - 1) * K].reshape((n - 1, K))
     for t in range(1, n):
-        scale = bscale[t, s] / node_total[t - 1]
+        scale = bscale[t, s] / node_total[t - 1, s]
         for i in range(K):
             U[t - 1, i] = a[t - 1, s, i] * scale
         for j in range(K):
@@ -800,7 +828,8 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
         k0, k1, num_blocks = _chain_blocks(lengths, block, order, num_chunks, c)
         a_buf = np.zeros(L * block * K)
         ev_buf = np.zeros(L * block * K)
-        bb_buf = np.zeros(L * block * K)
+        want_extra = want_edges or want_sum or want_texp
+        bb_buf = np.zeros((L if want_extra else 2) * block * K)
         acc_buf = np.zeros(block * K)
         tmp_buf = np.zeros(block * K)
         bits = np.empty(_CHUNK * block * K, dtype=np.int64)
@@ -819,7 +848,7 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
         if shared:
             expT_t[0] = expT[0].T
         work = np.empty((2, L, K))
-        node_total = np.empty(L)
+        node_total = np.empty((L, block))
         U = np.empty(max(L - 1, 1) * K)
         V = np.empty(max(L - 1, 1) * K)
         outer = np.empty((K, K))
@@ -839,12 +868,13 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
                 if ok[s] and logz[s] == NEG_INF:  # nothing to propagate backwards
                     ok[s] = False
                     impossible[s] = True
-            _block_backward(seqs, lengths, shared, ex_t, mins, dn, exp_end, ev_buf, bb_buf, tmp_buf, acc_buf, ok,
-                            bscale)
+            _block_backward(seqs, lengths, shared, ex_t, mins, dn, exp_end, a_buf, ev_buf, bb_buf, tmp_buf, acc_buf,
+                            ok, bscale, node, node_total, want_extra)
             La = lengths[seqs[0]]
             a = a_buf[:La * nseq * K].reshape((La, nseq, K))
             ev = ev_buf[:La * nseq * K].reshape((La, nseq, K))
-            bb = bb_buf[:La * nseq * K].reshape((La, nseq, K))
+            Lb = La if want_extra else 1  # bb is only read back for edges / sums
+            bb = bb_buf[:Lb * nseq * K].reshape((Lb, nseq, K))
             for s in range(nseq):
                 b = seqs[s]
                 n = lengths[b]
@@ -855,8 +885,9 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
                     out[b] = NEG_INF
                 elif ok[s]:
                     out[b] = logz[s]
-                    texp[b] = _scaled_posteriors(a, ev, bb, bscale, s, n, ex[0 if shared else s], Tb, node[b], eb,
-                                                 sb, want_edges, want_sum, want_texp, node_total, U, V, outer)
+                    if want_extra:
+                        texp[b] = _scaled_posteriors(a, ev, bb, bscale, s, n, ex[0 if shared else s], Tb, eb, sb,
+                                                     want_edges, want_sum, want_texp, node_total, U, V, outer)
                 else:
                     out[b], texp[b] = _log_marginals_one(E[b], Tb, start, end, n, node[b], eb, sb, want_edges,
                                                          want_sum, want_texp, work)
@@ -1096,8 +1127,8 @@ def _block_size(ci: ChainInput) -> int:
     matrices a block keeps (no product is shared, so only their size matters)."""
     B, L, K = ci.shape
     if ci.transitions.shape[0] > 1:
-        return max(1, min(16, 8192 // (K * K)))
-    return 64 if K <= 16 else 32 if K <= 128 else 16
+        return max(1, min(B, 16, 8192 // (K * K)))
+    return max(1, min(B, 64 if K <= 16 else 32 if K <= 128 else 16))
 
 
 def _blocking(ci: ChainInput, block: int):
