@@ -15,11 +15,15 @@ Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
   :mod:`varorder.engine.semiring` (one kernel, specialised per ⊕);
 * for the LOG semiring a faster *scaled* exp-space recursion (as in CRFsuite
   and hmmlearn's "scaling" implementation): transitions are exponentiated once
-  per call, column-shifted so every column's largest entry is 1, and each step
-  is a K×K multiply–add followed by renormalisation. Each step checks a lower
-  bound on the smallest product it forms; if that bound could underflow
-  (potentials with a dynamic range of hundreds of nats) the sequence is redone
-  in the log-space kernel, so the fast path never trades accuracy for speed;
+  per matrix, shifted by their largest entry; each step multiplies by the
+  exp-transitions and the row-shifted exp-emissions and rescales the row by an
+  exact power of two (no rounding, no log per step). Sequences advance in
+  blocks, so with shared transitions a step is one small BLAS product for the
+  whole block. A bound on the smallest product each step forms (one scalar test
+  per step for matrices without zeros, a per-element minimum otherwise) routes
+  a sequence whose potentials could underflow (a dynamic range of hundreds of
+  nats) to the log-space kernel, so the fast path never trades accuracy for
+  speed;
 * Viterbi is the MAX-semiring forward pass; the path is recovered by
   re-maximising one column per position, so no back-pointer table is stored;
 * k-best is list Viterbi (Seshadri & Sundberg 1994): a sorted top-k list per
@@ -28,7 +32,9 @@ Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
   seeded NumPy generator, so results do not depend on thread scheduling;
 * entropy is log Z − E[s(y)], the expectation taken with the marginals.
 
-Kernels run one sequence per Numba ``prange`` iteration.
+Kernels run one chunk of sequences (or of blocks) per Numba ``prange``
+iteration; blocks and reductions never depend on the thread count, so neither do
+the results.
 """
 
 from __future__ import annotations
@@ -380,16 +386,20 @@ def _pow2_scale(total):
 
 
 @nb.njit(cache=True, fastmath=_FAST)
-def _vec_mat(a, M, out):
-    """out = a @ M (rows of M contiguous, so the inner loop vectorises)."""
-    K = M.shape[1]
-    for j in range(K):
-        out[j] = 0.0
-    for i in range(M.shape[0]):
-        ai = a[i]
-        if ai != 0.0:
-            for j in range(K):
-                out[j] += ai * M[i, j]
+def _vec_mat_rows(x, M, out, rows, alive):
+    """out[s] = x[s] @ M[s] for s < rows with alive[s] (per-sequence matrices; rows of M
+    contiguous, so the inner loop vectorises; plain indexing, no per-row views)."""
+    K = M.shape[2]
+    for s in range(rows):
+        if not alive[s]:
+            continue
+        for j in range(K):
+            out[s, j] = 0.0
+        for i in range(M.shape[1]):
+            xi = x[s, i]
+            if xi != 0.0:
+                for j in range(K):
+                    out[s, j] += xi * M[s, i, j]
 
 
 @nb.njit(cache=True)
@@ -505,9 +515,7 @@ def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, star
             if shared:
                 np.dot(a_prev, expT[0], acc_all[:nact])
             else:
-                for s in range(nact):
-                    if alive[s]:
-                        _vec_mat(a_prev[s], expT[s], acc_all[s])
+                _vec_mat_rows(a_prev, expT, acc_all, nact, alive)
         _product_rows(acc_all, ev_t, a_t, nact, alive, shared, dense, totals, smalls)
         for s in range(nact):
             if not alive[s]:
@@ -628,9 +636,7 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
         if shared:
             np.dot(tmp_all[:nact], expT_t[0], acc_all[:nact])
         else:
-            for s in range(nact):
-                if ok[s]:
-                    _vec_mat(tmp_all[s], expT_t[s], acc_all[s])
+            _vec_mat_rows(tmp_all, expT_t, acc_all, nact, ok)
         for s in range(nact):
             if not ok[s]:
                 continue
