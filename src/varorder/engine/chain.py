@@ -255,6 +255,7 @@ _INV_LN2 = 1.44269504088896338700e00
 _LN2 = 0.6931471805599453
 # Shifted log-weights below this are treated as a possible underflow (fallback).
 _MIN_SHIFTED = -600.0
+_MIN_EXP = float(np.exp(_MIN_SHIFTED))
 # Arithmetic-only flags: no 'nnan'/'ninf', so −inf keeps its meaning.
 _FAST = {"nsz", "arcp", "contract"}
 _FAST_REDUCE = {"nsz", "arcp", "contract", "reassoc"}
@@ -390,46 +391,72 @@ def _vec_mat_rows(x, M, out, rows, alive):
     """out[s] = x[s] @ M[s] for s < rows with alive[s] (per-sequence matrices; rows of M
     contiguous, so the inner loop vectorises; plain indexing, no per-row views)."""
     K = M.shape[2]
+    n = M.shape[1]
     for s in range(rows):
         if not alive[s]:
             continue
         for j in range(K):
             out[s, j] = 0.0
-        for i in range(M.shape[1]):
+        i = 0
+        while i + 4 <= n:  # four rows of M per sweep: a quarter of the loads and stores of out
+            x0, x1, x2, x3 = x[s, i], x[s, i + 1], x[s, i + 2], x[s, i + 3]
+            for j in range(K):
+                out[s, j] += (x0 * M[s, i, j] + x1 * M[s, i + 1, j]) + (x2 * M[s, i + 2, j] + x3 * M[s, i + 3, j])
+            i += 4
+        while i < n:
             xi = x[s, i]
-            if xi != 0.0:
-                for j in range(K):
-                    out[s, j] += xi * M[s, i, j]
+            for j in range(K):
+                out[s, j] += xi * M[s, i, j]
+            i += 1
 
 
 @nb.njit(cache=True)
-def _exp_matrix(T, expT, bits):
+def _flat_key_max(bits):
+    """Largest key (double order) of a 1-d int64 view of doubles; an integer reduction LLVM vectorises."""
+    hi = _KEY_MIN
+    for k in range(bits.shape[0]):
+        x = bits[k]
+        hi = max(hi, x ^ ((x >> 63) & _ABS_MASK))
+    return hi
+
+
+@nb.njit(cache=True)
+def _flat_positive_min(bits):
+    """(bit pattern of the smallest positive entry, number of zero entries) of a 1-d int64
+    view of non-negative doubles (their bit patterns order like the values)."""
+    lo = _KEY_MAX
+    zeros = 0
+    for k in range(bits.shape[0]):
+        x = bits[k]
+        zeros += x == 0
+        lo = min(lo, x if x != 0 else _KEY_MAX)
+    return lo, zeros
+
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _exp_matrix(T, expT, w, bits, conv, convf):
     """expT = exp(T − c), c the largest finite entry (0 if none); returns (c, the smallest
     nonzero entry — 1 if none, 0 if some finite entry lies more than 600 nats below c, so
     that the scaled path must not be used — and whether no entry is zero). Like
-    ``_exp_transitions``, for one matrix inside a kernel."""
-    K = T.shape[0]
-    c = NEG_INF
-    for i in range(K):
-        for j in range(K):
-            c = max(c, T[i, j])
+    ``_exp_transitions``, for one matrix inside a kernel, in flat vectorised passes;
+    w (float64) and bits (int64) are scratch of K² entries, convf the float64 view of conv."""
+    t_flat = T.reshape(-1)
+    e_flat = expT.reshape(-1)
+    n = t_flat.shape[0]
+    hi = _flat_key_max(t_flat.view(np.int64))
+    conv[0] = hi ^ ((hi >> 63) & _ABS_MASK)
+    c = convf[0]
     if c == NEG_INF:
         c = 0.0
-    w = np.empty(K)
-    smallest = 1.0
-    dense = True
-    for i in range(K):
-        for j in range(K):
-            w[j] = T[i, j] - c
-            if w[j] < _MIN_SHIFTED and w[j] != NEG_INF:
-                smallest = 0.0
-        _exp_into(w, expT[i], bits)
-        for j in range(K):
-            v = expT[i, j]
-            dense = dense and v > 0.0
-            if v > 0.0 and v < smallest:
-                smallest = v
-    return c, smallest, dense
+    for k in range(n):
+        w[k] = t_flat[k] - c
+    _exp_into(w[:n], e_flat, bits)
+    lo, zeros = _flat_positive_min(e_flat.view(np.int64))
+    conv[0] = lo
+    smallest = convf[0] if lo != _KEY_MAX else 1.0
+    if smallest < _MIN_EXP:  # a finite entry more than 600 nats below c (exp clamps at −700)
+        smallest = 0.0
+    return c, smallest, zeros == 0
 
 
 @nb.njit(cache=True)
@@ -667,11 +694,15 @@ def _chain_blocks(lengths, block, order, num_chunks, c):
 
 
 @nb.njit(cache=True)
-def _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, want_t, expT_t_s, bits):
+def _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, want_t, expT_t_s):
     """Exp-transitions of each sequence of a block (per-sequence matrices)."""
     K = T.shape[1]
+    w = np.empty(K * K)
+    bits = np.empty(K * K, dtype=np.int64)
+    conv = np.empty(1, dtype=np.int64)
+    convf = conv.view(np.float64)
     for s in range(seqs.shape[0]):
-        tshift_s[s], min_expT_s[s], dense_s[s] = _exp_matrix(T[seqs[s]], expT_s[s], bits)
+        tshift_s[s], min_expT_s[s], dense_s[s] = _exp_matrix(T[seqs[s]], expT_s[s], w, bits, conv, convf)
         if want_t:
             for i in range(K):
                 for j in range(K):
@@ -707,7 +738,7 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
                 _block_forward(E, seqs, lengths, True, expT, tshift, min_expT, dense, start, exp_end, min_exp_end,
                                end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             else:
-                _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, False, expT_s, bits)
+                _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, False, expT_s)
                 _block_forward(E, seqs, lengths, False, expT_s, tshift_s, min_expT_s, dense_s, start, exp_end,
                                min_exp_end, end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             for s in range(hi - lo):
@@ -865,7 +896,7 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
             if shared:
                 ex, ex_t, cm, mins, dn = expT, expT_t, tshift, min_expT, dense
             else:
-                _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, True, expT_t_s, bits)
+                _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, True, expT_t_s)
                 ex, ex_t, cm, mins, dn = expT_s, expT_t_s, tshift_s, min_expT_s, dense_s
             _block_forward(E, seqs, lengths, shared, ex, cm, mins, dn, start, exp_end, min_exp_end, end_shift, True,
                            a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
