@@ -175,46 +175,45 @@ def _log_solve(n, src, dst, weight, rhs_log, transpose: bool, shift: float):
         return np.log(np.maximum(x, 0.0)) + shift
 
 
-def shortest_distance(fsa: Wfsa, semiring: str = "log", reverse: bool = False) -> np.ndarray:
+def shortest_distance(fsa: Wfsa, semiring: str = "log", reverse: bool = False, initial=None) -> np.ndarray:
     """Per-state ⊕ of path weights: from the start (α, ``reverse=False``) or to a final
-    state including its final weight (β, ``reverse=True``). States off every start-to-final
-    path get −inf. Raises ValueError when the ⊕-sum diverges."""
+    state including its final weight (β, ``reverse=True``). ``initial`` (log weights per
+    state) replaces the start state by an initial weight vector for α. States off every
+    initial-to-final path get −inf. Raises ValueError when the ⊕-sum diverges."""
     _check_semiring(semiring)
-    keep = connected_states(fsa)
+    if initial is None:
+        initial = np.full(fsa.n_states, NEG_INF)
+        initial[fsa.start] = 0.0
+    initial = np.asarray(initial, dtype=np.float64)
+    live = fsa.weight > NEG_INF
+    seeds = np.flatnonzero(initial > NEG_INF)
+    keep = (_reachable(fsa.n_states, fsa.src[live], fsa.dst[live], seeds)
+            & _reachable(fsa.n_states, fsa.dst[live], fsa.src[live], np.flatnonzero(fsa.final > NEG_INF)))
     out = np.full(fsa.n_states, NEG_INF)
-    if not keep[fsa.start]:
+    if not keep.any():
         return out
-    small = trim(fsa)
     index = np.flatnonzero(keep)
-    n = small.n_states
+    new_id = np.cumsum(keep) - 1
+    arcs = keep[fsa.src] & keep[fsa.dst] & live
+    src, dst, weight = new_id[fsa.src[arcs]], new_id[fsa.dst[arcs]], fsa.weight[arcs]
+    n = len(index)
+    rhs = fsa.final[keep] if reverse else initial[keep]
     if semiring == "log":
-        if reverse:
-            rhs = small.final
-            shift = float(rhs[rhs > NEG_INF].max())
-        else:
-            rhs = np.full(n, NEG_INF)
-            rhs[small.start] = 0.0
-            shift = 0.0
-        values = _log_solve(n, small.src, small.dst, small.weight, rhs, transpose=not reverse, shift=shift)
+        finite = rhs[rhs > NEG_INF]
+        shift = float(finite.max()) if len(finite) else 0.0
+        values = _log_solve(n, src, dst, weight, rhs, transpose=not reverse, shift=shift)
     else:
-        values = _bellman_ford(small, reverse)
+        values = _bellman_ford(n, src, dst, weight, rhs, reverse)
     out[index] = values
     return out
 
 
-def _bellman_ford(fsa: Wfsa, reverse: bool) -> np.ndarray:
-    n = fsa.n_states
-    d = np.full(n, NEG_INF)
-    if reverse:
-        d[:] = fsa.final
-        head, tail = fsa.src, fsa.dst
-    else:
-        d[fsa.start] = 0.0
-        head, tail = fsa.dst, fsa.src
+def _bellman_ford(n, src, dst, weight, rhs, reverse: bool) -> np.ndarray:
+    d = rhs.copy()
+    head, tail = (src, dst) if reverse else (dst, src)
     for _ in range(n + 1):
-        candidate = d[tail] + fsa.weight
         new = d.copy()
-        np.maximum.at(new, head, candidate)
+        np.maximum.at(new, head, d[tail] + weight)
         if np.array_equal(new, d):
             return d
         d = new

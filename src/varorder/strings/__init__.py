@@ -1,0 +1,1 @@
+"""Graphical models over strings (see varorder.strings.inference)."""

@@ -1,0 +1,527 @@
+"""Message passing over string-valued variables: EP with fixed n-gram families, penalized
+EP (PEP) with a variable-order family, and loopy BP with k-best pruned messages.
+
+Cotterell & Eisner (2015), "Penalized Expectation Propagation for Graphical Models over
+Strings" (§4, eqs. 4-7; §6.1, eq. 9; §7's schedule), on the factor graph of
+:class:`varorder.strings.model.PhonologyGraph`.
+
+Factor → variable messages μ_{F→V} are acceptors (eq. 5's left factor). For a word factor
+over morphemes V₁…V_k with surface s, μ_{F→V_i}(x) = Σ A_s(x₁ … x_{i−1} x x_{i+1} … x_k) ·
+Π_{j≠i} m_j(x_j), where m_j is V_j's message to F. It is A_s with an *initial* weight per
+state (the forward sums through m_1…m_{i−1}) and a *final* weight per state (the backward
+sums through m_k…m_{i+1}), each one sparse solve on the product of A_s with m_j's DFA.
+
+Variable updates (EP, eqs. 4-7): θ_{V→F} = θ_V − θ_{F→V}; p̂ = μ_{F→V} ⊙ ENCODE(θ_{V→F});
+θ_V ← argmin KL(p̂ ‖ q_θ) (closed form for the n-gram families; for PEP one proximal
+gradient step θ_V ← prox_{ηλΩ}(θ_V + η (E_p̂[f] − E_{q_θV}[f])) with Ω the tree-structured
+group lasso over substring prefixes, eq. 9, on the active set: the nonzero substrings,
+their prefixes and their one-symbol extensions, Fig. 2); then θ_{F→V} = θ_V − θ_{V→F}
+(eq. 6). PEP's first pass is restricted to unigram features (closed form), as §7 does.
+
+Pruned BP (the baseline of Cotterell et al. 2015, §5 here): every variable's domain is
+the union of the k-best strings of its incoming μ_{F→V}; messages are exact BP messages
+restricted to that domain.
+
+The schedule alternates forward and backward sweeps over the variables (§4.4); a visit
+to V recomputes every incoming μ_{F→V} and updates V's approximation against each,
+``inner_passes`` times on the first iteration and once afterwards (§7: K = 20, then 1).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from varorder.loglinear.prox import prox_tree_l2
+from varorder.strings.features import (EOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
+                                       ngram_machine, substring_machine)
+from varorder.strings.model import PhonologyGraph
+from varorder.wfsa import Wfsa, kbest_strings, product_with_dfa, shortest_distance, strings_acceptor
+
+__all__ = ["Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables"]
+
+NEG_INF = -math.inf
+
+
+def _logsumexp_rows(values: np.ndarray, axis: int) -> np.ndarray:
+    m = values.max(axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(np.log(np.exp(values - m).sum(axis=axis, keepdims=True)) + m, axis=axis)
+
+
+# ---------------------------------------------------------------------------
+# factor messages
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Dfa:
+    """A complete deterministic weighted acceptor as tables (the shape every message to a
+    factor takes: ENCODE(θ) of a feature machine, or a finite list made complete)."""
+
+    next_state: np.ndarray
+    start: int
+    cell: np.ndarray
+    end: np.ndarray
+
+
+def dfa_tables(acceptor: Wfsa) -> Dfa:
+    """A deterministic ε-free acceptor (e.g. :func:`varorder.wfsa.strings_acceptor`) made
+    complete with a sink of weight zero (−inf)."""
+    A = len(acceptor.alphabet)
+    S = acceptor.n_states + 1
+    sink = S - 1
+    next_state = np.full((S, A), sink, dtype=np.int64)
+    cell = np.full((S, A), NEG_INF)
+    if (acceptor.ilabel == 0).any():
+        raise ValueError("dfa_tables needs an ε-free acceptor")
+    next_state[acceptor.src, acceptor.ilabel - 1] = acceptor.dst
+    cell[acceptor.src, acceptor.ilabel - 1] = acceptor.weight
+    end = np.concatenate([acceptor.final, [NEG_INF]])
+    return Dfa(next_state, acceptor.start, cell, end)
+
+
+def machine_dfa(machine: FeatureMachine, theta) -> Dfa:
+    cell, end = machine.weights(theta)
+    return Dfa(machine.next_state, machine.start, cell, end)
+
+
+class FactorMessages:
+    """μ_{F→V} for word factors: A_s per word (cached) and the forward/backward sums."""
+
+    def __init__(self, graph: PhonologyGraph):
+        self.graph = graph
+        self._surface: dict = {}
+
+    def surface(self, word_index: int) -> Wfsa:
+        acc = self._surface.get(word_index)
+        if acc is None:
+            word = self.graph.words[word_index]
+            acc = self._surface[word_index] = self.graph.edit.surface_acceptor(word.surface)
+        return acc
+
+    @staticmethod
+    def _forward(acc: Wfsa, initial: np.ndarray, dfa: Dfa) -> np.ndarray:
+        S = dfa.next_state.shape[0]
+        open_ended = acc.replace(final=np.zeros(acc.n_states))
+        product, _, _ = product_with_dfa(open_ended, dfa.next_state, dfa.start, dfa.cell, dfa.end)
+        init = np.full(product.n_states, NEG_INF)
+        init[np.arange(acc.n_states) * S + dfa.start] = initial
+        alpha = shortest_distance(product, "log", initial=init)
+        return _logsumexp_rows(alpha.reshape(acc.n_states, S) + dfa.end[None, :], axis=1)
+
+    @staticmethod
+    def _backward(acc: Wfsa, final: np.ndarray, dfa: Dfa) -> np.ndarray:
+        S = dfa.next_state.shape[0]
+        product, _, _ = product_with_dfa(acc.replace(final=final), dfa.next_state, dfa.start, dfa.cell, dfa.end)
+        beta = shortest_distance(product, "log", reverse=True)
+        return beta.reshape(acc.n_states, S)[:, dfa.start]
+
+    def message(self, word_index: int, position: int, incoming: list) -> Wfsa:
+        """μ_{F→V} for the morpheme at ``position`` of word ``word_index``; ``incoming[j]``
+        is the :class:`Dfa` of V_j's message to F (ignored at ``position``)."""
+        acc = self.surface(word_index)
+        initial = np.full(acc.n_states, NEG_INF)
+        initial[acc.start] = 0.0
+        for j in range(position):
+            initial = self._forward(acc, initial, incoming[j])
+        final = acc.final.copy()
+        for j in range(len(incoming) - 1, position, -1):
+            final = self._backward(acc, final, incoming[j])
+        # a fresh start state with ε arcs carries the initial weights
+        n = acc.n_states
+        live = np.flatnonzero(initial > NEG_INF)
+        src = np.concatenate([acc.src, np.full(len(live), n)])
+        zeros = np.zeros(len(live), dtype=np.int64)
+        return Wfsa(acc.alphabet, n, np.concatenate([final, [NEG_INF]]), src,
+                    np.concatenate([acc.ilabel, zeros]), np.concatenate([acc.olabel, zeros]),
+                    np.concatenate([acc.weight, initial[live]]), np.concatenate([acc.dst, live]))
+
+
+# ---------------------------------------------------------------------------
+# beliefs and their evaluation
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Beliefs:
+    """Per-variable beliefs: ``score(v, string)`` is log b̂_V(string) (−inf outside a
+    finite support); ``top(v, k)`` the k most probable strings with probabilities."""
+
+    method: str
+    scorers: dict
+    toppers: dict
+    seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+    def score(self, variable, string) -> float:
+        return self.scorers[variable](tuple(string))
+
+    def top(self, variable, k: int = 5) -> list:
+        return self.toppers[variable](k)
+
+
+def belief_nll(beliefs: Beliefs, gold: dict, cap: float = 50.0) -> dict:
+    """Mean −log b̂_V(gold_V) over variables (each capped at ``cap`` nats: a pruned belief
+    gives 0 to strings outside its support) and 1-best accuracy."""
+    nll, correct, outside = [], 0, 0
+    for v, g in gold.items():
+        s = beliefs.score(v, g)
+        if not s > -cap:
+            outside += 1
+        nll.append(min(-s, cap))
+        top = beliefs.top(v, 1)
+        correct += bool(top) and tuple(top[0][0]) == tuple(g)
+    return {"nll": float(np.mean(nll)), "accuracy": correct / max(len(gold), 1), "capped": outside,
+            "variables": len(gold)}
+
+
+def _string_score(machine: FeatureMachine, theta, string, log_z: float) -> float:
+    cell, end = machine.weights(theta)
+    index = {s: i for i, s in enumerate(machine.alphabet)}
+    state, total = machine.start, 0.0
+    for x in string:
+        if x not in index:
+            return NEG_INF
+        a = index[x]
+        total += cell[state, a]
+        state = machine.next_state[state, a]
+    return float(total + end[state] - log_z)
+
+
+# ---------------------------------------------------------------------------
+# EP and PEP
+# ---------------------------------------------------------------------------
+
+
+class StringEP:
+    """EP with a fixed n-gram family (``family="ngram"``, ``order`` 1-3, closed-form
+    projections) or penalized EP (``family="pep"``: variable-order substrings, proximal
+    gradient with step ``eta`` and penalty ``lam``, ``max_order`` an optional depth cap).
+
+    ``iterations`` counts sweeps (forward, backward, ...); ``inner_passes`` is K on the
+    first sweep. ``fit(graph)`` runs inference and returns self; ``beliefs_`` holds them.
+    """
+
+    def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
+                 iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
+                 unigram_first: bool = True, progress=None):
+        self.family = family
+        self.order = order
+        self.eta = eta
+        self.lam = lam
+        self.iterations = iterations
+        self.inner_passes = inner_passes
+        self.max_order = max_order
+        self.unigram_first = unigram_first
+        self.progress = progress
+
+    # -- family-specific pieces ---------------------------------------------------------
+    def _vec(self, v, x):
+        if self.family == "pep":
+            n = len(self.registry_[v])
+            if len(x) < n:
+                x = np.concatenate([x, np.zeros(n - len(x))])
+        return x
+
+    def _theta(self, v):
+        self.theta_[v] = self._vec(v, self.theta_[v])
+        return self.theta_[v]
+
+    def _msg(self, f, v):
+        key = (f, v)
+        self.msgs_[key] = self._vec(v, self.msgs_.get(key, np.zeros(0 if self.family == "pep" else self.size_)))
+        return self.msgs_[key]
+
+    def _support_machine(self, v, vectors, frontier_of=None) -> FeatureMachine:
+        registry = self.registry_[v]
+        ids = {0}
+        for x in vectors:
+            ids.update(np.flatnonzero(x).tolist())
+        # unigrams (children of the root) are always active
+        ids.update(registry.extend(()))
+        if frontier_of is not None:
+            for i in np.flatnonzero(frontier_of).tolist():
+                w = registry.strings[i]
+                if self.max_order is None or len(w) < self.max_order:
+                    ids.update(registry.extend(w))
+        return substring_machine(registry, ids)
+
+    def _out_dfa(self, v, f) -> Dfa:
+        """The DFA of θ_{V→F} = θ_V − θ_{F→V}."""
+        theta_out = self._theta(v) - self._msg(f, v)
+        if self.family == "pep":
+            machine = self._support_machine(v, [theta_out])
+            return machine_dfa(machine, self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
+        return machine_dfa(self.machine_, theta_out)
+
+    # -- messages ---------------------------------------------------------------------
+    def _factor_message(self, f, v) -> Wfsa:
+        if f[0] == "prior":
+            return self.prior_wfsa_
+        word_index = f[1]
+        word = self.graph_.words[word_index]
+        position = word.morphemes.index(v)
+        incoming = [None if j == position else self._out_dfa(u, f) for j, u in enumerate(word.morphemes)]
+        return self.factors_.message(word_index, position, incoming)
+
+    def _update(self, v, f, unigram: bool) -> None:
+        mu = self._factor_message(f, v)
+        theta_v, msg = self._theta(v), self._msg(f, v)
+        theta_out = theta_v - msg
+        if self.family == "ngram":
+            counts, _ = self.machine_.expected_counts(mu, theta_out)
+            new = ngram_closed_form(self.machine_, counts)
+            self.theta_[v] = new
+            self.msgs_[(f, v)] = new - theta_out
+            return
+        if unigram:
+            machine = self._support_machine(v, [theta_out])
+            theta_out = self._theta(v) - self._msg(f, v)
+            counts, _ = machine.expected_counts(mu, theta_out)
+            new = self._unigram_closed_form(v, machine, counts, theta_out)
+        else:
+            machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
+            theta_v, theta_out = self._theta(v), self._theta(v) - self._msg(f, v)
+            counts_p, _ = machine.expected_counts(mu, theta_out)
+            counts_q, _ = machine.expected_counts(None, theta_v)
+            new = self._prox_step(v, machine, theta_v, counts_p - counts_q)
+        self.theta_[v] = new
+        self.msgs_[(f, v)] = new - theta_out
+
+    def _unigram_closed_form(self, v, machine, counts, theta_out):
+        registry = self.registry_[v]
+        new = np.zeros(len(registry))
+        unigram = [(li, gi) for li, gi in enumerate(machine.feature_ids) if len(registry.strings[gi]) == 1
+                   and registry.strings[gi][0] != "^"]
+        total = sum(counts[li] for li, _ in unigram) + 1e-12 * len(unigram)
+        for li, gi in unigram:
+            new[gi] = math.log((counts[li] + 1e-12) / total)
+        return new
+
+    def _prox_step(self, v, machine, theta_v, gradient):
+        registry = self.registry_[v]
+        ids = np.concatenate([[0], machine.feature_ids])
+        grad = np.concatenate([[0.0], gradient])
+        order, parent = registry.preorder(ids)
+        position = {int(i): k for k, i in enumerate(ids)}
+        take = np.array([position[int(i)] for i in order])
+        current = theta_v[order]
+        eta = self.eta
+        for _ in range(8):
+            values = current + eta * grad[take]
+            values[0] = 0.0
+            values = prox_tree_l2(values, parent, eta * self.lam)
+            new = theta_v.copy()
+            new[order] = values
+            try:
+                z = machine.log_partition(new)
+                if math.isfinite(z):
+                    return new
+            except ValueError:
+                pass
+            eta *= 0.5  # the step left the feasible set (Z = ∞): backtrack (§6)
+        self.stats_["infeasible"] += 1
+        return theta_v
+
+    # -- driver -----------------------------------------------------------------------
+    def fit(self, graph: PhonologyGraph) -> "StringEP":
+        if self.family not in ("ngram", "pep"):
+            raise ValueError(f"family must be 'ngram' or 'pep', got {self.family!r}")
+        if self.family == "ngram" and self.order not in (1, 2, 3, 4):
+            raise ValueError(f"order must be 1-4, got {self.order}")
+        started = time.perf_counter()
+        self.graph_ = graph
+        self.factors_ = FactorMessages(graph)
+        self.prior_wfsa_ = graph.prior_wfsa()
+        self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0}
+        variables = list(graph.morphemes)
+        self.neighbours_ = {v: [("prior", v)] for v in variables}
+        for i, w in enumerate(graph.words):
+            if w.surface is not None:
+                for m in w.morphemes:
+                    self.neighbours_[m].append(("word", i))
+        if self.family == "ngram":
+            self.machine_ = ngram_machine(graph.alphabet, self.order)
+            self.size_ = self.machine_.n_cells
+            self.theta_ = {v: np.zeros(self.size_) for v in variables}
+        else:
+            self.registry_ = {v: SubstringRegistry(graph.alphabet) for v in variables}
+            self.theta_ = {v: np.zeros(1) for v in variables}
+        self.msgs_ = {}
+        # the order of Cotterell et al. (2015): words in file order, their morphemes in turn
+        order = []
+        for w in graph.words:
+            for m in w.morphemes:
+                if m not in order:
+                    order.append(m)
+        order += [v for v in variables if v not in order]
+        for it in range(self.iterations):
+            sweep = order if it % 2 == 0 else order[::-1]
+            passes = self.inner_passes if it == 0 else 1
+            unigram = self.family == "pep" and self.unigram_first and it == 0
+            for v in sweep:
+                for _ in range(passes):
+                    for f in self.neighbours_[v]:
+                        try:
+                            self._update(v, f, unigram)
+                            self.stats_["updates"] += 1
+                        except ValueError:
+                            self.stats_["skipped"] += 1  # a divergent product (Z = ∞): keep the old message
+            if self.progress is not None:
+                self.progress(it + 1, self.iterations)
+        self.seconds_ = time.perf_counter() - started
+        self.beliefs_ = self._beliefs()
+        return self
+
+    def belief_machine(self, v) -> FeatureMachine:
+        if self.family == "ngram":
+            return self.machine_
+        return self._support_machine(v, [self._theta(v)])
+
+    def n_features(self, v) -> int:
+        return int(np.count_nonzero(self._theta(v)))
+
+    def _beliefs(self) -> Beliefs:
+        scorers, toppers = {}, {}
+        sizes = []
+        for v in self.graph_.morphemes:
+            machine = self.belief_machine(v)
+            theta = self._theta(v)
+            try:
+                log_z = machine.log_partition(theta)
+            except ValueError:
+                log_z = math.inf
+            sizes.append(machine.n_states)
+
+            def scorer(string, machine=machine, theta=theta, log_z=log_z):
+                return _string_score(machine, theta, string, log_z)
+
+            def topper(k, machine=machine, theta=theta, log_z=log_z):
+                if not math.isfinite(log_z):
+                    return []
+                return [(s, math.exp(w - log_z)) for s, w in kbest_strings(machine.encode(theta), k)]
+
+            scorers[v], toppers[v] = scorer, topper
+        method = f"EP-{self.order}gram" if self.family == "ngram" else f"PEP(λ={self.lam:g})"
+        stats = dict(self.stats_, mean_states=float(np.mean(sizes)) if sizes else 0.0)
+        return Beliefs(method, scorers, toppers, self.seconds_, stats)
+
+
+# ---------------------------------------------------------------------------
+# loopy BP with k-best pruning (the baseline)
+# ---------------------------------------------------------------------------
+
+
+class PrunedBP:
+    """Loopy BP whose beliefs live on the union of the ``k``-best strings of each incoming
+    message (Cotterell et al. 2015; Dreyer & Eisner 2009). ``fit(graph)`` returns self."""
+
+    def __init__(self, k: int = 20, iterations: int = 4, max_length: int = 30, progress=None):
+        self.k = k
+        self.iterations = iterations
+        self.max_length = max_length
+        self.progress = progress
+
+    def _out_dfa(self, v, f) -> Dfa:
+        if v not in self.domain_:  # not visited yet: its prior stands in for its message
+            return self.prior_dfa_
+        strings = self.domain_[v]
+        logs = self.belief_[v] - self.incoming_[v].get(f, 0.0)
+        return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(strings, logs))))
+
+    def _mu(self, f, v) -> Wfsa:
+        if f[0] == "prior":
+            return self.prior_wfsa_
+        word = self.graph_.words[f[1]]
+        position = word.morphemes.index(v)
+        incoming = [None if j == position else self._out_dfa(u, f) for j, u in enumerate(word.morphemes)]
+        return self.factors_.message(f[1], position, incoming)
+
+    def _on_domain(self, mu: Wfsa, strings: list) -> np.ndarray:
+        """μ(x) for every x in ``strings`` at once: one forward solve on μ ⊙ trie."""
+        trie = strings_acceptor(mu.alphabet, {s: 0.0 for s in strings})
+        tables = dfa_tables(trie)
+        S = tables.next_state.shape[0]
+        open_ended = mu.replace(final=np.zeros(mu.n_states))
+        product, _, _ = product_with_dfa(open_ended, tables.next_state, tables.start, tables.cell,
+                                         np.zeros(S))
+        alpha = shortest_distance(product, "log").reshape(mu.n_states, S)
+        # the trie node of each string: walk it
+        index = {s: i + 1 for i, s in enumerate(mu.alphabet)}
+        nodes = []
+        for s in strings:
+            q = tables.start
+            for x in s:
+                q = tables.next_state[q, index[x] - 1]
+            nodes.append(q)
+        return _logsumexp_rows(alpha[:, nodes] + mu.final[:, None], axis=0)
+
+    def fit(self, graph: PhonologyGraph) -> "PrunedBP":
+        started = time.perf_counter()
+        self.graph_ = graph
+        self.factors_ = FactorMessages(graph)
+        self.prior_wfsa_ = graph.prior_wfsa()
+        self.prior_dfa_ = machine_dfa(ngram_machine(graph.alphabet, 2), graph.prior_theta)
+        variables = list(graph.morphemes)
+        neighbours = {v: [("prior", v)] for v in variables}
+        for i, w in enumerate(graph.words):
+            if w.surface is not None:
+                for m in w.morphemes:
+                    neighbours[m].append(("word", i))
+        self.domain_, self.belief_, self.incoming_ = {}, {}, {}
+        self.stats_ = {"skipped": 0}
+        order = []
+        for w in graph.words:
+            for m in w.morphemes:
+                if m not in order:
+                    order.append(m)
+        order += [v for v in variables if v not in order]
+        for it in range(self.iterations):
+            for v in (order if it % 2 == 0 else order[::-1]):
+                mus = {}
+                domain = set()
+                for f in neighbours[v]:
+                    try:
+                        mu = self._mu(f, v)
+                        best = kbest_strings(mu, self.k)
+                    except ValueError:
+                        self.stats_["skipped"] += 1
+                        continue
+                    mus[f] = mu
+                    domain.update(s for s, _ in best if len(s) <= self.max_length)
+                if not domain:
+                    continue
+                strings = sorted(domain)
+                incoming = {}
+                for f, mu in mus.items():
+                    incoming[f] = self._on_domain(mu, strings)
+                total = np.sum(list(incoming.values()), axis=0)
+                total -= _logsumexp_rows(total[None, :], axis=1)
+                self.domain_[v], self.belief_[v], self.incoming_[v] = strings, total, incoming
+            if self.progress is not None:
+                self.progress(it + 1, self.iterations)
+        self.seconds_ = time.perf_counter() - started
+        scorers, toppers = {}, {}
+        for v in variables:
+            table = dict(zip(self.domain_.get(v, []), self.belief_.get(v, [])))
+
+            def scorer(string, table=table):
+                return float(table.get(string, NEG_INF))
+
+            def topper(k, table=table):
+                ranked = sorted(table.items(), key=lambda kv: -kv[1])[:k]
+                return [(s, math.exp(w)) for s, w in ranked]
+
+            scorers[v], toppers[v] = scorer, topper
+        sizes = [len(self.domain_.get(v, ())) for v in variables]
+        self.beliefs_ = Beliefs(f"BP-prune(k={self.k})", scorers, toppers, self.seconds_,
+                                dict(self.stats_, mean_domain=float(np.mean(sizes)) if sizes else 0.0))
+        return self
+
+
+_ = EOS  # the end symbol is part of the family's feature space (features.py)
