@@ -157,6 +157,7 @@ class SubstringRegistry:
         self.alphabet = tuple(alphabet)
         self.ids: dict[tuple, int] = {(): 0}
         self.strings: list[tuple] = [()]
+        self.machines: dict = {}  # frozenset(ids) -> FeatureMachine (ids never change meaning)
 
     def __len__(self) -> int:
         return len(self.strings)
@@ -196,45 +197,70 @@ class SubstringRegistry:
 
 def substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine:
     """The Aho–Corasick feature automaton of the substrings ``ids`` (closed under prefixes
-    here; the root id 0 is not a feature and fires nothing)."""
+    here; the root id 0 is not a feature and fires nothing). Cached on the registry."""
+    key = frozenset(int(i) for i in ids)
+    cached = registry.machines.get(key)
+    if cached is not None:
+        return cached
+    machine = _build_substring_machine(registry, key)
+    if len(registry.machines) >= 32:
+        registry.machines.pop(next(iter(registry.machines)))
+    registry.machines[key] = machine
+    return machine
+
+
+def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine:
+    # Aho–Corasick over the trie of the closed set: goto/failure tables row by row in
+    # breadth-first order, then each cell's features = the failure chain of its node
     alphabet = registry.alphabet
     A = len(alphabet)
-    nodes = {registry.strings[int(i)] for i in ids}
     closed = set()
-    for w in nodes:
+    for i in ids:
+        w = registry.strings[int(i)]
         for n in range(len(w) + 1):
             closed.add(w[:n])
-    local_of = {}
-    feature_ids = []
-    for w in sorted(closed):
-        if w:
-            local_of[w] = len(feature_ids)
-            feature_ids.append(registry.add(w))
-    states = sorted((w for w in closed if EOS not in w), key=lambda w: (len(w), w))
-    state_of = {w: k for k, w in enumerate(states)}
-
-    def longest_suffix_state(h):
-        for i in range(len(h) + 1):
-            if h[i:] in state_of:
-                return state_of[h[i:]]
-        return state_of[()]
-
-    def fired(h):
-        return [local_of[h[i:]] for i in range(len(h)) if h[i:] in local_of]
-
-    next_state = np.zeros((len(states), A), dtype=np.int64)
-    cells: list[list] = [[] for _ in range(len(states) * (A + 1))]
-    for s, h in enumerate(states):
-        for a, x in enumerate(alphabet):
-            ha = h + (x,)
-            next_state[s, a] = longest_suffix_state(ha)
-            cells[s * A + a] = fired(ha)
-        cells[len(states) * A + s] = fired(h + (EOS,))
-    start_history = (BOS,)
-    start = longest_suffix_state(start_history)
+    nodes = sorted(closed, key=lambda w: (len(w), w))
+    node_of = {w: k for k, w in enumerate(nodes)}
+    column = {x: a for a, x in enumerate(alphabet)}
+    column[BOS], column[EOS] = A, A + 1
+    n = len(nodes)
+    goto = np.zeros((n, A + 2), dtype=np.int64)
+    fail = np.zeros(n, dtype=np.int64)
+    children: list[list] = [[] for _ in range(n)]
+    for k, w in enumerate(nodes[1:], 1):
+        children[node_of[w[:-1]]].append((column[w[-1]], k))
+    for k, w in enumerate(nodes):
+        if w and w[-1] == EOS:
+            continue
+        if k:
+            goto[k] = goto[fail[k]]
+        for c, child in children[k]:
+            fail[child] = goto[fail[k], c] if k else 0
+            goto[k, c] = child
+    is_state = np.array([not (w and w[-1] == EOS) for w in nodes])
+    state_nodes = np.flatnonzero(is_state)
+    state_of_node = np.full(n, -1, dtype=np.int64)
+    state_of_node[state_nodes] = np.arange(len(state_nodes))
+    S = len(state_nodes)
+    next_state = state_of_node[goto[state_nodes, :A]]
+    cell_node = np.concatenate([goto[state_nodes, :A].ravel(), goto[state_nodes, A + 1]])
+    cells, feats = [], []
+    current = cell_node.copy()
+    cell_index = np.arange(len(cell_node))
+    while True:
+        live = current != 0
+        if not live.any():
+            break
+        cells.append(cell_index[live])
+        feats.append(current[live] - 1)  # local feature = node id − 1 (the root fires nothing)
+        current = np.where(live, fail[current], 0)
+    cell_of = np.concatenate(cells) if cells else np.zeros(0, dtype=np.int64)
+    feat_of = np.concatenate(feats) if feats else np.zeros(0, dtype=np.int64)
+    order = np.argsort(cell_of, kind="stable")
+    ptr = np.zeros(S * (A + 1) + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(np.bincount(cell_of, minlength=S * (A + 1)))
+    feature_ids = np.array([registry.add(w) for w in nodes[1:]], dtype=np.int64)
     # the features fired by reading ^ are constant (count 1 in every string): left out
-    ptr = np.zeros(len(cells) + 1, dtype=np.int64)
-    ptr[1:] = np.cumsum([len(c) for c in cells])
-    flat = np.array([f for c in cells for f in c], dtype=np.int64)
-    return FeatureMachine(alphabet, next_state, start, ptr, flat, np.array(feature_ids, dtype=np.int64),
-                          tuple("".join(h) for h in states))
+    start = int(state_of_node[goto[0, A]])
+    return FeatureMachine(alphabet, next_state, start, ptr, feat_of[order], feature_ids,
+                          tuple("".join(nodes[k]) for k in state_nodes))

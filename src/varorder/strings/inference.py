@@ -209,8 +209,9 @@ class StringEP:
 
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
-                 unigram_first: bool = True, progress=None):
+                 unigram_first: bool = True, optimizer: str = "prox", progress=None):
         self.family = family
+        self.optimizer = optimizer
         self.order = order
         self.eta = eta
         self.lam = lam
@@ -270,6 +271,7 @@ class StringEP:
         return self.factors_.message(word_index, position, incoming)
 
     def _update(self, v, f, unigram: bool) -> None:
+        self._unigram_pass = unigram
         mu = self._factor_message(f, v)
         theta_v, msg = self._theta(v), self._msg(f, v)
         theta_out = theta_v - msg
@@ -279,11 +281,15 @@ class StringEP:
             self.theta_[v] = new
             self.msgs_[(f, v)] = new - theta_out
             return
-        if unigram:
+        if unigram and self.optimizer != "greedy":
             machine = self._support_machine(v, [theta_out])
             theta_out = self._theta(v) - self._msg(f, v)
             counts, _ = machine.expected_counts(mu, theta_out)
             new = self._unigram_closed_form(v, machine, counts, theta_out)
+        elif self.optimizer == "greedy":
+            new = self._greedy_fit(v, mu, theta_out)
+            theta_out = self._theta(v) - self._msg(f, v)
+            new = self._vec(v, new)
         else:
             machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
             theta_v, theta_out = self._theta(v), self._theta(v) - self._msg(f, v)
@@ -302,6 +308,71 @@ class StringEP:
         for li, gi in unigram:
             new[gi] = math.log((counts[li] + 1e-12) / total)
         return new
+
+    def _greedy_fit(self, v, mu, theta_out):
+        """Closed form with greedy growing (§6.1): contexts C grow leftwards from {ε}; a
+        candidate x·h joins when its estimated gain in E_p̂[log q] (expected counts ×
+        the KL between its next-symbol distribution and its parent h's) exceeds λ times the
+        A + 1 arcs it adds (eq. 8's size); then every state's row is its normalised
+        expected counts — the exact KL projection onto the variable-order DFA of C (§6,
+        closed form) — written in substring form θ_{h·a} = log p(a|h) − log p(a|h[1:]),
+        which telescopes back to log p(a|h) when the substring automaton reads a."""
+        registry = self.registry_[v]
+        symbols = registry.alphabet + (EOS,)
+        A1 = len(symbols)
+        cap = self.max_order - 1 if self.max_order is not None else 6
+        counts: dict = {}
+
+        def count(contexts):
+            ids = set(np.flatnonzero(theta_out).tolist()) | {0}
+            for u in contexts:
+                for a in symbols:
+                    ids.add(registry.add_with_prefixes(u + (a,)))
+            machine = substring_machine(registry, ids)
+            padded = self._vec(v, theta_out)
+            local, _ = machine.expected_counts(mu, padded)
+            for li, gi in enumerate(machine.feature_ids):
+                counts[registry.strings[gi]] = max(float(local[li]), 0.0)
+
+        contexts = [()]
+        count(contexts)
+        frontier = [()] if not (self._unigram_pass) else []
+        threshold = self.lam * A1
+        for _depth in range(cap):
+            candidates = [(x,) + h for h in frontier for x in (("^",) + registry.alphabet)
+                          if not (h and h[0] == "^")]
+            if not candidates:
+                break
+            count(candidates)
+            kept = []
+            for c in candidates:
+                parent = c[1:]
+                row = np.array([counts.get(c + (a,), 0.0) for a in symbols])
+                total = row.sum()
+                if total <= 1e-9:
+                    continue
+                prow = np.array([counts.get(parent + (a,), 0.0) for a in symbols])
+                ptotal = prow.sum()
+                mask = row > 0
+                gain = float(np.sum(row[mask] * (np.log(row[mask] / total) - np.log(np.maximum(prow[mask], 1e-300) / ptotal))))
+                if gain >= threshold:
+                    kept.append(c)
+            contexts += kept
+            frontier = kept
+        in_c = set(contexts)
+        new = np.zeros(len(registry))
+        logp = {}
+        for h in sorted(contexts, key=len):
+            row = np.array([counts.get(h + (a,), 0.0) for a in symbols])
+            for x in ("^",) + registry.alphabet:
+                if (x,) + h in in_c:
+                    row -= np.array([counts.get((x,) + h + (a,), 0.0) for a in symbols])
+            row = np.maximum(row, 0.0) + 1e-12
+            logp[h] = np.log(row / row.sum())
+            base = logp[h[1:]] if h else np.zeros(A1)
+            for a, value in zip(symbols, logp[h] - base):
+                new[registry.add_with_prefixes(h + (a,))] = value
+        return self._vec(v, new)
 
     def _prox_step(self, v, machine, theta_v, gradient):
         registry = self.registry_[v]
@@ -332,6 +403,8 @@ class StringEP:
     def fit(self, graph: PhonologyGraph) -> "StringEP":
         if self.family not in ("ngram", "pep"):
             raise ValueError(f"family must be 'ngram' or 'pep', got {self.family!r}")
+        if self.optimizer not in ("prox", "greedy"):
+            raise ValueError(f"optimizer must be 'prox' or 'greedy', got {self.optimizer!r}")
         if self.family == "ngram" and self.order not in (1, 2, 3, 4):
             raise ValueError(f"order must be 1-4, got {self.order}")
         started = time.perf_counter()
@@ -407,7 +480,8 @@ class StringEP:
                 return [(s, math.exp(w - log_z)) for s, w in kbest_strings(machine.encode(theta), k)]
 
             scorers[v], toppers[v] = scorer, topper
-        method = f"EP-{self.order}gram" if self.family == "ngram" else f"PEP(λ={self.lam:g})"
+        method = (f"EP-{self.order}gram" if self.family == "ngram"
+                  else f"PEP-{self.optimizer}(λ={self.lam:g})")
         stats = dict(self.stats_, mean_states=float(np.mean(sizes)) if sizes else 0.0)
         return Beliefs(method, scorers, toppers, self.seconds_, stats)
 

@@ -10,7 +10,8 @@
   (Mohri 2002, "Semiring frameworks and algorithms for shortest-distance problems": the
   closure (I − M)⁻¹ is exact whenever the series converges); a non-convergent machine
   (spectral radius ≥ 1 on the trimmed part) has no nonnegative solution (Perron–Frobenius)
-  and raises ValueError; in the tropical semiring by Bellman–Ford relaxation (a positive
+  and raises ValueError; the Neumann series Σ Mᵏ r is summed first when it converges
+  fast (machines read against one string are nearly acyclic), the LU solve otherwise; in the tropical semiring by Bellman–Ford relaxation (a positive
   cycle raises ValueError);
 * arc posteriors (expected arc counts) α(src)·w·β(dst)/Z and expected n-gram counts;
 * the product with a complete deterministic automaton given as a transition table (the
@@ -158,17 +159,43 @@ def trim(fsa: Wfsa) -> Wfsa:
                 fsa.ilabel[arcs].copy(), fsa.olabel[arcs].copy(), fsa.weight[arcs].copy(), new_id[fsa.dst[arcs]])
 
 
+def _closure(M, rhs: np.ndarray, transpose: bool, lu_cache: list | None = None) -> np.ndarray:
+    """x = rhs + M x (Mᵀ with ``transpose``) for M ≥ 0, rhs ≥ 0: the Neumann series
+    Σ Mᵏ rhs while its terms shrink fast (product machines with a string are nearly
+    acyclic: only deletion loops stay at one position), else one sparse LU solve."""
+    op = M.T.tocsr() if transpose else M
+    x = rhs.copy()
+    term = rhs
+    for _ in range(NEUMANN_MAX_TERMS):
+        term = op @ term
+        x += term
+        top = x.max()
+        if not np.isfinite(top):
+            break
+        if term.max() <= NEUMANN_TOLERANCE * top:
+            return x
+    n = M.shape[0]
+    A = (sp.identity(n, format="csc") - M.tocsc()).tocsc()
+    if n == 1:
+        return rhs / A.toarray()[0, 0]
+    if lu_cache is not None and lu_cache:
+        lu = lu_cache[0]
+    else:
+        lu = spla.splu(A)
+        if lu_cache is not None:
+            lu_cache.append(lu)
+    return lu.solve(rhs, trans="T" if transpose else "N")
+
+
+NEUMANN_MAX_TERMS = 200
+NEUMANN_TOLERANCE = 1e-15
+
+
 def _log_solve(n, src, dst, weight, rhs_log, transpose: bool, shift: float):
     """log x for x = r + M x (or Mᵀ x) in exp space, weights shifted by ``shift`` for range."""
-    values = np.exp(weight)
-    M = sp.csc_matrix((values, (dst, src) if transpose else (src, dst)), shape=(n, n))
-    A = (sp.identity(n, format="csc") - M).tocsc()
+    M = sp.csr_matrix((np.exp(weight), (src, dst)), shape=(n, n))
     rhs = np.exp(rhs_log - shift)
-    if n == 1:
-        x = rhs / A.toarray()[0, 0]
-    else:
-        x = spla.spsolve(A, rhs)
-    x = np.atleast_1d(x)
+    x = np.atleast_1d(_closure(M, rhs, transpose))
     if not np.all(np.isfinite(x)) or (x < -1e-12 * max(1.0, np.abs(x).max())).any():
         raise ValueError("the machine's total weight diverges (the closure series does not converge)")
     with np.errstate(divide="ignore"):
@@ -228,16 +255,37 @@ def log_total_weight(fsa: Wfsa, semiring: str = "log") -> float:
 
 def arc_posteriors(fsa: Wfsa):
     """Expected number of traversals of each arc and of each final state (log semiring),
-    and log Z: ``(arc_counts (n_arcs,), final_counts (n_states,), log_z)``."""
-    alpha = shortest_distance(fsa, "log")
-    beta = shortest_distance(fsa, "log", reverse=True)
-    log_z = float(beta[fsa.start])
-    if log_z == NEG_INF:
+    and log Z: ``(arc_counts (n_arcs,), final_counts (n_states,), log_z)``. One sparse LU
+    factorisation of I − M on the connected part serves both α (transposed) and β."""
+    keep = connected_states(fsa)
+    if not keep[fsa.start]:
         raise ValueError("the machine accepts nothing: posteriors are undefined")
-    with np.errstate(invalid="ignore"):
-        arc = np.exp(alpha[fsa.src] + fsa.weight + beta[fsa.dst] - log_z)
-        final = np.exp(alpha + fsa.final - log_z)
-    return np.nan_to_num(arc), np.nan_to_num(final), log_z
+    index = np.flatnonzero(keep)
+    new_id = np.cumsum(keep) - 1
+    live = keep[fsa.src] & keep[fsa.dst] & (fsa.weight > NEG_INF)
+    src, dst = new_id[fsa.src[live]], new_id[fsa.dst[live]]
+    n = len(index)
+    final = fsa.final[keep]
+    shift = float(final[final > NEG_INF].max())
+    M = sp.csr_matrix((np.exp(fsa.weight[live]), (src, dst)), shape=(n, n))
+    e_start = np.zeros(n)
+    e_start[new_id[fsa.start]] = 1.0
+    f = np.exp(final - shift)
+    lu_cache: list = []
+    beta = np.atleast_1d(_closure(M, f, False, lu_cache))
+    alpha = np.atleast_1d(_closure(M, e_start, True, lu_cache))
+    for x in (alpha, beta):
+        if not np.all(np.isfinite(x)) or (x < -1e-12 * max(1.0, np.abs(x).max())).any():
+            raise ValueError("the machine's total weight diverges (the closure series does not converge)")
+    alpha, beta = np.maximum(alpha, 0.0), np.maximum(beta, 0.0)
+    z = beta[new_id[fsa.start]]
+    if not z > 0:
+        raise ValueError("the machine accepts nothing: posteriors are undefined")
+    arc = np.zeros(fsa.n_arcs)
+    arc[live] = alpha[src] * np.exp(fsa.weight[live]) * beta[dst] / z
+    final_counts = np.zeros(fsa.n_states)
+    final_counts[index] = alpha * f / z
+    return arc, final_counts, float(np.log(z) + shift)
 
 
 def string_weight(fsa: Wfsa, string, semiring: str = "log") -> float:
