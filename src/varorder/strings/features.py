@@ -15,7 +15,8 @@ Two families:
 * :func:`substring_machine` — the variable-order family of §3.3/§3.5: one feature per
   substring w of ``^ v $`` in a prefix-closed set 𝒲 (a trie), f_w(v) = occurrences of w.
   The automaton is Aho–Corasick's: the state is the longest suffix of the history that
-  is a trie node; reading a fires every trie node that is a suffix of (state · a). Its
+  is an inner trie node (leaves need no state); reading a fires every trie node that is
+  a suffix of (state · a). Its
   size is governed by the number of distinct prefixes — the quantity eq. 8 counts.
 
 :meth:`FeatureMachine.expected_counts` computes E_p[f] for p = W ⊙ ENCODE(θ) (W any
@@ -140,7 +141,8 @@ def ngram_closed_form(machine: FeatureMachine, counts: np.ndarray, floor: float 
     S, A = machine.next_state.shape
     table = np.concatenate([counts[: S * A].reshape(S, A), counts[S * A:, None]], axis=1) + floor
     table /= table.sum(axis=1, keepdims=True)
-    logs = np.log(table)
+    with np.errstate(divide="ignore"):
+        logs = np.log(table)
     return np.concatenate([logs[:, :A].ravel(), logs[:, A]])
 
 
@@ -237,12 +239,17 @@ def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine
         for c, child in children[k]:
             fail[child] = goto[fail[k], c] if k else 0
             goto[k, c] = child
-    is_state = np.array([not (w and w[-1] == EOS) for w in nodes])
+    # states: the root and every node with a child (a leaf's future equals its failure
+    # state's; its features still fire on the cell that reaches it)
+    is_state = np.array([k == 0 or bool(children[k]) for k in range(n)])
+    state_rep = np.zeros(n, dtype=np.int64)
+    for k, w in enumerate(nodes):
+        state_rep[k] = k if is_state[k] else state_rep[fail[k]]
     state_nodes = np.flatnonzero(is_state)
     state_of_node = np.full(n, -1, dtype=np.int64)
     state_of_node[state_nodes] = np.arange(len(state_nodes))
     S = len(state_nodes)
-    next_state = state_of_node[goto[state_nodes, :A]]
+    next_state = state_of_node[state_rep[goto[state_nodes, :A]]]
     cell_node = np.concatenate([goto[state_nodes, :A].ravel(), goto[state_nodes, A + 1]])
     cells, feats = [], []
     current = cell_node.copy()
@@ -261,6 +268,6 @@ def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine
     ptr[1:] = np.cumsum(np.bincount(cell_of, minlength=S * (A + 1)))
     feature_ids = np.array([registry.add(w) for w in nodes[1:]], dtype=np.int64)
     # the features fired by reading ^ are constant (count 1 in every string): left out
-    start = int(state_of_node[goto[0, A]])
+    start = int(state_of_node[state_rep[goto[0, A]]])
     return FeatureMachine(alphabet, next_state, start, ptr, feat_of[order], feature_ids,
                           tuple("".join(nodes[k]) for k in state_nodes))

@@ -41,7 +41,7 @@ from varorder.strings.features import (EOS, FeatureMachine, SubstringRegistry, n
 from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import Wfsa, kbest_strings, product_with_dfa, shortest_distance, strings_acceptor
 
-__all__ = ["Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables"]
+__all__ = ["Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables", "project_acceptor"]
 
 NEG_INF = -math.inf
 
@@ -91,7 +91,14 @@ def machine_dfa(machine: FeatureMachine, theta) -> Dfa:
 
 
 class FactorMessages:
-    """μ_{F→V} for word factors: A_s per word (cached) and the forward/backward sums."""
+    """μ_{F→V} for word factors: A_s per word (cached) and the forward/backward sums.
+
+    A path of A_s is cut into one piece per morpheme at canonical boundaries: a piece that
+    is not the last ends right after its last symbol (insertions, ε on the underlying
+    tape, belong to the following piece), so every path is counted once. To know where a
+    piece may end, A_s is used *doubled*: state q (reached by ε or a boundary) and q + n
+    (reached by a symbol) have the same outgoing arcs.
+    """
 
     def __init__(self, graph: PhonologyGraph):
         self.graph = graph
@@ -101,43 +108,62 @@ class FactorMessages:
         acc = self._surface.get(word_index)
         if acc is None:
             word = self.graph.words[word_index]
-            acc = self._surface[word_index] = self.graph.edit.surface_acceptor(word.surface)
+            acc = self._surface[word_index] = self._doubled(self.graph.edit.surface_acceptor(word.surface))
         return acc
 
     @staticmethod
-    def _forward(acc: Wfsa, initial: np.ndarray, dfa: Dfa) -> np.ndarray:
-        S = dfa.next_state.shape[0]
-        open_ended = acc.replace(final=np.zeros(acc.n_states))
-        product, _, _ = product_with_dfa(open_ended, dfa.next_state, dfa.start, dfa.cell, dfa.end)
-        init = np.full(product.n_states, NEG_INF)
-        init[np.arange(acc.n_states) * S + dfa.start] = initial
-        alpha = shortest_distance(product, "log", initial=init)
-        return _logsumexp_rows(alpha.reshape(acc.n_states, S) + dfa.end[None, :], axis=1)
+    def _doubled(acc: Wfsa) -> Wfsa:
+        n = acc.n_states
+        to = np.where(acc.ilabel == 0, acc.dst, acc.dst + n)
+        return Wfsa(acc.alphabet, acc.start, np.concatenate([acc.final, acc.final]),
+                    np.concatenate([acc.src, acc.src + n]), np.tile(acc.ilabel, 2), np.tile(acc.olabel, 2),
+                    np.tile(acc.weight, 2), np.tile(to, 2))
 
     @staticmethod
-    def _backward(acc: Wfsa, final: np.ndarray, dfa: Dfa) -> np.ndarray:
+    def _forward(acc: Wfsa, initial: np.ndarray, dfa: Dfa) -> np.ndarray:
+        """Boundary weights after one more (non-final) piece: sums over strings x of the
+        DFA's weight of x times the paths from the boundary that read x, ending on a symbol."""
+        n = acc.n_states // 2
         S = dfa.next_state.shape[0]
-        product, _, _ = product_with_dfa(acc.replace(final=final), dfa.next_state, dfa.start, dfa.cell, dfa.end)
-        beta = shortest_distance(product, "log", reverse=True)
-        return beta.reshape(acc.n_states, S)[:, dfa.start]
+        open_ended = acc.replace(final=np.concatenate([np.full(n, NEG_INF), np.zeros(n)]))
+        product, _, _ = product_with_dfa(open_ended, dfa.next_state, dfa.start, dfa.cell, dfa.end)
+        init = np.full(product.n_states, NEG_INF)
+        init[np.arange(n) * S + dfa.start] = initial
+        alpha = shortest_distance(product, "log", initial=init).reshape(2 * n, S)
+        after_symbol = _logsumexp_rows(alpha[n:] + dfa.end[None, :], axis=1)
+        return np.logaddexp(after_symbol, initial + dfa.end[dfa.start])  # or the empty string
+
+    @staticmethod
+    def _backward(acc: Wfsa, final: np.ndarray, dfa: Dfa, last: bool) -> np.ndarray:
+        n = acc.n_states // 2
+        S = dfa.next_state.shape[0]
+        ends = np.concatenate([final, final]) if last else np.concatenate([np.full(n, NEG_INF), final])
+        product, _, _ = product_with_dfa(acc.replace(final=ends), dfa.next_state, dfa.start, dfa.cell, dfa.end)
+        beta = shortest_distance(product, "log", reverse=True).reshape(2 * n, S)[:n, dfa.start]
+        return beta if last else np.logaddexp(beta, final + dfa.end[dfa.start])
 
     def message(self, word_index: int, position: int, incoming: list) -> Wfsa:
         """μ_{F→V} for the morpheme at ``position`` of word ``word_index``; ``incoming[j]``
         is the :class:`Dfa` of V_j's message to F (ignored at ``position``)."""
         acc = self.surface(word_index)
-        initial = np.full(acc.n_states, NEG_INF)
+        n = acc.n_states // 2
+        k = len(incoming)
+        initial = np.full(n, NEG_INF)
         initial[acc.start] = 0.0
         for j in range(position):
             initial = self._forward(acc, initial, incoming[j])
-        final = acc.final.copy()
-        for j in range(len(incoming) - 1, position, -1):
-            final = self._backward(acc, final, incoming[j])
-        # a fresh start state with ε arcs carries the initial weights
-        n = acc.n_states
+        final = acc.final[:n].copy()
+        for j in range(k - 1, position, -1):
+            final = self._backward(acc, final, incoming[j], last=(j == k - 1))
+        # a fresh start state with ε arcs carries the initial weights; it is final for the
+        # empty string when the piece is not the word's last
+        if position == k - 1:
+            ends = np.concatenate([final, final, [NEG_INF]])
+        else:
+            ends = np.concatenate([np.full(n, NEG_INF), final, [_logsumexp_rows((initial + final)[None, :], 1)[0]]])
         live = np.flatnonzero(initial > NEG_INF)
-        src = np.concatenate([acc.src, np.full(len(live), n)])
         zeros = np.zeros(len(live), dtype=np.int64)
-        return Wfsa(acc.alphabet, n, np.concatenate([final, [NEG_INF]]), src,
+        return Wfsa(acc.alphabet, 2 * n, ends, np.concatenate([acc.src, np.full(len(live), 2 * n)]),
                     np.concatenate([acc.ilabel, zeros]), np.concatenate([acc.olabel, zeros]),
                     np.concatenate([acc.weight, initial[live]]), np.concatenate([acc.dst, live]))
 
@@ -294,8 +320,8 @@ class StringEP:
             machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
             theta_v, theta_out = self._theta(v), self._theta(v) - self._msg(f, v)
             counts_p, _ = machine.expected_counts(mu, theta_out)
-            counts_q, _ = machine.expected_counts(None, theta_v)
-            new = self._prox_step(v, machine, theta_v, counts_p - counts_q)
+            counts_q, log_z = machine.expected_counts(None, theta_v)
+            new = self._prox_step(v, machine, theta_v, counts_p, counts_q, log_z)
         self.theta_[v] = new
         self.msgs_[(f, v)] = new - theta_out
 
@@ -310,63 +336,68 @@ class StringEP:
         return new
 
     def _greedy_fit(self, v, mu, theta_out):
-        """Closed form with greedy growing (§6.1): contexts C grow leftwards from {ε}; a
-        candidate x·h joins when its estimated gain in E_p̂[log q] (expected counts ×
-        the KL between its next-symbol distribution and its parent h's) exceeds λ times the
-        A + 1 arcs it adds (eq. 8's size); then every state's row is its normalised
-        expected counts — the exact KL projection onto the variable-order DFA of C (§6,
-        closed form) — written in substring form θ_{h·a} = log p(a|h) − log p(a|h[1:]),
-        which telescopes back to log p(a|h) when the substring automaton reads a."""
+        """Closed form with greedy growing (§6.1, "closed-form with greedy growing"): the
+        variable keeps a suffix-closed context set C; each update counts, in one product
+        with p̂, the n-grams h·a of C and of its one-symbol left extensions x·h (the active
+        set of Fig. 2), keeps every context whose estimated gain in E_p̂[log q] (expected
+        counts × the KL between its next-symbol distribution and its parent h[1:]'s) is at
+        least λ times the A + 1 arcs it costs (eq. 8's size) and whose parent is kept, and
+        sets every state's row to its normalised expected counts — the exact KL projection
+        onto the variable-order DFA of C (§6, closed form). θ is written in substring form
+        θ_{h·a} = log p(a|h) − log p(a|h[1:]), which telescopes back to log p(a|h) when
+        the substring automaton reads a (so messages stay differences of substring θ's)."""
         registry = self.registry_[v]
         symbols = registry.alphabet + (EOS,)
         A1 = len(symbols)
-        cap = self.max_order - 1 if self.max_order is not None else 6
-        counts: dict = {}
-
-        def count(contexts):
-            ids = set(np.flatnonzero(theta_out).tolist()) | {0}
-            for u in contexts:
-                for a in symbols:
-                    ids.add(registry.add_with_prefixes(u + (a,)))
-            machine = substring_machine(registry, ids)
-            padded = self._vec(v, theta_out)
-            local, _ = machine.expected_counts(mu, padded)
-            for li, gi in enumerate(machine.feature_ids):
-                counts[registry.strings[gi]] = max(float(local[li]), 0.0)
-
-        contexts = [()]
-        count(contexts)
-        frontier = [()] if not (self._unigram_pass) else []
-        threshold = self.lam * A1
-        for _depth in range(cap):
-            candidates = [(x,) + h for h in frontier for x in (("^",) + registry.alphabet)
-                          if not (h and h[0] == "^")]
-            if not candidates:
-                break
-            count(candidates)
-            kept = []
-            for c in candidates:
-                parent = c[1:]
-                row = np.array([counts.get(c + (a,), 0.0) for a in symbols])
-                total = row.sum()
-                if total <= 1e-9:
+        cap = self.max_order - 1 if self.max_order is not None else 8
+        previous = self.contexts_.get(v, [()])
+        known = set(previous)
+        candidates = []
+        if not self._unigram_pass:
+            for h in previous:
+                if len(h) >= cap or (h and h[0] == "^"):
                     continue
-                prow = np.array([counts.get(parent + (a,), 0.0) for a in symbols])
-                ptotal = prow.sum()
-                mask = row > 0
-                gain = float(np.sum(row[mask] * (np.log(row[mask] / total) - np.log(np.maximum(prow[mask], 1e-300) / ptotal))))
-                if gain >= threshold:
-                    kept.append(c)
-            contexts += kept
-            frontier = kept
-        in_c = set(contexts)
+                for x in ("^",) + registry.alphabet:
+                    c = (x,) + h
+                    if c not in known:
+                        known.add(c)
+                        candidates.append(c)
+        ids = set(np.flatnonzero(theta_out).tolist()) | {0}
+        for u in known:
+            for a in symbols:
+                ids.add(registry.add_with_prefixes(u + (a,)))
+        machine = substring_machine(registry, ids)
+        local, _ = machine.expected_counts(mu, self._vec(v, theta_out))
+        counts = {registry.strings[gi]: max(float(local[li]), 0.0) for li, gi in enumerate(machine.feature_ids)}
+
+        def row_of(h):
+            return np.array([counts.get(h + (a,), 0.0) for a in symbols])
+
+        threshold = self.lam * A1
+        kept = [()]
+        kept_set = {()}
+        for c in sorted(known - {()}, key=len):
+            if c[1:] not in kept_set:
+                continue
+            row = row_of(c)
+            total = row.sum()
+            if total <= 1e-9:
+                continue
+            prow = row_of(c[1:])
+            mask = row > 0
+            gain = float(np.sum(row[mask] * (np.log(row[mask] / total)
+                                             - np.log(np.maximum(prow[mask], 1e-300) / prow.sum()))))
+            if gain >= threshold:
+                kept.append(c)
+                kept_set.add(c)
+        self.contexts_[v] = kept
         new = np.zeros(len(registry))
         logp = {}
-        for h in sorted(contexts, key=len):
-            row = np.array([counts.get(h + (a,), 0.0) for a in symbols])
+        for h in kept:
+            row = row_of(h)
             for x in ("^",) + registry.alphabet:
-                if (x,) + h in in_c:
-                    row -= np.array([counts.get((x,) + h + (a,), 0.0) for a in symbols])
+                if (x,) + h in kept_set:
+                    row -= row_of((x,) + h)
             row = np.maximum(row, 0.0) + 1e-12
             logp[h] = np.log(row / row.sum())
             base = logp[h[1:]] if h else np.zeros(A1)
@@ -374,16 +405,21 @@ class StringEP:
                 new[registry.add_with_prefixes(h + (a,))] = value
         return self._vec(v, new)
 
-    def _prox_step(self, v, machine, theta_v, gradient):
+    def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z):
+        """One proximal-gradient step on f(θ) + ηλΩ(θ), f(θ) = log Z_θ − E_p̂[f]·θ (= KL up
+        to a constant), with the standard sufficient-decrease backtracking (Parikh & Boyd
+        2013, §4.2): halve η until f(θ⁺) ≤ f(θ) + ∇f·(θ⁺ − θ) + ‖θ⁺ − θ‖²/2η; a step that
+        leaves the feasible set (Z = ∞) also halves η (§6)."""
         registry = self.registry_[v]
         ids = np.concatenate([[0], machine.feature_ids])
-        grad = np.concatenate([[0.0], gradient])
+        grad = np.concatenate([[0.0], counts_p - counts_q])  # −∇f (ascent direction)
         order, parent = registry.preorder(ids)
         position = {int(i): k for k, i in enumerate(ids)}
         take = np.array([position[int(i)] for i in order])
         current = theta_v[order]
+        f_current = log_z - float(counts_p @ theta_v[machine.feature_ids])
         eta = self.eta
-        for _ in range(8):
+        for _ in range(30):
             values = current + eta * grad[take]
             values[0] = 0.0
             values = prox_tree_l2(values, parent, eta * self.lam)
@@ -391,11 +427,14 @@ class StringEP:
             new[order] = values
             try:
                 z = machine.log_partition(new)
-                if math.isfinite(z):
-                    return new
             except ValueError:
-                pass
-            eta *= 0.5  # the step left the feasible set (Z = ∞): backtrack (§6)
+                z = math.inf
+            if math.isfinite(z):
+                step = values - current
+                f_new = z - float(counts_p @ new[machine.feature_ids])
+                if f_new <= f_current - float(grad[take] @ step) + float(step @ step) / (2 * eta) + 1e-12:
+                    return new
+            eta *= 0.5
         self.stats_["infeasible"] += 1
         return theta_v
 
@@ -424,6 +463,7 @@ class StringEP:
             self.theta_ = {v: np.zeros(self.size_) for v in variables}
         else:
             self.registry_ = {v: SubstringRegistry(graph.alphabet) for v in variables}
+            self.contexts_ = {}
             self.theta_ = {v: np.zeros(1) for v in variables}
         self.msgs_ = {}
         # the order of Cotterell et al. (2015): words in file order, their morphemes in turn
@@ -486,6 +526,35 @@ class StringEP:
         return Beliefs(method, scorers, toppers, self.seconds_, stats)
 
 
+def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 100, eta: float = 0.05,
+                     lam: float = 0.01, max_order: int | None = None):
+    """Project one normalisable acceptor p onto the substring family (eq. 3): the unigram
+    closed form, then ``steps`` proximal-gradient steps (``optimizer="prox"``) or greedy
+    growing rounds (``"greedy"``). Returns ``(machine, θ)``; ``machine.encode(θ)`` is q."""
+    ep = StringEP("pep", eta=eta, lam=lam, max_order=max_order, optimizer=optimizer)
+    ep.registry_ = {0: SubstringRegistry(acceptor.alphabet)}
+    ep.theta_, ep.msgs_, ep.contexts_ = {0: np.zeros(1)}, {}, {}
+    ep.stats_ = {"infeasible": 0}
+    ep._unigram_pass = True
+    machine = ep._support_machine(0, [])
+    counts, _ = machine.expected_counts(acceptor, ep._theta(0) * 0.0)
+    ep.theta_[0] = ep._unigram_closed_form(0, machine, counts, None)
+    ep._unigram_pass = False
+    zero = np.zeros(1)
+    for _ in range(steps):
+        theta = ep._theta(0)
+        if optimizer == "greedy":
+            ep.theta_[0] = ep._greedy_fit(0, acceptor, ep._vec(0, zero))
+            continue
+        machine = ep._support_machine(0, [theta], frontier_of=theta)
+        theta = ep._theta(0)
+        counts_p, _ = machine.expected_counts(acceptor, np.zeros_like(theta))
+        counts_q, log_z = machine.expected_counts(None, theta)
+        ep.theta_[0] = ep._prox_step(0, machine, theta, counts_p, counts_q, log_z)
+    theta = ep._theta(0)
+    return ep._support_machine(0, [theta]), theta
+
+
 # ---------------------------------------------------------------------------
 # loopy BP with k-best pruning (the baseline)
 # ---------------------------------------------------------------------------
@@ -540,7 +609,10 @@ class PrunedBP:
         self.graph_ = graph
         self.factors_ = FactorMessages(graph)
         self.prior_wfsa_ = graph.prior_wfsa()
-        self.prior_dfa_ = machine_dfa(ngram_machine(graph.alphabet, 2), graph.prior_theta)
+        if graph.prior_strings is not None:
+            self.prior_dfa_ = dfa_tables(self.prior_wfsa_)
+        else:
+            self.prior_dfa_ = machine_dfa(ngram_machine(graph.alphabet, 2), graph.prior_theta)
         variables = list(graph.morphemes)
         neighbours = {v: [("prior", v)] for v in variables}
         for i, w in enumerate(graph.words):

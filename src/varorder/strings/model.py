@@ -30,7 +30,7 @@ import numpy as np
 from varorder.engine.validate import as_rng
 from varorder.io._text import open_text
 from varorder.strings.features import ngram_closed_form, ngram_machine
-from varorder.wfsa import Wfsa, compose, linear_acceptor, project, trim
+from varorder.wfsa import Wfsa, compose, linear_acceptor, project, strings_acceptor, trim
 
 __all__ = ["EditTransducer", "PhonologyGraph", "Word", "bigram_prior", "read_hopkins", "synthetic_lexicon"]
 
@@ -112,14 +112,12 @@ def bigram_prior(alphabet, strings=(), smoothing: float = 1.0, mean_length: floa
         counts[: S * A] = (1.0 - end) / A
         counts[S * A:] = end
     index = {s: i for i, s in enumerate(alphabet)}
-    state_of = {label: k for k, label in enumerate(machine.labels)}
     for string in strings:
         state = machine.start
         for x in string:
             counts[state * A + index[x]] += 1
             state = machine.next_state[state, index[x]]
         counts[S * A + state] += 1
-    del state_of
     return ngram_closed_form(machine, counts, floor=0.0)
 
 
@@ -144,6 +142,7 @@ class PhonologyGraph:
     edit: EditTransducer
     prior_theta: np.ndarray
     gold: dict = field(default_factory=dict)
+    prior_strings: dict | None = None  # a finite-support prior {string: log p} (tests, small demos)
 
     def __post_init__(self):
         known = set(self.morphemes)
@@ -169,6 +168,8 @@ class PhonologyGraph:
         return out
 
     def prior_wfsa(self) -> Wfsa:
+        if self.prior_strings is not None:
+            return strings_acceptor(self.alphabet, self.prior_strings)
         return ngram_machine(self.alphabet, 2).encode(self.prior_theta)
 
 

@@ -439,3 +439,29 @@ def string_graph_marginals(domains, factors):
         for v, x in zip(names, values):
             out[v][x] = out[v].get(x, 0.0) + p
     return out
+
+
+def edit_likelihood(alphabet, substitute, insert, underlying, surface) -> float:
+    """log T(surface | underlying) for the one-state stochastic edit transducer of
+    :class:`varorder.strings.model.EditTransducer` by its own DP (no automata):
+    f[i][j] = P(read underlying[:i], written surface[:j], about to act)."""
+    index = {s: i for i, s in enumerate(alphabet)}
+    A = len(alphabet)
+    stay = 1.0 - float(sum(insert))
+    n, m = len(underlying), len(surface)
+    f = [[0.0] * (m + 1) for _ in range(n + 1)]
+    f[0][0] = 1.0
+    for i in range(n + 1):
+        for j in range(m + 1):
+            here = f[i][j]
+            if here == 0.0:
+                continue
+            if j < m:
+                f[i][j + 1] += here * insert[index[surface[j]]]
+            if i < n:
+                a = index[underlying[i]]
+                if j < m:
+                    f[i + 1][j + 1] += here * stay * substitute[a][index[surface[j]]]
+                f[i + 1][j] += here * stay * substitute[a][A]
+    total = f[n][m] * stay
+    return math.log(total) if total > 0 else NEG_INF

@@ -214,8 +214,9 @@ def shortest_distance(fsa: Wfsa, semiring: str = "log", reverse: bool = False, i
     initial = np.asarray(initial, dtype=np.float64)
     live = fsa.weight > NEG_INF
     seeds = np.flatnonzero(initial > NEG_INF)
-    keep = (_reachable(fsa.n_states, fsa.src[live], fsa.dst[live], seeds)
-            & _reachable(fsa.n_states, fsa.dst[live], fsa.src[live], np.flatnonzero(fsa.final > NEG_INF)))
+    keep = _reachable(fsa.n_states, fsa.dst[live], fsa.src[live], np.flatnonzero(fsa.final > NEG_INF))
+    if not reverse:  # β is wanted at every state that reaches a final one
+        keep &= _reachable(fsa.n_states, fsa.src[live], fsa.dst[live], seeds)
     out = np.full(fsa.n_states, NEG_INF)
     if not keep.any():
         return out
