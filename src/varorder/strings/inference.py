@@ -41,7 +41,26 @@ from varorder.strings.features import (EOS, FeatureMachine, SubstringRegistry, n
 from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import Wfsa, kbest_strings, product_with_dfa, shortest_distance, strings_acceptor
 
-__all__ = ["Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables", "project_acceptor"]
+__all__ = ["METHODS", "Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables",
+           "make_method", "project_acceptor"]
+
+METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
+
+
+def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
+                inner_passes: int = 3, max_order: int | None = None, progress=None):
+    """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
+    (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
+    greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
+    if name == "bp":
+        return PrunedBP(k=k, iterations=iterations, progress=progress)
+    if name in ("ep1", "ep2", "ep3"):
+        return StringEP("ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
+                        progress=progress)
+    if name in ("pep", "pep-prox"):
+        return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
+                        iterations=iterations, inner_passes=inner_passes, max_order=max_order, progress=progress)
+    raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
 NEG_INF = -math.inf
 
@@ -574,7 +593,9 @@ class PrunedBP:
         if v not in self.domain_:  # not visited yet: its prior stands in for its message
             return self.prior_dfa_
         strings = self.domain_[v]
-        logs = self.belief_[v] - self.incoming_[v].get(f, 0.0)
+        incoming = self.incoming_[v].get(f, 0.0)
+        with np.errstate(invalid="ignore"):
+            logs = np.where(np.isneginf(self.belief_[v]), NEG_INF, self.belief_[v] - incoming)
         return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(strings, logs))))
 
     def _mu(self, f, v) -> Wfsa:
