@@ -159,16 +159,32 @@ class SubstringRegistry:
         self.alphabet = tuple(alphabet)
         self.ids: dict[tuple, int] = {(): 0}
         self.strings: list[tuple] = [()]
+        self._column = {x: a for a, x in enumerate(self.alphabet)}
+        self._column[BOS], self._column[EOS] = len(self.alphabet), len(self.alphabet) + 1
+        self.parent = np.full(16, -1, dtype=np.int64)  # id of string[:-1] (grown by doubling)
+        self.column = np.zeros(16, dtype=np.int64)  # last symbol: alphabet index, A for ^, A + 1 for $
+        self.depth = np.zeros(16, dtype=np.int64)
         self.machines: dict = {}  # frozenset(ids) -> FeatureMachine (ids never change meaning)
+        self._extensions: dict = {}
 
     def __len__(self) -> int:
         return len(self.strings)
 
     def add(self, string: tuple) -> int:
+        """The id of ``string``, registering it (its prefix must be registered)."""
         i = self.ids.get(string)
         if i is None:
+            parent = self.ids[string[:-1]]
             i = self.ids[string] = len(self.strings)
             self.strings.append(string)
+            if i >= len(self.parent):
+                grow = len(self.parent)
+                self.parent = np.concatenate([self.parent, np.full(grow, -1, dtype=np.int64)])
+                self.column = np.concatenate([self.column, np.zeros(grow, dtype=np.int64)])
+                self.depth = np.concatenate([self.depth, np.zeros(grow, dtype=np.int64)])
+            self.parent[i] = parent
+            self.column[i] = self._column[string[-1]]
+            self.depth[i] = len(string)
         return i
 
     def add_with_prefixes(self, string: tuple) -> int:
@@ -182,6 +198,15 @@ class SubstringRegistry:
         if string and string[-1] == EOS:
             return ()
         return ((BOS,) if not string else ()) + self.alphabet + (EOS,)
+
+    def extension_ids(self, context: tuple) -> np.ndarray:
+        """Ids of ``context · a`` for every a in alphabet ∪ {$} (prefixes registered too)."""
+        ids = self._extensions.get(context)
+        if ids is None:
+            self.add_with_prefixes(context) if context else None
+            ids = self._extensions[context] = np.array([self.add(context + (a,)) for a in self.alphabet + (EOS,)],
+                                                       dtype=np.int64)
+        return ids
 
     def extend(self, string: tuple) -> list:
         return [self.add(string + (x,)) for x in self.children_symbols(string)]
@@ -216,23 +241,32 @@ def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine
     # breadth-first order, then each cell's features = the failure chain of its node
     alphabet = registry.alphabet
     A = len(alphabet)
-    closed = set()
-    for i in ids:
-        w = registry.strings[int(i)]
-        for n in range(len(w) + 1):
-            closed.add(w[:n])
-    nodes = sorted(closed, key=lambda w: (len(w), w))
-    node_of = {w: k for k, w in enumerate(nodes)}
-    column = {x: a for a, x in enumerate(alphabet)}
-    column[BOS], column[EOS] = A, A + 1
+    size = len(registry)
+    parent_of, column_of, depth_of = registry.parent[:size], registry.column[:size], registry.depth[:size]
+    in_closure = np.zeros(size, dtype=bool)
+    current = np.fromiter(ids, dtype=np.int64)
+    while current.size:
+        in_closure[current] = True
+        current = parent_of[current]
+        current = current[current >= 0]
+        current = current[~in_closure[current]]
+    in_closure[0] = True
+    nodes = np.flatnonzero(in_closure)
+    nodes = nodes[np.argsort(depth_of[nodes], kind="stable")]  # breadth-first: the root first
     n = len(nodes)
+    local = np.full(size, -1, dtype=np.int64)
+    local[nodes] = np.arange(n)
+    node_parent = local[parent_of[nodes]]
+    node_column = column_of[nodes]
+    children: list[list] = [[] for _ in range(n)]
+    for k in range(1, n):
+        children[node_parent[k]].append((node_column[k], k))
+    is_eos_node = node_column == A + 1
+    is_eos_node[0] = False
     goto = np.zeros((n, A + 2), dtype=np.int64)
     fail = np.zeros(n, dtype=np.int64)
-    children: list[list] = [[] for _ in range(n)]
-    for k, w in enumerate(nodes[1:], 1):
-        children[node_of[w[:-1]]].append((column[w[-1]], k))
-    for k, w in enumerate(nodes):
-        if w and w[-1] == EOS:
+    for k in range(n):
+        if is_eos_node[k]:
             continue
         if k:
             goto[k] = goto[fail[k]]
@@ -241,10 +275,14 @@ def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine
             goto[k, c] = child
     # states: the root and every node with a child (a leaf's future equals its failure
     # state's; its features still fire on the cell that reaches it)
-    is_state = np.array([k == 0 or bool(children[k]) for k in range(n)])
-    state_rep = np.zeros(n, dtype=np.int64)
-    for k, w in enumerate(nodes):
-        state_rep[k] = k if is_state[k] else state_rep[fail[k]]
+    has_child = np.zeros(n, dtype=bool)
+    has_child[node_parent[1:]] = True
+    is_state = has_child.copy()
+    is_state[0] = True
+    state_rep = np.arange(n)
+    for k in range(1, n):
+        if not is_state[k]:
+            state_rep[k] = state_rep[fail[k]]
     state_nodes = np.flatnonzero(is_state)
     state_of_node = np.full(n, -1, dtype=np.int64)
     state_of_node[state_nodes] = np.arange(len(state_nodes))
@@ -259,15 +297,14 @@ def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine
         if not live.any():
             break
         cells.append(cell_index[live])
-        feats.append(current[live] - 1)  # local feature = node id − 1 (the root fires nothing)
+        feats.append(current[live] - 1)  # local feature = node index − 1 (the root fires nothing)
         current = np.where(live, fail[current], 0)
     cell_of = np.concatenate(cells) if cells else np.zeros(0, dtype=np.int64)
     feat_of = np.concatenate(feats) if feats else np.zeros(0, dtype=np.int64)
     order = np.argsort(cell_of, kind="stable")
     ptr = np.zeros(S * (A + 1) + 1, dtype=np.int64)
     ptr[1:] = np.cumsum(np.bincount(cell_of, minlength=S * (A + 1)))
-    feature_ids = np.array([registry.add(w) for w in nodes[1:]], dtype=np.int64)
     # the features fired by reading ^ are constant (count 1 in every string): left out
     start = int(state_of_node[state_rep[goto[0, A]]])
-    return FeatureMachine(alphabet, next_state, start, ptr, feat_of[order], feature_ids,
-                          tuple("".join(nodes[k]) for k in state_nodes))
+    labels = tuple("".join(registry.strings[int(i)]) for i in nodes[state_nodes])
+    return FeatureMachine(alphabet, next_state, start, ptr, feat_of[order], nodes[1:].copy(), labels)

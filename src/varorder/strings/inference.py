@@ -366,62 +366,55 @@ class StringEP:
         θ_{h·a} = log p(a|h) − log p(a|h[1:]), which telescopes back to log p(a|h) when
         the substring automaton reads a (so messages stay differences of substring θ's)."""
         registry = self.registry_[v]
-        symbols = registry.alphabet + (EOS,)
-        A1 = len(symbols)
+        A1 = len(registry.alphabet) + 1
         cap = self.max_order - 1 if self.max_order is not None else 8
         previous = self.contexts_.get(v, [()])
-        known = set(previous)
-        candidates = []
+        known = list(previous)
+        known_set = set(previous)
         if not self._unigram_pass:
             for h in previous:
                 if len(h) >= cap or (h and h[0] == "^"):
                     continue
                 for x in ("^",) + registry.alphabet:
                     c = (x,) + h
-                    if c not in known:
-                        known.add(c)
-                        candidates.append(c)
-        ids = set(np.flatnonzero(theta_out).tolist()) | {0}
-        for u in known:
-            for a in symbols:
-                ids.add(registry.add_with_prefixes(u + (a,)))
+                    if c not in known_set:
+                        known_set.add(c)
+                        known.append(c)
+        known.sort(key=len)
+        position = {c: i for i, c in enumerate(known)}
+        extension = np.stack([registry.extension_ids(u) for u in known])  # (n, A + 1)
+        ids = set(np.flatnonzero(theta_out).tolist()) | {0} | set(extension.ravel().tolist())
         machine = substring_machine(registry, ids)
         local, _ = machine.expected_counts(mu, self._vec(v, theta_out))
-        counts = {registry.strings[gi]: max(float(local[li]), 0.0) for li, gi in enumerate(machine.feature_ids)}
-
-        def row_of(h):
-            return np.array([counts.get(h + (a,), 0.0) for a in symbols])
-
+        loc = np.full(len(registry), -1, dtype=np.int64)
+        loc[machine.feature_ids] = np.arange(len(machine.feature_ids))
+        rows = np.maximum(local[loc[extension]], 0.0)  # expected counts of u·a
+        parent = np.array([position[c[1:]] if c else -1 for c in known], dtype=np.int64)
+        lengths = np.array([len(c) for c in known])
+        totals = rows.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cond = np.log(rows / totals[:, None])
+            parent_cond = np.where(parent[:, None] >= 0, cond[np.maximum(parent, 0)], 0.0)
+            terms = np.where(rows > 0, rows * (cond - parent_cond), 0.0)
+        gain = terms.sum(axis=1)
+        keep = np.zeros(len(known), dtype=bool)
+        keep[0] = True  # the empty context (unigram row) always
         threshold = self.lam * A1
-        kept = [()]
-        kept_set = {()}
-        for c in sorted(known - {()}, key=len):
-            if c[1:] not in kept_set:
-                continue
-            row = row_of(c)
-            total = row.sum()
-            if total <= 1e-9:
-                continue
-            prow = row_of(c[1:])
-            mask = row > 0
-            gain = float(np.sum(row[mask] * (np.log(row[mask] / total)
-                                             - np.log(np.maximum(prow[mask], 1e-300) / prow.sum()))))
-            if gain >= threshold:
-                kept.append(c)
-                kept_set.add(c)
+        for depth in range(1, lengths.max() + 1):
+            at = lengths == depth
+            keep[at] = keep[parent[at]] & (totals[at] > 1e-9) & (gain[at] >= threshold)
+        kept = [c for c, k in zip(known, keep) if k]
         self.contexts_[v] = kept
+        # state rows: occurrences of h·a minus those whose longer context x·h is also kept
+        state_rows = rows * keep[:, None]
+        child = keep & (parent >= 0)
+        np.subtract.at(state_rows, parent[child], rows[child])
+        state_rows = np.maximum(state_rows, 0.0) + 1e-12
+        logp = np.log(state_rows / state_rows.sum(axis=1, keepdims=True))
         new = np.zeros(len(registry))
-        logp = {}
-        for h in kept:
-            row = row_of(h)
-            for x in ("^",) + registry.alphabet:
-                if (x,) + h in kept_set:
-                    row -= row_of((x,) + h)
-            row = np.maximum(row, 0.0) + 1e-12
-            logp[h] = np.log(row / row.sum())
-            base = logp[h[1:]] if h else np.zeros(A1)
-            for a, value in zip(symbols, logp[h] - base):
-                new[registry.add_with_prefixes(h + (a,))] = value
+        kept_index = np.flatnonzero(keep)
+        base = np.where(parent[kept_index, None] >= 0, logp[np.maximum(parent[kept_index], 0)], 0.0)
+        new[extension[kept_index].ravel()] = (logp[kept_index] - base).ravel()
         return self._vec(v, new)
 
     def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z):
