@@ -326,6 +326,15 @@ class StringEP:
             self.theta_[v] = new
             self.msgs_[(f, v)] = new - theta_out
             return
+        if f[0] == "prior" and not unigram and self.graph_.prior_strings is None:
+            # the bigram prior lies in the substring family: its message is passed exactly
+            # (what an unpenalized projection would return), so θ_V − θ_{prior→V} never
+            # carries a truncated prior's tail into a divergent product
+            exact = self._prior_substring_theta(v)
+            theta_out = self._theta(v) - self._msg(f, v)
+            self.theta_[v] = theta_out + exact
+            self.msgs_[(f, v)] = exact
+            return
         if unigram and self.optimizer != "greedy":
             machine = self._support_machine(v, [theta_out])
             theta_out = self._theta(v) - self._msg(f, v)
@@ -353,6 +362,23 @@ class StringEP:
         for li, gi in unigram:
             new[gi] = math.log((counts[li] + 1e-12) / total)
         return new
+
+    def _prior_substring_theta(self, v):
+        """The bigram prior θ in substring form: θ_{h·a} = log p(a|h) − u_a for the
+        contexts h ∈ {^} ∪ Σ and θ_a = u_a (any u: every history has one of these
+        contexts, so the sum fired on reading a telescopes to log p(a|h))."""
+        registry = self.registry_[v]
+        machine = ngram_machine(registry.alphabet, 2)
+        S, A = machine.next_state.shape
+        table = np.concatenate([self.graph_.prior_theta[: S * A].reshape(S, A),
+                                self.graph_.prior_theta[S * A:, None]], axis=1)
+        rows = [(registry.extension_ids(()), None)]
+        rows += [(registry.extension_ids(tuple(label)), s) for s, label in enumerate(machine.labels)]
+        new = np.zeros(len(registry))
+        base = np.full(A + 1, -math.log(A + 1))
+        for ids, s in rows:
+            new[ids] = base if s is None else table[s] - base
+        return self._vec(v, new)
 
     def _greedy_fit(self, v, mu, theta_out):
         """Closed form with greedy growing (§6.1, "closed-form with greedy growing"): the
