@@ -41,6 +41,49 @@ def run(size, method, args, lam=None):
     return row
 
 
+def report(paths, plot=None):
+    """A markdown table (size × method: seconds, NLL, accuracy) from result JSONs; rows of
+    the same (size, label) in later files replace earlier ones. ``plot``: Fig. 3-style PNG."""
+    rows = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for row in json.load(handle)["rows"]:
+                rows[(row["size"], row["label"])] = row
+    lines = ["| words | method | seconds | NLL of gold (nats) | 1-best acc. | capped | belief size |",
+             "|---|---|---|---|---|---|---|"]
+    for (size, label), row in sorted(rows.items()):
+        size_note = (f"{row['mean_states']:.1f} states" if "mean_states" in row else
+                     f"{row['mean_domain']:.1f} strings")
+        lines.append(f"| {size} | {label} | {row['seconds']:.1f} | {row['nll']:.3f} | {row['accuracy']:.3f} | "
+                     f"{row['capped']} | {size_note} |")
+    print("\n".join(lines))
+    if plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from varorder.io._text import umask_mode
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+        labels = sorted({label for _, label in rows})
+        for label in labels:
+            points = sorted((s, r) for (s, l), r in rows.items() if l == label)
+            if len(points) < 2:
+                continue
+            xs = [s for s, _ in points]
+            axes[0].plot(xs, [r["seconds"] for _, r in points], marker="o", label=label)
+            axes[1].plot(xs, [r["nll"] for _, r in points], marker="o", label=label)
+        axes[0].set_yscale("log")
+        axes[0].set_ylabel("inference seconds")
+        axes[1].set_yscale("log")
+        axes[1].set_ylabel("mean −log b(gold) (nats)")
+        for ax in axes:
+            ax.set_xlabel("observed words")
+        axes[1].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(plot, dpi=90)
+        os.chmod(plot, umask_mode())
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 300])
@@ -55,7 +98,12 @@ def main(argv=None):
     parser.add_argument("--alphabet-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-o", "--output", default=None)
+    parser.add_argument("--report", nargs="+", default=None, help="print a table from result JSONs instead")
+    parser.add_argument("--plot", default=None, help="with --report: write a PNG")
     args = parser.parse_args(argv)
+    if args.report:
+        report(args.report, args.plot)
+        return 0
     rows = []
 
     def emit(row):
