@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from varorder.loglinear.prox import prox_tree_l2
-from varorder.strings.features import (EOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
+from varorder.strings.features import (FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
 from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import Wfsa, kbest_strings, product_with_dfa, shortest_distance, strings_acceptor
@@ -709,5 +709,3 @@ class PrunedBP:
                                 dict(self.stats_, mean_domain=float(np.mean(sizes)) if sizes else 0.0))
         return self
 
-
-_ = EOS  # the end symbol is part of the family's feature space (features.py)
