@@ -232,6 +232,13 @@ def loglinear_language_model(tmp: Path):
     _cli("lm", "score", tmp / "apg-wlt2.npz", corpus)
 
 
+@step
+def strings_inference(tmp: Path):
+    # pep-prox reaches the Numba tree-ℓ2 prox of varorder.loglinear.prox
+    _cli("strings", "infer", "--synthetic", "4", "--alphabet-size", "3", "--method", "pep-prox",
+         "--iterations", "2", "--inner-passes", "1", "--max-variables", "1")
+
+
 def run(part: int = 0, parts: int = 1, verbose: bool = True) -> list[str]:
     """Run every ``parts``-th step from ``part``; return the names of failed steps."""
     warnings.simplefilter("ignore")

@@ -353,3 +353,115 @@ def loglinear_lm_distribution(sentences, order, weight_of, history, vocab_size, 
     scores -= scores.max()
     p = np.exp(scores)
     return p / p.sum()
+
+
+# ---------------------------------------------------------------------------
+# weighted automata and graphical models over strings (varorder.wfsa, varorder.strings)
+# ---------------------------------------------------------------------------
+
+
+def wfsa_paths(fsa, max_arcs: int):
+    """Every path of a :class:`varorder.wfsa.Wfsa` from the start to a final state with at
+    most ``max_arcs`` arcs, as ``(input labels, output labels, score)`` with ε (label 0)
+    dropped; an independent depth-first search over the raw arc arrays."""
+    by_source = {}
+    for e in range(len(fsa.src)):
+        by_source.setdefault(int(fsa.src[e]), []).append(e)
+    out = []
+    stack = [(int(fsa.start), (), (), 0.0, 0)]
+    while stack:
+        q, ins, outs, score, depth = stack.pop()
+        if fsa.final[q] > NEG_INF:
+            out.append((ins, outs, score + float(fsa.final[q])))
+        if depth == max_arcs:
+            continue
+        for e in by_source.get(q, ()):
+            i, o = int(fsa.ilabel[e]), int(fsa.olabel[e])
+            stack.append((int(fsa.dst[e]), ins + ((i,) if i else ()), outs + ((o,) if o else ()),
+                          score + float(fsa.weight[e]), depth + 1))
+    return out
+
+
+def wfsa_string_weights(paths, semiring: str = "log", tape: str = "both") -> dict:
+    """⊕ of path scores per string (``tape`` "input", "output") or string pair ("both"):
+    log-sum-exp for ``"log"``, max for ``"tropical"``."""
+    table = {}
+    for ins, outs, score in paths:
+        key = ins if tape == "input" else outs if tape == "output" else (ins, outs)
+        table.setdefault(key, []).append(score)
+    if semiring == "log":
+        return {key: _logsumexp(scores) for key, scores in table.items()}
+    return {key: max(scores) for key, scores in table.items()}
+
+
+def _logsumexp(scores):
+    m = max(scores)
+    if m == NEG_INF:
+        return NEG_INF
+    return m + math.log(sum(math.exp(s - m) for s in scores))
+
+
+def all_strings(alphabet, max_length: int):
+    """Every string (tuple) over ``alphabet`` of length 0..max_length."""
+    for n in range(max_length + 1):
+        yield from itertools.product(tuple(alphabet), repeat=n)
+
+
+def substring_counts(string, max_order: int, boundaries: bool = True) -> dict:
+    """Occurrence counts of every substring of length 1..max_order of ``^ string $``
+    (or of ``string`` when ``boundaries`` is False), keyed by tuple."""
+    padded = (("^",) + tuple(string) + ("$",)) if boundaries else tuple(string)
+    counts = {}
+    for n in range(1, max_order + 1):
+        for i in range(len(padded) - n + 1):
+            gram = padded[i:i + n]
+            counts[gram] = counts.get(gram, 0) + 1
+    return counts
+
+
+def string_graph_marginals(domains, factors):
+    """Exact marginals of a factor graph over string variables with finite domains.
+
+    ``domains``: {variable: list of strings}; ``factors``: list of (variables tuple,
+    log_potential(values tuple) -> float). Enumerates every joint assignment; returns
+    {variable: {string: probability}}.
+    """
+    names = list(domains)
+    scores = []
+    assignments = list(itertools.product(*(domains[v] for v in names)))
+    for values in assignments:
+        value_of = dict(zip(names, values))
+        scores.append(_sum([f(tuple(value_of[v] for v in vars_)) for vars_, f in factors]))
+    log_z = _logsumexp(scores)
+    out = {v: {} for v in names}
+    for values, s in zip(assignments, scores):
+        p = math.exp(s - log_z) if s > NEG_INF else 0.0
+        for v, x in zip(names, values):
+            out[v][x] = out[v].get(x, 0.0) + p
+    return out
+
+
+def edit_likelihood(alphabet, substitute, insert, underlying, surface) -> float:
+    """log T(surface | underlying) for the one-state stochastic edit transducer of
+    :class:`varorder.strings.model.EditTransducer` by its own DP (no automata):
+    f[i][j] = P(read underlying[:i], written surface[:j], about to act)."""
+    index = {s: i for i, s in enumerate(alphabet)}
+    A = len(alphabet)
+    stay = 1.0 - float(sum(insert))
+    n, m = len(underlying), len(surface)
+    f = [[0.0] * (m + 1) for _ in range(n + 1)]
+    f[0][0] = 1.0
+    for i in range(n + 1):
+        for j in range(m + 1):
+            here = f[i][j]
+            if here == 0.0:
+                continue
+            if j < m:
+                f[i][j + 1] += here * insert[index[surface[j]]]
+            if i < n:
+                a = index[underlying[i]]
+                if j < m:
+                    f[i + 1][j + 1] += here * stay * substitute[a][index[surface[j]]]
+                f[i + 1][j] += here * stay * substitute[a][A]
+    total = f[n][m] * stay
+    return math.log(total) if total > 0 else NEG_INF

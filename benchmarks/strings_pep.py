@@ -1,0 +1,126 @@
+"""Runtime and accuracy of inference over strings (Cotterell & Eisner 2015, Fig. 3 / Fig. 4).
+
+For each synthetic lexicon size (observed words) and each method — pruned BP (k = 20),
+EP with unigram / bigram / trigram families, penalized EP (closed form with greedy
+growing; and the proximal-gradient variant where asked) — record inference seconds, the
+mean negated log-probability of the gold underlying forms under the beliefs (each capped
+at 50 nats: a pruned belief gives 0 to strings outside its support), 1-best accuracy, and
+belief sizes. ``--lambdas`` sweeps PEP's λ (Fig. 4's trade-off).
+
+    PYTHONPATH=src python benchmarks/strings_pep.py --sizes 100 200 300 --methods bp ep1 ep2 ep3 pep \
+        --lambdas 0.003 0.01 0.03 0.1 --alphabet-size 16 -o docs/figures/strings/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+from varorder.strings.inference import belief_nll, make_method
+from varorder.strings.model import synthetic_lexicon
+
+
+def run(size, method, args, lam=None):
+    graph = synthetic_lexicon(size, seed=args.seed, alphabet_size=args.alphabet_size)
+    estimator = make_method(method, k=args.k, lam=args.lam if lam is None else lam, eta=args.eta,
+                            iterations=args.iterations, inner_passes=args.inner_passes)
+    started = time.perf_counter()
+    estimator.fit(graph)
+    seconds = time.perf_counter() - started
+    scores = belief_nll(estimator.beliefs_, graph.gold)
+    row = {"size": size, "method": method, "label": estimator.beliefs_.method, "seconds": round(seconds, 2),
+           "variables": len(graph.morphemes), "max_degree": max(graph.degree().values()),
+           "load": round(os.getloadavg()[0], 2), **{k: v for k, v in scores.items()}}
+    stats = estimator.beliefs_.stats
+    row.update({k: (round(v, 2) if isinstance(v, float) else v) for k, v in stats.items()})
+    if method.startswith("pep"):
+        row["mean_features"] = round(sum(estimator.n_features(v) for v in graph.morphemes) / len(graph.morphemes), 1)
+    return row
+
+
+def report(paths, plot=None):
+    """A markdown table (size × method: seconds, NLL, accuracy) from result JSONs; rows of
+    the same (size, label) in later files replace earlier ones. ``plot``: Fig. 3-style PNG."""
+    rows = {}
+    for path in paths:
+        with open(path, encoding="utf-8") as handle:
+            for row in json.load(handle)["rows"]:
+                rows[(row["size"], row["label"])] = row
+    lines = ["| words | method | seconds | NLL of gold (nats) | 1-best acc. | capped | belief size |",
+             "|---|---|---|---|---|---|---|"]
+    for (size, label), row in sorted(rows.items()):
+        size_note = (f"{row['mean_states']:.1f} states" if "mean_states" in row else
+                     f"{row['mean_domain']:.1f} strings")
+        lines.append(f"| {size} | {label} | {row['seconds']:.1f} | {row['nll']:.3f} | {row['accuracy']:.3f} | "
+                     f"{row['capped']} | {size_note} |")
+    print("\n".join(lines))
+    if plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from varorder.io._text import umask_mode
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+        labels = sorted({label for _, label in rows})
+        for label in labels:
+            points = sorted((s, r) for (s, l), r in rows.items() if l == label)
+            if len(points) < 2:
+                continue
+            xs = [s for s, _ in points]
+            axes[0].plot(xs, [r["seconds"] for _, r in points], marker="o", label=label)
+            axes[1].plot(xs, [r["nll"] for _, r in points], marker="o", label=label)
+        axes[0].set_yscale("log")
+        axes[0].set_ylabel("inference seconds")
+        axes[1].set_yscale("log")
+        axes[1].set_ylabel("mean −log b(gold) (nats)")
+        for ax in axes:
+            ax.set_xlabel("observed words")
+        axes[1].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(plot, dpi=90)
+        os.chmod(plot, umask_mode())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 300])
+    parser.add_argument("--methods", nargs="*", default=["bp", "ep1", "ep2", "ep3", "pep"])
+    parser.add_argument("--lambdas", type=float, nargs="*", default=[], help="extra PEP λ values (sweep)")
+    parser.add_argument("--lambda-sizes", type=int, nargs="*", default=None, help="sizes for the sweep (default: the first)")
+    parser.add_argument("--lam", type=float, default=0.01)
+    parser.add_argument("--eta", type=float, default=0.05)
+    parser.add_argument("--k", type=int, default=20)
+    parser.add_argument("--iterations", type=int, default=3)
+    parser.add_argument("--inner-passes", type=int, default=2)
+    parser.add_argument("--alphabet-size", type=int, default=16)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("-o", "--output", default=None)
+    parser.add_argument("--report", nargs="+", default=None, help="print a table from result JSONs instead")
+    parser.add_argument("--plot", default=None, help="with --report: write a PNG")
+    args = parser.parse_args(argv)
+    if args.report:
+        report(args.report, args.plot)
+        return 0
+    rows = []
+
+    def emit(row):
+        rows.append(row)
+        print(json.dumps(row, ensure_ascii=False), flush=True)
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as handle:
+                json.dump({"args": vars(args), "rows": rows}, handle, indent=1, ensure_ascii=False)
+
+    for size in args.sizes:
+        for method in args.methods:
+            emit(run(size, method, args))
+    for size in (args.lambda_sizes if args.lambda_sizes is not None else args.sizes[:1]):
+        for lam in args.lambdas:
+            emit(run(size, "pep", args, lam=lam))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

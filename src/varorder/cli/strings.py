@@ -1,0 +1,94 @@
+"""``varorder strings``: inference in graphical models over strings (Cotterell & Eisner
+2015, "Penalized Expectation Propagation for Graphical Models over Strings").
+
+    varorder strings infer --synthetic 100 --seed 0 --method pep
+    varorder strings infer --hopkins ../shared/data/morphophonology/hopkins-phonology-framework/phonological_datasets/english_plurals --method ep2 --top 3
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import click
+
+from varorder.cli._options import OutputFile, Real
+
+__all__ = ["COMMAND"]
+
+METHOD_NAMES = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")  # varorder.strings.inference.METHODS
+
+
+@click.group("strings")
+def COMMAND():
+    """Graphical models over strings: pruned BP, EP and penalized EP."""
+
+
+@COMMAND.command("infer")
+@click.option("--synthetic", type=click.IntRange(2, 100_000), default=None,
+              help="generate a seeded synthetic lexicon with this many observed words (gold underlying forms known)")
+@click.option("--hopkins", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="a Hopkins phonology-framework file (surface<TAB>stem<TAB>suffix or surface<TAB>KEY=value,...)")
+@click.option("--method", type=click.Choice(METHOD_NAMES), default="pep", show_default=True,
+              help="bp: loopy BP with k-best pruning; ep1/ep2/ep3: EP with n-gram families; "
+                   "pep: penalized EP (closed form, greedy growing); pep-prox: penalized EP by proximal gradient")
+@click.option("--lam", type=Real(0.0, None), default=0.01, show_default=True, help="PEP penalty λ")
+@click.option("--eta", type=Real(0.0, None, min_open=True), default=0.05, show_default=True, help="pep-prox step size η")
+@click.option("--k", "k", type=click.IntRange(1, 10_000), default=20, show_default=True, help="bp: strings kept per message")
+@click.option("--iterations", type=click.IntRange(1, 1000), default=4, show_default=True, help="forward/backward sweeps")
+@click.option("--inner-passes", type=click.IntRange(1, 100), default=3, show_default=True,
+              help="passes over a variable's incoming messages on the first sweep (the paper's K)")
+@click.option("--seed", type=click.IntRange(0, None), default=0, show_default=True, help="synthetic lexicon seed")
+@click.option("--alphabet-size", type=click.IntRange(2, 26), default=12, show_default=True, help="synthetic alphabet size")
+@click.option("--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="strings printed per variable")
+@click.option("--max-variables", type=click.IntRange(0, None), default=20, show_default=True,
+              help="variables printed (0: all)")
+@click.option("--json", "json_path", type=OutputFile(allow_dash=True), default=None,
+              help="also write the summary and every variable's top strings as JSON ('-' for stdout)")
+def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, seed, alphabet_size, top,
+          max_variables, json_path):
+    """Infer every morpheme's underlying form; print top strings with probabilities and timing."""
+    from tqdm import tqdm
+
+    from varorder.io._text import atomic_write_text
+    from varorder.strings.inference import belief_nll, make_method
+    from varorder.strings.model import read_hopkins, synthetic_lexicon
+
+    if (synthetic is None) == (hopkins is None):
+        raise click.BadParameter("give exactly one of --synthetic N or --hopkins FILE")
+    started = time.perf_counter()
+    if synthetic is not None:
+        graph = synthetic_lexicon(synthetic, seed=seed, alphabet_size=alphabet_size)
+    else:
+        graph = read_hopkins(hopkins)
+    bar = tqdm(total=iterations, desc=method, file=sys.stderr, leave=False, disable=None)
+    estimator = make_method(method, k=k, lam=lam, eta=eta, iterations=iterations, inner_passes=inner_passes,
+                            progress=lambda done, total: bar.update(1))
+    estimator.fit(graph)
+    bar.close()
+    beliefs = estimator.beliefs_
+    summary = {"method": beliefs.method, "words": len(graph.observed), "variables": len(graph.morphemes),
+               "alphabet": len(graph.alphabet), "inference_seconds": round(beliefs.seconds, 3),
+               "total_seconds": round(time.perf_counter() - started, 3),
+               "stats": {key: (round(v, 3) if isinstance(v, float) else v) for key, v in beliefs.stats.items()}}
+    if graph.gold:
+        summary.update({f"gold_{key}": (round(v, 4) if isinstance(v, float) else v)
+                        for key, v in belief_nll(beliefs, graph.gold).items()})
+    shown = graph.morphemes if max_variables == 0 else graph.morphemes[:max_variables]
+    table = {}
+    for v in shown:
+        best = beliefs.top(v, top)
+        table[v] = [["".join(s), p] for s, p in best]
+        gold = graph.gold.get(v)
+        strings = "  ".join(f"{''.join(s) or 'ε'} {p:.3f}" for s, p in best)
+        suffix = f"   (gold {''.join(gold) or 'ε'})" if gold is not None else ""
+        click.echo(f"{v}\t{strings}{suffix}")
+    click.echo(" ".join(f"{key}={value}" for key, value in summary.items() if key != "stats"), err=True)
+    if json_path is not None:
+        text = json.dumps({"summary": summary, "beliefs": table}, ensure_ascii=False, indent=1) + "\n"
+        if json_path == "-":
+            click.echo(text, nl=False)
+        else:
+            with atomic_write_text(json_path) as handle:
+                handle.write(text)

@@ -1,0 +1,11 @@
+"""Graphical models over strings (Cotterell & Eisner 2015, "Penalized Expectation
+Propagation for Graphical Models over Strings"; the phonology model of Cotterell, Peng &
+Eisner 2015).
+
+Factorization: p(M, S) = Π_m p_LM(M_m) · Π_w T(S_w | M_{w,1} ⋯ M_{w,k}) — morpheme strings
+with a character-bigram prior, concatenated, then a stochastic edit transducer to the
+observed surface form (:mod:`varorder.strings.model`). Inference by loopy BP with k-best
+pruned messages, EP with n-gram families and penalized EP
+(:mod:`varorder.strings.inference`), whose log-linear families and their automata live in
+:mod:`varorder.strings.features`; every automaton operation is :mod:`varorder.wfsa`.
+"""

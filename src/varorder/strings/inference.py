@@ -1,0 +1,711 @@
+"""Message passing over string-valued variables: EP with fixed n-gram families, penalized
+EP (PEP) with a variable-order family, and loopy BP with k-best pruned messages.
+
+Cotterell & Eisner (2015), "Penalized Expectation Propagation for Graphical Models over
+Strings" (§4, eqs. 4-7; §6.1, eq. 9; §7's schedule), on the factor graph of
+:class:`varorder.strings.model.PhonologyGraph`.
+
+Factor → variable messages μ_{F→V} are acceptors (eq. 5's left factor). For a word factor
+over morphemes V₁…V_k with surface s, μ_{F→V_i}(x) = Σ A_s(x₁ … x_{i−1} x x_{i+1} … x_k) ·
+Π_{j≠i} m_j(x_j), where m_j is V_j's message to F. It is A_s with an *initial* weight per
+state (the forward sums through m_1…m_{i−1}) and a *final* weight per state (the backward
+sums through m_k…m_{i+1}), each one sparse solve on the product of A_s with m_j's DFA.
+
+Variable updates (EP, eqs. 4-7): θ_{V→F} = θ_V − θ_{F→V}; p̂ = μ_{F→V} ⊙ ENCODE(θ_{V→F});
+θ_V ← argmin KL(p̂ ‖ q_θ) (closed form for the n-gram families; for PEP one proximal
+gradient step θ_V ← prox_{ηλΩ}(θ_V + η (E_p̂[f] − E_{q_θV}[f])) with Ω the tree-structured
+group lasso over substring prefixes, eq. 9, on the active set: the nonzero substrings,
+their prefixes and their one-symbol extensions, Fig. 2); then θ_{F→V} = θ_V − θ_{V→F}
+(eq. 6). PEP's first pass is restricted to unigram features (closed form), as §7 does.
+
+Pruned BP (the baseline of Cotterell et al. 2015, §5 here): every variable's domain is
+the union of the k-best strings of its incoming μ_{F→V}; messages are exact BP messages
+restricted to that domain.
+
+The schedule alternates forward and backward sweeps over the variables (§4.4); a visit
+to V recomputes every incoming μ_{F→V} and updates V's approximation against each,
+``inner_passes`` times on the first iteration and once afterwards (§7: K = 20, then 1).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from varorder.loglinear.prox import prox_tree_l2
+from varorder.strings.features import (FeatureMachine, SubstringRegistry, ngram_closed_form,
+                                       ngram_machine, substring_machine)
+from varorder.strings.model import PhonologyGraph
+from varorder.wfsa import Wfsa, kbest_strings, product_with_dfa, shortest_distance, strings_acceptor
+
+__all__ = ["METHODS", "Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables",
+           "make_method", "project_acceptor"]
+
+METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
+
+
+def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
+                inner_passes: int = 3, max_order: int | None = None, progress=None):
+    """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
+    (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
+    greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
+    if name == "bp":
+        return PrunedBP(k=k, iterations=iterations, progress=progress)
+    if name in ("ep1", "ep2", "ep3"):
+        return StringEP("ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
+                        progress=progress)
+    if name in ("pep", "pep-prox"):
+        return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
+                        iterations=iterations, inner_passes=inner_passes, max_order=max_order, progress=progress)
+    raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
+
+NEG_INF = -math.inf
+
+
+def _logsumexp_rows(values: np.ndarray, axis: int) -> np.ndarray:
+    m = values.max(axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    with np.errstate(divide="ignore"):
+        return np.squeeze(np.log(np.exp(values - m).sum(axis=axis, keepdims=True)) + m, axis=axis)
+
+
+# ---------------------------------------------------------------------------
+# factor messages
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Dfa:
+    """A complete deterministic weighted acceptor as tables (the shape every message to a
+    factor takes: ENCODE(θ) of a feature machine, or a finite list made complete)."""
+
+    next_state: np.ndarray
+    start: int
+    cell: np.ndarray
+    end: np.ndarray
+
+
+def dfa_tables(acceptor: Wfsa) -> Dfa:
+    """A deterministic ε-free acceptor (e.g. :func:`varorder.wfsa.strings_acceptor`) made
+    complete with a sink of weight zero (−inf)."""
+    A = len(acceptor.alphabet)
+    S = acceptor.n_states + 1
+    sink = S - 1
+    next_state = np.full((S, A), sink, dtype=np.int64)
+    cell = np.full((S, A), NEG_INF)
+    if (acceptor.ilabel == 0).any():
+        raise ValueError("dfa_tables needs an ε-free acceptor")
+    next_state[acceptor.src, acceptor.ilabel - 1] = acceptor.dst
+    cell[acceptor.src, acceptor.ilabel - 1] = acceptor.weight
+    end = np.concatenate([acceptor.final, [NEG_INF]])
+    return Dfa(next_state, acceptor.start, cell, end)
+
+
+def machine_dfa(machine: FeatureMachine, theta) -> Dfa:
+    cell, end = machine.weights(theta)
+    return Dfa(machine.next_state, machine.start, cell, end)
+
+
+class FactorMessages:
+    """μ_{F→V} for word factors: A_s per word (cached) and the forward/backward sums.
+
+    A path of A_s is cut into one piece per morpheme at canonical boundaries: a piece that
+    is not the last ends right after its last symbol (insertions, ε on the underlying
+    tape, belong to the following piece), so every path is counted once. To know where a
+    piece may end, A_s is used *doubled*: state q (reached by ε or a boundary) and q + n
+    (reached by a symbol) have the same outgoing arcs.
+    """
+
+    def __init__(self, graph: PhonologyGraph):
+        self.graph = graph
+        self._surface: dict = {}
+
+    def surface(self, word_index: int) -> Wfsa:
+        acc = self._surface.get(word_index)
+        if acc is None:
+            word = self.graph.words[word_index]
+            acc = self._surface[word_index] = self._doubled(self.graph.edit.surface_acceptor(word.surface))
+        return acc
+
+    @staticmethod
+    def _doubled(acc: Wfsa) -> Wfsa:
+        n = acc.n_states
+        to = np.where(acc.ilabel == 0, acc.dst, acc.dst + n)
+        return Wfsa(acc.alphabet, acc.start, np.concatenate([acc.final, acc.final]),
+                    np.concatenate([acc.src, acc.src + n]), np.tile(acc.ilabel, 2), np.tile(acc.olabel, 2),
+                    np.tile(acc.weight, 2), np.tile(to, 2))
+
+    @staticmethod
+    def _forward(acc: Wfsa, initial: np.ndarray, dfa: Dfa) -> np.ndarray:
+        """Boundary weights after one more (non-final) piece: sums over strings x of the
+        DFA's weight of x times the paths from the boundary that read x, ending on a symbol."""
+        n = acc.n_states // 2
+        S = dfa.next_state.shape[0]
+        open_ended = acc.replace(final=np.concatenate([np.full(n, NEG_INF), np.zeros(n)]))
+        product, _, _ = product_with_dfa(open_ended, dfa.next_state, dfa.start, dfa.cell, dfa.end)
+        init = np.full(product.n_states, NEG_INF)
+        init[np.arange(n) * S + dfa.start] = initial
+        alpha = shortest_distance(product, "log", initial=init).reshape(2 * n, S)
+        after_symbol = _logsumexp_rows(alpha[n:] + dfa.end[None, :], axis=1)
+        return np.logaddexp(after_symbol, initial + dfa.end[dfa.start])  # or the empty string
+
+    @staticmethod
+    def _backward(acc: Wfsa, final: np.ndarray, dfa: Dfa, last: bool) -> np.ndarray:
+        n = acc.n_states // 2
+        S = dfa.next_state.shape[0]
+        ends = np.concatenate([final, final]) if last else np.concatenate([np.full(n, NEG_INF), final])
+        product, _, _ = product_with_dfa(acc.replace(final=ends), dfa.next_state, dfa.start, dfa.cell, dfa.end)
+        beta = shortest_distance(product, "log", reverse=True).reshape(2 * n, S)[:n, dfa.start]
+        return beta if last else np.logaddexp(beta, final + dfa.end[dfa.start])
+
+    def message(self, word_index: int, position: int, incoming: list) -> Wfsa:
+        """μ_{F→V} for the morpheme at ``position`` of word ``word_index``; ``incoming[j]``
+        is the :class:`Dfa` of V_j's message to F (ignored at ``position``)."""
+        acc = self.surface(word_index)
+        n = acc.n_states // 2
+        k = len(incoming)
+        initial = np.full(n, NEG_INF)
+        initial[acc.start] = 0.0
+        for j in range(position):
+            initial = self._forward(acc, initial, incoming[j])
+        final = acc.final[:n].copy()
+        for j in range(k - 1, position, -1):
+            final = self._backward(acc, final, incoming[j], last=(j == k - 1))
+        # a fresh start state with ε arcs carries the initial weights; it is final for the
+        # empty string when the piece is not the word's last
+        if position == k - 1:
+            ends = np.concatenate([final, final, [NEG_INF]])
+        else:
+            ends = np.concatenate([np.full(n, NEG_INF), final, [_logsumexp_rows((initial + final)[None, :], 1)[0]]])
+        live = np.flatnonzero(initial > NEG_INF)
+        zeros = np.zeros(len(live), dtype=np.int64)
+        return Wfsa(acc.alphabet, 2 * n, ends, np.concatenate([acc.src, np.full(len(live), 2 * n)]),
+                    np.concatenate([acc.ilabel, zeros]), np.concatenate([acc.olabel, zeros]),
+                    np.concatenate([acc.weight, initial[live]]), np.concatenate([acc.dst, live]))
+
+
+# ---------------------------------------------------------------------------
+# beliefs and their evaluation
+# ---------------------------------------------------------------------------
+
+
+@dataclass
+class Beliefs:
+    """Per-variable beliefs: ``score(v, string)`` is log b̂_V(string) (−inf outside a
+    finite support); ``top(v, k)`` the k most probable strings with probabilities."""
+
+    method: str
+    scorers: dict
+    toppers: dict
+    seconds: float = 0.0
+    stats: dict = field(default_factory=dict)
+
+    def score(self, variable, string) -> float:
+        return self.scorers[variable](tuple(string))
+
+    def top(self, variable, k: int = 5) -> list:
+        return self.toppers[variable](k)
+
+
+def belief_nll(beliefs: Beliefs, gold: dict, cap: float = 50.0) -> dict:
+    """Mean −log b̂_V(gold_V) over variables (each capped at ``cap`` nats: a pruned belief
+    gives 0 to strings outside its support) and 1-best accuracy."""
+    nll, correct, outside = [], 0, 0
+    for v, g in gold.items():
+        s = beliefs.score(v, g)
+        if not s > -cap:
+            outside += 1
+        nll.append(min(-s, cap))
+        top = beliefs.top(v, 1)
+        correct += bool(top) and tuple(top[0][0]) == tuple(g)
+    return {"nll": float(np.mean(nll)), "accuracy": correct / max(len(gold), 1), "capped": outside,
+            "variables": len(gold)}
+
+
+def _string_score(machine: FeatureMachine, theta, string, log_z: float) -> float:
+    cell, end = machine.weights(theta)
+    index = {s: i for i, s in enumerate(machine.alphabet)}
+    state, total = machine.start, 0.0
+    for x in string:
+        if x not in index:
+            return NEG_INF
+        a = index[x]
+        total += cell[state, a]
+        state = machine.next_state[state, a]
+    return float(total + end[state] - log_z)
+
+
+# ---------------------------------------------------------------------------
+# EP and PEP
+# ---------------------------------------------------------------------------
+
+
+class StringEP:
+    """EP with a fixed n-gram family (``family="ngram"``, ``order`` 1-3, closed-form
+    projections) or penalized EP (``family="pep"``: variable-order substrings, proximal
+    gradient with step ``eta`` and penalty ``lam``, ``max_order`` an optional depth cap).
+
+    ``iterations`` counts sweeps (forward, backward, ...); ``inner_passes`` is K on the
+    first sweep. ``fit(graph)`` runs inference and returns self; ``beliefs_`` holds them.
+    """
+
+    def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
+                 iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
+                 unigram_first: bool = True, optimizer: str = "prox", progress=None):
+        self.family = family
+        self.optimizer = optimizer
+        self.order = order
+        self.eta = eta
+        self.lam = lam
+        self.iterations = iterations
+        self.inner_passes = inner_passes
+        self.max_order = max_order
+        self.unigram_first = unigram_first
+        self.progress = progress
+
+    # -- family-specific pieces ---------------------------------------------------------
+    def _vec(self, v, x):
+        if self.family == "pep":
+            n = len(self.registry_[v])
+            if len(x) < n:
+                x = np.concatenate([x, np.zeros(n - len(x))])
+        return x
+
+    def _theta(self, v):
+        self.theta_[v] = self._vec(v, self.theta_[v])
+        return self.theta_[v]
+
+    def _msg(self, f, v):
+        key = (f, v)
+        self.msgs_[key] = self._vec(v, self.msgs_.get(key, np.zeros(0 if self.family == "pep" else self.size_)))
+        return self.msgs_[key]
+
+    def _support_machine(self, v, vectors, frontier_of=None) -> FeatureMachine:
+        registry = self.registry_[v]
+        ids = {0}
+        for x in vectors:
+            ids.update(np.flatnonzero(x).tolist())
+        # unigrams (children of the root) are always active
+        ids.update(registry.extend(()))
+        if frontier_of is not None:
+            for i in np.flatnonzero(frontier_of).tolist():
+                w = registry.strings[i]
+                if self.max_order is None or len(w) < self.max_order:
+                    ids.update(registry.extend(w))
+        return substring_machine(registry, ids)
+
+    def _out_dfa(self, v, f) -> Dfa:
+        """The DFA of θ_{V→F} = θ_V − θ_{F→V}."""
+        theta_out = self._theta(v) - self._msg(f, v)
+        if self.family == "pep":
+            machine = self._support_machine(v, [theta_out])
+            return machine_dfa(machine, self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
+        return machine_dfa(self.machine_, theta_out)
+
+    # -- messages ---------------------------------------------------------------------
+    def _factor_message(self, f, v) -> Wfsa:
+        if f[0] == "prior":
+            return self.prior_wfsa_
+        word_index = f[1]
+        word = self.graph_.words[word_index]
+        position = word.morphemes.index(v)
+        incoming = [None if j == position else self._out_dfa(u, f) for j, u in enumerate(word.morphemes)]
+        return self.factors_.message(word_index, position, incoming)
+
+    def _update(self, v, f, unigram: bool) -> None:
+        self._unigram_pass = unigram
+        mu = self._factor_message(f, v)
+        theta_v, msg = self._theta(v), self._msg(f, v)
+        theta_out = theta_v - msg
+        if self.family == "ngram":
+            counts, _ = self.machine_.expected_counts(mu, theta_out)
+            new = ngram_closed_form(self.machine_, counts)
+            self.theta_[v] = new
+            self.msgs_[(f, v)] = new - theta_out
+            return
+        if f[0] == "prior" and not unigram and self.graph_.prior_strings is None:
+            # the bigram prior lies in the substring family: its message is passed exactly
+            # (what an unpenalized projection would return), so θ_V − θ_{prior→V} never
+            # carries a truncated prior's tail into a divergent product
+            exact = self._prior_substring_theta(v)
+            theta_out = self._theta(v) - self._msg(f, v)
+            self.theta_[v] = theta_out + exact
+            self.msgs_[(f, v)] = exact
+            return
+        if unigram and self.optimizer != "greedy":
+            machine = self._support_machine(v, [theta_out])
+            theta_out = self._theta(v) - self._msg(f, v)
+            counts, _ = machine.expected_counts(mu, theta_out)
+            new = self._unigram_closed_form(v, machine, counts, theta_out)
+        elif self.optimizer == "greedy":
+            new = self._greedy_fit(v, mu, theta_out)
+            theta_out = self._theta(v) - self._msg(f, v)
+            new = self._vec(v, new)
+        else:
+            machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
+            theta_v, theta_out = self._theta(v), self._theta(v) - self._msg(f, v)
+            counts_p, _ = machine.expected_counts(mu, theta_out)
+            counts_q, log_z = machine.expected_counts(None, theta_v)
+            new = self._prox_step(v, machine, theta_v, counts_p, counts_q, log_z)
+        self.theta_[v] = new
+        self.msgs_[(f, v)] = new - theta_out
+
+    def _unigram_closed_form(self, v, machine, counts, theta_out):
+        registry = self.registry_[v]
+        new = np.zeros(len(registry))
+        unigram = [(li, gi) for li, gi in enumerate(machine.feature_ids) if len(registry.strings[gi]) == 1
+                   and registry.strings[gi][0] != "^"]
+        total = sum(counts[li] for li, _ in unigram) + 1e-12 * len(unigram)
+        for li, gi in unigram:
+            new[gi] = math.log((counts[li] + 1e-12) / total)
+        return new
+
+    def _prior_substring_theta(self, v):
+        """The bigram prior θ in substring form: θ_{h·a} = log p(a|h) − u_a for the
+        contexts h ∈ {^} ∪ Σ and θ_a = u_a (any u: every history has one of these
+        contexts, so the sum fired on reading a telescopes to log p(a|h))."""
+        registry = self.registry_[v]
+        machine = ngram_machine(registry.alphabet, 2)
+        S, A = machine.next_state.shape
+        table = np.concatenate([self.graph_.prior_theta[: S * A].reshape(S, A),
+                                self.graph_.prior_theta[S * A:, None]], axis=1)
+        rows = [(registry.extension_ids(()), None)]
+        rows += [(registry.extension_ids(tuple(label)), s) for s, label in enumerate(machine.labels)]
+        new = np.zeros(len(registry))
+        base = np.full(A + 1, -math.log(A + 1))
+        for ids, s in rows:
+            new[ids] = base if s is None else table[s] - base
+        return self._vec(v, new)
+
+    def _greedy_fit(self, v, mu, theta_out):
+        """Closed form with greedy growing (§6.1, "closed-form with greedy growing"): the
+        variable keeps a suffix-closed context set C; each update counts, in one product
+        with p̂, the n-grams h·a of C and of its one-symbol left extensions x·h (the active
+        set of Fig. 2), keeps every context whose estimated gain in E_p̂[log q] (expected
+        counts × the KL between its next-symbol distribution and its parent h[1:]'s) is at
+        least λ times the A + 1 arcs it costs (eq. 8's size) and whose parent is kept, and
+        sets every state's row to its normalised expected counts — the exact KL projection
+        onto the variable-order DFA of C (§6, closed form). θ is written in substring form
+        θ_{h·a} = log p(a|h) − log p(a|h[1:]), which telescopes back to log p(a|h) when
+        the substring automaton reads a (so messages stay differences of substring θ's)."""
+        registry = self.registry_[v]
+        A1 = len(registry.alphabet) + 1
+        cap = self.max_order - 1 if self.max_order is not None else 8
+        previous = self.contexts_.get(v, [()])
+        known = list(previous)
+        known_set = set(previous)
+        if not self._unigram_pass:
+            for h in previous:
+                if len(h) >= cap or (h and h[0] == "^"):
+                    continue
+                for x in ("^",) + registry.alphabet:
+                    c = (x,) + h
+                    if c not in known_set:
+                        known_set.add(c)
+                        known.append(c)
+        known.sort(key=len)
+        position = {c: i for i, c in enumerate(known)}
+        extension = np.stack([registry.extension_ids(u) for u in known])  # (n, A + 1)
+        ids = set(np.flatnonzero(theta_out).tolist()) | {0} | set(extension.ravel().tolist())
+        machine = substring_machine(registry, ids)
+        local, _ = machine.expected_counts(mu, self._vec(v, theta_out))
+        loc = np.full(len(registry), -1, dtype=np.int64)
+        loc[machine.feature_ids] = np.arange(len(machine.feature_ids))
+        rows = np.maximum(local[loc[extension]], 0.0)  # expected counts of u·a
+        parent = np.array([position[c[1:]] if c else -1 for c in known], dtype=np.int64)
+        lengths = np.array([len(c) for c in known])
+        totals = rows.sum(axis=1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cond = np.log(rows / totals[:, None])
+            parent_cond = np.where(parent[:, None] >= 0, cond[np.maximum(parent, 0)], 0.0)
+            terms = np.where(rows > 0, rows * (cond - parent_cond), 0.0)
+        gain = terms.sum(axis=1)
+        keep = np.zeros(len(known), dtype=bool)
+        keep[0] = True  # the empty context (unigram row) always
+        threshold = self.lam * A1
+        for depth in range(1, lengths.max() + 1):
+            at = lengths == depth
+            keep[at] = keep[parent[at]] & (totals[at] > 1e-9) & (gain[at] >= threshold)
+        kept = [c for c, k in zip(known, keep) if k]
+        self.contexts_[v] = kept
+        # state rows: occurrences of h·a minus those whose longer context x·h is also kept
+        state_rows = rows * keep[:, None]
+        child = keep & (parent >= 0)
+        np.subtract.at(state_rows, parent[child], rows[child])
+        state_rows = np.maximum(state_rows, 0.0) + 1e-12
+        logp = np.log(state_rows / state_rows.sum(axis=1, keepdims=True))
+        new = np.zeros(len(registry))
+        kept_index = np.flatnonzero(keep)
+        base = np.where(parent[kept_index, None] >= 0, logp[np.maximum(parent[kept_index], 0)], 0.0)
+        new[extension[kept_index].ravel()] = (logp[kept_index] - base).ravel()
+        return self._vec(v, new)
+
+    def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z):
+        """One proximal-gradient step on f(θ) + ηλΩ(θ), f(θ) = log Z_θ − E_p̂[f]·θ (= KL up
+        to a constant), with the standard sufficient-decrease backtracking (Parikh & Boyd
+        2013, §4.2): halve η until f(θ⁺) ≤ f(θ) + ∇f·(θ⁺ − θ) + ‖θ⁺ − θ‖²/2η; a step that
+        leaves the feasible set (Z = ∞) also halves η (§6)."""
+        registry = self.registry_[v]
+        ids = np.concatenate([[0], machine.feature_ids])
+        grad = np.concatenate([[0.0], counts_p - counts_q])  # −∇f (ascent direction)
+        order, parent = registry.preorder(ids)
+        position = {int(i): k for k, i in enumerate(ids)}
+        take = np.array([position[int(i)] for i in order])
+        current = theta_v[order]
+        f_current = log_z - float(counts_p @ theta_v[machine.feature_ids])
+        eta = self.eta
+        for _ in range(30):
+            values = current + eta * grad[take]
+            values[0] = 0.0
+            values = prox_tree_l2(values, parent, eta * self.lam)
+            new = theta_v.copy()
+            new[order] = values
+            try:
+                z = machine.log_partition(new)
+            except ValueError:
+                z = math.inf
+            if math.isfinite(z):
+                step = values - current
+                f_new = z - float(counts_p @ new[machine.feature_ids])
+                if f_new <= f_current - float(grad[take] @ step) + float(step @ step) / (2 * eta) + 1e-12:
+                    return new
+            eta *= 0.5
+        self.stats_["infeasible"] += 1
+        return theta_v
+
+    # -- driver -----------------------------------------------------------------------
+    def fit(self, graph: PhonologyGraph) -> "StringEP":
+        if self.family not in ("ngram", "pep"):
+            raise ValueError(f"family must be 'ngram' or 'pep', got {self.family!r}")
+        if self.optimizer not in ("prox", "greedy"):
+            raise ValueError(f"optimizer must be 'prox' or 'greedy', got {self.optimizer!r}")
+        if self.family == "ngram" and self.order not in (1, 2, 3, 4):
+            raise ValueError(f"order must be 1-4, got {self.order}")
+        started = time.perf_counter()
+        self.graph_ = graph
+        self.factors_ = FactorMessages(graph)
+        self.prior_wfsa_ = graph.prior_wfsa()
+        self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0}
+        variables = list(graph.morphemes)
+        self.neighbours_ = {v: [("prior", v)] for v in variables}
+        for i, w in enumerate(graph.words):
+            if w.surface is not None:
+                for m in w.morphemes:
+                    self.neighbours_[m].append(("word", i))
+        if self.family == "ngram":
+            self.machine_ = ngram_machine(graph.alphabet, self.order)
+            self.size_ = self.machine_.n_cells
+            self.theta_ = {v: np.zeros(self.size_) for v in variables}
+        else:
+            self.registry_ = {v: SubstringRegistry(graph.alphabet) for v in variables}
+            self.contexts_ = {}
+            self.theta_ = {v: np.zeros(1) for v in variables}
+        self.msgs_ = {}
+        # the order of Cotterell et al. (2015): words in file order, their morphemes in turn
+        order = []
+        for w in graph.words:
+            for m in w.morphemes:
+                if m not in order:
+                    order.append(m)
+        order += [v for v in variables if v not in order]
+        for it in range(self.iterations):
+            sweep = order if it % 2 == 0 else order[::-1]
+            passes = self.inner_passes if it == 0 else 1
+            unigram = self.family == "pep" and self.unigram_first and it == 0
+            for v in sweep:
+                for _ in range(passes):
+                    for f in self.neighbours_[v]:
+                        try:
+                            self._update(v, f, unigram)
+                            self.stats_["updates"] += 1
+                        except ValueError:
+                            self.stats_["skipped"] += 1  # a divergent product (Z = ∞): keep the old message
+            if self.progress is not None:
+                self.progress(it + 1, self.iterations)
+        self.seconds_ = time.perf_counter() - started
+        self.beliefs_ = self._beliefs()
+        return self
+
+    def belief_machine(self, v) -> FeatureMachine:
+        if self.family == "ngram":
+            return self.machine_
+        return self._support_machine(v, [self._theta(v)])
+
+    def n_features(self, v) -> int:
+        return int(np.count_nonzero(self._theta(v)))
+
+    def _beliefs(self) -> Beliefs:
+        scorers, toppers = {}, {}
+        sizes = []
+        for v in self.graph_.morphemes:
+            machine = self.belief_machine(v)
+            theta = self._theta(v)
+            try:
+                log_z = machine.log_partition(theta)
+            except ValueError:
+                log_z = math.inf
+            sizes.append(machine.n_states)
+
+            def scorer(string, machine=machine, theta=theta, log_z=log_z):
+                return _string_score(machine, theta, string, log_z)
+
+            def topper(k, machine=machine, theta=theta, log_z=log_z):
+                if not math.isfinite(log_z):
+                    return []
+                return [(s, math.exp(w - log_z)) for s, w in kbest_strings(machine.encode(theta), k)]
+
+            scorers[v], toppers[v] = scorer, topper
+        method = (f"EP-{self.order}gram" if self.family == "ngram"
+                  else f"PEP-{self.optimizer}(λ={self.lam:g})")
+        stats = dict(self.stats_, mean_states=float(np.mean(sizes)) if sizes else 0.0)
+        return Beliefs(method, scorers, toppers, self.seconds_, stats)
+
+
+def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 100, eta: float = 0.05,
+                     lam: float = 0.01, max_order: int | None = None):
+    """Project one normalisable acceptor p onto the substring family (eq. 3): the unigram
+    closed form, then ``steps`` proximal-gradient steps (``optimizer="prox"``) or greedy
+    growing rounds (``"greedy"``). Returns ``(machine, θ)``; ``machine.encode(θ)`` is q."""
+    ep = StringEP("pep", eta=eta, lam=lam, max_order=max_order, optimizer=optimizer)
+    ep.registry_ = {0: SubstringRegistry(acceptor.alphabet)}
+    ep.theta_, ep.msgs_, ep.contexts_ = {0: np.zeros(1)}, {}, {}
+    ep.stats_ = {"infeasible": 0}
+    ep._unigram_pass = True
+    machine = ep._support_machine(0, [])
+    counts, _ = machine.expected_counts(acceptor, ep._theta(0) * 0.0)
+    ep.theta_[0] = ep._unigram_closed_form(0, machine, counts, None)
+    ep._unigram_pass = False
+    zero = np.zeros(1)
+    for _ in range(steps):
+        theta = ep._theta(0)
+        if optimizer == "greedy":
+            ep.theta_[0] = ep._greedy_fit(0, acceptor, ep._vec(0, zero))
+            continue
+        machine = ep._support_machine(0, [theta], frontier_of=theta)
+        theta = ep._theta(0)
+        counts_p, _ = machine.expected_counts(acceptor, np.zeros_like(theta))
+        counts_q, log_z = machine.expected_counts(None, theta)
+        ep.theta_[0] = ep._prox_step(0, machine, theta, counts_p, counts_q, log_z)
+    theta = ep._theta(0)
+    return ep._support_machine(0, [theta]), theta
+
+
+# ---------------------------------------------------------------------------
+# loopy BP with k-best pruning (the baseline)
+# ---------------------------------------------------------------------------
+
+
+class PrunedBP:
+    """Loopy BP whose beliefs live on the union of the ``k``-best strings of each incoming
+    message (Cotterell et al. 2015; Dreyer & Eisner 2009). ``fit(graph)`` returns self."""
+
+    def __init__(self, k: int = 20, iterations: int = 4, max_length: int = 30, progress=None):
+        self.k = k
+        self.iterations = iterations
+        self.max_length = max_length
+        self.progress = progress
+
+    def _out_dfa(self, v, f) -> Dfa:
+        if v not in self.domain_:  # not visited yet: its prior stands in for its message
+            return self.prior_dfa_
+        strings = self.domain_[v]
+        incoming = self.incoming_[v].get(f, 0.0)
+        with np.errstate(invalid="ignore"):
+            logs = np.where(np.isneginf(self.belief_[v]), NEG_INF, self.belief_[v] - incoming)
+        return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(strings, logs))))
+
+    def _mu(self, f, v) -> Wfsa:
+        if f[0] == "prior":
+            return self.prior_wfsa_
+        word = self.graph_.words[f[1]]
+        position = word.morphemes.index(v)
+        incoming = [None if j == position else self._out_dfa(u, f) for j, u in enumerate(word.morphemes)]
+        return self.factors_.message(f[1], position, incoming)
+
+    def _on_domain(self, mu: Wfsa, strings: list) -> np.ndarray:
+        """μ(x) for every x in ``strings`` at once: one forward solve on μ ⊙ trie."""
+        trie = strings_acceptor(mu.alphabet, {s: 0.0 for s in strings})
+        tables = dfa_tables(trie)
+        S = tables.next_state.shape[0]
+        open_ended = mu.replace(final=np.zeros(mu.n_states))
+        product, _, _ = product_with_dfa(open_ended, tables.next_state, tables.start, tables.cell,
+                                         np.zeros(S))
+        alpha = shortest_distance(product, "log").reshape(mu.n_states, S)
+        # the trie node of each string: walk it
+        index = {s: i + 1 for i, s in enumerate(mu.alphabet)}
+        nodes = []
+        for s in strings:
+            q = tables.start
+            for x in s:
+                q = tables.next_state[q, index[x] - 1]
+            nodes.append(q)
+        return _logsumexp_rows(alpha[:, nodes] + mu.final[:, None], axis=0)
+
+    def fit(self, graph: PhonologyGraph) -> "PrunedBP":
+        started = time.perf_counter()
+        self.graph_ = graph
+        self.factors_ = FactorMessages(graph)
+        self.prior_wfsa_ = graph.prior_wfsa()
+        if graph.prior_strings is not None:
+            self.prior_dfa_ = dfa_tables(self.prior_wfsa_)
+        else:
+            self.prior_dfa_ = machine_dfa(ngram_machine(graph.alphabet, 2), graph.prior_theta)
+        variables = list(graph.morphemes)
+        neighbours = {v: [("prior", v)] for v in variables}
+        for i, w in enumerate(graph.words):
+            if w.surface is not None:
+                for m in w.morphemes:
+                    neighbours[m].append(("word", i))
+        self.domain_, self.belief_, self.incoming_ = {}, {}, {}
+        self.stats_ = {"skipped": 0}
+        order = []
+        for w in graph.words:
+            for m in w.morphemes:
+                if m not in order:
+                    order.append(m)
+        order += [v for v in variables if v not in order]
+        for it in range(self.iterations):
+            for v in (order if it % 2 == 0 else order[::-1]):
+                mus = {}
+                domain = set()
+                for f in neighbours[v]:
+                    try:
+                        mu = self._mu(f, v)
+                        best = kbest_strings(mu, self.k)
+                    except ValueError:
+                        self.stats_["skipped"] += 1
+                        continue
+                    mus[f] = mu
+                    domain.update(s for s, _ in best if len(s) <= self.max_length)
+                if not domain:
+                    continue
+                strings = sorted(domain)
+                incoming = {}
+                for f, mu in mus.items():
+                    incoming[f] = self._on_domain(mu, strings)
+                total = np.sum(list(incoming.values()), axis=0)
+                total -= _logsumexp_rows(total[None, :], axis=1)
+                self.domain_[v], self.belief_[v], self.incoming_[v] = strings, total, incoming
+            if self.progress is not None:
+                self.progress(it + 1, self.iterations)
+        self.seconds_ = time.perf_counter() - started
+        scorers, toppers = {}, {}
+        for v in variables:
+            table = dict(zip(self.domain_.get(v, []), self.belief_.get(v, [])))
+
+            def scorer(string, table=table):
+                return float(table.get(string, NEG_INF))
+
+            def topper(k, table=table):
+                ranked = sorted(table.items(), key=lambda kv: -kv[1])[:k]
+                return [(s, math.exp(w)) for s, w in ranked]
+
+            scorers[v], toppers[v] = scorer, topper
+        sizes = [len(self.domain_.get(v, ())) for v in variables]
+        self.beliefs_ = Beliefs(f"BP-prune(k={self.k})", scorers, toppers, self.seconds_,
+                                dict(self.stats_, mean_domain=float(np.mean(sizes)) if sizes else 0.0))
+        return self
+

@@ -1,0 +1,287 @@
+"""The phonology model of Cotterell, Peng & Eisner (2015), "Modeling word forms using
+latent underlying morphs and phonology" (TACL), as used by Cotterell & Eisner (2015, §7).
+
+Factorization (a Bayes net over strings):
+
+    p(M, S) = Π_m  p_LM(M_m)  ·  Π_w  T(S_w | M_{w,1} · M_{w,2} · … · M_{w,k})
+
+* each morpheme's underlying form M_m is a string with a character-bigram prior p_LM
+  (an n-gram acceptor, :func:`varorder.strings.features.ngram_machine` with θ = log
+  conditional probabilities);
+* a word's underlying form is the concatenation of its morphemes (in order);
+* the phonology T is a stochastic edit transducer (one state: insert b with probability
+  ι_b, otherwise read the next underlying symbol a and write b or ε with P[a, b]), a
+  conditional distribution over surface strings for every underlying string;
+* surface forms S_w are observed (or held out).
+
+Given a word's surface s, T ∘ s projected onto the underlying tape is a cyclic acceptor
+A_s (deletions loop), the likelihood of every underlying string; each word is one factor
+over its morphemes. This module builds the model, a seeded synthetic lexicon with gold
+underlying forms, and a reader for the Hopkins phonology-framework files.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from varorder.engine.validate import as_rng
+from varorder.io._text import open_text
+from varorder.strings.features import ngram_closed_form, ngram_machine
+from varorder.wfsa import Wfsa, compose, linear_acceptor, project, strings_acceptor, trim
+
+__all__ = ["EditTransducer", "PhonologyGraph", "Word", "bigram_prior", "read_hopkins", "synthetic_lexicon"]
+
+
+@dataclass(frozen=True, eq=False)
+class EditTransducer:
+    """Stochastic edit transducer: ``substitute[a, b]`` (A, A + 1) is P(write b | read a),
+    the last column writing ε (deletion); ``insert[b]`` the probability of inserting b
+    before reading on (Σ insert < 1)."""
+
+    alphabet: tuple
+    substitute: np.ndarray
+    insert: np.ndarray
+
+    def __post_init__(self):
+        A = len(self.alphabet)
+        if self.substitute.shape != (A, A + 1) or self.insert.shape != (A,):
+            raise ValueError(f"edit transducer shapes must be ({A}, {A + 1}) and ({A},)")
+        if (self.substitute < 0).any() or not np.allclose(self.substitute.sum(axis=1), 1.0):
+            raise ValueError("each substitution row must be a probability distribution")
+        if (self.insert < 0).any() or self.insert.sum() >= 1.0:
+            raise ValueError("insertion probabilities must be non-negative and sum below 1")
+
+    @classmethod
+    def uniform(cls, alphabet, copy: float = 0.9, delete: float = 0.02, insert: float = 0.02) -> "EditTransducer":
+        """Copy with ``copy``, delete with ``delete``, substitute uniformly otherwise."""
+        A = len(alphabet)
+        sub = np.full((A, A + 1), (1.0 - copy - delete) / max(A - 1, 1))
+        np.fill_diagonal(sub[:, :A], copy)
+        sub[:, A] = delete
+        return cls(tuple(alphabet), sub, np.full(A, insert / A))
+
+    @property
+    def stop(self) -> float:
+        return 1.0 - float(self.insert.sum())
+
+    def wfsa(self) -> Wfsa:
+        A = len(self.alphabet)
+        keep = math.log(self.stop)
+        arcs = [(0, 0, b + 1, math.log(self.insert[b]), 0) for b in range(A) if self.insert[b] > 0]
+        for a in range(A):
+            for b in range(A + 1):
+                if self.substitute[a, b] > 0:
+                    arcs.append((0, a + 1, b + 1 if b < A else 0, keep + math.log(self.substitute[a, b]), 0))
+        return Wfsa.from_arcs(self.alphabet, 1, 0, arcs, {0: keep})
+
+    def surface_acceptor(self, surface) -> Wfsa:
+        """A_s: the acceptor over underlying strings u weighting each by T(s | u)."""
+        return trim(project(compose(self.wfsa(), linear_acceptor(self.alphabet, surface)), "input"))
+
+    def sample(self, underlying, seed=None) -> tuple:
+        rng = as_rng(seed)
+        index = {s: i for i, s in enumerate(self.alphabet)}
+        A = len(self.alphabet)
+        ins_total = float(self.insert.sum())
+        out = []
+        pos = 0
+        while True:
+            if rng.random() < ins_total:
+                out.append(self.alphabet[rng.choice(A, p=self.insert / ins_total)])
+                continue
+            if pos == len(underlying):
+                return tuple(out)
+            b = rng.choice(A + 1, p=self.substitute[index[underlying[pos]]])
+            if b < A:
+                out.append(self.alphabet[b])
+            pos += 1
+
+
+def bigram_prior(alphabet, strings=(), smoothing: float = 1.0, mean_length: float | None = None) -> np.ndarray:
+    """θ of a character-bigram prior on :func:`ngram_machine`(alphabet, 2): add-``smoothing``
+    relative frequencies over ``strings`` (or uniform). ``mean_length`` sets a uniform
+    model's end probability to 1 / (mean_length + 1)."""
+    machine = ngram_machine(alphabet, 2)
+    S, A = machine.next_state.shape
+    counts = np.full(machine.n_cells, float(smoothing))
+    if mean_length is not None and not strings:
+        end = 1.0 / (mean_length + 1.0)
+        counts[: S * A] = (1.0 - end) / A
+        counts[S * A:] = end
+    index = {s: i for i, s in enumerate(alphabet)}
+    for string in strings:
+        state = machine.start
+        for x in string:
+            counts[state * A + index[x]] += 1
+            state = machine.next_state[state, index[x]]
+        counts[S * A + state] += 1
+    return ngram_closed_form(machine, counts, floor=0.0)
+
+
+@dataclass(frozen=True)
+class Word:
+    """One word: its morphemes (names, concatenated in order) and its surface form
+    (a tuple of symbols; None when held out)."""
+
+    morphemes: tuple
+    surface: tuple | None
+    label: str = ""
+
+
+@dataclass(eq=False)
+class PhonologyGraph:
+    """The factor graph: one variable per morpheme, a prior factor on each, one factor per
+    observed word over its morphemes (held-out words have no factor)."""
+
+    alphabet: tuple
+    morphemes: list
+    words: list
+    edit: EditTransducer
+    prior_theta: np.ndarray
+    gold: dict = field(default_factory=dict)
+    prior_strings: dict | None = None  # a finite-support prior {string: log p} (tests, small demos)
+
+    def __post_init__(self):
+        known = set(self.morphemes)
+        symbols = set(self.alphabet)
+        for w in self.words:
+            if len(set(w.morphemes)) != len(w.morphemes):
+                raise ValueError(f"word {w.label!r} repeats a morpheme; repeated morphemes are not supported")
+            for m in w.morphemes:
+                if m not in known:
+                    raise ValueError(f"word {w.label!r} names unknown morpheme {m!r}")
+            if w.surface is not None and not set(w.surface) <= symbols:
+                raise ValueError(f"word {w.label!r} has symbols outside the alphabet")
+
+    @property
+    def observed(self) -> list:
+        return [w for w in self.words if w.surface is not None]
+
+    def degree(self) -> dict:
+        out = {m: 0 for m in self.morphemes}
+        for w in self.observed:
+            for m in w.morphemes:
+                out[m] += 1
+        return out
+
+    def prior_wfsa(self) -> Wfsa:
+        if self.prior_strings is not None:
+            return strings_acceptor(self.alphabet, self.prior_strings)
+        return ngram_machine(self.alphabet, 2).encode(self.prior_theta)
+
+
+def synthetic_lexicon(n_words: int, seed=None, alphabet_size: int = 8, n_suffixes: int | None = None,
+                      suffixes_per_stem: tuple = (1, 3), stem_length: tuple = (2, 5),
+                      suffix_length: tuple = (1, 2), copy: float = 0.92, delete: float = 0.02,
+                      insert: float = 0.02) -> PhonologyGraph:
+    """A seeded lexicon with gold underlying forms: stems and suffixes drawn from a random
+    character-bigram prior (lengths in the given ranges, all distinct), each stem paired
+    with a few suffixes (so suffix degrees grow with the lexicon), surfaces sampled from an
+    edit transducer that copies with ``copy`` and substitutes within symbol pairs."""
+    rng = as_rng(seed)
+    if n_words < 2:
+        raise ValueError(f"n_words must be at least 2, got {n_words}")
+    alphabet = tuple("abcdefghijklmnopqrstuvwxyz"[:alphabet_size])
+    A = len(alphabet)
+    # prior: random bigram rows, end probability ~ 0.25
+    machine = ngram_machine(alphabet, 2)
+    S = machine.n_states
+    rows = rng.dirichlet(np.full(A, 0.7), size=S) * 0.75
+    theta = np.log(np.concatenate([rows.ravel(), np.full(S, 0.25)]))
+    n_suffixes = n_suffixes or max(3, n_words // 50)
+
+    def draw(lo, hi, taken):
+        for _ in range(10_000):
+            length = int(rng.integers(lo, hi + 1))
+            state, out = machine.start, []
+            for _ in range(length):
+                a = rng.choice(A, p=rows[state] / rows[state].sum())
+                out.append(alphabet[a])
+                state = machine.next_state[state, a]
+            s = tuple(out)
+            if s not in taken:
+                taken.add(s)
+                return s
+        raise ValueError("could not draw enough distinct morphemes: enlarge the alphabet or lengths")
+
+    taken: set = set()
+    suffixes = [draw(*suffix_length, taken) for _ in range(n_suffixes)]
+    # a phonology: copy, else substitute by the "neighbouring" symbol, rare deletions
+    sub = np.zeros((A, A + 1))
+    for a in range(A):
+        sub[a, a] = copy
+        sub[a, (a + 1) % A] = 1.0 - copy - delete
+        sub[a, A] = delete
+    edit = EditTransducer(alphabet, sub, np.full(A, insert / A))
+    words, gold, morphemes = [], {}, []
+    for j, suf in enumerate(suffixes):
+        gold[f"SUF{j}"] = suf
+        morphemes.append(f"SUF{j}")
+    stem_index = 0
+    while len(words) < n_words:
+        stem = draw(*stem_length, taken)
+        name = f"STEM{stem_index}"
+        stem_index += 1
+        gold[name] = stem
+        morphemes.append(name)
+        k = int(rng.integers(suffixes_per_stem[0], suffixes_per_stem[1] + 1))
+        for j in rng.choice(n_suffixes, size=min(k, n_suffixes), replace=False):
+            if len(words) == n_words:
+                break
+            underlying = stem + suffixes[j]
+            words.append(Word((name, f"SUF{j}"), edit.sample(underlying, rng), f"{name}+SUF{j}"))
+    used = {m for w in words for m in w.morphemes}
+    morphemes = [m for m in morphemes if m in used]
+    return PhonologyGraph(alphabet, morphemes, words, edit, theta, {m: gold[m] for m in morphemes})
+
+
+def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_insert: float = 0.02,
+                 held_out=()) -> PhonologyGraph:
+    """A file of the Hopkins phonology framework (``../shared/data/morphophonology/
+    hopkins-phonology-framework``): ``surface<TAB>stem<TAB>suffix`` or
+    ``surface<TAB>KEY=value,KEY=value`` per line (a token without ``=`` names a morpheme
+    itself, e.g. ``PREFIX_REDUP``); PREFIX morphemes come first, SUFFIX last. Lines with a
+    surface form only are skipped (unannotated). Each Unicode code point is a symbol.
+    ``held_out``: indices (among annotated lines) whose surface is hidden. The prior is a
+    bigram over the observed surfaces; the edit transducer is uniform (untrained, as in
+    the paper's first E step)."""
+    records = []
+    with open_text(path) as handle:
+        for lineno, line in enumerate(handle, 1):
+            fields = [f.strip() for f in line.rstrip("\n").split("\t")]
+            while fields and not fields[-1]:
+                fields.pop()
+            if not fields or not fields[0]:
+                if any(fields):
+                    raise ValueError(f"{path}:{lineno}: an annotation without a surface form")
+                continue
+            surface = tuple(fields[0].replace(" ", ""))
+            if len(fields) == 1:
+                continue
+            if len(fields) == 3:
+                morphemes = (f"STEM={fields[1]}", f"SUFFIX={fields[2]}")
+            elif len(fields) == 2:
+                parts = [p.strip() for p in fields[1].split(",") if p.strip()]
+                if not parts:
+                    raise ValueError(f"{path}:{lineno}: expected KEY=value morpheme annotations")
+                prefixes = [p for p in parts if p.upper().startswith("PREFIX")]
+                suffixes = [p for p in parts if p.upper().startswith("SUFFIX")]
+                middle = [p for p in parts if p not in prefixes and p not in suffixes]
+                morphemes = tuple(prefixes + middle + suffixes)
+            else:
+                raise ValueError(f"{path}:{lineno}: expected 2 or 3 tab-separated fields, got {len(fields)}")
+            records.append((surface, morphemes, lineno))
+    if not records:
+        raise ValueError(f"{path}: no annotated lines")
+    held = set(int(i) for i in held_out)
+    alphabet = tuple(sorted({x for s, _, _ in records for x in s}))
+    words = [Word(m, None if i in held else s, f"{path}:{lineno}") for i, (s, m, lineno) in enumerate(records)]
+    morphemes = sorted({m for _, ms, _ in records for m in ms})
+    edit = EditTransducer.uniform(alphabet, edit_copy, edit_delete, edit_insert)
+    prior = bigram_prior(alphabet, [s for i, (s, _, _) in enumerate(records) if i not in held])
+    graph = PhonologyGraph(alphabet, morphemes, words, edit, prior)
+    graph.held_out_surfaces = {i: records[i][0] for i in held}
+    return graph

@@ -1,0 +1,299 @@
+"""varorder.strings: feature machines, projections, factor messages and inference against
+brute-force enumeration (varorder.testing.oracle)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from varorder.strings.features import (SubstringRegistry, ngram_closed_form, ngram_machine,
+                                       substring_machine)
+from varorder.strings.inference import (FactorMessages, PrunedBP, StringEP, belief_nll, dfa_tables,
+                                        project_acceptor)
+from varorder.strings.model import (EditTransducer, PhonologyGraph, Word, bigram_prior, read_hopkins,
+                                    synthetic_lexicon)
+from varorder.testing import oracle
+from varorder.wfsa import intersect, log_total_weight, string_weight, strings_acceptor
+
+AB = ("a", "b")
+seeds = st.integers(0, 2**31 - 1)
+
+
+def random_finite(rng, alphabet=AB, n=5, max_len=4):
+    strings = {tuple(rng.choice(alphabet, size=int(rng.integers(0, max_len + 1)))) for _ in range(n)}
+    w = rng.dirichlet(np.ones(len(strings)))
+    return {s: math.log(p) for s, p in zip(strings, w)}
+
+
+def feature_ids(registry, max_order):
+    ids = [0]
+    for n in range(1, max_order + 1):
+        for w in itertools.product(("^",) + registry.alphabet + ("$",), repeat=n):
+            if "^" in w[1:] or "$" in w[:-1]:
+                continue
+            ids.append(registry.add_with_prefixes(w))
+    return ids
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.floats(0.2, 0.9))
+def test_substring_machine_counts_and_weights_match_enumeration(seed, keep):
+    rng = np.random.default_rng(seed)
+    registry = SubstringRegistry(AB)
+    ids = [i for i in feature_ids(registry, 4) if i == 0 or rng.random() < keep]
+    machine = substring_machine(registry, ids)
+    theta = rng.normal(0.0, 0.5, size=len(registry))
+    table = random_finite(rng)
+    active = {registry.strings[i] for i in machine.feature_ids}
+    scored = {}
+    for s, w in table.items():
+        counts = oracle.substring_counts(s, 9)
+        scored[s] = w + sum(c * theta[registry.ids[g]] for g, c in counts.items() if g in active and g != ("^",))
+    log_z = oracle._logsumexp(list(scored.values()))
+    got, got_z = machine.expected_counts(strings_acceptor(AB, table), theta)
+    assert got_z == pytest.approx(log_z, abs=1e-9)
+    for li, gi in enumerate(machine.feature_ids):
+        g = registry.strings[gi]
+        if g == ("^",):
+            continue
+        want = sum(math.exp(scored[s] - log_z) * oracle.substring_counts(s, 9).get(g, 0) for s in table)
+        assert got[li] == pytest.approx(want, abs=1e-9), g
+
+
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_ngram_projection_matches_expected_counts(order):
+    """EP's projection is moment matching: E_q[f] = E_p[f] for every cell feature, and p's
+    n-gram counts equal brute-force enumeration."""
+    rng = np.random.default_rng(order)
+    table = random_finite(rng, n=6)
+    p = strings_acceptor(AB, table)
+    machine = ngram_machine(AB, order)
+    counts_p, _ = machine.expected_counts(p, np.zeros(machine.n_cells))
+    theta = ngram_closed_form(machine, counts_p, floor=0.0)
+    counts_q, log_z = machine.expected_counts(None, theta)
+    assert log_z == pytest.approx(0.0, abs=1e-9)  # locally normalised
+    assert counts_q == pytest.approx(counts_p, abs=1e-7)
+    # cells are (history, symbol) n-grams: compare with enumeration through the labels
+    S, A = machine.next_state.shape
+    for s, label in enumerate(machine.labels):
+        for a, x in enumerate(AB + ("$",)):
+            gram = tuple(label) + (x,)
+            cell = s * A + a if x != "$" else S * A + s
+            if len(gram) < order and not label.startswith("^"):
+                continue
+            want = sum(math.exp(w) * oracle.substring_counts(st_, order).get(gram, 0) for st_, w in table.items())
+            if len(gram) == order or label.startswith("^"):
+                assert counts_p[cell] == pytest.approx(want, abs=1e-9), gram
+
+
+def _q_table(machine, theta, strings):
+    log_z = machine.log_partition(theta)
+    acceptor = machine.encode(theta)
+    return {s: string_weight(acceptor, s) - log_z for s in strings}
+
+
+def _cross_entropy(p, machine, theta):
+    """−E_p[log q_θ] = log Z_θ − E_p[f]·θ (exact, through the machine's counts under p)."""
+    counts, log_zp = machine.expected_counts(p, np.zeros(int(machine.feature_ids.max()) + 1))
+    return machine.log_partition(theta) - float(counts @ np.asarray(theta)[machine.feature_ids])
+
+
+def _random_trigram_lm(rng, alphabet=AB, end=0.3):
+    machine = ngram_machine(alphabet, 3)
+    S, A = machine.next_state.shape
+    rows = rng.dirichlet(np.ones(A), size=S) * (1 - end)
+    return machine.encode(np.log(np.concatenate([rows.ravel(), np.full(S, end)])))
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_pep_without_penalty_equals_ep_with_the_full_family(order):
+    """λ = 0 and depth ``order``: greedy growing keeps every context and equals the
+    closed-form n-gram projection exactly; proximal gradient converges to it."""
+    p = _random_trigram_lm(np.random.default_rng(7))
+    machine = ngram_machine(AB, order)
+    counts, _ = machine.expected_counts(p, np.zeros(machine.n_cells))
+    theta_ep = ngram_closed_form(machine, counts)
+    strings = list(oracle.all_strings(AB, 4))
+    want = _q_table(machine, theta_ep, strings)
+    m_greedy, theta_greedy = project_acceptor(p, optimizer="greedy", steps=order + 1, lam=0.0, max_order=order)
+    got = _q_table(m_greedy, theta_greedy, strings)
+    for s in strings:
+        assert got[s] == pytest.approx(want[s], abs=1e-6)
+    best = _cross_entropy(p, machine, theta_ep)
+    m_prox, theta_prox = project_acceptor(p, optimizer="prox", steps=20 if order == 1 else 150, eta=1.0,
+                                          lam=0.0, max_order=order)
+    reached = _cross_entropy(p, m_prox, theta_prox)
+    assert reached == pytest.approx(best, abs=1e-3)
+    assert reached >= best - 1e-9  # the closed form is the optimum of the family
+
+
+def test_penalty_makes_the_projection_sparser():
+    rng = np.random.default_rng(3)
+    p = strings_acceptor(AB, random_finite(rng, n=8, max_len=5))
+    sizes = []
+    for lam in (0.0, 0.05, 0.5):
+        _, theta = project_acceptor(p, optimizer="prox", steps=25, eta=0.5, lam=lam, max_order=3)
+        sizes.append(int(np.sum(np.abs(theta) > 1e-12)))
+    assert sizes[0] >= sizes[1] > sizes[2]
+
+
+@settings(max_examples=20, deadline=None)
+@given(seeds)
+def test_edit_transducer_is_a_conditional_distribution_and_matches_its_dp(seed):
+    rng = np.random.default_rng(seed)
+    alphabet = ("a", "b", "c")
+    sub = rng.dirichlet(np.ones(4), size=3) * 0.5 + np.eye(3, 4) * 0.5
+    edit = EditTransducer(alphabet, sub, rng.dirichlet(np.ones(3)) * 0.2)
+    u = tuple(rng.choice(alphabet, size=int(rng.integers(0, 4))))
+    s = tuple(rng.choice(alphabet, size=int(rng.integers(0, 4))))
+    want = oracle.edit_likelihood(alphabet, sub.tolist(), edit.insert.tolist(), u, s)
+    assert string_weight(edit.surface_acceptor(s), u) == pytest.approx(want, abs=1e-9)
+
+
+def _tiny_graph(rng, prior_strings):
+    alphabet = AB
+    edit = EditTransducer.uniform(alphabet, copy=0.8, delete=0.1, insert=0.1)
+    words = [Word(("S0", "X"), ("a", "b", "a")), Word(("S1", "X"), ("b", "b")), Word(("S2",), ("a",))]
+    return PhonologyGraph(alphabet, ["S0", "S1", "S2", "X"], words, edit, bigram_prior(alphabet),
+                          prior_strings=prior_strings)
+
+
+def _enumerate(graph, support):
+    domains = {m: list(support) for m in graph.morphemes}
+    factors = [((m,), (lambda vals: graph.prior_strings.get(vals[0], -math.inf))) for m in graph.morphemes]
+    for w in graph.observed:
+        def likelihood(vals, w=w):
+            return oracle.edit_likelihood(graph.alphabet, graph.edit.substitute.tolist(),
+                                          graph.edit.insert.tolist(), sum(vals, ()), w.surface)
+        factors.append((w.morphemes, likelihood))
+    return oracle.string_graph_marginals(domains, factors)
+
+
+def test_factor_message_matches_enumeration():
+    rng = np.random.default_rng(0)
+    support = random_finite(rng, n=4, max_len=2)
+    graph = _tiny_graph(rng, support)
+    messages = FactorMessages(graph)
+    other = dfa_tables(strings_acceptor(AB, support))
+    for position, target in ((0, "S0"), (1, "X")):
+        incoming = [other, other]
+        incoming[position] = None
+        mu = messages.message(0, position, incoming)
+        for x in oracle.all_strings(AB, 2):
+            want = oracle._logsumexp([
+                support[y] + oracle.edit_likelihood(AB, graph.edit.substitute.tolist(), graph.edit.insert.tolist(),
+                                                    (x + y) if position == 0 else (y + x), ("a", "b", "a"))
+                for y in support])
+            assert string_weight(mu, x) == pytest.approx(want, abs=1e-9), (target, x)
+
+
+def test_pruned_bp_on_a_tree_with_finite_supports_is_exact():
+    rng = np.random.default_rng(4)
+    support = random_finite(rng, n=5, max_len=2)
+    graph = _tiny_graph(rng, support)
+    exact = _enumerate(graph, support)
+    bp = PrunedBP(k=50, iterations=4).fit(graph)
+    for m in graph.morphemes:
+        for s, p in exact[m].items():
+            assert math.exp(bp.beliefs_.score(m, s)) == pytest.approx(p, abs=1e-9), (m, s)
+
+
+def test_ep_runs_and_beliefs_are_normalised():
+    graph = synthetic_lexicon(6, seed=1, alphabet_size=4)
+    for estimator in (StringEP("ngram", order=2, iterations=2, inner_passes=1),
+                      StringEP("pep", optimizer="greedy", iterations=2, inner_passes=1),
+                      StringEP("pep", optimizer="prox", iterations=2, inner_passes=1)):
+        estimator.fit(graph)
+        for m in graph.morphemes[:3]:
+            total = sum(math.exp(estimator.beliefs_.score(m, s)) for s in oracle.all_strings(graph.alphabet, 6))
+            assert 0.5 < total <= 1.0 + 1e-9
+        result = belief_nll(estimator.beliefs_, graph.gold)
+        assert result["variables"] == len(graph.morphemes)
+
+
+def test_ep_with_exact_family_on_a_single_factor_is_exact():
+    """One morpheme, its prior and one word: BP is exact and p(M | s) ∝ prior · T(s|M); EP
+    with a family that contains the posterior's projection matches its n-gram moments."""
+    graph = synthetic_lexicon(2, seed=3, alphabet_size=3)
+    word = graph.words[0]
+    g1 = PhonologyGraph(graph.alphabet, [word.morphemes[0]], [Word(word.morphemes[:1], word.surface)],
+                        graph.edit, graph.prior_theta)
+    ep = StringEP("ngram", order=2, iterations=1, inner_passes=5).fit(g1)
+    machine = ngram_machine(graph.alphabet, 2)
+    posterior = intersect(graph.edit.surface_acceptor(word.surface), g1.prior_wfsa())
+    counts_p, _ = machine.expected_counts(posterior, np.zeros(machine.n_cells))
+    counts_q, _ = machine.expected_counts(None, ep.theta_[word.morphemes[0]])
+    assert counts_q == pytest.approx(counts_p, abs=1e-6)
+    assert log_total_weight(posterior) < 0
+
+
+def test_synthetic_lexicon_is_seeded():
+    a, b = synthetic_lexicon(30, seed=5), synthetic_lexicon(30, seed=5)
+    assert [w.surface for w in a.words] == [w.surface for w in b.words] and a.gold == b.gold
+    assert len(a.observed) == 30 and max(a.degree().values()) > 3
+
+
+HOPKINS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphophonology" / "hopkins-phonology-framework"
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not HOPKINS.exists(), reason="../shared/data/morphophonology is absent")
+def test_read_hopkins_english_plurals():
+    graph = read_hopkins(HOPKINS / "phonological_datasets" / "english_plurals", held_out=[1])
+    assert "SUFFIX=plural" in graph.morphemes and graph.words[1].surface is None
+    assert all(len(w.morphemes) == 2 for w in graph.words)
+    catalan = read_hopkins(HOPKINS / "phonological_datasets" / "catalan_adjectives")
+    assert catalan.words[0].morphemes == ("STEM=clear", "SUFFIX=masculine singular")
+
+
+def test_read_hopkins_errors(tmp_path):
+    bad = tmp_path / "bad"
+    bad.write_text("kat\tcat\tsingular\textra\tmore\n")
+    with pytest.raises(ValueError, match=r"bad:1: expected 2 or 3"):
+        read_hopkins(bad)
+    empty = tmp_path / "empty"
+    empty.write_text("kat\n")
+    with pytest.raises(ValueError, match="no annotated lines"):
+        read_hopkins(empty)
+
+
+def _cli(*args):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def test_cli_infer_prints_top_strings_and_writes_json(tmp_path):
+    out = tmp_path / "beliefs.json"
+    result = _cli("strings", "infer", "--synthetic", "6", "--alphabet-size", "4", "--method", "ep2",
+                  "--iterations", "2", "--inner-passes", "1", "--top", "2", "--json", out)
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("SUF0\t") and "(gold " in first
+    import json
+    data = json.loads(out.read_text())
+    assert data["summary"]["method"] == "EP-2gram" and data["summary"]["words"] == 6
+    assert all(len(v) <= 2 and all(0 <= p <= 1 for _, p in v) for v in data["beliefs"].values())
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--method", "pep"), "exactly one of"),
+    (("--synthetic", "5", "--lam", "nan"), "not a finite number"),
+    (("--synthetic", "5", "--method", "ep9"), "Invalid value for '--method'"),
+])
+def test_cli_infer_rejects_bad_options(args, message):
+    result = _cli("strings", "infer", *args)
+    assert result.exit_code != 0 and message in result.output
+
+
+def test_cli_is_listed_without_importing():
+    result = _cli("--help")
+    assert result.exit_code == 0 and "strings" in result.output
