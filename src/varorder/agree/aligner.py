@@ -24,13 +24,15 @@ re-sorting them), table sizes must match.
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
 from varorder.agree.corpus import PairIndex, Vocabulary, index_corpus, shard_bitext
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
-from varorder.models.persist import load_model, save_model
+from varorder.models.persist import check_shapes, load_model, model_loader, save_model
 
 __all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION"]
 
@@ -38,6 +40,8 @@ TRAINING = {"independent": "independent", "agreement": "domain", "product": "pro
 DECODINGS = ("posterior",) + SYMMETRIZATIONS
 FORMAT_VERSION = 1  # v1 files written before the normalisation was recorded read as "none"
 _KIND = "WordAligner"
+_SAVED_PARAMS = ("model", "training", "ibm1_iterations", "iterations", "null_prob", "max_jump", "threshold",
+                 "shard_size", "normalization", "band")
 
 
 class WordAligner:
@@ -220,9 +224,7 @@ class WordAligner:
     # -- persistence -------------------------------------------------------
     def save(self, path) -> None:
         """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
-        params = {k: getattr(self, k) for k in ("model", "training", "ibm1_iterations", "iterations",
-                                                 "null_prob", "max_jump", "threshold", "shard_size",
-                                                 "normalization", "band")}
+        params = {k: getattr(self, k) for k in _SAVED_PARAMS}
         arrays = {"pair_keys": self.pairs_.keys,
                   "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}
         for k, m in enumerate(self.models_):
@@ -234,37 +236,63 @@ class WordAligner:
                    compress=False)
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "WordAligner":
+        """Read a model written by :meth:`save`. Every array's dtype, shape and value range is
+        checked against the metadata (vocabulary sizes, pair count, jump width), so that a
+        damaged file is a ValueError naming it — never an out-of-bounds read in compiled code."""
+        where = os.fspath(path)
         params, state, data = load_model(path, _KIND, ("pair_keys", "e_vocab", "f_vocab", "table0", "null0",
                                                        "jumps0", "table1", "null1", "jumps1"))
         if state.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported {_KIND} format v{state.get('format_version')!r} "
+            raise ValueError(f"{where}: unsupported {_KIND} format v{state.get('format_version')!r} "
                              f"(expected v{FORMAT_VERSION})")
-        meta = {"params": params, "history": state.get("history", [])}
-        self = cls(**meta["params"])
+        unknown = set(params) - set(_SAVED_PARAMS)
+        if unknown:
+            raise ValueError(f"{where}: unknown {_KIND} parameters {sorted(unknown)}")
+        self = cls(**params)
+        self._check_params()
+        if not (isinstance(self.null_prob, (int, float)) and 0.0 <= self.null_prob < 1.0):
+            raise ValueError(f"{where}: null_prob must be in [0, 1), got {self.null_prob!r:.40}")
+        if isinstance(self.max_jump, bool) or not isinstance(self.max_jump, int) or not 1 <= self.max_jump <= 10_000:
+            raise ValueError(f"{where}: max_jump must be an integer in [1, 10000], got {self.max_jump!r:.40}")
         if self.normalization is not None:
             from varorder.io.bitext import Normalization
 
-            Normalization.from_dict(self.normalization, f"{path}: normalization")
-        self.history_ = [tuple(h) for h in meta["history"]]
+            Normalization.from_dict(self.normalization, f"{where}: normalization")
+        history = state.get("history", [])
+        if not isinstance(history, list) or not all(isinstance(h, list) for h in history):
+            raise ValueError(f"{where}: metadata 'history' must be a list of lists")
+        self.history_ = [tuple(h) for h in history]
+        for side in ("e_vocab", "f_vocab"):
+            if data[side].dtype.kind != "U" or data[side].ndim != 1:
+                raise ValueError(f"{where}: {side} must be a 1-d array of strings, got {data[side].dtype} "
+                                 f"{data[side].shape}")
+        self.e_vocab_ = Vocabulary.from_tokens(data["e_vocab"].tolist(), f"{where}: e_vocab")
+        self.f_vocab_ = Vocabulary.from_tokens(data["f_vocab"].tolist(), f"{where}: f_vocab")
+        n_e, n_f = len(self.e_vocab_), len(self.f_vocab_)
         keys = np.asarray(data["pair_keys"])
         if keys.dtype != np.int64 or keys.ndim != 1 or (keys.size > 1 and not (keys[1:] > keys[:-1]).all()):
-            raise ValueError(f"{path}: pair_keys must be a sorted 1-d int64 array without repeats")
+            raise ValueError(f"{where}: pair_keys must be a sorted 1-d int64 array without repeats")
         self.pairs_ = PairIndex.from_sorted_unique(keys)
-        self.e_vocab_ = Vocabulary.from_tokens(data["e_vocab"].tolist(), f"{path}: e_vocab")
-        self.f_vocab_ = Vocabulary.from_tokens(data["f_vocab"].tolist(), f"{path}: f_vocab")
-        sizes = {"pair_keys": keys.size}
-        for k in (0, 1):
-            sizes[f"table{k}"] = data[f"table{k}"].size
-        if len(set(sizes.values())) != 1:
-            raise ValueError(f"{path}: tables do not match the {keys.size} word pairs: {sizes}")
+        if keys.size and (keys[0] < 0 or (self.pairs_.e_ids >= n_e).any() or (self.pairs_.f_ids >= n_f).any()):
+            raise ValueError(f"{where}: pair_keys name words outside the vocabularies ({n_e} English, {n_f} French)")
+        width = 2 * self.max_jump + 1 if self.model == "hmm" else 0
+        shapes = {"table0": (keys.size,), "table1": (keys.size,), "null0": (n_f,), "null1": (n_e,),
+                  "jumps0": (width,), "jumps1": (width,)}
+        check_shapes(path, data, shapes)
+        for name in shapes:
+            values = data[name]
+            if values.dtype.kind != "f" or (values.size and (values.min() < 0 or values.max() > 1)):
+                raise ValueError(f"{where}: array {name!r} must hold probabilities in [0, 1]")
         self.models_ = []
-        for k, (direction, n_target) in enumerate((("f|e", len(self.f_vocab_)), ("e|f", len(self.e_vocab_)))):
+        for k, (direction, n_target) in enumerate((("f|e", n_f), ("e|f", n_e))):
             if self.model == "hmm":
                 m = HMMAligner(direction, self.pairs_, n_target, self.null_prob, self.max_jump, self.band)
-                m.jumps_ = data[f"jumps{k}"]
+                m.jumps_ = np.ascontiguousarray(data[f"jumps{k}"], dtype=np.float64)
             else:
                 m = IBM1(direction, self.pairs_, n_target)
-            m.table_, m.null_ = data[f"table{k}"], data[f"null{k}"]
+            m.table_ = np.ascontiguousarray(data[f"table{k}"], dtype=np.float64)
+            m.null_ = np.ascontiguousarray(data[f"null{k}"], dtype=np.float64)
             self.models_.append(m)
         return self

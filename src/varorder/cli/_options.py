@@ -1,7 +1,8 @@
 """Parameter types shared by the subcommands, so bad values are refused before any work.
 
 ``OutputFile``: a file the command will write — its folder must exist and be writable when
-the command starts, not after an hour of training. ``Real``: a finite float in a range
+the command starts, not after an hour of training. ``OutputFolder``: a folder the command
+fills — an existing writable folder, or a new one whose parent is writable. ``Real``: a finite float in a range
 (click's FloatRange lets NaN through, since every comparison with NaN is false).
 """
 
@@ -12,7 +13,7 @@ import os
 
 import click
 
-__all__ = ["OutputFile", "Real"]
+__all__ = ["OutputFile", "OutputFolder", "Real"]
 
 
 class OutputFile(click.Path):
@@ -32,6 +33,28 @@ class OutputFile(click.Path):
             self.fail(f"cannot write {value!r}: folder {folder!r} does not exist", param, ctx)
         if not os.access(folder, os.W_OK | os.X_OK):
             self.fail(f"cannot write {value!r}: folder {folder!r} is not writable", param, ctx)
+        return value
+
+
+class OutputFolder(click.Path):
+    """A folder to write into: it exists and is writable, or it can be created (its nearest
+    existing ancestor is a writable folder)."""
+
+    name = "output folder"
+
+    def __init__(self):
+        super().__init__(file_okay=False)
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        target = os.path.abspath(os.fspath(value))
+        existing = target
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            self.fail(f"cannot write into {value!r}: {existing!r} is a file, not a folder", param, ctx)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            self.fail(f"cannot write into {value!r}: folder {existing!r} is not writable", param, ctx)
         return value
 
 

@@ -372,7 +372,7 @@ class ReifiedContextModel:
         model = cls(**params)
         model._init_state(state["num_inputs"])
         check_shapes(path, arrays, {"ngram": model.ngram_weights_.shape,
-                                    "observation": model.observation_weights_.shape})
+                                    "observation": model.observation_weights_.shape}, allow_neg_inf=False)
         model.ngram_weights_ = arrays["ngram"].copy()
         model.observation_weights_ = arrays["observation"].copy()
         cw = state["coverage_weight"]

@@ -41,6 +41,7 @@ from varorder.decipher.context_sets import shard_estep
 from varorder.decipher.data import DecipherData
 from varorder.decipher.transitions import TransitionTables, fit_transitions
 from varorder.eval.metrics import mapping_accuracy
+from varorder.models.persist import model_loader
 
 __all__ = ["INFERENCE", "CipherShard", "DecipherHMM", "Decipherer", "split_shards", "mapping_from_table"]
 
@@ -279,6 +280,7 @@ class Decipherer:
                    {"emission": self.emission_, "mapping": self.mapping_, "observed_symbols": self.observed_symbols_})
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "Decipherer":
         from varorder.models.persist import check_shapes, load_model
 

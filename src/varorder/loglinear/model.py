@@ -28,7 +28,7 @@ import numpy as np
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
-from varorder.models.persist import load_model, model_kind, save_model
+from varorder.models.persist import load_model, model_kind, model_loader, save_model
 
 __all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
 
@@ -240,6 +240,7 @@ class LogLinearLM:
         save_model(path, KIND, self.params, state, arrays)
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "LogLinearLM":
         """Load and fully validate a model file (ValueError naming the file otherwise)."""
         names = ("weights",) + tuple(ContextTrie(0, 0, *([np.empty(0)] * 11)).arrays())
