@@ -17,123 +17,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from varorder.testing.hostile import HypothesisChooser, model_members, mutate_array, mutate_bytes, mutate_metadata
+from varorder.testing.hostile import (MODEL_KINDS, HypothesisChooser, model_members, mutate_array, mutate_bytes,
+                                      mutate_metadata, saved_model)
 
 SETTINGS = settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "25")), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-PAIRS = [(["the", "house"], ["das", "haus"]), (["the", "book"], ["das", "buch"]),
-         (["a", "book"], ["ein", "buch"]), (["a", "small", "house"], ["ein", "kleines", "haus"])]
-TAGS = [["D", "N", "V"], ["D", "J", "N", "V", "D", "N"], ["N", "V", "P", "D", "N"], ["N", "V"]]
-FEATURES = [[{"w=the": 1.0}, {"w=dog": 1.0}], [{"w=a": 1.0}, {"w=cat": 1.0}, {"w=runs": 1.0}]]
-LABELS = [["D", "N"], ["D", "N", "V"]]
-
-
-def _rcm_task():
-    rng = np.random.default_rng(0)
-    xs = [rng.normal(size=(int(rng.integers(2, 5)), 3)) for _ in range(12)]
-    ys = [rng.integers(0, 3, size=len(x)) for x in xs]
-    return xs, ys
-
-
-def _aligner(tmp):
-    from varorder.agree.aligner import WordAligner
-
-    model = WordAligner(model="hmm", iterations=2, ibm1_iterations=2).fit(PAIRS)
-
-    def use(m):
-        links = m.align(PAIRS)
-        assert all(0 <= i < len(e) and 0 <= j < len(f) for (e, f), s in zip(PAIRS, links) for i, j in s)
-        forward, reverse = m.sentence_scores(PAIRS)
-        assert not np.isnan(forward).any() and not np.isnan(reverse).any()
-        for method in ("grow-diag-final", "intersection"):
-            m.align(PAIRS, method=method)
-    return model, use
-
-
-def _samplerank(tmp):
-    from varorder.factorgraph import SampleRankTagger
-
-    model = SampleRankTagger(n_epochs=2, random_state=0).fit(FEATURES, LABELS)
-
-    def use(m):
-        predicted = m.predict(FEATURES)
-        assert [len(p) for p in predicted] == [len(x) for x in FEATURES]
-        assert all(label in m.classes_ for p in predicted for label in p)
-    return model, use
-
-
-def _loglinear(tmp):
-    from varorder.loglinear.model import StructuredLogLinear
-
-    rng = np.random.default_rng(5)
-    text = tmp / "train.txt"
-    text.write_text("\n".join(" ".join(rng.choice(["the", "cat", "sat", "on", "a"], size=rng.integers(2, 6)))
-                              for _ in range(40)) + "\n")
-    model = StructuredLogLinear(order=3, epochs=1, batch_size=20).fit(text).model_
-
-    def use(m):
-        perplexity = m.perplexity(["the cat sat", "a cat on the mat"])
-        assert np.isfinite(perplexity) and perplexity >= 1.0 - 1e-9
-    return model, use
-
-
-def _decipherer(tmp):
-    from varorder.decipher import Decipherer, prepare
-
-    rng = np.random.default_rng(0)
-    sentences = [[["a", "b", "c", "d"][i] for i in rng.choice(4, size=int(rng.integers(1, 6)))] for _ in range(80)]
-    data = prepare(sentences, num_words=4, num_cipher=20, seed=1)
-    model = Decipherer(order=1, inference="exact", n_iter=2).fit(data)
-    model.words_ = data.words
-
-    def use(m):
-        mapping = m.decode_symbols()
-        assert mapping.dtype.kind in "iu" and ((mapping >= 0) & (mapping < len(m.words_))).all()
-        assert np.isfinite(m.emission_).all()
-    return model, use
-
-
-def _grammar(tmp):
-    from varorder.grammar.induce import GrammarInducer
-
-    model = GrammarInducer(model="product", n_iter=1).fit(TAGS)
-
-    def use(m):
-        heads, spans = m.parse(TAGS)
-        assert len(heads) == len(spans) == len(TAGS)
-        assert np.isfinite(m.log_likelihood(TAGS))
-    return model, use
-
-
-def _rcm(tmp):
-    from varorder.contexts.model import ReifiedContextModel
-
-    xs, ys = _rcm_task()
-    model = ReifiedContextModel(3, order=2, num_contexts=3, epochs=1).fit(xs, ys)
-
-    def use(m):
-        predicted = m.predict(xs)
-        assert all(len(p) == len(x) and ((np.asarray(p) >= 0) & (np.asarray(p) < 3)).all()
-                   for p, x in zip(predicted, xs))
-    return model, use
-
-
-KINDS = {"WordAligner": _aligner, "SampleRankTagger": _samplerank, "LogLinearLM": _loglinear,
-         "Decipherer": _decipherer, "GrammarInducer": _grammar, "ReifiedContextModel": _rcm}
-
-
-@pytest.fixture(scope="module", params=sorted(KINDS))
+@pytest.fixture(scope="module", params=sorted(set(MODEL_KINDS) - {"CRF", "MEMM", "HMM"}))
 def saved(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(request.param)
-    model, use = KINDS[request.param](tmp)
-    path = tmp / "model.npz"
-    if request.param == "Decipherer":
-        model.save(path, model.words_)
-    else:
-        model.save(path)
-    use(type(model).load(path))  # the unharmed file loads and works
-    return type(model), use, path
+    cls, use, path = saved_model(request.param, tmp)
+    use(cls.load(path))  # the unharmed file loads and works
+    return cls, use, path
 
 
 def check_load(cls, use, path):

@@ -13,7 +13,7 @@ import os
 
 import click
 
-__all__ = ["OutputFile", "OutputFolder", "Real"]
+__all__ = ["OutputFile", "OutputFolder", "Real", "dask_client"]
 
 
 class OutputFile(click.Path):
@@ -66,3 +66,16 @@ class Real(click.FloatRange):
         if not math.isfinite(number):  # NaN passes every range check; ±inf is no setting either
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def dask_client(address: str, timeout: float = 10.0):
+    """A ``distributed.Client`` of the scheduler at ``address``; an unreachable or malformed
+    address is a one-line error after ``timeout`` seconds, never a traceback."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise click.UsageError("Dask needs the optional package 'distributed' (pip install 'dask[distributed]')") from None
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise click.ClickException(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None

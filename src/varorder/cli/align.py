@@ -22,7 +22,7 @@ import sys
 
 import click
 
-from varorder.cli._options import OutputFile, Real
+from varorder.cli._options import OutputFile, Real, dask_client
 
 __all__ = ["COMMAND"]
 
@@ -38,11 +38,7 @@ def COMMAND():
 
 def _executor(workers, dask_address):
     if dask_address:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise click.UsageError("--dask needs the optional package 'distributed' (pip install 'dask[distributed]')")
-        return Client(dask_address)
+        return dask_client(dask_address)
     if workers and workers > 1:
         from concurrent.futures import ThreadPoolExecutor
 

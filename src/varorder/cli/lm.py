@@ -20,7 +20,7 @@ MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRIL
                  "or as the number -99 (KenLM's reading).")
 
 from varorder.cli._loglinear import loglinear_options  # noqa: E402  (light: no model imports)
-from varorder.cli._options import OutputFile, Real  # noqa: E402
+from varorder.cli._options import OutputFile, Real, dask_client  # noqa: E402
 
 
 def _say(message: str) -> None:
@@ -141,11 +141,9 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
     try:
         if dask_scheduler:
-            from distributed import Client
-
             from varorder.lm.external import count_ngrams_dask
 
-            with Client(dask_scheduler) as client:
+            with dask_client(dask_scheduler) as client:
                 counts = count_ngrams_dask(list(corpus), order, client, min_count=min_count,
                                            memory=memory or 1 << 30)
             estimator.fit_counts(counts)

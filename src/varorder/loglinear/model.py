@@ -260,7 +260,16 @@ class LogLinearLM:
         weights = arrays["weights"]
         if weights.shape != (trie.n_params,) or weights.dtype.kind != "f" or not np.isfinite(weights).all():
             raise ValueError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}")
-        return cls(vocabulary, trie, weights, params)
+        if weights.size and float(np.abs(weights).max()) > MAX_WEIGHT:
+            raise ValueError(f"{where}: a weight of magnitude {float(np.abs(weights).max()):.3g} (> {MAX_WEIGHT:g}, "
+                             f"a factor e^{MAX_WEIGHT:g} on a word): the file is damaged")
+        return cls(vocabulary, trie, np.asarray(weights, dtype=np.float64), params)
+
+
+# A weight is a log-potential added to a word's score; penalised training keeps them
+# near 1 (a log-odds of 20 is already p ~ 1e-9). Beyond this a file is damaged, and the scores of
+# the model would overflow to infinite perplexity.
+MAX_WEIGHT = 1e2
 
 
 def _root_params(trie: ContextTrie) -> np.ndarray:
