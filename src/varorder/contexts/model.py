@@ -64,6 +64,7 @@ from varorder.contexts.context_set import ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import model_loader, check_shapes, load_model, save_model
+from varorder.engine.validate import as_rng
 
 __all__ = ["ReifiedContextModel", "SequenceGradient"]
 
@@ -279,7 +280,7 @@ class ReifiedContextModel:
             self._coverage_param = np.zeros(1)
             params.append(self._coverage_param)
             optimisers.append(AdaGrad(self.step_size, self.delta))
-        rng = np.random.default_rng(self.seed)
+        rng = as_rng(self.seed)
         self.history_ = []
         self.context_length_trace_ = []  # (updates seen, cumulative average context length)
         ctx_sum, ctx_n, seen = 0.0, 0, 0

@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from varorder.io._text import atomic_write_text, open_text
+from varorder.engine.validate import as_rng
 
 __all__ = ["DecipherData", "SubstitutionCipher", "prepare", "load", "read_corpus_sentences", "tokenize"]
 
@@ -56,7 +57,7 @@ class SubstitutionCipher:
 
     @classmethod
     def random(cls, num_words: int, seed) -> "SubstitutionCipher":
-        return cls(np.random.default_rng(seed).permutation(num_words).astype(np.int64))
+        return cls(as_rng(seed).permutation(num_words).astype(np.int64))
 
     @property
     def inverse(self) -> np.ndarray:
@@ -152,7 +153,7 @@ def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: in
     in_list = [i for i, s in enumerate(sentences) if all(w in listed for w in s)]
     if len(in_list) < num_cipher:
         raise ValueError(f"only {len(in_list)} in-list sentences, fewer than num_cipher = {num_cipher}")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     chosen = set(rng.choice(np.asarray(in_list), size=num_cipher, replace=False).tolist())
     order = sorted(chosen, key=lambda i: i)
     rng.shuffle(order)

@@ -42,6 +42,7 @@ from varorder.decipher.data import DecipherData
 from varorder.decipher.transitions import TransitionTables, fit_transitions
 from varorder.eval.metrics import mapping_accuracy
 from varorder.models.persist import model_loader
+from varorder.engine.validate import as_rng
 
 __all__ = ["INFERENCE", "CipherShard", "DecipherHMM", "Decipherer", "split_shards", "mapping_from_table"]
 
@@ -92,7 +93,7 @@ class DecipherHMM(Submodel):
         K, C = self.tables.num_words, self.num_symbols
         table = np.ones((K, C))
         if init_noise > 0:
-            table *= np.exp(init_noise * np.random.default_rng(seed).standard_normal((K, C)))
+            table *= np.exp(init_noise * as_rng(seed).standard_normal((K, C)))
         self.emission_ = table / table.sum(axis=1, keepdims=True)
         return self
 

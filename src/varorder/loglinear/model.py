@@ -29,6 +29,7 @@ from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
 from varorder.models.persist import load_model, model_kind, model_loader, save_model
+from varorder.engine.validate import as_rng
 
 __all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
 
@@ -411,7 +412,7 @@ class StructuredLogLinear:
         self.build_seconds_ = time.perf_counter() - start
         self.history_ = []
         self.prox_seconds_ = 0.0
-        rng = np.random.default_rng(self.seed)
+        rng = as_rng(self.seed)
         W = np.zeros(trie.n_params)
         Z = np.zeros(trie.n_params)
         grad = np.zeros(trie.n_params)
