@@ -697,29 +697,88 @@ def attack_files(tally: Tally, work: Path) -> None:
     attack_kills(tally, work)
 
 
+_CHILD_WRITE = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from varorder.cli.main import _exit_cleanly_on_sigterm
+_exit_cleanly_on_sigterm()  # as every varorder command does
+which, out = sys.argv[2], sys.argv[3]
+
+def stall():
+    print("writing", flush=True)
+    time.sleep(60)
+
+if which in ("text", "text.gz"):
+    from varorder.io._text import atomic_write_text
+    with atomic_write_text(out + (".gz" if which == "text.gz" else "")) as handle:
+        handle.write("partial ")
+        stall()
+elif which == "model":
+    import numpy as np
+    from varorder.models import persist
+    savez = np.savez_compressed
+    def slow_savez(*args, **kwargs):
+        savez(*args, **kwargs)
+        stall()
+    np.savez_compressed = slow_savez
+    persist.save_model(out, "X", {}, {}, {"a": np.zeros(3)})
+elif which == "binary":
+    from varorder.lm.corpus import atomic_output
+    with atomic_output(out) as handle:
+        handle.write(b"partial")
+        stall()
+"""
+
+
 def attack_kills(tally: Tally, work: Path) -> None:
+    """Writers stopped mid-write by SIGTERM / SIGINT (a child process signalled once it is inside
+    the write), then whole commands signalled at random moments: no hidden temporary file may
+    remain, and no partial output."""
+    for which in ("text", "text.gz", "model", "binary"):
+        for k in range(6):
+            out = work / f"midwrite-{which}-{k}"
+            out.mkdir()
+            process = subprocess.Popen([sys.executable, "-c", _CHILD_WRITE, str(ROOT / "src"), which, str(out / "out")],
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            line = process.stdout.readline()
+            sig = signal.SIGTERM if k % 2 == 0 else signal.SIGINT
+            process.send_signal(sig)
+            try:
+                _, err = process.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                tally.case("files", "did not stop within 60 s of the signal", which)
+                continue
+            left = sorted(p.name for p in out.iterdir())
+            bad = None if line.strip() == "writing" else f"the child never began writing: {err.strip()[-200:]}"
+            if left:
+                bad = f"left behind: {left}"
+            tally.case("files", bad, f"{which} writer stopped mid-write by {sig.name}")
+
     """Commands killed by SIGTERM / SIGINT at random moments: no hidden temp file, and the
     output either absent or complete."""
     rng = random.Random(5)
     corpus = work / "kill-corpus.txt"
-    words = [f"w{i}" for i in range(3000)]
-    corpus.write_text("".join(" ".join(rng.choice(words) for _ in range(20)) + "\n" for _ in range(20000)))
+    words = [f"w{i}" for i in range(20000)]
+    corpus.write_text("".join(" ".join(rng.choice(words) for _ in range(20)) + "\n" for _ in range(100000)))
     env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
     jobs = {"lm train -> ARPA": ["lm", "train", str(corpus), "-o", "{out}/model.arpa", "-n", "3"],
             "lm train -> binary": ["lm", "train", str(corpus), "-o", "{out}/model.bin", "-n", "3", "--binary"]}
-    for name, args in jobs.items():
+    for job, (name, args) in enumerate(jobs.items()):
         probe = work / "kill-probe"
         probe.mkdir(exist_ok=True)
         began = time.perf_counter()
         subprocess.run([sys.executable, "-m", "varorder", *[a.replace("{out}", str(probe)) for a in args]], env=env,
                        capture_output=True, timeout=600)
         total = time.perf_counter() - began
+        print(f"  {name}: {total:.1f} s uninterrupted; killed at random moments in [0.5 s, {total * 0.98:.1f} s]",
+              file=sys.stderr, flush=True)
         for k in range(6):
-            out = work / f"kill-{name.split()[2]}-{k}"
+            out = work / f"kill-{job}-{k}"
             out.mkdir()
             process = subprocess.Popen([sys.executable, "-m", "varorder", *[a.replace("{out}", str(out)) for a in args]],
                                        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            time.sleep(rng.uniform(0.5, total * 0.98))
+            time.sleep(rng.uniform(0.5, total * 0.98) if k < 3 else rng.uniform(total * 0.7, total * 0.98))
             process.send_signal(signal.SIGTERM if k % 2 == 0 else signal.SIGINT)
             try:
                 _, err = process.communicate(timeout=60)

@@ -25,6 +25,7 @@ re-sorting them), table sizes must match.
 from __future__ import annotations
 
 import os
+import warnings
 
 import numpy as np
 
@@ -34,14 +35,18 @@ from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
 from varorder.models.persist import check_shapes, load_model, model_loader, save_model
 
-__all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION"]
+__all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION", "LongPairWarning"]
 
 TRAINING = {"independent": "independent", "agreement": "domain", "product": "product"}
 DECODINGS = ("posterior",) + SYMMETRIZATIONS
 FORMAT_VERSION = 1  # v1 files written before the normalisation was recorded read as "none"
 _KIND = "WordAligner"
+class LongPairWarning(UserWarning):
+    """A sentence pair was cut into pieces by the aligner's ``max_length`` guard."""
+
+
 _SAVED_PARAMS = ("model", "training", "ibm1_iterations", "iterations", "null_prob", "max_jump", "threshold",
-                 "shard_size", "normalization", "band")
+                 "shard_size", "normalization", "band", "max_length")
 
 
 class WordAligner:
@@ -59,6 +64,12 @@ class WordAligner:
     band : jump band B of long sentences: a pair whose source side has more than B words prunes jumps
         longer than B words (O(T·S·B) instead of O(T·S²); None: never). The default 100 leaves every
         Hansards sentence (≤ 80 words) to the full computation.
+    max_length : length guard: a pair with more than this many words on a side is cut into
+        ⌈longest side / max_length⌉ consecutive pieces at proportional positions (the diagonal),
+        each aligned on its own, with a warning — links never cross a cut, and the piece scores
+        add up; None: never cut. The HMM's cost is quadratic in a pair's length: unguarded, a
+        1,000-word pair took minutes and 5,000 words ran out of memory; cut at 200 (no Hansards
+        sentence comes near it) they take seconds.
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
@@ -77,7 +88,7 @@ class WordAligner:
     def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
                  shard_size: int = 10000, executor=None, progress: bool = False, callback=None,
-                 normalization: dict | None = None, band: int | None = 100):
+                 normalization: dict | None = None, band: int | None = 100, max_length: int | None = 200):
         self.model = model
         self.training = training
         self.ibm1_iterations = ibm1_iterations
@@ -91,6 +102,7 @@ class WordAligner:
         self.callback = callback
         self.normalization = normalization
         self.band = band
+        self.max_length = max_length
 
     # -- training ----------------------------------------------------------
     def _check_params(self):
@@ -107,6 +119,30 @@ class WordAligner:
             raise ValueError(f"band must be a positive integer or None, got {self.band!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
+        if self.max_length is not None and (isinstance(self.max_length, bool) or int(self.max_length) != self.max_length
+                                            or self.max_length < 1):
+            raise ValueError(f"max_length must be a positive integer or None, got {self.max_length!r}")
+
+    def _pieces(self, pairs):
+        """(pairs to compute on, origin of each: (pair index, English offset, French offset) or None).
+
+        ``pairs`` itself (and None) when no pair exceeds ``max_length``, so that the kept
+        training encoding is still recognised."""
+        cap = getattr(self, "max_length", None)
+        if cap is None or not any(len(e) > cap or len(f) > cap for e, f in pairs):
+            return pairs, None
+        pieces, origin, long_pairs = [], [], 0
+        for index, (e, f) in enumerate(pairs):
+            k = -(-max(len(e), len(f)) // cap)
+            long_pairs += k > 1
+            e_cut = [round(q * len(e) / k) for q in range(k + 1)]
+            f_cut = [round(q * len(f) / k) for q in range(k + 1)]
+            for q in range(k):
+                pieces.append((e[e_cut[q]:e_cut[q + 1]], f[f_cut[q]:f_cut[q + 1]]))
+                origin.append((index, e_cut[q], f_cut[q]))
+        warnings.warn(f"{long_pairs} sentence pair(s) longer than max_length={cap} words were cut into pieces of at "
+                      f"most {cap} words, aligned separately (links never cross a cut)", LongPairWarning, stacklevel=3)
+        return pieces, origin
 
     def encode(self, pairs, grow: bool = False):
         """Shards of sentence pairs indexed against the fitted pair table (the training shards
@@ -128,6 +164,7 @@ class WordAligner:
         self._check_params()
         self._kept_encoding = None
         self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
+        pairs, _ = self._pieces(pairs)
         shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
@@ -162,8 +199,19 @@ class WordAligner:
         """Per pair, the (|e|, |f|) matrix ½(µ₁ + µ₂) of edge posteriors.
 
         µ_m = E(b_m, Z_m), each direction on its own; with ``joint`` µ_m = E(b₁ + b₂, Z_m),
-        the agreement E-step's posteriors.
+        the agreement E-step's posteriors. A pair cut by ``max_length`` gets its pieces' blocks
+        (zero between them).
         """
+        pieces, origin = self._pieces(pairs)
+        out = self._posteriors(pieces, joint)
+        if origin is None:
+            return out
+        merged = [np.zeros((len(e), len(f))) for e, f in pairs]
+        for block, (index, i0, j0) in zip(out, origin):
+            merged[index][i0:i0 + block.shape[0], j0:j0 + block.shape[1]] = block
+        return merged
+
+    def _posteriors(self, pairs, joint: bool) -> list:
         out = []
         for shard in self.encode(pairs):
             if joint:
@@ -185,11 +233,7 @@ class WordAligner:
             delta = self.threshold if threshold is None else threshold
             return [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
                     for m in self.posteriors(pairs, joint=joint)]
-        out = []
-        for shard in self.encode(pairs):
-            first, second = (m.viterbi(shard) for m in self.models_)
-            out.extend(symmetrize(a, b, method) for a, b in zip(first, second))
-        return out
+        return [symmetrize(a, b, method) for a, b in zip(*self.directional(pairs))]
 
     def release_encoding(self) -> None:
         """Drop the training shards kept by ``fit(keep_encoding=True)``."""
@@ -197,20 +241,33 @@ class WordAligner:
 
     def directional(self, pairs) -> tuple[list, list]:
         """Viterbi links of each direction alone, (f|e alignments, e|f alignments), as (English i, French j)."""
+        pieces, origin = self._pieces(pairs)
         forward, reverse = [], []
-        for shard in self.encode(pairs):
+        for shard in self.encode(pieces):
             forward.extend(self.models_[0].viterbi(shard))
             reverse.extend(self.models_[1].viterbi(shard))
-        return forward, reverse
+        if origin is None:
+            return forward, reverse
+        merged = ([set() for _ in pairs], [set() for _ in pairs])
+        for links, whole in zip((forward, reverse), merged):
+            for piece, (index, i0, j0) in zip(links, origin):
+                whole[index].update((i + i0, j + j0) for i, j in piece)
+        return merged
 
     def sentence_scores(self, pairs) -> tuple[np.ndarray, np.ndarray]:
         """Per pair, log p(french | english) under the f|e model and log p(english | french) under e|f."""
+        pieces, origin = self._pieces(pairs)
         forward, reverse = [], []
-        for shard in self.encode(pairs):
+        for shard in self.encode(pieces):
             forward.append(self.models_[0].sentence_log_likelihoods(shard))
             reverse.append(self.models_[1].sentence_log_likelihoods(shard))
         cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
-        return cat(forward), cat(reverse)
+        forward, reverse = cat(forward), cat(reverse)
+        if origin is None:
+            return forward, reverse
+        index = np.array([o[0] for o in origin], dtype=np.int64)
+        return (np.bincount(index, weights=forward, minlength=len(pairs)),
+                np.bincount(index, weights=reverse, minlength=len(pairs)))
 
     def unknown_share(self, pairs) -> tuple[float, float]:
         """Share of English and of French tokens that the model never saw in training."""
