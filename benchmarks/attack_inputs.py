@@ -254,6 +254,52 @@ def attack_readers(tally: Tally, work: Path, scale: float) -> None:
             tally.case("readers-generated", _read_and_check(reader, path), f"{name} {path.name}")
             path.unlink()
     attack_cipher_folder(tally, work, rng, scale)
+    attack_arpa_fields(tally, work, rng, scale)
+
+
+def attack_arpa_fields(tally: Tally, work: Path, rng: random.Random, scale: float) -> None:
+    """Targeted edits of a real ARPA file (KenLM's test.arpa): one field of a random line set
+    to an extreme, non-finite or junk value, a line dropped or repeated, a section header
+    beyond the declared orders. A ValueError naming the file, or a model whose scores are
+    finite or -inf (never NaN or +inf, the float32 overflow of a 1e39 back-off)."""
+    from varorder.io.arpa import read_arpa
+
+    source = DATA / "arpa" / "kenlm" / "test.arpa"
+    if not source.exists():
+        return
+    lines = source.read_text(encoding="utf-8").splitlines()
+    entries = [k for k, line in enumerate(lines) if "\t" in line]
+    values = ["1e39", "-1e39", "nan", "inf", "+inf", "-inf", "x", "", "1e400", "-99", "0x10", "1_0"]
+    for k in range(int(120 * scale)):
+        edited = list(lines)
+        how = rng.choice(["field", "field", "field", "drop", "repeat", "section", "count"])
+        where = rng.choice(entries)
+        if how == "field":
+            fields = edited[where].split("\t")
+            fields[rng.choice([0, len(fields) - 1])] = rng.choice(values)
+            edited[where] = "\t".join(fields)
+        elif how == "drop":
+            del edited[where]
+        elif how == "repeat":
+            edited.insert(where, edited[where])
+        elif how == "section":
+            edited.insert(len(edited) - 1, "\\6-grams:\n-1.0\t, . </s> a b c\n")
+        else:
+            header = next(i for i, line in enumerate(edited) if line.startswith("ngram "))
+            edited[header + rng.randrange(5)] = f"ngram {rng.randint(1, 5)}={rng.choice([0, 1, 99, -1, 10 ** 12])}"
+        path = work / f"arpa-edit{k}.arpa"
+        path.write_text("\n".join(edited) + "\n", encoding="utf-8")
+
+        def read_and_score():
+            model = read_arpa(path)
+            words = [w for w in model.vocabulary.words if not w.startswith("<")][:6]
+            scores = np.array([model.score_sentence(" ".join(words[:n])) for n in range(len(words) + 1)])
+            if np.isnan(scores).any() or np.isposinf(scores).any():
+                raise AssertionError(f"silent wrong answer: scores {scores}")
+
+        outcome = library_outcome(read_and_score, path)
+        tally.case("readers-real", outcome, f"ARPA edit {how} {path.name}")
+        path.unlink()
 
 
 def attack_cipher_folder(tally: Tally, work: Path, rng: random.Random, scale: float) -> None:
