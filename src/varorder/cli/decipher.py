@@ -52,7 +52,7 @@ def prepare(corpus, output, num_words, num_cipher, seed):
 @click.option("--size", type=click.IntRange(1), default=60, show_default=True, help="contexts / beam entries per position")
 @click.option("--iterations", type=click.IntRange(0), default=20, show_default=True)
 @click.option("--num-cipher", type=click.IntRange(1), default=None, help="use the first N cipher sentences (default all)")
-@click.option("--laplace", type=Real(0), default=0.01, show_default=True)
+@click.option("--laplace", type=Real(0, min_open=True), default=0.01, show_default=True)
 @click.option("--discount", type=Real(0), default=0.25, show_default=True)
 @click.option("--smoothing", type=Real(0), default=0.01, show_default=True)
 @click.option("--init-noise", type=Real(0), default=0.0, show_default=True, help="seeded noise on the uniform start")
