@@ -202,3 +202,12 @@ def test_damaged_cipher_task_folder(cipher_task, tmp_path, data):
         assert str(folder) in str(exc), exc
         return
     assert all(len(c) and (c >= 0).all() for c in task.cipher)
+
+
+def test_arpa_announcing_more_ngrams_than_fit_in_the_file(tmp_path):
+    """A count of 10^12 must not be allocated before the section is read (it was a MemoryError)."""
+    text = VALID["arpa"][1].replace("ngram 2=2", f"ngram 2={10 ** 12}")
+    path = tmp_path / "huge.arpa"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"huge\.arpa:\d+: .*ngram 2=1000000000000"):
+        read_arpa(path)

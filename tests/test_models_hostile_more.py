@@ -79,3 +79,18 @@ def test_array_mutations(saved, tmp_path, data):
     bad = tmp_path / "arrays.npz"
     np.savez(bad, **mutate_array(HypothesisChooser(data), model_members(path)))
     check_load(cls, use, bad)
+
+
+def test_integer_parameters_beyond_int64_are_refused(tmp_path):
+    """A float like 1e308 where compiled code takes an int64 (it was an OverflowError at predict)."""
+    import json
+
+    cls, _, path = saved_model("ReifiedContextModel", tmp_path)
+    members = model_members(path)
+    meta = json.loads(members["__meta__"].tobytes())
+    meta["params"]["num_contexts"] = 1e308
+    members["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **members)
+    with pytest.raises(ValueError, match="num_contexts"):
+        cls.load(bad)

@@ -153,8 +153,10 @@ class ReifiedContextModel:
             raise ValueError(f"max_context must be None or an int >= order - 1 = {self.order - 1} (RCMS only), "
                              f"got {self.max_context!r}")
         for name in ("epochs", "batch_size", "num_contexts", "track_every"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            value = getattr(self, name)
+            # compiled code takes these as int64: a float like 1e308 would overflow there
+            if isinstance(value, bool) or int(value) != value or not 1 <= value < 2 ** 31:
+                raise ValueError(f"{name} must be an integer in [1, 2^31), got {value!r}")
 
     def _init_state(self, num_inputs: int):
         self.features_ = NgramFeatureSpace(self.num_labels, self.order, self.backoff)
