@@ -28,14 +28,60 @@ BAD = [
     ["ocr", "--c2", "-0.5"],
     ["induce", "train", "t.conllu", "-o", "{missing}/m.npz"],
     ["--threads", "0", "demo", "--engine"],
+    ["lm", "train", "a", "-o", "{missing}/m.arpa"],
+    ["lm", "train", "a", "-o", "m.arpa", "--discount", "-0.5"],
+    ["lm", "train", "a", "-o", "m.arpa", "--smoothing", "nan"],
+    ["lm", "train", "a", "-o", "m.arpa", "--alpha", "0"],
+    ["lm", "train", "a", "-o", "m.arpa", "--prune", "0 x"],
+    ["lm", "train", "a", "-o", "m.arpa", "--fallback-discounts", "0.5 nan 1"],
+    ["lm", "train", "a", "-o", "m.arpa", "-S", "12Q"],
+    ["lm", "train", "a", "-o", "m.arpa", "-S", "0"],
+    ["lm", "train", "a", "-o", "m.arpa", "-T", "{missing}"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--lam", "-1"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--mu", "inf"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--learning-rate", "0"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--lipschitz", "-2"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--depth-alpha", "nan"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--seed", "-1"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--epochs", "-1"],
+    ["lm", "build-binary", "a", "{missing}/m.bin"],
+    ["lm", "maxarpa", "a", "{missing}/m.arpa"],
+    ["lm", "next", "a", "--top", "0"],
+    ["decipher", "prepare", "a", "-o", "{missing}/x/task", "--num-words", "0"],
+    ["decipher", "prepare", "a", "-o", "task", "--num-cipher", "-5"],
+    ["decipher", "prepare", "a", "-o", "a/task"],
+    ["decipher", "train", "folder", "-o", "out", "--size", "0"],
+    ["decipher", "train", "folder", "-o", "out", "--iterations", "-1"],
+    ["decipher", "train", "folder", "-o", "out", "--laplace", "nan"],
+    ["decipher", "train", "folder", "-o", "out", "--discount", "-1"],
+    ["decipher", "train", "folder", "-o", "out", "--init-noise", "inf"],
+    ["decipher", "train", "folder", "-o", "out", "--workers", "0"],
+    ["decipher", "train", "folder", "-o", "out", "--shards", "0"],
+    ["decipher", "train", "folder", "-o", "out", "--num-cipher", "0"],
+    ["decipher", "train", "folder", "-o", "a/out"],
+    ["decipher", "eval", "folder", "m.npz", "--decoded", "{missing}/d.txt"],
+    ["decipher", "eval", "folder", "m.npz", "--num-cipher", "0"],
+    ["demo", "--engine", "--samples", "0"],
+    ["demo", "--engine", "--seed", "-1"],
+    ["demo", "--out", "a/plots"],
+    ["induce", "train", "t.conllu", "-o", "m.npz", "--dmv-smoothing", "nan"],
+    ["induce", "train", "t.conllu", "-o", "m.npz", "--ccm-smoothing", "2", "-8"],
 ]
 
 
 @pytest.mark.parametrize("args", BAD, ids=[" ".join(a) for a in BAD])
-def test_bad_values_refused_before_work(tmp_path, args):
+def test_bad_values_refused_before_work(tmp_path, monkeypatch, args):
+    # every input named exists, so that the refusal can only come from the bad value
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "b", "m.npz", "t.conllu", "x.arpa"):
+        (tmp_path / name).write_text("x\n")
+    (tmp_path / "folder").mkdir()
     args = [a.replace("{missing}", str(tmp_path / "no-such-folder")) for a in args]
     result = CliRunner().invoke(main, args)
     assert result.exit_code == 2, (result.exit_code, result.output)
+    bad_option = next((a for a, after in zip(args[-2::-1], args[::-1]) if a.startswith("--") or a == "-S"), None)
+    if bad_option is not None and not any("no-such-folder" in a or a.startswith("a/") for a in args):
+        assert bad_option in result.output or bad_option.lstrip("-") in result.output.lower(), result.output
     assert isinstance(result.exception, SystemExit), repr(result.exception)
     assert "Traceback" not in result.output
     error_lines = [line for line in result.output.splitlines() if line.startswith("Error")]

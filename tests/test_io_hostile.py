@@ -12,7 +12,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from varorder.decipher.data import read_corpus_sentences
 from varorder.io.arpa import read_arpa
+from varorder.io.bitext import read_bitext, read_joint
+from varorder.io.crfsuite import read_crfsuite
+from varorder.io.ptb import read_ptb
+from varorder.lm.corpus import iter_sentences
+from varorder.tasks.grammar_induction import load_sentences
 from varorder.io.conllu import read_conllu
 from varorder.io.fasta import read_fasta
 from varorder.io.naacl import read_naacl
@@ -31,6 +37,14 @@ VALID = {
              "-1.0\t<s>\t-0.5\n-0.6\t</s>\n-0.7\t<unk>\n-0.5\ta\t-0.3\n\n\\2-grams:\n-0.1\t<s> a\n"
              "-0.2\ta </s>\n\n\\end\\\n"),
     "ocr": (read_ocr_letters, f"1\ta\t2\t1\t1\t0\t{_PIXELS}\t\n2\tb\t-1\t1\t2\t0\t{_PIXELS}\t\n"),
+    "crfsuite": (read_crfsuite, "DT\tw=the\tsuffix=he:0.5\nNN\tw=dog\n\nVB\tw=runs\n"),
+    "ptb": (lambda path: [repr(t) for t in read_ptb(path)], "(S (NP (DT the) (NN dog)) (VP (VBZ runs)))\n( (X (Y a)))\n"),
+    "bitext": (lambda path: read_bitext(path, path), "the house\na book\n"),
+    "joint": (read_joint, "the house ||| das haus\na book ||| ein buch\n"),
+    "lm-corpus": (lambda path: list(iter_sentences(path)), "the cat sat\na dog\n"),
+    "cipher-corpus": (read_corpus_sentences, "The cat sat. A dog ran!\n\nIt ended?\n"),
+    "induction-tags": (lambda path: load_sentences(path, fmt="tags"), "D N V\nN V P D N\n"),
+    "induction-ptb": (lambda path: load_sentences(path, fmt="ptb"), "(S (NP (DT the) (NN dog)) (VP (VBZ runs)))\n"),
 }
 def _lm_scores(model):
     return [round(float(model.score_sentence(s)), 6) for s in ("a", "a a", "")]
@@ -150,3 +164,50 @@ def test_atomic_writes_respect_umask_and_leave_no_temp(tmp_path, umask):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.align", "plot.png"]
     with pytest.raises(ValueError, match="does not exist"):
         write_pharaoh(tmp_path / "missing" / "out.align", [{(0, 1)}])
+
+
+@pytest.fixture(scope="module")
+def cipher_task(tmp_path_factory):
+    import numpy as np
+
+    from varorder.decipher import prepare, save
+
+    rng = np.random.default_rng(0)
+    sentences = [[["a", "b", "c", "d"][i] for i in rng.choice(4, size=int(rng.integers(1, 6)))] for _ in range(60)]
+    folder = tmp_path_factory.mktemp("cipher") / "task"
+    save(prepare(sentences, num_words=4, num_cipher=10, seed=1), folder)
+    return folder
+
+
+@SETTINGS
+@given(data=st.data())
+def test_damaged_cipher_task_folder(cipher_task, tmp_path, data):
+    """One file of a prepared decipherment folder damaged: a ValueError naming a file of the
+    folder (a damaged word list can surface as a key that names unknown words), or a task
+    that reads (every line checked)."""
+    import shutil
+
+    from varorder.decipher import load
+    from varorder.testing.hostile import HypothesisChooser, mutate_bytes
+
+    folder = tmp_path / "task"
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(cipher_task, folder)
+    target = folder / data.draw(st.sampled_from(sorted(p.name for p in folder.iterdir())))
+    raw = target.read_bytes()
+    target.write_bytes(mutate_bytes(HypothesisChooser(data), raw) if raw else b"\xff")
+    try:
+        task = load(folder)
+    except ValueError as exc:
+        assert str(folder) in str(exc), exc
+        return
+    assert all(len(c) and (c >= 0).all() for c in task.cipher)
+
+
+def test_arpa_announcing_more_ngrams_than_fit_in_the_file(tmp_path):
+    """A count of 10^12 must not be allocated before the section is read (it was a MemoryError)."""
+    text = VALID["arpa"][1].replace("ngram 2=2", f"ngram 2={10 ** 12}")
+    path = tmp_path / "huge.arpa"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=r"huge\.arpa:\d+: .*ngram 2=1000000000000"):
+        read_arpa(path)

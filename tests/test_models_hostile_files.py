@@ -13,6 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from varorder.testing.hostile import HypothesisChooser, model_members, mutate_array, mutate_bytes, mutate_metadata
+
 from varorder.models.crf import CRF
 from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
@@ -39,11 +41,6 @@ def saved(request, tmp_path_factory):
     return type(model), inputs, path
 
 
-def _members(path):
-    with np.load(path, allow_pickle=False) as archive:
-        return {name: archive[name] for name in archive.files}
-
-
 def _check(cls, inputs, path):
     try:
         model = cls.load(path)
@@ -63,34 +60,17 @@ def _check(cls, inputs, path):
 @given(data=st.data())
 def test_byte_mutations_and_truncations(saved, tmp_path, data):
     cls, inputs, path = saved
-    raw = bytearray(path.read_bytes())
-    for _ in range(data.draw(st.integers(0, 3))):
-        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
     bad = tmp_path / "bad.npz"
-    bad.write_bytes(bytes(raw[: data.draw(st.integers(1, len(raw)))]))
+    bad.write_bytes(mutate_bytes(HypothesisChooser(data), path.read_bytes()))
     _check(cls, inputs, bad)
-
-
-JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 10**20) | st.floats(allow_nan=False) | st.text(max_size=5),
-                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
-                    max_leaves=8)
 
 
 @SETTINGS
 @given(data=st.data())
 def test_metadata_mutations(saved, tmp_path, data):
     cls, inputs, path = saved
-    members = _members(path)
-    meta = json.loads(members["__meta__"].tobytes())
-    section = data.draw(st.sampled_from(["params", "state", None]))
-    if section is None:
-        meta[data.draw(st.sampled_from(sorted(meta)))] = data.draw(JSON)
-    else:
-        keys = sorted(meta[section]) or ["x"]
-        meta[section][data.draw(st.sampled_from(keys + ["unknown"]))] = data.draw(JSON)
-    members["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
     bad = tmp_path / "meta.npz"
-    np.savez(bad, **members)
+    np.savez(bad, **mutate_metadata(HypothesisChooser(data), model_members(path)))
     _check(cls, inputs, bad)
 
 
@@ -98,28 +78,14 @@ def test_metadata_mutations(saved, tmp_path, data):
 @given(data=st.data())
 def test_array_mutations(saved, tmp_path, data):
     cls, inputs, path = saved
-    members = _members(path)
-    name = data.draw(st.sampled_from(sorted(k for k in members if k != "__meta__")))
-    original = members[name]
-    how = data.draw(st.sampled_from(["value", "shape", "dtype"]))
-    if how == "value":
-        changed = original.astype(np.float64).copy()
-        if changed.size:
-            changed.flat[data.draw(st.integers(0, changed.size - 1))] = data.draw(
-                st.sampled_from([np.inf, -np.inf, np.nan, 1e308, -1e308, 1e5, 0.0]))
-    elif how == "shape":
-        changed = original.reshape(-1)[: max(original.size - 1, 0)]
-    else:
-        changed = original.astype(data.draw(st.sampled_from(["U3", "bool", "int8", "complex128", "float16"])))
-    members[name] = changed
     bad = tmp_path / "arrays.npz"
-    np.savez(bad, **members)
+    np.savez(bad, **mutate_array(HypothesisChooser(data), model_members(path)))
     _check(cls, inputs, bad)
 
 
 def test_duplicate_classes_refused(saved, tmp_path):
     cls, _, path = saved
-    members = _members(path)
+    members = model_members(path)
     meta = json.loads(members["__meta__"].tobytes())
     meta["state"]["classes"][1] = meta["state"]["classes"][0]
     members["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)

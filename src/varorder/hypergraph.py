@@ -25,7 +25,7 @@ import numpy as np
 
 from varorder.engine import hypergraph as _k
 from varorder.engine.semiring import SEMIRINGS
-from varorder.engine.validate import as_potentials, check_int_at_least, first_index
+from varorder.engine.validate import as_rng, as_potentials, check_int_at_least, first_index
 
 __all__ = [
     "Hypergraph",
@@ -254,7 +254,7 @@ def sample(hypergraph: Hypergraph, n: int = 1, seed=None, graph: int = 0):
     graph = check_int_at_least("graph", graph, 0)
     if graph >= hg.num_graphs:
         raise ValueError(f"graph must be < {hg.num_graphs}, got {graph}")
-    seed = int(np.random.default_rng(seed).integers(2**31 - 1))
+    seed = int(as_rng(seed).integers(2**31 - 1))
     edges, offsets, logz = _k.sample_kernel(*hg._args(), graph, n, seed)
     if logz == -np.inf:
         return []

@@ -4,10 +4,13 @@ used for small inputs against the Numba kernel."""
 
 from __future__ import annotations
 
+import os
 import struct
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from _lm_oracle import random_corpus, random_model, shared_data
 from varorder.io.arpa import load_model, read_arpa, write_arpa
@@ -117,9 +120,11 @@ def test_verify_detects_a_flipped_table_byte(binary_file):
     data = bytearray(binary_file.read_bytes())
     data[-70] ^= 0x01  # inside the last arrays, past the header
     binary_file.write_bytes(bytes(data))
-    open_binary(binary_file)  # the layout is intact: opening does not read the tables
+    open_binary(binary_file, verify=False)  # the layout is intact: a structural open does not read the tables
     with pytest.raises(BinaryFormatError, match="checksum mismatch"):
         verify_binary(binary_file)
+    with pytest.raises(BinaryFormatError, match="checksum mismatch"):
+        open_binary(binary_file)  # a small file is verified on open by default
 
 
 def test_binary_file_is_never_written_through(binary_file):
@@ -161,3 +166,27 @@ def test_read_arpa_opens_binary_models_too(tmp_path):
     write_binary(model, tmp_path / "m.bin")
     ids = np.asarray([0, 1, 2, 3], dtype=np.int32)
     np.testing.assert_array_equal(read_arpa(tmp_path / "m.bin").token_log10probs(ids)[0], model.token_log10probs(ids)[0])
+
+
+@settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_damaged_binary_is_refused_or_scores_the_same(tmp_path, data):
+    """Bytes overwritten and the file cut anywhere: a ValueError naming the file, or (damage
+    only in alignment padding) a model whose scores equal the original's."""
+    from varorder.testing.hostile import HypothesisChooser, mutate_bytes
+
+    model, _ = random_model(np.random.default_rng(3), 6, 3)
+    good = tmp_path / "good.bin"
+    write_binary(model, good)
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(mutate_bytes(HypothesisChooser(data), good.read_bytes(), max_edits=4))
+    try:
+        damaged = open_binary(bad)
+    except ValueError as exc:
+        assert str(bad) in str(exc), exc
+        return
+    reference = open_binary(good)
+    sentences = [["w1", "w2"], ["w3"], ["w2", "w2", "w5"], []]
+    assert [damaged.score_sentence(" ".join(s)) for s in sentences] == \
+        [reference.score_sentence(" ".join(s)) for s in sentences]

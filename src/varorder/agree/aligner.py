@@ -24,20 +24,29 @@ re-sorting them), table sizes must match.
 
 from __future__ import annotations
 
+import os
+import warnings
+
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
 from varorder.agree.corpus import PairIndex, Vocabulary, index_corpus, shard_bitext
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
-from varorder.models.persist import load_model, save_model
+from varorder.models.persist import check_shapes, load_model, model_loader, save_model
 
-__all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION"]
+__all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION", "LongPairWarning"]
 
 TRAINING = {"independent": "independent", "agreement": "domain", "product": "product"}
 DECODINGS = ("posterior",) + SYMMETRIZATIONS
 FORMAT_VERSION = 1  # v1 files written before the normalisation was recorded read as "none"
 _KIND = "WordAligner"
+class LongPairWarning(UserWarning):
+    """A sentence pair was cut into pieces by the aligner's ``max_length`` guard."""
+
+
+_SAVED_PARAMS = ("model", "training", "ibm1_iterations", "iterations", "null_prob", "max_jump", "threshold",
+                 "shard_size", "normalization", "band", "max_length")
 
 
 class WordAligner:
@@ -55,6 +64,12 @@ class WordAligner:
     band : jump band B of long sentences: a pair whose source side has more than B words prunes jumps
         longer than B words (O(T·S·B) instead of O(T·S²); None: never). The default 100 leaves every
         Hansards sentence (≤ 80 words) to the full computation.
+    max_length : length guard: a pair with more than this many words on a side is cut into
+        ⌈longest side / max_length⌉ consecutive pieces at proportional positions (the diagonal),
+        each aligned on its own, with a warning — links never cross a cut, and the piece scores
+        add up; None: never cut. The HMM's cost is quadratic in a pair's length: unguarded, a
+        1,000-word pair took minutes and 5,000 words ran out of memory; cut at 200 (no Hansards
+        sentence comes near it) they take seconds.
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
@@ -73,7 +88,7 @@ class WordAligner:
     def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
                  shard_size: int = 10000, executor=None, progress: bool = False, callback=None,
-                 normalization: dict | None = None, band: int | None = 100):
+                 normalization: dict | None = None, band: int | None = 100, max_length: int | None = 200):
         self.model = model
         self.training = training
         self.ibm1_iterations = ibm1_iterations
@@ -87,6 +102,7 @@ class WordAligner:
         self.callback = callback
         self.normalization = normalization
         self.band = band
+        self.max_length = max_length
 
     # -- training ----------------------------------------------------------
     def _check_params(self):
@@ -103,6 +119,30 @@ class WordAligner:
             raise ValueError(f"band must be a positive integer or None, got {self.band!r}")
         if not 0.0 <= self.threshold <= 1.0:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
+        if self.max_length is not None and (isinstance(self.max_length, bool) or int(self.max_length) != self.max_length
+                                            or self.max_length < 1):
+            raise ValueError(f"max_length must be a positive integer or None, got {self.max_length!r}")
+
+    def _pieces(self, pairs):
+        """(pairs to compute on, origin of each: (pair index, English offset, French offset) or None).
+
+        ``pairs`` itself (and None) when no pair exceeds ``max_length``, so that the kept
+        training encoding is still recognised."""
+        cap = getattr(self, "max_length", None)
+        if cap is None or not any(len(e) > cap or len(f) > cap for e, f in pairs):
+            return pairs, None
+        pieces, origin, long_pairs = [], [], 0
+        for index, (e, f) in enumerate(pairs):
+            k = -(-max(len(e), len(f)) // cap)
+            long_pairs += k > 1
+            e_cut = [round(q * len(e) / k) for q in range(k + 1)]
+            f_cut = [round(q * len(f) / k) for q in range(k + 1)]
+            for q in range(k):
+                pieces.append((e[e_cut[q]:e_cut[q + 1]], f[f_cut[q]:f_cut[q + 1]]))
+                origin.append((index, e_cut[q], f_cut[q]))
+        warnings.warn(f"{long_pairs} sentence pair(s) longer than max_length={cap} words were cut into pieces of at "
+                      f"most {cap} words, aligned separately (links never cross a cut)", LongPairWarning, stacklevel=3)
+        return pieces, origin
 
     def encode(self, pairs, grow: bool = False):
         """Shards of sentence pairs indexed against the fitted pair table (the training shards
@@ -124,6 +164,7 @@ class WordAligner:
         self._check_params()
         self._kept_encoding = None
         self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
+        pairs, _ = self._pieces(pairs)
         shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
@@ -158,8 +199,19 @@ class WordAligner:
         """Per pair, the (|e|, |f|) matrix ½(µ₁ + µ₂) of edge posteriors.
 
         µ_m = E(b_m, Z_m), each direction on its own; with ``joint`` µ_m = E(b₁ + b₂, Z_m),
-        the agreement E-step's posteriors.
+        the agreement E-step's posteriors. A pair cut by ``max_length`` gets its pieces' blocks
+        (zero between them).
         """
+        pieces, origin = self._pieces(pairs)
+        out = self._posteriors(pieces, joint)
+        if origin is None:
+            return out
+        merged = [np.zeros((len(e), len(f))) for e, f in pairs]
+        for block, (index, i0, j0) in zip(out, origin):
+            merged[index][i0:i0 + block.shape[0], j0:j0 + block.shape[1]] = block
+        return merged
+
+    def _posteriors(self, pairs, joint: bool) -> list:
         out = []
         for shard in self.encode(pairs):
             if joint:
@@ -181,11 +233,7 @@ class WordAligner:
             delta = self.threshold if threshold is None else threshold
             return [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
                     for m in self.posteriors(pairs, joint=joint)]
-        out = []
-        for shard in self.encode(pairs):
-            first, second = (m.viterbi(shard) for m in self.models_)
-            out.extend(symmetrize(a, b, method) for a, b in zip(first, second))
-        return out
+        return [symmetrize(a, b, method) for a, b in zip(*self.directional(pairs))]
 
     def release_encoding(self) -> None:
         """Drop the training shards kept by ``fit(keep_encoding=True)``."""
@@ -193,20 +241,33 @@ class WordAligner:
 
     def directional(self, pairs) -> tuple[list, list]:
         """Viterbi links of each direction alone, (f|e alignments, e|f alignments), as (English i, French j)."""
+        pieces, origin = self._pieces(pairs)
         forward, reverse = [], []
-        for shard in self.encode(pairs):
+        for shard in self.encode(pieces):
             forward.extend(self.models_[0].viterbi(shard))
             reverse.extend(self.models_[1].viterbi(shard))
-        return forward, reverse
+        if origin is None:
+            return forward, reverse
+        merged = ([set() for _ in pairs], [set() for _ in pairs])
+        for links, whole in zip((forward, reverse), merged):
+            for piece, (index, i0, j0) in zip(links, origin):
+                whole[index].update((i + i0, j + j0) for i, j in piece)
+        return merged
 
     def sentence_scores(self, pairs) -> tuple[np.ndarray, np.ndarray]:
         """Per pair, log p(french | english) under the f|e model and log p(english | french) under e|f."""
+        pieces, origin = self._pieces(pairs)
         forward, reverse = [], []
-        for shard in self.encode(pairs):
+        for shard in self.encode(pieces):
             forward.append(self.models_[0].sentence_log_likelihoods(shard))
             reverse.append(self.models_[1].sentence_log_likelihoods(shard))
         cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
-        return cat(forward), cat(reverse)
+        forward, reverse = cat(forward), cat(reverse)
+        if origin is None:
+            return forward, reverse
+        index = np.array([o[0] for o in origin], dtype=np.int64)
+        return (np.bincount(index, weights=forward, minlength=len(pairs)),
+                np.bincount(index, weights=reverse, minlength=len(pairs)))
 
     def unknown_share(self, pairs) -> tuple[float, float]:
         """Share of English and of French tokens that the model never saw in training."""
@@ -220,9 +281,7 @@ class WordAligner:
     # -- persistence -------------------------------------------------------
     def save(self, path) -> None:
         """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
-        params = {k: getattr(self, k) for k in ("model", "training", "ibm1_iterations", "iterations",
-                                                 "null_prob", "max_jump", "threshold", "shard_size",
-                                                 "normalization", "band")}
+        params = {k: getattr(self, k) for k in _SAVED_PARAMS}
         arrays = {"pair_keys": self.pairs_.keys,
                   "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}
         for k, m in enumerate(self.models_):
@@ -234,37 +293,63 @@ class WordAligner:
                    compress=False)
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "WordAligner":
+        """Read a model written by :meth:`save`. Every array's dtype, shape and value range is
+        checked against the metadata (vocabulary sizes, pair count, jump width), so that a
+        damaged file is a ValueError naming it — never an out-of-bounds read in compiled code."""
+        where = os.fspath(path)
         params, state, data = load_model(path, _KIND, ("pair_keys", "e_vocab", "f_vocab", "table0", "null0",
                                                        "jumps0", "table1", "null1", "jumps1"))
         if state.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{path}: unsupported {_KIND} format v{state.get('format_version')!r} "
+            raise ValueError(f"{where}: unsupported {_KIND} format v{state.get('format_version')!r} "
                              f"(expected v{FORMAT_VERSION})")
-        meta = {"params": params, "history": state.get("history", [])}
-        self = cls(**meta["params"])
+        unknown = set(params) - set(_SAVED_PARAMS)
+        if unknown:
+            raise ValueError(f"{where}: unknown {_KIND} parameters {sorted(unknown)}")
+        self = cls(**params)
+        self._check_params()
+        if not (isinstance(self.null_prob, (int, float)) and 0.0 <= self.null_prob < 1.0):
+            raise ValueError(f"{where}: null_prob must be in [0, 1), got {self.null_prob!r:.40}")
+        if isinstance(self.max_jump, bool) or not isinstance(self.max_jump, int) or not 1 <= self.max_jump <= 10_000:
+            raise ValueError(f"{where}: max_jump must be an integer in [1, 10000], got {self.max_jump!r:.40}")
         if self.normalization is not None:
             from varorder.io.bitext import Normalization
 
-            Normalization.from_dict(self.normalization, f"{path}: normalization")
-        self.history_ = [tuple(h) for h in meta["history"]]
+            Normalization.from_dict(self.normalization, f"{where}: normalization")
+        history = state.get("history", [])
+        if not isinstance(history, list) or not all(isinstance(h, list) for h in history):
+            raise ValueError(f"{where}: metadata 'history' must be a list of lists")
+        self.history_ = [tuple(h) for h in history]
+        for side in ("e_vocab", "f_vocab"):
+            if data[side].dtype.kind != "U" or data[side].ndim != 1:
+                raise ValueError(f"{where}: {side} must be a 1-d array of strings, got {data[side].dtype} "
+                                 f"{data[side].shape}")
+        self.e_vocab_ = Vocabulary.from_tokens(data["e_vocab"].tolist(), f"{where}: e_vocab")
+        self.f_vocab_ = Vocabulary.from_tokens(data["f_vocab"].tolist(), f"{where}: f_vocab")
+        n_e, n_f = len(self.e_vocab_), len(self.f_vocab_)
         keys = np.asarray(data["pair_keys"])
         if keys.dtype != np.int64 or keys.ndim != 1 or (keys.size > 1 and not (keys[1:] > keys[:-1]).all()):
-            raise ValueError(f"{path}: pair_keys must be a sorted 1-d int64 array without repeats")
+            raise ValueError(f"{where}: pair_keys must be a sorted 1-d int64 array without repeats")
         self.pairs_ = PairIndex.from_sorted_unique(keys)
-        self.e_vocab_ = Vocabulary.from_tokens(data["e_vocab"].tolist(), f"{path}: e_vocab")
-        self.f_vocab_ = Vocabulary.from_tokens(data["f_vocab"].tolist(), f"{path}: f_vocab")
-        sizes = {"pair_keys": keys.size}
-        for k in (0, 1):
-            sizes[f"table{k}"] = data[f"table{k}"].size
-        if len(set(sizes.values())) != 1:
-            raise ValueError(f"{path}: tables do not match the {keys.size} word pairs: {sizes}")
+        if keys.size and (keys[0] < 0 or (self.pairs_.e_ids >= n_e).any() or (self.pairs_.f_ids >= n_f).any()):
+            raise ValueError(f"{where}: pair_keys name words outside the vocabularies ({n_e} English, {n_f} French)")
+        width = 2 * self.max_jump + 1 if self.model == "hmm" else 0
+        shapes = {"table0": (keys.size,), "table1": (keys.size,), "null0": (n_f,), "null1": (n_e,),
+                  "jumps0": (width,), "jumps1": (width,)}
+        check_shapes(path, data, shapes)
+        for name in shapes:
+            values = data[name]
+            if values.dtype.kind != "f" or (values.size and (values.min() < 0 or values.max() > 1)):
+                raise ValueError(f"{where}: array {name!r} must hold probabilities in [0, 1]")
         self.models_ = []
-        for k, (direction, n_target) in enumerate((("f|e", len(self.f_vocab_)), ("e|f", len(self.e_vocab_)))):
+        for k, (direction, n_target) in enumerate((("f|e", n_f), ("e|f", n_e))):
             if self.model == "hmm":
                 m = HMMAligner(direction, self.pairs_, n_target, self.null_prob, self.max_jump, self.band)
-                m.jumps_ = data[f"jumps{k}"]
+                m.jumps_ = np.ascontiguousarray(data[f"jumps{k}"], dtype=np.float64)
             else:
                 m = IBM1(direction, self.pairs_, n_target)
-            m.table_, m.null_ = data[f"table{k}"], data[f"null{k}"]
+            m.table_ = np.ascontiguousarray(data[f"table{k}"], dtype=np.float64)
+            m.null_ = np.ascontiguousarray(data[f"null{k}"], dtype=np.float64)
             self.models_.append(m)
         return self

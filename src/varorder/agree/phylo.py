@@ -38,6 +38,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from varorder.agree.product_em import Statistics, Submodel
+from varorder.engine.validate import as_rng
 
 __all__ = ["Tree", "parse_newick", "tree_marginals", "PhyloData", "PhyloSlices", "NUCLEOTIDES", "encode_nucleotides"]
 
@@ -244,7 +245,7 @@ class PhyloSlices(Submodel):
 
     def initialize(self, seed=None, noise: float = 0.05, identity_bias: float = 0.2):
         """Near-uniform parameters with a small bias towards identity mutations (paper footnote 3)."""
-        rng = np.random.default_rng(seed)
+        rng = as_rng(seed)
         N = self.tree.n_nodes
 
         def draw(shape):

@@ -19,6 +19,7 @@ import numpy as np
 
 from varorder import chain
 from varorder.agree.product_em import Statistics, Submodel
+from varorder.engine.validate import as_rng
 
 __all__ = ["MultiViewSequences", "HMMView"]
 
@@ -58,7 +59,7 @@ class HMMView(Submodel):
         self.smoothing = smoothing
 
     def initialize(self, seed=None):
-        rng = np.random.default_rng(seed)
+        rng = as_rng(seed)
         K, V = self.n_states, self.n_symbols
         self.start_ = rng.dirichlet(np.ones(K))
         self.transitions_ = rng.dirichlet(np.ones(K), size=K)

@@ -8,6 +8,8 @@ import time
 
 import click
 
+from varorder.cli._options import Real
+
 # the penalties of varorder.loglinear.prox.PENALTIES, named here so that building the
 # command line does not import the Numba kernels (a test checks the two agree)
 PENALTY_NAMES = ("l1", "l2sq", "lt2", "ltinf", "wl1", "wl2sq", "wlt2", "wltinf")
@@ -17,16 +19,16 @@ _OPTIONS = [
                  help="ngram: back-off model written as ARPA; loglinear: penalised log-linear model written as npz."),
     click.option("--penalty", type=click.Choice(PENALTY_NAMES), default="wlt2", show_default=True,
                  help="loglinear: l2sq, l1, lt2 (tree l2), ltinf (tree linf); w* weights a node by alpha^depth."),
-    click.option("--lam", type=float, default=None, help="loglinear: regularisation lambda against the summed log-loss (paper eq. 2) [0.3]."),
-    click.option("--depth-alpha", type=float, default=None, help="loglinear: alpha of the alpha^depth weights [the paper's best per penalty]."),
+    click.option("--lam", type=Real(0), default=None, help="loglinear: regularisation lambda against the summed log-loss (paper eq. 2) [0.3]."),
+    click.option("--depth-alpha", type=Real(0, min_open=True), default=None, help="loglinear: alpha of the alpha^depth weights [the paper's best per penalty]."),
     click.option("--epochs", type=click.IntRange(0), default=10, show_default=True, help="loglinear: passes over the corpus."),
     click.option("--batch-size", type=click.IntRange(1), default=400, show_default=True, help="loglinear: mini-batch size."),
     click.option("--optimizer", type=click.Choice(["apg", "adagrad"]), default="apg", show_default=True,
                  help="loglinear: apg = the paper's Algorithm 1; adagrad = per-weight steps (extension)."),
-    click.option("--learning-rate", type=float, default=1.0, show_default=True, help="loglinear adagrad: step eta."),
-    click.option("--lipschitz", type=float, default=None, help="loglinear apg: L (step 1/L) [order/2]."),
-    click.option("--mu", type=float, default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
-    click.option("--seed", type=int, default=0, show_default=True, help="loglinear: shuffling seed."),
+    click.option("--learning-rate", type=Real(0, min_open=True), default=1.0, show_default=True, help="loglinear adagrad: step eta."),
+    click.option("--lipschitz", type=Real(0, min_open=True), default=None, help="loglinear apg: L (step 1/L) [order/2]."),
+    click.option("--mu", type=Real(0), default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
+    click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="loglinear: shuffling seed."),
 ]
 
 

@@ -1,7 +1,8 @@
 """Parameter types shared by the subcommands, so bad values are refused before any work.
 
 ``OutputFile``: a file the command will write — its folder must exist and be writable when
-the command starts, not after an hour of training. ``Real``: a finite float in a range
+the command starts, not after an hour of training. ``OutputFolder``: a folder the command
+fills — an existing writable folder, or a new one whose parent is writable. ``Real``: a finite float in a range
 (click's FloatRange lets NaN through, since every comparison with NaN is false).
 """
 
@@ -12,7 +13,7 @@ import os
 
 import click
 
-__all__ = ["OutputFile", "Real"]
+__all__ = ["OutputFile", "OutputFolder", "Real", "dask_client"]
 
 
 class OutputFile(click.Path):
@@ -35,6 +36,28 @@ class OutputFile(click.Path):
         return value
 
 
+class OutputFolder(click.Path):
+    """A folder to write into: it exists and is writable, or it can be created (its nearest
+    existing ancestor is a writable folder)."""
+
+    name = "output folder"
+
+    def __init__(self):
+        super().__init__(file_okay=False)
+
+    def convert(self, value, param, ctx):
+        value = super().convert(value, param, ctx)
+        target = os.path.abspath(os.fspath(value))
+        existing = target
+        while not os.path.exists(existing):
+            existing = os.path.dirname(existing)
+        if not os.path.isdir(existing):
+            self.fail(f"cannot write into {value!r}: {existing!r} is a file, not a folder", param, ctx)
+        if not os.access(existing, os.W_OK | os.X_OK):
+            self.fail(f"cannot write into {value!r}: folder {existing!r} is not writable", param, ctx)
+        return value
+
+
 class Real(click.FloatRange):
     """A finite float within [min, max] (bounds optional, open with min_open / max_open)."""
 
@@ -43,3 +66,16 @@ class Real(click.FloatRange):
         if not math.isfinite(number):  # NaN passes every range check; ±inf is no setting either
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+def dask_client(address: str, timeout: float = 10.0):
+    """A ``distributed.Client`` of the scheduler at ``address``; an unreachable or malformed
+    address is a one-line error after ``timeout`` seconds, never a traceback."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise click.UsageError("Dask needs the optional package 'distributed' (pip install 'dask[distributed]')") from None
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise click.ClickException(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None

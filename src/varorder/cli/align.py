@@ -22,7 +22,7 @@ import sys
 
 import click
 
-from varorder.cli._options import OutputFile, Real
+from varorder.cli._options import OutputFile, Real, dask_client
 
 __all__ = ["COMMAND"]
 
@@ -38,11 +38,7 @@ def COMMAND():
 
 def _executor(workers, dask_address):
     if dask_address:
-        try:
-            from distributed import Client
-        except ImportError:
-            raise click.UsageError("--dask needs the optional package 'distributed' (pip install 'dask[distributed]')")
-        return Client(dask_address)
+        return dask_client(dask_address)
     if workers and workers > 1:
         from concurrent.futures import ThreadPoolExecutor
 
@@ -155,6 +151,9 @@ def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reve
 @click.option("--band", type=click.IntRange(min=1), default=100, show_default=True,
               help="pairs with a longer source side prune jumps longer than this many words (stored in the model)")
 @click.option("--threshold", type=Real(0, 1), default=0.6, show_default=True, help="posterior decoding δ (stored in the model)")
+@click.option("--max-length", type=click.IntRange(min=1), default=200, show_default=True,
+              help="length guard: longer pairs are cut into pieces of at most this many words per side, aligned "
+                   "separately, with a warning (stored in the model)")
 @click.option("--normalize", is_flag=True, help="all of --lowercase --strip-accents --tokenize (NAACL 2003)")
 @click.option("--lowercase", is_flag=True, help="lower-case the text (recorded in the model)")
 @click.option("--strip-accents", is_flag=True, help="strip accents to ASCII (recorded in the model)")
@@ -169,7 +168,7 @@ def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reve
 @_output_options
 @click.option("-q", "--quiet", is_flag=True, help="no progress bars or summary (warnings are still shown)")
 def train(inputs, output, model, training, iterations, ibm1_iterations, null_prob, max_jump, band, threshold,
-          normalize, lowercase, strip_accents, tokenize, limit, shard_size, workers, dask_address, alignments_path,
+          max_length, normalize, lowercase, strip_accents, tokenize, limit, shard_size, workers, dask_address, alignments_path,
           method, forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities, quiet):
     """Train an aligner on INPUT: one 'english ||| french' file (default stdin) or ENGLISH FRENCH files (.gz accepted)."""
     from varorder.agree.aligner import WordAligner
@@ -186,7 +185,7 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
                   "add --lowercase or --normalize")
         aligner = WordAligner(model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
                               null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold,
-                              shard_size=shard_size, executor=_executor(workers, dask_address), progress=not quiet,
+                              max_length=max_length, shard_size=shard_size, executor=_executor(workers, dask_address), progress=not quiet,
                               normalization=norm.to_dict())
         aligner.fit(pairs, keep_encoding=alignments_path is not None)
         aligner.save(output)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from varorder.cli._options import OutputFile, OutputFolder, Real
+
 __all__ = ["COMMAND"]
 
 
@@ -23,10 +25,10 @@ def COMMAND():
 
 @COMMAND.command("prepare")
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False), help="task folder to write")
-@click.option("--num-words", type=int, default=500, show_default=True, help="plaintext word list size")
-@click.option("--num-cipher", type=int, default=2000, show_default=True, help="sentences to encipher")
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("-o", "--output", required=True, type=OutputFolder(), help="task folder to write")
+@click.option("--num-words", type=click.IntRange(1), default=500, show_default=True, help="plaintext word list size")
+@click.option("--num-cipher", type=click.IntRange(1), default=2000, show_default=True, help="sentences to encipher")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
 def prepare(corpus, output, num_words, num_cipher, seed):
     """Tokenize CORPUS files (plain text / .gz, or the Brown .tar.gz), encipher in-list sentences."""
     from varorder.decipher import data as task
@@ -43,20 +45,20 @@ def prepare(corpus, output, num_words, num_cipher, seed):
 
 @COMMAND.command("train")
 @click.argument("task_folder", type=click.Path(exists=True, file_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+@click.option("-o", "--output", required=True, type=OutputFolder(),
               help="folder for model.npz, table.tsv and history.json")
 @click.option("--order", type=click.Choice(["1", "2"]), default="2", show_default=True, help="plaintext chain order")
 @click.option("--inference", type=click.Choice(["exact", "rcms", "beam"]), default="rcms", show_default=True)
-@click.option("--size", type=int, default=60, show_default=True, help="contexts / beam entries per position")
-@click.option("--iterations", type=int, default=20, show_default=True)
-@click.option("--num-cipher", type=int, default=None, help="use the first N cipher sentences (default all)")
-@click.option("--laplace", type=float, default=0.01, show_default=True)
-@click.option("--discount", type=float, default=0.25, show_default=True)
-@click.option("--smoothing", type=float, default=0.01, show_default=True)
-@click.option("--init-noise", type=float, default=0.0, show_default=True, help="seeded noise on the uniform start")
-@click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--shards", type=int, default=None, help="E-step work units (default: one per worker)")
-@click.option("--workers", type=int, default=1, show_default=True, help="local E-step threads")
+@click.option("--size", type=click.IntRange(1), default=60, show_default=True, help="contexts / beam entries per position")
+@click.option("--iterations", type=click.IntRange(0), default=20, show_default=True)
+@click.option("--num-cipher", type=click.IntRange(1), default=None, help="use the first N cipher sentences (default all)")
+@click.option("--laplace", type=Real(0, min_open=True), default=0.01, show_default=True)
+@click.option("--discount", type=Real(0), default=0.25, show_default=True)
+@click.option("--smoothing", type=Real(0), default=0.01, show_default=True)
+@click.option("--init-noise", type=Real(0), default=0.0, show_default=True, help="seeded noise on the uniform start")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
+@click.option("--shards", type=click.IntRange(1), default=None, help="E-step work units (default: one per worker)")
+@click.option("--workers", type=click.IntRange(1), default=1, show_default=True, help="local E-step threads")
 @click.option("--dask", "dask_address", default=None, help="dask.distributed scheduler address")
 def train(task_folder, output, order, inference, size, iterations, num_cipher, laplace, discount, smoothing, init_noise,
           seed, shards, workers, dask_address):
@@ -99,8 +101,8 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
 @COMMAND.command("eval")
 @click.argument("task_folder", type=click.Path(exists=True, file_okay=False))
 @click.argument("model_path", type=click.Path(exists=True, dir_okay=False))
-@click.option("--num-cipher", type=int, default=None, help="score the first N cipher sentences (default all)")
-@click.option("--decoded", type=click.Path(dir_okay=False), default=None,
+@click.option("--num-cipher", type=click.IntRange(1), default=None, help="score the first N cipher sentences (default all)")
+@click.option("--decoded", type=OutputFile(), default=None,
               help="also write the cipher text deciphered by the learned mapping")
 def evaluate(task_folder, model_path, num_cipher, decoded):
     """Mapping accuracy (distinct symbols decoded right) and token accuracy of a trained model."""

@@ -40,7 +40,9 @@ def observations(text, input_file) -> list[str]:
         raise click.UsageError("give exactly one of --text or --input")
     if text is not None:
         return [text]
-    with open(input_file, encoding="utf-8") as handle:
+    from varorder.io._text import open_text
+
+    with open_text(input_file) as handle:
         return [line.rstrip("\n") for line in handle if line.strip()]
 
 

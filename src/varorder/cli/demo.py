@@ -29,6 +29,7 @@ import click
 import numpy as np
 
 from varorder import chain
+from varorder.cli._options import OutputFolder
 
 STATES = ("HOT", "COLD")
 # p(state), p(next | state), p(ice creams | state) from Eisner's spreadsheet
@@ -112,12 +113,12 @@ def ocr_demo(full: bool, epochs: int | None, max_train_words: int | None, extens
               type=click.Choice(["+backoff", "+cap", "+batch8", "recorded (backoff+cap+batch8)"]),
               help="OCR: extension rows to add for RCMS(10), each labelled (repeat the option for several).")
 @click.option("--no-extensions", is_flag=True, help="OCR: only the paper-faithful rows.")
-@click.option("--out", default="varorder-demo", show_default=True, help="OCR: folder for the PNG plots.")
+@click.option("--out", type=OutputFolder(), default="varorder-demo", show_default=True, help="OCR: folder for the PNG plots.")
 @click.option("--json", "as_json", is_flag=True, help="OCR: also write the results as JSON.")
 @click.option("--observations", default="2,3,3,2,3", show_default=True,
               help="Engine demo: comma-separated ice-cream counts (1-3).")
-@click.option("--samples", default=20000, show_default=True, help="Engine demo: number of exact samples to draw.")
-@click.option("--seed", default=0, show_default=True, help="Engine demo: sampling seed.")
+@click.option("--samples", type=click.IntRange(1, 10_000_000), default=20000, show_default=True, help="Engine demo: number of exact samples to draw.")
+@click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="Engine demo: sampling seed.")
 def COMMAND(engine_only: bool, full: bool, epochs, max_train_words, extensions, no_extensions: bool, out: str,
             as_json: bool, observations: str, samples: int, seed: int) -> None:
     """RCMS vs beam search on OCR (default), or the engine on a toy HMM (--engine)."""

@@ -15,7 +15,7 @@ import json
 
 import click
 
-from varorder.cli._options import OutputFile
+from varorder.cli._options import OutputFile, Real
 
 __all__ = ["COMMAND"]
 
@@ -56,9 +56,9 @@ def COMMAND():
 @click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz)")
 @click.option("--model", type=click.Choice(["product", "dmv", "ccm"]), default="product", show_default=True)
 @click.option("--iterations", type=click.IntRange(0), default=50, show_default=True)
-@click.option("--ccm-smoothing", type=(float, float), default=(2.0, 8.0), show_default=True,
+@click.option("--ccm-smoothing", type=(Real(0), Real(0)), default=(2.0, 8.0), show_default=True,
               help="CCM pseudo-counts (constituent, distituent)")
-@click.option("--dmv-smoothing", type=click.FloatRange(0), default=0.0, show_default=True)
+@click.option("--dmv-smoothing", type=Real(0), default=0.0, show_default=True)
 @_format
 @_max_length
 @click.option("--quiet", is_flag=True, help="no progress bar")

@@ -20,6 +20,7 @@ MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRIL
                  "or as the number -99 (KenLM's reading).")
 
 from varorder.cli._loglinear import loglinear_options  # noqa: E402  (light: no model imports)
+from varorder.cli._options import OutputFile, Real, dask_client  # noqa: E402
 
 
 def _say(message: str) -> None:
@@ -39,13 +40,35 @@ def _load(model_path: str, minus_99: str = "zero"):
         raise click.ClickException(str(error)) from None
 
 
-def _parse_numbers(text: str | None, kind, what: str) -> list | None:
+def _checked_numbers(text: str | None, kind, param) -> list | None:
+    """Numbers separated by spaces or commas, each finite and non-negative (checked before any work)."""
+    import math
+
     if text is None:
         return None
     try:
-        return [kind(part) for part in text.replace(",", " ").split()]
+        numbers = [kind(part) for part in text.replace(",", " ").split()]
     except ValueError:
-        raise click.BadParameter(f"{what} must be numbers separated by spaces or commas, got {text!r}") from None
+        numbers = None
+    if not numbers or not all(math.isfinite(n) and n >= 0 for n in numbers):
+        raise click.BadParameter(f"expected non-negative numbers separated by spaces or commas, got {text!r}",
+                                 param=param)
+    return numbers
+
+
+def _checked_memory(text: str | None, param) -> int | None:
+    """Bytes of an -S budget (at least 1 MB), refused before any work when malformed."""
+    if text is None:
+        return None
+    from varorder.lm.external import parse_memory
+
+    try:
+        budget = parse_memory(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param=param) from None
+    if budget < 1 << 20:
+        raise click.BadParameter(f"memory budget {text!r} is below 1 MB", param=param)
+    return budget
 
 
 @click.group()
@@ -55,15 +78,15 @@ def lm():
 
 @lm.command()
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+@click.option("-o", "--output", required=True, type=OutputFile(),
               help="Model file to write: ARPA (.gz compresses), or binary with --binary.")
 @click.option("-n", "--order", default=3, show_default=True, type=click.IntRange(1, 10))
 @click.option("--method", type=click.Choice(ESTIMATOR_METHODS), default="kneser-ney", show_default=True)
-@click.option("--discount", default=0.25, show_default=True, type=float, help="absolute: the discount D.")
-@click.option("--smoothing", default=0.01, show_default=True, type=float, help="absolute: additive term on unigram counts.")
-@click.option("--alpha", default=1.0, show_default=True, type=float, help="additive: pseudo-count per word.")
+@click.option("--discount", default=0.25, show_default=True, type=Real(0), help="absolute: the discount D.")
+@click.option("--smoothing", default=0.01, show_default=True, type=Real(0), help="absolute: additive term on unigram counts.")
+@click.option("--alpha", default=1.0, show_default=True, type=Real(0, min_open=True), help="additive: pseudo-count per word.")
 @click.option("--min-count", default=1, show_default=True, type=click.IntRange(1), help="Rarer words become <unk>.")
-@click.option("--prune", metavar="'T1 T2 ...'",
+@click.option("--prune", metavar="'T1 T2 ...'", callback=lambda ctx, param, value: _checked_numbers(value, int, param),
               help="kneser-ney: per-order raw-count thresholds, unigrams first (must be 0), e.g. '0 0 1' drops "
                    "n-grams of order >= 3 seen once; the last value repeats (lmplz's --prune).")
 @click.option("--limit-vocab-file", type=click.Path(exists=True, dir_okay=False),
@@ -73,11 +96,12 @@ def lm():
               help="kneser-ney: when an order's counts-of-counts give no valid discounts, use --fallback-discounts "
                    "instead of refusing (lmplz's --discount_fallback).")
 @click.option("--fallback-discounts", default="0.5 1 1.5", show_default=True, metavar="'D1 D2 D3+'",
+              callback=lambda ctx, param, value: _checked_numbers(value, float, param),
               help="The discounts --discount-fallback uses.")
-@click.option("-S", "--memory", "memory",
+@click.option("-S", "--memory", "memory", callback=lambda ctx, param, value: _checked_memory(value, param),
               help="Count n-grams in sorted runs on disk, holding at most this much in memory (e.g. 2G, 500M; "
                    "lmplz's -S). Without it, counting is in memory.")
-@click.option("-T", "--temp-dir", type=click.Path(file_okay=False), help="Folder for the sorted runs of -S.")
+@click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True), help="Folder for the sorted runs of -S.")
 @click.option("--dask-scheduler", metavar="ADDRESS",
               help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files "
                    "must be readable there at the same paths); merged exactly as -S merges its runs.")
@@ -99,7 +123,7 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
         if value and method != "kneser-ney":
             raise click.UsageError(f"{flag} applies to --method kneser-ney only")
     if method == "kneser-ney":
-        fallback = _parse_numbers(fallback_discounts, float, "--fallback-discounts")
+        fallback = fallback_discounts
         limit_vocab = None
         if limit_vocab_file:
             from varorder.lm.corpus import open_text
@@ -108,7 +132,7 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
                 limit_vocab = handle.read().split()
         estimator = ModifiedKneserNey(order=order, min_count=min_count,
                                       discount_fallback=tuple(fallback) if discount_fallback else None,
-                                      prune=_parse_numbers(prune, int, "--prune"), limit_vocab=limit_vocab)
+                                      prune=prune, limit_vocab=limit_vocab)
     elif method == "absolute":
         estimator = AbsoluteDiscounting(order=order, discount=discount, smoothing=smoothing, min_count=min_count)
     else:
@@ -117,18 +141,16 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
     try:
         if dask_scheduler:
-            from distributed import Client
+            from varorder.lm.external import count_ngrams_dask
 
-            from varorder.lm.external import count_ngrams_dask, parse_memory
-
-            with Client(dask_scheduler) as client:
+            with dask_client(dask_scheduler) as client:
                 counts = count_ngrams_dask(list(corpus), order, client, min_count=min_count,
-                                           memory=parse_memory(memory) if memory else 1 << 30)
+                                           memory=memory or 1 << 30)
             estimator.fit_counts(counts)
         elif memory:
-            from varorder.lm.external import count_ngrams_on_disk, parse_memory
+            from varorder.lm.external import count_ngrams_on_disk
 
-            counts = count_ngrams_on_disk(list(corpus), order, memory=parse_memory(memory), temp_dir=temp_dir,
+            counts = count_ngrams_on_disk(list(corpus), order, memory=memory, temp_dir=temp_dir,
                                           min_count=min_count, progress=True)
             estimator.fit_counts(counts)
         else:
@@ -208,7 +230,7 @@ def score(model_path, text, sentences, per_token, minus_99):
 
 @lm.command("build-binary")
 @click.argument("arpa", type=click.Path(exists=True, dir_okay=False))
-@click.argument("output", type=click.Path(dir_okay=False))
+@click.argument("output", type=OutputFile())
 @click.option("--max-arpa", is_flag=True, help="Also store the MAX-ARPA columns (computed when the ARPA file lacks them).")
 @click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
 def build_binary(arpa, output, max_arpa, minus_99):
@@ -249,7 +271,7 @@ def next_word(model_path, context, top, bos, minus_99):
 
 @lm.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
-@click.argument("output", type=click.Path(dir_okay=False))
+@click.argument("output", type=OutputFile())
 def maxarpa(model_path, output):
     """Read MODEL (ARPA or binary) and write its MAX-ARPA table to OUTPUT.
 

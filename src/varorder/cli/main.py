@@ -142,7 +142,11 @@ class _LazyGroup(click.Group):
         1, not a traceback. ``VARORDER_DEBUG=1`` shows the traceback instead."""
         try:
             return super().invoke(ctx)
+        except click.ClickException:
+            _close_progress_bars()
+            raise
         except (ValueError, OSError) as exc:
+            _close_progress_bars()
             if os.environ.get("VARORDER_DEBUG"):
                 raise
             message = str(exc) or type(exc).__name__
@@ -186,6 +190,15 @@ def _set_threads(ctx, param, value):
 def main():
     """varorder: sequence models with adaptive context and exact inference."""
     _exit_cleanly_on_sigterm()
+
+
+def _close_progress_bars():
+    """End the line of any progress bar left open by a failing command, so that the error
+    message starts a line of its own."""
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None:
+        for bar in list(getattr(tqdm.tqdm, "_instances", ())):
+            bar.close()
 
 
 def _exit_cleanly_on_sigterm():

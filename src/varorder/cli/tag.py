@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import click
 
@@ -59,7 +58,10 @@ def _templates(spec):
         return "pos"
     try:
         if spec.startswith("@"):
-            text = Path(spec[1:]).read_text(encoding="utf-8")
+            from varorder.io._text import open_text
+
+            with open_text(spec[1:]) as handle:
+                text = handle.read()
             return format_templates(parse_templates(text, spec[1:]))
         return format_templates(parse_templates(spec))
     except (ValueError, OSError) as err:

@@ -64,6 +64,7 @@ from varorder.contexts.context_set import ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import model_loader, check_shapes, load_model, save_model
+from varorder.engine.validate import as_rng
 
 __all__ = ["ReifiedContextModel", "SequenceGradient"]
 
@@ -152,8 +153,10 @@ class ReifiedContextModel:
             raise ValueError(f"max_context must be None or an int >= order - 1 = {self.order - 1} (RCMS only), "
                              f"got {self.max_context!r}")
         for name in ("epochs", "batch_size", "num_contexts", "track_every"):
-            if int(getattr(self, name)) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+            value = getattr(self, name)
+            # compiled code takes these as int64: a float like 1e308 would overflow there
+            if isinstance(value, bool) or int(value) != value or not 1 <= value < 2 ** 31:
+                raise ValueError(f"{name} must be an integer in [1, 2^31), got {value!r}")
 
     def _init_state(self, num_inputs: int):
         self.features_ = NgramFeatureSpace(self.num_labels, self.order, self.backoff)
@@ -279,7 +282,7 @@ class ReifiedContextModel:
             self._coverage_param = np.zeros(1)
             params.append(self._coverage_param)
             optimisers.append(AdaGrad(self.step_size, self.delta))
-        rng = np.random.default_rng(self.seed)
+        rng = as_rng(self.seed)
         self.history_ = []
         self.context_length_trace_ = []  # (updates seen, cumulative average context length)
         ctx_sum, ctx_n, seen = 0.0, 0, 0
@@ -372,7 +375,7 @@ class ReifiedContextModel:
         model = cls(**params)
         model._init_state(state["num_inputs"])
         check_shapes(path, arrays, {"ngram": model.ngram_weights_.shape,
-                                    "observation": model.observation_weights_.shape})
+                                    "observation": model.observation_weights_.shape}, allow_neg_inf=False)
         model.ngram_weights_ = arrays["ngram"].copy()
         model.observation_weights_ = arrays["observation"].copy()
         cw = state["coverage_weight"]

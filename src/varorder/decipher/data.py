@@ -25,14 +25,16 @@ import collections
 import gzip
 import io
 import json
-import os
 import re
 import tarfile
-import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+
+from varorder.io._text import atomic_write_text, open_text
+from varorder.engine.validate import as_rng
 
 __all__ = ["DecipherData", "SubstitutionCipher", "prepare", "load", "read_corpus_sentences", "tokenize"]
 
@@ -55,7 +57,7 @@ class SubstitutionCipher:
 
     @classmethod
     def random(cls, num_words: int, seed) -> "SubstitutionCipher":
-        return cls(np.random.default_rng(seed).permutation(num_words).astype(np.int64))
+        return cls(as_rng(seed).permutation(num_words).astype(np.int64))
 
     @property
     def inverse(self) -> np.ndarray:
@@ -103,8 +105,7 @@ def read_corpus_sentences(path) -> list[list[str]]:
         raise FileNotFoundError(f"{path}: no such corpus file")
     if path.name.endswith((".tar.gz", ".tgz")):
         return list(_brown_sentences(path))
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
+    with open_text(path) as handle:
         text = handle.read()
     sentences = []
     for paragraph in re.split(r"\n\s*\n", text):
@@ -116,6 +117,13 @@ def read_corpus_sentences(path) -> list[list[str]]:
 
 
 def _brown_sentences(path):
+    try:
+        yield from _brown_archive_sentences(path)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError) as err:
+        raise ValueError(f"{path}: not a readable Brown corpus archive ({type(err).__name__}: {err})") from None
+
+
+def _brown_archive_sentences(path):
     with tarfile.open(path, "r:gz") as archive:
         members = sorted((m for m in archive.getmembers() if m.isfile() and re.fullmatch(r"brown/c[a-r]\d\d", m.name)),
                          key=lambda m: m.name)
@@ -145,7 +153,7 @@ def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: in
     in_list = [i for i, s in enumerate(sentences) if all(w in listed for w in s)]
     if len(in_list) < num_cipher:
         raise ValueError(f"only {len(in_list)} in-list sentences, fewer than num_cipher = {num_cipher}")
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     chosen = set(rng.choice(np.asarray(in_list), size=num_cipher, replace=False).tolist())
     order = sorted(chosen, key=lambda i: i)
     rng.shuffle(order)
@@ -164,18 +172,8 @@ def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: in
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_write_text(path) as handle:
+        handle.write(text)
 
 
 def save(data: DecipherData, folder) -> None:
@@ -196,7 +194,7 @@ def save(data: DecipherData, folder) -> None:
 def _lines(path: Path) -> list[str]:
     if not path.exists():
         raise FileNotFoundError(f"{path}: missing (run `varorder decipher prepare` first)")
-    with open(path, encoding="utf-8") as handle:
+    with open_text(path) as handle:
         return handle.read().splitlines()
 
 
@@ -211,13 +209,20 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
     for n, line in enumerate(_lines(folder / "cipher.txt"), 1):
         try:
             symbols = np.array([int(x) for x in line.split()], dtype=np.int64)
-        except ValueError:
-            raise ValueError(f"{folder / 'cipher.txt'}:{n}: expected integers separated by spaces, got {line!r}") from None
+        except (ValueError, OverflowError):
+            raise ValueError(f"{folder / 'cipher.txt'}:{n}: expected integers separated by spaces, got {line!r:.80}") from None
         if symbols.size == 0 or (symbols < 0).any():
             raise ValueError(f"{folder / 'cipher.txt'}:{n}: expected a non-empty line of non-negative integers")
         cipher.append(symbols)
     meta_path = folder / "meta.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.exists() else {}
+    meta = {}
+    if meta_path.exists():
+        try:
+            meta = json.loads("\n".join(_lines(meta_path)))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"{meta_path}: not valid JSON ({err})") from None
+        if not isinstance(meta, dict):
+            raise ValueError(f"{meta_path}: expected a JSON object")
     gold = key = None
     if with_gold and (folder / "key.tsv").exists():
         index = {w: i for i, w in enumerate(words)}
@@ -225,7 +230,8 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
         rows = _lines(folder / "key.tsv")
         for n, line in enumerate(rows[1:], 2):
             parts = line.split("\t")
-            if len(parts) != 2 or parts[1] not in index or not parts[0].isdigit():
+            if len(parts) != 2 or parts[1] not in index or not (parts[0].isascii() and parts[0].isdigit()) \
+                    or len(parts[0]) > 18:
                 raise ValueError(f"{folder / 'key.tsv'}:{n}: expected 'symbol<TAB>listed word', got {line!r}")
             mapping[index[parts[1]]] = int(parts[0])
         if (mapping < 0).any() or len(set(mapping.tolist())) != len(words):

@@ -41,6 +41,8 @@ from varorder.decipher.context_sets import shard_estep
 from varorder.decipher.data import DecipherData
 from varorder.decipher.transitions import TransitionTables, fit_transitions
 from varorder.eval.metrics import mapping_accuracy
+from varorder.models.persist import model_loader
+from varorder.engine.validate import as_rng
 
 __all__ = ["INFERENCE", "CipherShard", "DecipherHMM", "Decipherer", "split_shards", "mapping_from_table"]
 
@@ -91,7 +93,7 @@ class DecipherHMM(Submodel):
         K, C = self.tables.num_words, self.num_symbols
         table = np.ones((K, C))
         if init_noise > 0:
-            table *= np.exp(init_noise * np.random.default_rng(seed).standard_normal((K, C)))
+            table *= np.exp(init_noise * as_rng(seed).standard_normal((K, C)))
         self.emission_ = table / table.sum(axis=1, keepdims=True)
         return self
 
@@ -216,6 +218,19 @@ class Decipherer:
         if not self.laplace > 0:
             raise ValueError(f"laplace must be positive, got {self.laplace!r}")
 
+    def _check_params(self):
+        """Every constructor argument in its domain (a loaded model's too)."""
+        self._validate()
+        for name in ("n_iter", "size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r:.40}")
+        for name in ("laplace", "discount", "smoothing", "init_noise"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r:.40}")
+        as_rng(self.seed)
+
     def fit(self, data: DecipherData, num_cipher: int | None = None, tables: TransitionTables | None = None) -> "Decipherer":
         """EM on the first ``num_cipher`` cipher sentences of ``data`` (all by default).
         The key, when ``data`` has it, is used only to report accuracy per iteration."""
@@ -279,13 +294,17 @@ class Decipherer:
                    {"emission": self.emission_, "mapping": self.mapping_, "observed_symbols": self.observed_symbols_})
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "Decipherer":
         from varorder.models.persist import check_shapes, load_model
 
         params, state, arrays = load_model(path, "Decipherer", ("emission", "mapping", "observed_symbols"))
         words = state.get("words")
-        if not isinstance(words, list) or not words:
-            raise ValueError(f"{path}: the model's metadata lacks its word list")
+        if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words) \
+                or len(set(words)) != len(words):
+            raise ValueError(f"{path}: the model's metadata lacks its word list (distinct strings)")
+        if not isinstance(state.get("history", []), list):
+            raise ValueError(f"{path}: the model's history must be a list")
         K = len(words)
         C = arrays["emission"].shape[1] if arrays["emission"].ndim == 2 else -1
         check_shapes(path, arrays, {"emission": (K, C), "mapping": (C,)})

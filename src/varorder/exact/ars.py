@@ -28,6 +28,7 @@ import numpy as np
 from varorder.exact.qautomaton import QAutomaton
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import log_partition
+from varorder.engine.validate import as_rng
 
 __all__ = ["RunHistory", "DecodeResult", "SampleResult", "decode", "sample", "acceptance_rate"]
 
@@ -192,7 +193,7 @@ def sample(target: HighOrderTarget, *, n_samples: int | None = None, target_ar: 
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
     q = _check_target(target, automaton)
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     history = RunHistory()
     samples, sample_log_p = [], []
     start = time.perf_counter()

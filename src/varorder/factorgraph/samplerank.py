@@ -240,6 +240,7 @@ class SampleRankTagger:
         }, {"theta": self.theta_})
 
     @classmethod
+    @persist.model_loader
     def load(cls, path) -> "SampleRankTagger":
         """Read a model written by :meth:`save`; a corrupted or foreign file raises ValueError."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, ("theta",))

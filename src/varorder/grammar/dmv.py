@@ -25,6 +25,7 @@ import numpy as np
 from varorder.agree.product_em import Statistics, Submodel
 from varorder.grammar import charts
 from varorder.grammar.shard import TreeShard, lexicalized_estep
+from varorder.engine.validate import as_rng
 
 __all__ = ["DMV"]
 
@@ -142,7 +143,7 @@ class DMV(Submodel):
         if method == "harmonic":
             self.maximize(self.harmonic_counts(shards))
         elif method == "random":
-            rng = np.random.default_rng(seed)
+            rng = as_rng(seed)
             self.maximize({"dmv": rng.random(self.num_features)})
         else:
             raise ValueError(f"method must be 'harmonic' or 'random', got {method!r}")

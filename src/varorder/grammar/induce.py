@@ -22,7 +22,7 @@ from varorder.agree.product_em import AgreementEM
 from varorder.grammar.ccm import CCM
 from varorder.grammar.dmv import DMV
 from varorder.grammar.shard import decode, make_shards
-from varorder.models.persist import check_shapes, load_model, save_model
+from varorder.models.persist import check_shapes, load_model, model_loader, save_model
 
 __all__ = ["GrammarInducer", "MODELS"]
 
@@ -152,6 +152,7 @@ class GrammarInducer:
         save_model(path, "GrammarInducer", params, state, arrays)
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "GrammarInducer":
         params, state, _ = load_model(path, "GrammarInducer", [])
         if params.get("model") not in MODELS:
@@ -186,6 +187,31 @@ class GrammarInducer:
                 m._set_index()
                 m.yield_probs_, m.context_probs_ = arrays["ccm_yields"], arrays["ccm_contexts"]
         for name, arr in arrays.items():
-            if not np.isfinite(arr).all() or (arr < 0).any() or (arr > 1).any():
+            if arr.dtype.kind != "f" or not np.isfinite(arr).all() or (arr < 0).any() or (arr > 1).any():
                 raise ValueError(f"{path}: {name} must hold probabilities in [0, 1]")
+        # each table is a set of distributions (a CCM column may be all zero: a yield never seen)
+        sums = {"dmv_root": (arrays.get("dmv_root"), 0, False), "dmv_choose": (arrays.get("dmv_choose"), -1, False),
+                "dmv_stop": (arrays.get("dmv_stop"), None, False),
+                "ccm_yields": (arrays.get("ccm_yields"), 0, True), "ccm_contexts": (arrays.get("ccm_contexts"), 0, True)}
+        for name, (arr, axis, zero_ok) in sums.items():
+            if arr is None or axis is None:
+                continue
+            total = arr.sum(axis=axis)
+            if not (np.isclose(total, 1.0, atol=1e-6) | (zero_ok & (total == 0))).all():
+                raise ValueError(f"{path}: {name} does not hold probability distributions (sums {total.ravel()[:4]})")
         return self
+
+    def _check_params(self):
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+        for name, low in (("n_iter", 0), ("shard_size", 1)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r:.40}")
+        smoothing = [self.dmv_smoothing, *self.ccm_smoothing]
+        if len(smoothing) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                          and np.isfinite(v) and v >= 0 for v in smoothing):
+            raise ValueError(f"dmv_smoothing and the two ccm_smoothing values must be finite and >= 0, "
+                             f"got {self.dmv_smoothing!r:.20}, {self.ccm_smoothing!r:.40}")
+        if self.dmv_init not in ("harmonic", "random"):
+            raise ValueError(f"dmv_init must be 'harmonic' or 'random', got {self.dmv_init!r:.40}")

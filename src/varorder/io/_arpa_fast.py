@@ -166,6 +166,8 @@ def read_sections(path: Path) -> list[dict] | None:
             if len(words) != count or len(set(words)) != count:
                 return None
             blob, starts, ends, table = _words.word_table(words)
+        elif count > (len(data) - end) // 4:  # no room for that many lines: the slow path names the fault
+            return None
         else:
             section = _ngram_section(buffer, data, end + 1, order, count, blob, starts, ends, table)
             if section is None or _beyond_float32(section["probs"], section["backoffs"]):

@@ -24,8 +24,10 @@ schema, that every array lies inside the file, that the file has exactly the ann
 length (a truncated copy is refused), and that the arrays agree with each other (counts,
 per-order bases, vocabulary size, special words); then it maps the file copy-on-write
 (pages are read on first touch and shared between processes; the arrays are writable
-for Numba's sake, but writes never reach the file). ``verify=True`` also checks every
-array's CRC-32 and the sortedness of the keys, which reads the whole file. Nothing is
+for Numba's sake, but writes never reach the file). Files up to ``VERIFY_LIMIT`` (256 MiB)
+are also verified on open — every array's CRC-32, the key order, every hash slot's row
+inside its order, no NaN/+inf score — so a damaged file is refused rather than scored;
+larger ones only with ``verify=True`` (it reads the whole file). Nothing is
 unpickled: the header is JSON and the arrays are raw numbers.
 """
 
@@ -241,26 +243,50 @@ def _map_arrays(path, header: dict, buffer) -> dict[str, np.ndarray]:
     return arrays
 
 
-def verify_binary(path: PathLike) -> None:
-    """Full check of a binary model: every array's CRC-32 and the key order (reads the
-    whole file). Raises :class:`BinaryFormatError` naming the first problem."""
-    model = open_binary(path)
-    header = model._binary_header
-    arrays = model._binary_arrays
+# Files up to this size are fully checked on open (checksums, key order, row ranges:
+# a fraction of a second); larger ones only structurally, unless ``verify=True``.
+VERIFY_LIMIT = 256 << 20
+
+
+def _verify_arrays(path, header: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Every array's CRC-32, then the invariants the compiled scorer relies on: keys strictly
+    increasing packed keys, every occupied hash slot naming a row inside its order, no
+    NaN or +inf score — so that a forged file cannot make the kernels read out of bounds."""
     for name, entry in header["arrays"].items():
         if zlib.crc32(_raw_bytes(arrays[name])) != entry["crc32"]:
             raise _refuse(path, f"array {name!r} is corrupt (checksum mismatch)")
-    for m in range(1, model.order):
+    counts, vocab_size = header["ngram_counts"], header["vocab_size"]
+    for m in range(1, header["order"]):
         keys = arrays[f"keys{m + 1}"]
-        if len(keys) and (keys[0] < 0 or np.any(np.diff(keys) <= 0)
-                          or keys[-1] >= model.ngram_counts[m - 1] * model.vocab_size):
+        if len(keys) and (keys[0] < 0 or np.any(np.diff(keys) <= 0) or keys[-1] >= counts[m - 1] * vocab_size):
             raise _refuse(path, f"the {m + 1}-gram keys are not strictly increasing packed keys")
+    rows, bases, caps = arrays["hash_rows"], arrays["hash_base"], arrays["hash_cap"]
+    for m in range(header["order"] - 1):
+        table = rows[bases[m]:bases[m] + caps[m]]
+        used = table[:, 0] != -1
+        if (table[used, 1] < 0).any() or (table[used, 1] >= counts[m + 1]).any() or int(used.sum()) != counts[m + 1]:
+            raise _refuse(path, f"the {m + 2}-gram hash table names rows outside its order")
+        copies = np.ascontiguousarray(table[used, 2]).view(np.float32).reshape(-1, 2)
+        stored = arrays["values"][arrays["value_base"][m + 1] + table[used, 1]]
+        if not np.array_equal(copies, stored, equal_nan=True):
+            raise _refuse(path, f"the {m + 2}-gram hash table's scores disagree with the score table")
+    values = arrays["values"]
+    if np.isnan(values).any() or np.isposinf(values).any():
+        raise _refuse(path, "the score table holds NaN or +inf")
 
 
-def open_binary(path: PathLike) -> NgramLM:
+def verify_binary(path: PathLike) -> None:
+    """Full check of a binary model: every array's CRC-32, the key order and the hash rows
+    (reads the whole file). Raises :class:`BinaryFormatError` naming the first problem."""
+    open_binary(path, verify=True)
+
+
+def open_binary(path: PathLike, verify: bool | None = None) -> NgramLM:
     """Map a binary model written by :func:`write_binary` (see the module docstring for
     what is checked). Raises :class:`BinaryFormatError` (a ValueError) naming the file
-    and the problem."""
+    and the problem. ``verify``: also check every array's checksum and the invariants the
+    scorer relies on (:func:`verify_binary`); by default done for files up to
+    :data:`VERIFY_LIMIT` bytes."""
     path = Path(path)
     with open(path, "rb") as handle:
         file_size = os.fstat(handle.fileno()).st_size
@@ -271,6 +297,8 @@ def open_binary(path: PathLike) -> NgramLM:
     text = arrays["vocabulary"].tobytes().decode("utf-8", errors="surrogateescape")
     words = text.split("\n") if text else []
     _check_tables(path, header, arrays, words)
+    if verify or (verify is None and file_size <= VERIFY_LIMIT):
+        _verify_arrays(path, header, arrays)
     order = header["order"]
     vocabulary = Vocabulary(words)
     keys = [np.arange(header["vocab_size"], dtype=np.int64)] + [arrays[f"keys{m + 1}"] for m in range(1, order)]

@@ -213,8 +213,8 @@ def count_ngrams_on_disk(paths: PathLike | Sequence[PathLike], order: int, *, me
             for m, (rows, counts) in enumerate(block_tables):
                 np.save(folder / f"rows{m + 2}-{block}.npy", rows)
                 np.save(folder / f"counts{m + 2}-{block}.npy", counts)
-                runs[m].append((np.load(folder / f"rows{m + 2}-{block}.npy", mmap_mode="r"),
-                                np.load(folder / f"counts{m + 2}-{block}.npy", mmap_mode="r")))
+                runs[m].append((np.load(folder / f"rows{m + 2}-{block}.npy", mmap_mode="r", allow_pickle=False),
+                                np.load(folder / f"counts{m + 2}-{block}.npy", mmap_mode="r", allow_pickle=False)))
         tables = [merged_table(order_runs, len(vocabulary), memory, m + 2) for m, order_runs in enumerate(runs)]
         return counts_from_tables(vocabulary, unigram_counts, tables, n_sentences)
     finally:

@@ -28,7 +28,8 @@ import numpy as np
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
-from varorder.models.persist import load_model, model_kind, save_model
+from varorder.models.persist import load_model, model_kind, model_loader, save_model
+from varorder.engine.validate import as_rng
 
 __all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
 
@@ -240,6 +241,7 @@ class LogLinearLM:
         save_model(path, KIND, self.params, state, arrays)
 
     @classmethod
+    @model_loader
     def load(cls, path) -> "LogLinearLM":
         """Load and fully validate a model file (ValueError naming the file otherwise)."""
         names = ("weights",) + tuple(ContextTrie(0, 0, *([np.empty(0)] * 11)).arrays())
@@ -259,7 +261,16 @@ class LogLinearLM:
         weights = arrays["weights"]
         if weights.shape != (trie.n_params,) or weights.dtype.kind != "f" or not np.isfinite(weights).all():
             raise ValueError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}")
-        return cls(vocabulary, trie, weights, params)
+        if weights.size and float(np.abs(weights).max()) > MAX_WEIGHT:
+            raise ValueError(f"{where}: a weight of magnitude {float(np.abs(weights).max()):.3g} (> {MAX_WEIGHT:g}, "
+                             f"a factor e^{MAX_WEIGHT:g} on a word): the file is damaged")
+        return cls(vocabulary, trie, np.asarray(weights, dtype=np.float64), params)
+
+
+# A weight is a log-potential added to a word's score; penalised training keeps them
+# near 1 (a log-odds of 20 is already p ~ 1e-9). Beyond this a file is damaged, and the scores of
+# the model would overflow to infinite perplexity.
+MAX_WEIGHT = 1e2
 
 
 def _root_params(trie: ContextTrie) -> np.ndarray:
@@ -401,7 +412,7 @@ class StructuredLogLinear:
         self.build_seconds_ = time.perf_counter() - start
         self.history_ = []
         self.prox_seconds_ = 0.0
-        rng = np.random.default_rng(self.seed)
+        rng = as_rng(self.seed)
         W = np.zeros(trie.n_params)
         Z = np.zeros(trie.n_params)
         grad = np.zeros(trie.n_params)

@@ -25,6 +25,7 @@ import numpy as np
 
 from varorder.exact import HighOrderTarget, MaxBackoffWeights
 from varorder.lm import ModifiedKneserNey, NgramLM, open_text
+from varorder.engine.validate import as_rng
 
 __all__ = ["KEYPAD", "num", "key_distance", "T9Task", "read_test_sentences"]
 
@@ -141,7 +142,7 @@ def read_test_sentences(path, vocabulary, lengths=range(1, 11), per_length: int 
             if len(words) in pools and all(w in vocabulary and w not in ("<unk>", "N") and not any(c.isdigit() for c in w)
                                            for w in words):
                 pools[len(words)].append(words)
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     chosen = {}
     for m, pool in pools.items():
         picks = rng.permutation(len(pool))[:per_length]

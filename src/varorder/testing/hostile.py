@@ -1,0 +1,283 @@
+"""Damage to files, shared by the hostile-input tests (hypothesis) and the attack script
+``benchmarks/attack_inputs.py`` (a seeded ``random.Random``).
+
+Each mutation takes a *chooser* — :class:`HypothesisChooser` (draws from hypothesis's
+``data``) or :class:`RandomChooser` (a seeded ``random.Random``) — so that the tests
+and the re-runnable attack do the same kinds of damage: bytes overwritten and the file
+truncated; a metadata field of a model file replaced by arbitrary JSON; one array of a
+model file given another value, shape or dtype, or removed. :func:`saved_model` fits and
+saves a tiny model of every estimator kind, with a ``use`` check of a loaded copy.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+
+__all__ = ["HypothesisChooser", "RandomChooser", "model_members", "mutate_bytes", "mutate_metadata",
+           "mutate_array", "HOSTILE_VALUES", "MODEL_KINDS", "saved_model"]
+
+# values that trained models never hold, or that break arithmetic when they do
+HOSTILE_VALUES = (np.inf, -np.inf, np.nan, 1e308, -1e308, 1e5, -1.0, 0.0, 2.0, 2 ** 40)
+HOSTILE_DTYPES = ("U3", "bool", "int8", "complex128", "float16", "float32", "int32")
+
+
+class RandomChooser:
+    """Choices from a seeded ``random.Random`` (the attack script)."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+
+    def integer(self, low: int, high: int) -> int:
+        return self.rng.randint(low, high)
+
+    def choice(self, options):
+        options = list(options)
+        return options[self.rng.randrange(len(options))]
+
+    def json(self, depth: int = 0):
+        kind = self.rng.randrange(8 if depth < 2 else 5)
+        if kind == 0:
+            return None
+        if kind == 1:
+            return self.rng.random() < 0.5
+        if kind == 2:
+            return self.rng.choice([-5, 0, 1, 3, 10 ** 20, -(10 ** 20)])
+        if kind == 3:
+            return self.rng.choice([0.0, -1.5, 1e308, 1e-300, 0.5])
+        if kind == 4:
+            return self.rng.choice(["", "x", "<s>", "ccm", "\u00e9"])
+        if kind == 5:
+            return [self.json(depth + 1) for _ in range(self.rng.randrange(4))]
+        return {self.rng.choice(["", "a", "order"]): self.json(depth + 1) for _ in range(self.rng.randrange(3))}
+
+
+class HypothesisChooser:
+    """Choices drawn from hypothesis's ``st.data()`` (the tests; failures shrink)."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def integer(self, low: int, high: int) -> int:
+        from hypothesis import strategies as st
+
+        return self.data.draw(st.integers(low, high))
+
+    def choice(self, options):
+        from hypothesis import strategies as st
+
+        return self.data.draw(st.sampled_from(list(options)))
+
+    def json(self):
+        from hypothesis import strategies as st
+
+        scalars = (st.none() | st.booleans() | st.integers(-5, 10 ** 20) | st.floats(allow_nan=False)
+                   | st.text(max_size=5))
+        return self.data.draw(st.recursive(
+            scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+            max_leaves=8))
+
+
+def model_members(path) -> dict[str, np.ndarray]:
+    """Every member of a model .npz (the metadata too), read without pickle."""
+    with np.load(path, allow_pickle=False) as archive:
+        return {name: archive[name] for name in archive.files}
+
+
+def mutate_bytes(choose, raw: bytes, max_edits: int = 3) -> bytes:
+    """Up to ``max_edits`` bytes overwritten, then the file cut at a chosen length (≥ 1)."""
+    raw = bytearray(raw)
+    for _ in range(choose.integer(0, max_edits)):
+        raw[choose.integer(0, len(raw) - 1)] = choose.integer(0, 255)
+    return bytes(raw[: choose.integer(1, len(raw))])
+
+
+def mutate_metadata(choose, members: dict) -> dict:
+    """One field of the JSON metadata (top level, ``params`` or ``state``) replaced by arbitrary JSON."""
+    members = dict(members)
+    meta = json.loads(members["__meta__"].tobytes())
+    section = choose.choice(["params", "state", None])
+    if section is None or not isinstance(meta.get(section), dict):
+        meta[choose.choice(sorted(meta))] = choose.json()
+    else:
+        keys = sorted(meta[section]) or ["x"]
+        meta[section][choose.choice(keys + ["unknown"])] = choose.json()
+    members["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    return members
+
+
+def mutate_array(choose, members: dict) -> dict:
+    """One array given a hostile value, one element fewer, another dtype, or removed."""
+    members = dict(members)
+    name = choose.choice(sorted(k for k in members if k != "__meta__"))
+    original = members[name]
+    how = choose.choice(["value", "shape", "dtype", "drop"])
+    if how == "value" and original.dtype.kind in "fiub" and original.size:
+        value = choose.choice(HOSTILE_VALUES)
+        changed = original.astype(np.float64) if original.dtype.kind == "f" or not np.isfinite(value) else original.copy()
+        position = choose.integer(0, changed.size - 1)
+        try:
+            changed.flat[position] = value
+        except (OverflowError, ValueError):  # not representable in an integer array
+            changed = changed.astype(np.float64)
+            changed.flat[position] = value
+    elif how in ("value", "shape"):
+        changed = original.reshape(-1)[: max(original.size - 1, 0)]
+    elif how == "dtype":
+        dtype = choose.choice(HOSTILE_DTYPES)
+        try:
+            changed = original.astype(dtype)
+        except ValueError:  # strings that are no numbers: an array of that dtype and shape instead
+            changed = np.zeros(original.shape, dtype=dtype)
+    else:
+        del members[name]
+        return members
+    members[name] = changed
+    return members
+
+
+# ---- tiny fitted models of every estimator that saves to a file ------------------------------
+
+_PAIRS = [(["the", "house"], ["das", "haus"]), (["the", "book"], ["das", "buch"]),
+         (["a", "book"], ["ein", "buch"]), (["a", "small", "house"], ["ein", "kleines", "haus"])]
+_TAGS = [["D", "N", "V"], ["D", "J", "N", "V", "D", "N"], ["N", "V", "P", "D", "N"], ["N", "V"]]
+_FEATURES = [[{"w=the": 1.0}, {"w=dog": 1.0}], [{"w=a": 1.0}, {"w=cat": 1.0}, {"w=runs": 1.0}]]
+_LABELS = [["D", "N"], ["D", "N", "V"]]
+
+
+def _rcm_task():
+    rng = np.random.default_rng(0)
+    xs = [rng.normal(size=(int(rng.integers(2, 5)), 3)) for _ in range(12)]
+    ys = [rng.integers(0, 3, size=len(x)) for x in xs]
+    return xs, ys
+
+
+def _aligner(tmp):
+    from varorder.agree.aligner import WordAligner
+
+    model = WordAligner(model="hmm", iterations=2, ibm1_iterations=2).fit(_PAIRS)
+
+    def use(m):
+        links = m.align(_PAIRS)
+        assert all(0 <= i < len(e) and 0 <= j < len(f) for (e, f), s in zip(_PAIRS, links) for i, j in s)
+        forward, reverse = m.sentence_scores(_PAIRS)
+        assert not np.isnan(forward).any() and not np.isnan(reverse).any()
+        for method in ("grow-diag-final", "intersection"):
+            m.align(_PAIRS, method=method)
+    return model, use
+
+
+def _samplerank(tmp):
+    from varorder.factorgraph import SampleRankTagger
+
+    model = SampleRankTagger(n_epochs=2, random_state=0).fit(_FEATURES, _LABELS)
+
+    def use(m):
+        predicted = m.predict(_FEATURES)
+        assert [len(p) for p in predicted] == [len(x) for x in _FEATURES]
+        assert all(label in m.classes_ for p in predicted for label in p)
+    return model, use
+
+
+def _loglinear(tmp):
+    from varorder.loglinear.model import StructuredLogLinear
+
+    rng = np.random.default_rng(5)
+    text = tmp / "train.txt"
+    text.write_text("\n".join(" ".join(rng.choice(["the", "cat", "sat", "on", "a"], size=rng.integers(2, 6)))
+                              for _ in range(40)) + "\n")
+    model = StructuredLogLinear(order=3, epochs=1, batch_size=20).fit(text).model_
+
+    def use(m):
+        perplexity = m.perplexity(["the cat sat", "a cat on the mat"])
+        assert np.isfinite(perplexity) and perplexity >= 1.0 - 1e-9
+    return model, use
+
+
+def _decipherer(tmp):
+    from varorder.decipher import Decipherer, prepare
+
+    rng = np.random.default_rng(0)
+    sentences = [[["a", "b", "c", "d"][i] for i in rng.choice(4, size=int(rng.integers(1, 6)))] for _ in range(80)]
+    data = prepare(sentences, num_words=4, num_cipher=20, seed=1)
+    model = Decipherer(order=1, inference="exact", n_iter=2).fit(data)
+    model.words_ = data.words
+
+    def use(m):
+        mapping = m.decode_symbols()
+        assert mapping.dtype.kind in "iu" and ((mapping >= 0) & (mapping < len(m.words_))).all()
+        assert np.isfinite(m.emission_).all()
+    return model, use
+
+
+def _grammar(tmp):
+    from varorder.grammar.induce import GrammarInducer
+
+    model = GrammarInducer(model="product", n_iter=1).fit(_TAGS)
+
+    def use(m):
+        heads, spans = m.parse(_TAGS)
+        assert len(heads) == len(spans) == len(_TAGS)
+        assert np.isfinite(m.log_likelihood(_TAGS))
+    return model, use
+
+
+def _rcm(tmp):
+    from varorder.contexts.model import ReifiedContextModel
+
+    xs, ys = _rcm_task()
+    model = ReifiedContextModel(3, order=2, num_contexts=3, epochs=1).fit(xs, ys)
+
+    def use(m):
+        predicted = m.predict(xs)
+        assert all(len(p) == len(x) and ((np.asarray(p) >= 0) & (np.asarray(p) < 3)).all()
+                   for p, x in zip(predicted, xs))
+    return model, use
+
+
+KINDS = {"WordAligner": _aligner, "SampleRankTagger": _samplerank, "LogLinearLM": _loglinear,
+         "Decipherer": _decipherer, "GrammarInducer": _grammar, "ReifiedContextModel": _rcm}
+
+_WORDS = [["the", "dog"], ["a", "cat", "runs"]]
+
+
+def _tagger(kind):
+    def build(tmp):
+        from varorder.models.crf import CRF
+        from varorder.models.hmm import HMM
+        from varorder.models.memm import MEMM
+
+        if kind == "HMM":
+            model, inputs = HMM().fit(_WORDS, _LABELS), _WORDS
+        else:
+            model, inputs = {"CRF": CRF, "MEMM": MEMM}[kind](max_iterations=5).fit(_FEATURES, _LABELS), _FEATURES
+
+        def use(m):
+            predicted = m.predict(inputs)
+            assert [len(p) for p in predicted] == [len(x) for x in inputs]
+            assert all(label in list(m.classes_) for p in predicted for label in p)
+        return model, use
+    return build
+
+
+MODEL_KINDS = {"CRF": _tagger("CRF"), "MEMM": _tagger("MEMM"), "HMM": _tagger("HMM"), "WordAligner": _aligner,
+               "SampleRankTagger": _samplerank, "LogLinearLM": _loglinear, "Decipherer": _decipherer,
+               "GrammarInducer": _grammar, "ReifiedContextModel": _rcm}
+
+
+def saved_model(kind: str, folder) -> tuple[type, object, object]:
+    """(estimator class, ``use`` check, path) of a tiny fitted model of ``kind`` saved in ``folder``.
+
+    ``use(model)`` exercises a loaded model on its training inputs and fails (AssertionError,
+    or whatever the model raises) unless the outputs are valid and finite."""
+    from pathlib import Path
+
+    model, use = MODEL_KINDS[kind](Path(folder))
+    path = Path(folder) / "model.npz"
+    if kind == "Decipherer":
+        model.save(path, model.words_)
+    else:
+        model.save(path)
+    return type(model), use, path
