@@ -101,6 +101,28 @@ def _gather_log_table(log_table, edge_pairs, floor_log):
 
 
 @numba.njit(cache=True)
+def _conditional(keys, table, source_high):
+    """table / (its sum over the pairs with the same source word), 0 where that sum is 0; the source
+    word of a pair key is its high (English) or low (French) 32 bits. The same sums in the same
+    order as np.bincount over the source ids, without the per-pair id and denominator arrays."""
+    n_source = 0
+    for k in range(keys.size):
+        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
+        if src + 1 > n_source:
+            n_source = src + 1
+    totals = np.zeros(n_source)
+    for k in range(keys.size):
+        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
+        totals[src] += table[k]
+    out = np.zeros(keys.size)
+    for k in range(keys.size):
+        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
+        if totals[src] > 0:
+            out[k] = table[k] / totals[src]
+    return out
+
+
+@numba.njit(cache=True)
 def _add_at(index, weights, out):
     """out[index[k]] += weights[k] where index[k] ≥ 0 (np.add.at without the masked copies)."""
     for k in range(index.size):
@@ -154,7 +176,10 @@ class IBM1(Submodel):
         """
         cache = getattr(self, "_log_table_cache", None)
         if cache is None or cache[0] is not self.table_:  # holding table_ keeps the identity test sound
-            cache = (self.table_, np.log(np.maximum(self.table_, FLOOR)))
+            self._log_table_cache = None  # the old log table goes before the new one is made
+            log_table = np.maximum(self.table_, FLOOR)
+            np.log(log_table, out=log_table)
+            cache = (self.table_, log_table)
             self._log_table_cache = cache
         return cache[1]
 
@@ -178,9 +203,6 @@ class IBM1(Submodel):
         """log p(target sentence | source sentence) of every pair in the shard (this direction's model)."""
         return self.expected_statistics(shard, self.shared_log_potentials(shard)).private["per_sentence"]
 
-    def _source_of_pair(self):
-        return self.pairs.e_ids if self.direction == "f|e" else self.pairs.f_ids
-
     def counts(self, shard, shared_marginals, statistics) -> dict:
         _, tgt_ids, _, _ = _sides(shard, self.direction)
         table = np.zeros(len(self.pairs))
@@ -190,11 +212,9 @@ class IBM1(Submodel):
         return {"table": table, "null": null}
 
     def maximize(self, counts: dict) -> None:
-        table = counts["table"]
-        src = self._source_of_pair()
-        totals = np.bincount(src, weights=table, minlength=int(src.max()) + 1 if src.size else 0)
-        denom = totals[src] if src.size else totals
-        self.table_ = np.divide(table, denom, out=np.zeros_like(table), where=denom > 0)
+        self._log_table_cache = None  # the log of the table being replaced
+        self.table_ = _conditional(self.pairs.keys, np.ascontiguousarray(counts["table"], dtype=np.float64),
+                                   self.direction == "f|e")
         ntot = counts["null"].sum()
         self.null_ = counts["null"] / ntot if ntot > 0 else np.full(self.n_target_words, 1.0 / self.n_target_words)
 

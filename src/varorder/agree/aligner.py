@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
-from varorder.agree.corpus import PairIndex, Vocabulary, index_corpus, shard_bitext
+from varorder.agree.corpus import EncodedBitext, PairIndex, Vocabulary, index_corpus, shard_bitext
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
 from varorder.models.persist import load_model, save_model
@@ -105,30 +105,46 @@ class WordAligner:
             raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
 
     def encode(self, pairs, grow: bool = False):
-        """Shards of sentence pairs indexed against the fitted pair table (the training shards
-        themselves when ``pairs`` is the list that :meth:`fit` was given with ``keep_encoding``)."""
-        kept = getattr(self, "_kept_encoding", None)
-        if kept is not None and kept[0] is pairs:
-            return kept[1]
-        shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
-        for s in shards:
-            s.index_pairs(self.pairs_)
+        """Shards of sentence pairs attached to the fitted pair table (the training shards themselves
+        when ``pairs`` is the list that :meth:`fit` was given with ``keep_encoding``, or an
+        :class:`~varorder.agree.corpus.EncodedBitext` over this aligner's vocabularies)."""
+        if isinstance(pairs, EncodedBitext):
+            if pairs.e_vocab is not self.e_vocab_ or pairs.f_vocab is not self.f_vocab_:
+                raise ValueError("the EncodedBitext was encoded with other vocabularies than this aligner's; "
+                                 "encode it with aligner.e_vocab_ and aligner.f_vocab_ (grow=False)")
+            shards = pairs.shards
+        else:
+            kept = getattr(self, "_kept_encoding", None)
+            if kept is not None and kept[0] is pairs:
+                return kept[1]
+            shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
+        if any(s.attached_to is not self.pairs_ for s in shards):
+            for s in shards:
+                if s.attached_to is not self.pairs_:
+                    s.attach(self.pairs_)
+            self.pairs_.release_lookup()
         return shards
 
     def fit(self, pairs, keep_encoding: bool = False):
-        """Train on a list of (English tokens, French tokens); returns self.
+        """Train on a list of (English tokens, French tokens), or on an
+        :class:`~varorder.agree.corpus.EncodedBitext` (its vocabularies become the aligner's); returns self.
 
         ``keep_encoding``: keep the training shards so that aligning the same list afterwards
         skips re-encoding it (the command line's ``train -a``); :meth:`release_encoding` frees them.
+        An EncodedBitext is its own encoding.
         """
         self._check_params()
         self._kept_encoding = None
-        self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
-        shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
+        if isinstance(pairs, EncodedBitext):
+            self.e_vocab_, self.f_vocab_ = pairs.e_vocab, pairs.f_vocab
+            shards = pairs.shards
+        else:
+            self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
+            shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
         self.pairs_ = index_corpus(shards)
-        if keep_encoding:
+        if keep_encoding and not isinstance(pairs, EncodedBitext):
             self._kept_encoding = (pairs, shards)
         self.history_ = []
         ibm1 = [IBM1("f|e", self.pairs_, len(self.f_vocab_)).initialize(),
@@ -141,6 +157,7 @@ class WordAligner:
         self._train(shards, "independent", self.ibm1_iterations, "ibm1")
         self.models_ = [HMMAligner(m.direction, self.pairs_, m.n_target_words, self.null_prob,
                                    self.max_jump, self.band).initialize().copy_tables_from(m) for m in ibm1]
+        del ibm1
         self._train(shards, TRAINING[self.training], self.iterations, "hmm")
         return self
 
@@ -154,38 +171,55 @@ class WordAligner:
         self.history_.append((f"{phase}/{mode}", list(em.objectives_)))
 
     # -- decoding ----------------------------------------------------------
+    def _shard_posteriors(self, shard, joint: bool) -> np.ndarray:
+        """½(µ₁ + µ₂) over the shard's edges (see :meth:`posteriors`)."""
+        with shard.pair_scope():
+            if joint:
+                total = self.models_[0].shared_log_potentials(shard)
+                total += self.models_[1].shared_log_potentials(shard)
+                mu = self.models_[0].expected_statistics(shard, total).shared
+                mu += self.models_[1].expected_statistics(shard, total).shared
+            else:
+                mu = self.models_[0].posteriors(shard)
+                mu += self.models_[1].posteriors(shard)
+        mu *= 0.5
+        return mu
+
+    def iter_posteriors(self, pairs, joint: bool = False):
+        """:meth:`posteriors`, one pair at a time (one shard's edges in memory at a time)."""
+        for shard in self.encode(pairs):
+            mu = self._shard_posteriors(shard, joint)
+            I, J = shard.e_lengths, shard.f_lengths
+            for s in range(shard.n_sentences):
+                yield mu[shard.edge_offsets[s]:shard.edge_offsets[s + 1]].reshape(I[s], J[s])
+
     def posteriors(self, pairs, joint: bool = False) -> list:
         """Per pair, the (|e|, |f|) matrix ½(µ₁ + µ₂) of edge posteriors.
 
         µ_m = E(b_m, Z_m), each direction on its own; with ``joint`` µ_m = E(b₁ + b₂, Z_m),
         the agreement E-step's posteriors.
         """
-        out = []
-        for shard in self.encode(pairs):
-            if joint:
-                total = self.models_[0].shared_log_potentials(shard) + self.models_[1].shared_log_potentials(shard)
-                mu = 0.5 * sum(m.expected_statistics(shard, total).shared for m in self.models_)
-            else:
-                mu = 0.5 * (self.models_[0].posteriors(shard) + self.models_[1].posteriors(shard))
-            I, J = shard.e_lengths, shard.f_lengths
-            for s in range(shard.n_sentences):
-                out.append(mu[shard.edge_offsets[s]:shard.edge_offsets[s + 1]].reshape(I[s], J[s]))
-        return out
+        return list(self.iter_posteriors(pairs, joint))
 
-    def align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False) -> list:
-        """Alignments (sets of (English i, French j), 0-based) of a list of token pairs
-        (``joint``: posterior decoding with the agreement E-step, see :meth:`posteriors`)."""
+    def iter_align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False):
+        """:meth:`align`, one pair at a time (one shard's edges in memory at a time)."""
         if method not in DECODINGS:
             raise ValueError(f"method must be one of {DECODINGS}, got {method!r}")
         if method == "posterior":
             delta = self.threshold if threshold is None else threshold
-            return [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
-                    for m in self.posteriors(pairs, joint=joint)]
-        out = []
+            for m in self.iter_posteriors(pairs, joint=joint):
+                yield {(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
+            return
         for shard in self.encode(pairs):
-            first, second = (m.viterbi(shard) for m in self.models_)
-            out.extend(symmetrize(a, b, method) for a, b in zip(first, second))
-        return out
+            with shard.pair_scope():
+                first, second = (m.viterbi(shard) for m in self.models_)
+            yield from (symmetrize(a, b, method) for a, b in zip(first, second))
+
+    def align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False) -> list:
+        """Alignments (sets of (English i, French j), 0-based) of a list of token pairs or an
+        :class:`~varorder.agree.corpus.EncodedBitext` (``joint``: posterior decoding with the agreement
+        E-step, see :meth:`posteriors`)."""
+        return list(self.iter_align(pairs, method, threshold, joint))
 
     def release_encoding(self) -> None:
         """Drop the training shards kept by ``fit(keep_encoding=True)``."""
@@ -195,21 +229,27 @@ class WordAligner:
         """Viterbi links of each direction alone, (f|e alignments, e|f alignments), as (English i, French j)."""
         forward, reverse = [], []
         for shard in self.encode(pairs):
-            forward.extend(self.models_[0].viterbi(shard))
-            reverse.extend(self.models_[1].viterbi(shard))
+            with shard.pair_scope():
+                forward.extend(self.models_[0].viterbi(shard))
+                reverse.extend(self.models_[1].viterbi(shard))
         return forward, reverse
 
     def sentence_scores(self, pairs) -> tuple[np.ndarray, np.ndarray]:
         """Per pair, log p(french | english) under the f|e model and log p(english | french) under e|f."""
         forward, reverse = [], []
         for shard in self.encode(pairs):
-            forward.append(self.models_[0].sentence_log_likelihoods(shard))
-            reverse.append(self.models_[1].sentence_log_likelihoods(shard))
+            with shard.pair_scope():
+                forward.append(self.models_[0].sentence_log_likelihoods(shard))
+                reverse.append(self.models_[1].sentence_log_likelihoods(shard))
         cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
         return cat(forward), cat(reverse)
 
     def unknown_share(self, pairs) -> tuple[float, float]:
         """Share of English and of French tokens that the model never saw in training."""
+        if isinstance(pairs, EncodedBitext):
+            e_len, f_len = pairs.lengths()
+            unknown = pairs.unknown_tokens()
+            return tuple(float(u / n) if n else 0.0 for u, n in zip(unknown, (e_len.sum(), f_len.sum())))
         counts = np.zeros((2, 2))
         for e, f in pairs:
             for side, (tokens, vocab) in enumerate(((e, self.e_vocab_), (f, self.f_vocab_))):

@@ -37,6 +37,7 @@ per-shard counts are additive.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -109,12 +110,29 @@ def _sum(arrays):
     return out
 
 
+def _summed_shared_potentials(submodels, shard, scale: float = 1.0):
+    """scale · Σ_m b_m on the shard's shared features, holding one submodel's b_m at a time."""
+    total = np.array(submodels[0].shared_log_potentials(shard), dtype=np.float64, copy=True)
+    for m in submodels[1:]:
+        total += m.shared_log_potentials(shard)
+    return total
+
+
+def _mean_shared(stats):
+    mean = _sum([s.shared for s in stats])
+    mean *= 1.0 / len(stats)
+    return mean
+
+
 def estep_shard(submodels, shard, mode: str):
-    """Every submodel's counts for one shard under ``mode``, and the shard's objective term."""
+    """Every submodel's counts for one shard under ``mode``, and the shard's objective term.
+
+    Arrays over the shard's shared features are dropped as soon as they are used (the shard's
+    edges dominate an aligner's E-step memory): the domain mode holds at most three of them.
+    """
     M = len(submodels)
-    shared = [m.shared_log_potentials(shard) for m in submodels]
     if mode == "independent" or mode == "product":
-        stats = [m.expected_statistics(shard, b) for m, b in zip(submodels, shared)]
+        stats = [m.expected_statistics(shard, m.shared_log_potentials(shard)) for m in submodels]
         objective = sum(s.log_normalizer for s in stats)
         if mode == "independent":
             combined = [s.shared for s in stats]
@@ -124,22 +142,20 @@ def estep_shard(submodels, shard, mode: str):
                 prod *= s.shared
             combined = [prod] * M
     elif mode == "exact":
-        joint = submodels[0].expected_statistics(shard, np.sum(shared, axis=0))
+        joint = submodels[0].expected_statistics(shard, _summed_shared_potentials(submodels, shard))
         stats = [joint] * M
         combined = [joint.shared] * M
         objective = joint.log_normalizer
     elif mode == "domain":
-        total = _sum(shared)
+        total = _summed_shared_potentials(submodels, shard)
         stats = [m.expected_statistics(shard, total) for m in submodels]
-        mean = _sum([s.shared for s in stats])
-        mean *= 1.0 / M
-        combined = [mean] * M
+        del total
+        combined = [_mean_shared(stats)] * M
         objective = float(np.mean([s.log_normalizer for s in stats]))
     elif mode == "parameter":
-        stats = [m.expected_statistics(shard, M * b, private_scale=float(M)) for m, b in zip(submodels, shared)]
-        mean = _sum([s.shared for s in stats])
-        mean *= 1.0 / M
-        combined = [mean] * M
+        stats = [m.expected_statistics(shard, M * m.shared_log_potentials(shard), private_scale=float(M))
+                 for m in submodels]
+        combined = [_mean_shared(stats)] * M
         objective = float(np.mean([s.log_normalizer for s in stats]))
     else:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -147,12 +163,20 @@ def estep_shard(submodels, shard, mode: str):
     return counts, float(objective)
 
 
+def _scope(shard):
+    """The shard's ``estep_scope()`` if it has one: a context held open over its E-step, in which the
+    shard may keep data derived for that E-step (e.g. a bitext shard's edge pair ids)."""
+    scope = getattr(shard, "estep_scope", None)
+    return scope() if scope is not None else nullcontext(shard)
+
+
 def _estep_many(submodels, shards, mode):
     """E-step over a list of shards inside one task: counts summed, objective summed."""
     totals = [None] * len(submodels)
     objective = 0.0
     for shard in shards:
-        counts, obj = estep_shard(submodels, shard, mode)
+        with _scope(shard):
+            counts, obj = estep_shard(submodels, shard, mode)
         totals = [add_counts(t, c) for t, c in zip(totals, counts)]
         objective += obj
     return totals, objective
