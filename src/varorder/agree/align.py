@@ -123,6 +123,25 @@ def _conditional(keys, table, source_high):
 
 
 @numba.njit(cache=True)
+def _add_shard_counts(index, weights, scratch, total):
+    """total += (the shard's table of Σ weights per pair), touching only the shard's pairs.
+
+    The shard's sums are built in ``scratch`` (all zero on entry and on exit) in edge order, then
+    added to ``total`` once per pair; later edges of the same pair add the 0.0 left behind, which
+    changes nothing — so the result is bit for bit ``total + np.bincount(index, weights)``.
+    """
+    for k in range(index.size):
+        p = index[k]
+        if p >= 0:
+            scratch[p] += weights[k]
+    for k in range(index.size):
+        p = index[k]
+        if p >= 0:
+            total[p] += scratch[p]
+            scratch[p] = 0.0
+
+
+@numba.njit(cache=True)
 def _add_at(index, weights, out):
     """out[index[k]] += weights[k] where index[k] ≥ 0 (np.add.at without the masked copies)."""
     for k in range(index.size):
@@ -139,6 +158,7 @@ class IBM1(Submodel):
     """
 
     has_private_features = True
+    fresh_statistics = True
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int):
         if direction not in DIRECTIONS:
@@ -204,12 +224,30 @@ class IBM1(Submodel):
         return self.expected_statistics(shard, self.shared_log_potentials(shard)).private["per_sentence"]
 
     def counts(self, shard, shared_marginals, statistics) -> dict:
-        _, tgt_ids, _, _ = _sides(shard, self.direction)
         table = np.zeros(len(self.pairs))
         _add_at(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), table)
+        return {"table": table, **self._private_counts(shard, statistics)}
+
+    def _private_counts(self, shard, statistics) -> dict:
+        _, tgt_ids, _, _ = _sides(shard, self.direction)
         known = (tgt_ids >= 0) & (tgt_ids < self.n_target_words)
-        null = np.bincount(tgt_ids[known], weights=statistics.private["null"][known], minlength=self.n_target_words)
-        return {"table": table, "null": null}
+        return {"null": np.bincount(tgt_ids[known], weights=statistics.private["null"][known],
+                                    minlength=self.n_target_words)}
+
+    def accumulate_counts(self, total, shard, shared_marginals, statistics, workspace) -> dict:
+        """:meth:`counts` added to ``total`` without a table-sized array per shard (same sums, bit for bit)."""
+        n = len(self.pairs)
+        scratch = workspace.get("pair_table")
+        if scratch is None or scratch.size != n:  # one zeroed buffer for every submodel and shard of the task
+            scratch = workspace["pair_table"] = np.zeros(n)
+        private = self._private_counts(shard, statistics)
+        if total is None:
+            total = {"table": np.zeros(n), **{k: np.zeros_like(v, dtype=np.float64) for k, v in private.items()}}
+        _add_shard_counts(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), scratch,
+                          total["table"])
+        for k, v in private.items():
+            total[k] += v
+        return total
 
     def maximize(self, counts: dict) -> None:
         self._log_table_cache = None  # the log of the table being replaced
@@ -546,10 +584,8 @@ class HMMAligner(IBM1):
             total += private_scale * float(np.where(known, null_logp[np.where(known, words, 0)], math.log(FLOOR)).sum())
         return Statistics(shared=mu, private={"null": null_mu, "jumps": jumps}, log_normalizer=total)
 
-    def counts(self, shard, shared_marginals, statistics) -> dict:
-        out = super().counts(shard, shared_marginals, statistics)
-        out["jumps"] = statistics.private["jumps"]
-        return out
+    def _private_counts(self, shard, statistics) -> dict:
+        return {**super()._private_counts(shard, statistics), "jumps": statistics.private["jumps"]}
 
     def maximize(self, counts: dict) -> None:
         super().maximize(counts)
