@@ -27,6 +27,7 @@ expected counts; p₀ is fixed.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numba
 import numpy as np
@@ -192,16 +193,32 @@ class IBM1(Submodel):
         """log τ per word pair, computed once per table (every shard of an E-step reuses it).
 
         M-steps and loading replace ``table_`` rather than writing into it, which is what
-        the identity test relies on.
+        the identity test relies on. Inside :meth:`consuming_tables` (serial EM) the log is taken
+        in ``table_``'s own array and ``table_`` becomes None until the M-step makes the next one:
+        an E-step needs only the log, and one table-sized array per direction is saved.
         """
         cache = getattr(self, "_log_table_cache", None)
-        if cache is None or cache[0] is not self.table_:  # holding table_ keeps the identity test sound
-            self._log_table_cache = None  # the old log table goes before the new one is made
+        if cache is not None and (cache[0] is self.table_ or self.table_ is None):
+            return cache[1]  # holding table_ keeps the identity test sound
+        self._log_table_cache = None  # the old log table goes before the new one is made
+        if getattr(self, "_consume_table", False):
+            log_table, self.table_ = self.table_, None
+            np.maximum(log_table, FLOOR, out=log_table)
+        else:
             log_table = np.maximum(self.table_, FLOOR)
-            np.log(log_table, out=log_table)
-            cache = (self.table_, log_table)
-            self._log_table_cache = cache
-        return cache[1]
+        np.log(log_table, out=log_table)
+        self._log_table_cache = (self.table_, log_table)
+        return log_table
+
+    @contextmanager
+    def consuming_tables(self):
+        """Let E-steps turn ``table_`` into its log in place (see :meth:`_log_table`); for serial EM,
+        whose every E-step is followed by an M-step."""
+        self._consume_table = True
+        try:
+            yield self
+        finally:
+            self._consume_table = False
 
     def shared_log_potentials(self, shard: BitextShard) -> np.ndarray:
         return _gather_log_table(self._log_table(), shard.edge_pairs, math.log(FLOOR))

@@ -24,6 +24,8 @@ re-sorting them), table sizes must match.
 
 from __future__ import annotations
 
+from contextlib import ExitStack
+
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
@@ -167,7 +169,12 @@ class WordAligner:
             def callback(it, est):
                 self.callback(phase, it, self)
         em = AgreementEM(self.models_, mode=mode, n_iter=n_iter, executor=self.executor,
-                         progress=self.progress, callback=callback).fit(shards)
+                         progress=self.progress, callback=callback)
+        with ExitStack() as stack:
+            if self.executor is None:  # E-steps in this thread: each may take its table's log in place
+                for m in self.models_:
+                    stack.enter_context(m.consuming_tables())
+            em.fit(shards)
         self.history_.append((f"{phase}/{mode}", list(em.objectives_)))
 
     # -- decoding ----------------------------------------------------------
