@@ -49,3 +49,22 @@ def test_short_pairs_are_untouched_and_the_cap_is_saved(aligner, tmp_path):
     assert WordAligner.load(tmp_path / "m.npz").max_length == 3
     with pytest.raises(ValueError, match="max_length"):
         WordAligner(max_length=0).fit(PAIRS)
+
+
+@pytest.mark.parametrize("method", ["posterior", "grow-diag-final-and", "intersection"])
+def test_the_streamed_encoding_cuts_like_the_list_path(aligner, method):
+    """The CLI encodes streams (encode_bitext with max_length): same pieces, same merged output."""
+    from varorder.agree.corpus import encode_bitext
+
+    first, second = PAIRS[0], PAIRS[3]
+    pairs = [PAIRS[1], (first[0] + second[0], first[1] + second[1]), PAIRS[2]]
+    with pytest.warns(LongPairWarning):
+        want = aligner.align(pairs, method=method)
+    with pytest.warns(LongPairWarning, match="1 sentence pair"):
+        encoded = encode_bitext(iter(pairs), aligner.e_vocab_, aligner.f_vocab_, grow=False,
+                                max_length=aligner.max_length)
+    assert len(encoded) == 3
+    assert aligner.align(encoded, method=method) == want
+    with pytest.warns(LongPairWarning):
+        want_scores = aligner.sentence_scores(pairs)
+    np.testing.assert_allclose(aligner.sentence_scores(encoded), want_scores)

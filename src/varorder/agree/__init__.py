@@ -10,8 +10,19 @@ product-EM example), :mod:`~varorder.agree.corpus` (integer-coded bitexts),
 :mod:`~varorder.agree.phylo` (tree message passing and the two-slice phylogenetic HMM).
 """
 
-from varorder.agree.aligner import WordAligner
-from varorder.agree.phylo import PhyloSlices, tree_marginals
 from varorder.agree.product_em import MODES, AgreementEM, Statistics, Submodel
 
 __all__ = ["MODES", "AgreementEM", "Statistics", "Submodel", "WordAligner", "PhyloSlices", "tree_marginals"]
+
+# imported on first use: the aligner's command line needs neither SciPy (phylo) nor, for
+# product EM alone, Numba (the aligners)
+_LAZY = {"WordAligner": "varorder.agree.aligner", "PhyloSlices": "varorder.agree.phylo",
+         "tree_marginals": "varorder.agree.phylo"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -27,6 +27,7 @@ expected counts; p₀ is fixed.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numba
 import numpy as np
@@ -101,6 +102,47 @@ def _gather_log_table(log_table, edge_pairs, floor_log):
 
 
 @numba.njit(cache=True)
+def _conditional(keys, table, source_high):
+    """table / (its sum over the pairs with the same source word), 0 where that sum is 0; the source
+    word of a pair key is its high (English) or low (French) 32 bits. The same sums in the same
+    order as np.bincount over the source ids, without the per-pair id and denominator arrays."""
+    n_source = 0
+    for k in range(keys.size):
+        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
+        if src + 1 > n_source:
+            n_source = src + 1
+    totals = np.zeros(n_source)
+    for k in range(keys.size):
+        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
+        totals[src] += table[k]
+    out = np.zeros(keys.size)
+    for k in range(keys.size):
+        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
+        if totals[src] > 0:
+            out[k] = table[k] / totals[src]
+    return out
+
+
+@numba.njit(cache=True)
+def _add_shard_counts(index, weights, scratch, total):
+    """total += (the shard's table of Σ weights per pair), touching only the shard's pairs.
+
+    The shard's sums are built in ``scratch`` (all zero on entry and on exit) in edge order, then
+    added to ``total`` once per pair; later edges of the same pair add the 0.0 left behind, which
+    changes nothing — so the result is bit for bit ``total + np.bincount(index, weights)``.
+    """
+    for k in range(index.size):
+        p = index[k]
+        if p >= 0:
+            scratch[p] += weights[k]
+    for k in range(index.size):
+        p = index[k]
+        if p >= 0:
+            total[p] += scratch[p]
+            scratch[p] = 0.0
+
+
+@numba.njit(cache=True)
 def _add_at(index, weights, out):
     """out[index[k]] += weights[k] where index[k] ≥ 0 (np.add.at without the masked copies)."""
     for k in range(index.size):
@@ -117,6 +159,7 @@ class IBM1(Submodel):
     """
 
     has_private_features = True
+    fresh_statistics = True
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int):
         if direction not in DIRECTIONS:
@@ -150,13 +193,32 @@ class IBM1(Submodel):
         """log τ per word pair, computed once per table (every shard of an E-step reuses it).
 
         M-steps and loading replace ``table_`` rather than writing into it, which is what
-        the identity test relies on.
+        the identity test relies on. Inside :meth:`consuming_tables` (serial EM) the log is taken
+        in ``table_``'s own array and ``table_`` becomes None until the M-step makes the next one:
+        an E-step needs only the log, and one table-sized array per direction is saved.
         """
         cache = getattr(self, "_log_table_cache", None)
-        if cache is None or cache[0] is not self.table_:  # holding table_ keeps the identity test sound
-            cache = (self.table_, np.log(np.maximum(self.table_, FLOOR)))
-            self._log_table_cache = cache
-        return cache[1]
+        if cache is not None and (cache[0] is self.table_ or self.table_ is None):
+            return cache[1]  # holding table_ keeps the identity test sound
+        self._log_table_cache = None  # the old log table goes before the new one is made
+        if getattr(self, "_consume_table", False):
+            log_table, self.table_ = self.table_, None
+            np.maximum(log_table, FLOOR, out=log_table)
+        else:
+            log_table = np.maximum(self.table_, FLOOR)
+        np.log(log_table, out=log_table)
+        self._log_table_cache = (self.table_, log_table)
+        return log_table
+
+    @contextmanager
+    def consuming_tables(self):
+        """Let E-steps turn ``table_`` into its log in place (see :meth:`_log_table`); for serial EM,
+        whose every E-step is followed by an M-step."""
+        self._consume_table = True
+        try:
+            yield self
+        finally:
+            self._consume_table = False
 
     def shared_log_potentials(self, shard: BitextShard) -> np.ndarray:
         return _gather_log_table(self._log_table(), shard.edge_pairs, math.log(FLOOR))
@@ -178,23 +240,36 @@ class IBM1(Submodel):
         """log p(target sentence | source sentence) of every pair in the shard (this direction's model)."""
         return self.expected_statistics(shard, self.shared_log_potentials(shard)).private["per_sentence"]
 
-    def _source_of_pair(self):
-        return self.pairs.e_ids if self.direction == "f|e" else self.pairs.f_ids
-
     def counts(self, shard, shared_marginals, statistics) -> dict:
-        _, tgt_ids, _, _ = _sides(shard, self.direction)
         table = np.zeros(len(self.pairs))
         _add_at(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), table)
+        return {"table": table, **self._private_counts(shard, statistics)}
+
+    def _private_counts(self, shard, statistics) -> dict:
+        _, tgt_ids, _, _ = _sides(shard, self.direction)
         known = (tgt_ids >= 0) & (tgt_ids < self.n_target_words)
-        null = np.bincount(tgt_ids[known], weights=statistics.private["null"][known], minlength=self.n_target_words)
-        return {"table": table, "null": null}
+        return {"null": np.bincount(tgt_ids[known], weights=statistics.private["null"][known],
+                                    minlength=self.n_target_words)}
+
+    def accumulate_counts(self, total, shard, shared_marginals, statistics, workspace) -> dict:
+        """:meth:`counts` added to ``total`` without a table-sized array per shard (same sums, bit for bit)."""
+        n = len(self.pairs)
+        scratch = workspace.get("pair_table")
+        if scratch is None or scratch.size != n:  # one zeroed buffer for every submodel and shard of the task
+            scratch = workspace["pair_table"] = np.zeros(n)
+        private = self._private_counts(shard, statistics)
+        if total is None:
+            total = {"table": np.zeros(n), **{k: np.zeros_like(v, dtype=np.float64) for k, v in private.items()}}
+        _add_shard_counts(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), scratch,
+                          total["table"])
+        for k, v in private.items():
+            total[k] += v
+        return total
 
     def maximize(self, counts: dict) -> None:
-        table = counts["table"]
-        src = self._source_of_pair()
-        totals = np.bincount(src, weights=table, minlength=int(src.max()) + 1 if src.size else 0)
-        denom = totals[src] if src.size else totals
-        self.table_ = np.divide(table, denom, out=np.zeros_like(table), where=denom > 0)
+        self._log_table_cache = None  # the log of the table being replaced
+        self.table_ = _conditional(self.pairs.keys, np.ascontiguousarray(counts["table"], dtype=np.float64),
+                                   self.direction == "f|e")
         ntot = counts["null"].sum()
         self.null_ = counts["null"] / ntot if ntot > 0 else np.full(self.n_target_words, 1.0 / self.n_target_words)
 
@@ -526,10 +601,8 @@ class HMMAligner(IBM1):
             total += private_scale * float(np.where(known, null_logp[np.where(known, words, 0)], math.log(FLOOR)).sum())
         return Statistics(shared=mu, private={"null": null_mu, "jumps": jumps}, log_normalizer=total)
 
-    def counts(self, shard, shared_marginals, statistics) -> dict:
-        out = super().counts(shard, shared_marginals, statistics)
-        out["jumps"] = statistics.private["jumps"]
-        return out
+    def _private_counts(self, shard, statistics) -> dict:
+        return {**super()._private_counts(shard, statistics), "jumps": statistics.private["jumps"]}
 
     def maximize(self, counts: dict) -> None:
         super().maximize(counts)

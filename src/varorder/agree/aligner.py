@@ -25,12 +25,13 @@ re-sorting them), table sizes must match.
 from __future__ import annotations
 
 import os
-import warnings
+from contextlib import ExitStack
 
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
-from varorder.agree.corpus import PairIndex, Vocabulary, index_corpus, shard_bitext
+from varorder.agree.corpus import (EncodedBitext, LongPairWarning, PairIndex, Vocabulary, cut_long_pairs, index_corpus,
+                                   new_origin, shard_bitext, warn_cut)
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
 from varorder.models.persist import check_shapes, load_model, model_loader, save_model
@@ -41,8 +42,27 @@ TRAINING = {"independent": "independent", "agreement": "domain", "product": "pro
 DECODINGS = ("posterior",) + SYMMETRIZATIONS
 FORMAT_VERSION = 1  # v1 files written before the normalisation was recorded read as "none"
 _KIND = "WordAligner"
-class LongPairWarning(UserWarning):
-    """A sentence pair was cut into pieces by the aligner's ``max_length`` guard."""
+def _grouped(items, origin):
+    """Consecutive pieces of one pair together: (pair index, [(item, English offset, French offset)])."""
+    index, e_offset, f_offset = origin
+    current, group = None, []
+    for k, item in enumerate(items):
+        if group and index[k] != current:
+            yield current, group
+            group = []
+        current = index[k]
+        group.append((item, e_offset[k], f_offset[k]))
+    if group:
+        yield current, group
+
+
+def _merged_links(links, origin):
+    """Per pair, the union of its pieces' links shifted to the pair's positions."""
+    if origin is None:
+        yield from links
+        return
+    for _, group in _grouped(links, origin):
+        yield {(i + i0, j + j0) for piece, i0, j0 in group for i, j in piece}
 
 
 _SAVED_PARAMS = ("model", "training", "ibm1_iterations", "iterations", "null_prob", "max_jump", "threshold",
@@ -73,9 +93,9 @@ class WordAligner:
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
-    shard_size : sentence pairs per E-step task. An agreement E-step holds about six float64 arrays
-        over a shard's edges (|e|·|f| per pair): 10k Hansards pairs ≈ 100 MB, 50k ≈ 500 MB; each
-        task also builds table-sized count arrays, so fewer, larger shards are somewhat faster.
+    shard_size : sentence pairs per E-step task. An agreement E-step holds at most three float64 arrays
+        over a shard's edges (|e|·|f| per pair) and its int32 pair ids: 10k Hansards pairs ≈ 40 MB;
+        counts go straight into the totals through one table-sized buffer per task.
     executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
     progress : tqdm bars.
     normalization : the text normalisation the training text went through, as a dict
@@ -124,52 +144,63 @@ class WordAligner:
             raise ValueError(f"max_length must be a positive integer or None, got {self.max_length!r}")
 
     def _pieces(self, pairs):
-        """(pairs to compute on, origin of each: (pair index, English offset, French offset) or None).
+        """(pairs to compute on, origin of each piece (pair index, English offset, French offset) or None).
 
         ``pairs`` itself (and None) when no pair exceeds ``max_length``, so that the kept
-        training encoding is still recognised."""
+        training encoding is still recognised; an EncodedBitext carries its own origin
+        (:func:`~varorder.agree.corpus.encode_bitext` with ``max_length``)."""
+        if isinstance(pairs, EncodedBitext):
+            return pairs, pairs.origin
         cap = getattr(self, "max_length", None)
         if cap is None or not any(len(e) > cap or len(f) > cap for e, f in pairs):
             return pairs, None
-        pieces, origin, long_pairs = [], [], 0
-        for index, (e, f) in enumerate(pairs):
-            k = -(-max(len(e), len(f)) // cap)
-            long_pairs += k > 1
-            e_cut = [round(q * len(e) / k) for q in range(k + 1)]
-            f_cut = [round(q * len(f) / k) for q in range(k + 1)]
-            for q in range(k):
-                pieces.append((e[e_cut[q]:e_cut[q + 1]], f[f_cut[q]:f_cut[q + 1]]))
-                origin.append((index, e_cut[q], f_cut[q]))
-        warnings.warn(f"{long_pairs} sentence pair(s) longer than max_length={cap} words were cut into pieces of at "
-                      f"most {cap} words, aligned separately (links never cross a cut)", LongPairWarning, stacklevel=3)
+        origin = new_origin()
+        pieces = list(cut_long_pairs(pairs, cap, origin))
+        warn_cut(origin, cap, stacklevel=4)
         return pieces, origin
 
     def encode(self, pairs, grow: bool = False):
-        """Shards of sentence pairs indexed against the fitted pair table (the training shards
-        themselves when ``pairs`` is the list that :meth:`fit` was given with ``keep_encoding``)."""
-        kept = getattr(self, "_kept_encoding", None)
-        if kept is not None and kept[0] is pairs:
-            return kept[1]
-        shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
-        for s in shards:
-            s.index_pairs(self.pairs_)
+        """Shards of sentence pairs attached to the fitted pair table (the training shards themselves
+        when ``pairs`` is the list that :meth:`fit` was given with ``keep_encoding``, or an
+        :class:`~varorder.agree.corpus.EncodedBitext` over this aligner's vocabularies)."""
+        if isinstance(pairs, EncodedBitext):
+            if pairs.e_vocab is not self.e_vocab_ or pairs.f_vocab is not self.f_vocab_:
+                raise ValueError("the EncodedBitext was encoded with other vocabularies than this aligner's; "
+                                 "encode it with aligner.e_vocab_ and aligner.f_vocab_ (grow=False)")
+            shards = pairs.shards
+        else:
+            kept = getattr(self, "_kept_encoding", None)
+            if kept is not None and kept[0] is pairs:
+                return kept[1]
+            shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
+        if any(s.attached_to is not self.pairs_ for s in shards):
+            for s in shards:
+                if s.attached_to is not self.pairs_:
+                    s.attach(self.pairs_)
+            self.pairs_.release_lookup()
         return shards
 
     def fit(self, pairs, keep_encoding: bool = False):
-        """Train on a list of (English tokens, French tokens); returns self.
+        """Train on a list of (English tokens, French tokens), or on an
+        :class:`~varorder.agree.corpus.EncodedBitext` (its vocabularies become the aligner's); returns self.
 
         ``keep_encoding``: keep the training shards so that aligning the same list afterwards
         skips re-encoding it (the command line's ``train -a``); :meth:`release_encoding` frees them.
+        An EncodedBitext is its own encoding.
         """
         self._check_params()
         self._kept_encoding = None
-        self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
-        pairs, _ = self._pieces(pairs)
-        shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
+        if isinstance(pairs, EncodedBitext):
+            self.e_vocab_, self.f_vocab_ = pairs.e_vocab, pairs.f_vocab
+            shards = pairs.shards
+        else:
+            self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
+            pairs, _ = self._pieces(pairs)
+            shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
         self.pairs_ = index_corpus(shards)
-        if keep_encoding:
+        if keep_encoding and not isinstance(pairs, EncodedBitext):
             self._kept_encoding = (pairs, shards)
         self.history_ = []
         ibm1 = [IBM1("f|e", self.pairs_, len(self.f_vocab_)).initialize(),
@@ -182,6 +213,7 @@ class WordAligner:
         self._train(shards, "independent", self.ibm1_iterations, "ibm1")
         self.models_ = [HMMAligner(m.direction, self.pairs_, m.n_target_words, self.null_prob,
                                    self.max_jump, self.band).initialize().copy_tables_from(m) for m in ibm1]
+        del ibm1
         self._train(shards, TRAINING[self.training], self.iterations, "hmm")
         return self
 
@@ -191,10 +223,49 @@ class WordAligner:
             def callback(it, est):
                 self.callback(phase, it, self)
         em = AgreementEM(self.models_, mode=mode, n_iter=n_iter, executor=self.executor,
-                         progress=self.progress, callback=callback).fit(shards)
+                         progress=self.progress, callback=callback)
+        with ExitStack() as stack:
+            if self.executor is None:  # E-steps in this thread: each may take its table's log in place
+                for m in self.models_:
+                    stack.enter_context(m.consuming_tables())
+            em.fit(shards)
         self.history_.append((f"{phase}/{mode}", list(em.objectives_)))
 
     # -- decoding ----------------------------------------------------------
+    def _shard_posteriors(self, shard, joint: bool) -> np.ndarray:
+        """½(µ₁ + µ₂) over the shard's edges (see :meth:`posteriors`)."""
+        with shard.pair_scope():
+            if joint:
+                total = self.models_[0].shared_log_potentials(shard)
+                total += self.models_[1].shared_log_potentials(shard)
+                mu = self.models_[0].expected_statistics(shard, total).shared
+                mu += self.models_[1].expected_statistics(shard, total).shared
+            else:
+                mu = self.models_[0].posteriors(shard)
+                mu += self.models_[1].posteriors(shard)
+        mu *= 0.5
+        return mu
+
+    def iter_posteriors(self, pairs, joint: bool = False):
+        """:meth:`posteriors`, one pair at a time (one shard's edges in memory at a time)."""
+        pieces, origin = self._pieces(pairs)
+        if origin is None:
+            yield from self._iter_piece_posteriors(pieces, joint)
+            return
+        for _, group in _grouped(self._iter_piece_posteriors(pieces, joint), origin):
+            last, e_last, f_last = group[-1]
+            merged = np.zeros((e_last + last.shape[0], f_last + last.shape[1]))
+            for block, i0, j0 in group:
+                merged[i0:i0 + block.shape[0], j0:j0 + block.shape[1]] = block
+            yield merged
+
+    def _iter_piece_posteriors(self, pairs, joint: bool):
+        for shard in self.encode(pairs):
+            mu = self._shard_posteriors(shard, joint)
+            I, J = shard.e_lengths, shard.f_lengths
+            for s in range(shard.n_sentences):
+                yield mu[shard.edge_offsets[s]:shard.edge_offsets[s + 1]].reshape(I[s], J[s])
+
     def posteriors(self, pairs, joint: bool = False) -> list:
         """Per pair, the (|e|, |f|) matrix ½(µ₁ + µ₂) of edge posteriors.
 
@@ -202,38 +273,32 @@ class WordAligner:
         the agreement E-step's posteriors. A pair cut by ``max_length`` gets its pieces' blocks
         (zero between them).
         """
-        pieces, origin = self._pieces(pairs)
-        out = self._posteriors(pieces, joint)
-        if origin is None:
-            return out
-        merged = [np.zeros((len(e), len(f))) for e, f in pairs]
-        for block, (index, i0, j0) in zip(out, origin):
-            merged[index][i0:i0 + block.shape[0], j0:j0 + block.shape[1]] = block
-        return merged
+        return list(self.iter_posteriors(pairs, joint))
 
-    def _posteriors(self, pairs, joint: bool) -> list:
-        out = []
-        for shard in self.encode(pairs):
-            if joint:
-                total = self.models_[0].shared_log_potentials(shard) + self.models_[1].shared_log_potentials(shard)
-                mu = 0.5 * sum(m.expected_statistics(shard, total).shared for m in self.models_)
-            else:
-                mu = 0.5 * (self.models_[0].posteriors(shard) + self.models_[1].posteriors(shard))
-            I, J = shard.e_lengths, shard.f_lengths
-            for s in range(shard.n_sentences):
-                out.append(mu[shard.edge_offsets[s]:shard.edge_offsets[s + 1]].reshape(I[s], J[s]))
-        return out
-
-    def align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False) -> list:
-        """Alignments (sets of (English i, French j), 0-based) of a list of token pairs
-        (``joint``: posterior decoding with the agreement E-step, see :meth:`posteriors`)."""
+    def iter_align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False):
+        """:meth:`align`, one pair at a time (one shard's edges in memory at a time)."""
         if method not in DECODINGS:
             raise ValueError(f"method must be one of {DECODINGS}, got {method!r}")
         if method == "posterior":
             delta = self.threshold if threshold is None else threshold
-            return [{(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
-                    for m in self.posteriors(pairs, joint=joint)]
-        return [symmetrize(a, b, method) for a, b in zip(*self.directional(pairs))]
+            for m in self.iter_posteriors(pairs, joint=joint):
+                yield {(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
+            return
+        pieces, origin = self._pieces(pairs)
+
+        def piece_links():
+            for shard in self.encode(pieces):
+                with shard.pair_scope():
+                    first, second = (m.viterbi(shard) for m in self.models_)
+                yield from (symmetrize(a, b, method) for a, b in zip(first, second))
+
+        yield from _merged_links(piece_links(), origin)
+
+    def align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False) -> list:
+        """Alignments (sets of (English i, French j), 0-based) of a list of token pairs or an
+        :class:`~varorder.agree.corpus.EncodedBitext` (``joint``: posterior decoding with the agreement
+        E-step, see :meth:`posteriors`)."""
+        return list(self.iter_align(pairs, method, threshold, joint))
 
     def release_encoding(self) -> None:
         """Drop the training shards kept by ``fit(keep_encoding=True)``."""
@@ -244,33 +309,33 @@ class WordAligner:
         pieces, origin = self._pieces(pairs)
         forward, reverse = [], []
         for shard in self.encode(pieces):
-            forward.extend(self.models_[0].viterbi(shard))
-            reverse.extend(self.models_[1].viterbi(shard))
-        if origin is None:
-            return forward, reverse
-        merged = ([set() for _ in pairs], [set() for _ in pairs])
-        for links, whole in zip((forward, reverse), merged):
-            for piece, (index, i0, j0) in zip(links, origin):
-                whole[index].update((i + i0, j + j0) for i, j in piece)
-        return merged
+            with shard.pair_scope():
+                forward.extend(self.models_[0].viterbi(shard))
+                reverse.extend(self.models_[1].viterbi(shard))
+        return list(_merged_links(forward, origin)), list(_merged_links(reverse, origin))
 
     def sentence_scores(self, pairs) -> tuple[np.ndarray, np.ndarray]:
         """Per pair, log p(french | english) under the f|e model and log p(english | french) under e|f."""
         pieces, origin = self._pieces(pairs)
         forward, reverse = [], []
         for shard in self.encode(pieces):
-            forward.append(self.models_[0].sentence_log_likelihoods(shard))
-            reverse.append(self.models_[1].sentence_log_likelihoods(shard))
+            with shard.pair_scope():
+                forward.append(self.models_[0].sentence_log_likelihoods(shard))
+                reverse.append(self.models_[1].sentence_log_likelihoods(shard))
         cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0)  # noqa: E731
         forward, reverse = cat(forward), cat(reverse)
         if origin is None:
             return forward, reverse
-        index = np.array([o[0] for o in origin], dtype=np.int64)
+        index = np.asarray(origin[0], dtype=np.int64)
         return (np.bincount(index, weights=forward, minlength=len(pairs)),
                 np.bincount(index, weights=reverse, minlength=len(pairs)))
 
     def unknown_share(self, pairs) -> tuple[float, float]:
         """Share of English and of French tokens that the model never saw in training."""
+        if isinstance(pairs, EncodedBitext):
+            e_len, f_len = pairs.lengths()
+            unknown = pairs.unknown_tokens()
+            return tuple(float(u / n) if n else 0.0 for u, n in zip(unknown, (e_len.sum(), f_len.sum())))
         counts = np.zeros((2, 2))
         for e, f in pairs:
             for side, (tokens, vocab) in enumerate(((e, self.e_vocab_), (f, self.f_vocab_))):

@@ -4,22 +4,30 @@ A :class:`Vocabulary` maps tokens to ids (id 0 is the NULL word). A
 :class:`BitextShard` holds sentence pairs as flat id arrays with offsets, and
 the *edges* (i, j) of every pair — English position i, French position j — laid
 out English-major: edge (i, j) of pair s is ``edge_offsets[s] + i·J_s + j``.
-Each edge carries the index of its word pair (e, f) in a :class:`PairIndex`
+Each edge has the index of its word pair (e, f) in a :class:`PairIndex`
 (−1 when the pair is not in the index), so translation tables are flat arrays
 over co-occurring word pairs, shared by both directions.
 
-Memory: 4 + 4 bytes per token and 8 bytes per edge (the pair index), plus the
-tables: a pair with |e| = |f| = 15 costs about 2 KB.
+Memory: 4 bytes per token, and 2 bytes per edge: an edge keeps its pair's position within
+the row of its English word in the sorted pair keys (a word pairs with at most 65,535 French
+words; past that, 4-byte pair ids are kept instead), widened to pair ids one shard at a time
+when an E-step needs them (:meth:`BitextShard.pair_scope`). The pair index adds 8 bytes per
+distinct word pair. :func:`encode_bitext` encodes a stream of pairs shard by shard, so no token
+lists of the whole corpus are ever held.
 """
 
 from __future__ import annotations
 
+import warnings
+from array import array
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numba
 import numpy as np
 
-__all__ = ["NULL", "Vocabulary", "PairIndex", "BitextShard", "encode", "shard_bitext", "index_corpus"]
+__all__ = ["NULL", "Vocabulary", "PairIndex", "BitextShard", "EncodedBitext", "encode", "shard_bitext",
+           "encode_bitext", "index_corpus"]
 
 NULL = "<null>"
 
@@ -67,8 +75,92 @@ def pair_keys(e_ids, f_ids):
     return (np.asarray(e_ids, dtype=np.int64) << 32) | np.asarray(f_ids, dtype=np.int64)
 
 
+_EMPTY = np.int64(-1)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+@numba.njit(cache=True, inline="always")
+def _slot(key, mask):
+    # Fibonacci hashing: the high bits of key · 2^64/φ spread consecutive e/f ids well
+    h = np.uint64(key) * _GOLDEN
+    return np.int64((h >> np.uint64(32)) ^ (h & np.uint64(0xFFFFFFFF))) & mask
+
+
+@numba.njit(cache=True)
+def _rank_slots(keys, capacity):
+    """Open-addressing table (linear probing) of the sorted keys: slot → rank in ``keys``, −1 if empty."""
+    slots = np.full(capacity, -1, dtype=np.int32)
+    mask = capacity - 1
+    for r in range(keys.size):
+        h = _slot(keys[r], mask)
+        while slots[h] >= 0:
+            h = (h + 1) & mask
+        slots[h] = r
+    return slots
+
+
+@numba.njit(cache=True, inline="always")
+def _find(key, keys, slots, mask):
+    h = _slot(key, mask)
+    while True:
+        r = slots[h]
+        if r < 0:
+            return -1
+        if keys[r] == key:
+            return r
+        h = (h + 1) & mask
+
+
+_NO_PAIR = 0xFFFF  # stored offset of an edge whose pair is not in the index
+_MAX_ROW = _NO_PAIR  # rows up to this many pairs have 2-byte offsets (0 .. 65,534)
+
+
+@numba.njit(cache=True, parallel=True)
+def _find_all(edge_keys, keys, slots):
+    """Position in ``keys`` of every edge key (−1: an edge touching an unknown word, or a pair not in ``keys``)."""
+    out = np.empty(edge_keys.size, dtype=np.int32)
+    mask = slots.size - 1
+    for k in numba.prange(edge_keys.size):
+        out[k] = _find(edge_keys[k], keys, slots, mask) if edge_keys[k] >= 0 else -1
+    return out
+
+
+@numba.njit(cache=True)
+def _row_starts(keys):
+    """rows[e] = position of English word e's first pair in the sorted keys (rows[e + 1] past its last)."""
+    n_e = (keys[-1] >> 32) + 1 if keys.size else 0
+    rows = np.zeros(n_e + 1, dtype=np.int64)
+    for k in range(keys.size):
+        rows[(keys[k] >> 32) + 1] += 1
+    for e in range(n_e):
+        rows[e + 1] += rows[e]
+    return rows
+
+
+@numba.njit(cache=True, parallel=True)
+def _convert_ids(e_ids, e_off, f_off, edge_off, rows, ids, offsets, widen):
+    """Between each edge's int32 pair id (``ids``, −1: none) and its uint16 offset in the row of its
+    English word (``offsets``, _NO_PAIR: none): fills ``ids`` when ``widen``, else ``offsets``."""
+    for s in numba.prange(e_off.size - 1):
+        J = f_off[s + 1] - f_off[s]
+        base = edge_off[s]
+        for i in range(e_off[s + 1] - e_off[s]):
+            e = e_ids[e_off[s] + i]
+            first = rows[e] if 0 <= e < rows.size - 1 else 0
+            for k in range(base + i * J, base + (i + 1) * J):
+                if widen:
+                    ids[k] = -1 if offsets[k] == _NO_PAIR else first + offsets[k]
+                else:
+                    offsets[k] = _NO_PAIR if ids[k] < 0 else ids[k] - first
+
+
 class PairIndex:
-    """Sorted unique (e, f) word-pair keys; position in ``keys`` is the pair's index."""
+    """Sorted unique (e, f) word-pair keys; position in ``keys`` is the pair's index.
+
+    :meth:`edge_pair_ids` finds the pair ids of a shard's edges from its token ids through a hash
+    table over the keys (4 bytes per slot, load ≤ ½), built on first use and dropped by
+    :meth:`release_lookup` once the shards are attached.
+    """
 
     def __init__(self, keys):
         self.keys = np.unique(np.asarray(keys, dtype=np.int64))
@@ -83,6 +175,13 @@ class PairIndex:
     def __len__(self):
         return self.keys.size
 
+    def __getstate__(self):
+        # workers rebuild the hash table and rows rather than receive them
+        state = dict(self.__dict__)
+        state.pop("_slots", None)
+        state.pop("_rows", None)
+        return state
+
     @property
     def e_ids(self):
         return (self.keys >> 32).astype(np.int64)
@@ -92,11 +191,39 @@ class PairIndex:
         return (self.keys & 0xFFFFFFFF).astype(np.int64)
 
     def lookup(self, keys) -> np.ndarray:
+        """Index of each key by binary search (−1 when absent)."""
         keys = np.asarray(keys, dtype=np.int64)
         pos = np.searchsorted(self.keys, keys)
         pos = np.minimum(pos, max(self.keys.size - 1, 0))
         hit = (self.keys.size > 0) & (self.keys[pos] == keys) if self.keys.size else np.zeros(keys.shape, bool)
         return np.where(hit, pos, -1).astype(np.int64)
+
+    def _hash_slots(self) -> np.ndarray:
+        slots = getattr(self, "_slots", None)
+        if slots is None:
+            capacity = 1 << max(4, int(2 * max(self.keys.size, 1) - 1).bit_length())
+            slots = self._slots = _rank_slots(self.keys, capacity)
+        return slots
+
+    def release_lookup(self) -> None:
+        """Drop the hash table (rebuilt if :meth:`edge_pair_ids` is called again)."""
+        self._slots = None
+
+    def rows(self) -> np.ndarray:
+        """Start of each English word's row of pairs in ``keys`` (see :func:`_row_starts`)."""
+        rows = getattr(self, "_rows", None)
+        if rows is None:
+            rows = self._rows = _row_starts(self.keys)
+        return rows
+
+    def compact_rows(self) -> bool:
+        """Whether every row is short enough for 2-byte offsets."""
+        rows = self.rows()
+        return rows.size < 2 or int(np.diff(rows).max()) <= _MAX_ROW
+
+    def edge_pair_ids(self, shard: "BitextShard") -> np.ndarray:
+        """int32 pair id of every edge of ``shard`` (−1 for pairs not in the index)."""
+        return _find_all(shard.edge_keys(), self.keys, self._hash_slots())
 
 
 @numba.njit(cache=True)
@@ -119,14 +246,25 @@ def _edge_keys(e_ids, e_off, f_ids, f_off, edge_off):
 
 @dataclass
 class BitextShard:
-    """Sentence pairs as flat arrays; see the module docstring for the edge layout."""
+    """Sentence pairs as flat arrays; see the module docstring for the edge layout.
+
+    ``edge_pairs`` (int32 pair id per edge) is either stored as such (:meth:`index_pairs`, or
+    assigned) or, once the shard is attached to a :class:`PairIndex` (:func:`index_corpus`,
+    :meth:`attach`), kept as 2-byte row offsets and widened on each access — once per E-step
+    inside :meth:`pair_scope`.
+    """
 
     e_ids: np.ndarray
     e_offsets: np.ndarray
     f_ids: np.ndarray
     f_offsets: np.ndarray
     edge_offsets: np.ndarray
-    edge_pairs: np.ndarray | None = None
+
+    def __post_init__(self):
+        self._stored = None  # int32 edge pair ids kept with the shard
+        self._offsets = None  # or: uint16 offsets in the rows of self._index
+        self._index = None
+        self._scoped = None  # ids widened for the current pair_scope
 
     @property
     def n_sentences(self) -> int:
@@ -140,117 +278,139 @@ class BitextShard:
     def f_lengths(self):
         return np.diff(self.f_offsets)
 
+    @property
+    def edge_pairs(self) -> np.ndarray | None:
+        if self._stored is not None:
+            return self._stored
+        if self._scoped is not None:
+            return self._scoped
+        if self._offsets is not None:
+            ids = np.empty(self._offsets.size, dtype=np.int32)
+            _convert_ids(self.e_ids, self.e_offsets, self.f_offsets, self.edge_offsets, self._index.rows(), ids,
+                         self._offsets, True)
+            return ids
+        return None
+
+    @edge_pairs.setter
+    def edge_pairs(self, value):
+        self._stored, self._offsets, self._index = value, None, None
+
+    @contextmanager
+    def pair_scope(self):
+        """Widen the edges' pair ids once for the block (an E-step reads them several times)."""
+        if self._offsets is None or self._scoped is not None:
+            yield self
+            return
+        self._scoped = self.edge_pairs
+        try:
+            yield self
+        finally:
+            self._scoped = None
+
+    estep_scope = pair_scope  # the hook :mod:`varorder.agree.product_em` opens around a shard's E-step
+
+    def attach(self, pairs: PairIndex) -> "BitextShard":
+        """Find every edge's pair id in ``pairs`` (hashing) and keep it as a 2-byte row offset
+        (4-byte ids when a row of ``pairs`` is too long for that)."""
+        ids = pairs.edge_pair_ids(self)
+        if pairs.compact_rows():
+            offsets = np.empty(ids.size, dtype=np.uint16)
+            _convert_ids(self.e_ids, self.e_offsets, self.f_offsets, self.edge_offsets, pairs.rows(), ids, offsets,
+                         False)
+            self._stored, self._offsets, self._index = None, offsets, pairs
+        else:
+            self._stored, self._offsets, self._index = ids, None, pairs
+        return self
+
+    @property
+    def attached_to(self):
+        """The :class:`PairIndex` the shard was attached to (None: ids assigned or none)."""
+        return self._index
+
     def edge_keys(self) -> np.ndarray:
         return _edge_keys(self.e_ids, self.e_offsets, self.f_ids, self.f_offsets, self.edge_offsets)
 
     def index_pairs(self, pairs: PairIndex) -> "BitextShard":
+        """Store every edge's pair id, found by binary search in ``pairs``."""
         keys = self.edge_keys()
         self.edge_pairs = np.where(keys >= 0, pairs.lookup(keys), -1).astype(np.int32)
         return self
 
+    def __getstate__(self):
+        # a shard sent to another process carries its pair ids, not the whole index
+        state = dict(self.__dict__)
+        if state["_offsets"] is not None:
+            state["_stored"] = self.edge_pairs
+        state["_offsets"] = state["_index"] = state["_scoped"] = None
+        return state
+
     def nbytes(self) -> int:
         arrays = [self.e_ids, self.e_offsets, self.f_ids, self.f_offsets, self.edge_offsets]
-        if self.edge_pairs is not None:
-            arrays.append(self.edge_pairs)
+        arrays += [a for a in (self._stored, self._offsets) if a is not None]
         return int(sum(a.nbytes for a in arrays))
 
 
-_EMPTY = np.int64(-1)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
-@numba.njit(cache=True, inline="always")
-def _slot(key, mask):
-    # Fibonacci hashing: the high bits of key · 2^64/φ spread consecutive e/f ids well
-    h = np.uint64(key) * _GOLDEN
-    return np.int64((h >> np.uint64(32)) ^ (h & np.uint64(0xFFFFFFFF))) & mask
-
-
 @numba.njit(cache=True)
-def _rehash(slots_key, slots_id, capacity):
-    new_key = np.full(capacity, _EMPTY, dtype=np.int64)
-    new_id = np.empty(capacity, dtype=np.int64)
+def _grow_set(table, capacity):
+    grown = np.full(capacity, _EMPTY, dtype=np.int64)
     mask = capacity - 1
-    for k in range(slots_key.size):
-        key = slots_key[k]
+    for k in range(table.size):
+        key = table[k]
         if key == _EMPTY:
             continue
         h = _slot(key, mask)
-        while new_key[h] != _EMPTY:
+        while grown[h] != _EMPTY:
             h = (h + 1) & mask
-        new_key[h] = key
-        new_id[h] = slots_id[k]
-    return new_key, new_id
+        grown[h] = key
+    return grown
 
 
 @numba.njit(cache=True)
-def _first_seen_ids(keys, slots_key, slots_id, seen, n_seen, out):
-    """Number word-pair keys in order of first occurrence (open addressing, linear probing).
-
-    ``seen[:n_seen]`` holds the keys numbered so far; the table grows to keep its load ≤ 1/2.
-    Returns the (possibly reallocated) table, ``seen`` and the new count; ``out`` gets the
-    numbers (−1 for the key −1: an edge touching an unknown word).
-    """
-    mask = slots_key.size - 1
-    for k in range(keys.size):
-        key = keys[k]
-        if key < 0:
-            out[k] = -1
-            continue
-        h = _slot(key, mask)
-        while slots_key[h] != _EMPTY and slots_key[h] != key:
-            h = (h + 1) & mask
-        if slots_key[h] == key:
-            out[k] = slots_id[h]
-            continue
-        slots_key[h] = key
-        slots_id[h] = n_seen
-        if n_seen == seen.size:
-            grown = np.empty(2 * seen.size, dtype=np.int64)
-            grown[:n_seen] = seen[:n_seen]
-            seen = grown
-        seen[n_seen] = key
-        out[k] = n_seen
-        n_seen += 1
-        if 2 * n_seen > slots_key.size:
-            slots_key, slots_id = _rehash(slots_key, slots_id, 2 * slots_key.size)
-            mask = slots_key.size - 1
-    return slots_key, slots_id, seen, n_seen
-
-
-@numba.njit(cache=True, parallel=True)
-def _renumber(first_seen, rank, out):
-    for k in numba.prange(first_seen.size):
-        v = first_seen[k]
-        out[k] = rank[v] if v >= 0 else -1
+def _add_pairs(e_ids, e_off, f_ids, f_off, table, n):
+    """Insert every (e, f) key of the shard's sentence pairs into the open-addressing set ``table``
+    (load kept ≤ ½, growing as needed); returns the table and its new count."""
+    mask = table.size - 1
+    for s in range(e_off.size - 1):
+        for i in range(e_off[s], e_off[s + 1]):
+            e = e_ids[i]
+            if e < 0:
+                continue
+            for j in range(f_off[s], f_off[s + 1]):
+                f = f_ids[j]
+                if f < 0:
+                    continue
+                key = (np.int64(e) << 32) | np.int64(f)
+                h = _slot(key, mask)
+                while table[h] != _EMPTY and table[h] != key:
+                    h = (h + 1) & mask
+                if table[h] == key:
+                    continue
+                table[h] = key
+                n += 1
+                if 2 * n > table.size:
+                    table = _grow_set(table, 2 * table.size)
+                    mask = table.size - 1
+    return table, n
 
 
 def index_corpus(shards) -> "PairIndex":
-    """The :class:`PairIndex` of every word pair co-occurring in ``shards``; sets each shard's ``edge_pairs``.
+    """The :class:`PairIndex` of every word pair co-occurring in ``shards``; attaches it to each shard.
 
-    Same result as ``PairIndex(all edge keys)`` followed by :meth:`BitextShard.index_pairs`,
-    but one hashing pass over the edges instead of sorting them and binary-searching
-    each one (the difference is seconds per million sentence pairs).
+    Same keys as ``PairIndex(all edge keys)``, from one hashing pass over the token ids (no
+    per-edge array of keys), then one lookup pass to attach the shards (:meth:`BitextShard.attach`).
     """
-    capacity = 1 << 16
-    slots_key = np.full(capacity, _EMPTY, dtype=np.int64)
-    slots_id = np.empty(capacity, dtype=np.int64)
-    seen = np.empty(capacity, dtype=np.int64)
-    n_seen = 0
-    first_seen = []
+    table = np.full(1 << 16, _EMPTY, dtype=np.int64)
+    n = 0
     for shard in shards:
-        ids = np.empty(int(shard.edge_offsets[-1]), dtype=np.int32)
-        slots_key, slots_id, seen, n_seen = _first_seen_ids(shard.edge_keys(), slots_key, slots_id, seen, n_seen,
-                                                            ids)
-        first_seen.append(ids)
-    keys = seen[:n_seen]
-    order = np.argsort(keys, kind="stable")
-    rank = np.empty(n_seen, dtype=np.int32)
-    rank[order] = np.arange(n_seen, dtype=np.int32)
-    for shard, ids in zip(shards, first_seen):
-        _renumber(ids, rank, ids)  # in place: each entry is read before it is overwritten
-        shard.edge_pairs = ids
-    return PairIndex.from_sorted_unique(keys[order])
+        table, n = _add_pairs(shard.e_ids, shard.e_offsets, shard.f_ids, shard.f_offsets, table, n)
+    keys = table[table != _EMPTY]
+    del table
+    keys.sort()
+    index = PairIndex.from_sorted_unique(keys)
+    for shard in shards:
+        shard.attach(index)
+    index.release_lookup()
+    return index
 
 
 def encode(pairs, e_vocab: Vocabulary, f_vocab: Vocabulary, grow: bool = True) -> BitextShard:
@@ -271,9 +431,111 @@ def encode(pairs, e_vocab: Vocabulary, f_vocab: Vocabulary, grow: bool = True) -
     )
 
 
+def _chunks(pairs, size):
+    chunk = []
+    for pair in pairs:
+        chunk.append(pair)
+        if len(chunk) == size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
 def shard_bitext(pairs, e_vocab: Vocabulary, f_vocab: Vocabulary, shard_size: int = 20000, grow: bool = True):
-    """Encode pairs into shards of at most ``shard_size`` sentence pairs."""
-    pairs = list(pairs)
+    """Encode pairs (any iterable, read once) into shards of at most ``shard_size`` sentence pairs."""
     if shard_size < 1:
         raise ValueError(f"shard_size must be >= 1, got {shard_size}")
-    return [encode(pairs[k:k + shard_size], e_vocab, f_vocab, grow) for k in range(0, len(pairs), shard_size)]
+    return [encode(chunk, e_vocab, f_vocab, grow) for chunk in _chunks(pairs, shard_size)]
+
+
+class EncodedBitext:
+    """A bitext encoded into shards against two vocabularies (:func:`encode_bitext`).
+
+    Stands in for the list of token pairs wherever :class:`~varorder.agree.aligner.WordAligner`
+    takes one, without the Python token lists (4 bytes per token instead of ~40).
+    """
+
+    def __init__(self, shards, e_vocab: Vocabulary, f_vocab: Vocabulary, origin=None):
+        self.shards = list(shards)
+        self.e_vocab = e_vocab
+        self.f_vocab = f_vocab
+        # None, or (pair index, English offset, French offset) per encoded piece when a length
+        # guard cut long pairs (:func:`cut_long_pairs`)
+        self.origin = origin
+
+    def __len__(self):
+        if self.origin is not None:
+            return int(self.origin[0][-1]) + 1 if len(self.origin[0]) else 0
+        return sum(s.n_sentences for s in self.shards)
+
+    def lengths(self) -> tuple[np.ndarray, np.ndarray]:
+        """Tokens per pair: (English lengths, French lengths)."""
+        cat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)  # noqa: E731
+        return cat([s.e_lengths for s in self.shards]), cat([s.f_lengths for s in self.shards])
+
+    def token_counts(self) -> tuple[np.ndarray, np.ndarray]:
+        """Occurrences of every vocabulary id (English, French); unknown tokens (id −1) are not counted."""
+        out = []
+        for side, vocab in (("e_ids", self.e_vocab), ("f_ids", self.f_vocab)):
+            counts = np.zeros(len(vocab), dtype=np.int64)
+            for s in self.shards:
+                ids = getattr(s, side)
+                counts += np.bincount(ids[ids >= 0], minlength=len(vocab))
+            out.append(counts)
+        return out[0], out[1]
+
+    def unknown_tokens(self) -> tuple[int, int]:
+        """Tokens with id −1 (not in the vocabulary): (English, French)."""
+        return (int(sum((s.e_ids < 0).sum() for s in self.shards)),
+                int(sum((s.f_ids < 0).sum() for s in self.shards)))
+
+
+class LongPairWarning(UserWarning):
+    """A sentence pair was cut into pieces by a ``max_length`` guard."""
+
+
+def cut_long_pairs(pairs, max_length: int, origin: tuple):
+    """Yield the pairs with every pair longer than ``max_length`` words on a side cut into
+    ⌈longest side / max_length⌉ consecutive pieces at proportional positions (the diagonal).
+
+    Appends, per yielded piece, its pair index and English / French offsets to the three
+    ``array('q')`` of ``origin``, so that results on pieces can be put back together.
+    """
+    index_of, e_offset, f_offset = origin
+    for index, (e, f) in enumerate(pairs):
+        k = -(-max(len(e), len(f), 1) // max_length)
+        e_cut = [round(q * len(e) / k) for q in range(k + 1)]
+        f_cut = [round(q * len(f) / k) for q in range(k + 1)]
+        for q in range(k):
+            index_of.append(index)
+            e_offset.append(e_cut[q])
+            f_offset.append(f_cut[q])
+            yield e[e_cut[q]:e_cut[q + 1]], f[f_cut[q]:f_cut[q + 1]]
+
+
+def new_origin() -> tuple:
+    return array("q"), array("q"), array("q")
+
+
+def warn_cut(origin: tuple, max_length: int, stacklevel: int = 3) -> bool:
+    """Warn (LongPairWarning) and return True when ``origin`` records any cut pair."""
+    index = np.frombuffer(origin[0], dtype=np.int64) if len(origin[0]) else np.zeros(0, np.int64)
+    if index.size == 0 or index[-1] + 1 == index.size:
+        return False
+    long_pairs = int(np.count_nonzero(np.bincount(index) > 1))
+    warnings.warn(f"{long_pairs} sentence pair(s) longer than max_length={max_length} words were cut into pieces of "
+                  f"at most {max_length} words, aligned separately (links never cross a cut)", LongPairWarning,
+                  stacklevel=stacklevel)
+    return True
+
+
+def encode_bitext(pairs, e_vocab: Vocabulary, f_vocab: Vocabulary, shard_size: int = 10000,
+                  grow: bool = True, max_length: int | None = None) -> EncodedBitext:
+    """Encode an iterable of (English tokens, French tokens) — e.g. a streaming reader — shard by shard
+    (pairs longer than ``max_length`` cut into pieces, see :func:`cut_long_pairs`)."""
+    if max_length is None:
+        return EncodedBitext(shard_bitext(pairs, e_vocab, f_vocab, shard_size, grow), e_vocab, f_vocab)
+    origin = new_origin()
+    shards = shard_bitext(cut_long_pairs(pairs, max_length, origin), e_vocab, f_vocab, shard_size, grow)
+    return EncodedBitext(shards, e_vocab, f_vocab, origin if warn_cut(origin, max_length) else None)

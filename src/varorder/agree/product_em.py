@@ -37,6 +37,7 @@ per-shard counts are additive.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,11 +65,14 @@ class Submodel(ABC):
     """One tractable submodel of an agreement-trained family.
 
     ``domain`` names Z_m (equal names mean equal domains); ``has_private_features``
-    says whether b_m has a part that is not shared.
+    says whether b_m has a part that is not shared; ``fresh_statistics`` that the arrays of
+    :meth:`expected_statistics` are new ones, free for the E-step to reuse.
     """
 
     domain: str = "shared"
     has_private_features: bool = False
+    # expected_statistics returns arrays that nothing else holds (the E-step may then average in place)
+    fresh_statistics: bool = False
 
     @abstractmethod
     def shared_log_potentials(self, shard) -> np.ndarray:
@@ -80,7 +84,18 @@ class Submodel(ABC):
 
     @abstractmethod
     def counts(self, shard, shared_marginals, statistics: Statistics) -> dict:
-        """Additive M-step counts of one shard from the (combined) shared µ and own private µ."""
+        """Additive M-step counts of one shard from the (combined) shared µ and own private µ.
+
+        In the averaging modes (``domain``, ``parameter``) ``statistics.shared`` has been released
+        (None) by then: the average ``shared_marginals`` is what the M-step uses.
+        """
+
+    def accumulate_counts(self, total: dict | None, shard, shared_marginals, statistics: Statistics,
+                          workspace: dict) -> dict:
+        """``add_counts(total, self.counts(...))``; a submodel may override it to add a shard's counts
+        without building them as a separate table first (e.g. sparse in a large table). ``workspace``
+        is a dict the E-step task keeps across its shards and submodels for such buffers."""
+        return add_counts(total, self.counts(shard, shared_marginals, statistics))
 
     @abstractmethod
     def maximize(self, counts: dict) -> None:
@@ -109,12 +124,37 @@ def _sum(arrays):
     return out
 
 
-def estep_shard(submodels, shard, mode: str):
-    """Every submodel's counts for one shard under ``mode``, and the shard's objective term."""
+def _summed_shared_potentials(submodels, shard):
+    """Σ_m b_m on the shard's shared features, holding one submodel's b_m at a time."""
+    total = np.array(submodels[0].shared_log_potentials(shard), dtype=np.float64, copy=True)
+    for m in submodels[1:]:
+        total += m.shared_log_potentials(shard)
+    return total
+
+
+def _mean_shared(submodels, stats):
+    """Average of the submodels' shared µ; every ``stats[m].shared`` is released (the M-steps read
+    the average; see :meth:`Submodel.counts`). Built in the first submodel's own array when every
+    submodel says its statistics are its own (``fresh_statistics``)."""
+    first = stats[0].shared
+    if (all(getattr(m, "fresh_statistics", False) for m in submodels) and isinstance(first, np.ndarray)
+            and first.dtype == np.float64 and first.flags.writeable and not any(first is s.shared for s in stats[1:])):
+        mean = first
+        for s in stats[1:]:
+            mean += s.shared
+    else:
+        mean = _sum([s.shared for s in stats])
+    mean *= 1.0 / len(stats)
+    for s in stats:
+        s.shared = None
+    return mean
+
+
+def _shard_statistics(submodels, shard, mode: str):
+    """(combined shared µ per submodel, each submodel's Statistics, objective term) of one shard."""
     M = len(submodels)
-    shared = [m.shared_log_potentials(shard) for m in submodels]
     if mode == "independent" or mode == "product":
-        stats = [m.expected_statistics(shard, b) for m, b in zip(submodels, shared)]
+        stats = [m.expected_statistics(shard, m.shared_log_potentials(shard)) for m in submodels]
         objective = sum(s.log_normalizer for s in stats)
         if mode == "independent":
             combined = [s.shared for s in stats]
@@ -124,36 +164,54 @@ def estep_shard(submodels, shard, mode: str):
                 prod *= s.shared
             combined = [prod] * M
     elif mode == "exact":
-        joint = submodels[0].expected_statistics(shard, np.sum(shared, axis=0))
+        joint = submodels[0].expected_statistics(shard, _summed_shared_potentials(submodels, shard))
         stats = [joint] * M
         combined = [joint.shared] * M
         objective = joint.log_normalizer
     elif mode == "domain":
-        total = _sum(shared)
+        total = _summed_shared_potentials(submodels, shard)
         stats = [m.expected_statistics(shard, total) for m in submodels]
-        mean = _sum([s.shared for s in stats])
-        mean *= 1.0 / M
-        combined = [mean] * M
+        del total
         objective = float(np.mean([s.log_normalizer for s in stats]))
+        combined = [_mean_shared(submodels, stats)] * M
     elif mode == "parameter":
-        stats = [m.expected_statistics(shard, M * b, private_scale=float(M)) for m, b in zip(submodels, shared)]
-        mean = _sum([s.shared for s in stats])
-        mean *= 1.0 / M
-        combined = [mean] * M
+        stats = [m.expected_statistics(shard, M * m.shared_log_potentials(shard), private_scale=float(M))
+                 for m in submodels]
         objective = float(np.mean([s.log_normalizer for s in stats]))
+        combined = [_mean_shared(submodels, stats)] * M
     else:
         raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-    counts = [m.counts(shard, c, s) for m, c, s in zip(submodels, combined, stats)]
-    return counts, float(objective)
+    return combined, stats, float(objective)
+
+
+def estep_shard(submodels, shard, mode: str):
+    """Every submodel's counts for one shard under ``mode``, and the shard's objective term.
+
+    Arrays over the shard's shared features are dropped as soon as they are used (the shard's
+    edges dominate an aligner's E-step memory).
+    """
+    combined, stats, objective = _shard_statistics(submodels, shard, mode)
+    return [m.counts(shard, c, s) for m, c, s in zip(submodels, combined, stats)], objective
+
+
+def _scope(shard):
+    """The shard's ``estep_scope()`` if it has one: a context held open over its E-step, in which the
+    shard may keep data derived for that E-step (e.g. a bitext shard's edge pair ids)."""
+    scope = getattr(shard, "estep_scope", None)
+    return scope() if scope is not None else nullcontext(shard)
 
 
 def _estep_many(submodels, shards, mode):
     """E-step over a list of shards inside one task: counts summed, objective summed."""
     totals = [None] * len(submodels)
     objective = 0.0
+    workspace = {}
     for shard in shards:
-        counts, obj = estep_shard(submodels, shard, mode)
-        totals = [add_counts(t, c) for t, c in zip(totals, counts)]
+        with _scope(shard):
+            combined, stats, obj = _shard_statistics(submodels, shard, mode)
+            totals = [m.accumulate_counts(t, shard, c, s, workspace)
+                      for m, t, c, s in zip(submodels, totals, combined, stats)]
+        del combined, stats
         objective += obj
     return totals, objective
 

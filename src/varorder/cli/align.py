@@ -50,9 +50,10 @@ def _warn(message):
     click.echo(f"warning: {message}", err=True)
 
 
-def _read_pairs(inputs, normalization, limit=None):
-    """Sentence pairs from INPUT...: nothing or '-' (stdin) or one joint '|||' file, or ENGLISH FRENCH."""
-    from varorder.io.bitext import read_bitext, read_joint
+def _iter_pairs(inputs, normalization, limit=None):
+    """Sentence pairs from INPUT..., read as they are consumed: nothing or '-' (stdin) or one joint
+    '|||' file, or ENGLISH FRENCH."""
+    from varorder.io.bitext import iter_bitext, iter_joint
 
     if len(inputs) > 2:
         raise click.UsageError(f"give one joint 'english ||| french' file or two files (ENGLISH FRENCH), "
@@ -60,8 +61,16 @@ def _read_pairs(inputs, normalization, limit=None):
     if len(inputs) == 2:
         if inputs[0] == inputs[1] == "-":
             raise click.UsageError("only one of ENGLISH and FRENCH can be stdin")
-        return read_bitext(inputs[0], inputs[1], limit=limit, normalize_text=normalization)
-    return read_joint(inputs[0] if inputs else "-", limit=limit, normalize_text=normalization)
+        return iter_bitext(inputs[0], inputs[1], limit=limit, normalize_text=normalization)
+    return iter_joint(inputs[0] if inputs else "-", limit=limit, normalize_text=normalization)
+
+
+def _encode(pairs, e_vocab, f_vocab, shard_size, grow, max_length):
+    """The pairs as integer ids shard by shard (no token lists of the whole corpus are kept), pairs
+    longer than ``max_length`` cut into pieces (the aligner's length guard)."""
+    from varorder.agree.corpus import encode_bitext
+
+    return encode_bitext(pairs, e_vocab, f_vocab, shard_size, grow=grow, max_length=max_length)
 
 
 def _normalization(normalize, lowercase, strip_accents, tokenize):
@@ -72,13 +81,37 @@ def _normalization(normalize, lowercase, strip_accents, tokenize):
     return Normalization(lowercase=lowercase, strip_accents=strip_accents, tokenize=tokenize)
 
 
-def _cased_share(pairs):
+def _cased_share(corpus):
+    """Share of the training tokens that contain a capital (from the vocabularies' token counts)."""
+    import numpy as np
+
     cased = total = 0
-    for e, f in pairs:
-        for tokens in (e, f):
-            cased += sum(t != t.lower() for t in tokens)
-            total += len(tokens)
+    for counts, vocab in zip(corpus.token_counts(), (corpus.e_vocab, corpus.f_vocab)):
+        flags = np.fromiter((t != t.lower() for t in vocab.tokens), dtype=bool, count=len(vocab))
+        cased += int(counts[flags].sum())
+        total += int(counts.sum())
     return cased / total if total else 0.0
+
+
+class _CaseCount:
+    """Pass pairs through, counting the tokens that contain a capital (for ``apply``'s hint)."""
+
+    def __init__(self, pairs):
+        self.pairs = pairs
+        self.cased = self.total = 0
+
+    def __iter__(self):
+        for e, f in self.pairs:
+            for tokens in (e, f):
+                self.total += len(tokens)
+                line = " ".join(tokens)
+                if line != line.lower():
+                    self.cased += sum(t != t.lower() for t in tokens)
+            yield e, f
+
+    @property
+    def share(self):
+        return self.cased / self.total if self.total else 0.0
 
 
 def _output_options(fn):
@@ -115,27 +148,31 @@ def _write_lines(path, lines):
             fh.write(line + "\n")
 
 
-def _write_outputs(aligner, pairs, output, method, threshold, forward_path, reverse_path, forward_scores,
+def _write_outputs(aligner, corpus, output, method, threshold, forward_path, reverse_path, forward_scores,
                    reverse_scores, link_probabilities):
     from varorder.io.pharaoh import format_line
 
-    alignments = aligner.align(pairs, method=method, threshold=threshold)
-    _write_lines(output, (format_line(links) for links in alignments))
     if link_probabilities:
-        posteriors = aligner.posteriors(pairs)
+        alignments = aligner.align(corpus, method=method, threshold=threshold)
+        _write_lines(output, (format_line(links) for links in alignments))
         _write_lines(link_probabilities, (" ".join(f"{m[i, j]:.4g}" for i, j in sorted(links))
-                                          for links, m in zip(alignments, posteriors)))
+                                          for links, m in zip(alignments, aligner.iter_posteriors(corpus))))
+        del alignments
+    else:  # one shard at a time: neither the links nor the posteriors of the whole corpus are held
+        _write_lines(output, (format_line(links) for links in aligner.iter_align(corpus, method=method,
+                                                                                 threshold=threshold)))
     if forward_path or reverse_path:
-        forward, reverse = aligner.directional(pairs)
+        forward, reverse = aligner.directional(corpus)
         for path, links in ((forward_path, forward), (reverse_path, reverse)):
             if path:
                 _write_lines(path, (format_line(x) for x in links))
     if forward_scores or reverse_scores:
-        forward, reverse = aligner.sentence_scores(pairs)
-        for path, scores, side in ((forward_scores, forward, 1), (reverse_scores, reverse, 0)):
+        forward, reverse = aligner.sentence_scores(corpus)
+        e_len, f_len = corpus.lengths()
+        for path, scores, lengths in ((forward_scores, forward, f_len), (reverse_scores, reverse, e_len)):
             if path:
-                _write_lines(path, (f"{-s / max(len(p[side]), 1):.6g}" if math.isfinite(s) else "inf"
-                                    for s, p in zip(scores, pairs)))
+                _write_lines(path, (f"{-s / max(int(n), 1):.6g}" if math.isfinite(s) else "inf"
+                                    for s, n in zip(scores, lengths)))
 
 
 @COMMAND.command("train")
@@ -172,13 +209,15 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
           method, forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities, quiet):
     """Train an aligner on INPUT: one 'english ||| french' file (default stdin) or ENGLISH FRENCH files (.gz accepted)."""
     from varorder.agree.aligner import WordAligner
+    from varorder.agree.corpus import Vocabulary
 
     norm = _normalization(normalize, lowercase, strip_accents, tokenize)
     extra = (forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities)
     if alignments_path is None and any(extra):
         raise click.UsageError("-f/-r/-F/-R/--link-probabilities describe --alignments: give -a FILE too")
     try:
-        pairs = _read_pairs(inputs, norm, limit)
+        pairs = _encode(_iter_pairs(inputs, norm, limit), Vocabulary(), Vocabulary(), shard_size, grow=True,
+                        max_length=max_length)
         if not norm.lowercase and _cased_share(pairs) > _CASED_WARNING:
             _warn(f"{100 * _cased_share(pairs):.1f}% of the tokens contain capitals and the text is not lower-cased: "
                   "'The' and 'the' will be different words (alignments are usually worse); "
@@ -187,11 +226,10 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
                               null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold,
                               max_length=max_length, shard_size=shard_size, executor=_executor(workers, dask_address), progress=not quiet,
                               normalization=norm.to_dict())
-        aligner.fit(pairs, keep_encoding=alignments_path is not None)
+        aligner.fit(pairs)
         aligner.save(output)
         if alignments_path is not None:
             _write_outputs(aligner, pairs, alignments_path, method, None, *extra)
-            aligner.release_encoding()
     except ValueError as exc:
         raise click.ClickException(str(exc))
     if not quiet:
@@ -226,11 +264,13 @@ def apply(model_path, inputs, output, method, forward_path, reverse_path, forwar
         norm = Normalization.naacl() if normalize else recorded
         if norm != recorded:
             _warn(f"normalising with {norm.describe()} but the model was trained with {recorded.describe()}")
-        pairs = _read_pairs(inputs, norm)
+        text = _CaseCount(_iter_pairs(inputs, norm))
+        pairs = _encode(text, aligner.e_vocab_, aligner.f_vocab_, aligner.shard_size, grow=False,
+                        max_length=aligner.max_length)
         unknown_e, unknown_f = aligner.unknown_share(pairs)
         for side, share in (("English", unknown_e), ("French", unknown_f)):
             if share > _UNKNOWN_WARNING:
-                hint = ("it is cased and the model is not" if not norm.lowercase and _cased_share(pairs) > _CASED_WARNING
+                hint = ("it is cased and the model is not" if not norm.lowercase and text.share > _CASED_WARNING
                         else f"was it prepared as the training text (normalization: {recorded.describe()})?")
                 _warn(f"{100 * share:.1f}% of the {side} tokens are unknown to the model; {hint}")
         _write_outputs(aligner, pairs, output, method, threshold, forward_path, reverse_path, forward_scores,

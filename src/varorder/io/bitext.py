@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass
 
 from varorder.io._text import open_text
 
-__all__ = ["Normalization", "read_bitext", "read_joint", "normalize", "strip_accents", "JOINT_SEPARATOR"]
+__all__ = ["Normalization", "read_bitext", "read_joint", "iter_bitext", "iter_joint", "normalize", "strip_accents",
+           "JOINT_SEPARATOR"]
 
 JOINT_SEPARATOR = "|||"
 _LIGATURES = {"œ": "oe", "Œ": "oe", "æ": "ae", "Æ": "ae", "ß": "ss", "«": '"', "»": '"', "“": '"', "”": '"'}
@@ -180,15 +181,9 @@ class _Unclosed:
         return False
 
 
-def read_bitext(e_path, f_path, limit: int | None = None, normalize_text=False):
-    """Read line-aligned English and French files into a list of (e tokens, f tokens).
-
-    ``normalize_text``: a :class:`Normalization`, or True for all of it (False/None: whitespace
-    tokens). Either path may be ``-`` (stdin). Raises ValueError naming the file and line when one
-    side has more lines.
-    """
-    norm = _Interner(_normalization(normalize_text))
-    pairs = []
+def iter_bitext(e_path, f_path, limit: int | None = None, normalize_text=False, _tokens=None):
+    """:func:`read_bitext` one pair at a time (the files are read as the pairs are consumed)."""
+    norm = _tokens or _normalization(normalize_text)
     with _open(e_path) as fe, _open(f_path) as ff:
         line_no = 0
         while limit is None or line_no < limit:
@@ -200,14 +195,22 @@ def read_bitext(e_path, f_path, limit: int | None = None, normalize_text=False):
                 short, other = (e_path, f_path) if not e else (f_path, e_path)
                 raise ValueError(f"{short}: ends at line {line_no - 1} but {other} has line {line_no}; "
                                  "parallel files must have the same number of lines")
-            pairs.append((norm(e, "en"), norm(f, "fr")))
-    return pairs
+            yield norm(e, "en"), norm(f, "fr")
 
 
-def read_joint(path, limit: int | None = None, normalize_text=False):
-    """Read a fast_align-style joint file (``english ||| french`` per line; ``-`` is stdin)."""
-    norm = _Interner(_normalization(normalize_text))
-    pairs = []
+def read_bitext(e_path, f_path, limit: int | None = None, normalize_text=False):
+    """Read line-aligned English and French files into a list of (e tokens, f tokens).
+
+    ``normalize_text``: a :class:`Normalization`, or True for all of it (False/None: whitespace
+    tokens). Either path may be ``-`` (stdin). Raises ValueError naming the file and line when one
+    side has more lines.
+    """
+    return list(iter_bitext(e_path, f_path, limit, _tokens=_Interner(_normalization(normalize_text))))
+
+
+def iter_joint(path, limit: int | None = None, normalize_text=False, _tokens=None):
+    """:func:`read_joint` one pair at a time (the file is read as the pairs are consumed)."""
+    norm = _tokens or _normalization(normalize_text)
     with _open(path) as fh:
         for line_no, line in enumerate(fh, 1):
             if limit is not None and line_no > limit:
@@ -219,8 +222,12 @@ def read_joint(path, limit: int | None = None, normalize_text=False):
                 shown = "stdin" if str(path) == "-" else path
                 raise ValueError(f"{shown}, line {line_no}: expected 'english tokens ||| french tokens' "
                                  f"(one '{JOINT_SEPARATOR}'), found {len(parts) - 1}")
-            pairs.append((norm(parts[0], "en"), norm(parts[1], "fr")))
-    return pairs
+            yield norm(parts[0], "en"), norm(parts[1], "fr")
+
+
+def read_joint(path, limit: int | None = None, normalize_text=False):
+    """Read a fast_align-style joint file (``english ||| french`` per line; ``-`` is stdin)."""
+    return list(iter_joint(path, limit, _tokens=_Interner(_normalization(normalize_text))))
 
 
 def _normalization(value) -> Normalization:
