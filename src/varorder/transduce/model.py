@@ -56,7 +56,7 @@ from varorder.models.persist import check_labels, check_shapes, load_model, mode
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
 
-__all__ = ["AlignmentTransducer", "impute_alignments", "METHODS"]
+__all__ = ["AlignmentTransducer", "impute_alignments", "bigram_viterbi_alignment", "METHODS"]
 
 METHODS = ("rcms", "model", "target", "hybrid", "forced")
 _KIND = "AlignmentTransducer"
@@ -113,6 +113,17 @@ def _sparse_step(optimiser: AdaGrad, weights, indices, values) -> None:
     optimiser.step_sparse(weights, touched, dense[touched])
 
 
+def bigram_viterbi_alignment(x, y, weights, features: AlignmentFeatureSpace, max_length: int = 1):
+    """argmax_z p(z | x, y) of an order-2 model, exactly (Viterbi on the exact target lattice), as moves.
+
+    None when y has no alignment with at most M phonemes per letter.
+    """
+    target = build_alignment_lattice(x, weights, features, 1, max_length=max(max_length, len(y)), clamp=y,
+                                     bigram_exact=True)
+    arcs, score = lt.viterbi_arcs(target.lattice)
+    return None if score == -np.inf else np.array(target.decode_arcs(arcs)[1], dtype=np.int64)
+
+
 def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int = 2, step_size: float = 0.2,
                       delta: float = 1e-4, length_ratio: float = 2.0, length_slack: int = 2, seed=0,
                       progress: bool = False):
@@ -146,13 +157,8 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
     moves = []
     for x, y in zip(x_ids, y_ids):
         bar.update(1)
-        if y is None:
-            moves.append(None)
-            continue
-        Lmax = max(_max_length(len(x), length_ratio, length_slack), len(y))
-        target = build_alignment_lattice(x, theta, features, 1, max_length=Lmax, clamp=y, bigram_exact=True)
-        arcs, score = lt.viterbi_arcs(target.lattice)
-        moves.append(None if score == -np.inf else np.array(target.decode_arcs(arcs)[1], dtype=np.int64))
+        moves.append(None if y is None else bigram_viterbi_alignment(
+            x, y, theta, features, _max_length(len(x), length_ratio, length_slack)))
     bar.close()
     return moves
 
