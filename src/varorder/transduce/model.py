@@ -265,6 +265,21 @@ class AlignmentTransducer(ParamsMixin):
         return log_zt - log_zm, np.concatenate([idx_m, idx_t]), np.concatenate([val_m, -val_t]), ctx
 
     # ------------------------------------------------------------ training
+    def impute_alignments(self, inputs, outputs) -> list:
+        """Forced decoding's imputed alignments (moves per pair, None if none) for these pairs.
+
+        The same as ``fit`` computes for ``method="forced"``; pass the result to ``fit``'s
+        ``alignments`` to reuse it across runs that differ only in the order of examples.
+        """
+        self._check_params()
+        _check_pairs(inputs, outputs)
+        self.codec_ = _Codec.from_data(inputs, outputs)
+        xs = [self.codec_.encode_input(x) for x in inputs]
+        ys = [self.codec_.encode_output(y) for y in outputs]
+        moves = impute_alignments(xs, ys, self._space(order=2), self.bigram_epochs, self.step_size, self.delta,
+                                  self.length_ratio, self.length_slack, self.seed, self.progress)
+        return [None if m is None else m.tolist() for m in moves]
+
     def fit(self, inputs, outputs, callback=None, alignments=None):
         """Train on ``inputs`` (symbol sequences) and ``outputs`` (strings); returns self.
 
@@ -284,12 +299,10 @@ class AlignmentTransducer(ParamsMixin):
         if self.method == "forced":
             start = time.perf_counter()
             if alignments is None:
-                alignments = impute_alignments(xs, ys, self._space(order=2), self.bigram_epochs, self.step_size,
-                                               self.delta, self.length_ratio, self.length_slack, self.seed,
-                                               self.progress)
+                alignments = self.impute_alignments(inputs, outputs)
             elif len(alignments) != len(xs):
                 raise ValueError("alignments must give one entry per training pair")
-            moves = list(alignments)
+            moves = [None if m is None else np.asarray(m, dtype=np.int64) for m in alignments]
             self.imputation_seconds_ = time.perf_counter() - start
         optimiser = AdaGrad(self.step_size, self.delta)
         rng = np.random.default_rng(self.seed)
