@@ -107,6 +107,8 @@ def cmd_run(args):
 def _load_results(folder):
     results = {}
     for path in sorted(Path(folder).glob("*.json")):
+        if path.name.startswith("imputed-"):
+            continue
         r = json.loads(path.read_text())
         results.setdefault(r["method"], []).append(r)
     return results
@@ -130,7 +132,7 @@ def cmd_plot(args):
         x = np.arange(1, c.shape[1] + 1)
         axes[0].plot(x, np.median(c, 0), marker="o", label=METHOD_NAMES[m])
         axes[0].fill_between(x, c.min(0), c.max(0), alpha=0.15)
-    axes[0].set(title="(a) dev CER, all methods (median, min–max)", xlabel="pass", ylabel="CER")
+    axes[0].set(title="(a) dev CER, all methods", xlabel="pass", ylabel="CER (median, min–max band)")
     axes[0].legend(fontsize=8)
     for ax, key, title in ((axes[1], "dev_cer", "(b) dev CER"), (axes[2], "dev_exact", "(c) dev exact match")):
         for m, colour in (("forced", "tab:red"), ("rcms", "tab:purple")):
@@ -141,7 +143,7 @@ def cmd_plot(args):
             for row in c:
                 ax.plot(x, row, color=colour, alpha=0.3, lw=0.8)
             ax.plot(x, np.median(c, 0), color=colour, lw=2, label=f"{METHOD_NAMES[m]} (median)")
-        ax.set(title=title + ", forced vs RCMS, every permutation", xlabel="pass")
+        ax.set(title=title + ": forced vs RCMS", xlabel="pass")
         ax.legend(fontsize=8)
     fig.tight_layout()
     _save(fig, fig_dir / "fig4_cer_exact.png")
