@@ -239,6 +239,18 @@ def strings_inference(tmp: Path):
          "--iterations", "2", "--inner-passes", "1", "--max-variables", "1")
 
 
+@step
+def transduce(tmp: Path):
+    pairs = tmp / "pairs.tsv"
+    pairs.write_text("".join(f"{x}\t{y}\n" for x, y in [("K AE T", "cat"), ("D AO G", "dog"), ("AE T", "at")] * 2))
+    for method in ("rcms", "hybrid", "forced"):
+        model = tmp / f"{method}.npz"
+        _cli("transduce", "train", pairs, "-o", model, "--method", method, "--size", "2", "--epochs", "1",
+             "--hash-bits", "12")
+    _cli("transduce", "apply", tmp / "rcms.npz", pairs, "-o", tmp / "out.tsv")
+    _cli("transduce", "eval", tmp / "forced.npz", pairs)
+
+
 def run(part: int = 0, parts: int = 1, verbose: bool = True) -> list[str]:
     """Run every ``parts``-th step from ``part``; return the names of failed steps."""
     warnings.simplefilter("ignore")

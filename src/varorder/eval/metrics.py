@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["SequenceAccuracy", "sequence_accuracy", "precision_recall_curve", "recall_at_precision", "mapping_accuracy"]
+__all__ = ["SequenceAccuracy", "sequence_accuracy", "precision_recall_curve", "recall_at_precision", "mapping_accuracy",
+           "edit_distance", "character_error_rate", "exact_match"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +102,31 @@ def mapping_accuracy(decoded, truth, symbols) -> float:
     if symbols.min() < 0 or symbols.max() >= min(len(decoded), len(truth)):
         raise ValueError(f"symbols must lie in [0, {min(len(decoded), len(truth))}), got {symbols.min()} .. {symbols.max()}")
     return float(np.mean(decoded[symbols] == truth[symbols]))
+
+
+def edit_distance(a, b) -> int:
+    """Levenshtein distance (unit insertions, deletions, substitutions) between two sequences."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y))
+        previous = current
+    return previous[-1]
+
+
+def character_error_rate(predictions, references) -> float:
+    """Σ edit distance / Σ reference length (Steinhardt & Liang 2015, Fig. 4: an empty output scores 1.0)."""
+    if len(predictions) != len(references) or not references:
+        raise ValueError("predictions and references must be non-empty lists of equal length")
+    total = sum(len(r) for r in references)
+    if total == 0:
+        raise ValueError("references must not all be empty")
+    return sum(edit_distance(p, r) for p, r in zip(predictions, references)) / total
+
+
+def exact_match(predictions, references) -> float:
+    """Fraction of predictions equal to their reference."""
+    if len(predictions) != len(references) or not references:
+        raise ValueError("predictions and references must be non-empty lists of equal length")
+    return sum(p == r for p, r in zip(predictions, references)) / len(references)

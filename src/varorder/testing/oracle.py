@@ -465,3 +465,30 @@ def edit_likelihood(alphabet, substitute, insert, underlying, surface) -> float:
                 f[i + 1][j] += here * stay * substitute[a][A]
     total = f[n][m] * stay
     return math.log(total) if total > 0 else NEG_INF
+
+def monotone_alignments(num_outputs: int, num_inputs: int, max_per_output: int | None = None):
+    """Every alignment of §4.2 (Steinhardt & Liang 2015) between outputs 1..L and inputs 1..L′,
+    by filtering all edge subsets: no crossing edges, every node of degree ≥ 1, and no edge
+    whose two ends both have degree > 1 (one input to several outputs or one output to several
+    inputs, never both); optionally at most ``max_per_output`` inputs per output. Returns
+    sorted tuples of 1-based (output, input) edges.
+    """
+    pairs = [(i, j) for i in range(1, num_outputs + 1) for j in range(1, num_inputs + 1)]
+    found = []
+    for mask in range(1, 1 << len(pairs)):
+        edges = [pairs[k] for k in range(len(pairs)) if mask >> k & 1]
+        out_deg = [0] * (num_outputs + 1)
+        in_deg = [0] * (num_inputs + 1)
+        for i, j in edges:
+            out_deg[i] += 1
+            in_deg[j] += 1
+        if min(out_deg[1:]) < 1 or min(in_deg[1:]) < 1:
+            continue
+        if max_per_output is not None and max(out_deg[1:]) > max_per_output:
+            continue
+        if any(a < c and b > d for a, b in edges for c, d in edges):
+            continue
+        if any(out_deg[i] > 1 and in_deg[j] > 1 for i, j in edges):
+            continue
+        found.append(tuple(sorted(edges)))
+    return found

@@ -1,0 +1,216 @@
+"""Learning with indirect supervision on CMUdict (Steinhardt & Liang 2015, §6, Fig. 4 and Fig. 6 speech panel).
+
+Trains the alignment transducer (phonemes → spelling, alignment unobserved) with the five
+methods of §6 — select-by-model, select-by-target, hybrid, forced decoding, RCMS — for
+``--passes`` passes over a random ``--train-size`` words of the CMUdict train split, each
+with ``--perms`` random orders of the data (seeds), and evaluates CER and exact match on a
+random ``--dev-size`` words of the dev split (and on the first ``--train-eval`` training
+words) after every pass. The CMUdict test split is held back.
+
+    PYTHONPATH=src python benchmarks/transduce.py run --out results/transduce --workers 16
+    PYTHONPATH=src python benchmarks/transduce.py plot results/transduce --figures docs/figures/transduce
+
+``run`` writes one JSON per (method, permutation) into ``--out`` as it finishes (so a
+cut-off run keeps what it finished); ``plot`` draws Fig. 4 (a: CER of every method per
+pass, medians over permutations with min–max bands; b: CER of forced decoding and RCMS,
+every permutation and the median; c: exact match, same) and Fig. 6's speech panel (RCMS
+mass-weighted average context length vs updates), and prints the markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+
+METHOD_NAMES = {"model": "select-by-model", "target": "select-by-target", "hybrid": "hybrid",
+                "forced": "forced decoding", "rcms": "RCMS"}
+
+
+def load_split(data_dir, train_size, dev_size, seed=0):
+    from varorder.io.cmudict import read_cmudict
+
+    X, Y = read_cmudict(Path(data_dir) / "cmudict.train.dict.gz")
+    Xd, Yd = read_cmudict(Path(data_dir) / "cmudict.dev.dict.gz")
+    rng = np.random.default_rng(seed)
+    tr = rng.choice(len(X), train_size, replace=False)
+    dv = rng.choice(len(Xd), dev_size, replace=False)
+    return [X[i] for i in tr], [Y[i] for i in tr], [Xd[i] for i in dv], [Yd[i] for i in dv]
+
+
+def run_job(method, perm, args):
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    from varorder.eval.metrics import character_error_rate, exact_match
+    from varorder.transduce.model import AlignmentTransducer
+
+    X, Y, Xd, Yd = load_split(args.data_dir, args.train_size, args.dev_size, args.split_seed)
+    Xe, Ye = X[:args.train_eval], Y[:args.train_eval]
+
+    def evaluate(model, epoch):
+        start = time.perf_counter()
+        dev = model.predict(Xd)
+        seconds = time.perf_counter() - start
+        row = {"dev_cer": character_error_rate(dev, Yd), "dev_exact": exact_match(dev, Yd),
+               "dev_empty": sum(p == "" for p in dev) / len(dev), "predict_words_per_s": len(Xd) / seconds,
+               "dev_examples": [f"{Yd[k]}->{dev[k]}" for k in range(5)]}
+        if Xe:
+            tr = model.predict(Xe)
+            row.update(train_cer=character_error_rate(tr, Ye), train_exact=exact_match(tr, Ye))
+        print(f"{method} perm {perm} pass {epoch}: dev CER {row['dev_cer']:.3f} exact {row['dev_exact']:.3f}",
+              file=sys.stderr, flush=True)
+        return row
+
+    model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
+                                edge_unigrams=not args.no_unigrams, seed=perm, bigram_epochs=args.bigram_epochs,
+                                track_every=args.track_every)
+    start = time.perf_counter()
+    alignments = None
+    if method == "forced" and args.share_imputation:
+        # one bigram imputation per training set, shared by the permutations (it is computed
+        # once "at the beginning" in the paper; the permutation orders the 5-gram training)
+        cache = Path(args.out) / f"imputed-{args.split_seed}-{args.train_size}.json"
+        if cache.exists():
+            alignments = json.loads(cache.read_text())["alignments"]
+        else:
+            imputer = AlignmentTransducer(method="forced", order=args.order, bigram_epochs=args.bigram_epochs, seed=0)
+            t0 = time.perf_counter()
+            alignments = imputer.impute_alignments(X, Y)
+            cache.write_text(json.dumps({"alignments": alignments, "seconds": time.perf_counter() - t0}))
+    model.fit(X, Y, callback=evaluate, alignments=alignments)
+    if alignments is not None:
+        model.imputation_seconds_ = json.loads(cache.read_text())["seconds"]
+    result = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd),
+              "num_contexts": args.size, "order": args.order, "edge_unigrams": not args.no_unigrams,
+              "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
+              "history": model.history_, "context_length_trace": model.context_length_trace_}
+    out = Path(args.out) / f"{method}-{perm}.json"
+    out.write_text(json.dumps(result, indent=1))
+    return method, perm
+
+
+def cmd_run(args):
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    jobs = [(m, p) for p in range(args.first_perm, args.first_perm + args.perms) for m in args.methods.split(",")]
+    jobs = [j for j in jobs if not (Path(args.out) / f"{j[0]}-{j[1]}.json").exists()]
+    with ProcessPoolExecutor(args.workers) as pool:
+        futures = [pool.submit(run_job, m, p, args) for m, p in jobs]
+        for fut in as_completed(futures):
+            print("done", fut.result(), file=sys.stderr, flush=True)
+
+
+def _load_results(folder):
+    results = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        if path.name.startswith("imputed-"):
+            continue
+        r = json.loads(path.read_text())
+        results.setdefault(r["method"], []).append(r)
+    return results
+
+
+def cmd_plot(args):
+    from varorder.eval.plots import _pyplot, _save
+
+    results = _load_results(args.results)
+    plt = _pyplot()
+    fig_dir = Path(args.figures)
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    order = [m for m in ("model", "target", "hybrid", "forced", "rcms") if m in results]
+
+    def curves(method, key):
+        return np.array([[row[key] for row in r["history"]] for r in results[method]])
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    for m in order:
+        c = curves(m, "dev_cer")
+        x = np.arange(1, c.shape[1] + 1)
+        axes[0].plot(x, np.median(c, 0), marker="o", label=METHOD_NAMES[m])
+        axes[0].fill_between(x, c.min(0), c.max(0), alpha=0.15)
+    axes[0].set(title="(a) dev CER, all methods", xlabel="pass", ylabel="CER (median, min–max band)")
+    axes[0].legend(fontsize=8)
+    for ax, key, title in ((axes[1], "dev_cer", "(b) dev CER"), (axes[2], "dev_exact", "(c) dev exact match")):
+        for m, colour in (("forced", "tab:red"), ("rcms", "tab:purple")):
+            if m not in results:
+                continue
+            c = curves(m, key)
+            x = np.arange(1, c.shape[1] + 1)
+            for row in c:
+                ax.plot(x, row, color=colour, alpha=0.3, lw=0.8)
+            ax.plot(x, np.median(c, 0), color=colour, lw=2, label=f"{METHOD_NAMES[m]} (median)")
+        ax.set(title=title + ": forced vs RCMS", xlabel="pass")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    _save(fig, fig_dir / "fig4_cer_exact.png")
+
+    if "rcms" in results:
+        fig, ax = plt.subplots(figsize=(5, 3.5))
+        for r in results["rcms"]:
+            trace = np.array(r["context_length_trace"])
+            if trace.size:
+                ax.plot(trace[:, 0], trace[:, 1], alpha=0.7, label=f"perm {r['perm']}")
+        ax.set(title="Speech-panel analogue: RCMS context length", xlabel="training examples (updates)",
+               ylabel="avg. context length (qⁱ mass)")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        _save(fig, fig_dir / "fig6_context_length.png")
+
+    print("| method | perms | dev CER per pass (median) | dev exact, last pass (median [min, max]) "
+          "| train CER / exact, last pass (median) | empty dev outputs, last pass | no-signal examples, last pass "
+          "| train s/pass (median) | predict words/s |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for m in order:
+        rs = results[m]
+        cer = curves(m, "dev_cer")
+        ex = curves(m, "dev_exact")
+        per_pass = " → ".join(f"{v:.3f}" for v in np.median(cer, 0))
+        tcer = np.median([r["history"][-1].get("train_cer", np.nan) for r in rs])
+        tex = np.median([r["history"][-1].get("train_exact", np.nan) for r in rs])
+        empty = np.median([r["history"][-1]["dev_empty"] for r in rs])
+        nosig = np.median([r["history"][-1]["no_signal"] for r in rs])
+        secs = np.median([row["seconds"] for r in rs for row in r["history"]])
+        wps = np.median([row["predict_words_per_s"] for r in rs for row in r["history"]])
+        extra = f" (+{np.median([r['imputation_seconds'] for r in rs]):.0f} s imputation)" if m == "forced" else ""
+        print(f"| {METHOD_NAMES[m]} | {len(rs)} | {per_pass} | {np.median(ex[:, -1]):.3f} "
+              f"[{ex[:, -1].min():.3f}, {ex[:, -1].max():.3f}] | {tcer:.3f} / {tex:.3f} | {empty:.3f} | {nosig:.0f} "
+              f"| {secs:.0f}{extra} | {wps:.1f} |")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run")
+    run.add_argument("--data-dir", default="../shared/data/cmudict")
+    run.add_argument("--out", required=True)
+    run.add_argument("--methods", default="rcms,forced,hybrid,target,model")
+    run.add_argument("--train-size", type=int, default=746)
+    run.add_argument("--dev-size", type=int, default=253)
+    run.add_argument("--train-eval", type=int, default=253, help="training words scored after each pass")
+    run.add_argument("--passes", type=int, default=5)
+    run.add_argument("--perms", type=int, default=5)
+    run.add_argument("--first-perm", type=int, default=0)
+    run.add_argument("--size", type=int, default=20, help="B: contexts per z_i / beam size")
+    run.add_argument("--order", type=int, default=5)
+    run.add_argument("--no-unigrams", action="store_true", help="n-gram features only (no edge unigrams)")
+    run.add_argument("--bigram-epochs", type=int, default=1)
+    run.add_argument("--track-every", type=int, default=100)
+    run.add_argument("--split-seed", type=int, default=0)
+    run.add_argument("--workers", type=int, default=1)
+    run.add_argument("--share-imputation", action="store_true",
+                     help="forced decoding: impute once (seed 0) and reuse for every permutation")
+    run.set_defaults(func=cmd_run)
+    plot = sub.add_parser("plot")
+    plot.add_argument("results")
+    plot.add_argument("--figures", default="docs/figures/transduce")
+    plot.set_defaults(func=cmd_plot)
+    args = parser.parse_args(argv)
+    args.func(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""``varorder transduce``: learn a phoneme → spelling transducer with a latent alignment
+(Steinhardt & Liang 2015, §4.2 and §6).
+
+    varorder transduce train cmudict.train.dict.gz -o g2p.npz --limit 746 --method rcms --epochs 5
+    varorder transduce apply g2p.npz words.tsv -o predicted.tsv
+    varorder transduce eval g2p.npz cmudict.dev.dict.gz --limit 253
+
+Data files are CMUdict (``word PH ON EMES``; ``;;;``/``#`` comments, ``word(2)``
+alternates, stress digits removed) or ``input symbols<TAB>output`` pairs; ``--format
+auto`` tells them apart by the tab.
+"""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from varorder.cli._options import OutputFile, Real
+
+__all__ = ["COMMAND"]
+
+_FORMAT = click.option("--format", "fmt", type=click.Choice(["auto", "cmudict", "pairs"]), default="auto",
+                       show_default=True, help="data file format")
+_LIMIT = click.option("--limit", type=click.IntRange(min=1), default=None,
+                      help="use a random LIMIT pairs (seeded by --sample-seed)")
+_SAMPLE_SEED = click.option("--sample-seed", type=int, default=0, show_default=True, help="seed of the --limit sample")
+
+
+def _read(path, fmt, limit, sample_seed):
+    import numpy as np
+
+    from varorder.io.cmudict import read_transduction_pairs
+
+    inputs, outputs = read_transduction_pairs(path, fmt)
+    if limit is not None and limit < len(inputs):
+        keep = np.random.default_rng(sample_seed).choice(len(inputs), limit, replace=False)
+        inputs, outputs = [inputs[k] for k in keep], [outputs[k] for k in keep]
+    return inputs, outputs
+
+
+@click.group("transduce")
+def COMMAND():
+    """Phonemes → spelling through an unobserved alignment (RCMS, beam methods, forced decoding)."""
+
+
+@COMMAND.command("train")
+@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz)")
+@_FORMAT
+@_LIMIT
+@_SAMPLE_SEED
+@click.option("--method", type=click.Choice(["rcms", "model", "target", "hybrid", "forced"]), default="rcms",
+              show_default=True, help="how the target and model lattices are chosen (paper §6)")
+@click.option("--size", type=click.IntRange(min=1), default=20, show_default=True,
+              help="B: contexts per alignment position (RCMS) or beam size")
+@click.option("--order", type=click.IntRange(min=2), default=5, show_default=True, help="n of the n-gram features")
+@click.option("--max-advance", type=click.IntRange(min=1), default=3, show_default=True,
+              help="most phonemes one letter may align to")
+@click.option("--hash-bits", type=click.IntRange(4, 30), default=22, show_default=True, help="2^bits weights")
+@click.option("--no-unigrams", is_flag=True, help="n-gram features only (no (phoneme, letter) indicators)")
+@click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
+@click.option("--step-size", type=Real(min=0, min_open=True), default=0.2, show_default=True, help="AdaGrad η")
+@click.option("--delta", type=Real(min=0), default=1e-4, show_default=True, help="AdaGrad δ")
+@click.option("--seed", type=int, default=0, show_default=True, help="order of the examples")
+@click.option("--dev", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="report CER / exact match on this file after every pass")
+@click.option("--history", type=OutputFile(), default=None, help="write the per-pass history as JSON")
+def train(data, output, fmt, limit, sample_seed, method, size, order, max_advance, hash_bits, no_unigrams, epochs,
+          step_size, delta, seed, dev, history):
+    """Train on DATA and save the model."""
+    from varorder.eval.metrics import character_error_rate, exact_match
+    from varorder.io._text import atomic_write_text
+    from varorder.transduce.model import AlignmentTransducer
+
+    inputs, outputs = _read(data, fmt, limit, sample_seed)
+    dev_pairs = _read(dev, "auto", None, 0) if dev else None
+
+    def report(model, epoch):
+        if dev_pairs is None:
+            return None
+        predictions = model.predict(dev_pairs[0])
+        scores = {"dev_cer": character_error_rate(predictions, dev_pairs[1]),
+                  "dev_exact": exact_match(predictions, dev_pairs[1])}
+        click.echo(f"pass {epoch}: dev CER {scores['dev_cer']:.4f}, exact match {scores['dev_exact']:.4f}",
+                   err=True)
+        return scores
+
+    model = AlignmentTransducer(method=method, num_contexts=size, order=order, max_advance=max_advance,
+                                hash_bits=hash_bits, edge_unigrams=not no_unigrams, step_size=step_size, delta=delta,
+                                epochs=epochs, seed=seed, progress=True)
+    model.fit(inputs, outputs, callback=report)
+    model.progress = False  # a setting of this run, not of the saved model
+    model.save(output)
+    if history:
+        with atomic_write_text(history) as handle:
+            json.dump(model.history_, handle, indent=1)
+    last = model.history_[-1]
+    click.echo(f"trained on {len(inputs)} pairs ({last['no_signal']} without signal in the last pass); "
+               f"saved {output}", err=True)
+
+
+@COMMAND.command("apply")
+@click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=OutputFile(allow_dash=True), default="-", show_default=True,
+              help="'input<TAB>prediction' lines")
+@click.option("--format", "fmt", type=click.Choice(["auto", "cmudict", "pairs", "inputs"]), default="auto",
+              show_default=True, help="'inputs': one space-separated input per line")
+def apply(model_file, data, output, fmt):
+    """Predict the output of every input in DATA."""
+    from varorder.io._text import atomic_write_text, open_text
+    from varorder.transduce.model import AlignmentTransducer
+
+    model = AlignmentTransducer.load(model_file)
+    if fmt == "inputs":
+        with open_text(data) as handle:
+            inputs = [line.split() for line in handle if line.strip()]
+    else:
+        inputs = _read(data, fmt, None, 0)[0]
+    model.progress = output != "-"
+    lines = [f"{' '.join(x)}\t{y}\n" for x, y in zip(inputs, model.predict(inputs))]
+    if output == "-":
+        click.echo("".join(lines), nl=False)
+    else:
+        with atomic_write_text(output) as handle:
+            handle.writelines(lines)
+
+
+@COMMAND.command("eval")
+@click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@_FORMAT
+@_LIMIT
+@_SAMPLE_SEED
+def evaluate(model_file, data, fmt, limit, sample_seed):
+    """Character error rate and exact match of the model on DATA (JSON on stdout)."""
+    import time
+
+    from varorder.eval.metrics import character_error_rate, exact_match
+    from varorder.transduce.model import AlignmentTransducer
+
+    model = AlignmentTransducer.load(model_file)
+    inputs, outputs = _read(data, fmt, limit, sample_seed)
+    start = time.perf_counter()
+    predictions = model.predict(inputs)
+    seconds = time.perf_counter() - start
+    click.echo(json.dumps({"words": len(inputs), "cer": character_error_rate(predictions, outputs),
+                           "exact_match": exact_match(predictions, outputs),
+                           "words_per_second": len(inputs) / max(seconds, 1e-9)}))

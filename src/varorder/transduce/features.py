@@ -1,0 +1,137 @@
+"""Feature space of the alignment model p(y, z | x) (Steinhardt & Liang 2015, §4.2).
+
+An input x_{1:L′} (phonemes) is mapped to an output y_{1:L} (letters, then an end
+symbol) through a monotone alignment z. Each output letter y_i takes one *move* m_i:
+
+* m_i = 0 ("share"): y_i aligns to the phoneme y_{i−1} last aligned to;
+* m_i = k ≥ 1 ("advance k"): y_i aligns to the next k phonemes.
+
+A share is allowed only after a letter aligned to a single phoneme, so no edge joins a
+letter of degree > 1 to a phoneme of degree > 1 (one phoneme to several letters, or one
+letter to several phonemes, never both); the first letter advances; the end symbol is
+allowed once every phoneme is covered. Such move sequences are exactly the non-crossing
+bipartite graphs with every node of degree ≥ 1 of §4.2 (with at most ``max_advance``
+phonemes per letter). An *edge* is a (phoneme, letter) pair.
+
+Features φ(c_{i−1}, (y_i, m_i)) (all indicators):
+
+* output n-gram over the ★-extended letters (paper eq. 6): the last n − 1 letters the
+  context fixes (BOS before the start when it fixes the whole history, ★ where it does
+  not), then y_i (or END);
+* alignment n-gram: for every edge the step creates, the n − 1 previous edges (read
+  through the context in the same ★/BOS way) and the new edge;
+* optional edge unigrams (``edge_unigrams``, on by default): the (phoneme, letter)
+  indicator of every new edge. This is the "simple observation feature" the issue
+  allows: with contexts that grow to the whole history, an n-gram pattern is seen once
+  per training word, and the unigram lets the phoneme → letter correspondence
+  generalise across contexts. Off gives the paper's n-gram-only featurisation.
+
+Indexing: exact (kind offset + mixed-radix code) when the three blocks fit in
+2^``hash_bits`` weights, otherwise the n-gram blocks are hashed into the buckets after
+the (always exact) edge-unigram block (feature hashing; the 5-gram spaces of CMUdict
+have ~10^15 patterns, very few of which ever fire).
+"""
+
+from __future__ import annotations
+
+__all__ = ["AlignmentFeatureSpace"]
+
+
+class AlignmentFeatureSpace:
+    """Sizes and index mode of the alignment model's features.
+
+    Parameters
+    ----------
+    num_letters : V, output letters (the end symbol is label V).
+    num_phonemes : P, input symbols.
+    order : n of the output and alignment n-grams (≥ 2).
+    max_advance : M, the most phonemes one letter may align to.
+    hash_bits : weights are a table of 2^hash_bits entries.
+    edge_unigrams : also fire the (phoneme, letter) indicator of every new edge.
+    """
+
+    def __init__(self, num_letters: int, num_phonemes: int, order: int = 5, max_advance: int = 3,
+                 hash_bits: int = 22, edge_unigrams: bool = True):
+        if int(num_letters) < 1 or int(num_phonemes) < 1:
+            raise ValueError(f"num_letters and num_phonemes must be >= 1, got {num_letters}, {num_phonemes}")
+        if int(order) < 2:
+            raise ValueError(f"order must be >= 2, got {order}")
+        if int(max_advance) < 1:
+            raise ValueError(f"max_advance must be >= 1, got {max_advance}")
+        if not 4 <= int(hash_bits) <= 30:
+            raise ValueError(f"hash_bits must be in [4, 30], got {hash_bits}")
+        self.num_letters = int(num_letters)
+        self.num_phonemes = int(num_phonemes)
+        self.order = int(order)
+        self.max_advance = int(max_advance)
+        self.hash_bits = int(hash_bits)
+        self.edge_unigrams = bool(edge_unigrams)
+
+    @property
+    def size(self) -> int:
+        return 1 << self.hash_bits
+
+    @property
+    def num_moves(self) -> int:
+        """Moves 0 (share) … M (advance M)."""
+        return self.max_advance + 1
+
+    @property
+    def end_label(self) -> int:
+        """Arc label of the end symbol; letter y with move m is label y·(M + 1) + m."""
+        return self.num_letters * self.num_moves
+
+    @property
+    def arc_features(self) -> int:
+        """Feature slots per arc: one output n-gram, M alignment n-grams, M edge unigrams."""
+        return 1 + 2 * self.max_advance
+
+    def block_sizes(self) -> tuple[int, int, int]:
+        """Exact sizes of the output n-gram, alignment n-gram and edge-unigram blocks."""
+        V, E, w = self.num_letters, self.num_phonemes * self.num_letters, self.order - 1
+        return (V + 2) ** w * (V + 1), (E + 2) ** w * E, E if self.edge_unigrams else 0
+
+    @property
+    def hashed(self) -> bool:
+        return sum(self.block_sizes()) > self.size
+
+    def letter_code(self, history, label) -> int:
+        """Output n-gram code: ``history`` n − 1 slot codes (letters, V = BOS, V + 1 = ★), then the label."""
+        code = 0
+        for s in history:
+            code = code * (self.num_letters + 2) + int(s)
+        return code * (self.num_letters + 1) + int(label)
+
+    def edge_symbol(self, phoneme, letter) -> int:
+        return int(phoneme) * self.num_letters + int(letter)
+
+    def edge_code(self, history, edge) -> int:
+        """Alignment n-gram code: n − 1 edge slot codes (edges, E = BOS, E + 1 = ★), then the new edge."""
+        E = self.num_phonemes * self.num_letters
+        code = 0
+        for s in history:
+            code = code * (E + 2) + int(s)
+        return code * E + int(edge)
+
+    def offsets(self):
+        """Start of each block (output n-gram, alignment n-gram, edge unigram) in the weights.
+
+        Exact: the three blocks one after the other. Hashed: the (small) edge-unigram
+        block stays exact at the front and both n-gram kinds hash into the rest.
+        """
+        import numpy as np
+
+        out, align, unigram = self.block_sizes()
+        if self.hashed:
+            return np.array([unigram, unigram, 0], dtype=np.int64)
+        return np.array([0, out, out + align], dtype=np.int64)
+
+    def exact_index(self, kind: int, code: int) -> int:
+        """Weight index of an exact (unhashed) feature: kind 0 output, 1 alignment, 2 edge unigram."""
+        if self.hashed:
+            raise ValueError("this feature space is hashed; exact indices do not exist")
+        return int(self.offsets()[kind]) + int(code)
+
+    def params(self) -> dict:
+        return {"num_letters": self.num_letters, "num_phonemes": self.num_phonemes, "order": self.order,
+                "max_advance": self.max_advance, "hash_bits": self.hash_bits, "edge_unigrams": self.edge_unigrams}

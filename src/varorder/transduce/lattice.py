@@ -1,0 +1,624 @@
+"""Context lattices of the alignment model p(y, z | x) (Steinhardt & Liang 2015, §4.2, §6, App. A).
+
+Factorization: p(y, z, c | x) ∝ exp(Σᵢ θᵀφ(c_{i−1}, (y_i, m_i))) · κ(y, z, c), where
+(y_i, m_i) is the i-th output letter with its alignment move (see
+:mod:`varorder.transduce.features`), the last step emits the end symbol, and each
+context c_i is a pair (alignment state, fixed suffix): the state s_i = (z_i, f_i) —
+the input position y_i last aligned to, and whether y_i aligned to a single phoneme
+(needed to forbid a share after a many-phoneme letter) — is *always* remembered, so
+monotonicity and the degree rule are enforced exactly; the suffix fixes the last ℓ
+(letter, move) labels and leaves the rest free (★). κ forces c_i = f_i(c_{i−1}, y_i, m_i),
+the smallest selected context holding the extension. Once the contexts are chosen the
+model is a :class:`varorder.lattice.Lattice` (node = context at a position, arc =
+expansion (y_i, m_i) into its merge target, one end node per position entered by the
+end-symbol arcs); log Z, marginals, Viterbi all come from the engine.
+
+Context selection during the forward pass (App. A adapted as in §4.2):
+
+* ``selection="rcms"``: every expansion (state, suffix + label) is a candidate; the B
+  candidates with the largest forward score are kept *separately for each value of
+  z_i* (§4.2), and every other candidate merges into its least active ancestor (the
+  longest kept suffix with the same state, else the state's root — the coarsest context
+  "any y_{1:i} with this z_i, f_i"). Coverage: every (y, z) keeps a path.
+* ``selection="beam"``: beam search as the degenerate case (§4.1): contexts are
+  singletons (whole histories), the B best overall are kept, the rest get weight −∞
+  (their arcs are dropped).
+* ``gold_letters`` + ``extra_gold`` = K: also keep, at every step, the K best
+  candidates whose letters agree with the gold output (the hybrid's per-step union
+  of model and target beams, App. B); ``forced_moves``: also keep the gold (letters,
+  moves) prefix (supervised training with the gold forced onto the beam).
+* ``clamp``: only the given letters are expanded and the end symbol comes right after
+  them — the target lattice p(z | x, y) of eq. 7, selected by qⁱ(z | x, y).
+* ``bigram_exact=True`` (order 2 only): contexts keep only the last letter (with the
+  state), all of them — exact inference in the bigram model used by forced decoding.
+
+Merging looks contexts up by a 64-bit hash of (state, suffix); a collision (probability
+≈ 2⁻⁶³ per pair) would merge two distinct contexts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numba as nb
+import numpy as np
+
+from varorder.engine.semiring import log_plus
+from varorder.lattice import Lattice
+from varorder.transduce.features import AlignmentFeatureSpace
+
+__all__ = ["AlignmentLattice", "build_alignment_lattice", "restrict_to_output"]
+
+_NEG_INF = -np.inf
+
+
+@nb.njit(cache=True)
+def _mix(h):
+    h ^= h >> np.uint64(30)
+    h *= np.uint64(0xBF58476D1CE4E5B9)
+    h ^= h >> np.uint64(27)
+    h *= np.uint64(0x94D049BB133111EB)
+    h ^= h >> np.uint64(31)
+    return h
+
+
+@nb.njit(cache=True)
+def _feature_index(code, kind, hashed, mask, offset):
+    """Exact: offset + code. Hashed: n-grams go to [offset, mask] (offset = the exact unigram block)."""
+    if not hashed or kind == 2:
+        return offset + code
+    h = _mix(np.uint64(code) * np.uint64(4) + np.uint64(kind) + np.uint64(0x9E3779B97F4A7C15))
+    return offset + np.int64(h % np.uint64(mask + 1 - offset))
+
+
+@nb.njit(cache=True)
+def _grow2(a, n):
+    b = np.full((max(2 * a.shape[0], n), a.shape[1]), -1, a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@nb.njit(cache=True)
+def _grow1(a, n):
+    b = np.empty(max(2 * a.shape[0], n), a.dtype)
+    b[:a.shape[0]] = a
+    return b
+
+
+@nb.njit(cache=True)
+def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed, mask, offsets, unigrams,
+                   wts, feats, hist, window):
+    """θᵀφ and weight indices of expanding context u (state z = j) by letter y, for every move.
+
+    Row m of ``feats`` (−1 padded) and ``wts[m]``: move m (0 share, k advance k); for the
+    end symbol (y = V) row 0 only. Moves share the output n-gram and the leading edges.
+    """
+    NM = M + 1
+    w = n - 1
+    E = P * V
+    Lp = x.shape[0]
+    for m in range(NM):
+        wts[m] = _NEG_INF
+        for t in range(feats.shape[1]):
+            feats[m, t] = -1
+    code = 0
+    for t in range(w):  # oldest slot first
+        k = w - t
+        if k <= u_len:
+            s = node_sym[u, u_len - k] // NM
+        elif full:
+            s = V  # BOS
+        else:
+            s = V + 1  # ★
+        code = code * (V + 2) + s
+    letter = _feature_index(code * (V + 1) + y, 0, hashed, mask, offsets[0])
+    base = theta[letter]
+    if y == V:
+        feats[0, 0] = letter
+        wts[0] = base
+        return
+    # the n − 1 previous edges, most recent first, read through the context
+    got = 0
+    jpos = j
+    k = u_len - 1
+    while got < w and k >= 0:
+        lab = node_sym[u, k]
+        yk = lab // NM
+        mk = lab % NM
+        if mk == 0:
+            hist[got] = x[jpos - 1] * V + yk
+            got += 1
+        else:
+            p = jpos
+            while p > jpos - mk and got < w:
+                hist[got] = x[p - 1] * V + yk
+                got += 1
+                p -= 1
+        jpos -= mk
+        k -= 1
+    pad = E if full else E + 1  # BOS or ★
+    while got < w:
+        hist[got] = pad
+        got += 1
+    for t in range(w):
+        window[t] = hist[w - 1 - t]
+    if j >= 1:  # share: one edge to phoneme j
+        edge = x[j - 1] * V + y
+        code = 0
+        for t in range(w):
+            code = code * (E + 2) + window[t]
+        feats[0, 0] = letter
+        idx = _feature_index(code * E + edge, 1, hashed, mask, offsets[1])
+        feats[0, 1] = idx
+        wts[0] = base + theta[idx]
+        if unigrams:
+            idx = _feature_index(edge, 2, hashed, mask, offsets[2])
+            feats[0, M + 1] = idx
+            wts[0] += theta[idx]
+    total = base
+    for m in range(1, NM):  # advance m: the edges of advance m − 1, then phoneme j + m
+        if j + m > Lp:
+            break
+        edge = x[j + m - 1] * V + y
+        code = 0
+        for t in range(w):
+            code = code * (E + 2) + window[t]
+        idx = _feature_index(code * E + edge, 1, hashed, mask, offsets[1])
+        total += theta[idx]
+        feats[m, 0] = letter
+        for t in range(1, m):
+            feats[m, t] = feats[m - 1, t]
+            feats[m, M + t] = feats[m - 1, M + t]
+        feats[m, m] = idx
+        if unigrams:
+            idx = _feature_index(edge, 2, hashed, mask, offsets[2])
+            feats[m, M + m] = idx
+            total += theta[idx]
+        wts[m] = total
+        for t in range(w - 1):
+            window[t] = window[t + 1]
+        if w > 0:
+            window[w - 1] = edge
+
+
+@nb.njit(cache=True)
+def _kept_ancestor(u, lab, node_anc, node_root, node_j, node_f, prev_roots, child, prev_first, NM):
+    """The kept context at i for (u's proper ancestors at i − 1) + lab, longest first; −1: none.
+
+    A kept context (state, s + lab) came from the context (state′, s) at i − 1, which is
+    an ancestor of u (same z, its suffix a suffix of u's) — so walking u's ancestor chain
+    and then the roots of u's z finds the least active ancestor without any hashing.
+    """
+    if node_root[u] or u == 0:
+        return -1
+    t = node_anc[u]
+    while t >= 0:
+        v = child[t - prev_first, lab]
+        if v >= 0:
+            return v
+        t = node_anc[t]
+    j = node_j[u]
+    for f in range(1, -1, -1):
+        if lab % NM == 0 and f == 0:
+            continue  # a share needs a single-phoneme root
+        r = prev_roots[j * 2 + f]
+        if r >= 0:
+            v = child[r - prev_first, lab]
+            if v >= 0:
+                return v
+    return -1
+
+
+@nb.njit(cache=True)
+def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, B, beam, bigram_exact, Lmax,
+                  clamp, gold, extra_k, forced_moves):
+    Lp = x.shape[0]
+    NM = M + 1
+    F = 1 + 2 * M
+    clamped = clamp.shape[0] > 0
+    Lc = clamp.shape[0]
+    n_gold = gold.shape[0]
+    forcing = forced_moves.shape[0] > 0
+    width = (B if beam else B * (Lp + 1)) + extra_k + 2 + 2 * (Lp + 1) + 1
+    max_nodes = 1 + (Lmax + 1) * width
+    slots = Lmax + 1
+    node_pos = np.zeros(max_nodes, np.int64)
+    node_j = np.zeros(max_nodes, np.int64)
+    node_f = np.zeros(max_nodes, np.int64)
+    node_len = np.zeros(max_nodes, np.int64)
+    node_sym = np.zeros((max_nodes, slots), np.int64)
+    node_fwd = np.full(max_nodes, _NEG_INF)
+    node_root = np.zeros(max_nodes, np.bool_)
+    node_gold = np.zeros(max_nodes, np.bool_)
+    node_forced = np.zeros(max_nodes, np.bool_)
+    node_end = np.zeros(max_nodes, np.bool_)
+    cap_a = 4096
+    a_src = np.empty(cap_a, np.int64)
+    a_dst = np.empty(cap_a, np.int64)
+    a_lab = np.empty(cap_a, np.int64)
+    a_w = np.empty(cap_a)
+    a_pos = np.empty(cap_a, np.int64)
+    a_feat = np.full((cap_a, F), -1, np.int64)
+    node_fwd[0] = 0.0
+    node_gold[0] = True
+    node_forced[0] = True
+    n_nodes = 1
+    n_arcs = 0
+    prev_first = 0
+    prev_count = 1
+    step_w = np.empty(NM)
+    step_f = np.empty((NM, F), np.int64)
+    hist_buf = np.empty(n + M, np.int64)
+    win_buf = np.empty(n, np.int64)
+    prev_roots = np.full((Lp + 1) * 2, -1, np.int64)
+    node_anc = np.full(max_nodes, -1, np.int64)  # least active proper ancestor, same state, same position
+    NL = V * NM
+    for i in range(1, Lmax + 2):
+        if prev_count == 0:
+            break
+        max_c = prev_count * V * NM
+        c_par = np.empty(max_c, np.int64)
+        c_lab = np.empty(max_c, np.int64)
+        c_w = np.empty(max_c)
+        c_fwd = np.empty(max_c)
+        c_group = np.empty(max_c, np.int64)
+        c_feat = np.empty((max_c, F), np.int64)
+        e_par = np.empty(prev_count, np.int64)
+        e_w = np.empty(prev_count)
+        e_feat = np.empty((prev_count, F), np.int64)
+        n_c = 0
+        n_e = 0
+        # duplicates arise only from the two roots of one z (advance labels), or, in the
+        # exact bigram, from any two contexts sharing (state, last letter): dense tables
+        root_table = np.full((Lp + 1) * 2 * NL, -1, np.int64)
+        bigram_table = np.full((Lp + 1) * 2 * V if bigram_exact else 1, -1, np.int64)
+        g_rep = np.empty(max_c, np.int64)
+        g_fwd = np.empty(max_c)
+        g_j = np.empty(max_c, np.int64)
+        g_f = np.empty(max_c, np.int64)
+        g_len = np.empty(max_c, np.int64)
+        g_gold = np.zeros(max_c, np.bool_)
+        g_forced = np.zeros(max_c, np.bool_)
+        n_g = 0
+        remaining = (Lc - i) if clamped else (Lmax - i)
+        for u in range(prev_first, prev_first + prev_count):
+            if node_fwd[u] == _NEG_INF:
+                continue
+            j = node_j[u]
+            f = node_f[u]
+            u_len = node_len[u]
+            full = u_len == node_pos[u]
+            if j == Lp and i >= 2 and (not clamped or i == Lc + 1):
+                _step_features(x, theta, node_sym, u, u_len, full, j, V, V, P, n, M, hashed, mask, offsets,
+                               unigrams, step_w, step_f, hist_buf, win_buf)
+                e_w[n_e] = step_w[0]
+                e_feat[n_e] = step_f[0]
+                e_par[n_e] = u
+                n_e += 1
+            if clamped and i > Lc:
+                continue
+            if i > Lmax:
+                continue
+            for y in range(V):
+                if clamped and y != clamp[i - 1]:
+                    continue
+                _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed, mask, offsets,
+                               unigrams, step_w, step_f, hist_buf, win_buf)
+                for m in range(NM):
+                    if m == 0:
+                        if f == 0 or j == 0:
+                            continue
+                        j2 = j
+                        f2 = 1
+                    else:
+                        j2 = j + m
+                        if j2 > Lp:
+                            break
+                        f2 = 1 if m == 1 else 0
+                    if Lp - j2 > M * remaining:
+                        continue
+                    if clamped and remaining > 0 and j2 == Lp and f2 == 0:
+                        continue
+                    lab = y * NM + m
+                    w = step_w[m]
+                    c = n_c
+                    n_c += 1
+                    c_par[c] = u
+                    c_lab[c] = lab
+                    c_w[c] = w
+                    c_fwd[c] = node_fwd[u] + w
+                    c_feat[c] = step_f[m]
+                    if bigram_exact:
+                        slot_key = (j2 * 2 + f2) * V + y
+                        g = bigram_table[slot_key]
+                        new_len = 1
+                    elif node_root[u] or u == 0:
+                        slot_key = (j2 * 2 + f2) * NL + lab
+                        g = root_table[slot_key]
+                        new_len = 1
+                    else:
+                        slot_key = -1
+                        g = -1
+                        new_len = u_len + 1
+                    if g >= 0:
+                        g_fwd[g] = log_plus(g_fwd[g], c_fwd[c])
+                    else:
+                        g = n_g
+                        n_g += 1
+                        if bigram_exact:
+                            bigram_table[slot_key] = g
+                        elif slot_key >= 0:
+                            root_table[slot_key] = g
+                        g_rep[g] = c
+                        g_fwd[g] = c_fwd[c]
+                        g_j[g] = j2
+                        g_f[g] = f2
+                        g_len[g] = new_len
+                    c_group[c] = g
+                    if node_gold[u] and i <= n_gold and y == gold[i - 1]:
+                        g_gold[g] = True
+                        if forcing and node_forced[u] and m == forced_moves[i - 1]:
+                            g_forced[g] = True
+        # selection: B best per z_i (RCMS) or overall (beam), plus gold extras and the forced entry
+        active = np.zeros(n_g, np.bool_)
+        order = np.argsort(-g_fwd[:n_g], kind="mergesort")
+        per_j = np.zeros(Lp + 1, np.int64)
+        taken = 0
+        extra = 0
+        for t in range(n_g):
+            g = order[t]
+            if g_fwd[g] == _NEG_INF:
+                break
+            if beam:
+                if taken < B:
+                    active[g] = True
+                    taken += 1
+            elif per_j[g_j[g]] < B:
+                active[g] = True
+                per_j[g_j[g]] += 1
+            if g_gold[g] and extra < extra_k:
+                active[g] = True
+                extra += 1
+            if g_forced[g]:
+                active[g] = True
+        first = n_nodes
+        g_node = np.full(n_g, -1, np.int64)
+        child = np.full((prev_count, NL), -1, np.int64)  # (context at i−1, label) → kept context at i
+        for g in range(n_g):
+            if not active[g]:
+                continue
+            v = n_nodes
+            n_nodes += 1
+            g_node[g] = v
+            c = g_rep[g]
+            u = c_par[c]
+            node_pos[v] = i
+            node_j[v] = g_j[g]
+            node_f[v] = g_f[g]
+            node_len[v] = g_len[g]
+            if g_len[g] == 1:
+                node_sym[v, 0] = c_lab[c]
+            else:
+                for k in range(g_len[g] - 1):
+                    node_sym[v, k] = node_sym[u, k]
+                node_sym[v, g_len[g] - 1] = c_lab[c]
+            node_gold[v] = g_gold[g]
+            node_forced[v] = g_forced[g]
+        for c in range(n_c):
+            g = c_group[c]
+            if active[g]:
+                child[c_par[c] - prev_first, c_lab[c]] = g_node[g]
+        for g in range(n_g):
+            if active[g] and not beam:
+                c = g_rep[g]
+                node_anc[g_node[g]] = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j, node_f,
+                                                     prev_roots, child, prev_first, NM)
+        # merge every other candidate into its least active ancestor (RCMS) or drop it (beam)
+        roots = np.full((Lp + 1) * 2, -1, np.int64)
+        c_dst = np.full(n_c, -1, np.int64)
+        for c in range(n_c):
+            g = c_group[c]
+            if active[g]:
+                c_dst[c] = g_node[g]
+                continue
+            if beam:
+                continue
+            target = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j, node_f, prev_roots, child,
+                                    prev_first, NM)
+            if target < 0:
+                rk = g_j[g] * 2 + g_f[g]
+                target = roots[rk]
+                if target < 0:
+                    target = n_nodes
+                    n_nodes += 1
+                    node_pos[target] = i
+                    node_j[target] = g_j[g]
+                    node_f[target] = g_f[g]
+                    node_len[target] = 0
+                    node_root[target] = True
+                    roots[rk] = target
+            c_dst[c] = target
+        prev_roots = roots
+        n_regular = n_nodes - first
+        end_node = -1
+        if n_e > 0:
+            end_node = n_nodes
+            n_nodes += 1
+            node_pos[end_node] = i
+            node_end[end_node] = True
+        need = n_arcs + n_c + n_e
+        if need > a_src.shape[0]:
+            a_src = _grow1(a_src, need)
+            a_dst = _grow1(a_dst, need)
+            a_lab = _grow1(a_lab, need)
+            a_w = _grow1(a_w, need)
+            a_pos = _grow1(a_pos, need)
+            a_feat = _grow2(a_feat, need)
+        for c in range(n_c):
+            v = c_dst[c]
+            if v < 0:
+                continue
+            a_src[n_arcs] = c_par[c]
+            a_dst[n_arcs] = v
+            a_lab[n_arcs] = c_lab[c]
+            a_w[n_arcs] = c_w[c]
+            a_pos[n_arcs] = i
+            a_feat[n_arcs] = c_feat[c]
+            node_fwd[v] = log_plus(node_fwd[v], c_fwd[c])
+            n_arcs += 1
+        for e in range(n_e):
+            a_src[n_arcs] = e_par[e]
+            a_dst[n_arcs] = end_node
+            a_lab[n_arcs] = V * NM
+            a_w[n_arcs] = e_w[e]
+            a_pos[n_arcs] = i
+            a_feat[n_arcs] = e_feat[e]
+            node_fwd[end_node] = log_plus(node_fwd[end_node], node_fwd[e_par[e]] + e_w[e])
+            n_arcs += 1
+        prev_first = first
+        prev_count = n_regular
+    return (node_pos[:n_nodes], node_j[:n_nodes], node_len[:n_nodes], node_root[:n_nodes], node_fwd[:n_nodes],
+            node_end[:n_nodes], a_src[:n_arcs], a_dst[:n_arcs], a_lab[:n_arcs], a_w[:n_arcs], a_pos[:n_arcs],
+            a_feat[:n_arcs])
+
+
+@dataclass
+class AlignmentLattice:
+    """One input's selected contexts as an engine lattice, plus what learning needs.
+
+    Arc a emits ``letter = arc_label // (M + 1)`` (``num_letters`` = end) with move
+    ``arc_label % (M + 1)`` at output position ``arc_position[a]`` and fires the weight
+    indices ``arc_features[a]`` (−1 padded). Node v is a context at position
+    ``lattice.node_position[v]`` remembering z = ``node_alignment[v]`` and fixing
+    ``node_length[v]`` labels; ``node_forward`` are the forward scores used for
+    selection (qⁱ masses); ``node_is_end`` marks the end nodes (final weight 0).
+    """
+
+    lattice: Lattice
+    features: AlignmentFeatureSpace
+    node_alignment: np.ndarray
+    node_length: np.ndarray
+    node_is_root: np.ndarray
+    node_forward: np.ndarray
+    node_is_end: np.ndarray
+    arc_position: np.ndarray
+    arc_features: np.ndarray
+
+    def arc_letters(self) -> np.ndarray:
+        return self.lattice.arc_label // self.features.num_moves
+
+    def arc_moves(self) -> np.ndarray:
+        return self.lattice.arc_label % self.features.num_moves
+
+    def decode_arcs(self, arcs) -> tuple[list[int], list[int]]:
+        """(letters, moves) along a path given as arc ids (end symbol dropped)."""
+        arcs = np.asarray(arcs, dtype=np.int64)
+        arcs = arcs[arcs >= 0]
+        labels = self.lattice.arc_label[arcs]
+        keep = labels != self.features.end_label
+        labels = labels[keep]
+        return (labels // self.features.num_moves).tolist(), (labels % self.features.num_moves).tolist()
+
+    def expected_features(self, arc_marginals) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, values): Σ_a p(a) φ(a), sparse with repeats."""
+        fired = self.arc_features >= 0
+        values = np.broadcast_to(np.asarray(arc_marginals)[:, None], self.arc_features.shape)[fired]
+        return self.arc_features[fired], values
+
+    def context_length(self, upto: int | None = None) -> float:
+        """qⁱ-mass-weighted number of labels fixed by the contexts of positions 1 … upto − 1 (Fig. 6)."""
+        pos = self.lattice.node_position
+        last = int(pos.max()) if upto is None else int(upto)
+        total, count = 0.0, 0
+        for i in range(1, last):
+            sel = (pos == i) & ~self.node_is_end
+            fwd = self.node_forward[sel]
+            if fwd.size == 0 or fwd.max() == -np.inf:
+                continue
+            mass = np.exp(fwd - fwd.max())
+            total += float(mass @ self.node_length[sel]) / float(mass.sum())
+            count += 1
+        return total / count if count else float("nan")
+
+
+def build_alignment_lattice(phonemes, weights, features: AlignmentFeatureSpace, num_contexts: int, *,
+                            selection: str = "rcms", max_length: int, clamp=None, gold_letters=None,
+                            extra_gold: int = 0, forced_moves=None, bigram_exact: bool = False) -> AlignmentLattice:
+    """Select contexts for input ``phonemes`` (ids) under ``weights`` and emit the lattice.
+
+    ``max_length`` bounds the number of output letters. See the module docstring for
+    ``selection``, ``clamp``, ``gold_letters``/``extra_gold``, ``forced_moves``,
+    ``bigram_exact``.
+    """
+    x = np.ascontiguousarray(phonemes, dtype=np.int64)
+    if x.ndim != 1 or x.shape[0] < 1:
+        raise ValueError(f"phonemes must be a non-empty 1-D id array, got shape {x.shape}")
+    if x.min() < 0 or x.max() >= features.num_phonemes:
+        raise ValueError(f"phoneme ids must lie in [0, {features.num_phonemes})")
+    theta = np.ascontiguousarray(weights, dtype=np.float64)
+    if theta.shape != (features.size,):
+        raise ValueError(f"weights must have shape ({features.size},), got {theta.shape}")
+    if selection not in ("rcms", "beam"):
+        raise ValueError(f"selection must be 'rcms' or 'beam', got {selection!r}")
+    B = int(num_contexts)
+    if B < 1:
+        raise ValueError(f"num_contexts must be >= 1, got {num_contexts}")
+    if bigram_exact:
+        if features.order != 2 or selection != "rcms":
+            raise ValueError("bigram_exact needs order 2 and selection 'rcms'")
+        B = features.num_letters * features.num_moves * 2
+    empty = np.zeros(0, np.int64)
+
+    def letters(name, value):
+        if value is None:
+            return empty
+        arr = np.ascontiguousarray(value, dtype=np.int64)
+        if arr.ndim != 1 or arr.size < 1 or arr.min() < 0 or arr.max() >= features.num_letters:
+            raise ValueError(f"{name} must be a non-empty list of letter ids in [0, {features.num_letters})")
+        return arr
+
+    clamp_arr = letters("clamp", clamp)
+    gold_arr = letters("gold_letters", gold_letters)
+    moves = empty
+    if forced_moves is not None:
+        moves = np.ascontiguousarray(forced_moves, dtype=np.int64)
+        if moves.shape != gold_arr.shape or moves.min() < 0 or moves.max() > features.max_advance:
+            raise ValueError("forced_moves must give one move in [0, max_advance] per gold letter")
+    Lmax = int(max_length)
+    if clamp_arr.size:
+        Lmax = max(Lmax, clamp_arr.size)
+    if gold_arr.size:
+        Lmax = max(Lmax, gold_arr.size)
+    if Lmax < 1:
+        raise ValueError(f"max_length must be >= 1, got {max_length}")
+    sizes = features.block_sizes()
+    (pos, zj, length, root, fwd, end, src, dst, lab, w, apos, afeat) = _build_kernel(
+        x, theta, features.num_letters, features.num_phonemes, features.order, features.max_advance,
+        features.hashed, features.size - 1, features.offsets(), features.edge_unigrams, B,
+        selection == "beam", bool(bigram_exact), Lmax, clamp_arr, gold_arr, int(extra_gold), moves)
+    final = np.where(end, 0.0, -np.inf)
+    lattice = Lattice(pos, src, dst, lab, w, final)
+    return AlignmentLattice(lattice, features, zj, length, root, fwd, end, apos, afeat)
+
+
+def restrict_to_output(al: AlignmentLattice, letters, moves=None) -> Lattice:
+    """The lattice's paths that spell ``letters`` (and take ``moves``), others weighted −∞.
+
+    Select-by-model's and the hybrid's target: the beam's paths reweighted by p(y | z, x).
+    """
+    letters = np.asarray(letters, dtype=np.int64)
+    L = letters.shape[0]
+    lat = al.lattice
+    pos = al.arc_position
+    NM = al.features.num_moves
+    is_end = lat.arc_label == al.features.end_label
+    inside = (pos >= 1) & (pos <= L)
+    ok = np.where(is_end, pos == L + 1, False)
+    gold_at = letters[np.clip(pos - 1, 0, L - 1)]
+    match = inside & ~is_end & (lat.arc_label // NM == gold_at)
+    if moves is not None:
+        moves = np.asarray(moves, dtype=np.int64)
+        match &= lat.arc_label % NM == moves[np.clip(pos - 1, 0, L - 1)]
+    ok |= match
+    weights = np.where(ok, lat.arc_weight, -np.inf)
+    return Lattice(lat.node_position, lat.arc_source, lat.arc_target, lat.arc_label, weights, lat.final)

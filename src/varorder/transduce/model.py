@@ -1,0 +1,388 @@
+"""Training p(y, z | x) from (x, y) pairs with the alignment z unobserved
+(Steinhardt & Liang, "Reified Context Models", ICML 2015, §6 and App. B).
+
+Factorization: p(y, z | x) ∝ exp(θᵀφ(x, y, z)), φ summed over the steps of
+:mod:`varorder.transduce.lattice` (output and alignment n-grams, edge unigrams). The
+marginal-likelihood gradient (eq. 7) is E_{p(z|x,y)}[φ] − E_{p(y,z|x)}[φ]; each term is
+the arc marginals of one lattice from :mod:`varorder.lattice` (the *target* and the
+*model* lattice), and the approximate log-likelihood is log Z_target − log Z_model.
+How the two lattices are chosen is the training ``method``:
+
+* ``"rcms"``: model lattice = RCMS contexts selected by qⁱ(y, z | x), B per value of
+  z_i; target lattice = RCMS contexts selected by qⁱ(z | x, y) (y clamped). Coverage:
+  every alignment of the gold y has a path in both, for any B.
+* ``"model"`` (select-by-model): one beam lattice selected by qⁱ(y, z | x); the target
+  is the same beam's paths that spell y (re-weighting by p(y | z, x)). No path spells
+  y → no signal, no update.
+* ``"target"`` (select-by-target): target = beam selected by qⁱ(z | x, y) (y clamped);
+  model = the ordinary model beam (our reading: the target selection decides only the
+  target term; the model term needs a search over y, and the model beam is the one that
+  prediction uses).
+* ``"hybrid"``: one beam lattice whose every step keeps the union of the B best
+  expansions under the model and the B best expansions that spell the gold prefix
+  (App. B: the union at every step); the model term is that lattice, the target its
+  paths that spell y.
+* ``"forced"`` (forced decoding, Gorman et al. 2011 as in §6): a bigram model (order 2)
+  with *exact* inference (:func:`impute_alignments`, trained by the same marginal
+  likelihood with exact lattices) imputes z once as its Viterbi alignment given (x, y);
+  then supervised training: the model beam with the gold (y, ẑ) forced on, the target
+  its single gold path.
+
+Updates: one AdaGrad step per example (η = 0.2, δ = 10⁻⁴ as in the paper;
+:meth:`varorder.models.optim.AdaGrad.step_sparse`), weights start at zero, B = 20.
+Prediction: the Viterbi (y, z) of the model lattice (RCMS contexts for ``"rcms"``, the
+beam otherwise); an input whose beam holds no complete path predicts the empty string.
+Output length is bounded by ``ceil(length_ratio · |x|) + length_slack`` letters (and by
+|y| in training).
+
+Context length (Fig. 6): per training example, the qⁱ-mass-weighted number of labels
+the model lattice's contexts fix at positions 1 … |y| − 1, averaged; the trace is the
+cumulative average every ``track_every`` examples.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from varorder import lattice as lt
+from varorder.models.estimator import ParamsMixin
+from varorder.models.optim import AdaGrad
+from varorder.models.persist import check_labels, check_shapes, load_model, model_loader, save_model
+from varorder.transduce.features import AlignmentFeatureSpace
+from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
+
+__all__ = ["AlignmentTransducer", "impute_alignments", "bigram_viterbi_alignment", "METHODS"]
+
+METHODS = ("rcms", "model", "target", "hybrid", "forced")
+_KIND = "AlignmentTransducer"
+_UNK = "<unk>"
+
+
+def _max_length(num_inputs: int, ratio: float, slack: int) -> int:
+    return int(math.ceil(ratio * num_inputs)) + int(slack)
+
+
+class _Codec:
+    """Phoneme and letter ids; phoneme 0 is the unknown symbol."""
+
+    def __init__(self, phonemes, letters):
+        self.phonemes = list(phonemes)
+        self.letters = list(letters)
+        self.phoneme_id = {p: k for k, p in enumerate(self.phonemes)}
+        self.letter_id = {c: k for k, c in enumerate(self.letters)}
+
+    @classmethod
+    def from_data(cls, inputs, outputs):
+        phonemes = [_UNK] + sorted({p for x in inputs for p in x})
+        letters = sorted({c for y in outputs for c in y})
+        return cls(phonemes, letters)
+
+    def encode_input(self, x) -> np.ndarray:
+        return np.array([self.phoneme_id.get(p, 0) for p in x], dtype=np.int64)
+
+    def encode_output(self, y):
+        """Letter ids, or None when y holds a letter the model has never seen."""
+        ids = [self.letter_id.get(c) for c in y]
+        return None if any(i is None for i in ids) else np.array(ids, dtype=np.int64)
+
+    def decode_output(self, ids) -> str:
+        return "".join(self.letters[i] for i in ids)
+
+
+def _check_pairs(inputs, outputs):
+    if len(inputs) != len(outputs) or not inputs:
+        raise ValueError("inputs and outputs must be non-empty lists of equal length")
+    for k, (x, y) in enumerate(zip(inputs, outputs)):
+        if len(x) < 1 or len(y) < 1:
+            raise ValueError(f"pair {k}: input and output must be non-empty")
+
+
+def _sparse_step(optimiser: AdaGrad, weights, indices, values) -> None:
+    """AdaGrad step for a gradient given as (index, value) pairs with many repeats.
+
+    Summing by ``bincount`` over the weight table and stepping on its non-zeros is the
+    same step as ``step_sparse`` on the raw pairs, without sorting ~10⁶ repeated indices.
+    """
+    dense = np.bincount(indices, weights=values, minlength=weights.size)
+    touched = np.flatnonzero(dense)
+    optimiser.step_sparse(weights, touched, dense[touched])
+
+
+def bigram_viterbi_alignment(x, y, weights, features: AlignmentFeatureSpace, max_length: int = 1):
+    """argmax_z p(z | x, y) of an order-2 model, exactly (Viterbi on the exact target lattice), as moves.
+
+    None when y has no alignment with at most M phonemes per letter.
+    """
+    target = build_alignment_lattice(x, weights, features, 1, max_length=max(max_length, len(y)), clamp=y,
+                                     bigram_exact=True)
+    arcs, score = lt.viterbi_arcs(target.lattice)
+    return None if score == -np.inf else np.array(target.decode_arcs(arcs)[1], dtype=np.int64)
+
+
+def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int = 2, step_size: float = 0.2,
+                      delta: float = 1e-4, length_ratio: float = 2.0, length_slack: int = 2, seed=0,
+                      progress: bool = False):
+    """Forced decoding's first stage: ẑ = argmax_z p(z | x, y) under an exactly-trained bigram model.
+
+    ``features`` must have order 2. The bigram model is trained for ``epochs`` passes of
+    per-example AdaGrad on the exact marginal likelihood (exact model and target
+    lattices), then each pair's Viterbi alignment (as moves) is read off its exact target
+    lattice; None where y has no alignment with ≤ M phonemes per letter.
+    """
+    if features.order != 2:
+        raise ValueError("the forced-decoding bigram model needs order 2 features")
+    theta = np.zeros(features.size)
+    opt = AdaGrad(step_size, delta)
+    rng = np.random.default_rng(seed)
+    bar = tqdm(total=epochs * len(x_ids) + len(x_ids), disable=not progress, desc="bigram imputation", leave=False)
+    for _ in range(epochs):
+        for k in rng.permutation(len(x_ids)):
+            x, y = x_ids[k], y_ids[k]
+            bar.update(1)
+            if y is None:
+                continue
+            Lmax = max(_max_length(len(x), length_ratio, length_slack), len(y))
+            target = build_alignment_lattice(x, theta, features, 1, max_length=Lmax, clamp=y, bigram_exact=True)
+            if lt.log_partition(target.lattice) == -np.inf:
+                continue
+            model = build_alignment_lattice(x, theta, features, 1, max_length=Lmax, bigram_exact=True)
+            idx_m, val_m = model.expected_features(lt.marginals(model.lattice)[1])
+            idx_t, val_t = target.expected_features(lt.marginals(target.lattice)[1])
+            _sparse_step(opt, theta, np.concatenate([idx_m, idx_t]), np.concatenate([val_m, -val_t]))
+    moves = []
+    for x, y in zip(x_ids, y_ids):
+        bar.update(1)
+        moves.append(None if y is None else bigram_viterbi_alignment(
+            x, y, theta, features, _max_length(len(x), length_ratio, length_slack)))
+    bar.close()
+    return moves
+
+
+class AlignmentTransducer(ParamsMixin):
+    """Phonemes → spelling (any symbol sequence → string) through a latent monotone alignment.
+
+    Parameters
+    ----------
+    method : one of :data:`METHODS` (see the module docstring).
+    num_contexts : B — contexts per value of z_i (RCMS) or beam size.
+    order : n of the output and alignment n-grams (paper: 5).
+    max_advance : the most phonemes one letter aligns to.
+    hash_bits : weight table size 2^hash_bits.
+    edge_unigrams : add (phoneme, letter) indicators (see :mod:`varorder.transduce.features`).
+    step_size, delta : AdaGrad η, δ.
+    epochs : passes over the training data.
+    length_ratio, length_slack : output length bound ceil(ratio·|x|) + slack.
+    bigram_epochs : passes of the forced-decoding bigram model.
+    track_every : examples between points of the context-length trace.
+    seed : order of the examples (a permutation per pass).
+    progress : tqdm bars on stderr.
+    """
+
+    def __init__(self, method: str = "rcms", num_contexts: int = 20, order: int = 5, max_advance: int = 3,
+                 hash_bits: int = 22, edge_unigrams: bool = True, step_size: float = 0.2, delta: float = 1e-4,
+                 epochs: int = 5, length_ratio: float = 2.0, length_slack: int = 2, bigram_epochs: int = 2,
+                 track_every: int = 100, seed: int = 0, progress: bool = False):
+        self.method = method
+        self.num_contexts = num_contexts
+        self.order = order
+        self.max_advance = max_advance
+        self.hash_bits = hash_bits
+        self.edge_unigrams = edge_unigrams
+        self.step_size = step_size
+        self.delta = delta
+        self.epochs = epochs
+        self.length_ratio = length_ratio
+        self.length_slack = length_slack
+        self.bigram_epochs = bigram_epochs
+        self.track_every = track_every
+        self.seed = seed
+        self.progress = progress
+
+    def _check_params(self):
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+        for name, low in (("num_contexts", 1), ("order", 2), ("max_advance", 1), ("epochs", 0), ("track_every", 1),
+                          ("length_slack", 0), ("bigram_epochs", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+        for name in ("step_size", "length_ratio"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+        if not isinstance(self.delta, (int, float)) or not self.delta >= 0:
+            raise ValueError(f"delta must be >= 0, got {self.delta!r}")
+
+    def _space(self, order=None) -> AlignmentFeatureSpace:
+        return AlignmentFeatureSpace(len(self.codec_.letters), len(self.codec_.phonemes),
+                                     self.order if order is None else order, self.max_advance, self.hash_bits,
+                                     self.edge_unigrams)
+
+    # ------------------------------------------------------------ lattices
+    def _lattices(self, x, y, moves=None):
+        """(model AlignmentLattice, target AlignmentLattice, target Lattice) for one pair."""
+        B, fs, theta = self.num_contexts, self.features_, self.weights_
+        Lmax = max(_max_length(len(x), self.length_ratio, self.length_slack), len(y))
+        method = self.method
+        if method == "rcms":
+            model = build_alignment_lattice(x, theta, fs, B, max_length=Lmax)
+            target = build_alignment_lattice(x, theta, fs, B, max_length=Lmax, clamp=y)
+            return model, target, target.lattice
+        if method == "target":
+            model = build_alignment_lattice(x, theta, fs, B, selection="beam", max_length=Lmax)
+            target = build_alignment_lattice(x, theta, fs, B, selection="beam", max_length=Lmax, clamp=y)
+            return model, target, target.lattice
+        if method == "model":
+            model = build_alignment_lattice(x, theta, fs, B, selection="beam", max_length=Lmax)
+            return model, model, restrict_to_output(model, y)
+        if method == "hybrid":
+            model = build_alignment_lattice(x, theta, fs, B, selection="beam", max_length=Lmax, gold_letters=y,
+                                            extra_gold=B)
+            return model, model, restrict_to_output(model, y)
+        model = build_alignment_lattice(x, theta, fs, B, selection="beam", max_length=Lmax, gold_letters=y,
+                                        forced_moves=moves)
+        return model, model, restrict_to_output(model, y, moves)
+
+    def example_gradient(self, x, y, moves=None):
+        """(approximate log-likelihood, indices, values of ∇(−ℓ), context length) for one encoded pair.
+
+        ℓ = log Z_target − log Z_model; −inf with an empty gradient when the target
+        lattice has no path (no training signal).
+        """
+        model, target, target_lattice = self._lattices(x, y, moves)
+        log_zt = lt.log_partition(target_lattice)
+        ctx = model.context_length(upto=len(y))
+        if log_zt == -np.inf:
+            return -np.inf, np.zeros(0, np.int64), np.zeros(0), ctx
+        log_zm = lt.log_partition(model.lattice)
+        idx_m, val_m = model.expected_features(lt.marginals(model.lattice)[1])
+        idx_t, val_t = target.expected_features(lt.marginals(target_lattice)[1])
+        return log_zt - log_zm, np.concatenate([idx_m, idx_t]), np.concatenate([val_m, -val_t]), ctx
+
+    # ------------------------------------------------------------ training
+    def impute_alignments(self, inputs, outputs) -> list:
+        """Forced decoding's imputed alignments (moves per pair, None if none) for these pairs.
+
+        The same as ``fit`` computes for ``method="forced"``; pass the result to ``fit``'s
+        ``alignments`` to reuse it across runs that differ only in the order of examples.
+        """
+        self._check_params()
+        _check_pairs(inputs, outputs)
+        self.codec_ = _Codec.from_data(inputs, outputs)
+        xs = [self.codec_.encode_input(x) for x in inputs]
+        ys = [self.codec_.encode_output(y) for y in outputs]
+        moves = impute_alignments(xs, ys, self._space(order=2), self.bigram_epochs, self.step_size, self.delta,
+                                  self.length_ratio, self.length_slack, self.seed, self.progress)
+        return [None if m is None else m.tolist() for m in moves]
+
+    def fit(self, inputs, outputs, callback=None, alignments=None):
+        """Train on ``inputs`` (symbol sequences) and ``outputs`` (strings); returns self.
+
+        ``callback(model, epoch)`` runs after each pass and may return a dict merged into
+        that pass's ``history_`` row. ``alignments`` (forced decoding only): precomputed
+        moves from :func:`impute_alignments` (else computed here).
+        """
+        self._check_params()
+        _check_pairs(inputs, outputs)
+        self.codec_ = _Codec.from_data(inputs, outputs)
+        self.features_ = self._space()
+        self.weights_ = np.zeros(self.features_.size)
+        xs = [self.codec_.encode_input(x) for x in inputs]
+        ys = [self.codec_.encode_output(y) for y in outputs]
+        moves = [None] * len(xs)
+        self.imputation_seconds_ = 0.0
+        if self.method == "forced":
+            start = time.perf_counter()
+            if alignments is None:
+                alignments = self.impute_alignments(inputs, outputs)
+            elif len(alignments) != len(xs):
+                raise ValueError("alignments must give one entry per training pair")
+            moves = [None if m is None else np.asarray(m, dtype=np.int64) for m in alignments]
+            self.imputation_seconds_ = time.perf_counter() - start
+        optimiser = AdaGrad(self.step_size, self.delta)
+        rng = np.random.default_rng(self.seed)
+        self.history_ = []
+        self.context_length_trace_ = []
+        ctx_sum, ctx_n, seen = 0.0, 0, 0
+        bar = tqdm(total=self.epochs * len(xs), disable=not self.progress, desc=f"train {self.method}", leave=False)
+        for epoch in range(self.epochs):
+            start = time.perf_counter()
+            total_ll, updates, no_signal = 0.0, 0, 0
+            for k in rng.permutation(len(xs)):
+                bar.update(1)
+                seen += 1
+                x, y = xs[k], ys[k]
+                if y is None or (self.method == "forced" and moves[k] is None):
+                    no_signal += 1
+                    continue
+                ll, idx, val, ctx = self.example_gradient(x, y, moves[k])
+                if np.isfinite(ctx):
+                    ctx_sum += ctx
+                    ctx_n += 1
+                if seen % self.track_every == 0 and ctx_n:
+                    self.context_length_trace_.append((seen, ctx_sum / ctx_n))
+                if ll == -np.inf:
+                    no_signal += 1
+                    continue
+                total_ll += ll
+                updates += 1
+                _sparse_step(optimiser, self.weights_, idx, val)
+            row = {"epoch": epoch + 1, "examples": seen, "updates": updates, "no_signal": no_signal,
+                   "train_log_likelihood": total_ll / max(updates, 1),
+                   "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
+                   "seconds": time.perf_counter() - start}
+            if callback is not None:
+                row.update(callback(self, epoch + 1) or {})
+            self.history_.append(row)
+        bar.close()
+        return self
+
+    # ------------------------------------------------------------ prediction
+    def _check_fitted(self):
+        if not hasattr(self, "weights_"):
+            raise ValueError("this AlignmentTransducer is not fitted; call fit or load first")
+
+    def predict_one(self, x) -> str:
+        self._check_fitted()
+        if len(x) < 1:
+            raise ValueError("inputs must be non-empty symbol sequences")
+        ids = self.codec_.encode_input(x)
+        Lmax = _max_length(len(ids), self.length_ratio, self.length_slack)
+        selection = "rcms" if self.method == "rcms" else "beam"
+        model = build_alignment_lattice(ids, self.weights_, self.features_, self.num_contexts, selection=selection,
+                                        max_length=Lmax)
+        arcs, score = lt.viterbi_arcs(model.lattice)
+        if score == -np.inf:
+            return ""
+        return self.codec_.decode_output(model.decode_arcs(arcs)[0])
+
+    def predict(self, inputs) -> list[str]:
+        return [self.predict_one(x) for x in tqdm(inputs, disable=not self.progress, desc="predict", leave=False)]
+
+    # ------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """One .npz: the weight table plus JSON metadata (params, phoneme and letter lists)."""
+        self._check_fitted()
+        state = {"phonemes": self.codec_.phonemes, "letters": self.codec_.letters}
+        save_model(path, _KIND, self.get_params(), state, {"weights": self.weights_})
+
+    @classmethod
+    @model_loader
+    def load(cls, path) -> "AlignmentTransducer":
+        params, state, arrays = load_model(path, _KIND, ("weights",))
+        model = cls(**params)
+        model._check_params()
+        phonemes = check_labels(path, "phonemes", state["phonemes"])
+        letters = check_labels(path, "letters", state["letters"])
+        if not phonemes or phonemes[0] != _UNK or not letters:
+            raise ValueError(f"{os.fspath(path)}: phoneme list must start with {_UNK!r} and letters be non-empty")
+        model.codec_ = _Codec(phonemes, letters)
+        model.features_ = model._space()
+        check_shapes(path, arrays, {"weights": (model.features_.size,)}, allow_neg_inf=False)
+        model.weights_ = np.array(arrays["weights"], dtype=np.float64)
+        return model
