@@ -364,6 +364,7 @@ def test_tagger_errors(tmp_path):
     from varorder.models import persist
     persist.save_model(tmp_path / "bad.npz", "SampleRankTagger", {"n_epochs": 1}, {
         "classes": model.classes_, "feature_names": model.feature_names_, "n_features_in": model.n_features_in_,
+        "input": "feature dicts",
     }, {"theta": model.theta_[:-1]})
     with pytest.raises(ValueError, match="shape"):
         SampleRankTagger.load(tmp_path / "bad.npz")
@@ -374,9 +375,10 @@ def test_tagger_errors(tmp_path):
             ({}, {"classes": "ADJ"}, model.theta_, "classes"),
             ({}, {"classes": None}, model.theta_, "classes"),
             ({}, {"n_features_in": -1}, model.theta_, "n_features_in"),
+            ({}, {"feature_names": None}, model.theta_, "input"),  # a lost name list is not a dense model
             ({}, {}, np.full_like(model.theta_, np.inf), "theta")):
         good_state = {"classes": model.classes_, "feature_names": model.feature_names_,
-                      "n_features_in": model.n_features_in_}
+                      "n_features_in": model.n_features_in_, "input": "feature dicts"}
         persist.save_model(tmp_path / "bad.npz", "SampleRankTagger", params, good_state | state, {"theta": theta})
         with pytest.raises(ValueError, match=message):
             SampleRankTagger.load(tmp_path / "bad.npz")

@@ -190,6 +190,22 @@ def _set_threads(ctx, param, value):
 def main():
     """varorder: sequence models with adaptive context and exact inference."""
     _exit_cleanly_on_sigterm()
+    _warnings_on_one_line()
+
+
+def _warnings_on_one_line():
+    """Library warnings (a cut long pair, a fallback discount) as ``warning: <message>`` on
+    stderr, not Python's file:line and source listing (kept with VARORDER_DEBUG=1)."""
+    if os.environ.get("VARORDER_DEBUG"):
+        return
+    import warnings
+
+    def one_line(message, category, filename, lineno, line=None):
+        _close_progress_bars()
+        return f"warning: {message}\n"
+
+    # formatwarning, not showwarning: catch_warnings(record=True) (pytest.warns) still records
+    warnings.formatwarning = one_line
 
 
 def _close_progress_bars():

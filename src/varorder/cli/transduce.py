@@ -24,7 +24,7 @@ _FORMAT = click.option("--format", "fmt", type=click.Choice(["auto", "cmudict", 
                        show_default=True, help="data file format")
 _LIMIT = click.option("--limit", type=click.IntRange(min=1), default=None,
                       help="use a random LIMIT pairs (seeded by --sample-seed)")
-_SAMPLE_SEED = click.option("--sample-seed", type=int, default=0, show_default=True, help="seed of the --limit sample")
+_SAMPLE_SEED = click.option("--sample-seed", type=click.IntRange(min=0), default=0, show_default=True, help="seed of the --limit sample")
 
 
 def _read(path, fmt, limit, sample_seed):
@@ -62,7 +62,7 @@ def COMMAND():
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--step-size", type=Real(min=0, min_open=True), default=0.2, show_default=True, help="AdaGrad η")
 @click.option("--delta", type=Real(min=0), default=1e-4, show_default=True, help="AdaGrad δ")
-@click.option("--seed", type=int, default=0, show_default=True, help="order of the examples")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="order of the examples")
 @click.option("--dev", type=click.Path(exists=True, dir_okay=False), default=None,
               help="report CER / exact match on this file after every pass")
 @click.option("--history", type=OutputFile(), default=None, help="write the per-pass history as JSON")

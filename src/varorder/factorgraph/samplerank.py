@@ -237,6 +237,7 @@ class SampleRankTagger:
         params = {name: getattr(self, name) for name in _PARAMS}
         persist.save_model(path, self._MODEL_KIND, params, {
             "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
+            "input": "arrays" if self.feature_names_ is None else "feature dicts",
         }, {"theta": self.theta_})
 
     @classmethod
@@ -261,6 +262,11 @@ class SampleRankTagger:
             if model.feature_names_ is not None and not (
                     isinstance(model.feature_names_, list) and all(isinstance(n, str) for n in model.feature_names_)):
                 raise ValueError("feature_names must be a list of strings or null")
+            # recorded apart from feature_names, so that a damaged name list cannot silently turn a
+            # model of feature dicts into one of dense arrays
+            want_input = "arrays" if model.feature_names_ is None else "feature dicts"
+            if state["input"] != want_input:
+                raise ValueError(f"input is {state['input']!r:.40} but the feature names say {want_input!r}")
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"{path}: invalid SampleRankTagger metadata ({type(err).__name__}: {err})") from None
         if model.feature_names_ is not None and len(model.feature_names_) != model.n_features_in_:

@@ -49,6 +49,7 @@ import time
 import numpy as np
 from tqdm.auto import tqdm
 
+from varorder.engine.validate import as_rng
 from varorder import lattice as lt
 from varorder.models.estimator import ParamsMixin
 from varorder.models.optim import AdaGrad
@@ -138,7 +139,7 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
         raise ValueError("the forced-decoding bigram model needs order 2 features")
     theta = np.zeros(features.size)
     opt = AdaGrad(step_size, delta)
-    rng = np.random.default_rng(seed)
+    rng = as_rng(seed)
     bar = tqdm(total=epochs * len(x_ids) + len(x_ids), disable=not progress, desc="bigram imputation", leave=False)
     for _ in range(epochs):
         for k in rng.permutation(len(x_ids)):
@@ -305,7 +306,7 @@ class AlignmentTransducer(ParamsMixin):
             moves = [None if m is None else np.asarray(m, dtype=np.int64) for m in alignments]
             self.imputation_seconds_ = time.perf_counter() - start
         optimiser = AdaGrad(self.step_size, self.delta)
-        rng = np.random.default_rng(self.seed)
+        rng = as_rng(self.seed)
         self.history_ = []
         self.context_length_trace_ = []
         ctx_sum, ctx_n, seen = 0.0, 0, 0
