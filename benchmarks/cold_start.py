@@ -50,7 +50,11 @@ def _write_data(folder: Path) -> dict[str, Path]:
     english, french = folder / "c.e", folder / "c.f"
     english.write_text("the dog runs\na cat eats\nthe cat runs\na dog eats\n" * 10)
     french.write_text("le chien court\nun chat mange\nle chat court\nun chien mange\n" * 10)
-    return {"corpus": corpus, "conllu": conllu, "e": english, "f": french}
+    pairs = folder / "g2p.tsv"
+    pairs.write_text("".join(f"{x}\t{y}\n" for x, y in [("K AE T", "cat"), ("D AO G", "dog"), ("AE T", "at")] * 4))
+    plain = folder / "plain.txt"
+    plain.write_text("\n".join(["the dog runs .", "a cat eats .", "the big cat runs .", "a red dog eats ."] * 50) + "\n")
+    return {"corpus": corpus, "conllu": conllu, "e": english, "f": french, "pairs": pairs, "plain": plain}
 
 
 def _cli_calls(data: dict[str, Path], folder: Path) -> dict[str, list[str]]:
@@ -69,6 +73,22 @@ def _cli_calls(data: dict[str, Path], folder: Path) -> dict[str, list[str]]:
         "varorder align train": ["align", "train", str(data["e"]), str(data["f"]), "-o", str(folder / "a.npz"),
                                  "--iterations", "2", "--ibm1-iterations", "2"],
         "varorder demo --engine": ["demo", "--engine", "--samples", "1000"],
+        "varorder lm train --model loglinear": ["lm", "train", str(data["corpus"]), "-n", "3", "--model", "loglinear",
+                                                "--epochs", "1", "-o", str(folder / "ll.npz")],
+        "varorder tag train (samplerank)": ["tag", "train", str(data["conllu"]), "-o", str(folder / "sr.npz"),
+                                            "--learner", "samplerank", "--quiet"],
+        "varorder induce train (product)": ["induce", "train", str(data["conllu"]), "-o", str(folder / "ind.npz"),
+                                            "--iterations", "2", "--quiet"],
+        "varorder decipher prepare": ["decipher", "prepare", str(data["plain"]), "-o", str(folder / "task"),
+                                      "--num-words", "6", "--num-cipher", "20", "--seed", "1"],
+        "varorder decipher train (2nd order rcms)": ["decipher", "train", str(folder / "task"), "-o",
+                                                     str(folder / "run"), "--order", "2", "--inference", "rcms",
+                                                     "--size", "4", "--iterations", "1"],
+        "varorder transduce train (rcms)": ["transduce", "train", str(data["pairs"]), "-o", str(folder / "t.npz"),
+                                            "--size", "2", "--epochs", "1", "--hash-bits", "12"],
+        "varorder transduce eval": ["transduce", "eval", str(folder / "t.npz"), str(data["pairs"])],
+        "varorder strings infer (pep)": ["strings", "infer", "--synthetic", "10", "--alphabet-size", "4",
+                                         "--method", "pep", "--iterations", "2"],
     }
 
 
