@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.special import logsumexp
 
 from varorder.loglinear.prox import prox_tree_l2
 from varorder.strings.features import (FeatureMachine, SubstringRegistry, ngram_closed_form,
@@ -65,11 +66,12 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
 NEG_INF = -math.inf
 
 
-def _logsumexp_rows(values: np.ndarray, axis: int) -> np.ndarray:
-    m = values.max(axis=axis, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0.0)
-    with np.errstate(divide="ignore"):
-        return np.squeeze(np.log(np.exp(values - m).sum(axis=axis, keepdims=True)) + m, axis=axis)
+def _visit_order(graph: PhonologyGraph, variables) -> list:
+    """The forward order of Cotterell et al. (2015): words in file order, their morphemes in
+    turn, then any variable no word mentions (sweeps alternate it with its reverse)."""
+    order = dict.fromkeys(m for w in graph.words for m in w.morphemes)
+    order.update(dict.fromkeys(variables))
+    return list(order)
 
 
 # ---------------------------------------------------------------------------
@@ -149,7 +151,7 @@ class FactorMessages:
         init = np.full(product.n_states, NEG_INF)
         init[np.arange(n) * S + dfa.start] = initial
         alpha = shortest_distance(product, "log", initial=init).reshape(2 * n, S)
-        after_symbol = _logsumexp_rows(alpha[n:] + dfa.end[None, :], axis=1)
+        after_symbol = logsumexp(alpha[n:] + dfa.end[None, :], axis=1)
         return np.logaddexp(after_symbol, initial + dfa.end[dfa.start])  # or the empty string
 
     @staticmethod
@@ -179,7 +181,7 @@ class FactorMessages:
         if position == k - 1:
             ends = np.concatenate([final, final, [NEG_INF]])
         else:
-            ends = np.concatenate([np.full(n, NEG_INF), final, [_logsumexp_rows((initial + final)[None, :], 1)[0]]])
+            ends = np.concatenate([np.full(n, NEG_INF), final, [logsumexp(initial + final)]])
         live = np.flatnonzero(initial > NEG_INF)
         zeros = np.zeros(len(live), dtype=np.int64)
         return Wfsa(acc.alphabet, 2 * n, ends, np.concatenate([acc.src, np.full(len(live), 2 * n)]),
@@ -504,13 +506,7 @@ class StringEP:
             self.contexts_ = {}
             self.theta_ = {v: np.zeros(1) for v in variables}
         self.msgs_ = {}
-        # the order of Cotterell et al. (2015): words in file order, their morphemes in turn
-        order = []
-        for w in graph.words:
-            for m in w.morphemes:
-                if m not in order:
-                    order.append(m)
-        order += [v for v in variables if v not in order]
+        order = _visit_order(graph, variables)
         for it in range(self.iterations):
             sweep = order if it % 2 == 0 else order[::-1]
             passes = self.inner_passes if it == 0 else 1
@@ -642,7 +638,7 @@ class PrunedBP:
             for x in s:
                 q = tables.next_state[q, index[x] - 1]
             nodes.append(q)
-        return _logsumexp_rows(alpha[:, nodes] + mu.final[:, None], axis=0)
+        return logsumexp(alpha[:, nodes] + mu.final[:, None], axis=0)
 
     def fit(self, graph: PhonologyGraph) -> "PrunedBP":
         started = time.perf_counter()
@@ -661,12 +657,7 @@ class PrunedBP:
                     neighbours[m].append(("word", i))
         self.domain_, self.belief_, self.incoming_ = {}, {}, {}
         self.stats_ = {"skipped": 0}
-        order = []
-        for w in graph.words:
-            for m in w.morphemes:
-                if m not in order:
-                    order.append(m)
-        order += [v for v in variables if v not in order]
+        order = _visit_order(graph, variables)
         for it in range(self.iterations):
             for v in (order if it % 2 == 0 else order[::-1]):
                 mus = {}
@@ -687,7 +678,7 @@ class PrunedBP:
                 for f, mu in mus.items():
                     incoming[f] = self._on_domain(mu, strings)
                 total = np.sum(list(incoming.values()), axis=0)
-                total -= _logsumexp_rows(total[None, :], axis=1)
+                total -= logsumexp(total)
                 self.domain_[v], self.belief_[v], self.incoming_[v] = strings, total, incoming
             if self.progress is not None:
                 self.progress(it + 1, self.iterations)
