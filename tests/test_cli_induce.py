@@ -83,3 +83,17 @@ def test_induce_tags_format_and_errors(tmp_path):
     bad.write_text("(S (NP (DT a))\n")
     result = runner.invoke(main, ["induce", "train", str(bad), "-o", str(model_path)])
     assert result.exit_code != 0 and "bad.mrg:1:" in result.output
+
+
+def test_induce_train_ccm_empty_spans_flag_reaches_the_model(tmp_path):
+    from varorder.grammar.induce import GrammarInducer
+
+    train = tmp_path / "train.conllu"
+    _write_conllu(train, 20, 1)
+    runner = CliRunner()
+    for flag in ([], ["--ccm-empty-spans"]):
+        path = tmp_path / f"m{len(flag)}.npz"
+        result = runner.invoke(main, ["induce", "train", str(train), "-o", str(path), "--iterations", "2", "--quiet",
+                                      *flag])
+        assert result.exit_code == 0, result.output
+        assert GrammarInducer.load(path).ccm_empty_spans is bool(flag)

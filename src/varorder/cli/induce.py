@@ -59,16 +59,17 @@ def COMMAND():
 @click.option("--ccm-smoothing", type=(Real(0), Real(0)), default=(2.0, 8.0), show_default=True,
               help="CCM pseudo-counts (constituent, distituent)")
 @click.option("--dmv-smoothing", type=Real(0), default=0.0, show_default=True)
+@click.option("--ccm-empty-spans", is_flag=True, help="give the CCM the empty spans as always-distituents (K&M 2002)")
 @_format
 @_max_length
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def train(corpus, output, model, iterations, ccm_smoothing, dmv_smoothing, fmt, max_length, quiet):
+def train(corpus, output, model, iterations, ccm_smoothing, dmv_smoothing, ccm_empty_spans, fmt, max_length, quiet):
     """Train on the POS tags of CORPUS and save the model."""
     from varorder.grammar.induce import GrammarInducer
 
     sentences = _load(corpus, fmt, max_length)
     est = GrammarInducer(model=model, n_iter=iterations, ccm_smoothing=ccm_smoothing, dmv_smoothing=dmv_smoothing,
-                         progress=not quiet).fit([s.tags for s in sentences])
+                         ccm_empty_spans=ccm_empty_spans, progress=not quiet).fit([s.tags for s in sentences])
     est.save(output)
     click.echo(json.dumps({"model": model, "sentences": len(sentences), "iterations": iterations,
                            "objective": est.objectives_[-1] if est.objectives_ else None, "output": output}))
