@@ -44,9 +44,9 @@ ANCHORS = {"dmv": {"directed": 43.2}, "product": {"directed": 47.5, "f1": 77.6},
 MODELS = ("dmv", "ccm", "product")
 
 
-def datasets(names, ud_tags="upos", ud_subsample=None):
+def datasets(names, ud_tags="upos", ud_subsample=None, subsample_seed=0):
     """name → (train, test, test re-headed the PTB way or None); ``ud_subsample`` keeps that many
-    UD10 training sentences drawn at random (seed 0)."""
+    UD10 training sentences drawn at random (``subsample_seed``)."""
     out = {}
     if "wsj" in names:
         wsj = load_sentences(DATA / "ptb-wsj-sample" / "wsj_sample.mrg.tar.gz")
@@ -56,7 +56,8 @@ def datasets(names, ud_tags="upos", ud_subsample=None):
         dev = ud / "en_ewt-ud-dev.conllu.gz"
         train = load_sentences(ud / "en_ewt-ud-train.conllu.gz", tag_column=ud_tags)
         if ud_subsample is not None:
-            keep = np.random.default_rng(0).choice(len(train), min(ud_subsample, len(train)), replace=False)
+            rng = np.random.default_rng(subsample_seed)
+            keep = rng.choice(len(train), min(ud_subsample, len(train)), replace=False)
             train = [train[i] for i in sorted(keep)]
         out["ud"] = (train, load_sentences(dev, tag_column=ud_tags),
                      load_sentences(dev, tag_column=ud_tags, head_style="function"))
@@ -94,6 +95,24 @@ def run_model(model, train, test, iterations, ccm_smoothing, test_function=None,
     return rows, est
 
 
+def per_tag_directed(est, test, test_function=None):
+    """Directed accuracy of the final model per gold dependent tag (and against PTB-style heads)."""
+    heads, _ = est.parse([s.tags for s in test])
+    if heads[0] is None:
+        return None
+    out = {}
+    for style, gold in (("content", test), ("function", test_function)):
+        if gold is None:
+            continue
+        total, right = {}, {}
+        for g, h in zip(gold, heads):
+            for a, tag in enumerate(g.tags):
+                total[tag] = total.get(tag, 0) + 1
+                right[tag] = right.get(tag, 0) + int(h[a] == g.heads[a])
+        out[style] = {tag: {"words": n, "directed": right[tag] / n} for tag, n in sorted(total.items())}
+    return out
+
+
 def inside_outside_rates(est_dmv, est_ccm, train, rounds):
     """Sentences/s of one inside–outside pass per chart, interleaved rounds (wall and CPU seconds)."""
     shards_d = est_dmv.shards([s.tags for s in train])
@@ -127,6 +146,7 @@ def main():
     ap.add_argument("--ud-tags", choices=("upos", "xpos"), default="upos", help="UD tag column (xpos: a diagnostic)")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--ud-subsample", type=int, help="train on this many random UD10 sentences (a diagnostic)")
+    ap.add_argument("--subsample-seed", type=int, default=0)
     ap.add_argument("--timing-only", action="store_true",
                     help="only the inside–outside throughput (models at their initializers; no EM curves)")
     ap.add_argument("--json")
@@ -134,9 +154,10 @@ def main():
     args = ap.parse_args()
     result = {"load_average": os.getloadavg(), "iterations": args.iterations,
               "ccm_smoothing": list(args.ccm_smoothing), "ccm_empty_spans": args.ccm_empty_spans,
-              "ud_tags": args.ud_tags, "ud_subsample": args.ud_subsample, "datasets": {}}
-    for name, (train, test, test_function) in datasets(args.datasets.split(","), args.ud_tags,
-                                                       args.ud_subsample).items():
+              "ud_tags": args.ud_tags, "ud_subsample": args.ud_subsample,
+              "subsample_seed": args.subsample_seed, "datasets": {}}
+    for name, (train, test, test_function) in datasets(args.datasets.split(","), args.ud_tags, args.ud_subsample,
+                                                       args.subsample_seed).items():
         entry = {"train_sentences": len(train), "test_sentences": len(test), "models": {}}
         fitted = {}
         for model in () if args.timing_only else args.models.split(","):
@@ -144,7 +165,9 @@ def main():
                                   args.ccm_empty_spans)
             fitted[model] = est
             times = [r["seconds"] for r in rows[1:]]
-            entry["models"][model] = {"curve": rows, "seconds_per_iteration": float(np.median(times)) if times else None}
+            entry["models"][model] = {"curve": rows,
+                                      "seconds_per_iteration": float(np.median(times)) if times else None,
+                                      "per_tag": per_tag_directed(est, test, test_function)}
             last = rows[-1]
             fmt = lambda v: "  —  " if v is None else f"{100 * v:5.1f}"  # noqa: E731
             print(f"{name:4s} {model:8s} it {last['iteration']:3d}  dir {fmt(last['directed'])}  "
@@ -181,7 +204,8 @@ def main():
                         curves[model] = tuple(zip(*pts))
                 refs = {f"K&M 2004 {m} (WSJ10)": a[metric] for m, a in ANCHORS.items()
                         if metric in a} if name == "wsj" else {}
-                panels[f"{name}: {label}"] = (curves, label, refs)
+                if curves:
+                    panels[f"{name}: {label}"] = (curves, label, refs)
         plot_curve_panels(panels, args.plot, xlabel="EM iteration")
 
 
