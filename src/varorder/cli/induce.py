@@ -25,11 +25,11 @@ _max_length = click.option("--max-length", type=click.IntRange(min=1), default=1
                            help="keep sentences of at most this many words after removing punctuation (0: all)")
 
 
-def _load(path, fmt, max_length):
+def _load(path, fmt, max_length, head_style="content"):
     from varorder.tasks.grammar_induction import load_sentences
 
     try:
-        sentences = load_sentences(path, fmt, max_length or None)
+        sentences = load_sentences(path, fmt, max_length or None, head_style=head_style)
     except ValueError as err:
         raise click.ClickException(str(err))
     if not sentences:
@@ -108,12 +108,14 @@ def parse(model_file, corpus, conllu_out, trees_out, fmt, max_length):
 @click.argument("gold", type=click.Path(exists=True, dir_okay=False))
 @_format
 @_max_length
-def evaluate(model_file, gold, fmt, max_length):
+@click.option("--head-style", type=click.Choice(["content", "function"]), default="content", show_default=True,
+              help="CoNLL-U gold: UD's content heads, or case/mark/aux/cop re-headed the PTB way (function)")
+def evaluate(model_file, gold, fmt, max_length, head_style):
     """Parse GOLD's tags and score against its trees: attachment accuracy and bracket F1 (JSON)."""
     from varorder.tasks.grammar_induction import evaluate as score
 
     est = _model(model_file)
-    sentences = _load(gold, fmt, max_length)
+    sentences = _load(gold, fmt, max_length, head_style)
     try:
         heads, spans = est.parse([s.tags for s in sentences])
         click.echo(json.dumps(score(heads, spans, sentences)))
