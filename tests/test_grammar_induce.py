@@ -98,3 +98,21 @@ def test_a_sentence_of_probability_zero_still_gets_a_tree(model):
     assert sorted(heads[0].tolist()) in ([-1, 0], [-1, 1]) and spans[0] == {(0, 1), (1, 2), (0, 2)}
     alone_heads, alone_spans = est.parse([["D", "N", "V"]])
     assert np.array_equal(heads[1], alone_heads[0]) and spans[1] == alone_spans[0]
+
+
+@pytest.mark.parametrize("empty_spans", [False, True])
+def test_ccm_is_mirror_symmetric(empty_spans):
+    """The CCM has no built-in direction: trained on the reversed sentences it reaches the same
+    objective with every yield reversed and every context's sides swapped."""
+    corpus = _corpus(6)
+    kw = dict(model="ccm", n_iter=4, ccm_empty_spans=empty_spans)
+    a = GrammarInducer(**kw).fit(corpus)
+    b = GrammarInducer(**kw).fit([s[::-1] for s in corpus])
+    np.testing.assert_allclose(a.objectives_, b.objectives_, rtol=1e-10)
+    ca, cb = a.submodels_[0], b.submodels_[0]
+    index_b = {y: i for i, y in enumerate(cb.yields_)}
+    for i, y in enumerate(ca.yields_[1:], start=1):
+        np.testing.assert_allclose(ca.yield_probs_[i], cb.yield_probs_[index_b[y[::-1]]], rtol=1e-9)
+    T = len(a.tags_) + 1
+    mirrored = np.arange(T * T).reshape(T, T).T.ravel()  # context (l, r) ↔ (r, l)
+    np.testing.assert_allclose(ca.context_probs_, cb.context_probs_[mirrored], rtol=1e-9)
