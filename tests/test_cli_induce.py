@@ -83,3 +83,38 @@ def test_induce_tags_format_and_errors(tmp_path):
     bad.write_text("(S (NP (DT a))\n")
     result = runner.invoke(main, ["induce", "train", str(bad), "-o", str(model_path)])
     assert result.exit_code != 0 and "bad.mrg:1:" in result.output
+
+
+def test_induce_train_ccm_empty_spans_flag_reaches_the_model(tmp_path):
+    from varorder.grammar.induce import GrammarInducer
+
+    train = tmp_path / "train.conllu"
+    _write_conllu(train, 20, 1)
+    runner = CliRunner()
+    for flag in ([], ["--ccm-empty-spans"]):
+        path = tmp_path / f"m{len(flag)}.npz"
+        result = runner.invoke(main, ["induce", "train", str(train), "-o", str(path), "--iterations", "2", "--quiet",
+                                      *flag])
+        assert result.exit_code == 0, result.output
+        assert GrammarInducer.load(path).ccm_empty_spans is bool(flag)
+
+
+def test_induce_eval_head_style_function_rescores_against_ptb_style_heads(tmp_path):
+    train = tmp_path / "train.conllu"
+    # "John will go": nsubj aux root; the PTB-style gold makes "will" the head
+    train.write_text("1\tJohn\t_\tPROPN\t_\t_\t3\tnsubj\t_\t_\n2\twill\t_\tAUX\t_\t_\t3\taux\t_\t_\n"
+                     "3\tgo\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n" * 5, encoding="utf-8")
+    runner = CliRunner()
+    model_path = tmp_path / "m.npz"
+    assert runner.invoke(main, ["induce", "train", str(train), "-o", str(model_path), "--model", "dmv",
+                                "--iterations", "2", "--quiet"]).exit_code == 0
+    scores = {}
+    for style in ("content", "function"):
+        result = runner.invoke(main, ["induce", "eval", str(model_path), str(train), "--head-style", style])
+        assert result.exit_code == 0, result.output
+        scores[style] = json.loads(result.output)["directed"]
+    from varorder.grammar.induce import GrammarInducer
+
+    (heads,), _ = GrammarInducer.load(model_path).parse([["PROPN", "AUX", "VERB"]])
+    for style, gold in (("content", [2, 2, -1]), ("function", [1, -1, 1])):
+        assert scores[style] == np.mean(np.asarray(heads) == gold)

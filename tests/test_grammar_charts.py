@@ -77,9 +77,13 @@ def _random_ccm(rng, shard):
 
 
 def _ccm_score(m, tags, spans):
-    """log p(x, B) of the CCM written directly (K&M 2002): prior × Π over every span."""
+    """log p(x, B) of the CCM written directly (K&M 2002): prior × Π over every span
+    (with ``m.empty_spans``, also the distituent context of every empty span [i, i))."""
     n = len(tags)
     s = -math.log(math.comb(2 * (n - 1), n - 1) / n)
+    if m.empty_spans:
+        padded = [T] + list(tags) + [T]
+        s += sum(math.log(m.context_probs_[padded[i] * (T + 1) + padded[i + 1], 0]) for i in range(n + 1))
     for i in range(n):
         for j in range(i + 1, n + 1):
             label = int((i, j) in spans)
@@ -146,12 +150,13 @@ def test_dmv_expected_counts_match_enumeration():
     np.testing.assert_allclose(stops, np.array([[np.sum(tags == t)] * 2 for t in range(T)]), atol=1e-9)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_ccm_chart_matches_enumeration_of_bracketings(seed):
+@pytest.mark.parametrize("seed,empty_spans", [(0, False), (1, False), (2, False), (3, True), (4, True)])
+def test_ccm_chart_matches_enumeration_of_bracketings(seed, empty_spans):
     rng = np.random.default_rng(seed)
     sentences = _sentences(rng)
     shard = TreeShard(sentences, T)
     m = _random_ccm(rng, shard)
+    m.empty_spans = empty_spans
     b = m.shared_log_potentials(shard)
     stats = bracket_estep(shard, b)
     _, spans_hat = decode(shard, b, chart="brackets")
@@ -189,6 +194,26 @@ def test_product_chart_matches_enumeration_of_tree_pairs(seed):
         logz += oracle.log_partition(enum)
         assert tuple(heads_hat[k]) in oracle.argmax_paths(enum, tol=1e-9)
     assert stats.log_normalizer == pytest.approx(logz, rel=1e-10)
+
+
+def test_ccm_empty_spans_add_distituent_context_counts():
+    """Expected context counts with empty spans = without them + one distituent count per empty span."""
+    rng = np.random.default_rng(11)
+    sentences = _sentences(rng)
+    shard = TreeShard(sentences, T)
+    m = _random_ccm(rng, shard)
+    counts = {}
+    for flag in (False, True):
+        m.empty_spans = flag
+        b = m.shared_log_potentials(shard)
+        counts[flag] = m.counts(shard, bracket_estep(shard, b).shared, None)
+    want = counts[False]["contexts"].copy()
+    for tags in sentences:
+        padded = [T] + list(tags) + [T]
+        for i in range(len(tags) + 1):
+            want[padded[i] * (T + 1) + padded[i + 1], 0] += 1
+    np.testing.assert_allclose(counts[True]["contexts"], want, atol=1e-9)
+    np.testing.assert_allclose(counts[True]["yields"], counts[False]["yields"], atol=1e-9)
 
 
 def test_split_prior_is_the_uniform_split_distribution():

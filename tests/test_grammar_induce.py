@@ -73,3 +73,46 @@ def test_unknown_tag_and_bad_file_are_reported(tmp_path):
         GrammarInducer.load(bad)
     with pytest.raises(ValueError, match="model must be one of"):
         GrammarInducer(model="pcfg").fit([["D"]])
+
+
+@pytest.mark.parametrize("model", ["product", "ccm"])
+def test_em_with_ccm_empty_spans_never_decreases_and_survives_a_model_file(model, tmp_path):
+    corpus = _corpus(5)
+    est = GrammarInducer(model=model, n_iter=6, ccm_smoothing=(0.0, 0.0), ccm_empty_spans=True).fit(corpus)
+    obj = np.array(est.objectives_)
+    assert np.all(np.diff(obj) >= -1e-8 * np.abs(obj[1:])), obj
+    plain = GrammarInducer(model=model, n_iter=6, ccm_smoothing=(0.0, 0.0)).fit(corpus)
+    assert not np.allclose(obj, plain.objectives_)  # the option reaches the model
+    est.save(tmp_path / "m.npz")
+    back = GrammarInducer.load(tmp_path / "m.npz")
+    assert back.ccm_empty_spans is True
+    assert back.log_likelihood(corpus) == pytest.approx(est.log_likelihood(corpus), rel=1e-12)
+
+
+@pytest.mark.parametrize("model", ["product", "dmv"])
+def test_a_sentence_of_probability_zero_still_gets_a_tree(model):
+    # the unsmoothed DMV never saw V and D together: no tree of "V D" has positive probability
+    est = GrammarInducer(model=model, n_iter=3).fit([["D", "N"], ["N", "V"], ["D", "N", "V"]])
+    assert est.log_likelihood([["V", "D"]]) == -np.inf
+    heads, spans = est.parse([["V", "D"], ["D", "N", "V"]])
+    assert sorted(heads[0].tolist()) in ([-1, 0], [-1, 1]) and spans[0] == {(0, 1), (1, 2), (0, 2)}
+    alone_heads, alone_spans = est.parse([["D", "N", "V"]])
+    assert np.array_equal(heads[1], alone_heads[0]) and spans[1] == alone_spans[0]
+
+
+@pytest.mark.parametrize("empty_spans", [False, True])
+def test_ccm_is_mirror_symmetric(empty_spans):
+    """The CCM has no built-in direction: trained on the reversed sentences it reaches the same
+    objective with every yield reversed and every context's sides swapped."""
+    corpus = _corpus(6)
+    kw = dict(model="ccm", n_iter=4, ccm_empty_spans=empty_spans)
+    a = GrammarInducer(**kw).fit(corpus)
+    b = GrammarInducer(**kw).fit([s[::-1] for s in corpus])
+    np.testing.assert_allclose(a.objectives_, b.objectives_, rtol=1e-10)
+    ca, cb = a.submodels_[0], b.submodels_[0]
+    index_b = {y: i for i, y in enumerate(cb.yields_)}
+    for i, y in enumerate(ca.yields_[1:], start=1):
+        np.testing.assert_allclose(ca.yield_probs_[i], cb.yield_probs_[index_b[y[::-1]]], rtol=1e-9)
+    T = len(a.tags_) + 1
+    mirrored = np.arange(T * T).reshape(T, T).T.ravel()  # context (l, r) ↔ (r, l)
+    np.testing.assert_allclose(ca.context_probs_, cb.context_probs_[mirrored], rtol=1e-9)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from varorder.eval.parsing import attachment_scores, bracket_scores
 from varorder.grammar.treebank import collins_heads, heads_to_spans, prune_tree, tree_spans, wsj_sentences
@@ -97,3 +99,54 @@ def test_wsj_sample_wsj10():
     assert len(gold) == 537
     assert all(1 <= len(g.tags) <= 10 and (g.heads == -1).sum() == 1 for g in gold)
     assert not any(t in {",", ".", "-NONE-", "``"} for g in gold for t in g.tags)
+
+
+def test_function_heads_rehead_ud_function_words_the_ptb_way():
+    from varorder.grammar.treebank import function_heads
+
+    # John will go to school : nsubj aux root case obl
+    heads = [2, 2, -1, 4, 2]
+    rels = ["nsubj", "aux", "root", "case", "obl"]
+    # "will" heads the clause and takes the subject; "to" heads "school"
+    assert function_heads(heads, rels) == [1, -1, 1, 2, 3]
+    # he has been happy : nsubj aux cop root → has → been → happy, subject on "has"
+    assert function_heads([3, 3, 3, -1], ["nsubj", "aux", "cop", "root"]) == [1, -1, 1, 2]
+    # in the house : the determiner between the function word and the noun stays with the noun
+    assert function_heads([2, 2, -1], ["case", "det", "root"]) == [-1, 2, 0]
+
+
+def _is_tree(heads):
+    if sum(h == -1 for h in heads) != 1:
+        return False
+    for v in range(len(heads)):
+        seen, h = set(), v
+        while h != -1:
+            if h in seen:
+                return False
+            seen.add(h)
+            h = heads[h]
+    return True
+
+
+@given(st.data())
+def test_function_heads_keep_a_tree_and_put_the_nearest_function_word_above_its_head(data):
+    from varorder.grammar.treebank import FUNCTION_RELATIONS, function_heads
+
+    n = data.draw(st.integers(1, 9))
+    order = data.draw(st.permutations(range(n)))
+    heads = [-1] * n
+    for k in range(1, n):
+        heads[order[k]] = order[data.draw(st.integers(0, k - 1))]
+    rels = data.draw(st.lists(st.sampled_from(["case", "mark", "aux", "aux:pass", "cop", "nsubj", "obj", "det"]),
+                              min_size=n, max_size=n))
+    new = function_heads(heads, rels)
+    assert _is_tree(new)
+    base = [r.split(":")[0] for r in rels]
+    for c in range(n):
+        funcs = [f for f in range(n) if heads[f] == c and base[f] in FUNCTION_RELATIONS]
+        if base[c] in FUNCTION_RELATIONS or not funcs:
+            continue
+        nearest = min(funcs, key=lambda f: (abs(f - c), f))
+        assert new[c] == nearest
+    if not any(b in FUNCTION_RELATIONS for b in base):
+        assert new == heads

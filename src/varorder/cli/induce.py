@@ -25,11 +25,11 @@ _max_length = click.option("--max-length", type=click.IntRange(min=1), default=1
                            help="keep sentences of at most this many words after removing punctuation (0: all)")
 
 
-def _load(path, fmt, max_length):
+def _load(path, fmt, max_length, head_style="content"):
     from varorder.tasks.grammar_induction import load_sentences
 
     try:
-        sentences = load_sentences(path, fmt, max_length or None)
+        sentences = load_sentences(path, fmt, max_length or None, head_style=head_style)
     except ValueError as err:
         raise click.ClickException(str(err))
     if not sentences:
@@ -59,16 +59,17 @@ def COMMAND():
 @click.option("--ccm-smoothing", type=(Real(0), Real(0)), default=(2.0, 8.0), show_default=True,
               help="CCM pseudo-counts (constituent, distituent)")
 @click.option("--dmv-smoothing", type=Real(0), default=0.0, show_default=True)
+@click.option("--ccm-empty-spans", is_flag=True, help="give the CCM the empty spans as always-distituents (K&M 2002)")
 @_format
 @_max_length
 @click.option("--quiet", is_flag=True, help="no progress bar")
-def train(corpus, output, model, iterations, ccm_smoothing, dmv_smoothing, fmt, max_length, quiet):
+def train(corpus, output, model, iterations, ccm_smoothing, dmv_smoothing, ccm_empty_spans, fmt, max_length, quiet):
     """Train on the POS tags of CORPUS and save the model."""
     from varorder.grammar.induce import GrammarInducer
 
     sentences = _load(corpus, fmt, max_length)
     est = GrammarInducer(model=model, n_iter=iterations, ccm_smoothing=ccm_smoothing, dmv_smoothing=dmv_smoothing,
-                         progress=not quiet).fit([s.tags for s in sentences])
+                         ccm_empty_spans=ccm_empty_spans, progress=not quiet).fit([s.tags for s in sentences])
     est.save(output)
     click.echo(json.dumps({"model": model, "sentences": len(sentences), "iterations": iterations,
                            "objective": est.objectives_[-1] if est.objectives_ else None, "output": output}))
@@ -107,12 +108,14 @@ def parse(model_file, corpus, conllu_out, trees_out, fmt, max_length):
 @click.argument("gold", type=click.Path(exists=True, dir_okay=False))
 @_format
 @_max_length
-def evaluate(model_file, gold, fmt, max_length):
+@click.option("--head-style", type=click.Choice(["content", "function"]), default="content", show_default=True,
+              help="CoNLL-U gold: UD's content heads, or case/mark/aux/cop re-headed the PTB way (function)")
+def evaluate(model_file, gold, fmt, max_length, head_style):
     """Parse GOLD's tags and score against its trees: attachment accuracy and bracket F1 (JSON)."""
     from varorder.tasks.grammar_induction import evaluate as score
 
     est = _model(model_file)
-    sentences = _load(gold, fmt, max_length)
+    sentences = _load(gold, fmt, max_length, head_style)
     try:
         heads, spans = est.parse([s.tags for s in sentences])
         click.echo(json.dumps(score(heads, spans, sentences)))

@@ -19,6 +19,13 @@ bracket chart (``domain="bracketings"``, the CCM alone) or, inside the product
 with the DMV, on the lexicalized chart (``domain="projective-trees"``, where
 P(B(z)) is the same constant for every tree z).
 
+``empty_spans=True`` adds K&M 2002's empty spans [i, i), 0 ≤ i ≤ n, which are
+distituents in every bracketing: each contributes P(ε|d) P(β_ii|d) with context
+β_ii = (x_i, x_{i+1}). The ε factor is the same per-sentence constant under every
+bracketing and only rescales every other P(α|d) by one constant, so it changes no
+posterior and is left out; the contexts are what matter (their distituent counts
+reshape P(β|d)). The default (False) is the span set of non-empty spans only.
+
 Yields are indexed by a vocabulary built from the training shards; id 0 is an
 unseen yield, whose factor is dropped (φ = 0, no bias term). Smoothing adds
 ``smoothing[0]`` constituent and ``smoothing[1]`` distituent pseudo-counts to
@@ -74,10 +81,11 @@ class CCM(Submodel):
 
     has_private_features = False
 
-    def __init__(self, n_tags: int, smoothing=(2.0, 8.0), domain: str = "bracketings"):
+    def __init__(self, n_tags: int, smoothing=(2.0, 8.0), domain: str = "bracketings", empty_spans: bool = False):
         self.n_tags = n_tags
         self.smoothing = smoothing
         self.domain = domain
+        self.empty_spans = empty_spans
 
     # ---- vocabulary and per-shard ids --------------------------------------------------------
     def _check_domain(self):
@@ -117,6 +125,20 @@ class CCM(Submodel):
 
         return shard.cached(("ccm-spans", self._token), build)
 
+    def empty_span_contexts(self, shard: TreeShard):
+        """(context ids, sentence of each) of the empty spans [i, i), 0 ≤ i ≤ n, of every sentence."""
+
+        def build():
+            T = self.n_tags
+            ids, owner = [], []
+            for b, tags in enumerate(shard.sentences):
+                padded = np.concatenate([[T], tags, [T]])
+                ids.append(padded[:-1] * (T + 1) + padded[1:])
+                owner.append(np.full(tags.size + 1, b, dtype=np.int64))
+            return np.concatenate(ids), np.concatenate(owner)
+
+        return shard.cached(("ccm-empty", self.n_tags), build)
+
     # ---- submodel contract ---------------------------------------------------------------------
     def shared_log_potentials(self, shard: TreeShard) -> np.ndarray:
         yield_ids, context_ids, fixed = self.span_ids(shard)
@@ -136,6 +158,9 @@ class CCM(Submodel):
         per_span = np.where(fixed, const, dist)
         bias = np.bincount(shard.span_sentence, weights=per_span, minlength=shard.num_sentences)
         bias = bias - np.array([_log_catalan(int(n) - 1) for n in shard.lengths])
+        if self.empty_spans:
+            empty_ids, owner = self.empty_span_contexts(shard)
+            bias = bias + np.bincount(owner, weights=lc[empty_ids, 0], minlength=shard.num_sentences)
         return shard.join(bias, np.zeros(shard.num_lex_edges), ratio)
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0) -> Statistics:
@@ -156,6 +181,8 @@ class CCM(Submodel):
                       np.bincount(yield_ids, weights=constituent, minlength=V)], axis=1)
         c = np.stack([np.bincount(context_ids, weights=1.0 - constituent, minlength=C),
                       np.bincount(context_ids, weights=constituent, minlength=C)], axis=1)
+        if self.empty_spans:
+            c[:, 0] += np.bincount(self.empty_span_contexts(shard)[0], minlength=C)
         return {"yields": y, "contexts": c}
 
     def maximize(self, counts: dict) -> None:

@@ -21,7 +21,7 @@ import numpy as np
 from varorder.agree.product_em import AgreementEM
 from varorder.grammar.ccm import CCM
 from varorder.grammar.dmv import DMV
-from varorder.grammar.shard import decode, make_shards
+from varorder.grammar.shard import TreeShard, decode, make_shards
 from varorder.models.persist import check_shapes, load_model, model_loader, save_model
 
 __all__ = ["GrammarInducer", "MODELS"]
@@ -38,6 +38,7 @@ class GrammarInducer:
     n_iter : EM iterations.
     dmv_smoothing : additive pseudo-count of the DMV's multinomials.
     ccm_smoothing : (constituent, distituent) pseudo-counts of the CCM (K&M 2002: (2, 8)).
+    ccm_empty_spans : give the CCM the empty spans as always-distituents (see :class:`CCM`).
     dmv_init : "harmonic" (K&M 2004) or "random".
     shard_size : sentences per E-step shard.
     executor : passed to :class:`~varorder.agree.AgreementEM` (None = serial).
@@ -49,11 +50,12 @@ class GrammarInducer:
 
     def __init__(self, model: str = "product", n_iter: int = 20, dmv_smoothing: float = 0.0,
                  ccm_smoothing=(2.0, 8.0), dmv_init: str = "harmonic", shard_size: int = 2000, executor=None,
-                 callback=None, progress: bool = False, seed=None):
+                 callback=None, progress: bool = False, seed=None, ccm_empty_spans: bool = False):
         self.model = model
         self.n_iter = n_iter
         self.dmv_smoothing = dmv_smoothing
         self.ccm_smoothing = ccm_smoothing
+        self.ccm_empty_spans = ccm_empty_spans
         self.dmv_init = dmv_init
         self.shard_size = shard_size
         self.executor = executor
@@ -89,7 +91,8 @@ class GrammarInducer:
             models.append(DMV(T, smoothing=self.dmv_smoothing))
         if self.model in ("ccm", "product"):
             models.append(CCM(T, smoothing=tuple(self.ccm_smoothing),
-                              domain="projective-trees" if self.model == "product" else "bracketings"))
+                              domain="projective-trees" if self.model == "product" else "bracketings",
+                              empty_spans=bool(self.ccm_empty_spans)))
         return models
 
     def fit(self, sentences):
@@ -117,11 +120,24 @@ class GrammarInducer:
         return sum(m.shared_log_potentials(shard) for m in self.submodels_)
 
     def parse_shards(self, shards):
-        """(heads per sentence (−1 = root; None for the CCM), bracket sets per sentence)."""
+        """(heads per sentence (−1 = root; None for the CCM), bracket sets per sentence).
+
+        A sentence with probability zero under the model (the unsmoothed DMV has never seen one of
+        its tag pairs in a direction it needs) has no derivation; it is decoded again with every
+        log-probability floored at log(tiny float), i.e. the tree with the fewest impossible events,
+        the most probable among those. Sentences with a derivation are never affected.
+        """
         chart = "brackets" if self.model == "ccm" else "lexicalized"
+        floor = np.log(np.finfo(np.float64).tiny)
         heads, spans = [], []
         for shard in shards:
             h, s = decode(shard, self.potentials(shard), chart=chart)
+            failed = [b for b, sb in enumerate(s) if not sb]
+            if failed:
+                retry = TreeShard([shard.sentences[b] for b in failed], shard.n_tags)
+                h2, s2 = decode(retry, np.maximum(self.potentials(retry), floor), chart=chart)
+                for b, hb, sb in zip(failed, h2, s2):
+                    h[b], s[b] = hb, sb
             heads += h
             spans += s
         return heads, spans
@@ -149,6 +165,7 @@ class GrammarInducer:
                 state["yields"] = [list(y) for y in m.yields_]
         params = {k: getattr(self, k) for k in self._PARAMS}
         params["ccm_smoothing"] = list(self.ccm_smoothing)
+        params["ccm_empty_spans"] = bool(self.ccm_empty_spans)
         save_model(path, "GrammarInducer", params, state, arrays)
 
     @classmethod
@@ -163,7 +180,10 @@ class GrammarInducer:
         missing = [k for k in cls._PARAMS if k not in params]
         if missing:
             raise ValueError(f"{path}: model parameters lack {missing}")
-        self = cls(**{k: params[k] for k in cls._PARAMS})
+        empty_spans = params.get("ccm_empty_spans", False)  # absent in files written before the option
+        if not isinstance(empty_spans, bool):
+            raise ValueError(f"{path}: ccm_empty_spans must be true or false, got {empty_spans!r:.40}")
+        self = cls(**{k: params[k] for k in cls._PARAMS}, ccm_empty_spans=empty_spans)
         tags = state.get("tags")
         if not isinstance(tags, list) or not tags or not all(isinstance(t, str) for t in tags):
             raise ValueError(f"{path}: state.tags must be a non-empty list of tag names")

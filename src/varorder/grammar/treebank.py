@@ -9,6 +9,8 @@ merged); gold dependencies come from Collins' (1999) head rules on the pruned
 tree (the table of Stanford's ``CollinsHeadFinder``). For UD, punctuation is
 UPOS ``PUNCT``; a removed token's dependents are re-attached to its nearest
 kept ancestor; gold brackets are the contiguous yields of every word's subtree.
+``head_style="function"`` first re-heads UD's function-word relations the PTB way
+(:func:`function_heads`), so the UD gold can be compared with head-rule trees.
 
 Each corpus is a list of :class:`GoldSentence`.
 """
@@ -22,9 +24,13 @@ import numpy as np
 from varorder.io.ptb import Tree
 
 __all__ = ["GoldSentence", "PTB_PUNCTUATION", "wsj_sentences", "ud_sentences", "collins_heads",
-           "prune_tree", "tree_spans", "heads_to_spans"]
+           "prune_tree", "tree_spans", "heads_to_spans", "function_heads", "FUNCTION_RELATIONS", "HEAD_STYLES"]
 
 PTB_PUNCTUATION = frozenset({",", ".", ":", "``", "''", "-LRB-", "-RRB-"})
+# UD relations whose dependent is a function word that Collins' head rules make the head:
+# PP → IN, VP → MD / auxiliary verb, SBAR → IN (the complementizer), copular VP → the copula.
+FUNCTION_RELATIONS = frozenset({"case", "mark", "aux", "cop"})
+HEAD_STYLES = ("content", "function")
 
 
 @dataclass
@@ -171,6 +177,41 @@ def heads_to_spans(heads) -> set:
     return spans
 
 
+def function_heads(heads, relations, function_relations=FUNCTION_RELATIONS) -> list:
+    """UD content heads → PTB-style function heads (heads: −1 = root; relations: UD DEPREL).
+
+    For a content word c with function-word dependents f₁ … f_k (relation in
+    ``function_relations``, subtypes ignored), ordered from the nearest to c outwards:
+    f₁ heads c, f_{i+1} heads f_i, and f_k takes c's head. Every other dependent d of c
+    that lies on the same side of c as some f_i and beyond it moves to the outermost such
+    f_i (the subject of "John will go" to "will", as the S → VP → MD head path does);
+    dependents between c and its function words stay with c ("the" in "in the house").
+    A function word's own function-word dependents are left alone (that keeps the result a tree).
+    """
+    n = len(heads)
+    base = [r.split(":")[0] for r in relations]
+    new = list(heads)
+    for c in range(n):
+        if base[c] in function_relations:
+            continue
+        funcs = sorted((f for f in range(n) if heads[f] == c and base[f] in function_relations),
+                       key=lambda f: (abs(f - c), f))
+        if not funcs:
+            continue
+        below = c
+        for f in funcs:
+            new[below] = f
+            below = f
+        new[funcs[-1]] = heads[c]
+        for d in range(n):
+            if heads[d] != c or d in funcs:
+                continue
+            beyond = [f for f in funcs if (f - c) * (d - c) > 0 and abs(d - c) > abs(f - c)]
+            if beyond:
+                new[d] = beyond[-1]
+    return new
+
+
 def wsj_sentences(trees, max_length: int = 10) -> list[GoldSentence]:
     """WSJ10: pruned trees of 1 … max_length words with gold spans and head-rule dependencies."""
     out = []
@@ -182,8 +223,16 @@ def wsj_sentences(trees, max_length: int = 10) -> list[GoldSentence]:
     return out
 
 
-def ud_sentences(sentences, max_length: int = 10, drop_upos=frozenset({"PUNCT"})) -> list[GoldSentence]:
-    """UD10 from :class:`varorder.io.conllu.ConlluSentence` s: UPOS tags, heads without punctuation."""
+def ud_sentences(sentences, max_length: int = 10, drop_upos=frozenset({"PUNCT"}),
+                 head_style: str = "content", tag_column: str = "upos") -> list[GoldSentence]:
+    """UD10 from :class:`varorder.io.conllu.ConlluSentence` s: UPOS tags (or ``tag_column="xpos"``),
+    heads without punctuation (``head_style="function"``: after :func:`function_heads`); punctuation
+    is always chosen by UPOS."""
+    if head_style not in HEAD_STYLES:
+        raise ValueError(f"head_style must be one of {HEAD_STYLES}, got {head_style!r}")
+    column = {"upos": 3, "xpos": 4}.get(tag_column)
+    if column is None:
+        raise ValueError(f"tag_column must be 'upos' or 'xpos', got {tag_column!r}")
     out = []
     for s in sentences:
         rows = [s.rows[i] for i in s.word_rows]
@@ -193,6 +242,8 @@ def ud_sentences(sentences, max_length: int = 10, drop_upos=frozenset({"PUNCT"})
             raw_heads = [-1 if r[6] == "0" else position[r[6]] for r in rows]
         except KeyError as err:
             raise ValueError(f"sentence {' '.join(s.comments[:1])}: HEAD {err.args[0]} is not a word ID") from None
+        if head_style == "function":
+            raw_heads = function_heads(raw_heads, [r[7] for r in rows])
         keep = [r[3] not in drop_upos for r in rows]
         if not any(keep):
             continue
@@ -215,7 +266,7 @@ def ud_sentences(sentences, max_length: int = 10, drop_upos=frozenset({"PUNCT"})
         if len(roots) != 1:  # a removed root's dependents became roots: attach them to the first
             for k in roots[1:]:
                 heads[k] = roots[0]
-        tags = [r[3] for r, k in zip(rows, keep) if k]
+        tags = [r[column] for r, k in zip(rows, keep) if k]
         words = [r[1] for r, k in zip(rows, keep) if k]
         heads = np.array(heads, dtype=np.int64)
         out.append(GoldSentence(tags, heads, heads_to_spans(heads), words))

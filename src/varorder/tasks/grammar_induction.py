@@ -39,15 +39,17 @@ def _guess(path: str) -> str:
     return "tags"
 
 
-def load_sentences(path, fmt: str = "auto", max_length: int | None = 10) -> list[GoldSentence]:
-    """Sentences of one file; gold heads/spans are None for the ``tags`` format."""
+def load_sentences(path, fmt: str = "auto", max_length: int | None = 10, head_style: str = "content",
+                   tag_column: str = "upos") -> list[GoldSentence]:
+    """Sentences of one file; gold heads/spans are None for the ``tags`` format. ``head_style`` and
+    ``tag_column`` apply to CoNLL-U (see :func:`varorder.grammar.treebank.ud_sentences`)."""
     path = os.fspath(path)
     if fmt not in FORMATS:
         raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
     fmt = _guess(path) if fmt == "auto" else fmt
     limit = _NO_LIMIT if max_length is None else max_length
     if fmt == "conllu":
-        return ud_sentences(read_conllu(path), max_length=limit)
+        return ud_sentences(read_conllu(path), max_length=limit, head_style=head_style, tag_column=tag_column)
     if fmt == "ptb":
         if path.lower().endswith((".tar", ".tar.gz", ".tgz")):
             trees = [t for _, t in read_ptb_archive(path)]
