@@ -21,7 +21,7 @@ __all__ = ["COMMAND"]
 
 _format = click.option("--format", "fmt", type=click.Choice(["auto", "conllu", "ptb", "tags"]), default="auto",
                        show_default=True, help="input format (auto: by file name)")
-_max_length = click.option("--max-length", type=click.IntRange(min=1), default=10, show_default=True,
+_max_length = click.option("--max-length", type=click.IntRange(min=0), default=10, show_default=True,
                            help="keep sentences of at most this many words after removing punctuation (0: all)")
 
 
