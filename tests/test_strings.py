@@ -217,6 +217,17 @@ def test_ep_runs_and_beliefs_are_normalised():
         assert result["variables"] == len(graph.morphemes)
 
 
+def test_prox_pep_keeps_every_belief_normalisable():
+    """Proximal PEP steps from the current θ_V, so θ_V must stay in the family (Z < ∞):
+    a prior message passed by substitution once made θ_V divergent, after which every
+    later step of that variable was refused and its belief stayed at Z = ∞."""
+    graph = synthetic_lexicon(20, seed=0, alphabet_size=6)
+    ep = StringEP("pep", optimizer="prox", iterations=2, inner_passes=1).fit(graph)
+    for m in graph.morphemes:
+        assert math.isfinite(ep.belief_machine(m).log_partition(ep.theta_[m])), m
+    assert belief_nll(ep.beliefs_, graph.gold)["capped"] == 0
+
+
 def test_ep_with_exact_family_on_a_single_factor_is_exact():
     """One morpheme, its prior and one word: BP is exact and p(M | s) ∝ prior · T(s|M); EP
     with a family that contains the posterior's projection matches its n-gram moments."""

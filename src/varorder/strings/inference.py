@@ -317,9 +317,8 @@ class StringEP:
         incoming = [None if j == position else self._out_dfa(u, f) for j, u in enumerate(word.morphemes)]
         return self.factors_.message(word_index, position, incoming)
 
-    def _update(self, v, f, unigram: bool) -> None:
+    def _update(self, v, f, unigram: bool, mu: Wfsa) -> None:
         self._unigram_pass = unigram
-        mu = self._factor_message(f, v)
         theta_v, msg = self._theta(v), self._msg(f, v)
         theta_out = theta_v - msg
         if self.family == "ngram":
@@ -328,10 +327,12 @@ class StringEP:
             self.theta_[v] = new
             self.msgs_[(f, v)] = new - theta_out
             return
-        if f[0] == "prior" and not unigram and self.graph_.prior_strings is None:
+        if f[0] == "prior" and not unigram and self.graph_.prior_strings is None and self.optimizer == "greedy":
             # the bigram prior lies in the substring family: its message is passed exactly
             # (what an unpenalized projection would return), so θ_V − θ_{prior→V} never
-            # carries a truncated prior's tail into a divergent product
+            # carries a truncated prior's tail into a divergent product. Not for the
+            # proximal optimizer: it steps from the current θ_V, and substituting the
+            # prior's message can leave θ_V with Z = ∞, from which no step is accepted
             exact = self._prior_substring_theta(v)
             theta_out = self._theta(v) - self._msg(f, v)
             self.theta_[v] = theta_out + exact
@@ -512,10 +513,18 @@ class StringEP:
             passes = self.inner_passes if it == 0 else 1
             unigram = self.family == "pep" and self.unigram_first and it == 0
             for v in sweep:
+                # μ_{F→V} depends only on the other variables' messages, which a visit to V
+                # leaves alone: computed once per visit, reused by its K passes (§4.4)
+                mus = {}
+                for f in self.neighbours_[v]:
+                    try:
+                        mus[f] = self._factor_message(f, v)
+                    except ValueError:
+                        self.stats_["skipped"] += passes
                 for _ in range(passes):
-                    for f in self.neighbours_[v]:
+                    for f, mu in mus.items():
                         try:
-                            self._update(v, f, unigram)
+                            self._update(v, f, unigram, mu)
                             self.stats_["updates"] += 1
                         except ValueError:
                             self.stats_["skipped"] += 1  # a divergent product (Z = ∞): keep the old message
