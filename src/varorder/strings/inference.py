@@ -256,9 +256,8 @@ class StringEP:
 
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
-                 unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int = 1, progress=None):
+                 unigram_first: bool = True, optimizer: str = "prox", progress=None):
         self.family = family
-        self.growth_rounds = growth_rounds
         self.optimizer = optimizer
         self.order = order
         self.eta = eta
@@ -345,8 +344,7 @@ class StringEP:
             counts, _ = machine.expected_counts(mu, theta_out)
             new = self._unigram_closed_form(v, machine, counts, theta_out)
         elif self.optimizer == "greedy":
-            for _ in range(1 if unigram else self.growth_rounds):
-                new = self._greedy_fit(v, mu, theta_out)
+            new = self._greedy_fit(v, mu, theta_out)
             theta_out = self._theta(v) - self._msg(f, v)
             new = self._vec(v, new)
         else:
