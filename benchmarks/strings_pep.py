@@ -54,7 +54,13 @@ def report(paths, plot=None):
                 rows[(row["size"], row["label"])] = row
     lines = ["| words | method | wall s | CPU s | NLL of gold (nats) | 1-best acc. | capped | belief size | load |",
              "|---|---|---|---|---|---|---|---|---|"]
-    for (size, label), row in sorted(rows.items()):
+    rank = ("PEP-prox", "PEP-greedy", "BP-prune", "EP-3gram", "EP-2gram", "EP-1gram")  # the paper's method first
+
+    def order(item):
+        (size, label), _ = item
+        return size, next((i for i, prefix in enumerate(rank) if label.startswith(prefix)), len(rank)), label
+
+    for (size, label), row in sorted(rows.items(), key=order):
         size_note = (f"{row['mean_states']:.1f} states" if "mean_states" in row else
                      f"{row['mean_domain']:.1f} strings")
         cpu = f"{row['cpu_seconds']:.1f}" if "cpu_seconds" in row else "–"
