@@ -32,8 +32,11 @@ def COMMAND():
               help="a Hopkins phonology-framework file (surface<TAB>stem<TAB>suffix or surface<TAB>KEY=value,...)")
 @click.option("--method", type=click.Choice(METHOD_NAMES), default="pep", show_default=True,
               help="bp: loopy BP with k-best pruning; ep1/ep2/ep3: EP with n-gram families; "
-                   "pep: penalized EP (closed form, greedy growing); pep-prox: penalized EP by proximal gradient")
-@click.option("--lam", type=Real(0.0, None), default=0.01, show_default=True, help="PEP penalty λ")
+                   "pep: penalized EP (closed form with greedy growing, App. B.8-B.9); pep-prox: penalized EP by "
+                   "proximal gradient (§6.1; slow to converge, see docs/benchmarks.md)")
+@click.option("--lam", type=Real(0.0, None), default=None,
+              help="PEP penalty λ [default: 0.003 for pep, chosen on held-apart graphs; 0.01 for pep-prox, the "
+                   "paper's] (the two variants' λ are on different scales)")
 @click.option("--eta", type=Real(0.0, None, min_open=True), default=0.05, show_default=True, help="pep-prox step size η")
 @click.option("--k", "k", type=click.IntRange(1, 10_000), default=20, show_default=True, help="bp: strings kept per message")
 @click.option("--iterations", type=click.IntRange(1, 1000), default=4, show_default=True, help="forward/backward sweeps")
@@ -63,6 +66,8 @@ def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, see
     else:
         graph = read_hopkins(hopkins)
     bar = tqdm(total=iterations, desc=method, file=sys.stderr, leave=False, disable=None)
+    if lam is None:
+        lam = 0.01 if method == "pep-prox" else 0.003
     estimator = make_method(method, k=k, lam=lam, eta=eta, iterations=iterations, inner_passes=inner_passes,
                             progress=lambda done, total: bar.update(1))
     estimator.fit(graph)

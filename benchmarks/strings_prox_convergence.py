@@ -1,0 +1,78 @@
+"""Why proximal-gradient PEP (Cotterell & Eisner 2015, §6.1: η = 0.05, λ = 0.01, one step
+per update) converges slowly here: (1) one projection of a fixed peaked distribution onto
+the substring family, cross-entropy after n proximal-gradient steps against the closed-form
+greedy projection; (2) PEP on a synthetic lexicon, the gold forms' NLL after every sweep.
+
+    PYTHONPATH=src python benchmarks/strings_prox_convergence.py projection
+    PYTHONPATH=src python benchmarks/strings_prox_convergence.py sweeps --size 100 --sweeps 4 --eta 0.05
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+
+import numpy as np
+
+from varorder.strings.inference import StringEP, _string_score, belief_nll, project_acceptor
+from varorder.strings.model import synthetic_lexicon
+from varorder.wfsa import strings_acceptor
+
+
+def cross_entropy(machine, theta, p):
+    log_z = machine.log_partition(theta)
+    return -sum(math.exp(w) * _string_score(machine, theta, s, log_z) for s, w in p.items())
+
+
+def projection(args):
+    alphabet = tuple("abcdefghijklmnop")
+    p = {tuple("ahbk"): math.log(0.8), tuple("ahb"): math.log(0.1), tuple("ahbko"): math.log(0.05),
+         tuple("chbk"): math.log(0.05)}
+    acceptor = strings_acceptor(alphabet, p)
+    print(f"H(p) = {-sum(math.exp(w) * w for w in p.values()):.3f} nats")
+    machine, theta = project_acceptor(acceptor, optimizer="greedy", steps=3, lam=0.003)
+    print(f"closed form, greedy growing (λ = 0.003): cross-entropy {cross_entropy(machine, theta, p):.3f}")
+    for eta in args.etas:
+        for steps in args.steps:
+            started = time.perf_counter()
+            machine, theta = project_acceptor(acceptor, optimizer="prox", steps=steps, eta=eta, lam=args.lam)
+            print(f"prox η = {eta:g}, {steps} steps (λ = {args.lam:g}): cross-entropy "
+                  f"{cross_entropy(machine, theta, p):.3f}, {np.count_nonzero(theta)} nonzero θ, "
+                  f"{time.perf_counter() - started:.1f} s", flush=True)
+
+
+def sweeps(args):
+    graph = synthetic_lexicon(args.size, seed=args.seed, alphabet_size=16)
+    started = time.perf_counter()
+    ep = StringEP("pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps, inner_passes=2)
+
+    def progress(done, total):
+        ep.seconds_ = time.perf_counter() - started
+        beliefs = ep._beliefs()
+        score = belief_nll(beliefs, graph.gold)
+        print(f"sweep {done}: {ep.seconds_:.1f} s, NLL {score['nll']:.3f}, 1-best {score['accuracy']:.3f}, "
+              f"capped {score['capped']}, belief states {beliefs.stats['mean_states']:.1f}", flush=True)
+
+    ep.progress = progress
+    ep.fit(graph)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("what", choices=("projection", "sweeps"))
+    parser.add_argument("--etas", type=float, nargs="+", default=[0.05, 0.3, 1.0])
+    parser.add_argument("--steps", type=int, nargs="+", default=[5, 20, 80])
+    parser.add_argument("--eta", type=float, default=0.05)
+    parser.add_argument("--lam", type=float, default=0.01)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--sweeps", type=int, default=4)
+    args = parser.parse_args(argv)
+    (projection if args.what == "projection" else sweeps)(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
