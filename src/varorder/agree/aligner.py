@@ -234,15 +234,16 @@ class WordAligner:
     # -- decoding ----------------------------------------------------------
     def _shard_posteriors(self, shard, joint: bool) -> np.ndarray:
         """½(µ₁ + µ₂) over the shard's edges (see :meth:`posteriors`)."""
-        with shard.pair_scope():
+        first, second = self.models_
+        with shard.pair_scope():  # the second direction adds its posteriors into the first's array
             if joint:
-                total = self.models_[0].shared_log_potentials(shard)
-                total += self.models_[1].shared_log_potentials(shard)
-                mu = self.models_[0].expected_statistics(shard, total).shared
-                mu += self.models_[1].expected_statistics(shard, total).shared
+                total = first.shared_log_potentials(shard)
+                total += second.shared_log_potentials(shard)
+                mu = first.expected_statistics(shard, total).shared
+                second.expected_statistics(shard, total, add_shared_to=mu)
             else:
-                mu = self.models_[0].posteriors(shard)
-                mu += self.models_[1].posteriors(shard)
+                mu = first.posteriors(shard)
+                second.expected_statistics(shard, second.shared_log_potentials(shard), add_shared_to=mu)
         mu *= 0.5
         return mu
 
