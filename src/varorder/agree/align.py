@@ -42,7 +42,7 @@ __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 
 DIRECTIONS = ("f|e", "e|f")
 FLOOR = 1e-12  # probability of word pairs never seen in training
-_CELL_BUDGET = 1 << 22  # floats in one batch's emissions + transitions, B·K·(L + K) (32 MB)
+_CELL_BUDGET = 1 << 20  # floats in one batch's emissions + transitions, B·K·(L + K) (8 MB)
 _MAX_BATCH = 2048
 
 
@@ -128,25 +128,6 @@ def _conditional(keys, table, source_high):
 
 
 @numba.njit(cache=True)
-def _add_shard_counts(index, weights, scratch, total):
-    """total += (the shard's table of Σ weights per pair), touching only the shard's pairs.
-
-    The shard's sums are built in ``scratch`` (all zero on entry and on exit) in edge order, then
-    added to ``total`` once per pair; later edges of the same pair add the 0.0 left behind, which
-    changes nothing — so the result is bit for bit ``total + np.bincount(index, weights)``.
-    """
-    for k in range(index.size):
-        p = index[k]
-        if p >= 0:
-            scratch[p] += weights[k]
-    for k in range(index.size):
-        p = index[k]
-        if p >= 0:
-            total[p] += scratch[p]
-            scratch[p] = 0.0
-
-
-@numba.njit(cache=True)
 def _add_at(index, weights, out):
     """out[index[k]] += weights[k] where index[k] ≥ 0 (np.add.at without the masked copies)."""
     for k in range(index.size):
@@ -229,6 +210,14 @@ class IBM1(Submodel):
         finally:
             self._consume_table = False
 
+    def keep_log_table_only(self):
+        """Replace ``table_`` by its log, in place (``table_`` becomes None): what decoding reads; returns self."""
+        if self.table_ is not None:
+            self._log_table_cache = None  # a log made beside the table goes: the table's own array becomes it
+            with self.consuming_tables():
+                self._log_table()
+        return self
+
     def shared_log_potentials(self, shard: BitextShard) -> np.ndarray:
         return _gather_log_table(self._log_table(), shard.edge_pairs, math.log(FLOOR))
 
@@ -303,7 +292,8 @@ class IBM1(Submodel):
                                     minlength=self.n_target_words)}
 
     def accumulate_counts(self, total, shard, shared_marginals, statistics, workspace) -> dict:
-        """:meth:`counts` added to ``total`` without a table-sized array per shard (same sums, bit for bit).
+        """:meth:`counts` added to ``total`` edge by edge, without a table-sized array per shard (the same
+        sums as adding per-shard tables up to rounding: each pair's terms are added in corpus order).
 
         Directions handed the same µ over the same pairs (every agreement mode) have equal table
         counts: the later ones share the first one's total instead of summing the same numbers again.
@@ -317,11 +307,7 @@ class IBM1(Submodel):
             table = last[2] if same else np.zeros(n)
             total = {"table": table, **{k: np.zeros_like(v, dtype=np.float64) for k, v in private.items()}}
         if not (same and last[2] is total["table"]):
-            scratch = workspace.get("pair_table")
-            if scratch is None or scratch.size != n:  # one zeroed buffer for every submodel and shard of the task
-                scratch = workspace["pair_table"] = np.zeros(n)
-            _add_shard_counts(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), scratch,
-                              total["table"])
+            _add_at(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), total["table"])
             if isinstance(shared_marginals, np.ndarray):
                 workspace["pair_counts"] = (weakref.ref(shared_marginals), self.pairs, total["table"])
         for k, v in private.items():

@@ -12,8 +12,8 @@ Memory: 4 bytes per token, and 2 bytes per edge: an edge keeps its pair's positi
 the row of its English word in the sorted pair keys (a word pairs with at most 65,535 French
 words; past that, 4-byte pair ids are kept instead), widened to pair ids one shard at a time
 when an E-step needs them (:meth:`BitextShard.pair_scope`). The pair index adds 8 bytes per
-distinct word pair. :func:`encode_bitext` encodes a stream of pairs shard by shard, so no token
-lists of the whole corpus are ever held.
+distinct word pair. :func:`encode_bitext` encodes a stream of pairs one pair at a time into flat
+id buffers, so no more than one pair's token lists is ever held.
 """
 
 from __future__ import annotations

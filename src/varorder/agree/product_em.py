@@ -251,6 +251,27 @@ def _estep_many(submodels, shards, mode):
     return totals, objective
 
 
+def _independent_iteration(submodels, shards) -> float:
+    """One serial EM iteration of independent submodels, one submodel at a time (its E-step over every
+    shard, then its M-step), so that one submodel's counts and E-step state exist at once; the same
+    counts as :func:`_estep_many`, and its objective summed in its order (shard by shard)."""
+    terms = [[0.0] * len(submodels) for _ in shards]
+    for k, m in enumerate(submodels):
+        total, workspace = None, {}
+        for i, shard in enumerate(shards):
+            with _scope(shard):
+                stats = m.expected_statistics(shard, m.shared_log_potentials(shard))
+                terms[i][k] = stats.log_normalizer
+                total = m.accumulate_counts(total, shard, stats.shared, stats, workspace)
+                del stats
+        m.maximize(total)
+        del total, workspace
+    objective = 0.0
+    for row in terms:
+        objective += sum(row)
+    return objective
+
+
 def _is_dask_client(executor) -> bool:
     return all(hasattr(executor, name) for name in ("scatter", "gather", "submit"))
 
@@ -328,9 +349,13 @@ class AgreementEM:
 
             iterations = tqdm(iterations, desc=f"EM ({self.mode})", unit="iter")
         for it in iterations:
-            counts, objective = self.estep(shards)
-            for model, c in zip(self.submodels, counts):
-                model.maximize(c)
+            if self.mode == "independent" and self.executor is None and len(self.submodels) > 1:
+                objective = _independent_iteration(self.submodels, shards)
+            else:
+                counts, objective = self.estep(shards)
+                for model, c in zip(self.submodels, counts):
+                    model.maximize(c)
+                del counts
             self.objectives_.append(objective)
             if self.callback is not None:
                 self.callback(it, self)
