@@ -149,7 +149,7 @@ def _mean_shared(submodels, stats):
     the average; see :meth:`Submodel.counts`). Built in the first submodel's own array when every
     submodel says its statistics are its own (``fresh_statistics``)."""
     first = stats[0].shared
-    if len(stats) > 1 and all(s.shared is None for s in stats[1:]):  # already summed into the first (see _domain_statistics)
+    if len(stats) > 1 and all(s.shared is None for s in stats[1:]):  # summed into the first: _domain_statistics
         mean = first
     elif (all(getattr(m, "fresh_statistics", False) for m in submodels) and isinstance(first, np.ndarray)
             and first.dtype == np.float64 and first.flags.writeable and not any(first is s.shared for s in stats[1:])):
