@@ -1,16 +1,21 @@
-"""The aligner's compact corpus (2-byte edge offsets, streamed encoding, counts accumulated without
-per-shard tables, tables turned into their logs in place) gives exactly what the plain layout gives."""
+"""The aligner's compact corpus and E-step (2-byte edge offsets, streamed encoding, counts accumulated
+without per-shard tables and shared by the directions, one summed log table, posteriors added into one
+array, tables turned into their logs in place) give what the plain layout gives: exactly, or up to the
+order of additions where counts are summed edge by edge."""
 
 from __future__ import annotations
 
+import copy
 import pickle
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 import numpy as np
+import pytest
 
-from varorder.agree.align import IBM1
+from varorder.agree.align import IBM1, HMMAligner
 from varorder.agree.aligner import WordAligner
-from varorder.agree.corpus import PairIndex, Vocabulary, encode_bitext, index_corpus, shard_bitext
+from varorder.agree.corpus import PairIndex, Vocabulary, encode, encode_bitext, index_corpus, shard_bitext
 from varorder.agree.product_em import _estep_many, add_counts, estep_shard
 from varorder.io.bitext import iter_bitext, iter_joint, read_bitext, read_joint
 
@@ -91,15 +96,28 @@ def test_encoded_bitext_trains_and_aligns_like_token_lists():
     assert encoded.align(new) == plain.align(_synthetic(20, seed=5)[0])
 
 
-def test_serial_training_equals_threaded_training_bit_for_bit():
-    """The serial path accumulates counts shard by shard without per-shard tables and takes each
-    table's log in place; executors build per-shard count tables and keep the tables: same numbers."""
+def _close_tables(a, b):
+    np.testing.assert_array_equal(a.pairs_.keys, b.pairs_.keys)
+    for m, n in zip(a.models_, b.models_):
+        for name in ("table_", "null_", "jumps_"):
+            np.testing.assert_allclose(getattr(m, name), getattr(n, name), rtol=1e-9, atol=1e-15)
+
+
+def test_serial_training_equals_threaded_training():
+    """The serial path adds counts edge by edge into one total (shared by the directions in agreement
+    modes), sums the directions' logs into one table and runs independent EM one direction at a time;
+    executors build per-shard count tables and keep the tables: the same numbers up to the order of
+    the additions, and the same alignments."""
     pairs, _ = _synthetic(150, seed=6)
-    serial = _fitted(pairs)
-    with ThreadPoolExecutor(2) as ex:
-        threaded = _fitted(pairs, executor=ex)
-    _same_tables(serial, threaded)
-    assert all(m.table_ is not None for m in serial.models_)
+    for training in ("agreement", "independent", "product"):
+        serial = _fitted(pairs, training=training)
+        with ThreadPoolExecutor(2) as ex:
+            threaded = _fitted(pairs, training=training, executor=ex)
+        _close_tables(serial, threaded)
+        assert all(m.table_ is not None for m in serial.models_)
+        assert serial.align(pairs) == threaded.align(pairs)
+        np.testing.assert_allclose([o for _, objs in serial.history_ for o in objs],
+                                   [o for _, objs in threaded.history_ for o in objs], rtol=1e-12)
 
 
 def test_accumulated_counts_equal_added_count_tables():
@@ -121,5 +139,93 @@ def test_accumulated_counts_equal_added_count_tables():
         got, _ = _estep_many(models, shards, mode)
         for g, w in zip(got, want):
             assert g.keys() == w.keys()
-            for k in w:
-                np.testing.assert_array_equal(g[k], w[k])
+            for k in w:  # added edge by edge instead of shard table by shard table
+                np.testing.assert_allclose(g[k], w[k], rtol=1e-12, atol=1e-300)
+        # the agreement modes hand both directions the same posteriors: one count table serves both
+        assert (got[0]["table"] is got[1]["table"]) == (mode == "domain")
+
+
+def _two_directions(seed, model="hmm"):
+    pairs = _random_pairs(seed, 300, e_vocab=40, f_vocab=45)
+    ev, fv = Vocabulary(), Vocabulary()
+    shards = shard_bitext(pairs, ev, fv, 70)
+    index = index_corpus(shards)
+    rng = np.random.default_rng(seed)
+    models = []
+    for direction, n_target in (("f|e", len(fv)), ("e|f", len(ev))):
+        m = (HMMAligner(direction, index, n_target, band=4) if model == "hmm" else IBM1(direction, index, n_target))
+        m.initialize()
+        m.table_ = rng.uniform(0.0, 1.0, len(index)) * (rng.random(len(index)) < 0.9)  # zeros hit the floor
+        m.null_ = rng.uniform(0.01, 1.0, n_target)
+        models.append(m)
+    return shards, models
+
+
+@pytest.mark.parametrize("model", ["hmm", "ibm1"])
+def test_summed_log_table_and_added_posteriors_equal_the_separate_sums_bit_for_bit(model):
+    """The agreement E-step's one summed log table and the second direction adding its posteriors into
+    the first one's array give exactly the per-direction arrays added up (the same additions)."""
+    shards, models = _two_directions(8, model)
+    with ExitStack() as stack:
+        for shard in shards:
+            stack.enter_context(shard.pair_scope())
+        reference = copy.deepcopy(models)
+        want_total = [reference[0].shared_log_potentials(s) + reference[1].shared_log_potentials(s) for s in shards]
+        want_mu = []
+        for s, total in zip(shards, want_total):
+            a, b = (m.expected_statistics(s, total) for m in reference)
+            want_mu.append((a.shared + b.shared, a.log_normalizer, b.log_normalizer))
+        assert type(models[0]).summed_shared_log_potentials(models, shards[0]) is None  # tables not consumable
+        for m in models:
+            stack.enter_context(m.consuming_tables())
+        for s, total, (mu, z0, z1) in zip(shards, want_total, want_mu):
+            got = type(models[0]).summed_shared_log_potentials(models, s)
+            np.testing.assert_array_equal(got, total)
+            first = models[0].expected_statistics(s, got)
+            second = models[1].expected_statistics(s, got, add_shared_to=first.shared)
+            assert second.shared is None and (first.log_normalizer, second.log_normalizer) == (z0, z1)
+            np.testing.assert_array_equal(first.shared, mu)
+        assert all(m.table_ is None for m in models)  # one summed log table is all the E-step holds
+        with pytest.raises(RuntimeError, match="consumed"):
+            models[1].shared_log_potentials(shards[0])
+    with pytest.raises(ValueError, match="edges"):
+        models[1].expected_statistics(shards[0], want_total[0], add_shared_to=np.zeros(3))
+
+
+def test_keep_log_tables_only_decodes_the_same_and_refuses_to_save(tmp_path):
+    pairs, _ = _synthetic(120, seed=9)
+    aligner = _fitted(pairs)
+    def decoded():
+        return (aligner.align(pairs), aligner.align(pairs, "grow-diag-final-and"),
+                aligner.posteriors(pairs[:5], joint=True), aligner.sentence_scores(pairs))
+
+    want = decoded()
+    aligner.keep_log_tables_only()
+    assert all(m.table_ is None for m in aligner.models_)
+    got = decoded()
+    assert got[:2] == want[:2]
+    for g, w in zip(got[2], want[2]):
+        np.testing.assert_array_equal(g, w)
+    for g, w in zip(got[3], want[3]):
+        np.testing.assert_array_equal(g, w)
+    with pytest.raises(ValueError, match="keep_log_tables_only"):
+        aligner.save(tmp_path / "m.npz")
+
+
+def test_streamed_encoding_equals_per_pair_vocabulary_codes():
+    pairs = _random_pairs(10, 230)
+    ev, fv = Vocabulary(), Vocabulary()
+    trained = shard_bitext(pairs, ev, fv, 100)
+    assert [s.n_sentences for s in trained] == [100, 100, 30]
+    new = _random_pairs(11, 50, e_vocab=400, f_vocab=450)
+    for shards, data, grow in ((trained, pairs, True), (shard_bitext(new, ev, fv, 100, grow=False), new, False)):
+        e_ids = np.concatenate([s.e_ids for s in shards])
+        f_ids = np.concatenate([s.f_ids for s in shards])
+        np.testing.assert_array_equal(e_ids, np.concatenate([ev.encode(e, grow=False) for e, _ in data]))
+        np.testing.assert_array_equal(f_ids, np.concatenate([fv.encode(f, grow=False) for _, f in data]))
+        assert e_ids.dtype == f_ids.dtype == np.int32
+        for s, chunk in zip(shards, [data[k:k + 100] for k in range(0, len(data), 100)]):
+            np.testing.assert_array_equal(s.e_lengths, [len(e) for e, _ in chunk])
+            np.testing.assert_array_equal(np.diff(s.edge_offsets), [len(e) * len(f) for e, f in chunk])
+    assert (np.concatenate([s.e_ids for s in shards]) < 0).any()
+    assert encode([], ev, fv).n_sentences == 0 and shard_bitext([], ev, fv, 10) == []

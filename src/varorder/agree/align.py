@@ -27,6 +27,7 @@ expected counts; p₀ is fixed.
 from __future__ import annotations
 
 import math
+import weakref
 from contextlib import contextmanager
 
 import numba
@@ -41,7 +42,7 @@ __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 
 DIRECTIONS = ("f|e", "e|f")
 FLOOR = 1e-12  # probability of word pairs never seen in training
-_CELL_BUDGET = 1 << 22  # floats in one batch's emissions + transitions, B·K·(L + K) (32 MB)
+_CELL_BUDGET = 1 << 20  # floats in one batch's emissions + transitions, B·K·(L + K) (8 MB)
 _MAX_BATCH = 2048
 
 
@@ -67,7 +68,7 @@ def _null_emission(null_logp, w):
 
 
 @numba.njit(cache=True, parallel=True)
-def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, mu, null_mu):
+def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, mu, null_mu, add):
     per_sentence = np.zeros(src_off.size - 1)
     for s in numba.prange(src_off.size - 1):
         S = src_off[s + 1] - src_off[s]
@@ -86,7 +87,10 @@ def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_lo
                 z += math.exp(shared[_edge(base, u, t, S, T, transposed)] - m)
             for u in range(S):
                 e = _edge(base, u, t, S, T, transposed)
-                mu[e] = math.exp(shared[e] - m) / z
+                if add:  # into another direction's posteriors (the agreement E-step's sum)
+                    mu[e] += math.exp(shared[e] - m) / z
+                else:
+                    mu[e] = math.exp(shared[e] - m) / z
             null_mu[tgt_off[s] + t] = math.exp(w_null - m) / z
             per_sentence[s] += m + math.log(z) + scale * prior
     return per_sentence
@@ -124,25 +128,6 @@ def _conditional(keys, table, source_high):
 
 
 @numba.njit(cache=True)
-def _add_shard_counts(index, weights, scratch, total):
-    """total += (the shard's table of Σ weights per pair), touching only the shard's pairs.
-
-    The shard's sums are built in ``scratch`` (all zero on entry and on exit) in edge order, then
-    added to ``total`` once per pair; later edges of the same pair add the 0.0 left behind, which
-    changes nothing — so the result is bit for bit ``total + np.bincount(index, weights)``.
-    """
-    for k in range(index.size):
-        p = index[k]
-        if p >= 0:
-            scratch[p] += weights[k]
-    for k in range(index.size):
-        p = index[k]
-        if p >= 0:
-            total[p] += scratch[p]
-            scratch[p] = 0.0
-
-
-@numba.njit(cache=True)
 def _add_at(index, weights, out):
     """out[index[k]] += weights[k] where index[k] ≥ 0 (np.add.at without the masked copies)."""
     for k in range(index.size):
@@ -160,6 +145,7 @@ class IBM1(Submodel):
 
     has_private_features = True
     fresh_statistics = True
+    adds_shared = True
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int):
         if direction not in DIRECTIONS:
@@ -186,6 +172,7 @@ class IBM1(Submodel):
         # executors ship submodels to workers: the log table is rebuilt there, not sent
         state = dict(self.__dict__)
         state.pop("_log_table_cache", None)
+        state.pop("_summed_log_cache", None)
         return state
 
     # -- shared part -------------------------------------------------------
@@ -201,6 +188,9 @@ class IBM1(Submodel):
         if cache is not None and (cache[0] is self.table_ or self.table_ is None):
             return cache[1]  # holding table_ keeps the identity test sound
         self._log_table_cache = None  # the old log table goes before the new one is made
+        if self.table_ is None:
+            raise RuntimeError(f"the {self.direction} table was consumed by a summed E-step; "
+                               "its log exists only summed with the other directions' until the next M-step")
         if getattr(self, "_consume_table", False):
             log_table, self.table_ = self.table_, None
             np.maximum(log_table, FLOOR, out=log_table)
@@ -220,20 +210,70 @@ class IBM1(Submodel):
         finally:
             self._consume_table = False
 
+    def keep_log_table_only(self):
+        """Replace ``table_`` by its log, in place (``table_`` becomes None): what decoding reads; returns self."""
+        if self.table_ is not None:
+            self._log_table_cache = None  # a log made beside the table goes: the table's own array becomes it
+            with self.consuming_tables():
+                self._log_table()
+        return self
+
     def shared_log_potentials(self, shard: BitextShard) -> np.ndarray:
         return _gather_log_table(self._log_table(), shard.edge_pairs, math.log(FLOOR))
+
+    @staticmethod
+    def summed_shared_log_potentials(submodels, shard: BitextShard) -> np.ndarray | None:
+        """Σ_m log τ_m on the shard's edges from one summed table (see ``Submodel``), for the
+        agreement E-step of serial EM (:meth:`consuming_tables`); None otherwise.
+
+        The sum Σ_m log τ_m per word pair is made once per E-step: each direction's log is taken in
+        its table's array, added into the first, and dropped — one table-sized array is held over
+        the E-step instead of one per direction. Bit for bit the per-edge sum of the directions'
+        gathered logs (the same additions in the same order, the floor included).
+        """
+        first = submodels[0]
+        if len(submodels) < 2 or not all(isinstance(m, IBM1) and m.pairs is first.pairs
+                                         and getattr(m, "_consume_table", False) for m in submodels):
+            return None
+        cache = getattr(first, "_summed_log_cache", None)
+        if cache is None or len(cache[0]) != len(submodels) or not all(
+                a is b and getattr(b, "_summed_log_cache", None) is cache for a, b in zip(cache[0], submodels)):
+            for m in submodels:
+                m._summed_log_cache = None
+            summed = first._log_table()
+            for m in submodels[1:]:
+                summed += m._log_table()
+                m._log_table_cache = None  # its log now lives only in the sum
+            first._log_table_cache = None  # its array is the sum's
+            cache = (tuple(submodels), summed)
+            for m in submodels:
+                m._summed_log_cache = cache
+        floor = math.log(FLOOR)
+        summed_floor = floor
+        for _ in submodels[1:]:
+            summed_floor += floor
+        return _gather_log_table(cache[1], shard.edge_pairs, summed_floor)
 
     def _null_logp(self):
         return np.log(np.maximum(self.null_, FLOOR))
 
-    def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0) -> Statistics:
+    def _shared_out(self, shard, add_shared_to):
+        """(array the edge posteriors go to, whether they are added into it): see ``Submodel.adds_shared``."""
+        if add_shared_to is None:
+            return np.zeros(shard.edge_offsets[-1]), False
+        if add_shared_to.shape != (shard.edge_offsets[-1],) or add_shared_to.dtype != np.float64:
+            raise ValueError(f"add_shared_to must be a float64 array over the shard's {shard.edge_offsets[-1]} edges")
+        return add_shared_to, True
+
+    def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
+                            add_shared_to: np.ndarray | None = None) -> Statistics:
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
-        mu = np.zeros(shard.edge_offsets[-1])
+        mu, add = self._shared_out(shard, add_shared_to)
         null_mu = np.zeros(tgt_ids.size)
         per_sentence = _ibm1_estep(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed,
                                    np.ascontiguousarray(shared_log_potentials, dtype=np.float64), self._null_logp(),
-                                   float(private_scale), mu, null_mu)
-        return Statistics(shared=mu, private={"null": null_mu, "per_sentence": per_sentence},
+                                   float(private_scale), mu, null_mu, add)
+        return Statistics(shared=None if add else mu, private={"null": null_mu, "per_sentence": per_sentence},
                           log_normalizer=float(per_sentence.sum()))
 
     def sentence_log_likelihoods(self, shard) -> np.ndarray:
@@ -252,22 +292,30 @@ class IBM1(Submodel):
                                     minlength=self.n_target_words)}
 
     def accumulate_counts(self, total, shard, shared_marginals, statistics, workspace) -> dict:
-        """:meth:`counts` added to ``total`` without a table-sized array per shard (same sums, bit for bit)."""
+        """:meth:`counts` added to ``total`` edge by edge, without a table-sized array per shard (the same
+        sums as adding per-shard tables up to rounding: each pair's terms are added in corpus order).
+
+        Directions handed the same µ over the same pairs (every agreement mode) have equal table
+        counts: the later ones share the first one's total instead of summing the same numbers again.
+        """
         n = len(self.pairs)
-        scratch = workspace.get("pair_table")
-        if scratch is None or scratch.size != n:  # one zeroed buffer for every submodel and shard of the task
-            scratch = workspace["pair_table"] = np.zeros(n)
         private = self._private_counts(shard, statistics)
+        last = workspace.get("pair_counts")  # (weak reference to the µ last added, its pairs, the total)
+        same = (last is not None and last[0]() is shared_marginals and last[1] is self.pairs
+                and isinstance(shared_marginals, np.ndarray))
         if total is None:
-            total = {"table": np.zeros(n), **{k: np.zeros_like(v, dtype=np.float64) for k, v in private.items()}}
-        _add_shard_counts(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), scratch,
-                          total["table"])
+            table = last[2] if same else np.zeros(n)
+            total = {"table": table, **{k: np.zeros_like(v, dtype=np.float64) for k, v in private.items()}}
+        if not (same and last[2] is total["table"]):
+            _add_at(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), total["table"])
+            if isinstance(shared_marginals, np.ndarray):
+                workspace["pair_counts"] = (weakref.ref(shared_marginals), self.pairs, total["table"])
         for k, v in private.items():
             total[k] += v
         return total
 
     def maximize(self, counts: dict) -> None:
-        self._log_table_cache = None  # the log of the table being replaced
+        self._log_table_cache = self._summed_log_cache = None  # the logs of the table being replaced
         self.table_ = _conditional(self.pairs.keys, np.ascontiguousarray(counts["table"], dtype=np.float64),
                                    self.direction == "f|e")
         ntot = counts["null"].sum()
@@ -376,7 +424,7 @@ def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shar
 
 
 @numba.njit(cache=True)
-def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu, null_mu):
+def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu, null_mu, add):
     B, L, K = node.shape
     S = K // 2
     for b in range(B):
@@ -386,7 +434,10 @@ def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu,
         for t in range(T):
             z = 0.0
             for u in range(S):
-                mu[_edge(base, u, t, S, T, transposed)] = node[b, t, u]
+                if add:  # into another direction's posteriors (the agreement E-step's sum)
+                    mu[_edge(base, u, t, S, T, transposed)] += node[b, t, u]
+                else:
+                    mu[_edge(base, u, t, S, T, transposed)] = node[b, t, u]
                 z += node[b, t, S + u]
             null_mu[tgt_off[s] + t] = z
 
@@ -570,9 +621,10 @@ class HMMAligner(IBM1):
                             float(scale), E, lengths)
             yield sents, E, *potentials[S], lengths
 
-    def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0) -> Statistics:
+    def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
+                            add_shared_to: np.ndarray | None = None) -> Statistics:
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
-        mu = np.zeros(shard.edge_offsets[-1])
+        mu, add = self._shared_out(shard, add_shared_to)
         null_mu = np.zeros(tgt_ids.size)
         jumps = np.zeros(2 * self.max_jump + 1)
         total = 0.0
@@ -590,7 +642,7 @@ class HMMAligner(IBM1):
                                                        return_log_z=True)
                 _jump_counts(node, edge_sum, self.max_jump, jumps)
             total += float(logz.sum())
-            _scatter_posteriors(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, mu, null_mu)
+            _scatter_posteriors(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, mu, null_mu, add)
         # a target word facing an empty source sentence can only be NULL-generated
         empty = np.flatnonzero(np.diff(src_off) == 0)
         null_logp = self._null_logp()
@@ -599,7 +651,8 @@ class HMMAligner(IBM1):
             words = tgt_ids[tgt_off[s]:tgt_off[s + 1]]
             known = (words >= 0) & (words < null_logp.size)
             total += private_scale * float(np.where(known, null_logp[np.where(known, words, 0)], math.log(FLOOR)).sum())
-        return Statistics(shared=mu, private={"null": null_mu, "jumps": jumps}, log_normalizer=total)
+        return Statistics(shared=None if add else mu, private={"null": null_mu, "jumps": jumps},
+                          log_normalizer=total)
 
     def _private_counts(self, shard, statistics) -> dict:
         return {**super()._private_counts(shard, statistics), "jumps": statistics.private["jumps"]}

@@ -93,9 +93,10 @@ class WordAligner:
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
-    shard_size : sentence pairs per E-step task. An agreement E-step holds at most three float64 arrays
-        over a shard's edges (|e|·|f| per pair) and its int32 pair ids: 10k Hansards pairs ≈ 40 MB;
-        counts go straight into the totals through one table-sized buffer per task.
+    shard_size : sentence pairs per E-step task. An agreement E-step holds two float64 arrays over a
+        shard's edges (|e|·|f| per pair: the summed potentials, and the posteriors both directions add
+        into) and its int32 pair ids: 10k Hansards pairs ≈ 29 MB; counts go straight into the totals
+        (one total shared by both directions in the agreement modes).
     executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
     progress : tqdm bars.
     normalization : the text normalisation the training text went through, as a dict
@@ -234,15 +235,16 @@ class WordAligner:
     # -- decoding ----------------------------------------------------------
     def _shard_posteriors(self, shard, joint: bool) -> np.ndarray:
         """½(µ₁ + µ₂) over the shard's edges (see :meth:`posteriors`)."""
-        with shard.pair_scope():
+        first, second = self.models_
+        with shard.pair_scope():  # the second direction adds its posteriors into the first's array
             if joint:
-                total = self.models_[0].shared_log_potentials(shard)
-                total += self.models_[1].shared_log_potentials(shard)
-                mu = self.models_[0].expected_statistics(shard, total).shared
-                mu += self.models_[1].expected_statistics(shard, total).shared
+                total = first.shared_log_potentials(shard)
+                total += second.shared_log_potentials(shard)
+                mu = first.expected_statistics(shard, total).shared
+                second.expected_statistics(shard, total, add_shared_to=mu)
             else:
-                mu = self.models_[0].posteriors(shard)
-                mu += self.models_[1].posteriors(shard)
+                mu = first.posteriors(shard)
+                second.expected_statistics(shard, second.shared_log_potentials(shard), add_shared_to=mu)
         mu *= 0.5
         return mu
 
@@ -300,6 +302,14 @@ class WordAligner:
         E-step, see :meth:`posteriors`)."""
         return list(self.iter_align(pairs, method, threshold, joint))
 
+    def keep_log_tables_only(self) -> "WordAligner":
+        """Replace each direction's translation table by its log, in place: every decoding reads only
+        the log, so one table-sized array per direction is held instead of two. The aligner still
+        aligns, scores and decodes as before (same numbers) but can no longer be saved; returns self."""
+        for m in self.models_:
+            m.keep_log_table_only()
+        return self
+
     def release_encoding(self) -> None:
         """Drop the training shards kept by ``fit(keep_encoding=True)``."""
         self._kept_encoding = None
@@ -346,6 +356,8 @@ class WordAligner:
     # -- persistence -------------------------------------------------------
     def save(self, path) -> None:
         """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
+        if any(m.table_ is None for m in self.models_):
+            raise ValueError("this aligner keeps only the logs of its tables (keep_log_tables_only); save it before")
         params = {k: getattr(self, k) for k in _SAVED_PARAMS}
         arrays = {"pair_keys": self.pairs_.keys,
                   "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}

@@ -66,13 +66,19 @@ class Submodel(ABC):
 
     ``domain`` names Z_m (equal names mean equal domains); ``has_private_features``
     says whether b_m has a part that is not shared; ``fresh_statistics`` that the arrays of
-    :meth:`expected_statistics` are new ones, free for the E-step to reuse.
+    :meth:`expected_statistics` are new ones, free for the E-step to reuse; ``adds_shared`` that
+    :meth:`expected_statistics` takes ``add_shared_to=array`` and then adds its shared µ into that
+    array (returning ``shared=None``) instead of allocating one, so that the averaging modes hold one
+    shared array per shard instead of M. A submodel class may also define
+    ``summed_shared_log_potentials(submodels, shard)`` returning Σ_m b_m on the shard's shared
+    features (bit for bit the sum of :meth:`shared_log_potentials` in submodel order) or None.
     """
 
     domain: str = "shared"
     has_private_features: bool = False
     # expected_statistics returns arrays that nothing else holds (the E-step may then average in place)
     fresh_statistics: bool = False
+    adds_shared: bool = False
 
     @abstractmethod
     def shared_log_potentials(self, shard) -> np.ndarray:
@@ -125,7 +131,13 @@ def _sum(arrays):
 
 
 def _summed_shared_potentials(submodels, shard):
-    """Σ_m b_m on the shard's shared features, holding one submodel's b_m at a time."""
+    """Σ_m b_m on the shard's shared features, holding one submodel's b_m at a time (or the submodels'
+    own ``summed_shared_log_potentials``, see :class:`Submodel`)."""
+    summed = getattr(type(submodels[0]), "summed_shared_log_potentials", None)
+    if summed is not None:
+        total = summed(submodels, shard)
+        if total is not None:
+            return total
     total = np.array(submodels[0].shared_log_potentials(shard), dtype=np.float64, copy=True)
     for m in submodels[1:]:
         total += m.shared_log_potentials(shard)
@@ -137,7 +149,9 @@ def _mean_shared(submodels, stats):
     the average; see :meth:`Submodel.counts`). Built in the first submodel's own array when every
     submodel says its statistics are its own (``fresh_statistics``)."""
     first = stats[0].shared
-    if (all(getattr(m, "fresh_statistics", False) for m in submodels) and isinstance(first, np.ndarray)
+    if len(stats) > 1 and all(s.shared is None for s in stats[1:]):  # summed into the first: _domain_statistics
+        mean = first
+    elif (all(getattr(m, "fresh_statistics", False) for m in submodels) and isinstance(first, np.ndarray)
             and first.dtype == np.float64 and first.flags.writeable and not any(first is s.shared for s in stats[1:])):
         mean = first
         for s in stats[1:]:
@@ -148,6 +162,19 @@ def _mean_shared(submodels, stats):
     for s in stats:
         s.shared = None
     return mean
+
+
+def _domain_statistics(submodels, shard, total):
+    """E(b, Z_m) for every submodel; where each submodel can add its shared µ into another's array
+    (``adds_shared``), they all add into the first one's, whose ``shared`` is then Σ_m µ_m
+    (the later ones' None): the same sums, in the same order, as :func:`_mean_shared` makes."""
+    first = submodels[0].expected_statistics(shard, total)
+    shared = first.shared
+    if (len(submodels) > 1 and all(getattr(m, "adds_shared", False) and getattr(m, "fresh_statistics", False)
+                                   for m in submodels)
+            and isinstance(shared, np.ndarray) and shared.dtype == np.float64 and shared.flags.writeable):
+        return [first] + [m.expected_statistics(shard, total, add_shared_to=shared) for m in submodels[1:]]
+    return [first] + [m.expected_statistics(shard, total) for m in submodels[1:]]
 
 
 def _shard_statistics(submodels, shard, mode: str):
@@ -170,7 +197,7 @@ def _shard_statistics(submodels, shard, mode: str):
         objective = joint.log_normalizer
     elif mode == "domain":
         total = _summed_shared_potentials(submodels, shard)
-        stats = [m.expected_statistics(shard, total) for m in submodels]
+        stats = _domain_statistics(submodels, shard, total)
         del total
         objective = float(np.mean([s.log_normalizer for s in stats]))
         combined = [_mean_shared(submodels, stats)] * M
@@ -208,12 +235,41 @@ def _estep_many(submodels, shards, mode):
     workspace = {}
     for shard in shards:
         with _scope(shard):
-            combined, stats, obj = _shard_statistics(submodels, shard, mode)
-            totals = [m.accumulate_counts(t, shard, c, s, workspace)
-                      for m, t, c, s in zip(submodels, totals, combined, stats)]
-        del combined, stats
+            if mode == "independent":  # one submodel's E-step arrays at a time: each is done with before the next
+                obj = 0.0
+                for k, m in enumerate(submodels):
+                    stats = m.expected_statistics(shard, m.shared_log_potentials(shard))
+                    obj += stats.log_normalizer
+                    totals[k] = m.accumulate_counts(totals[k], shard, stats.shared, stats, workspace)
+                    del stats
+            else:
+                combined, stats, obj = _shard_statistics(submodels, shard, mode)
+                totals = [m.accumulate_counts(t, shard, c, s, workspace)
+                          for m, t, c, s in zip(submodels, totals, combined, stats)]
+                del combined, stats
         objective += obj
     return totals, objective
+
+
+def _independent_iteration(submodels, shards) -> float:
+    """One serial EM iteration of independent submodels, one submodel at a time (its E-step over every
+    shard, then its M-step), so that one submodel's counts and E-step state exist at once; the same
+    counts as :func:`_estep_many`, and its objective summed in its order (shard by shard)."""
+    terms = [[0.0] * len(submodels) for _ in shards]
+    for k, m in enumerate(submodels):
+        total, workspace = None, {}
+        for i, shard in enumerate(shards):
+            with _scope(shard):
+                stats = m.expected_statistics(shard, m.shared_log_potentials(shard))
+                terms[i][k] = stats.log_normalizer
+                total = m.accumulate_counts(total, shard, stats.shared, stats, workspace)
+                del stats
+        m.maximize(total)
+        del total, workspace
+    objective = 0.0
+    for row in terms:
+        objective += sum(row)
+    return objective
 
 
 def _is_dask_client(executor) -> bool:
@@ -293,9 +349,13 @@ class AgreementEM:
 
             iterations = tqdm(iterations, desc=f"EM ({self.mode})", unit="iter")
         for it in iterations:
-            counts, objective = self.estep(shards)
-            for model, c in zip(self.submodels, counts):
-                model.maximize(c)
+            if self.mode == "independent" and self.executor is None and len(self.submodels) > 1:
+                objective = _independent_iteration(self.submodels, shards)
+            else:
+                counts, objective = self.estep(shards)
+                for model, c in zip(self.submodels, counts):
+                    model.maximize(c)
+                del counts
             self.objectives_.append(objective)
             if self.callback is not None:
                 self.callback(it, self)
