@@ -84,10 +84,15 @@ def subsets(n_subsets=4):
     return train, valid
 
 
-def tuning_split():
+def tuning_split(size="30k"):
+    """A training / validation pair cut from PTB train after the four 100K subsets, so the
+    reported 20K-word evaluation runs of PTB valid are never used to choose λ or α.
+    ``30k``: the paper's 30K / 10K words; ``100k``: 100K / 20K words, the subsets' own sizes
+    (λ against the summed loss then needs no transfer across training sizes)."""
     sentences = _sentences(DATA / "ptb.train.txt.gz")
     skip = 4 * TRAIN_WORDS
-    return word_runs(sentences, 30_000, 1, skip)[0], word_runs(sentences, 10_000, 1, skip + 40_000)[0]
+    n_train, n_valid = {"30k": (30_000, 10_000), "100k": (TRAIN_WORDS, EVAL_WORDS)}[size]
+    return word_runs(sentences, n_train, 1, skip)[0], word_runs(sentences, n_valid, 1, skip + n_train + 10_000)[0]
 
 
 def encode(train_sentences, eval_sentences):
@@ -98,28 +103,64 @@ def encode(train_sentences, eval_sentences):
     return vocabulary, train, held
 
 
-def fit_loglinear(args, order, penalty, lam, vocabulary, train):
-    estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, epochs=args.epochs, optimizer=args.optimizer,
+def fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha=None):
+    estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, alpha=alpha, epochs=args.epochs, optimizer=args.optimizer,
                                     learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
+                                    average=args.average,
                                     seed=args.seed)
     return estimator.fit_ids(*train, vocabulary)
 
 
 def cmd_tune(args):
-    train_s, held_s = tuning_split()
+    """Grid over orders × λ × α on a split cut from PTB train (see :func:`tuning_split`);
+    rows are appended to ``--json`` so grids can be refined run by run."""
+    train_s, held_s = tuning_split(args.split)
     vocabulary, train, held = encode(train_s, held_s)
-    rows = []
-    for lam in (float(x) for x in args.lams.split(",")):
-        start = time.perf_counter()
-        estimator = fit_loglinear(args, args.order, args.penalty, lam, vocabulary, train)
-        ppl = estimator.model_.perplexity(held)
-        rows.append({"lam": lam, "perplexity": ppl, "seconds": time.perf_counter() - start})
-        print(f"tune {args.penalty} order {args.order} lam {lam:g}: valid perplexity {ppl:.2f} "
-              f"({rows[-1]['seconds']:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
-    best = min(rows, key=lambda r: r["perplexity"])
-    print(f"best lam for {args.penalty}: {best['lam']:g}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"penalty": args.penalty, "order": args.order, "rows": rows}, indent=1))
+    rows = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else []
+    alphas = [None] if not args.alphas else [float(x) for x in args.alphas.split(",")]
+    for order in args.orders:
+        if not any(r["model"] == "MKN" and r["order"] == order and r["split"] == args.split for r in rows):
+            model = ModifiedKneserNey(order=order).fit_ids(*train, vocabulary).model_
+            rows.append({"split": args.split, "order": order, "model": "MKN", "perplexity": model.perplexity(held)})
+            print(f"tune split {args.split} order {order} MKN: {rows[-1]['perplexity']:.2f}", flush=True)
+        for alpha in alphas:
+            for lam in (float(x) for x in args.lams.split(",")):
+                start, cpu = time.perf_counter(), time.process_time()
+                estimator = fit_loglinear(args, order, args.penalty, lam, vocabulary, train, alpha)
+                rows.append({"split": args.split, "order": order, "model": args.penalty, "optimizer": args.optimizer,
+                             "epochs": args.epochs, "mu": args.mu, "learning_rate": args.learning_rate,
+                             "lipschitz_scale": args.lipschitz_scale, "average": args.average, "lam": lam,
+                             "alpha": estimator.alpha_, "perplexity": estimator.model_.perplexity(held),
+                             "train_loss": estimator.history_, "seconds": time.perf_counter() - start,
+                             "cpu_seconds": time.process_time() - cpu, "load": os.getloadavg()[0]})
+                print(f"tune split {args.split} {args.penalty} ({args.optimizer}{', averaged' if args.average else ''}) order {order} lam {lam:g} "
+                      f"alpha {estimator.alpha_:g}: valid perplexity {rows[-1]['perplexity']:.2f}, train loss "
+                      f"{estimator.history_[-1]:.3f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
+                      flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(rows, indent=1))
+    for order in args.orders:
+        mine = [r for r in rows if r["order"] == order and r["model"] == args.penalty and r["split"] == args.split
+                and r["optimizer"] == args.optimizer]
+        if mine:
+            best = min(mine, key=lambda r: r["perplexity"])
+            print(f"best for {args.penalty} order {order}: lam {best['lam']:g} alpha {best['alpha']:g} "
+                  f"({best['perplexity']:.2f})")
+
+
+def tuned_settings(path, penalty, args):
+    """{order: (λ, α)} of the lowest validation perplexity in a ``tune`` JSON, among the rows
+    trained like this run (same optimizer, epochs and, for AdaGrad, learning rate)."""
+    best = {}
+    for row in json.loads(Path(path).read_text()):
+        same = (row.get("optimizer") == args.optimizer and row.get("epochs") == args.epochs
+                and row.get("average", False) == args.average
+                and (args.optimizer != "adagrad" or row.get("learning_rate") == args.learning_rate)
+                and (args.optimizer != "apg" or row.get("lipschitz_scale", 1.0) == args.lipschitz_scale))
+        if row["model"] == penalty and same:
+            if row["order"] not in best or row["perplexity"] < best[row["order"]]["perplexity"]:
+                best[row["order"]] = row
+    return {order: (row["lam"], row["alpha"]) for order, row in best.items()}
 
 
 def cmd_perplexity(args):
@@ -141,13 +182,21 @@ def cmd_perplexity(args):
                                     "parameters": int(sum(model.ngram_counts))})
                     print(f"  order {order} {name}: {results[-1]['perplexity']:.2f}", flush=True)
             for penalty in args.penalties:
-                lam = float(lams.get(penalty, 0.3))
+                lam, alpha = float(lams.get(penalty, 0.3)), None
+                if args.tuned:
+                    settings = tuned_settings(args.tuned, penalty, args)
+                    if order not in settings:  # the nearest tuned order
+                        nearest = min(settings, key=lambda o: (abs(o - order), -o))
+                        settings[order] = settings[nearest]
+                    lam, alpha = settings[order]
                 start = time.perf_counter()
                 cpu = time.process_time()
-                estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train)
+                estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha)
                 model = estimator.model_
                 row = {"subset": "full" if args.full else k, "order": order, "model": penalty, "lam": lam, "alpha": estimator.alpha_,
-                       "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "perplexity": model.perplexity(held),
+                       "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "learning_rate": args.learning_rate,
+                       "lipschitz_scale": args.lipschitz_scale, "average": args.average,
+                       "perplexity": model.perplexity(held),
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
                        "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
@@ -257,7 +306,7 @@ def cmd_plot(args):
 def _label(row):
     if row["model"] in ("KN", "MKN"):
         return row["model"]
-    return f"{row['model']} ({row['optimizer']})"
+    return f"{row['model']} ({row['optimizer']}{', averaged' if row.get('average') else ''})"
 
 
 def load_results(paths):
@@ -310,19 +359,24 @@ def main():
         p.add_argument("--learning-rate", type=float, default=1.0)
         p.add_argument("--lipschitz-scale", type=float, default=1.0)
         p.add_argument("--mu", type=float, default=1e-5, help="apg: gamma = L + mu / delta (Algorithm 1)")
+        p.add_argument("--average", action="store_true", help="mean of the last epoch's iterates (extension)")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--json")
 
     t = sub.add_parser("tune")
-    t.add_argument("--order", type=int, default=3)
+    t.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=[3])
     t.add_argument("--penalty", default="wlt2")
     t.add_argument("--lams", default="0.03,0.1,0.3,1")
+    t.add_argument("--alphas", default="", help="depth weights α to try [the paper's best for the penalty]")
+    t.add_argument("--split", choices=["30k", "100k"], default="30k", help="see tuning_split()")
     training(t)
     p = sub.add_parser("perplexity")
     p.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], default=[0])
     p.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=list(range(2, 10)))
     p.add_argument("--penalties", type=lambda s: s.split(","), default=["wlt2"])
     p.add_argument("--lam", default="", help="per penalty, against the summed log-loss, e.g. wlt2=0.3,l2sq=0.1 [0.3]")
+    p.add_argument("--tuned", help="a tune JSON: per order, the (λ, α) of its lowest validation perplexity "
+                   "(the nearest tuned order for the others); overrides --lam")
     p.add_argument("--append", action="store_true", help="add to the rows already in --json")
     p.add_argument("--full", action="store_true", help="train on all of PTB train, evaluate on all of PTB valid")
     training(p)

@@ -14,6 +14,9 @@ from varorder.cli._options import Real
 # command line does not import the Numba kernels (a test checks the two agree)
 PENALTY_NAMES = ("l1", "l2sq", "lt2", "ltinf", "wl1", "wl2sq", "wlt2", "wltinf")
 
+# the trie has no depth limit; this bound only keeps a typo (-n 300) from building a huge trie
+LOGLINEAR_MAX_ORDER = 32
+
 _OPTIONS = [
     click.option("--model", "model_family", type=click.Choice(["ngram", "loglinear"]), default="ngram", show_default=True,
                  help="ngram: back-off model written as ARPA; loglinear: penalised log-linear model written as npz."),
