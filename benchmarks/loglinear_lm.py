@@ -170,6 +170,7 @@ def cmd_perplexity(args):
     else:
         train_runs, eval_runs = subsets(max(args.subsets) + 1)
     lams = dict(item.split("=") for item in args.lam.split(",")) if args.lam else {}
+    alphas = dict(item.split("=") for item in args.alpha.split(",")) if args.alpha else {}
     results = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() and args.append else []
     for k in args.subsets:
         vocabulary, train, held = encode(train_runs[k], eval_runs[k])
@@ -182,7 +183,8 @@ def cmd_perplexity(args):
                                     "parameters": int(sum(model.ngram_counts))})
                     print(f"  order {order} {name}: {results[-1]['perplexity']:.2f}", flush=True)
             for penalty in args.penalties:
-                lam, alpha = float(lams.get(penalty, 0.3)), None
+                lam, alpha = float(lams.get(penalty, 0.3)), alphas.get(penalty)
+                alpha = None if alpha is None else float(alpha)
                 if args.tuned:
                     settings = tuned_settings(args.tuned, penalty, args)
                     if order not in settings:  # the nearest tuned order
@@ -270,7 +272,7 @@ def cmd_plot(args):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = load_results(args.results)
+    results = [r for r in load_results(args.results) if args.subsets is None or r["subset"] in args.subsets]
     prox_rows = json.loads(Path(args.prox).read_text()) if args.prox else []
     fig, axes = plt.subplots(1, 3 if prox_rows else 2, figsize=(16 if prox_rows else 10.5, 4.4))
     labels = sorted({_label(r) for r in results}, key=lambda m: (m not in ("KN", "MKN"), m))
@@ -323,7 +325,9 @@ def load_results(paths):
 
 
 def cmd_table(args):
-    rows = load_results(args.results)
+    rows = [r for r in load_results(args.results) if args.subsets is None or r["subset"] in args.subsets]
+    if args.orders:
+        rows = [r for r in rows if r["order"] in args.orders]
     orders = sorted({r["order"] for r in rows})
     labels = sorted({_label(r) for r in rows}, key=lambda m: (m not in ("KN", "MKN"), m))
     print("| model | " + " | ".join(str(o) for o in orders) + " |")
@@ -375,6 +379,7 @@ def main():
     p.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=list(range(2, 10)))
     p.add_argument("--penalties", type=lambda s: s.split(","), default=["wlt2"])
     p.add_argument("--lam", default="", help="per penalty, against the summed log-loss, e.g. wlt2=0.3,l2sq=0.1 [0.3]")
+    p.add_argument("--alpha", default="", help="per penalty, e.g. wlt2=1.25 [the paper's best α]")
     p.add_argument("--tuned", help="a tune JSON: per order, the (λ, α) of its lowest validation perplexity "
                    "(the nearest tuned order for the others); overrides --lam")
     p.add_argument("--append", action="store_true", help="add to the rows already in --json")
@@ -391,8 +396,11 @@ def main():
     g.add_argument("results", nargs="+", help="perplexity JSON files")
     g.add_argument("--prox", help="prox-time JSON")
     g.add_argument("-o", "--output", required=True)
+    g.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], help="only these subsets (mean over them)")
     b = sub.add_parser("table")
     b.add_argument("results", nargs="+")
+    b.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], help="only these subsets (mean over them)")
+    b.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], help="only these orders")
     args = parser.parse_args()
     {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
      "table": cmd_table}[args.command](args)

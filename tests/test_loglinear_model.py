@@ -202,9 +202,10 @@ def test_cli_trains_loglinear_above_the_ngram_order_bound(tmp_path):
     out = tmp_path / "ll12.npz"
     runner = CliRunner()
     result = runner.invoke(main, ["lm", "train", str(path), "-n", "12", "-o", str(out), "--model", "loglinear",
-                                  "--epochs", "1", "--optimizer", "adagrad"])
+                                  "--epochs", "1", "--optimizer", "adagrad", "--average"])
     assert result.exit_code == 0, result.output
-    assert LogLinearLM.load(out).order == 12
+    model = LogLinearLM.load(out)
+    assert model.order == 12 and model.params["average"] is True
     result = runner.invoke(main, ["lm", "train", str(path), "-n", str(NGRAM_MAX_ORDER + 1), "-o", str(tmp_path / "m.arpa")])
     assert result.exit_code != 0
     assert "largest order of an n-gram model" in result.output
