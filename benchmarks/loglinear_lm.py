@@ -3,13 +3,16 @@ PTB (Mikolov's split; its test set is held back, so nothing here reads it).
 
 Subsets as in the paper's protocol (four 100K-word training sets with 20K-word evaluation
 sets): subset k trains on the k-th run of whole sentences holding 100K words of
-``ptb.train.txt.gz`` and evaluates on the k-th 20K-word run of ``ptb.valid.txt.gz``. λ is
-chosen as in the paper on a smaller split: 30K training words and 10K validation words cut
-from PTB train after the four 100K subsets.
+``ptb.train.txt.gz`` and evaluates on the k-th 20K-word run of ``ptb.valid.txt.gz`` (PTB valid
+holds three; the fourth is cut from PTB train, see :func:`subsets`). λ and α are chosen per
+order on a split of PTB train after the four subsets (:func:`tuning_split`: the paper's 30K /
+10K words, or 100K / 20K), never on the reported evaluation runs.
 
-    python benchmarks/loglinear_lm.py tune --order 3 --penalty wlt2 --lams 0.1,0.3,0.6
-    python benchmarks/loglinear_lm.py perplexity --subsets 0 --orders 2,3,4,5,6,7,8,9 \\
-        --penalties wlt2 --lam wlt2=0.3 --json docs/figures/loglinear_ppl.json
+    python benchmarks/loglinear_lm.py tune --split 100k --orders 4,9 --penalty wlt2 --lams 0.2,0.3,0.4 \\
+        --alphas 1.1,1.25 --optimizer adagrad --average --json docs/figures/loglinear_tune_adagrad.json
+    python benchmarks/loglinear_lm.py perplexity --subsets 0 --orders 2,3,4,5,6,7,8,9 --penalties wlt2 \\
+        --optimizer adagrad --average --tuned docs/figures/loglinear_tune_adagrad.json \\
+        --json docs/figures/loglinear_ppl.json
     python benchmarks/loglinear_lm.py prox-time --json docs/figures/loglinear_prox.json
     python benchmarks/loglinear_lm.py plot docs/figures/loglinear_ppl*.json --prox docs/figures/loglinear_prox.json \\
         -o docs/img/loglinear_lm.png
@@ -79,15 +82,25 @@ def word_runs(sentences, words, count, skip_words=0):
 
 
 def subsets(n_subsets=4):
-    train = word_runs(_sentences(DATA / "ptb.train.txt.gz"), TRAIN_WORDS, n_subsets)
+    """PTB valid (70,390 words) holds only three 20K-word runs: a fourth evaluation run is cut
+    from PTB train after the subsets and the tuning split (words 600K on), trained on by nothing."""
+    all_train = _sentences(DATA / "ptb.train.txt.gz")
+    train = word_runs(all_train, TRAIN_WORDS, n_subsets)
     valid = word_runs(_sentences(DATA / "ptb.valid.txt.gz"), EVAL_WORDS, n_subsets)
+    if len(valid) < n_subsets:
+        valid += word_runs(all_train, EVAL_WORDS, n_subsets - len(valid), skip_words=600_000)
     return train, valid
 
 
-def tuning_split():
+def tuning_split(size="30k"):
+    """A training / validation pair cut from PTB train after the four 100K subsets, so the
+    reported 20K-word evaluation runs of PTB valid are never used to choose λ or α.
+    ``30k``: the paper's 30K / 10K words; ``100k``: 100K / 20K words, the subsets' own sizes
+    (λ against the summed loss then needs no transfer across training sizes)."""
     sentences = _sentences(DATA / "ptb.train.txt.gz")
     skip = 4 * TRAIN_WORDS
-    return word_runs(sentences, 30_000, 1, skip)[0], word_runs(sentences, 10_000, 1, skip + 40_000)[0]
+    n_train, n_valid = {"30k": (30_000, 10_000), "100k": (TRAIN_WORDS, EVAL_WORDS)}[size]
+    return word_runs(sentences, n_train, 1, skip)[0], word_runs(sentences, n_valid, 1, skip + n_train + 10_000)[0]
 
 
 def encode(train_sentences, eval_sentences):
@@ -98,28 +111,65 @@ def encode(train_sentences, eval_sentences):
     return vocabulary, train, held
 
 
-def fit_loglinear(args, order, penalty, lam, vocabulary, train):
-    estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, epochs=args.epochs, optimizer=args.optimizer,
+def fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha=None):
+    estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, alpha=alpha, epochs=args.epochs, optimizer=args.optimizer,
                                     learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
+                                    average=args.average,
                                     seed=args.seed)
     return estimator.fit_ids(*train, vocabulary)
 
 
 def cmd_tune(args):
-    train_s, held_s = tuning_split()
+    """Grid over orders × λ × α on a split cut from PTB train (see :func:`tuning_split`);
+    rows are appended to ``--json`` so grids can be refined run by run."""
+    train_s, held_s = tuning_split(args.split)
     vocabulary, train, held = encode(train_s, held_s)
-    rows = []
-    for lam in (float(x) for x in args.lams.split(",")):
-        start = time.perf_counter()
-        estimator = fit_loglinear(args, args.order, args.penalty, lam, vocabulary, train)
-        ppl = estimator.model_.perplexity(held)
-        rows.append({"lam": lam, "perplexity": ppl, "seconds": time.perf_counter() - start})
-        print(f"tune {args.penalty} order {args.order} lam {lam:g}: valid perplexity {ppl:.2f} "
-              f"({rows[-1]['seconds']:.0f} s, load {os.getloadavg()[0]:.1f})", flush=True)
-    best = min(rows, key=lambda r: r["perplexity"])
-    print(f"best lam for {args.penalty}: {best['lam']:g}")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"penalty": args.penalty, "order": args.order, "rows": rows}, indent=1))
+    rows = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() else []
+    alphas = [None] if not args.alphas else [float(x) for x in args.alphas.split(",")]
+    for order in args.orders:
+        if not any(r["model"] == "MKN" and r["order"] == order and r["split"] == args.split for r in rows):
+            model = ModifiedKneserNey(order=order).fit_ids(*train, vocabulary).model_
+            rows.append({"split": args.split, "order": order, "model": "MKN", "perplexity": model.perplexity(held)})
+            print(f"tune split {args.split} order {order} MKN: {rows[-1]['perplexity']:.2f}", flush=True)
+        for alpha in alphas:
+            for lam in (float(x) for x in args.lams.split(",")):
+                start, cpu = time.perf_counter(), time.process_time()
+                estimator = fit_loglinear(args, order, args.penalty, lam, vocabulary, train, alpha)
+                rows.append({"split": args.split, "order": order, "model": args.penalty, "optimizer": args.optimizer,
+                             "epochs": args.epochs, "mu": args.mu, "learning_rate": args.learning_rate,
+                             "lipschitz_scale": args.lipschitz_scale, "average": args.average, "lam": lam,
+                             "alpha": estimator.alpha_, "perplexity": estimator.model_.perplexity(held),
+                             "train_loss": estimator.history_, "seconds": time.perf_counter() - start,
+                             "cpu_seconds": time.process_time() - cpu, "load": os.getloadavg()[0]})
+                how = args.optimizer + (", averaged" if args.average else "")
+                print(f"tune split {args.split} {args.penalty} ({how}) order {order} lam {lam:g} "
+                      f"alpha {estimator.alpha_:g}: valid perplexity {rows[-1]['perplexity']:.2f}, train loss "
+                      f"{estimator.history_[-1]:.3f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
+                      flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(rows, indent=1))
+    for order in args.orders:
+        mine = [r for r in rows if r["order"] == order and r["model"] == args.penalty and r["split"] == args.split
+                and r["optimizer"] == args.optimizer]
+        if mine:
+            best = min(mine, key=lambda r: r["perplexity"])
+            print(f"best for {args.penalty} order {order}: lam {best['lam']:g} alpha {best['alpha']:g} "
+                  f"({best['perplexity']:.2f})")
+
+
+def tuned_settings(path, penalty, args):
+    """{order: (λ, α)} of the lowest validation perplexity in a ``tune`` JSON, among the rows
+    trained like this run (same optimizer, epochs and, for AdaGrad, learning rate)."""
+    best = {}
+    for row in json.loads(Path(path).read_text()):
+        same = (row.get("optimizer") == args.optimizer and row.get("epochs") == args.epochs
+                and row.get("average", False) == args.average
+                and (args.optimizer != "adagrad" or row.get("learning_rate") == args.learning_rate)
+                and (args.optimizer != "apg" or row.get("lipschitz_scale", 1.0) == args.lipschitz_scale))
+        if row["model"] == penalty and same:
+            if row["order"] not in best or row["perplexity"] < best[row["order"]]["perplexity"]:
+                best[row["order"]] = row
+    return {order: (row["lam"], row["alpha"]) for order, row in best.items()}
 
 
 def cmd_perplexity(args):
@@ -129,6 +179,7 @@ def cmd_perplexity(args):
     else:
         train_runs, eval_runs = subsets(max(args.subsets) + 1)
     lams = dict(item.split("=") for item in args.lam.split(",")) if args.lam else {}
+    alphas = dict(item.split("=") for item in args.alpha.split(",")) if args.alpha else {}
     results = json.loads(Path(args.json).read_text()) if args.json and Path(args.json).exists() and args.append else []
     for k in args.subsets:
         vocabulary, train, held = encode(train_runs[k], eval_runs[k])
@@ -141,13 +192,22 @@ def cmd_perplexity(args):
                                     "parameters": int(sum(model.ngram_counts))})
                     print(f"  order {order} {name}: {results[-1]['perplexity']:.2f}", flush=True)
             for penalty in args.penalties:
-                lam = float(lams.get(penalty, 0.3))
+                lam, alpha = float(lams.get(penalty, 0.3)), alphas.get(penalty)
+                alpha = None if alpha is None else float(alpha)
+                if args.tuned:
+                    settings = tuned_settings(args.tuned, penalty, args)
+                    if order not in settings:  # the nearest tuned order
+                        nearest = min(settings, key=lambda o: (abs(o - order), -o))
+                        settings[order] = settings[nearest]
+                    lam, alpha = settings[order]
                 start = time.perf_counter()
                 cpu = time.process_time()
-                estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train)
+                estimator = fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha)
                 model = estimator.model_
                 row = {"subset": "full" if args.full else k, "order": order, "model": penalty, "lam": lam, "alpha": estimator.alpha_,
-                       "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "perplexity": model.perplexity(held),
+                       "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "learning_rate": args.learning_rate,
+                       "lipschitz_scale": args.lipschitz_scale, "average": args.average,
+                       "perplexity": model.perplexity(held),
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
                        "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
@@ -221,7 +281,7 @@ def cmd_plot(args):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    results = load_results(args.results)
+    results = [r for r in load_results(args.results) if args.subsets is None or r["subset"] in args.subsets]
     prox_rows = json.loads(Path(args.prox).read_text()) if args.prox else []
     fig, axes = plt.subplots(1, 3 if prox_rows else 2, figsize=(16 if prox_rows else 10.5, 4.4))
     labels = sorted({_label(r) for r in results}, key=lambda m: (m not in ("KN", "MKN"), m))
@@ -257,7 +317,7 @@ def cmd_plot(args):
 def _label(row):
     if row["model"] in ("KN", "MKN"):
         return row["model"]
-    return f"{row['model']} ({row['optimizer']})"
+    return f"{row['model']} ({row['optimizer']}{', averaged' if row.get('average') else ''})"
 
 
 def load_results(paths):
@@ -274,7 +334,9 @@ def load_results(paths):
 
 
 def cmd_table(args):
-    rows = load_results(args.results)
+    rows = [r for r in load_results(args.results) if args.subsets is None or r["subset"] in args.subsets]
+    if args.orders:
+        rows = [r for r in rows if r["order"] in args.orders]
     orders = sorted({r["order"] for r in rows})
     labels = sorted({_label(r) for r in rows}, key=lambda m: (m not in ("KN", "MKN"), m))
     print("| model | " + " | ".join(str(o) for o in orders) + " |")
@@ -310,19 +372,25 @@ def main():
         p.add_argument("--learning-rate", type=float, default=1.0)
         p.add_argument("--lipschitz-scale", type=float, default=1.0)
         p.add_argument("--mu", type=float, default=1e-5, help="apg: gamma = L + mu / delta (Algorithm 1)")
+        p.add_argument("--average", action="store_true", help="mean of the last epoch's iterates (extension)")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--json")
 
     t = sub.add_parser("tune")
-    t.add_argument("--order", type=int, default=3)
+    t.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=[3])
     t.add_argument("--penalty", default="wlt2")
     t.add_argument("--lams", default="0.03,0.1,0.3,1")
+    t.add_argument("--alphas", default="", help="depth weights α to try [the paper's best for the penalty]")
+    t.add_argument("--split", choices=["30k", "100k"], default="30k", help="see tuning_split()")
     training(t)
     p = sub.add_parser("perplexity")
     p.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], default=[0])
     p.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=list(range(2, 10)))
     p.add_argument("--penalties", type=lambda s: s.split(","), default=["wlt2"])
     p.add_argument("--lam", default="", help="per penalty, against the summed log-loss, e.g. wlt2=0.3,l2sq=0.1 [0.3]")
+    p.add_argument("--alpha", default="", help="per penalty, e.g. wlt2=1.25 [the paper's best α]")
+    p.add_argument("--tuned", help="a tune JSON: per order, the (λ, α) of its lowest validation perplexity "
+                   "(the nearest tuned order for the others); overrides --lam")
     p.add_argument("--append", action="store_true", help="add to the rows already in --json")
     p.add_argument("--full", action="store_true", help="train on all of PTB train, evaluate on all of PTB valid")
     training(p)
@@ -337,8 +405,11 @@ def main():
     g.add_argument("results", nargs="+", help="perplexity JSON files")
     g.add_argument("--prox", help="prox-time JSON")
     g.add_argument("-o", "--output", required=True)
+    g.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], help="only these subsets (mean over them)")
     b = sub.add_parser("table")
     b.add_argument("results", nargs="+")
+    b.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], help="only these subsets (mean over them)")
+    b.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], help="only these orders")
     args = parser.parse_args()
     {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
      "table": cmd_table}[args.command](args)

@@ -44,6 +44,8 @@ BAD = [
     ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--depth-alpha", "nan"],
     ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--seed", "-1"],
     ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--epochs", "-1"],
+    ["lm", "train", "a", "-o", "m.arpa", "--order", "11"],
+    ["lm", "train", "a", "-o", "m.npz", "--model", "loglinear", "--order", "33"],
     ["lm", "build-binary", "a", "{missing}/m.bin"],
     ["lm", "maxarpa", "a", "{missing}/m.arpa"],
     ["lm", "next", "a", "--top", "0"],
@@ -94,3 +96,11 @@ def test_loglinear_penalty_names_match_the_operators():
     from varorder.loglinear.prox import PENALTIES
 
     assert sorted(PENALTY_NAMES) == sorted(PENALTIES)
+
+
+def test_cli_ngram_order_bound_matches_the_estimators():
+    """cli.lm names the n-gram models' largest order without importing them; they must agree."""
+    from varorder.cli.lm import NGRAM_MAX_ORDER
+    from varorder.lm.estimate import MAX_ORDER
+
+    assert NGRAM_MAX_ORDER == MAX_ORDER

@@ -120,6 +120,20 @@ def test_training_lowers_the_loss_and_is_reproducible(tmp_path, penalty, optimiz
     assert (first.model_.weights >= 0).all()
 
 
+@pytest.mark.parametrize("optimizer", ["apg", "adagrad"])
+def test_tail_averaging_means_the_last_epochs_iterates(tmp_path, optimizer):
+    path = training_text(tmp_path)
+    fit = lambda batch, average: StructuredLogLinear(order=3, penalty="wlt2", lam=0.1, epochs=3, batch_size=batch,  # noqa: E731
+                                                     optimizer=optimizer, average=average).fit(path).model_.weights
+    # one mini-batch per epoch: the last epoch has one iterate, its mean is the last iterate
+    np.testing.assert_array_equal(fit(10**6, True), fit(10**6, False))
+    averaged, last = fit(50, True), fit(50, False)
+    assert (averaged >= 0).all()
+    assert not np.allclose(averaged, last)
+    # w >= 0 and a sparse last iterate: the mean keeps each weight that any iterate of the epoch had
+    assert np.count_nonzero(averaged) >= np.count_nonzero(last)
+
+
 def test_pivot_and_heap_training_agree(tmp_path):
     path = training_text(tmp_path)
     models = [StructuredLogLinear(order=4, penalty="wltinf", lam=3.0, epochs=2, batch_size=50, prox_method=m).fit(path).model_
@@ -175,6 +189,27 @@ def test_cli_trains_and_scores(tmp_path):
     assert lines[0] == "log10prob\ttokens\toovs"
     assert float(lines[1].split("\t")[0]) == pytest.approx(model.sentence_log10probs(model.vocabulary.encode("the cat sat".split()))[0], abs=1e-5)
     assert f"perplexity={model.perplexity(['the cat sat', 'a zebra']):.4f}" in lines[-1]
+
+
+def test_cli_trains_loglinear_above_the_ngram_order_bound(tmp_path):
+    """The issue's orders run to 12: the log-linear CLI takes them while n-gram models stop at 10."""
+    from click.testing import CliRunner
+
+    from varorder.cli.lm import NGRAM_MAX_ORDER
+    from varorder.cli.main import main
+
+    path = training_text(tmp_path)
+    out = tmp_path / "ll12.npz"
+    runner = CliRunner()
+    result = runner.invoke(main, ["lm", "train", str(path), "-n", "12", "-o", str(out), "--model", "loglinear",
+                                  "--epochs", "1", "--optimizer", "adagrad", "--average"])
+    assert result.exit_code == 0, result.output
+    model = LogLinearLM.load(out)
+    assert model.order == 12 and model.params["average"] is True
+    result = runner.invoke(main, ["lm", "train", str(path), "-n", str(NGRAM_MAX_ORDER + 1), "-o", str(tmp_path / "m.arpa")])
+    assert result.exit_code != 0
+    assert "largest order of an n-gram model" in result.output
+    assert not (tmp_path / "m.arpa").exists()
 
 
 def test_ngram_counts_match_counting():

@@ -14,6 +14,9 @@ from varorder.cli._options import Real
 # command line does not import the Numba kernels (a test checks the two agree)
 PENALTY_NAMES = ("l1", "l2sq", "lt2", "ltinf", "wl1", "wl2sq", "wlt2", "wltinf")
 
+# the trie has no depth limit; this bound only keeps a typo (-n 300) from building a huge trie
+LOGLINEAR_MAX_ORDER = 32
+
 _OPTIONS = [
     click.option("--model", "model_family", type=click.Choice(["ngram", "loglinear"]), default="ngram", show_default=True,
                  help="ngram: back-off model written as ARPA; loglinear: penalised log-linear model written as npz."),
@@ -26,6 +29,8 @@ _OPTIONS = [
     click.option("--optimizer", type=click.Choice(["apg", "adagrad"]), default="apg", show_default=True,
                  help="loglinear: apg = the paper's Algorithm 1; adagrad = per-weight steps (extension)."),
     click.option("--learning-rate", type=Real(0, min_open=True), default=1.0, show_default=True, help="loglinear adagrad: step eta."),
+    click.option("--average", is_flag=True,
+                 help="loglinear: return the mean of the last epoch's iterates, not the last one (extension; dense weights)."),
     click.option("--lipschitz", type=Real(0, min_open=True), default=None, help="loglinear apg: L (step 1/L) [order/2]."),
     click.option("--mu", type=Real(0), default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
     click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="loglinear: shuffling seed."),
@@ -47,6 +52,7 @@ def train_loglinear(corpus, output, order, min_count, options, say) -> None:
         order=order, penalty=options["penalty"], lam=0.3 if options["lam"] is None else options["lam"],
         alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
         optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"], mu=options["mu"],
+        average=options["average"],
         seed=options["seed"], min_count=min_count, progress=True,
     )
     say(f"fitting a {order}-gram log-linear model ({options['penalty']}, {options['optimizer']}) on {', '.join(corpus)} ...")

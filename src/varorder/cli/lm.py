@@ -15,11 +15,13 @@ import time
 import click
 
 ESTIMATOR_METHODS = ("absolute", "additive", "kneser-ney")
+# varorder.lm.estimate.MAX_ORDER, named here to keep `--help` free of model imports (a test checks the two agree)
+NGRAM_MAX_ORDER = 10
 MODEL_HELP = "ARPA file (.gz too) or binary model from `varorder lm build-binary`."
 MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRILM's convention) "
                  "or as the number -99 (KenLM's reading).")
 
-from varorder.cli._loglinear import loglinear_options  # noqa: E402  (light: no model imports)
+from varorder.cli._loglinear import LOGLINEAR_MAX_ORDER, loglinear_options  # noqa: E402  (light: no model imports)
 from varorder.cli._options import OutputFile, Real, dask_client  # noqa: E402
 
 
@@ -80,7 +82,8 @@ def lm():
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFile(),
               help="Model file to write: ARPA (.gz compresses), or binary with --binary.")
-@click.option("-n", "--order", default=3, show_default=True, type=click.IntRange(1, 10))
+@click.option("-n", "--order", default=3, show_default=True, type=click.IntRange(1, LOGLINEAR_MAX_ORDER),
+              help=f"n-gram order: up to {NGRAM_MAX_ORDER} for n-gram models, {LOGLINEAR_MAX_ORDER} with --model loglinear.")
 @click.option("--method", type=click.Choice(ESTIMATOR_METHODS), default="kneser-ney", show_default=True)
 @click.option("--discount", default=0.25, show_default=True, type=Real(0), help="absolute: the discount D.")
 @click.option("--smoothing", default=0.01, show_default=True, type=Real(0), help="absolute: additive term on unigram counts.")
@@ -112,6 +115,9 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
           discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa,
           model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
+    if model_family != "loglinear" and order > NGRAM_MAX_ORDER:
+        raise click.BadParameter(f"{order} is above {NGRAM_MAX_ORDER}, the largest order of an n-gram model "
+                                 f"(--model loglinear goes up to {LOGLINEAR_MAX_ORDER})", param_hint="'-n' / '--order'")
     if model_family == "loglinear":
         from varorder.cli._loglinear import train_loglinear
 

@@ -335,6 +335,11 @@ class StructuredLogLinear:
         non-uniform metric has no closed form), so results under it are reported apart.
     learning_rate : float
         η of ``adagrad``.
+    average : bool
+        An extension, not the paper's: return the mean of the iterates of the last epoch
+        (Polyak-Ruppert tail averaging) instead of the last iterate, which carries the noise
+        of its last mini-batches; the objective is convex, so the mean is a feasible point (w ≥ 0
+        is kept) whose objective is at most the iterates' mean objective.
     prox_method : str
         For ℓT∞: ``heap`` (Algorithm 4) or ``pivot`` (Algorithm 3 on the trie).
     seed : int
@@ -346,7 +351,7 @@ class StructuredLogLinear:
     def __init__(self, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
                  positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
                  lipschitz_scale: float = 1.0, mu: float = 1e-5, accelerated: bool = True, optimizer: str = "apg",
-                 learning_rate: float = 1.0, prox_method: str = "heap", seed: int = 0,
+                 learning_rate: float = 1.0, average: bool = False, prox_method: str = "heap", seed: int = 0,
                  min_count: int = 1, progress: bool = False):
         self.order = order
         self.penalty = penalty
@@ -361,6 +366,7 @@ class StructuredLogLinear:
         self.accelerated = accelerated
         self.optimizer = optimizer
         self.learning_rate = learning_rate
+        self.average = average
         self.prox_method = prox_method
         self.seed = seed
         self.min_count = min_count
@@ -369,7 +375,7 @@ class StructuredLogLinear:
     def get_params(self) -> dict:
         return {name: getattr(self, name) for name in (
             "order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz", "lipschitz_scale", "mu",
-            "accelerated", "optimizer", "learning_rate", "prox_method", "seed", "min_count")}
+            "accelerated", "optimizer", "learning_rate", "average", "prox_method", "seed", "min_count")}
 
     def _validate(self) -> None:
         if self.penalty not in proxlib.PENALTIES:
@@ -429,7 +435,9 @@ class StructuredLogLinear:
             from tqdm import tqdm
 
             iterator = tqdm(iterator, desc=f"loglinear {self.penalty} order {self.order}", unit="epoch")
-        for _ in iterator:
+        tail_sum = np.zeros(trie.n_params) if self.average and self.epochs > 0 else None
+        tail_steps = 0
+        for epoch in iterator:
             order_ = rng.permutation(n)
             epoch_loss = 0.0
             for first in range(0, n, self.batch_size):
@@ -456,11 +464,14 @@ class StructuredLogLinear:
                     tau = tau_next
                 W, W_new = W_new, W
                 steps += 1
+                if tail_sum is not None and epoch == self.epochs - 1:
+                    tail_sum += W
+                    tail_steps += 1
             self.history_.append(epoch_loss / max(n, 1))
             if on_epoch is not None:
                 model.weights = W
                 on_epoch(len(self.history_), model)
-        model.weights = W
+        model.weights = tail_sum / tail_steps if tail_steps else W
         self.steps_ = steps
         self.fit_seconds_ = time.perf_counter() - start
         self.model_ = model
