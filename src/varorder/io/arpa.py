@@ -109,7 +109,9 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
     collecting = gc.isenabled()
     gc.disable()
     try:
-        model = _read_arpa_fast(path, minus_99)
+        model = _read_arpa_closed(path, minus_99)
+        if model is None:
+            model = _read_arpa_fast(path, minus_99)
         return model if model is not None else _read_arpa(path, progress, minus_99)
     finally:
         if collecting:
@@ -421,3 +423,43 @@ def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:
         return _build_model(path, sections, bool(kinds.pop()) if kinds else False)
     except ValueError:
         return None
+
+
+def _read_arpa_closed(path: Path, minus_99: str) -> NgramLM | None:
+    """Read a well-formed ARPA file whose n-grams' prefixes and suffixes are all listed
+    (every file varorder or KenLM writes) straight into the model's tables
+    (:func:`varorder.io._arpa_fast.read_closed`): no word-id rows, no sorting when the
+    file is in key order, each hash slot written once. None when the file needs the
+    general readers (which insert missing prefixes, or report the error)."""
+    from varorder.io import _arpa_fast
+
+    tables = _arpa_fast.read_closed(path, minus_99 == "zero")
+    if tables is None:
+        return None
+    try:
+        unigrams = _parse_section(path, 1, tables["unigram_fields"], tables["unigram_lines"], minus_99)
+    except ValueError:
+        return None
+    words = unigrams["words"][:, 0].tolist()
+    if BOS not in words or EOS not in words:
+        return None
+    missing_unk = UNK not in words and "<UNK>" not in words
+    if UNK not in words and not missing_unk:
+        words[words.index("<UNK>")] = UNK
+    vocabulary = Vocabulary(words)
+    if len(vocabulary) != tables["vocab_size"] or bool(unigrams["max_arpa"]) != tables["max_arpa"] \
+            or (missing_unk and tables["max_arpa"]):
+        return None
+    values = tables["values"]
+    n_words = len(words)
+    values[:n_words, 0] = unigrams["probs"]
+    values[:n_words, 1] = unigrams["backoffs"]
+    if missing_unk:
+        values[n_words] = (MISSING_UNK_LOG10PROB, 0.0)
+    model = NgramLM._from_tables(vocabulary, tables["keys"], values=values, value_base=tables["value_base"],
+                                 hash_rows=tables["hash_rows"], hash_base=tables["hash_base"],
+                                 hash_cap=tables["hash_cap"], extends=tables["extends"])
+    if tables["max_arpa"]:
+        columns = [(unigrams["max_probs"], unigrams["max_backoffs"])] + tables["max_columns"]
+        model.set_max_backoff(MaxBackoffTable(tuple(mf for mf, _ in columns), tuple(mbow for _, mbow in columns)))
+    return model
