@@ -168,3 +168,19 @@ def test_a_duplicate_ngram_is_reported_by_the_python_reader(tmp_path):
     assert _arpa_fast.read_closed(path, True) is None
     with pytest.raises(ValueError, match="duplicate 3-gram"):
         read_arpa(path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, width=32).map(lambda x: repr(float(np.float32(x)))),
+    st.from_regex(r"-?[0-9]{0,17}(\.[0-9]{0,17})?(e-?[0-9])?", fullmatch=True),
+), st.sampled_from([b"", b" ", b"\t", b"\n", b"\r\n", b"x", "\u00e9".encode()]))
+def test_number_scanner_equals_parse_decimal_and_float(text, after):
+    data = np.frombuffer(text.encode() + after, dtype=np.uint8)
+    end, ok, value = _arpa_fast._scan_number(data, 0, len(data), _arpa_fast._BYTE_CLASS)
+    token_end, _ = _arpa_fast._scan_word(data, 0, len(data), _arpa_fast._BYTE_CLASS)
+    assert end == token_end
+    if ok:
+        expected = float(text)
+        assert value == expected and math.copysign(1, value) == math.copysign(1, expected), text
+        assert (True, value) == tuple(_words.parse_decimal(data, 0, end))

@@ -335,6 +335,44 @@ def _scan_word(buffer, i, n, byte_class):
 
 
 @numba.njit(cache=True, inline="always")
+def _scan_number(buffer, i, n, byte_class):
+    """``(end, ok, value)`` of the token starting at ``i``: a plain ``[-]digits[.digits]``
+    with at most 15 significant digits is converted while scanning (``ok``), exactly as
+    :func:`varorder.lm._words.parse_decimal` would; anything else is only delimited, for
+    ``parse_decimal`` (end -1: unusual text)."""
+    start = i
+    negative = i < n and buffer[i] == 45
+    if negative:
+        i += 1
+    mantissa = np.int64(0)
+    digits = 0
+    scale = 0
+    seen = False
+    dot = False
+    while i < n:
+        byte = buffer[i]
+        if 48 <= byte <= 57:
+            if mantissa or byte != 48:
+                digits += 1
+            mantissa = mantissa * 10 + (byte - 48)
+            seen = True
+            if dot:
+                scale += 1
+            i += 1
+        elif byte == 46 and not dot:
+            dot = True
+            i += 1
+        else:
+            break
+    ended = i == n or byte_class[buffer[i]] == 1 or byte_class[buffer[i]] == 2
+    if ended and seen and digits <= 15 and scale <= 22:
+        value = mantissa / _words.POWERS_OF_TEN[scale]
+        return i, True, -value if negative else value
+    end, _ = _scan_word(buffer, start, n, byte_class)
+    return end, False, 0.0
+
+
+@numba.njit(cache=True, inline="always")
 def _skip_blanks(buffer, i, n, byte_class):
     """First position from ``i`` that is not a blank on this line (-1: unusual text)."""
     while i < n:
@@ -381,14 +419,19 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
         field = 0
         while i < n and buffer[i] != 10:
             start = i
-            i, hashed = _scan_word(buffer, i, n, byte_class)
+            number = field == 0 or field > order
+            if number:
+                i, ok, value = _scan_number(buffer, i, n, byte_class)
+            else:
+                i, hashed = _scan_word(buffer, i, n, byte_class)
             if i < 0:
                 return _FALLBACK, pos, line, n_odd, lexical, max_arpa
-            if field == 0 or field > order:
+            if number:
                 column = 0 if field == 0 else field - order
                 if column > 3:
                     return _FALLBACK, pos, line, n_odd, lexical, max_arpa
-                ok, value = _words.parse_decimal(buffer, start, i)
+                if not ok:
+                    ok, value = _words.parse_decimal(buffer, start, i)
                 if not ok:
                     if n_odd == odd.shape[0]:
                         return _FALLBACK, pos, line, n_odd, lexical, max_arpa

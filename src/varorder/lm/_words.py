@@ -149,7 +149,7 @@ def encode_lines(buffer, blob, starts, ends, table, unk_id, keep_blank, out_ids,
     return n_tokens, n_sentences
 
 
-_POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])
+POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])
 
 
 @numba.njit(cache=True, inline="always")
@@ -203,7 +203,7 @@ def parse_decimal(buffer, start, end):
     if i != end or digits > 15 or exponent < -22 or exponent > 22:
         return False, 0.0
     result = float(mantissa)
-    result = result / _POWERS_OF_TEN[-exponent] if exponent < 0 else result * _POWERS_OF_TEN[exponent]
+    result = result / POWERS_OF_TEN[-exponent] if exponent < 0 else result * POWERS_OF_TEN[exponent]
     return True, -result if negative else result
 
 
