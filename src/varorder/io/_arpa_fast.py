@@ -565,6 +565,8 @@ def read_closed(path: Path, minus_99_zero: bool) -> dict | None:
     if found is None or found[1][2] != b"\\1-grams:":
         return None
     declared, header = found
+    if sum(declared) > len(data) // 4:  # no room for that many lines: the slow path names the fault
+        return None
     unigrams, pos = _unigram_section(data, header[1] + 1, 0)
     if _words.has_unusual_text(buffer[:pos]):
         return None
@@ -594,8 +596,6 @@ def read_closed(path: Path, minus_99_zero: bool) -> dict | None:
         if header is None or header[2] != b"\\%d-grams:" % m:
             return None
         count = declared[m - 1]
-        if count > (len(data) - header[1]) // 4:
-            return None
         ids = np.empty((count, m), dtype=np.int32)
         section_values = values[value_base[m - 1]:value_base[m]]
         max_probs, max_backoffs = np.empty(count), np.empty(count)
