@@ -94,6 +94,8 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
     inner = (position_in_sentence > 0) & (position_in_sentence < np.repeat(padded_lengths, padded_lengths) - 1)
     padded[inner] = ids
 
+    # Counts and rows below 2^31 (every corpus of fewer tokens) are held as int32.
+    narrow = np.int32 if total < 2**31 else np.int64
     keys = [np.arange(vocab_size, dtype=np.int64)]
     counts = [np.bincount(padded, minlength=vocab_size).astype(np.int64)]
     suffix_rows: list[np.ndarray | None] = [None]
@@ -102,10 +104,10 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
         ends = np.flatnonzero(position_in_sentence >= m - 1)
         packed = rows_ending_here[ends - 1] * vocab_size + padded[ends]
         unique_keys, inverse, unique_counts = np.unique(packed, return_inverse=True, return_counts=True)
-        suffix = np.empty(len(unique_keys), dtype=np.int64)
+        suffix = np.empty(len(unique_keys), dtype=narrow)
         suffix[inverse] = rows_ending_here[ends]
         keys.append(unique_keys)
-        counts.append(unique_counts.astype(np.int64))
+        counts.append(unique_counts.astype(narrow))
         suffix_rows.append(suffix)
         next_rows = np.full(total, -1, dtype=np.int64)
         next_rows[ends] = inverse
