@@ -25,6 +25,7 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
 from __future__ import annotations
 
 import argparse
+import filecmp
 import gzip
 import json
 import os
@@ -61,15 +62,23 @@ def run_measured(command: list[str]) -> dict:
 
 
 def run_with_rusage(command: list[str]) -> dict:
-    """Wall time, CPU time and peak RSS of one child process (os.wait4's rusage)."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
-    wall = time.perf_counter() - start
-    stdout, stderr = process.stdout.read().decode(), process.stderr.read().decode()
-    if status != 0:
-        raise RuntimeError(f"{' '.join(command)} failed:\n{stderr[-2000:]}")
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": usage.ru_maxrss / 1024,
+    """Wall time, CPU time and peak RSS of one child process (os.wait4's rusage).
+
+    The peak RSS is read by ``/usr/bin/time`` when it exists: a child started from this
+    (larger) process inherits its peak into ``ru_maxrss`` (Linux folds the memory image a
+    vfork/fork child starts from into it at exec), which inflated the figures."""
+    timer = Path("/usr/bin/time")
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
+        wrapped = [str(timer), "-f", "%M", "-o", rss_file.name, *command] if timer.exists() else command
+        start = time.perf_counter()
+        process = subprocess.Popen(wrapped, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        _, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - start
+        stdout, stderr = process.stdout.read().decode(), process.stderr.read().decode()
+        if status != 0:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{stderr[-2000:]}")
+        peak_kb = int(rss_file.read().split()[-1]) if timer.exists() else usage.ru_maxrss
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": peak_kb / 1024,
             "stdout": stdout, "stderr": stderr}
 
 
@@ -189,7 +198,7 @@ def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str |
             rows[f"estimate {order}-gram, {name}"] = {
                 "seconds": min(r["wall_s"] for r in runs), "cpu_s": min(r["cpu_s"] for r in runs),
                 "peak_rss_mb": min(r["peak_rss_mb"] for r in runs)}
-        same = (folder / "e.arpa").read_bytes() == (folder / "d.arpa").read_bytes()
+        same = filecmp.cmp(folder / "e.arpa", folder / "d.arpa", shallow=False)  # chunked: this process stays small
         rows[f"estimate {order}-gram, -S output identical to in-memory"] = same
 
 
