@@ -322,11 +322,11 @@ class NgramLM:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the tables (keys, values, hashes, extension flags)."""
+        """Bytes held by the tables (keys, values, hashes once built, extension flags)."""
         return int(
             sum(k.nbytes for k in self._keys)
             + self._values.nbytes
-            + self._hash_rows.nbytes
+            + (self._hash_table.nbytes if self._hash_table is not None else 0)
             + self._extends_flat.nbytes
         )
 
