@@ -251,6 +251,19 @@ def transduce(tmp: Path):
     _cli("transduce", "eval", tmp / "forced.npz", pairs)
 
 
+@step
+def arpa_not_closed(tmp: Path):
+    # A trigram whose bigram prefix is not listed (as SRILM's pruning leaves them): the ARPA
+    # reader's general compiled path, which the closed-model path hands such files to.
+    arpa = tmp / "open.arpa"
+    arpa.write_text("\\data\\\nngram 1=4\nngram 2=1\nngram 3=1\n\n\\1-grams:\n-1\t<unk>\t0\n-99\t<s>\t-0.3\n"
+                    "-0.5\t</s>\t0\n-0.4\ta\t-0.2\n\n\\2-grams:\n-0.3\t<s> a\t0\n\n\\3-grams:\n"
+                    "-0.2\ta a </s>\n\n\\end\\\n")
+    text = tmp / "open.txt"
+    text.write_text("a a\n")
+    _cli("lm", "score", arpa, text)
+
+
 def run(part: int = 0, parts: int = 1, verbose: bool = True) -> list[str]:
     """Run every ``parts``-th step from ``part``; return the names of failed steps."""
     warnings.simplefilter("ignore")

@@ -36,6 +36,7 @@ def test_fast_reader_equals_python_reader(tmp_path, seed, suffix, max_arpa):
     path = tmp_path / f"m{suffix}"
     write_arpa(model, path, max_arpa=max_arpa)
     assert _arpa_fast.read_sections(path) is not None  # the compiled path is the one taken
+    assert _arpa_fast.read_closed(path, True) is not None  # and the closed-model path before it
     for minus_99 in ("zero", "literal"):
         assert_same_model(read_arpa(path, minus_99=minus_99), _read_arpa(path, False, minus_99))
 
@@ -110,3 +111,76 @@ def test_gzip_and_plain_give_the_same_model(tmp_path):
     write_arpa(model, tmp_path / "m.arpa")
     (tmp_path / "m.gz").write_bytes(gzip.compress((tmp_path / "m.arpa").read_bytes()))
     assert_same_model(read_arpa(tmp_path / "m.gz"), read_arpa(tmp_path / "m.arpa"))
+
+
+def _sections(text: str) -> tuple[str, list[list[str]], str]:
+    """``(head through the unigram section, n-gram lines per order >= 2, tail)``."""
+    head, rest = text.split("\\2-grams:\n", 1)
+    parts = rest.split("\n\\")
+    blocks = [parts[0]] + [p.split(":\n", 1)[1] for p in parts[1:-1]]
+    return head, [[line for line in block.split("\n") if line] for block in blocks], "\\" + parts[-1]
+
+
+def _join(head: str, blocks: list[list[str]], tail: str) -> str:
+    text = head
+    for order, lines in enumerate(blocks, start=2):
+        text += f"\\{order}-grams:\n" + "\n".join(lines) + "\n\n"
+    return text + tail
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_closed_path_reads_lines_in_any_order(tmp_path, seed):
+    # KenLM writes n-grams in another order than varorder's key order: same model.
+    rng = np.random.default_rng(seed)
+    model, _ = random_model(rng, 5, 2 + seed)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path, max_arpa=seed == 1)
+    head, blocks, tail = _sections(path.read_text())
+    path.write_text(_join(head, [list(rng.permutation(b)) for b in blocks], tail))
+    assert _arpa_fast.read_closed(path, True) is not None
+    assert_same_model(read_arpa(path), _read_arpa(path, False, "zero"))
+    assert_same_model(read_arpa(path), model)
+
+
+def test_a_model_not_closed_goes_to_the_general_path(tmp_path):
+    model, _ = random_model(np.random.default_rng(3), 4, 3)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path)
+    head, blocks, tail = _sections(path.read_text())
+    prefixes = {" ".join(line.split("\t")[1].split()[:-1]) for line in blocks[1]}
+    dropped = next(i for i, line in enumerate(blocks[0]) if line.split("\t")[1] in prefixes)
+    del blocks[0][dropped]  # a bigram that is the prefix of a listed trigram
+    text = _join(head, blocks, tail).replace(f"ngram 2={len(blocks[0]) + 1}", f"ngram 2={len(blocks[0])}")
+    path.write_text(text)
+    assert _arpa_fast.read_closed(path, True) is None
+    assert _arpa_fast.read_sections(path) is not None
+    assert_same_model(read_arpa(path), _read_arpa(path, False, "zero"))
+
+
+def test_a_duplicate_ngram_is_reported_by_the_python_reader(tmp_path):
+    model, _ = random_model(np.random.default_rng(4), 4, 3)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path)
+    head, blocks, tail = _sections(path.read_text())
+    blocks[1].insert(1, blocks[1][0])
+    text = _join(head, blocks, tail).replace(f"ngram 3={len(blocks[1]) - 1}", f"ngram 3={len(blocks[1])}")
+    path.write_text(text)
+    assert _arpa_fast.read_closed(path, True) is None
+    with pytest.raises(ValueError, match="duplicate 3-gram"):
+        read_arpa(path)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False, width=32).map(lambda x: repr(float(np.float32(x)))),
+    st.from_regex(r"-?[0-9]{0,17}(\.[0-9]{0,17})?(e-?[0-9])?", fullmatch=True),
+), st.sampled_from([b"", b" ", b"\t", b"\n", b"\r\n", b"x", "\u00e9".encode()]))
+def test_number_scanner_equals_parse_decimal_and_float(text, after):
+    data = np.frombuffer(text.encode() + after, dtype=np.uint8)
+    end, ok, value = _arpa_fast._scan_number(data, 0, len(data), _arpa_fast._BYTE_CLASS)
+    token_end, _ = _arpa_fast._scan_word(data, 0, len(data), _arpa_fast._BYTE_CLASS)
+    assert end == token_end
+    if ok:
+        expected = float(text)
+        assert value == expected and math.copysign(1, value) == math.copysign(1, expected), text
+        assert (True, value) == tuple(_words.parse_decimal(data, 0, end))

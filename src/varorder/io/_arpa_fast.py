@@ -11,6 +11,7 @@ differently) returns None, and the Python reader takes over and reports the erro
 from __future__ import annotations
 
 import gzip
+import math
 import zlib
 import re
 from pathlib import Path
@@ -18,7 +19,7 @@ from pathlib import Path
 import numba
 import numpy as np
 
-from varorder.lm import _words
+from varorder.lm import _kernels, _words
 
 _COUNT_LINE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)$")
 _SECTION_LINE = re.compile(rb"^\\(\d+)-grams:$")
@@ -120,21 +121,15 @@ def _lines(data: bytes, pos: int):
         pos = end + 1
 
 
-def read_sections(path: Path) -> list[dict] | None:
-    """The sections of an ARPA file as :func:`varorder.io.arpa._build_model` takes them
-    (the unigram section as field lists, the others parsed), or None (see the module)."""
-    data = _file_bytes(path)
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    if b"\x00" in data[:4096] or _words.has_unusual_text(buffer):
-        return None
+def _declared_counts(data: bytes) -> tuple[list[int], tuple[int, int, bytes]] | None:
+    """``(the counts \\data\\ declares, (start, end, text) of the first line after them)``."""
     lines = _lines(data, 0)
-    for start, end, text in lines:
+    for _, _, text in lines:
         if text == b"\\data\\":
             break
     else:
         return None
     declared: list[int] = []
-    header = None
     for start, end, text in lines:
         if not text:
             continue
@@ -144,10 +139,21 @@ def read_sections(path: Path) -> list[dict] | None:
                 return None
             declared.append(int(match.group(2)))
             continue
-        header = (start, end, text)
-        break
-    if not declared or header is None:
+        return (declared, (start, end, text)) if declared else None
+    return None
+
+
+def read_sections(path: Path) -> list[dict] | None:
+    """The sections of an ARPA file as :func:`varorder.io.arpa._build_model` takes them
+    (the unigram section as field lists, the others parsed), or None (see the module)."""
+    data = _file_bytes(path)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    if b"\x00" in data[:4096] or _words.has_unusual_text(buffer):
         return None
+    found = _declared_counts(data)
+    if found is None:
+        return None
+    declared, header = found
     sections: list[dict] = []
     counted_to, lines_before = 0, 0
     for order, count in enumerate(declared, start=1):
@@ -291,3 +297,360 @@ def format_section(rows: np.ndarray, words: tuple[np.ndarray, np.ndarray, np.nda
     written = _write_ngram_lines(out, np.ascontiguousarray(rows), blob, starts, ends, table, lengths, index)
     assert written == total
     return out
+
+
+# ---------------------------------------------------------------------------------------
+# The closed-model path: n-gram lines parsed straight into the model's final tables.
+
+_NOT_CLOSED = -3  # status: an n-gram's prefix or suffix is not listed (the general path inserts it)
+# Byte classes for the single-pass line scanner: 0 part of a token, 1 separator,
+# 2 line break, 3 a byte that may start text Python would split differently (checked).
+_BYTE_CLASS = np.zeros(256, dtype=np.uint8)
+_BYTE_CLASS[[9, 11, 12, 32]] = 1
+_BYTE_CLASS[10] = 2
+_BYTE_CLASS[[13, 28, 29, 30, 31]] = 3
+_BYTE_CLASS[0xC2:] = 3
+
+
+@numba.njit(cache=True, inline="always")
+def _scan_word(buffer, i, n, byte_class):
+    """``(end, FNV-1a hash)`` of the token starting at ``i`` (end -1: text the Python
+    reader must split); the hash is :func:`varorder.lm._words.find_word`'s."""
+    hashed = np.uint64(_words.FNV_OFFSET)
+    while i < n:
+        kind = byte_class[buffer[i]]
+        if kind == 0:
+            hashed = (hashed ^ np.uint64(buffer[i])) * np.uint64(_words.FNV_PRIME)
+            i += 1
+        elif kind == 3:
+            if _words.unusual_at(buffer, i):
+                return -1, hashed
+            if buffer[i] == 13:  # the CR of a CRLF ends the token like a blank
+                return i, hashed
+            hashed = (hashed ^ np.uint64(buffer[i])) * np.uint64(_words.FNV_PRIME)
+            i += 1
+        else:
+            return i, hashed
+    return i, hashed
+
+
+@numba.njit(cache=True, inline="always")
+def _scan_number(buffer, i, n, byte_class):
+    """``(end, ok, value)`` of the token starting at ``i``: a plain ``[-]digits[.digits]``
+    with at most 15 significant digits is converted while scanning (``ok``), exactly as
+    :func:`varorder.lm._words.parse_decimal` would; anything else is only delimited, for
+    ``parse_decimal`` (end -1: unusual text)."""
+    start = i
+    negative = i < n and buffer[i] == 45
+    if negative:
+        i += 1
+    mantissa = np.int64(0)
+    digits = 0
+    scale = 0
+    seen = False
+    dot = False
+    while i < n:
+        byte = buffer[i]
+        if 48 <= byte <= 57:
+            if mantissa or byte != 48:
+                digits += 1
+            mantissa = mantissa * 10 + (byte - 48)
+            seen = True
+            if dot:
+                scale += 1
+            i += 1
+        elif byte == 46 and not dot:
+            dot = True
+            i += 1
+        else:
+            break
+    ended = i == n or byte_class[buffer[i]] == 1 or byte_class[buffer[i]] == 2
+    if ended and seen and digits <= 15 and scale <= 22:
+        value = mantissa / _words.POWERS_OF_TEN[scale]
+        return i, True, -value if negative else value
+    end, _ = _scan_word(buffer, start, n, byte_class)
+    return end, False, 0.0
+
+
+@numba.njit(cache=True, inline="always")
+def _skip_blanks(buffer, i, n, byte_class):
+    """First position from ``i`` that is not a blank on this line (-1: unusual text)."""
+    while i < n:
+        kind = byte_class[buffer[i]]
+        if kind == 1:
+            i += 1
+        elif kind == 3 and buffer[i] == 13:
+            if _words.unusual_at(buffer, i):
+                return -1
+            i += 1
+        else:
+            return i
+    return i
+
+
+@numba.njit(cache=True)
+def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, starts, ends, word_table,
+                         ids, values, max_probs, max_backoffs, minus_99_zero, odd):
+    """Parse the ``count`` lines of one n-gram section (order >= 2) from ``pos``: word ids
+    into ``ids``, the float32 ``(log10 p, log10 bow)`` into ``values``, the MAX-ARPA
+    columns into ``max_probs``/``max_backoffs``, all in file order.
+
+    Returns ``(status, position of the next section's header, lines, odd numbers, lines
+    in strictly increasing lexicographic order of their word ids, max-ARPA)``;
+    ``odd[k] = (line, column, start, end)`` as in :func:`_parse_ngram_lines`.
+    """
+    n = buffer.shape[0]
+    lexical = True
+    max_arpa = False
+    line = 0
+    n_odd = 0
+    numbers = np.zeros(4)
+    while pos < n:
+        i = _skip_blanks(buffer, pos, n, byte_class)
+        if i < 0:
+            return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+        if i == n or buffer[i] == 10:
+            pos = i + 1
+            continue
+        if buffer[i] == 92:
+            break
+        if line == count:
+            return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+        field = 0
+        while i < n and buffer[i] != 10:
+            start = i
+            number = field == 0 or field > order
+            if number:
+                i, ok, value = _scan_number(buffer, i, n, byte_class)
+            else:
+                i, hashed = _scan_word(buffer, i, n, byte_class)
+            if i < 0:
+                return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+            if number:
+                column = 0 if field == 0 else field - order
+                if column > 3:
+                    return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+                if not ok:
+                    ok, value = _words.parse_decimal(buffer, start, i)
+                if not ok:
+                    if n_odd == odd.shape[0]:
+                        return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+                    odd[n_odd, 0] = line
+                    odd[n_odd, 1] = column
+                    odd[n_odd, 2] = start
+                    odd[n_odd, 3] = i
+                    n_odd += 1
+                    value = 0.0
+                elif minus_99_zero and value == -99.0:
+                    value = -np.inf
+                numbers[column] = value
+            else:
+                word = _words.find_hashed_word(buffer, start, i, hashed, blob, starts, ends, word_table)
+                if word < 0:
+                    return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+                ids[line, field - 1] = word
+            field += 1
+            i = _skip_blanks(buffer, i, n, byte_class)
+            if i < 0:
+                return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+        pos = i + 1
+        extra = field - 1 - order
+        if extra != 0 and extra != 1 and extra != 3:
+            return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+        if line == 0:
+            max_arpa = extra == 3
+        elif max_arpa != (extra == 3):
+            return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+        if extra == 0:
+            numbers[1] = 0.0
+        if numbers[0] > 0 or (highest and numbers[1] != 0):
+            return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+        if lexical and line > 0:
+            k = 0
+            while k < order and ids[line, k] == ids[line - 1, k]:
+                k += 1
+            lexical = k < order and ids[line, k] > ids[line - 1, k]
+        values[line, 0] = numbers[0]
+        values[line, 1] = numbers[1]
+        if max_arpa:
+            max_probs[line] = numbers[2]
+            max_backoffs[line] = numbers[3]
+        line += 1
+    return 0, pos, line, n_odd, lexical, max_arpa
+
+
+@numba.njit(cache=True)
+def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base, hash_cap,
+                  values, keys, suffix_rows, lower_extends):
+    """Enter one order's n-grams, given in lexicographic order of their word ids (which
+    is the order of their packed keys), into the model's tables.
+
+    Each n-gram's prefix is found by merging with the order below (``lower_ids``, in row
+    order), so its row costs no hash probe; the row of its suffix's context is the
+    suffix row of that prefix (``lower_suffix_rows``), and one probe of the table below
+    finds the suffix itself, checking that the model is closed. Fills ``keys``, this
+    order's ``suffix_rows`` (for the order above), the hash slots (row = position) and
+    ``lower_extends``. Returns 0, ``_NOT_CLOSED`` or ``_FALLBACK`` (a duplicate).
+    """
+    count = ids.shape[0]
+    n_lower = lower_ids.shape[0]
+    suffix_keys = np.empty(count, dtype=np.int64)
+    prefix = 0
+    for line in range(count):
+        if order == 2:
+            prefix = ids[line, 0]
+        else:
+            while True:  # advance to the first lower row not before this line's prefix
+                if prefix == n_lower:
+                    return _NOT_CLOSED
+                k = 0
+                while k < order - 1 and lower_ids[prefix, k] == ids[line, k]:
+                    k += 1
+                if k == order - 1:
+                    break
+                if lower_ids[prefix, k] > ids[line, k]:
+                    return _NOT_CLOSED
+                prefix += 1
+        key = prefix * vocab_size + ids[line, order - 1]
+        if line and key <= keys[line - 1]:
+            return _FALLBACK  # a duplicate n-gram: the general path names its line
+        keys[line] = key
+        lower_extends[prefix] = True
+        if order == 2:
+            suffix_rows[line] = ids[line, 1]
+        else:
+            suffix_keys[line] = lower_suffix_rows[prefix] * vocab_size + ids[line, order - 1]
+    if order > 2:
+        base, capacity = hash_base[order - 3], hash_cap[order - 3]
+        for line in range(count):
+            suffix_rows[line] = _kernels.find(hash_rows, base, capacity, suffix_keys[line])
+        for line in range(count):
+            if suffix_rows[line] < 0:
+                return _NOT_CLOSED
+    base, capacity = hash_base[order - 2], hash_cap[order - 2]
+    for line in range(count):
+        key = keys[line]
+        slot = _kernels._slot(key, capacity)
+        while hash_rows[base + slot, 0] != -1:
+            slot += 1
+            if slot == capacity:
+                slot = 0
+        hash_rows[base + slot, 0] = key
+        hash_rows[base + slot, 1] = line
+        hash_values[base + slot, 4] = values[line, 0]
+        hash_values[base + slot, 5] = values[line, 1]
+    return 0
+
+
+def _hash_capacity(n_keys: int) -> int:
+    from varorder.lm.model import _hash_capacity as capacity
+
+    return capacity(n_keys)
+
+
+def read_closed(path: Path, minus_99_zero: bool) -> dict | None:
+    """The tables of a model whose file lists every n-gram's prefix and suffix (what
+    varorder and KenLM write), parsed with no Python object per line: the unigram
+    section's fields and lines (for :func:`varorder.io.arpa._parse_section`) and, for
+    orders >= 2, ``keys``, ``values``, ``hash_rows``, ``hash_base``, ``hash_cap``,
+    ``extends`` in :class:`~varorder.lm.model.NgramLM`'s layout, the unigram rows of
+    ``values`` left for the caller (``vocab_size`` counts a ``<unk>`` the file lacks).
+    None when the file needs the general path (see the module; also: a model not closed
+    under prefixes and suffixes, or a number Python's ``float`` does not read)."""
+    data = _file_bytes(path)
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    if b"\x00" in data[:4096]:
+        return None
+    found = _declared_counts(data)
+    if found is None or found[1][2] != b"\\1-grams:":
+        return None
+    declared, header = found
+    if sum(declared) > len(data) // 4:  # no room for that many lines: the slow path names the fault
+        return None
+    unigrams, pos = _unigram_section(data, header[1] + 1, 0)
+    if _words.has_unusual_text(buffer[:pos]):
+        return None
+    words = [fields[1] for fields in unigrams["fields"] if len(fields) >= 2]
+    if len(unigrams["fields"]) != declared[0] or len(words) != declared[0] or len(set(words)) != declared[0]:
+        return None
+    # A <unk> the file lacks is appended as the last unigram row.
+    vocab_size = declared[0] + 1 if "<unk>" not in words and "<UNK>" not in words else declared[0]
+    blob, starts, ends, word_table = _words.word_table(words)
+    order = len(declared)
+    value_base = np.concatenate([[0], np.cumsum([vocab_size] + declared[1:])]).astype(np.int64)
+    capacities = [_hash_capacity(count) for count in declared[1:]]
+    hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
+    hash_cap = np.asarray(capacities + [0], dtype=np.int64)
+    hash_rows = np.full((int(hash_base[-1]), 3), -1, dtype=np.int64)
+    hash_values = hash_rows.view(np.float32)
+    values = np.empty((int(value_base[-1]), 2), dtype=np.float32)
+    extends = np.zeros(int(value_base[-1]), dtype=bool)
+    keys = [np.arange(vocab_size, dtype=np.int64)]
+    max_columns: list[tuple[np.ndarray, np.ndarray]] = []
+    odd = np.empty((_ODD_CAPACITY, 4), dtype=np.int64)
+    max_arpa = None
+    lower_ids = np.zeros((0, 1), dtype=np.int32)
+    lower_suffix_rows = np.zeros(0, dtype=np.int64)
+    for m in range(2, order + 1):
+        header = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
+        if header is None or header[2] != b"\\%d-grams:" % m:
+            return None
+        count = declared[m - 1]
+        ids = np.empty((count, m), dtype=np.int32)
+        section_values = values[value_base[m - 1]:value_base[m]]
+        max_probs, max_backoffs = np.empty(count), np.empty(count)
+        status, pos, n_lines, n_odd, lexical, m_max = _parse_section_lines(
+            buffer, header[1] + 1, m, m == order, count, _BYTE_CLASS, blob, starts, ends, word_table,
+            ids, section_values, max_probs, max_backoffs, minus_99_zero, odd)
+        if status != 0 or n_lines != count or (count and max_arpa is not None and m_max != max_arpa):
+            return None
+        if count:
+            max_arpa = m_max
+        if n_odd and not _odd_numbers(data, odd[:n_odd], section_values, max_probs, max_backoffs,
+                                      minus_99_zero, m == order):
+            return None
+        if not lexical:  # rows are in key order, which is the lexicographic order of the word ids
+            permutation = np.lexsort(ids.T[::-1])
+            ids = ids[permutation]
+            section_values[:] = section_values[permutation]
+            max_probs, max_backoffs = max_probs[permutation], max_backoffs[permutation]
+        m_keys = np.empty(count, dtype=np.int64)
+        suffix_rows = np.empty(count, dtype=np.int64)
+        status = _link_section(m, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base,
+                               hash_cap, section_values, m_keys, suffix_rows,
+                               extends[value_base[m - 2]:value_base[m - 1]])
+        if status != 0:
+            return None
+        keys.append(m_keys)
+        max_columns.append((max_probs, max_backoffs))
+        lower_ids, lower_suffix_rows = ids, suffix_rows
+    end = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
+    if end is None or end[2] != b"\\end\\":
+        return None
+    return {"unigram_fields": unigrams["fields"], "unigram_lines": unigrams["lines"],
+            "keys": keys, "values": values, "value_base": value_base, "hash_rows": hash_rows,
+            "hash_base": hash_base, "hash_cap": hash_cap, "extends": extends, "vocab_size": vocab_size,
+            "max_arpa": bool(max_arpa), "max_columns": max_columns}
+
+
+def _odd_numbers(data: bytes, odd: np.ndarray, values: np.ndarray, max_probs, max_backoffs,
+                 minus_99_zero: bool, highest: bool) -> bool:
+    """Parse the numbers outside the fast path with Python's ``float`` into their rows;
+    False when one is not a number the general path would accept as it is."""
+    limit = float(np.finfo(np.float32).max)
+    for line, column, start, end in odd.tolist():
+        try:
+            value = float(data[start:end])
+        except ValueError:
+            return False
+        if value != value or (column < 2 and math.isfinite(value) and abs(value) > limit):
+            return False
+        if (column == 0 and value > 0) or (column == 1 and (value == math.inf or (highest and value != 0))):
+            return False
+        if minus_99_zero and value == -99.0:
+            value = -math.inf
+        if column < 2:
+            values[line, column] = value
+        else:
+            (max_probs if column == 2 else max_backoffs)[line] = value
+    return True

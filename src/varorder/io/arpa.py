@@ -77,6 +77,7 @@ def _parse_float(path, line_number: int, text: str, what: str) -> float:
 
 
 MINUS_99_READINGS = ("zero", "literal")
+_WRITE_BLOCK_BYTES = 16 << 20  # text formatted at a time by write_arpa, padding included
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
@@ -109,7 +110,9 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
     collecting = gc.isenabled()
     gc.disable()
     try:
-        model = _read_arpa_fast(path, minus_99)
+        model = _read_arpa_closed(path, minus_99)
+        if model is None:
+            model = _read_arpa_fast(path, minus_99)
         return model if model is not None else _read_arpa(path, progress, minus_99)
     finally:
         if collecting:
@@ -356,11 +359,8 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
     reads back to the stored float32 (float64 for the MAX-ARPA columns), so reading the
     file gives identical scores. Back-offs are written for every order but the highest.
     """
-    from varorder.io._arpa_fast import format_section
-    from varorder.lm._words import word_table
-
     path = Path(path)
-    words = word_table(model.vocabulary.words)[:3]
+    words = _word_matrix(model.vocabulary.words)
     table = model.max_backoff() if max_arpa else None
     with atomic_output(path) as raw:
         stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
@@ -372,14 +372,18 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
                 stream.write(f"ngram {order}={count}\n".encode())
             for order in range(1, model.order + 1):
                 stream.write(f"\n\\{order}-grams:\n".encode())
-                rows, log10_probs, log10_backoffs = model.ngrams(order)
-                columns = [(log10_probs, np.float32)]
-                if order < model.order or max_arpa:
-                    columns.append((log10_backoffs, np.float32))
-                if max_arpa:
-                    columns.append((table.max_log10prob[order - 1], np.float64))
-                    columns.append((table.max_log10backoff[order - 1], np.float64))
-                stream.write(format_section(rows, words, columns))
+                values = model._order_values(order)
+                # A block of rows at a time: the section's text is never held whole.
+                block = max(1, _WRITE_BLOCK_BYTES // (words[0].shape[1] * order + 64 * (2 + 2 * max_arpa)))
+                for start in range(0, len(values), block):
+                    stop = min(len(values), start + block)
+                    columns = [(values[start:stop, 0], np.float32)]
+                    if order < model.order or max_arpa:
+                        columns.append((values[start:stop, 1], np.float32))
+                    if max_arpa:
+                        columns.append((table.max_log10prob[order - 1][start:stop], np.float64))
+                        columns.append((table.max_log10backoff[order - 1][start:stop], np.float64))
+                    stream.write(_format_lines(model._word_rows(order, start, stop), words, columns))
             stream.write(b"\n\\end\\\n")
         finally:
             if stream is not raw:
@@ -421,3 +425,98 @@ def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:
         return _build_model(path, sections, bool(kinds.pop()) if kinds else False)
     except ValueError:
         return None
+
+
+def _read_arpa_closed(path: Path, minus_99: str) -> NgramLM | None:
+    """Read a well-formed ARPA file whose n-grams' prefixes and suffixes are all listed
+    (every file varorder or KenLM writes) straight into the model's tables
+    (:func:`varorder.io._arpa_fast.read_closed`): no word-id rows, no sorting when the
+    file is in key order, each hash slot written once. None when the file needs the
+    general readers (which insert missing prefixes, or report the error)."""
+    from varorder.io import _arpa_fast
+
+    tables = _arpa_fast.read_closed(path, minus_99 == "zero")
+    if tables is None:
+        return None
+    try:
+        unigrams = _parse_section(path, 1, tables["unigram_fields"], tables["unigram_lines"], minus_99)
+    except ValueError:
+        return None
+    words = unigrams["words"][:, 0].tolist()
+    if BOS not in words or EOS not in words:
+        return None
+    missing_unk = UNK not in words and "<UNK>" not in words
+    if UNK not in words and not missing_unk:
+        words[words.index("<UNK>")] = UNK
+    vocabulary = Vocabulary(words)
+    if len(vocabulary) != tables["vocab_size"] or bool(unigrams["max_arpa"]) != tables["max_arpa"] \
+            or (missing_unk and tables["max_arpa"]):
+        return None
+    values = tables["values"]
+    n_words = len(words)
+    values[:n_words, 0] = unigrams["probs"]
+    values[:n_words, 1] = unigrams["backoffs"]
+    if missing_unk:
+        values[n_words] = (MISSING_UNK_LOG10PROB, 0.0)
+    model = NgramLM._from_tables(vocabulary, tables["keys"], values=values, value_base=tables["value_base"],
+                                 hash_rows=tables["hash_rows"], hash_base=tables["hash_base"],
+                                 hash_cap=tables["hash_cap"], extends=tables["extends"])
+    if tables["max_arpa"]:
+        columns = [(unigrams["max_probs"], unigrams["max_backoffs"])] + tables["max_columns"]
+        model.set_max_backoff(MaxBackoffTable(tuple(mf for mf, _ in columns), tuple(mbow for _, mbow in columns)))
+    return model
+
+
+def _word_matrix(words) -> tuple[np.ndarray, list[bytes] | None]:
+    """The UTF-8 bytes of each word as one row of a NUL-padded ``(V, longest)`` matrix,
+    and the words' bytes when one is empty or holds a NUL (which the padding would lose)."""
+    encoded = [w.encode("utf-8", errors="surrogateescape") for w in words]
+    as_array = np.array(encoded, dtype=bytes)
+    width = max(1, as_array.dtype.itemsize)
+    matrix = np.frombuffer(as_array.astype(f"S{width}").tobytes(), dtype=np.uint8).reshape(len(words), width)
+    unusual = any(not w or b"\0" in w for w in encoded)
+    return matrix, encoded if unusual else None
+
+
+def _value_strings(values: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
+    """``(NUL-padded ASCII of the distinct values as a (k, width) matrix, index of each
+    value)``: the shortest decimal that reads back to the same ``dtype`` value, -inf
+    written as -99."""
+    distinct, index = np.unique(np.asarray(values, dtype=dtype), return_inverse=True)
+    text = distinct.astype(str)
+    text[np.isneginf(distinct)] = "-99"
+    text = text.astype(f"S{max(1, text.dtype.itemsize // 4)}")
+    return np.frombuffer(text.tobytes(), dtype=np.uint8).reshape(len(text), text.dtype.itemsize), index.reshape(-1)
+
+
+def _format_lines(rows: np.ndarray, words: tuple[np.ndarray, list[bytes] | None],
+                  columns: list[tuple[np.ndarray, type]]) -> bytes:
+    """ARPA n-gram lines ``v0 <TAB> w1 .. wn [<TAB> v]* <NEWLINE>`` for word-id ``rows``:
+    each line is laid out at fixed width, NUL-padded (words from :func:`_word_matrix`,
+    values from :func:`_value_strings` at the float type given with each column), and
+    the padding removed, so no Python object is made per line (except for a vocabulary
+    with an empty word or a NUL byte, written a line at a time)."""
+    matrix, unusual_words = words
+    n, order = rows.shape
+    values = [_value_strings(v, dtype) for v, dtype in columns]
+    if unusual_words is not None:
+        text = [[bytes(row).rstrip(b"\0") for row in table] for table, _ in values]
+        return b"".join(
+            b"\t".join([text[0][values[0][1][i]], b" ".join(unusual_words[w] for w in rows[i])]
+                       + [text[c][values[c][1][i]] for c in range(1, len(columns))]) + b"\n"
+            for i in range(n))
+    separator = {b: np.full((n, 1), ord(b), dtype=np.uint8) for b in "\t \n"}
+    parts = []
+    for c, (table, index) in enumerate(values):
+        if c:
+            parts.append(separator["\t"])
+        parts.append(table[index])
+        if c == 0:
+            parts.append(separator["\t"])
+            for w in range(order):
+                if w:
+                    parts.append(separator[" "])
+                parts.append(matrix[rows[:, w]])
+    parts.append(separator["\n"])
+    lines = np.concatenate(parts, axis=1)
+    return lines[lines != 0].tobytes()

@@ -15,8 +15,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
+FNV_OFFSET = 14695981039346656037  # FNV-1a (64-bit) constants
+FNV_PRIME = 1099511628211
+_FNV_OFFSET = np.uint64(FNV_OFFSET)
+_FNV_PRIME = np.uint64(FNV_PRIME)
 UNUSUAL_TEXT = -2  # status: text the byte tokenizer must not split (see the docstring)
 
 
@@ -48,8 +50,14 @@ def build_word_table(blob, starts, ends):
 @numba.njit(cache=True, inline="always")
 def find_word(buffer, start, end, blob, starts, ends, table):
     """Id of the word ``buffer[start:end]``, or -1."""
+    return find_hashed_word(buffer, start, end, _hash_bytes(buffer, start, end), blob, starts, ends, table)
+
+
+@numba.njit(cache=True, inline="always")
+def find_hashed_word(buffer, start, end, hashed, blob, starts, ends, table):
+    """:func:`find_word` given the word's hash (computed while scanning for its end)."""
     capacity = table.shape[0]
-    slot = np.int64(_hash_bytes(buffer, start, end) & np.uint64(capacity - 1))
+    slot = np.int64(hashed & np.uint64(capacity - 1))
     length = end - start
     while True:
         word = table[slot]
@@ -141,10 +149,10 @@ def encode_lines(buffer, blob, starts, ends, table, unk_id, keep_blank, out_ids,
     return n_tokens, n_sentences
 
 
-_POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])
+POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def parse_decimal(buffer, start, end):
     """``(ok, value)`` of a decimal number ``[-+]digits[.digits][(e|E)[-+]digits]`` when it
     is exactly representable by Clinger's fast path (at most 15 significant digits and a
@@ -195,7 +203,7 @@ def parse_decimal(buffer, start, end):
     if i != end or digits > 15 or exponent < -22 or exponent > 22:
         return False, 0.0
     result = float(mantissa)
-    result = result / _POWERS_OF_TEN[-exponent] if exponent < 0 else result * _POWERS_OF_TEN[exponent]
+    result = result / POWERS_OF_TEN[-exponent] if exponent < 0 else result * POWERS_OF_TEN[exponent]
     return True, -result if negative else result
 
 

@@ -94,6 +94,8 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
     inner = (position_in_sentence > 0) & (position_in_sentence < np.repeat(padded_lengths, padded_lengths) - 1)
     padded[inner] = ids
 
+    # Counts and rows below 2^31 (every corpus of fewer tokens) are held as int32.
+    narrow = np.int32 if total < 2**31 else np.int64
     keys = [np.arange(vocab_size, dtype=np.int64)]
     counts = [np.bincount(padded, minlength=vocab_size).astype(np.int64)]
     suffix_rows: list[np.ndarray | None] = [None]
@@ -102,10 +104,10 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
         ends = np.flatnonzero(position_in_sentence >= m - 1)
         packed = rows_ending_here[ends - 1] * vocab_size + padded[ends]
         unique_keys, inverse, unique_counts = np.unique(packed, return_inverse=True, return_counts=True)
-        suffix = np.empty(len(unique_keys), dtype=np.int64)
+        suffix = np.empty(len(unique_keys), dtype=narrow)
         suffix[inverse] = rows_ending_here[ends]
         keys.append(unique_keys)
-        counts.append(unique_counts.astype(np.int64))
+        counts.append(unique_counts.astype(narrow))
         suffix_rows.append(suffix)
         next_rows = np.full(total, -1, dtype=np.int64)
         next_rows[ends] = inverse
@@ -217,26 +219,32 @@ class _InterpolatedEstimator:
     def _estimate(self, counts: NgramCounts) -> NgramLM:
         vocabulary = counts.vocabulary
         vocab_size = len(vocabulary)
-        used_counts = [c.astype(np.float64) for c in self._prepare(counts)]
-        # <s> is a context only: it gets no probability mass.
-        used_counts[0][vocabulary.bos_id] = 0.0
+        prepared = self._prepare(counts)
         uniform = np.full(vocab_size, 1.0 / (vocab_size - 1))
         uniform[vocabulary.bos_id] = 0.0
 
         removed = self._removed(counts)
-        probabilities: list[np.ndarray] = []
-        gammas: list[np.ndarray] = []  # gammas[m]: interpolation weight of each row of order m+1 as a context
+        # The model's (log10 p, log10 bow) table, filled order by order: an order's
+        # probabilities are kept in float64 only until the order above has used them.
+        value_base = np.concatenate([[0], np.cumsum([len(k) for k in counts.keys])]).astype(np.int64)
+        values = np.empty((int(value_base[-1]), 2), dtype=np.float32)
+        values[value_base[-2]:, 1] = 0.0  # the highest order has no back-off weights
+        lower_probabilities = uniform
         for m in range(1, counts.order + 1):
+            used_counts = prepared[m - 1].astype(np.float64)
+            prepared[m - 1] = None  # not needed again: keep the peak down
             if m == 1:
+                # <s> is a context only: it gets no probability mass.
+                used_counts[vocabulary.bos_id] = 0.0
                 contexts = np.zeros(vocab_size, dtype=np.int64)
                 n_contexts = 1
                 lower = uniform
             else:
                 contexts = counts.keys[m - 1] // vocab_size
                 n_contexts = len(counts.keys[m - 2])
-                lower = probabilities[m - 2][counts.suffix_rows[m - 1]]
-            numerators, denominators, gamma = self._terms(m, used_counts[m - 1], contexts, n_contexts, vocab_size - 1)
-            used_counts[m - 1] = None  # not needed again: keep the peak down
+                lower = lower_probabilities[counts.suffix_rows[m - 1]]
+            numerators, denominators, gamma = self._terms(m, used_counts, contexts, n_contexts, vocab_size - 1)
+            del used_counts
             gone = removed[m - 1]
             if gone is not None and m > 1:
                 # A removed n-gram's discounted mass moves to its context's back-off weight,
@@ -246,27 +254,33 @@ class _InterpolatedEstimator:
                 gamma = gamma + np.where(denominators > 0, freed, 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 share = np.where(denominators[contexts] > 0, numerators / denominators[contexts], 0.0)
-            probabilities.append(share + gamma[contexts] * lower)
+            del numerators
+            share += gamma[contexts] * lower
+            probabilities = share
+            del lower
             if gone is not None and m == 1:
                 # Words outside the limited vocabulary are read as <unk>: it takes their mass.
-                probabilities[0][vocabulary.unk_id] += probabilities[0][gone].sum()
+                probabilities[vocabulary.unk_id] += probabilities[gone].sum()
             if m > 1:
                 # Contexts never followed by anything keep back-off weight 1.
-                gammas.append(np.where(denominators > 0, gamma, 1.0))
-
-        # In place: the probabilities become their log10 (no second copy of every column).
-        log10_probs, log10_backoffs = probabilities, gammas
-        with np.errstate(divide="ignore"):
-            for m in range(counts.order):
-                np.log10(log10_probs[m], out=log10_probs[m])
-                # Rounding can push a certain event a hair above 1; ARPA readers reject that.
-                np.minimum(log10_probs[m], 0.0, out=log10_probs[m])
-                if m < counts.order - 1:
-                    np.log10(log10_backoffs[m], out=log10_backoffs[m])
-            log10_backoffs.append(np.zeros(len(counts.keys[counts.order - 1])))
+                with np.errstate(divide="ignore"):
+                    values[value_base[m - 2]:value_base[m - 1], 1] = np.log10(np.where(denominators > 0, gamma, 1.0))
+                _store_log10(values[value_base[m - 2]:value_base[m - 1], 0], lower_probabilities)
+            lower_probabilities = probabilities
+        _store_log10(values[value_base[-2]:, 0], lower_probabilities)
         if all(r is None for r in removed):
-            return NgramLM(vocabulary, counts.keys, log10_probs, log10_backoffs)
-        return _without(vocabulary, counts.keys, log10_probs, log10_backoffs, removed)
+            return NgramLM(vocabulary, counts.keys, None, None, values=values)
+        columns = [values[value_base[m]:value_base[m + 1]].astype(np.float64) for m in range(counts.order)]
+        return _without(vocabulary, counts.keys, [c[:, 0] for c in columns], [c[:, 1] for c in columns], removed)
+
+
+def _store_log10(out: np.ndarray, probabilities: np.ndarray) -> None:
+    """``out[:] = log10 probabilities``, at most 0: rounding can push a certain event a
+    hair above 1, which ARPA readers reject."""
+    with np.errstate(divide="ignore"):
+        np.log10(probabilities, out=probabilities)
+    np.minimum(probabilities, 0.0, out=probabilities)
+    out[:] = probabilities
 
 
 def _without(vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, removed) -> NgramLM:

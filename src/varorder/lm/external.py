@@ -29,7 +29,7 @@ import re
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -163,11 +163,15 @@ def merged_table(runs, vocab_size: int, memory: int, width: int) -> tuple[np.nda
 
 
 def counts_from_tables(vocabulary: Vocabulary, unigram_counts: np.ndarray,
-                       tables: Sequence[tuple[np.ndarray, np.ndarray]], n_sentences: int) -> NgramCounts:
-    """:class:`NgramCounts` from merged per-order ``(sorted word-id rows, counts)``."""
+                       tables: Iterable[tuple[np.ndarray, np.ndarray]], n_sentences: int) -> NgramCounts:
+    """:class:`NgramCounts` from merged per-order ``(sorted word-id rows, counts)``, taken
+    one order at a time (pass a generator, and no two orders' merged tables are held at
+    once). Counts and rows are int32 when the corpus has fewer than 2^31 tokens, as
+    :func:`~varorder.lm.estimate.count_ngrams` holds them."""
     from varorder.lm.model import _find_rows
 
     vocab_size = len(vocabulary)
+    narrow = np.int32 if int(np.sum(unigram_counts)) < 2**31 else np.int64
     keys = [np.arange(vocab_size, dtype=np.int64)]
     counts = [np.asarray(unigram_counts, dtype=np.int64)]
     suffix_rows: list[np.ndarray | None] = [None]
@@ -175,8 +179,11 @@ def counts_from_tables(vocabulary: Vocabulary, unigram_counts: np.ndarray,
         rows = np.asarray(rows, dtype=np.int64)
         prefix = _find_rows(rows[:, :-1], keys, vocab_size)
         keys.append(prefix * vocab_size + rows[:, -1])
-        counts.append(np.asarray(order_counts, dtype=np.int64))
-        suffix_rows.append(_find_rows(rows[:, 1:], keys, vocab_size))
+        del prefix
+        counts.append(np.asarray(order_counts).astype(narrow))
+        del order_counts
+        suffix_rows.append(_find_rows(rows[:, 1:], keys, vocab_size).astype(narrow))
+        del rows  # before the next order's table is merged
     return NgramCounts(vocabulary, keys, counts, suffix_rows, n_sentences)
 
 
@@ -215,7 +222,7 @@ def count_ngrams_on_disk(paths: PathLike | Sequence[PathLike], order: int, *, me
                 np.save(folder / f"counts{m + 2}-{block}.npy", counts)
                 runs[m].append((np.load(folder / f"rows{m + 2}-{block}.npy", mmap_mode="r", allow_pickle=False),
                                 np.load(folder / f"counts{m + 2}-{block}.npy", mmap_mode="r", allow_pickle=False)))
-        tables = [merged_table(order_runs, len(vocabulary), memory, m + 2) for m, order_runs in enumerate(runs)]
+        tables = (merged_table(order_runs, len(vocabulary), memory, m + 2) for m, order_runs in enumerate(runs))
         return counts_from_tables(vocabulary, unigram_counts, tables, n_sentences)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -255,6 +262,6 @@ def count_ngrams_dask(paths: PathLike | Sequence[PathLike], order: int, client, 
                              pure=False) for shard in range(n_shards)]
     results = client.gather(futures)
     unigram_counts = sum(r[0] for r in results)
-    tables = [merged_table([r[1][m] for r in results], len(vocabulary), memory, m + 2) for m in range(order - 1)]
+    tables = (merged_table([r[1][m] for r in results], len(vocabulary), memory, m + 2) for m in range(order - 1))
     return counts_from_tables(vocabulary, unigram_counts, tables, sum(r[2] for r in results))
 

@@ -99,10 +99,14 @@ class NgramLM:
     one array laid out as the model keeps them.
     """
 
-    def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None):
+    def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None, values=None):
         order = len(keys)
         if order < 1:
             raise ValueError("a model needs at least the unigram order")
+        if values is not None:
+            # (internal) every order's (log10 p, log10 bow) already in one float32 table, in
+            # the model's layout: taken as it is, without a copy.
+            log10_probs = log10_backoffs = [None] * order
         if not (len(log10_probs) == len(log10_backoffs) == order):
             raise ValueError("keys, log10_probs and log10_backoffs must have one array per order")
         vocab_size = len(vocabulary)
@@ -115,27 +119,28 @@ class NgramLM:
         sizes = [len(k) for k in self._keys]
         value_base = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         # One allocation per table, filled order by order (no per-order copies to join).
-        all_values = np.empty((int(value_base[-1]), 2), dtype=np.float32)
+        if values is not None and values.shape != (int(value_base[-1]), 2):
+            raise ValueError(f"values must have shape ({int(value_base[-1])}, 2), got {values.shape}")
+        all_values = np.empty((int(value_base[-1]), 2), dtype=np.float32) if values is None else values
         for m in range(order):
-            if not (sizes[m] == len(log10_probs[m]) == len(log10_backoffs[m])):
-                raise ValueError(f"order {m + 1}: keys, log10_probs and log10_backoffs differ in length")
             if m and sizes[m] and np.any(self._keys[m][1:] <= self._keys[m][:-1]):
                 raise ValueError(f"order {m + 1}: keys must be strictly increasing")
+            if values is not None:
+                continue
+            if not (sizes[m] == len(log10_probs[m]) == len(log10_backoffs[m])):
+                raise ValueError(f"order {m + 1}: keys, log10_probs and log10_backoffs differ in length")
             all_values[value_base[m]:value_base[m + 1], 0] = log10_probs[m]
             all_values[value_base[m]:value_base[m + 1], 1] = log10_backoffs[m]
         capacities = [_hash_capacity(sizes[m]) for m in range(1, order)]
         hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
         # ``hashes``: the tables from_ngrams already built from these keys, as slices of one
-        # array in this layout (used as they are); otherwise built here.
+        # array in this layout (used as they are); otherwise built on the first query, so
+        # that estimating a model and writing it as ARPA never holds them (nor loads Numba).
         prebuilt = hashes is not None and order > 1 and hashes[1].base is not None \
             and hashes[1].base.shape == (int(hash_base[-1]), 3)
-        hash_rows = hashes[1].base if prebuilt else np.empty((int(hash_base[-1]), 3), dtype=np.int64)
-        for m in range(1, order):
-            table = hash_rows[hash_base[m - 1]:hash_base[m]]
-            if not prebuilt:
-                _kernels().build_hash_into(self._keys[m], table)
-            # Each slot's third word holds the row's (log10 p, log10 bow) as two float32.
-            _kernels().fill_slot_values(table, table.view(np.float32), all_values[value_base[m]:value_base[m + 1]])
+        hash_rows = hashes[1].base if prebuilt else None
+        if prebuilt:
+            self._fill_hash_values(hash_rows, hash_base, all_values, value_base)
         # extends[m][i]: some (m+2)-gram has row i of order m+1 as its prefix. A state
         # ending in an n-gram that never extends and has no back-off can forget its first word.
         extends = np.zeros(int(value_base[-1]), dtype=bool)
@@ -150,12 +155,33 @@ class NgramLM:
             extends=extends,
         )
 
+    def _fill_hash_values(self, hash_rows, hash_base, values, value_base) -> None:
+        # Each slot's third word holds the row's (log10 p, log10 bow) as two float32.
+        for m in range(1, self.order):
+            table = hash_rows[hash_base[m - 1]:hash_base[m]]
+            _kernels().fill_slot_values(table, table.view(np.float32), values[value_base[m]:value_base[m + 1]])
+
+    @property
+    def _hash_rows(self) -> np.ndarray:
+        """Every order's hash table (see :mod:`varorder.lm._kernels`), built on first use."""
+        if self._hash_table is None:
+            table = np.empty((int(self._hash_base[-1]), 3), dtype=np.int64)
+            for m in range(1, self.order):
+                _kernels().build_hash_into(self._keys[m], table[self._hash_base[m - 1]:self._hash_base[m]])
+            self._fill_hash_values(table, self._hash_base, self._values, self._value_base)
+            self._hash_table = table
+        return self._hash_table
+
+    @property
+    def _hash_values(self) -> np.ndarray:
+        return self._hash_rows.view(np.float32)
+
     def _attach(self, *, values, value_base, hash_rows, hash_base, hash_cap, extends) -> None:
-        """Install the query tables (built by ``__init__`` or mapped from a binary file)."""
+        """Install the query tables (built by ``__init__`` or mapped from a binary file);
+        ``hash_rows`` None: built from the keys on first use."""
         self._values = values
         self._value_base = value_base
-        self._hash_rows = hash_rows
-        self._hash_values = hash_rows.view(np.float32)
+        self._hash_table = hash_rows
         self._hash_base = hash_base
         self._hash_cap = hash_cap
         self._extends_flat = extends
@@ -296,11 +322,11 @@ class NgramLM:
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the tables (keys, values, hashes, extension flags)."""
+        """Bytes held by the tables (keys, values, hashes once built, extension flags)."""
         return int(
             sum(k.nbytes for k in self._keys)
             + self._values.nbytes
-            + self._hash_rows.nbytes
+            + (self._hash_table.nbytes if self._hash_table is not None else 0)
             + self._extends_flat.nbytes
         )
 
@@ -321,6 +347,17 @@ class NgramLM:
             rows = np.concatenate([rows[keys // self.vocab_size], (keys % self.vocab_size).reshape(-1, 1)], axis=1)
         values = self._order_values(order)
         return rows, values[:, 0].astype(np.float64), values[:, 1].astype(np.float64)
+
+    def _word_rows(self, order: int, start: int, stop: int) -> np.ndarray:
+        """Rows ``start:stop`` of ``ngrams(order)[0]`` (word ids), without the others."""
+        positions = np.arange(start, stop, dtype=np.int64)
+        columns = []
+        for m in range(order - 1, 0, -1):
+            keys = self._keys[m][positions]
+            columns.append(keys % self.vocab_size)
+            positions = keys // self.vocab_size
+        columns.append(positions)
+        return np.stack(columns[::-1], axis=1) if columns else np.zeros((0, order), dtype=np.int64)
 
     def _check_order(self, order: int) -> None:
         if not 1 <= order <= self.order:
