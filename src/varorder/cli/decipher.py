@@ -1,7 +1,7 @@
 """``varorder decipher``: prepare a substitution-cipher task, learn the key by EM, evaluate
 (Steinhardt & Liang 2015, §6).
 
-    varorder decipher prepare wap.train.txt.gz wap.valid.txt.gz -o wap/ --num-cipher 2000 --seed 0
+    varorder decipher prepare wap.train.txt.gz wap.valid.txt.gz -o wap/ --num-cipher 1750 --seed 0
     varorder decipher train wap/ -o wap-rcms60 --order 2 --inference rcms --size 60 --iterations 20
     varorder decipher eval wap/ wap-rcms60/model.npz
 """
