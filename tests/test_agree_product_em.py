@@ -138,3 +138,25 @@ def test_bad_arguments():
 
     with pytest.raises(ValueError, match="exact"):
         AgreementEM([Private(0, 2, 3).initialize(0)], mode="exact").fit([_data(0, 1)])
+
+
+def test_make_executor_builds_the_estep_executor():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from varorder.agree import make_executor
+
+    assert make_executor(1) is None
+    assert make_executor(0, None) is None
+    pool = make_executor(3)
+    try:
+        assert isinstance(pool, ThreadPoolExecutor) and pool._max_workers == 3
+    finally:
+        pool.shutdown()
+
+
+def test_connect_dask_reports_an_unreachable_scheduler():
+    pytest.importorskip("distributed")
+    from varorder.agree import make_executor
+
+    with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
+        make_executor(1, "tcp://127.0.0.1:1", timeout=0.5)

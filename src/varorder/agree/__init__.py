@@ -10,9 +10,9 @@ product-EM example), :mod:`~varorder.agree.corpus` (integer-coded bitexts),
 :mod:`~varorder.agree.phylo` (tree message passing and the two-slice phylogenetic HMM).
 """
 
-from varorder.agree.product_em import MODES, AgreementEM, Statistics, Submodel
+from varorder.agree.product_em import MODES, AgreementEM, Statistics, Submodel, connect_dask, make_executor
 
-__all__ = ["MODES", "AgreementEM", "Statistics", "Submodel", "WordAligner", "PhyloSlices", "tree_marginals"]
+__all__ = ["MODES", "AgreementEM", "Statistics", "Submodel", "connect_dask", "make_executor", "WordAligner", "PhyloSlices", "tree_marginals"]
 
 # imported on first use: the aligner's command line needs neither SciPy (phylo) nor, for
 # product EM alone, Numba (the aligners)

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "add_counts"]
+__all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "add_counts", "connect_dask",
+           "make_executor"]
 
 MODES = ("independent", "exact", "domain", "parameter", "product")
 
@@ -274,6 +275,34 @@ def _independent_iteration(submodels, shards) -> float:
 
 def _is_dask_client(executor) -> bool:
     return all(hasattr(executor, name) for name in ("scatter", "gather", "submit"))
+
+
+def connect_dask(address: str, timeout: float = 10.0):
+    """A ``distributed.Client`` of the scheduler at ``address``. Raises ImportError (with the
+    install hint) without the optional package, ValueError for an unreachable or malformed
+    address after ``timeout`` seconds."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError("Dask needs the optional package 'distributed' (pip install 'dask[distributed]')") from None
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise ValueError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+
+
+def make_executor(workers: int = 1, dask_address: str | None = None, timeout: float = 10.0):
+    """The ``executor`` argument of :class:`AgreementEM` (and of the estimators built on it)
+    for a worker count or a Dask scheduler: a ``dask.distributed`` client when
+    ``dask_address`` is given, a thread pool of ``workers`` threads when ``workers > 1``
+    (the E-step kernels release the GIL), else None (serial)."""
+    if dask_address:
+        return connect_dask(dask_address, timeout)
+    if workers and workers > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        return ThreadPoolExecutor(int(workers))
+    return None
 
 
 class AgreementEM:

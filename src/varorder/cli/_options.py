@@ -13,7 +13,7 @@ import os
 
 import click
 
-__all__ = ["OutputFile", "OutputFolder", "Real", "dask_client"]
+__all__ = ["OutputFile", "OutputFolder", "Real", "dask_client", "executor"]
 
 
 class OutputFile(click.Path):
@@ -69,13 +69,19 @@ class Real(click.FloatRange):
 
 
 def dask_client(address: str, timeout: float = 10.0):
-    """A ``distributed.Client`` of the scheduler at ``address``; an unreachable or malformed
-    address is a one-line error after ``timeout`` seconds, never a traceback."""
+    """A ``distributed.Client`` of the scheduler at ``address``
+    (:func:`varorder.agree.connect_dask`); an unreachable or malformed address is a one-line
+    error after ``timeout`` seconds, never a traceback."""
+    return executor(1, address, timeout)
+
+
+def executor(workers: int, dask_address: str | None, timeout: float = 10.0):
+    """:func:`varorder.agree.make_executor` with its errors as one-line CLI errors."""
+    from varorder.agree.product_em import make_executor
+
     try:
-        from distributed import Client
-    except ImportError:
-        raise click.UsageError("Dask needs the optional package 'distributed' (pip install 'dask[distributed]')") from None
-    try:
-        return Client(address, timeout=timeout)
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise click.ClickException(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+        return make_executor(workers, dask_address, timeout)
+    except ImportError as exc:
+        raise click.UsageError(str(exc)) from None
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None

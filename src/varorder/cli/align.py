@@ -22,7 +22,7 @@ import sys
 
 import click
 
-from varorder.cli._options import OutputFile, Real, dask_client
+from varorder.cli._options import OutputFile, Real, executor
 
 __all__ = ["COMMAND"]
 
@@ -34,16 +34,6 @@ _METHODS = ["posterior", "intersection", "union", "grow-diag", "grow-diag-final"
 @click.group("align")
 def COMMAND():
     """Word alignment: IBM Model 1 / HMM in both directions, trained to agree (Liang et al. 2008)."""
-
-
-def _executor(workers, dask_address):
-    if dask_address:
-        return dask_client(dask_address)
-    if workers and workers > 1:
-        from concurrent.futures import ThreadPoolExecutor
-
-        return ThreadPoolExecutor(workers)
-    return None
 
 
 def _return_freed_memory():
@@ -241,7 +231,7 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
                   "add --lowercase or --normalize")
         aligner = WordAligner(model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
                               null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold,
-                              max_length=max_length, shard_size=shard_size, executor=_executor(workers, dask_address), progress=not quiet,
+                              max_length=max_length, shard_size=shard_size, executor=executor(workers, dask_address), progress=not quiet,
                               normalization=norm.to_dict())
         aligner.fit(pairs)
         aligner.save(output)

@@ -1,7 +1,7 @@
 """``varorder decipher``: prepare a substitution-cipher task, learn the key by EM, evaluate
 (Steinhardt & Liang 2015, §6).
 
-    varorder decipher prepare wap.train.txt.gz wap.valid.txt.gz -o wap/ --num-cipher 2000 --seed 0
+    varorder decipher prepare wap.train.txt.gz wap.valid.txt.gz -o wap/ --num-cipher 1750 --seed 0
     varorder decipher train wap/ -o wap-rcms60 --order 2 --inference rcms --size 60 --iterations 20
     varorder decipher eval wap/ wap-rcms60/model.npz
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from varorder.cli._options import OutputFile, OutputFolder, Real
+from varorder.cli._options import OutputFile, OutputFolder, Real, executor
 
 __all__ = ["COMMAND"]
 
@@ -66,7 +66,6 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
     only to print the accuracy of each iteration)."""
     from tqdm.auto import tqdm
 
-    from varorder.cli.align import _executor
     from varorder.decipher import Decipherer, load
 
     out = Path(output)
@@ -83,7 +82,7 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
 
         model = Decipherer(order=int(order), inference=inference, size=size, n_iter=iterations, laplace=laplace,
                            discount=discount, smoothing=smoothing, init_noise=init_noise, seed=seed,
-                           n_shards=shards or max(1, workers), executor=_executor(workers, dask_address),
+                           n_shards=shards or max(1, workers), executor=executor(workers, dask_address),
                            callback=report)
         model.fit(data, num_cipher=num_cipher)
         bar.close()

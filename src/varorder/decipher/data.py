@@ -7,10 +7,11 @@ sentence *in-list* when all its tokens are on the list, encipher ``num_cipher`` 
 in-list sentences drawn at random with a random permutation of the word ids as the key
 (cipher symbols are integers), and keep every other sentence as plaintext.
 
-The paper had 24,666 in-list sentences (Gigaword); War and Peace and Brown give about
-2,200 and 1,800. So the plaintext keeps *every* sentence that is not enciphered, with
-out-of-list tokens as one symbol ``<unk>`` that the LM counts but the hidden chain never
-visits (see :mod:`varorder.decipher.transitions`). ``DecipherData.plaintext_in_list``
+The paper had 24,666 in-list sentences (Gigaword) and enciphered 2,000; War and Peace
+(train + valid) and Brown give 1,753 and 1,787, so at most about 1,750 can be enciphered
+(``prepare`` refuses more than there are). The plaintext keeps *every* sentence that is
+not enciphered, with out-of-list tokens as one symbol ``<unk>`` that the LM counts but the
+hidden chain never visits (see :mod:`varorder.decipher.transitions`). ``DecipherData.plaintext_in_list``
 says how many plaintext sentences are in-list.
 
 On disk (a folder, all plain text): ``words.txt`` (the list, id order), ``plain.txt``
