@@ -67,7 +67,7 @@ def run_job(method, perm, args):
         return row
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
-                                edge_unigrams=not args.no_unigrams, seed=perm, bigram_epochs=args.bigram_epochs,
+                                edge_unigrams=args.unigrams, backoff=args.backoff, seed=perm, bigram_epochs=args.bigram_epochs,
                                 track_every=args.track_every)
     start = time.perf_counter()
     alignments = None
@@ -86,7 +86,7 @@ def run_job(method, perm, args):
     if alignments is not None:
         model.imputation_seconds_ = json.loads(cache.read_text())["seconds"]
     result = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd),
-              "num_contexts": args.size, "order": args.order, "edge_unigrams": not args.no_unigrams,
+              "num_contexts": args.size, "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
               "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
               "history": model.history_, "context_length_trace": model.context_length_trace_}
     out = Path(args.out) / f"{method}-{perm}.json"
@@ -196,7 +196,8 @@ def main(argv=None):
     run.add_argument("--first-perm", type=int, default=0)
     run.add_argument("--size", type=int, default=20, help="B: contexts per z_i / beam size")
     run.add_argument("--order", type=int, default=5)
-    run.add_argument("--no-unigrams", action="store_true", help="n-gram features only (no edge unigrams)")
+    run.add_argument("--unigrams", action="store_true", help="add (phoneme, letter) edge unigrams (extension)")
+    run.add_argument("--backoff", action="store_true", help="add every lower-order n-gram (extension)")
     run.add_argument("--bigram-epochs", type=int, default=1)
     run.add_argument("--track-every", type=int, default=100)
     run.add_argument("--split-seed", type=int, default=0)
