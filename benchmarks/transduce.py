@@ -146,7 +146,7 @@ def cmd_plot(args):
         ax.set(title=title + ": forced vs RCMS", xlabel="pass")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, fig_dir / "fig4_cer_exact.png")
+    _save(fig, fig_dir / f"fig4_cer_exact{args.suffix}.png")
 
     if "rcms" in results:
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -158,7 +158,7 @@ def cmd_plot(args):
                ylabel="avg. context length (qⁱ mass)")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        _save(fig, fig_dir / "fig6_context_length.png")
+        _save(fig, fig_dir / f"fig6_context_length{args.suffix}.png")
 
     print("| method | perms | dev CER per pass (median) | dev exact, last pass (median [min, max]) "
           "| train CER / exact, last pass (median) | empty dev outputs, last pass | no-signal examples, last pass "
@@ -208,6 +208,7 @@ def main(argv=None):
     plot = sub.add_parser("plot")
     plot.add_argument("results")
     plot.add_argument("--figures", default="docs/figures/transduce")
+    plot.add_argument("--suffix", default="", help="appended to the figure file names (one feature set per folder)")
     plot.set_defaults(func=cmd_plot)
     args = parser.parse_args(argv)
     args.func(args)

@@ -340,7 +340,8 @@ class AlignmentTransducer(ParamsMixin):
             row = {"epoch": epoch + 1, "examples": seen, "updates": updates, "no_signal": no_signal,
                    "train_log_likelihood": total_ll / max(updates, 1),
                    "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
-                   "seconds": time.perf_counter() - start}
+                   "seconds": time.perf_counter() - start,
+                   "nonzero_weights": int(np.count_nonzero(self.weights_))}
             if callback is not None:
                 row.update(callback(self, epoch + 1) or {})
             self.history_.append(row)
@@ -371,14 +372,15 @@ class AlignmentTransducer(ParamsMixin):
 
     # ------------------------------------------------------------ persistence
     def save(self, path) -> None:
-        """One .npz: the non-zero weights (sorted indices, float64 values) plus JSON metadata
+        """One .npz: the non-zero weights (sorted int32 indices, float64 values) plus JSON metadata
         (params, phoneme and letter lists). Most of the 2^hash_bits table is zero, so the
         sparse pair is a fraction of the dense table's size and loads back bit for bit."""
         self._check_fitted()
         touched = np.flatnonzero(self.weights_)
         state = {"phonemes": self.codec_.phonemes, "letters": self.codec_.letters, "weights": "sparse"}
         save_model(path, _KIND, self.get_params(), state,
-                   {"weight_index": touched.astype(np.int64), "weight_value": self.weights_[touched]})
+                   {"weight_index": touched.astype(np.int32 if touched.size and touched[-1] < 2**31 else np.int64),
+                    "weight_value": self.weights_[touched]})
 
     @classmethod
     @model_loader
