@@ -67,7 +67,7 @@ def run_job(method, perm, args):
         return row
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
-                                edge_unigrams=not args.no_unigrams, seed=perm, bigram_epochs=args.bigram_epochs,
+                                edge_unigrams=args.unigrams, backoff=args.backoff, seed=perm, bigram_epochs=args.bigram_epochs,
                                 track_every=args.track_every)
     start = time.perf_counter()
     alignments = None
@@ -86,7 +86,7 @@ def run_job(method, perm, args):
     if alignments is not None:
         model.imputation_seconds_ = json.loads(cache.read_text())["seconds"]
     result = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd),
-              "num_contexts": args.size, "order": args.order, "edge_unigrams": not args.no_unigrams,
+              "num_contexts": args.size, "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
               "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
               "history": model.history_, "context_length_trace": model.context_length_trace_}
     out = Path(args.out) / f"{method}-{perm}.json"
@@ -146,7 +146,7 @@ def cmd_plot(args):
         ax.set(title=title + ": forced vs RCMS", xlabel="pass")
         ax.legend(fontsize=8)
     fig.tight_layout()
-    _save(fig, fig_dir / "fig4_cer_exact.png")
+    _save(fig, fig_dir / f"fig4_cer_exact{args.suffix}.png")
 
     if "rcms" in results:
         fig, ax = plt.subplots(figsize=(5, 3.5))
@@ -158,7 +158,7 @@ def cmd_plot(args):
                ylabel="avg. context length (qⁱ mass)")
         ax.legend(fontsize=7)
         fig.tight_layout()
-        _save(fig, fig_dir / "fig6_context_length.png")
+        _save(fig, fig_dir / f"fig6_context_length{args.suffix}.png")
 
     print("| method | perms | dev CER per pass (median) | dev exact, last pass (median [min, max]) "
           "| train CER / exact, last pass (median) | empty dev outputs, last pass | no-signal examples, last pass "
@@ -196,7 +196,8 @@ def main(argv=None):
     run.add_argument("--first-perm", type=int, default=0)
     run.add_argument("--size", type=int, default=20, help="B: contexts per z_i / beam size")
     run.add_argument("--order", type=int, default=5)
-    run.add_argument("--no-unigrams", action="store_true", help="n-gram features only (no edge unigrams)")
+    run.add_argument("--unigrams", action="store_true", help="add (phoneme, letter) edge unigrams (extension)")
+    run.add_argument("--backoff", action="store_true", help="add every lower-order n-gram (extension)")
     run.add_argument("--bigram-epochs", type=int, default=1)
     run.add_argument("--track-every", type=int, default=100)
     run.add_argument("--split-seed", type=int, default=0)
@@ -207,6 +208,7 @@ def main(argv=None):
     plot = sub.add_parser("plot")
     plot.add_argument("results")
     plot.add_argument("--figures", default="docs/figures/transduce")
+    plot.add_argument("--suffix", default="", help="appended to the figure file names (one feature set per folder)")
     plot.set_defaults(func=cmd_plot)
     args = parser.parse_args(argv)
     args.func(args)

@@ -40,13 +40,35 @@ def edges_to_moves(edges):
     return tuple(moves)
 
 
+def reference_letter_features(fs: AlignmentFeatureSpace, history, y):
+    """Indices fired by letter (or END) y after the BOS-padded ``history``: the n-gram, then (backoff) orders 1 … n − 1."""
+    w = fs.order - 1
+    fired = [fs.exact_index(0, fs.letter_code(history[len(history) - w:], y))]
+    if fs.backoff:
+        fired += [fs.exact_index(fs.backoff_kind(False, k), fs.letter_code(history[len(history) - k + 1:], y))
+                  for k in range(1, fs.order)]
+    return fired
+
+
+def reference_edge_features(fs: AlignmentFeatureSpace, window, e):
+    """Indices fired by edge e after the BOS-padded edge ``window``."""
+    w = fs.order - 1
+    fired = [fs.exact_index(1, fs.edge_code(window[len(window) - w:], e))]
+    if fs.edge_unigrams:
+        fired.append(fs.exact_index(2, e))
+    if fs.backoff:
+        fired += [fs.exact_index(fs.backoff_kind(True, k), fs.edge_code(window[len(window) - k + 1:], e))
+                  for k in range(1, fs.order)]
+    return fired
+
+
 def reference_features(fs: AlignmentFeatureSpace, x, letters, moves):
     """Weight indices fired by (y, z) with whole-history features, written from the definitions."""
     V, E, w = fs.num_letters, fs.num_phonemes * fs.num_letters, fs.order - 1
     fired = []
     history = [V] * w  # BOS
     for y in list(letters) + [V]:
-        fired.append(fs.exact_index(0, fs.letter_code(history[-w:], y)))
+        fired += reference_letter_features(fs, history, y)
         history.append(y)
     edges, j = [], 0
     for y, m in zip(letters, moves):
@@ -59,9 +81,7 @@ def reference_features(fs: AlignmentFeatureSpace, x, letters, moves):
     assert j == len(x)
     window = [E] * w
     for e in edges:
-        fired.append(fs.exact_index(1, fs.edge_code(window[-w:], e)))
-        if fs.edge_unigrams:
-            fired.append(fs.exact_index(2, e))
+        fired += reference_edge_features(fs, window, e)
         window.append(e)
     return fired
 
@@ -111,11 +131,13 @@ def lattice_paths(lattice_obj, al):
     return paths
 
 
+# (V, L′, order, M, seed); the seed's low bits also pick the optional feature blocks
 small = st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(2, 3), st.integers(1, 2), st.integers(0, 10**6))
 
 
 def space_and_input(V, Lp, order, M, seed):
-    fs = AlignmentFeatureSpace(V, 2, order=order, max_advance=M, hash_bits=18)
+    fs = AlignmentFeatureSpace(V, 2, order=order, max_advance=M, hash_bits=18, edge_unigrams=bool(seed & 1),
+                               backoff=bool(seed & 2))
     assert not fs.hashed
     rng = np.random.default_rng(seed)
     return fs, rng.integers(0, 2, size=Lp), rng.normal(size=fs.size)
@@ -175,6 +197,23 @@ def test_model_and_target_lattices_equal_brute_force_when_b_holds_everything(par
     np.testing.assert_allclose(expected_lattice(model, restricted), expected_t, atol=1e-9)
 
 
+@pytest.mark.parametrize("selection", ["rcms", "beam"])
+@pytest.mark.parametrize("unigrams", [False, True])
+def test_backoff_lattices_equal_brute_force(selection, unigrams):
+    fs = AlignmentFeatureSpace(2, 2, order=3, max_advance=2, hash_bits=18, edge_unigrams=unigrams, backoff=True)
+    assert not fs.hashed and fs.arc_features == 1 + 2 * 2 + 3 * 2
+    rng = np.random.default_rng(11)
+    x, theta, y = np.array([0, 1, 1]), rng.normal(size=fs.size), np.array([1, 0])
+    model = build_alignment_lattice(x, theta, fs, 10_000, selection=selection, max_length=3)
+    log_z, expected = expected_reference(fs, x, brute_force(fs, x, theta, 3))
+    assert lt.log_partition(model.lattice) == pytest.approx(log_z, abs=1e-9)
+    np.testing.assert_allclose(expected_lattice(model), expected, atol=1e-9)
+    target = build_alignment_lattice(x, theta, fs, 10_000, selection=selection, max_length=3, clamp=y)
+    log_zt, expected_t = expected_reference(fs, x, brute_force(fs, x, theta, 3, letters=y))
+    assert lt.log_partition(target.lattice) == pytest.approx(log_zt, abs=1e-9)
+    np.testing.assert_allclose(expected_lattice(target), expected_t, atol=1e-9)
+
+
 def test_bigram_exact_lattice_equals_brute_force():
     fs = AlignmentFeatureSpace(2, 2, order=2, max_advance=2, hash_bits=12)
     rng = np.random.default_rng(3)
@@ -212,12 +251,15 @@ def test_beam_loses_alignments_that_rcms_keeps():
 
 
 # ---------------------------------------------------------------- gradient
-@pytest.mark.parametrize("method", ["rcms", "hybrid", "target", "forced"])
-def test_gradient_matches_finite_differences(method):
+@pytest.mark.parametrize("method, unigrams, backoff, hash_bits", [
+    ("rcms", False, False, 16), ("hybrid", False, False, 16), ("target", False, False, 16),
+    ("forced", False, False, 16), ("rcms", True, False, 16), ("rcms", True, True, 16), ("hybrid", True, True, 10)])
+def test_gradient_matches_finite_differences(method, unigrams, backoff, hash_bits):
     inputs = [["a", "b", "b"], ["b", "a"], ["a"]]
     outputs = ["xyz", "yx", "xx"]
-    model = AlignmentTransducer(method=method, num_contexts=2, order=3, max_advance=2, hash_bits=16, epochs=0,
-                                bigram_epochs=0).fit(inputs, outputs)
+    model = AlignmentTransducer(method=method, num_contexts=2, order=3, max_advance=2, hash_bits=hash_bits, epochs=0,
+                                bigram_epochs=0, edge_unigrams=unigrams, backoff=backoff).fit(inputs, outputs)
+    assert model.features_.hashed == (hash_bits == 10)
     rng = np.random.default_rng(1)
     model.weights_ = rng.normal(size=model.weights_.size) * 0.5
     x, y = model.codec_.encode_input(inputs[0]), model.codec_.encode_output(outputs[0])
@@ -245,15 +287,13 @@ def reference_score(fs, x, theta, letters, moves):
     V, E, w = fs.num_letters, fs.num_phonemes * fs.num_letters, fs.order - 1
     total, history, window, j = 0.0, [V] * w, [E] * w, 0
     for y, m in zip(letters, moves):
-        total += theta[fs.exact_index(0, fs.letter_code(history[-w:], y))]
+        total += sum(theta[k] for k in reference_letter_features(fs, history, y))
         history.append(y)
         phonemes = [j] if m == 0 else list(range(j + 1, j + m + 1))
         j = phonemes[-1]
         for p in phonemes:
             e = fs.edge_symbol(x[p - 1], y)
-            total += theta[fs.exact_index(1, fs.edge_code(window[-w:], e))]
-            if fs.edge_unigrams:
-                total += theta[fs.exact_index(2, e)]
+            total += sum(theta[k] for k in reference_edge_features(fs, window, e))
             window.append(e)
     return total, j
 
@@ -333,12 +373,25 @@ def test_training_learns_a_toy_transduction_and_round_trips(tmp_path):
     path = tmp_path / "m.npz"
     model.save(path)
     again = AlignmentTransducer.load(path)
+    np.testing.assert_array_equal(again.weights_, model.weights_)
     assert again.predict(inputs) == predictions
-    broken = dict(np.load(path))
-    broken["weights"] = broken["weights"][:-1]
-    np.savez(tmp_path / "bad.npz", **broken)
-    with pytest.raises(ValueError, match="bad.npz"):
-        AlignmentTransducer.load(tmp_path / "bad.npz")
+    stored = dict(np.load(path))
+    assert stored["weight_index"].size == np.count_nonzero(model.weights_) < model.weights_.size
+    size = model.weights_.size
+    for name, damage in (("weight_value", lambda a: a[:-1]), ("weight_index", lambda a: a[::-1].copy()),
+                         ("weight_index", lambda a: a + size), ("weight_value", lambda a: a * np.nan),
+                         ("weight_index", lambda a: a.astype(np.float64))):
+        broken = dict(stored)
+        broken[name] = damage(broken[name])
+        np.savez(tmp_path / "bad.npz", **broken)
+        with pytest.raises(ValueError, match="bad.npz"):
+            AlignmentTransducer.load(tmp_path / "bad.npz")
+    # a file of the earlier dense layout still loads
+    meta = json.loads(stored["__meta__"].tobytes())
+    del meta["state"]["weights"]
+    dense = {"__meta__": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), "weights": model.weights_}
+    np.savez(tmp_path / "dense.npz", **dense)
+    assert AlignmentTransducer.load(tmp_path / "dense.npz").predict(inputs) == predictions
 
 
 def test_select_by_model_gets_no_signal_without_the_gold_on_its_beam():
@@ -384,8 +437,12 @@ def test_cli_train_apply_eval(tmp_path):
     runner = CliRunner()
     model = tmp_path / "m.npz"
     result = runner.invoke(COMMAND, ["train", str(data), "-o", str(model), "--size", "3", "--order", "3",
-                                     "--epochs", "3", "--hash-bits", "14"])
+                                     "--epochs", "3", "--hash-bits", "14", "--backoff", "--unigrams"])
     assert result.exit_code == 0, result.output
+    from varorder.transduce.model import AlignmentTransducer
+
+    loaded = AlignmentTransducer.load(model)
+    assert loaded.backoff and loaded.edge_unigrams
     out = tmp_path / "out.tsv"
     result = runner.invoke(COMMAND, ["apply", str(model), str(data), "-o", str(out)])
     assert result.exit_code == 0, result.output

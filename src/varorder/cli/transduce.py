@@ -58,7 +58,9 @@ def COMMAND():
 @click.option("--max-advance", type=click.IntRange(min=1), default=3, show_default=True,
               help="most phonemes one letter may align to")
 @click.option("--hash-bits", type=click.IntRange(4, 30), default=22, show_default=True, help="2^bits weights")
-@click.option("--no-unigrams", is_flag=True, help="n-gram features only (no (phoneme, letter) indicators)")
+@click.option("--unigrams/--no-unigrams", default=False, show_default=True,
+              help="add (phoneme, letter) indicators to the paper's n-gram features")
+@click.option("--backoff", is_flag=True, help="add the n-gram features of every lower order (extension)")
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--step-size", type=Real(min=0, min_open=True), default=0.2, show_default=True, help="AdaGrad η")
 @click.option("--delta", type=Real(min=0), default=1e-4, show_default=True, help="AdaGrad δ")
@@ -66,7 +68,7 @@ def COMMAND():
 @click.option("--dev", type=click.Path(exists=True, dir_okay=False), default=None,
               help="report CER / exact match on this file after every pass")
 @click.option("--history", type=OutputFile(), default=None, help="write the per-pass history as JSON")
-def train(data, output, fmt, limit, sample_seed, method, size, order, max_advance, hash_bits, no_unigrams, epochs,
+def train(data, output, fmt, limit, sample_seed, method, size, order, max_advance, hash_bits, unigrams, backoff, epochs,
           step_size, delta, seed, dev, history):
     """Train on DATA and save the model."""
     from varorder.eval.metrics import character_error_rate, exact_match
@@ -87,7 +89,8 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
         return scores
 
     model = AlignmentTransducer(method=method, num_contexts=size, order=order, max_advance=max_advance,
-                                hash_bits=hash_bits, edge_unigrams=not no_unigrams, step_size=step_size, delta=delta,
+                                hash_bits=hash_bits, edge_unigrams=unigrams, backoff=backoff,
+                                step_size=step_size, delta=delta,
                                 epochs=epochs, seed=seed, progress=True)
     model.fit(inputs, outputs, callback=report)
     model.progress = False  # a setting of this run, not of the saved model

@@ -24,7 +24,15 @@ Features φ(c_{i−1}, (y_i, m_i)) (all indicators):
   indicator of every new edge. This is the "simple observation feature" the issue
   allows: with contexts that grow to the whole history, an n-gram pattern is seen once
   per training word, and the unigram lets the phoneme → letter correspondence
-  generalise across contexts. Off gives the paper's n-gram-only featurisation.
+  generalise across contexts. Off (the default) gives the paper's n-gram-only
+  featurisation;
+* optional backoff (``backoff``, off by default; our extension, not in the paper): the
+  same output and alignment patterns at every lower order k = 1 … n − 1 (the last
+  k − 1 slots of the same ★/BOS-extended history, then the new letter or edge), each
+  order its own indicator block. A 5-gram pattern of an unseen word has no trained
+  weight; its lower-order patterns do (the letter-unigram END and the short letter
+  and edge patterns), so the model's length and spelling generalise past the
+  training words.
 
 Indexing: exact (kind offset + mixed-radix code) when the three blocks fit in
 2^``hash_bits`` weights, otherwise the n-gram blocks are hashed into the buckets after
@@ -48,10 +56,14 @@ class AlignmentFeatureSpace:
     max_advance : M, the most phonemes one letter may align to.
     hash_bits : weights are a table of 2^hash_bits entries.
     edge_unigrams : also fire the (phoneme, letter) indicator of every new edge.
+    backoff : also fire the output and alignment patterns of every order 1 … n − 1.
+
+    Feature kinds (blocks): 0 output n-gram, 1 alignment n-gram, 2 edge unigram, and
+    with backoff 3 + 2(k − 1) output k-gram, 4 + 2(k − 1) alignment k-gram, k < n.
     """
 
     def __init__(self, num_letters: int, num_phonemes: int, order: int = 5, max_advance: int = 3,
-                 hash_bits: int = 22, edge_unigrams: bool = True):
+                 hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False):
         if int(num_letters) < 1 or int(num_phonemes) < 1:
             raise ValueError(f"num_letters and num_phonemes must be >= 1, got {num_letters}, {num_phonemes}")
         if int(order) < 2:
@@ -66,6 +78,7 @@ class AlignmentFeatureSpace:
         self.max_advance = int(max_advance)
         self.hash_bits = int(hash_bits)
         self.edge_unigrams = bool(edge_unigrams)
+        self.backoff = bool(backoff)
 
     @property
     def size(self) -> int:
@@ -83,20 +96,26 @@ class AlignmentFeatureSpace:
 
     @property
     def arc_features(self) -> int:
-        """Feature slots per arc: one output n-gram, M alignment n-grams, M edge unigrams."""
-        return 1 + 2 * self.max_advance
+        """Feature slots per arc: one output n-gram, M alignment n-grams, M edge unigrams,
+        then (backoff) n − 1 lower-order output patterns and M·(n − 1) alignment ones."""
+        M, lower = self.max_advance, self.order - 1
+        return 1 + 2 * M + ((1 + M) * lower if self.backoff else 0)
 
-    def block_sizes(self) -> tuple[int, int, int]:
-        """Exact sizes of the output n-gram, alignment n-gram and edge-unigram blocks."""
+    def block_sizes(self) -> tuple[int, ...]:
+        """Exact size of every feature kind's block (see the class docstring for the kinds)."""
         V, E, w = self.num_letters, self.num_phonemes * self.num_letters, self.order - 1
-        return (V + 2) ** w * (V + 1), (E + 2) ** w * E, E if self.edge_unigrams else 0
+        sizes = [(V + 2) ** w * (V + 1), (E + 2) ** w * E, E if self.edge_unigrams else 0]
+        for k in range(1, self.order):
+            on = self.backoff
+            sizes += [(V + 2) ** (k - 1) * (V + 1) if on else 0, (E + 2) ** (k - 1) * E if on else 0]
+        return tuple(sizes)
 
     @property
     def hashed(self) -> bool:
         return sum(self.block_sizes()) > self.size
 
     def letter_code(self, history, label) -> int:
-        """Output n-gram code: ``history`` n − 1 slot codes (letters, V = BOS, V + 1 = ★), then the label."""
+        """Output n-gram (or k-gram) code: ``history`` n − 1 (k − 1) slot codes (letters, V = BOS, V + 1 = ★), then the label."""
         code = 0
         for s in history:
             code = code * (self.num_letters + 2) + int(s)
@@ -106,7 +125,7 @@ class AlignmentFeatureSpace:
         return int(phoneme) * self.num_letters + int(letter)
 
     def edge_code(self, history, edge) -> int:
-        """Alignment n-gram code: n − 1 edge slot codes (edges, E = BOS, E + 1 = ★), then the new edge."""
+        """Alignment n-gram (or k-gram) code: n − 1 (k − 1) edge slot codes (edges, E = BOS, E + 1 = ★), then the new edge."""
         E = self.num_phonemes * self.num_letters
         code = 0
         for s in history:
@@ -114,24 +133,34 @@ class AlignmentFeatureSpace:
         return code * E + int(edge)
 
     def offsets(self):
-        """Start of each block (output n-gram, alignment n-gram, edge unigram) in the weights.
+        """Start of each kind's block in the weights.
 
-        Exact: the three blocks one after the other. Hashed: the (small) edge-unigram
-        block stays exact at the front and both n-gram kinds hash into the rest.
+        Exact: the blocks one after the other. Hashed: the (small) edge-unigram block
+        stays exact at the front and every other kind hashes into the rest.
         """
         import numpy as np
 
-        out, align, unigram = self.block_sizes()
+        sizes = self.block_sizes()
         if self.hashed:
-            return np.array([unigram, unigram, 0], dtype=np.int64)
-        return np.array([0, out, out + align], dtype=np.int64)
+            out = np.full(len(sizes), sizes[2], dtype=np.int64)
+            out[2] = 0
+            return out
+        return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+    def backoff_kind(self, alignment: bool, k: int) -> int:
+        """Kind of the order-k (1 ≤ k < n) output (``alignment`` False) or alignment pattern."""
+        if not 1 <= int(k) < self.order:
+            raise ValueError(f"backoff order must be in [1, {self.order}), got {k}")
+        return 3 + 2 * (int(k) - 1) + int(bool(alignment))
 
     def exact_index(self, kind: int, code: int) -> int:
-        """Weight index of an exact (unhashed) feature: kind 0 output, 1 alignment, 2 edge unigram."""
+        """Weight index of an exact (unhashed) feature of ``kind`` (0 output, 1 alignment, 2 edge unigram,
+        :meth:`backoff_kind` for the lower orders)."""
         if self.hashed:
             raise ValueError("this feature space is hashed; exact indices do not exist")
         return int(self.offsets()[kind]) + int(code)
 
     def params(self) -> dict:
         return {"num_letters": self.num_letters, "num_phonemes": self.num_phonemes, "order": self.order,
-                "max_advance": self.max_advance, "hash_bits": self.hash_bits, "edge_unigrams": self.edge_unigrams}
+                "max_advance": self.max_advance, "hash_bits": self.hash_bits, "edge_unigrams": self.edge_unigrams,
+                "backoff": self.backoff}

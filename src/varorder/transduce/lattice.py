@@ -67,8 +67,31 @@ def _feature_index(code, kind, hashed, mask, offset):
     """Exact: offset + code. Hashed: n-grams go to [offset, mask] (offset = the exact unigram block)."""
     if not hashed or kind == 2:
         return offset + code
-    h = _mix(np.uint64(code) * np.uint64(4) + np.uint64(kind) + np.uint64(0x9E3779B97F4A7C15))
+    if kind < 3:
+        h = _mix(np.uint64(code) * np.uint64(4) + np.uint64(kind) + np.uint64(0x9E3779B97F4A7C15))
+    else:  # backoff kinds: residue 3 (unused by kinds 0–2), then the kind mixed in
+        h = _mix(_mix(np.uint64(code) * np.uint64(4) + np.uint64(3) + np.uint64(0x9E3779B97F4A7C15))
+                 + np.uint64(kind))
     return offset + np.int64(h % np.uint64(mask + 1 - offset))
+
+
+@nb.njit(cache=True)
+def _backoff_features(history, symbol, w, alphabet, first_kind, hashed, mask, offsets, feats, row, column, theta):
+    """Fire the k-grams, k = 1 … w, of ``history`` (w slot codes in [0, alphabet + 2), oldest
+    first) then ``symbol`` (in [0, alphabet)), the order-k one of kind first_kind + 2(k − 1),
+    into ``feats[row, column + k − 1]``; returns their θ sum. Output patterns: alphabet =
+    V + 1 letters and END (slots V BOS, V + 1 ★); alignment patterns: alphabet = E edges."""
+    total = 0.0
+    radix = alphabet + 1 if first_kind == 3 else alphabet + 2
+    for k in range(1, w + 1):
+        code = 0
+        for t in range(w - k + 1, w):
+            code = code * radix + history[t]
+        kind = first_kind + 2 * (k - 1)
+        idx = _feature_index(code * alphabet + symbol, kind, hashed, mask, offsets[kind])
+        feats[row, column + k - 1] = idx
+        total += theta[idx]
+    return total
 
 
 @nb.njit(cache=True)
@@ -87,11 +110,14 @@ def _grow1(a, n):
 
 @nb.njit(cache=True)
 def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed, mask, offsets, unigrams,
-                   wts, feats, hist, window):
+                   backoff, wts, feats, hist, window, slots):
     """θᵀφ and weight indices of expanding context u (state z = j) by letter y, for every move.
 
     Row m of ``feats`` (−1 padded) and ``wts[m]``: move m (0 share, k advance k); for the
     end symbol (y = V) row 0 only. Moves share the output n-gram and the leading edges.
+    Columns: 0 output n-gram, 1 … M alignment n-grams of the move's edges, M + 1 … 2M
+    their edge unigrams; with ``backoff`` then the n − 1 lower output orders and, per
+    edge t, its n − 1 lower alignment orders.
     """
     NM = M + 1
     w = n - 1
@@ -111,8 +137,13 @@ def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed,
         else:
             s = V + 1  # ★
         code = code * (V + 2) + s
+        slots[t] = s
     letter = _feature_index(code * (V + 1) + y, 0, hashed, mask, offsets[0])
     base = theta[letter]
+    letter_col = 2 * M + 1
+    edge_col = letter_col + w
+    if backoff:
+        base += _backoff_features(slots, y, w, V + 1, 3, hashed, mask, offsets, feats, 0, letter_col, theta)
     if y == V:
         feats[0, 0] = letter
         wts[0] = base
@@ -155,6 +186,8 @@ def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed,
             idx = _feature_index(edge, 2, hashed, mask, offsets[2])
             feats[0, M + 1] = idx
             wts[0] += theta[idx]
+        if backoff:
+            wts[0] += _backoff_features(window, edge, w, E, 4, hashed, mask, offsets, feats, 0, edge_col, theta)
     total = base
     for m in range(1, NM):  # advance m: the edges of advance m − 1, then phoneme j + m
         if j + m > Lp:
@@ -169,6 +202,11 @@ def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed,
         for t in range(1, m):
             feats[m, t] = feats[m - 1, t]
             feats[m, M + t] = feats[m - 1, M + t]
+        if backoff:
+            for t in range(letter_col, edge_col + (m - 1) * w):
+                feats[m, t] = feats[m - 1 if m > 1 else 0, t]
+            total += _backoff_features(window, edge, w, E, 4, hashed, mask, offsets, feats, m,
+                                        edge_col + (m - 1) * w, theta)
         feats[m, m] = idx
         if unigrams:
             idx = _feature_index(edge, 2, hashed, mask, offsets[2])
@@ -210,11 +248,10 @@ def _kept_ancestor(u, lab, node_anc, node_root, node_j, node_f, prev_roots, chil
 
 
 @nb.njit(cache=True)
-def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, B, beam, bigram_exact, Lmax,
+def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff, F, B, beam, bigram_exact, Lmax,
                   clamp, gold, extra_k, forced_moves):
     Lp = x.shape[0]
     NM = M + 1
-    F = 1 + 2 * M
     clamped = clamp.shape[0] > 0
     Lc = clamp.shape[0]
     n_gold = gold.shape[0]
@@ -250,6 +287,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, B, beam
     step_f = np.empty((NM, F), np.int64)
     hist_buf = np.empty(n + M, np.int64)
     win_buf = np.empty(n, np.int64)
+    slot_buf = np.empty(n, np.int64)
     prev_roots = np.full((Lp + 1) * 2, -1, np.int64)
     node_anc = np.full(max_nodes, -1, np.int64)  # least active proper ancestor, same state, same position
     NL = V * NM
@@ -290,7 +328,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, B, beam
             full = u_len == node_pos[u]
             if j == Lp and i >= 2 and (not clamped or i == Lc + 1):
                 _step_features(x, theta, node_sym, u, u_len, full, j, V, V, P, n, M, hashed, mask, offsets,
-                               unigrams, step_w, step_f, hist_buf, win_buf)
+                               unigrams, backoff, step_w, step_f, hist_buf, win_buf, slot_buf)
                 e_w[n_e] = step_w[0]
                 e_feat[n_e] = step_f[0]
                 e_par[n_e] = u
@@ -303,7 +341,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, B, beam
                 if clamped and y != clamp[i - 1]:
                     continue
                 _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed, mask, offsets,
-                               unigrams, step_w, step_f, hist_buf, win_buf)
+                               unigrams, backoff, step_w, step_f, hist_buf, win_buf, slot_buf)
                 for m in range(NM):
                     if m == 0:
                         if f == 0 or j == 0:
@@ -591,10 +629,10 @@ def build_alignment_lattice(phonemes, weights, features: AlignmentFeatureSpace, 
         Lmax = max(Lmax, gold_arr.size)
     if Lmax < 1:
         raise ValueError(f"max_length must be >= 1, got {max_length}")
-    sizes = features.block_sizes()
     (pos, zj, length, root, fwd, end, src, dst, lab, w, apos, afeat) = _build_kernel(
         x, theta, features.num_letters, features.num_phonemes, features.order, features.max_advance,
-        features.hashed, features.size - 1, features.offsets(), features.edge_unigrams, B,
+        features.hashed, features.size - 1, features.offsets(), features.edge_unigrams, features.backoff,
+        features.arc_features, B,
         selection == "beam", bool(bigram_exact), Lmax, clamp_arr, gold_arr, int(extra_gold), moves)
     final = np.where(end, 0.0, -np.inf)
     lattice = Lattice(pos, src, dst, lab, w, final)

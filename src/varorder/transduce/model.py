@@ -174,7 +174,10 @@ class AlignmentTransducer(ParamsMixin):
     order : n of the output and alignment n-grams (paper: 5).
     max_advance : the most phonemes one letter aligns to.
     hash_bits : weight table size 2^hash_bits.
-    edge_unigrams : add (phoneme, letter) indicators (see :mod:`varorder.transduce.features`).
+    edge_unigrams : add (phoneme, letter) indicators (see :mod:`varorder.transduce.features`;
+        off by default: the paper has n-gram features only).
+    backoff : add the lower-order (1 … n − 1) output and alignment patterns (our
+        extension, off by default).
     step_size, delta : AdaGrad η, δ.
     epochs : passes over the training data.
     length_ratio, length_slack : output length bound ceil(ratio·|x|) + slack.
@@ -185,7 +188,7 @@ class AlignmentTransducer(ParamsMixin):
     """
 
     def __init__(self, method: str = "rcms", num_contexts: int = 20, order: int = 5, max_advance: int = 3,
-                 hash_bits: int = 22, edge_unigrams: bool = True, step_size: float = 0.2, delta: float = 1e-4,
+                 hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
                  epochs: int = 5, length_ratio: float = 2.0, length_slack: int = 2, bigram_epochs: int = 2,
                  track_every: int = 100, seed: int = 0, progress: bool = False):
         self.method = method
@@ -194,6 +197,7 @@ class AlignmentTransducer(ParamsMixin):
         self.max_advance = max_advance
         self.hash_bits = hash_bits
         self.edge_unigrams = edge_unigrams
+        self.backoff = backoff
         self.step_size = step_size
         self.delta = delta
         self.epochs = epochs
@@ -222,7 +226,7 @@ class AlignmentTransducer(ParamsMixin):
     def _space(self, order=None) -> AlignmentFeatureSpace:
         return AlignmentFeatureSpace(len(self.codec_.letters), len(self.codec_.phonemes),
                                      self.order if order is None else order, self.max_advance, self.hash_bits,
-                                     self.edge_unigrams)
+                                     self.edge_unigrams, self.backoff)
 
     # ------------------------------------------------------------ lattices
     def _lattices(self, x, y, moves=None):
@@ -336,7 +340,8 @@ class AlignmentTransducer(ParamsMixin):
             row = {"epoch": epoch + 1, "examples": seen, "updates": updates, "no_signal": no_signal,
                    "train_log_likelihood": total_ll / max(updates, 1),
                    "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
-                   "seconds": time.perf_counter() - start}
+                   "seconds": time.perf_counter() - start,
+                   "nonzero_weights": int(np.count_nonzero(self.weights_))}
             if callback is not None:
                 row.update(callback(self, epoch + 1) or {})
             self.history_.append(row)
@@ -367,23 +372,44 @@ class AlignmentTransducer(ParamsMixin):
 
     # ------------------------------------------------------------ persistence
     def save(self, path) -> None:
-        """One .npz: the weight table plus JSON metadata (params, phoneme and letter lists)."""
+        """One .npz: the non-zero weights (sorted int32 indices, float64 values) plus JSON metadata
+        (params, phoneme and letter lists). Most of the 2^hash_bits table is zero, so the
+        sparse pair is a fraction of the dense table's size and loads back bit for bit."""
         self._check_fitted()
-        state = {"phonemes": self.codec_.phonemes, "letters": self.codec_.letters}
-        save_model(path, _KIND, self.get_params(), state, {"weights": self.weights_})
+        touched = np.flatnonzero(self.weights_)
+        state = {"phonemes": self.codec_.phonemes, "letters": self.codec_.letters, "weights": "sparse"}
+        save_model(path, _KIND, self.get_params(), state,
+                   {"weight_index": touched.astype(np.int32 if touched.size and touched[-1] < 2**31 else np.int64),
+                    "weight_value": self.weights_[touched]})
 
     @classmethod
     @model_loader
     def load(cls, path) -> "AlignmentTransducer":
-        params, state, arrays = load_model(path, _KIND, ("weights",))
+        """Read a model written by :meth:`save` (or an older file holding the dense ``weights`` table)."""
+        where = os.fspath(path)
+        sparse = load_model(path, _KIND, ())[1].get("weights") == "sparse"
+        names = ("weight_index", "weight_value") if sparse else ("weights",)
+        params, state, arrays = load_model(path, _KIND, names)
         model = cls(**params)
         model._check_params()
         phonemes = check_labels(path, "phonemes", state["phonemes"])
         letters = check_labels(path, "letters", state["letters"])
         if not phonemes or phonemes[0] != _UNK or not letters:
-            raise ValueError(f"{os.fspath(path)}: phoneme list must start with {_UNK!r} and letters be non-empty")
+            raise ValueError(f"{where}: phoneme list must start with {_UNK!r} and letters be non-empty")
         model.codec_ = _Codec(phonemes, letters)
         model.features_ = model._space()
-        check_shapes(path, arrays, {"weights": (model.features_.size,)}, allow_neg_inf=False)
-        model.weights_ = np.array(arrays["weights"], dtype=np.float64)
+        size = model.features_.size
+        if not sparse:
+            check_shapes(path, arrays, {"weights": (size,)}, allow_neg_inf=False)
+            model.weights_ = np.array(arrays["weights"], dtype=np.float64)
+            return model
+        index, value = arrays["weight_index"], arrays["weight_value"]
+        if index.ndim != 1 or index.dtype.kind not in "iu":
+            raise ValueError(f"{where}: weight_index must be a 1-D integer array, got {index.dtype} {index.shape}")
+        check_shapes(path, arrays, {"weight_value": index.shape}, allow_neg_inf=False)
+        index = index.astype(np.int64)
+        if index.size and (index[0] < 0 or index[-1] >= size or np.any(np.diff(index) <= 0)):
+            raise ValueError(f"{where}: weight_index must be strictly increasing indices in [0, {size})")
+        model.weights_ = np.zeros(size)
+        model.weights_[index] = value
         return model
