@@ -57,6 +57,18 @@ def test_marginals_match_enumeration(lat):
 
 @SETTINGS
 @given(lattices())
+def test_log_partition_and_marginals_in_one_pass_match_enumeration(lat):
+    enum = oracle.lattice_paths(lat)
+    log_z, node, arc = lattice.log_partition_and_marginals(lat)
+    want_node, want_arc, _ = oracle.lattice_marginals(lat, enum)
+    assert _close(log_z, oracle.log_partition(enum))
+    assert log_z == lattice.log_partition(lat) or (np.isneginf(log_z) and np.isneginf(lattice.log_partition(lat)))
+    np.testing.assert_allclose(node, want_node, atol=1e-9)
+    np.testing.assert_allclose(arc, want_arc, atol=1e-9)
+
+
+@SETTINGS
+@given(lattices())
 def test_kbest_matches_enumeration(lat):
     k = 6
     enum = oracle.lattice_paths(lat)

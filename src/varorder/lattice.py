@@ -240,6 +240,16 @@ def marginals(lattice: Lattice, with_final: bool = False):
     return (node, arc, fin) if with_final else (node, arc)
 
 
+def log_partition_and_marginals(lattice: Lattice):
+    """(log Z, node marginals (N,), arc marginals (A,)) from one forward and one backward pass
+    (:func:`log_partition` then :func:`marginals` would run the forward twice)."""
+    lat = _check(lattice)
+    logz, node, arc, _ = _k.marginals_kernel(lat.num_nodes, lat.in_offsets, lat.in_arcs, lat.out_offsets,
+                                             lat.out_arcs, lat.arc_source, lat.arc_target, lat.arc_weight,
+                                             lat.final)
+    return float(logz), node, arc
+
+
 def sample_arcs(lattice: Lattice, n: int = 1, seed=None) -> np.ndarray:
     """n exact samples as arc ids (n, max_length), −1 padded (all −1 if no path)."""
     lat = _check(lattice)

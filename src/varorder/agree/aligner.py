@@ -83,13 +83,13 @@ class WordAligner:
         see docs/benchmarks.md); EM's own estimate of p₀ is about 0.2 but decodes worse.
     band : jump band B of long sentences: a pair whose source side has more than B words prunes jumps
         longer than B words (O(T·S·B) instead of O(T·S²); None: never). The default 100 leaves every
-        Hansards sentence (≤ 80 words) to the full computation.
+        Hansards sentence (≤ 80 words) to the full computation. An extension (not in Liang et al. 2008).
     max_length : length guard: a pair with more than this many words on a side is cut into
         ⌈longest side / max_length⌉ consecutive pieces at proportional positions (the diagonal),
         each aligned on its own, with a warning — links never cross a cut, and the piece scores
         add up; None: never cut. The HMM's cost is quadratic in a pair's length: unguarded, a
         1,000-word pair took minutes and 5,000 words ran out of memory; cut at 200 (no Hansards
-        sentence comes near it) they take seconds.
+        sentence comes near it) they take seconds. An extension (not in Liang et al. 2008).
     threshold : δ of posterior decoding. 0.6 was chosen on the trial gold too: with it both
         agreement variants beat eflomal and independent training at 10k, 100k and 300k pairs
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
@@ -152,7 +152,7 @@ class WordAligner:
         (:func:`~varorder.agree.corpus.encode_bitext` with ``max_length``)."""
         if isinstance(pairs, EncodedBitext):
             return pairs, pairs.origin
-        cap = getattr(self, "max_length", None)
+        cap = self.max_length
         if cap is None or not any(len(e) > cap or len(f) > cap for e, f in pairs):
             return pairs, None
         origin = new_origin()
@@ -174,10 +174,12 @@ class WordAligner:
             if kept is not None and kept[0] is pairs:
                 return kept[1]
             shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
-        if any(s.attached_to is not self.pairs_ for s in shards):
-            for s in shards:
-                if s.attached_to is not self.pairs_:
-                    s.attach(self.pairs_)
+        attached = False
+        for s in shards:
+            if s.attached_to is not self.pairs_:
+                s.attach(self.pairs_)
+                attached = True
+        if attached:
             self.pairs_.release_lookup()
         return shards
 

@@ -192,11 +192,11 @@ def _write_outputs(aligner, corpus, output, method, threshold, forward_path, rev
 @click.option("--null-prob", type=Real(0, 1, max_open=True), default=0.05, show_default=True)
 @click.option("--max-jump", type=click.IntRange(min=1), default=7, show_default=True)
 @click.option("--band", type=click.IntRange(min=1), default=100, show_default=True,
-              help="pairs with a longer source side prune jumps longer than this many words (stored in the model)")
+              help="pairs with a longer source side prune jumps longer than this many words (extension; stored in the model)")
 @click.option("--threshold", type=Real(0, 1), default=0.6, show_default=True, help="posterior decoding δ (stored in the model)")
 @click.option("--max-length", type=click.IntRange(min=1), default=200, show_default=True,
               help="length guard: longer pairs are cut into pieces of at most this many words per side, aligned "
-                   "separately, with a warning (stored in the model)")
+                   "separately, with a warning (extension; stored in the model)")
 @click.option("--normalize", is_flag=True, help="all of --lowercase --strip-accents --tokenize (NAACL 2003)")
 @click.option("--lowercase", is_flag=True, help="lower-case the text (recorded in the model)")
 @click.option("--strip-accents", is_flag=True, help="strip accents to ASCII (recorded in the model)")
@@ -225,8 +225,9 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
     try:
         pairs = _encode(_iter_pairs(inputs, norm, limit), Vocabulary(), Vocabulary(), shard_size, grow=True,
                         max_length=max_length)
-        if not norm.lowercase and _cased_share(pairs) > _CASED_WARNING:
-            _warn(f"{100 * _cased_share(pairs):.1f}% of the tokens contain capitals and the text is not lower-cased: "
+        cased = 0.0 if norm.lowercase else _cased_share(pairs)
+        if cased > _CASED_WARNING:
+            _warn(f"{100 * cased:.1f}% of the tokens contain capitals and the text is not lower-cased: "
                   "'The' and 'the' will be different words (alignments are usually worse); "
                   "add --lowercase or --normalize")
         aligner = WordAligner(model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,

@@ -27,7 +27,8 @@ def COMMAND():
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFolder(), help="task folder to write")
 @click.option("--num-words", type=click.IntRange(1), default=500, show_default=True, help="plaintext word list size")
-@click.option("--num-cipher", type=click.IntRange(1), default=2000, show_default=True, help="sentences to encipher")
+@click.option("--num-cipher", type=click.IntRange(1), default=2000, show_default=True,
+              help="sentences to encipher (the paper's 2,000; War and Peace and Brown hold about 1,750)")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
 def prepare(corpus, output, num_words, num_cipher, seed):
     """Tokenize CORPUS files (plain text / .gz, or the Brown .tar.gz), encipher in-list sentences."""

@@ -59,7 +59,7 @@ def COMMAND():
 @click.option("--ccm-smoothing", type=(Real(0), Real(0)), default=(2.0, 8.0), show_default=True,
               help="CCM pseudo-counts (constituent, distituent)")
 @click.option("--dmv-smoothing", type=Real(0), default=0.0, show_default=True)
-@click.option("--ccm-empty-spans", is_flag=True, help="give the CCM the empty spans as always-distituents (K&M 2002)")
+@click.option("--ccm-empty-spans", is_flag=True, help="give the CCM the empty spans as always-distituents (probably K&M 2002's span table; off by default)")
 @_format
 @_max_length
 @click.option("--quiet", is_flag=True, help="no progress bar")

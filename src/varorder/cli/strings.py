@@ -32,8 +32,9 @@ def COMMAND():
               help="a Hopkins phonology-framework file (surface<TAB>stem<TAB>suffix or surface<TAB>KEY=value,...)")
 @click.option("--method", type=click.Choice(METHOD_NAMES), default="pep", show_default=True,
               help="bp: loopy BP with k-best pruning; ep1/ep2/ep3: EP with n-gram families; "
-                   "pep: penalized EP (closed form with greedy growing, App. B.8-B.9); pep-prox: penalized EP by "
-                   "proximal gradient (§6.1; slow to converge, see docs/benchmarks.md)")
+                   "pep: penalized EP, our adaptation of the closed form with greedy growing (App. B.8-B.9); "
+                   "pep-prox: the paper's penalized EP by proximal gradient (§6.1; slow to converge, see "
+                   "docs/benchmarks.md)")
 @click.option("--lam", type=Real(0.0, None), default=None,
               help="PEP penalty λ [default: 0.003 for pep, chosen on held-apart graphs; 0.01 for pep-prox, the "
                    "paper's] (the two variants' λ are on different scales)")
@@ -41,7 +42,7 @@ def COMMAND():
 @click.option("--k", "k", type=click.IntRange(1, 10_000), default=20, show_default=True, help="bp: strings kept per message")
 @click.option("--iterations", type=click.IntRange(1, 1000), default=4, show_default=True, help="forward/backward sweeps")
 @click.option("--inner-passes", type=click.IntRange(1, 100), default=3, show_default=True,
-              help="passes over a variable's incoming messages on the first sweep (the paper's K)")
+              help="passes over a variable's incoming messages on the first sweep (the paper's K is 20)")
 @click.option("--seed", type=click.IntRange(0, None), default=0, show_default=True, help="synthetic lexicon seed")
 @click.option("--alphabet-size", type=click.IntRange(2, 26), default=12, show_default=True, help="synthetic alphabet size")
 @click.option("--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="strings printed per variable")

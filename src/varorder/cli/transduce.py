@@ -59,7 +59,7 @@ def COMMAND():
               help="most phonemes one letter may align to")
 @click.option("--hash-bits", type=click.IntRange(4, 30), default=22, show_default=True, help="2^bits weights")
 @click.option("--unigrams/--no-unigrams", default=False, show_default=True,
-              help="add (phoneme, letter) indicators to the paper's n-gram features")
+              help="add (phoneme, letter) indicators to the paper's n-gram features (extension)")
 @click.option("--backoff", is_flag=True, help="add the n-gram features of every lower order (extension)")
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--step-size", type=Real(min=0, min_open=True), default=0.2, show_default=True, help="AdaGrad η")

@@ -220,8 +220,7 @@ class ReifiedContextModel:
             L, V = x.shape[0], self.num_labels
             return SequenceGradient(-np.inf, np.zeros(0, np.int64), np.zeros(0), self.features_.size,
                                     np.zeros((V, self.num_inputs_ + 1)), 0.0, self._context_length(cl, None))
-        log_z = lt.log_partition(lat)
-        node, arc = lt.marginals(lat)
+        log_z, node, arc = lt.log_partition_and_marginals(lat)
         src_len = cl.node_length[lat.arc_source]
         weights = arc.copy()
         np.subtract.at(weights, gold, 1.0)

@@ -24,7 +24,9 @@ distituents in every bracketing: each contributes P(ε|d) P(β_ii|d) with contex
 β_ii = (x_i, x_{i+1}). The ε factor is the same per-sentence constant under every
 bracketing and only rescales every other P(α|d) by one constant, so it changes no
 posterior and is left out; the contexts are what matter (their distituent counts
-reshape P(β|d)). The default (False) is the span set of non-empty spans only.
+reshape P(β|d)). The default (False) is the span set of non-empty spans only — possibly a
+deviation from K&M 2002, whose span table seems to include the empty spans (not verified:
+the paper is not at hand; see docs/benchmarks.md).
 
 Yields are indexed by a vocabulary built from the training shards; id 0 is an
 unseen yield, whose factor is dropped (φ = 0, no bias term). Smoothing adds

@@ -357,7 +357,7 @@ class NgramLM:
             columns.append(keys % self.vocab_size)
             positions = keys // self.vocab_size
         columns.append(positions)
-        return np.stack(columns[::-1], axis=1) if columns else np.zeros((0, order), dtype=np.int64)
+        return np.stack(columns[::-1], axis=1)
 
     def _check_order(self, order: int) -> None:
         if not 1 <= order <= self.order:

@@ -343,7 +343,7 @@ class StringEP:
             machine = self._support_machine(v, [theta_out])
             theta_out = self._theta(v) - self._msg(f, v)
             counts, _ = machine.expected_counts(mu, theta_out)
-            new = self._unigram_closed_form(v, machine, counts, theta_out)
+            new = self._unigram_closed_form(v, machine, counts)
         elif self.optimizer == "greedy":
             new = self._greedy_fit(v, mu, theta_out)
             theta_out = self._theta(v) - self._msg(f, v)
@@ -357,7 +357,7 @@ class StringEP:
         self.theta_[v] = new
         self.msgs_[(f, v)] = new - theta_out
 
-    def _unigram_closed_form(self, v, machine, counts, theta_out):
+    def _unigram_closed_form(self, v, machine, counts):
         registry = self.registry_[v]
         new = np.zeros(len(registry))
         unigram = [(li, gi) for li, gi in enumerate(machine.feature_ids) if len(registry.strings[gi]) == 1
@@ -385,7 +385,9 @@ class StringEP:
         return self._vec(v, new)
 
     def _greedy_fit(self, v, mu, theta_out):
-        """Closed form with greedy growing (§6.1, "closed-form with greedy growing"): the
+        """Our adaptation of the paper's closed form with greedy growing (§6.1): a one-shot
+        gain threshold instead of its count-ordered priority queue checked against the objective,
+        with the prior's message used exactly and unseen n-grams floored at GREEDY_FLOOR. The
         variable keeps a suffix-closed context set C; each update counts, in one product
         with p̂, the n-grams h·a of C and of its one-symbol left extensions x·h (the active
         set of Fig. 2), keeps every context whose estimated gain in E_p̂[log q] (expected
@@ -586,7 +588,7 @@ def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 10
     ep._unigram_pass = True
     machine = ep._support_machine(0, [])
     counts, _ = machine.expected_counts(acceptor, ep._theta(0) * 0.0)
-    ep.theta_[0] = ep._unigram_closed_form(0, machine, counts, None)
+    ep.theta_[0] = ep._unigram_closed_form(0, machine, counts)
     ep._unigram_pass = False
     zero = np.zeros(1)
     for _ in range(steps):

@@ -20,7 +20,7 @@ Features φ(c_{i−1}, (y_i, m_i)) (all indicators):
   not), then y_i (or END);
 * alignment n-gram: for every edge the step creates, the n − 1 previous edges (read
   through the context in the same ★/BOS way) and the new edge;
-* optional edge unigrams (``edge_unigrams``, on by default): the (phoneme, letter)
+* optional edge unigrams (``edge_unigrams``, off by default; our extension): the (phoneme, letter)
   indicator of every new edge. This is the "simple observation feature" the issue
   allows: with contexts that grow to the whole history, an n-gram pattern is seen once
   per training word, and the unigram lets the phoneme → letter correspondence

@@ -32,8 +32,9 @@ Context selection during the forward pass (App. A adapted as in §4.2):
 * ``bigram_exact=True`` (order 2 only): contexts keep only the last letter (with the
   state), all of them — exact inference in the bigram model used by forced decoding.
 
-Merging looks contexts up by a 64-bit hash of (state, suffix); a collision (probability
-≈ 2⁻⁶³ per pair) would merge two distinct contexts.
+Merging needs no hashing: roots (and, in the exact bigram, every context) are found in dense
+tables indexed by state and letter, other contexts through the ancestor chain of the context
+they extend (``_kept_ancestor``).
 """
 
 from __future__ import annotations
@@ -220,7 +221,7 @@ def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed,
 
 
 @nb.njit(cache=True)
-def _kept_ancestor(u, lab, node_anc, node_root, node_j, node_f, prev_roots, child, prev_first, NM):
+def _kept_ancestor(u, lab, node_anc, node_root, node_j, prev_roots, child, prev_first, NM):
     """The kept context at i for (u's proper ancestors at i − 1) + lab, longest first; −1: none.
 
     A kept context (state, s + lab) came from the context (state′, s) at i − 1, which is
@@ -449,7 +450,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
         for g in range(n_g):
             if active[g] and not beam:
                 c = g_rep[g]
-                node_anc[g_node[g]] = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j, node_f,
+                node_anc[g_node[g]] = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j,
                                                      prev_roots, child, prev_first, NM)
         # merge every other candidate into its least active ancestor (RCMS) or drop it (beam)
         roots = np.full((Lp + 1) * 2, -1, np.int64)
@@ -461,7 +462,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
                 continue
             if beam:
                 continue
-            target = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j, node_f, prev_roots, child,
+            target = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j, prev_roots, child,
                                     prev_first, NM)
             if target < 0:
                 rk = g_j[g] * 2 + g_f[g]

@@ -149,11 +149,12 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
                 continue
             Lmax = max(_max_length(len(x), length_ratio, length_slack), len(y))
             target = build_alignment_lattice(x, theta, features, 1, max_length=Lmax, clamp=y, bigram_exact=True)
-            if lt.log_partition(target.lattice) == -np.inf:
+            log_zt, _, arc_t = lt.log_partition_and_marginals(target.lattice)
+            if log_zt == -np.inf:
                 continue
             model = build_alignment_lattice(x, theta, features, 1, max_length=Lmax, bigram_exact=True)
             idx_m, val_m = model.expected_features(lt.marginals(model.lattice)[1])
-            idx_t, val_t = target.expected_features(lt.marginals(target.lattice)[1])
+            idx_t, val_t = target.expected_features(arc_t)
             _sparse_step(opt, theta, np.concatenate([idx_m, idx_t]), np.concatenate([val_m, -val_t]))
     moves = []
     for x, y in zip(x_ids, y_ids):
@@ -174,8 +175,8 @@ class AlignmentTransducer(ParamsMixin):
     order : n of the output and alignment n-grams (paper: 5).
     max_advance : the most phonemes one letter aligns to.
     hash_bits : weight table size 2^hash_bits.
-    edge_unigrams : add (phoneme, letter) indicators (see :mod:`varorder.transduce.features`;
-        off by default: the paper has n-gram features only).
+    edge_unigrams : add (phoneme, letter) indicators (our extension, off by default: the paper
+        has n-gram features only; see :mod:`varorder.transduce.features`).
     backoff : add the lower-order (1 … n − 1) output and alignment patterns (our
         extension, off by default).
     step_size, delta : AdaGrad η, δ.
@@ -260,13 +261,13 @@ class AlignmentTransducer(ParamsMixin):
         lattice has no path (no training signal).
         """
         model, target, target_lattice = self._lattices(x, y, moves)
-        log_zt = lt.log_partition(target_lattice)
+        log_zt, _, arc_t = lt.log_partition_and_marginals(target_lattice)
         ctx = model.context_length(upto=len(y))
         if log_zt == -np.inf:
             return -np.inf, np.zeros(0, np.int64), np.zeros(0), ctx
-        log_zm = lt.log_partition(model.lattice)
-        idx_m, val_m = model.expected_features(lt.marginals(model.lattice)[1])
-        idx_t, val_t = target.expected_features(lt.marginals(target_lattice)[1])
+        log_zm, _, arc_m = lt.log_partition_and_marginals(model.lattice)
+        idx_m, val_m = model.expected_features(arc_m)
+        idx_t, val_t = target.expected_features(arc_t)
         return log_zt - log_zm, np.concatenate([idx_m, idx_t]), np.concatenate([val_m, -val_t]), ctx
 
     # ------------------------------------------------------------ training

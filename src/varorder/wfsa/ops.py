@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import heapq
-import math
 from collections import deque
 
 import numpy as np
@@ -455,11 +454,3 @@ def sample_strings(fsa: Wfsa, n: int, seed=None, max_length: int = 10_000) -> li
         out.append(machine.decode(labels))
     return out
 
-
-def log_add(a: float, b: float) -> float:
-    if a == NEG_INF:
-        return b
-    if b == NEG_INF:
-        return a
-    m = max(a, b)
-    return m + math.log(math.exp(a - m) + math.exp(b - m))
