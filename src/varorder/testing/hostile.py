@@ -237,9 +237,6 @@ def _rcm(tmp):
     return model, use
 
 
-KINDS = {"WordAligner": _aligner, "SampleRankTagger": _samplerank, "LogLinearLM": _loglinear,
-         "Decipherer": _decipherer, "GrammarInducer": _grammar, "ReifiedContextModel": _rcm}
-
 _WORDS = [["the", "dog"], ["a", "cat", "runs"]]
 
 

@@ -1,6 +1,6 @@
-"""Model files of every other estimator under attack (the CRF, MEMM and HMM have their own
-file, tests/test_models_hostile_files.py): the word aligner, the SampleRank tagger, the
-log-linear LM, the decipherer, the grammar inducer and the reified-context model.
+"""Model files of every estimator under attack: the CRF, MEMM and HMM taggers, the word
+aligner, the SampleRank tagger, the log-linear LM, the decipherer, the grammar inducer and
+the reified-context model.
 
 Byte mutations and truncations of a saved file, metadata fields replaced by arbitrary
 JSON, arrays replaced by other dtypes, shapes and values. Loading must end in a
@@ -10,6 +10,7 @@ fails, reads out of bounds or goes NaN."""
 
 from __future__ import annotations
 
+import json
 import os
 
 import numpy as np
@@ -23,7 +24,7 @@ from varorder.testing.hostile import (MODEL_KINDS, HypothesisChooser, model_memb
 SETTINGS = settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "25")), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
 
-@pytest.fixture(scope="module", params=sorted(set(MODEL_KINDS) - {"CRF", "MEMM", "HMM"}))
+@pytest.fixture(scope="module", params=sorted(MODEL_KINDS))
 def saved(request, tmp_path_factory):
     tmp = tmp_path_factory.mktemp(request.param)
     cls, use, path = saved_model(request.param, tmp)
@@ -63,28 +64,32 @@ def test_arbitrary_bytes(saved, tmp_path, raw):
     check_load(cls, use, bad)
 
 
+@pytest.mark.parametrize("mutate", [mutate_metadata, mutate_array], ids=["metadata", "arrays"])
 @SETTINGS
 @given(data=st.data())
-def test_metadata_mutations(saved, tmp_path, data):
+def test_member_mutations(saved, tmp_path, mutate, data):
+    """Metadata fields replaced by arbitrary JSON; arrays by other dtypes, shapes and values."""
     cls, use, path = saved
-    bad = tmp_path / "meta.npz"
-    np.savez(bad, **mutate_metadata(HypothesisChooser(data), model_members(path)))
+    bad = tmp_path / "members.npz"
+    np.savez(bad, **mutate(HypothesisChooser(data), model_members(path)))
     check_load(cls, use, bad)
 
 
-@SETTINGS
-@given(data=st.data())
-def test_array_mutations(saved, tmp_path, data):
-    cls, use, path = saved
-    bad = tmp_path / "arrays.npz"
-    np.savez(bad, **mutate_array(HypothesisChooser(data), model_members(path)))
-    check_load(cls, use, bad)
+@pytest.mark.parametrize("kind", ["CRF", "MEMM", "HMM"])
+def test_duplicate_classes_refused(kind, tmp_path):
+    cls, _, path = saved_model(kind, tmp_path)
+    members = model_members(path)
+    meta = json.loads(members["__meta__"].tobytes())
+    meta["state"]["classes"][1] = meta["state"]["classes"][0]
+    members["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    bad = tmp_path / "dup.npz"
+    np.savez(bad, **members)
+    with pytest.raises(ValueError, match="twice"):
+        cls.load(bad)
 
 
 def test_integer_parameters_beyond_int64_are_refused(tmp_path):
     """A float like 1e308 where compiled code takes an int64 (it was an OverflowError at predict)."""
-    import json
-
     cls, _, path = saved_model("ReifiedContextModel", tmp_path)
     members = model_members(path)
     meta = json.loads(members["__meta__"].tobytes())
