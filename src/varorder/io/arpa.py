@@ -81,7 +81,7 @@ _WRITE_BLOCK_BYTES = 16 << 20  # text formatted at a time by write_arpa, padding
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
+def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool = False) -> NgramLM:
     """Read an ARPA or MAX-ARPA file (``.gz`` transparently) into an :class:`NgramLM`.
 
     The vocabulary is the unigram section in file order (plus ``<unk>`` when absent).
@@ -94,7 +94,8 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
 
     A varorder binary model (:mod:`varorder.lm.binary`, recognised by its magic bytes)
     is opened by memory-mapping instead, so every command that reads a model takes
-    either kind; it keeps the ``minus_99`` reading it was built with.
+    either kind; it keeps the ``minus_99`` reading it was built with, and ``verify``
+    reads and checks the whole binary file first (:func:`varorder.lm.binary.verify_binary`).
     """
     if minus_99 not in MINUS_99_READINGS:
         raise ValueError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}")
@@ -103,7 +104,7 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
 
     if is_binary_model(path):
         # Every caller that reads a model file accepts varorder's binary format too.
-        return open_binary(path)
+        return open_binary(path, verify=verify)
     _check_not_binary(path)
     # Millions of small field lists would trigger repeated full garbage collections
     # (they hold no cycles), which dominate the reading time on large files.
@@ -390,9 +391,9 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
                 stream.close()
 
 
-def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
+def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool = False) -> NgramLM:
     """A model file of either kind: :func:`read_arpa` (which recognises binary models)."""
-    return read_arpa(path, progress=progress, minus_99=minus_99)
+    return read_arpa(path, progress=progress, minus_99=minus_99, verify=verify)
 
 
 def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:

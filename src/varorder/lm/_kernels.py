@@ -15,12 +15,22 @@ function serves every order without typed lists:
   a slot's probability and back-off from the cache line the probe already brought in.
 * ``values[value_base[m] + row]`` holds ``(log10 p, log10 backoff)`` of row ``row`` of
   order m + 1, as float32 like ARPA's seven significant digits.
+
+Tables may come from a file that was only checked structurally on open
+(:mod:`varorder.lm.binary`), so the lookups never trust what they read from a slot: a
+probe visits at most the table's capacity (a table with no empty slot cannot loop), and
+a row read from a slot is checked against its order's size before it indexes anything
+(:data:`~varorder.lm.model.CORRUPT_ROW`, a ValueError the model re-raises naming the
+file). A slot's row only ever serves as the next lookup's key in :func:`score_flat`,
+where no check is needed.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+
+from varorder.lm.model import CORRUPT_ROW
 
 _EMPTY = -1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -63,7 +73,7 @@ def build_hash_into(keys, table):
 def find_slot(hash_rows, base, capacity, key):
     """Absolute slot of ``key`` in the table at ``hash_rows[base : base + capacity]``, or -1."""
     slot = _slot(key, capacity)
-    while True:
+    for _ in range(capacity):  # a damaged table may have no empty slot left
         stored = hash_rows[base + slot, 0]
         if stored == key:
             return base + slot
@@ -72,6 +82,7 @@ def find_slot(hash_rows, base, capacity, key):
         slot += 1
         if slot == capacity:
             slot = 0
+    return -1
 
 
 @numba.njit(cache=True, inline="always")
@@ -103,6 +114,15 @@ def find_many(table, capacity, keys, out):
         out[i] = find(table, 0, capacity, keys[i]) if keys[i] >= 0 else -1
 
 
+@numba.njit(cache=True, inline="always")
+def checked_row(row, value_base, order):
+    """``row``, a row of the ``order``-gram table read from a hash slot, once it is known
+    to lie inside that table (negative: absent); a ValueError otherwise."""
+    if row >= value_base[order] - value_base[order - 1]:
+        raise ValueError(CORRUPT_ROW)
+    return row
+
+
 @numba.njit(cache=True)
 def find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap):
     """Row of the n-gram ``ngram`` (word ids) in its order's table, or -1 if absent."""
@@ -129,11 +149,12 @@ def backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap,
     backoff_sum = 0.0
     for start in range(length + 1):
         # Try the n-gram context[start:] + word; on a miss, pay the back-off of context[start:].
-        row = find_ngram(ngram[start:], vocab_size, hash_rows, hash_base, hash_cap)
         order = length + 1 - start
+        row = checked_row(find_ngram(ngram[start:], vocab_size, hash_rows, hash_base, hash_cap), value_base, order)
         if row >= 0:
             return values[value_base[order - 1] + row, 0] + backoff_sum, order
-        context_row = find_ngram(ngram[start:length], vocab_size, hash_rows, hash_base, hash_cap)
+        context_row = checked_row(find_ngram(ngram[start:length], vocab_size, hash_rows, hash_base, hash_cap),
+                                  value_base, order - 1)
         if context_row >= 0:
             backoff_sum += values[value_base[order - 2] + context_row, 1]
     return -np.inf, 0  # unreachable: every word has a unigram
@@ -154,11 +175,12 @@ def max_backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_
     ngram = np.empty(length + 1, np.int64)
     ngram[:length] = context
     ngram[length] = word
-    row = find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap)
+    row = checked_row(find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap), value_base, length + 1)
     if row >= 0:
         return max_prob[value_base[length] + row]
     log10prob, _ = backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap, values, value_base)
-    context_row = find_ngram(context, vocab_size, hash_rows, hash_base, hash_cap) if length else -1
+    context_row = checked_row(find_ngram(context, vocab_size, hash_rows, hash_base, hash_cap), value_base,
+                              length) if length else -1
     if context_row < 0:
         return log10prob
     return max_backoff[value_base[length - 1] + context_row] + log10prob

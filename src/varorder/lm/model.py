@@ -39,6 +39,9 @@ def _kernels():
 
 
 LN10 = math.log(10.0)
+# What a lookup kernel raises when a hash slot names a row outside its order (a damaged
+# binary file; see :mod:`varorder.lm._kernels`); the model adds the file's name.
+CORRUPT_ROW = "corrupt n-gram model: a hash slot names a row outside its order"
 # Hash tables are sized for this load factor: linear probing stays at about 1.5 probes
 # for a hit and 2.5 for a miss, while the table costs 16 / 0.67 = 24 bytes per n-gram.
 _LOAD_FACTOR = 0.67
@@ -98,6 +101,11 @@ class NgramLM:
     :func:`varorder.lm._kernels.build_hash_into` already made of ``keys[m]``, as slices of
     one array laid out as the model keeps them.
     """
+
+    # Set by :func:`varorder.lm.binary.open_binary`: the file the tables are mapped from,
+    # named by errors, and whether its key arrays were checked (see :meth:`_ensure_keys`).
+    _source: str | None = None
+    _keys_checked = True
 
     def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None, values=None):
         order = len(keys)
@@ -341,6 +349,7 @@ class NgramLM:
         """The stored n-grams of ``order`` as ``(rows, log10_probs, log10_backoffs)``;
         ``rows`` has shape (n, order) of word ids, sorted by packed key."""
         self._check_order(order)
+        self._ensure_keys()
         rows = np.arange(self.vocab_size, dtype=np.int64).reshape(-1, 1)
         for m in range(1, order):
             keys = self._keys[m]
@@ -350,6 +359,7 @@ class NgramLM:
 
     def _word_rows(self, order: int, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of ``ngrams(order)[0]`` (word ids), without the others."""
+        self._ensure_keys()
         positions = np.arange(start, stop, dtype=np.int64)
         columns = []
         for m in range(order - 1, 0, -1):
@@ -358,6 +368,23 @@ class NgramLM:
             positions = keys // self.vocab_size
         columns.append(positions)
         return np.stack(columns[::-1], axis=1)
+
+    def _ensure_keys(self) -> None:
+        """Check the key arrays once before an operation that indexes with them (listing
+        n-grams, writing ARPA, MAX-ARPA) when they come from a file opened structurally:
+        strictly increasing packed keys whose prefix rows lie in the order below."""
+        if self._keys_checked:
+            return
+        problem = key_tables_problem(self._keys, self.vocab_size)
+        if problem is not None:
+            raise ValueError(f"{self._source}: corrupt model file: {problem}")
+        self._keys_checked = True
+
+    def _corrupt(self, error: ValueError) -> ValueError:
+        """``error`` naming the model's file when it is a kernel's bounds-check failure."""
+        if self._source is not None and str(error) == CORRUPT_ROW:
+            return ValueError(f"{self._source}: {error} (run `varorder lm verify` on it)")
+        return error
 
     def _check_order(self, order: int) -> None:
         if not 1 <= order <= self.order:
@@ -370,9 +397,11 @@ class NgramLM:
         """Row of ``ngram`` (word ids) in its order's table, or -1; the empty n-gram is -1."""
         if len(ngram) == 0 or len(ngram) > self.order:
             return -1
-        return int(
-            _kernels().find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap)
-        )
+        row = int(_kernels().find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows,
+                                        self._hash_base, self._hash_cap))
+        if row >= self.ngram_counts[len(ngram) - 1]:
+            raise self._corrupt(ValueError(CORRUPT_ROW))
+        return max(row, -1)
 
     def _context_array(self, context: Iterable[int]) -> np.ndarray:
         context = np.asarray(list(context) if not isinstance(context, np.ndarray) else context, dtype=np.int64)
@@ -401,10 +430,13 @@ class NgramLM:
         sentence start.
         """
         context = self._context_array(context)
-        log10prob, length = _kernels().backoff_log10prob(
-            context, self._check_word(word), self.vocab_size, self._hash_rows, self._hash_base,
-            self._hash_cap, self._values, self._value_base,
-        )
+        try:
+            log10prob, length = _kernels().backoff_log10prob(
+                context, self._check_word(word), self.vocab_size, self._hash_rows, self._hash_base,
+                self._hash_cap, self._values, self._value_base,
+            )
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return float(log10prob), int(length)
 
     def log10prob(self, context: Sequence[int], word: int) -> float:
@@ -545,6 +577,7 @@ class NgramLM:
         if self._max_backoff is None:
             from varorder.lm.maxarpa import compute_max_backoff
 
+            self._ensure_keys()
             self._max_backoff = compute_max_backoff(self)
         return self._max_backoff
 
@@ -603,8 +636,11 @@ class NgramLM:
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
         lengths = np.empty(len(words), dtype=np.int64)
-        _kernels().batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
-                        self._hash_cap, self._values, self._value_base, out, lengths)
+        try:
+            _kernels().batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
+                                      self._hash_cap, self._values, self._value_base, out, lengths)
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return out, lengths
 
     def lookup_grid(self, context_ids, context_offsets, words) -> tuple[np.ndarray, np.ndarray]:
@@ -625,8 +661,11 @@ class NgramLM:
         self._check_ids(words)
         out = np.empty((len(offsets) - 1, len(words)))
         lengths = np.empty((len(offsets) - 1, len(words)), dtype=np.int64)
-        _kernels().grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap,
-                     self._values, self._value_base, out, lengths)
+        try:
+            _kernels().grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
+                                   self._hash_cap, self._values, self._value_base, out, lengths)
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return out, lengths
 
     def query_tables(self) -> "QueryTables":
@@ -647,7 +686,10 @@ class NgramLM:
         call (the same eq. 8 case analysis, per query)."""
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
-        _kernels().batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
+        try:
+            _kernels().batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return out
 
     def max_logprobs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
@@ -697,10 +739,20 @@ def _rows_to_indices(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: i
     return index
 
 
+def key_tables_problem(keys: Sequence[np.ndarray], vocab_size: int) -> str | None:
+    """What is wrong with per-order packed key arrays (``keys[0]`` the unigram ids), or
+    None: each order's keys must increase strictly and name prefix rows of the order below."""
+    for m in range(1, len(keys)):
+        k = keys[m]
+        if len(k) and (k[0] < 0 or k[-1] >= len(keys[m - 1]) * vocab_size or bool(np.any(k[1:] <= k[:-1]))):
+            return f"the {m + 1}-gram keys are not strictly increasing packed keys"
+    return None
+
+
 def _python_find_slot(hash_rows, base: int, capacity: int, key: int) -> int:
     """:func:`varorder.lm._kernels.find_slot` in Python (same hash, same probing)."""
     slot = ((((key * _GOLDEN) & _MASK64) >> 32) * capacity) >> 32
-    while True:
+    for _ in range(capacity):
         stored = int(hash_rows[base + slot, 0])
         if stored == key:
             return base + slot
@@ -709,6 +761,7 @@ def _python_find_slot(hash_rows, base: int, capacity: int, key: int) -> int:
         slot += 1
         if slot == capacity:
             slot = 0
+    return -1
 
 
 def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
