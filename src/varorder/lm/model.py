@@ -468,6 +468,11 @@ class NgramLM:
         ngram_lengths : int8 array
             The length of the stored n-gram each probability came from.
         """
+        return self._score_ids(ids, lengths, bos, eos)[:2]
+
+    def _score_ids(self, ids, lengths, bos: bool, eos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(log10 p per token, n-gram length per token, log10 p per sentence summed in
+        token order)`` of encoded sentences."""
         ids = np.ascontiguousarray(ids, dtype=np.int32)
         self._check_ids(ids)
         if lengths is None:
@@ -480,41 +485,37 @@ class NgramLM:
         n_out = len(ids) + (len(lengths) if eos else 0)
         out_log10prob = np.empty(n_out, dtype=np.float64)
         out_length = np.empty(n_out, dtype=np.int8)
+        out_sentence = np.empty(len(lengths), dtype=np.float64)
         # A few tokens score faster in Python than Numba loads; the results are identical.
         small = n_out <= _PYTHON_SCORING_LIMIT and "varorder.lm._kernels" not in sys.modules
         score_flat = score_flat_python if small else _kernels().score_flat
         score_flat(
             ids, offsets, bos, eos, self.vocabulary.bos_id, self.vocabulary.eos_id, self.order, self.vocab_size,
             self._hash_rows, self._hash_values, self._hash_base, self._hash_cap, self._values, out_log10prob, out_length,
+            out_sentence,
         )
-        return out_log10prob, out_length
+        return out_log10prob, out_length, out_sentence
 
     def sentence_log10probs(
         self, ids: np.ndarray, lengths: np.ndarray | None = None, *, bos: bool = True, eos: bool = True
     ) -> np.ndarray:
-        """log10 probability of each sentence (batched; see :meth:`token_log10probs`)."""
-        token_scores, _ = self.token_log10probs(ids, lengths, bos=bos, eos=eos)
-        if lengths is None:
-            return np.asarray([token_scores.sum()])
-        per_sentence = np.asarray(lengths, dtype=np.int64) + (1 if eos else 0)
-        starts = np.concatenate([[0], np.cumsum(per_sentence)[:-1]])
-        sums = np.zeros(len(per_sentence))
-        nonempty = per_sentence > 0
-        if nonempty.any():
-            sums[nonempty] = np.add.reduceat(token_scores, starts[nonempty])
-        return sums
+        """log10 probability of each sentence, its tokens' log10 p summed in order (batched;
+        see :meth:`token_log10probs`)."""
+        return self._score_ids(ids, lengths, bos, eos)[2]
 
     def score_sentences(self, sentences: Sequence[str], *, bos: bool = True, eos: bool = True) -> np.ndarray:
-        """log10 probability of each sentence string (KenLM's ``Model.score`` over a list):
-        the strings are encoded by a compiled kernel (:meth:`Vocabulary.encode_lines`)
-        and scored in one batched call."""
+        """log10 probability of each sentence string (KenLM's ``Model.score`` over a list),
+        equal to :meth:`score_sentence` of each: the strings are encoded by a compiled
+        kernel over their UTF-8 bytes (:meth:`Vocabulary.encode_lines`) and scored in one
+        batched call."""
         ids, lengths = self.vocabulary.encode_lines(sentences)
         return self.sentence_log10probs(ids, lengths, bos=bos, eos=eos)
 
     def score_sentence(self, sentence: str | Sequence[str], *, bos: bool = True, eos: bool = True) -> float:
-        """log10 probability of one sentence given as a string or a list of words."""
+        """log10 probability of one sentence given as a string or a list of words (its
+        tokens' log10 p summed in order)."""
         words = sentence.split() if isinstance(sentence, str) else list(sentence)
-        return float(self.token_log10probs(self.vocabulary.encode(words), bos=bos, eos=eos)[0].sum())
+        return float(self.sentence_log10probs(self.vocabulary.encode(words), bos=bos, eos=eos)[0])
 
     def next_word_log10probs(self, context: str | Sequence[str], *, bos: bool = True) -> np.ndarray:
         """log10 p(w | context) for every word id w (shape (V,)): the next-word distribution
@@ -765,12 +766,14 @@ def _python_find_slot(hash_rows, base: int, capacity: int, key: int) -> int:
 
 
 def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
-                      hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length) -> int:
-    """:func:`varorder.lm._kernels.score_flat` line for line in Python, for inputs too small
-    to repay loading Numba; float32 values are summed in float64 in the same order, so the
-    scores are bit-identical."""
+                      hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length,
+                      out_sentence) -> None:
+    """:func:`varorder.lm._kernels.score_flat` in Python, one sentence at a time, for inputs
+    too small to repay loading Numba; float32 values are summed in float64 in the same
+    order, so the scores are bit-identical."""
     cursor = 0
     for sentence in range(len(offsets) - 1):
+        total = 0.0
         begin, end = int(offsets[sentence]), int(offsets[sentence + 1])
         previous_row: list[int] = []
         previous_backoff: list[float] = []
@@ -793,10 +796,11 @@ def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, voc
                 log10prob += previous_backoff[context_length - 1]
             out_log10prob[cursor] = log10prob
             out_length[cursor] = len(current_row)
+            total += log10prob
             cursor += 1
             keep = min(len(current_row), order - 1)
             previous_row, previous_backoff = current_row[:keep], current_backoff[:keep]
-    return cursor
+        out_sentence[sentence] = total
 
 
 def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int, hashes=None) -> np.ndarray:
