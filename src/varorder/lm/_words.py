@@ -137,9 +137,11 @@ def encode_lines(buffer, blob, starts, ends, table, unk_id, keep_blank, out_ids,
             i += 1
         else:
             start = i
-            while i < n and not is_space(buffer[i]):
+            hashed = _FNV_OFFSET
+            while i < n and not is_space(buffer[i]):  # hashed while delimited: one pass
+                hashed = (hashed ^ np.uint64(buffer[i])) * _FNV_PRIME
                 i += 1
-            word = find_word(buffer, start, i, blob, starts, ends, table)
+            word = find_hashed_word(buffer, start, i, hashed, blob, starts, ends, table)
             out_ids[n_tokens] = word if word >= 0 else unk_id
             n_tokens += 1
             in_line += 1
