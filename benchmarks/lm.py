@@ -4,13 +4,17 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
 ``--rounds``; per-core CPU seconds beside wall-clock; the load average is printed):
 
 * ``load``: open the PTB 5-gram — varorder's ARPA reader, varorder's binary model
-  (``varorder lm build-binary``), KenLM's module on the same ARPA file — time and the
-  resident memory the load added (VmRSS after minus before, in the child);
+  (``varorder lm build-binary``; the default, structural open), KenLM's module on the
+  same ARPA file — time and the resident memory the load added (VmRSS after minus
+  before, in the child); and a fresh process's CPU seconds for varorder's ARPA read by
+  step (importing NumPy and Numba, Numba's first call of a cached kernel, the read);
 * ``cli``: ``varorder lm score MODEL one-sentence.txt`` end to end (process start to
   exit) with the binary and with the ARPA model: wall time and peak RSS of the process;
+  and the full check on demand (``lm score --verify``, ``lm verify``);
 * ``score``: scoring the valid sentences from strings — varorder's ``score_sentences``
-  (bytes -> ids in a compiled kernel, then the batched scorer) against KenLM's
-  ``Model.score`` in a Python loop; per-sentence scores compared first;
+  (bytes -> ids in a compiled kernel, then the batched scorer) on the binary model and
+  on the model read from ARPA, against KenLM's ``Model.score`` in a Python loop (its
+  model read from the same ARPA file); per-sentence scores compared first;
 * ``estimate``: ``varorder lm train -n N`` (read, count, estimate, write ARPA) per
   order, in memory and with ``-S`` (sorted runs on disk): wall time and peak RSS of the
   process; with ``--lmplz PATH`` also lmplz ``-o N -S 20%`` on the same text;
@@ -110,6 +114,30 @@ LOAD_CHILD = textwrap.dedent("""
 """)
 
 
+COLD_CHILD = textwrap.dedent("""
+    import json, sys, time
+    marks = {}
+    def mark(what, since):
+        marks[what] = time.process_time() - since
+        return time.process_time()
+    cpu = time.process_time()
+    import numpy
+    cpu = mark("import numpy", cpu)
+    import numba
+    cpu = mark("import numba", cpu)
+    from varorder.io.arpa import read_arpa
+    from varorder.lm import _words
+    cpu = mark("import varorder.io.arpa", cpu)
+    _words.word_table(["a"])  # Numba's first call of any cached kernel initialises its compiler target
+    cpu = mark("first call of a cached Numba kernel", cpu)
+    read_arpa(sys.argv[1])
+    cpu = mark("read_arpa", cpu)
+    read_arpa(sys.argv[1])
+    mark("read_arpa again", cpu)
+    print(json.dumps(marks))
+""")
+
+
 def section_load(folder: Path, rounds: int, rows: dict) -> None:
     arpa, binary = folder / "ptb5.arpa", folder / "ptb5.bin"
     peers = {"varorder ARPA": ["varorder", arpa], "varorder binary": ["varorder", binary], "KenLM ARPA": ["kenlm", arpa]}
@@ -126,6 +154,12 @@ def section_load(folder: Path, rounds: int, rows: dict) -> None:
                                 "again_cpu_s": min(r["again_cpu_s"] for r in runs),
                                 "added_rss_mb": min(r["added_rss_mb"] for r in runs), "process_rss_mb": best["rss_mb"]}
     rows["load KenLM ARPA / varorder ARPA (time)"] = rows["load KenLM ARPA"]["seconds"] / rows["load varorder ARPA"]["seconds"]
+    rows["load KenLM ARPA / varorder ARPA (CPU)"] = rows["load KenLM ARPA"]["cpu_s"] / rows["load varorder ARPA"]["cpu_s"]
+    rows["load KenLM ARPA / varorder ARPA, second read (CPU)"] = \
+        rows["load KenLM ARPA"]["again_cpu_s"] / rows["load varorder ARPA"]["again_cpu_s"]
+    # Where a fresh process's CPU seconds go before and during the first read (best of rounds per step).
+    cold = [json.loads(run_measured([PYTHON, "-c", COLD_CHILD, str(arpa)])["stdout"]) for _ in range(rounds)]
+    rows["load varorder ARPA, fresh process CPU by step"] = {step: min(c[step] for c in cold) for step in cold[0]}
 
 
 def section_cli(folder: Path, rounds: int, rows: dict) -> None:
@@ -138,6 +172,12 @@ def section_cli(folder: Path, rounds: int, rows: dict) -> None:
         best = min(runs, key=lambda r: r["wall_s"])
         rows[f"cli score one sentence, {name} model"] = {"seconds": best["wall_s"], "cpu_s": best["cpu_s"],
                                                          "peak_rss_mb": min(r["peak_rss_mb"] for r in runs)}
+    # The full check of the binary file, on demand (the default open is structural).
+    for name, command in (("lm score --verify, binary model", ["lm", "score", "--verify", str(folder / "ptb5.bin"), str(text)]),
+                          ("lm verify, binary model", ["lm", "verify", str(folder / "ptb5.bin")])):
+        runs = [run_with_rusage([PYTHON, "-m", "varorder", *command]) for _ in range(max(1, rounds // 2))]
+        best = min(runs, key=lambda r: r["wall_s"])
+        rows[f"cli {name}"] = {"seconds": best["wall_s"], "cpu_s": best["cpu_s"], "peak_rss_mb": best["peak_rss_mb"]}
 
 
 SCORE_CHILD = textwrap.dedent("""
@@ -149,9 +189,11 @@ SCORE_CHILD = textwrap.dedent("""
     arpa, binary, valid, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     sentences = [" ".join(tokens) for _, tokens in iter_sentences(valid)]
     n_tokens = sum(len(s.split()) + 1 for s in sentences)
-    ours, theirs = load_model(binary), kenlm.Model(arpa)
+    ours, ours_arpa, theirs = load_model(binary), load_model(arpa), kenlm.Model(arpa)
     difference = float(np.abs(ours.score_sentences(sentences) - np.array([theirs.score(s) for s in sentences])).max())
+    ours_arpa.score_sentences(sentences[:10])
     peers = {"varorder score_sentences": lambda: ours.score_sentences(sentences),
+             "varorder score_sentences, model read from ARPA": lambda: ours_arpa.score_sentences(sentences),
              "KenLM Model.score loop": lambda: [theirs.score(s) for s in sentences]}
     best = {name: [1e9, 1e9] for name in peers}
     for _ in range(rounds):
@@ -170,9 +212,11 @@ def section_score(folder: Path, rounds: int, rows: dict) -> None:
     n_tokens = out["n_tokens"]
     for name, (wall, cpu) in out["best"].items():
         rows[f"score strings 5-gram, {name}"] = {"tokens_per_s": n_tokens / wall, "cpu_tokens_per_s": n_tokens / cpu}
-    ours = out["best"]["varorder score_sentences"]
     theirs = out["best"]["KenLM Model.score loop"]
-    rows["score strings varorder / KenLM"] = {"wall": theirs[0] / ours[0], "cpu": theirs[1] / ours[1]}
+    for name, label in (("varorder score_sentences", "binary"),
+                        ("varorder score_sentences, model read from ARPA", "ARPA")):
+        ours = out["best"][name]
+        rows[f"score strings varorder ({label} model) / KenLM"] = {"wall": theirs[0] / ours[0], "cpu": theirs[1] / ours[1]}
     rows["score max |sentence log10 difference| vs KenLM"] = out["max_sentence_difference"]
 
 

@@ -4,8 +4,10 @@ used for small inputs against the Numba kernel."""
 
 from __future__ import annotations
 
+import json
 import os
 import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -120,11 +122,121 @@ def test_verify_detects_a_flipped_table_byte(binary_file):
     data = bytearray(binary_file.read_bytes())
     data[-70] ^= 0x01  # inside the last arrays, past the header
     binary_file.write_bytes(bytes(data))
-    open_binary(binary_file, verify=False)  # the layout is intact: a structural open does not read the tables
+    open_binary(binary_file)  # the layout is intact: the default (structural) open does not read the tables
     with pytest.raises(BinaryFormatError, match="checksum mismatch"):
         verify_binary(binary_file)
     with pytest.raises(BinaryFormatError, match="checksum mismatch"):
-        open_binary(binary_file)  # a small file is verified on open by default
+        open_binary(binary_file, verify=True)
+
+
+def _forged(path, name, edit):
+    """A copy of the binary model at ``path`` with array ``name`` changed by ``edit(array)``
+    in place and its CRC-32 in the header updated (a forgery, not an accident)."""
+    model = open_binary(path)
+    header = model._binary_header
+    entry = header["arrays"][name]
+    data = bytearray(path.read_bytes())
+    start = header["data_start"] + entry["offset"]
+    array = np.frombuffer(data, dtype=np.dtype(entry["dtype"]), count=entry["nbytes"] // np.dtype(entry["dtype"]).itemsize,
+                          offset=start).reshape(entry["shape"]).copy()
+    edit(array)
+    data[start:start + entry["nbytes"]] = array.tobytes()
+    header = json.loads(json.dumps(header))
+    header["arrays"][name]["crc32"] = zlib.crc32(array.tobytes())
+    _, version, length, _, _ = struct.unpack("<12sIQII", bytes(data[:32]))
+    text = json.dumps(header, sort_keys=True).encode("ascii").ljust(length, b" ")
+    assert len(text) == length
+    data[32:32 + length] = text
+    data[:32] = struct.pack("<12sIQII", b"varorder-lm\x00", version, length, zlib.crc32(text), 0)
+    forged = path.with_name(f"forged-{name}.bin")
+    forged.write_bytes(bytes(data))
+    return forged
+
+
+def _every_query(model):
+    """Each kind of query a user can make of a model."""
+    ids = np.arange(model.vocab_size, dtype=np.int32)
+    ids[ids == model.vocabulary.bos_id] = model.vocabulary.unk_id
+    model.token_log10probs(ids, np.asarray([len(ids)]))
+    model.token_log10probs(ids[:3])  # small: the Python scorer
+    model.score_sentences(["w1 w2 w3", "w4"])
+    contexts = [ids[i:i + 2] for i in range(len(ids) - 2)]
+    model.lookups(contexts, ids[2:])
+    model.lookup_grid(ids[:2], [0, 2], ids)
+    for i in range(len(ids) - 2):
+        model.minimal_state(ids[i:i + 2].tolist())
+        model.log10prob(ids[i:i + 2], int(ids[i + 2]))
+    model.next_word_log10probs("w1 w2")
+    model.ngrams(model.order)
+    model.max_log10probs(contexts, ids[2:])
+
+
+def test_a_slot_naming_a_row_outside_its_order_is_a_valueerror(binary_file):
+    def row_too_large(table):
+        used = np.flatnonzero(table[:, 0] != -1)
+        table[used, 1] = 10 ** 9  # every occupied slot of every order
+
+    forged = _forged(binary_file, "hash_rows", row_too_large)
+    model = open_binary(forged)  # structurally intact
+    with pytest.raises(ValueError, match=r"forged-hash_rows\.bin: corrupt n-gram model: a hash slot names a row"):
+        model.lookups([[1, 2], [3]], [4, 5])
+    with pytest.raises(ValueError, match=r"forged-hash_rows\.bin"):
+        model.minimal_state([1, 2])
+    with pytest.raises(ValueError, match=r"forged-hash_rows\.bin"):
+        model.lookup([1, 2], 3)
+    model.token_log10probs(np.asarray([1, 2, 3], dtype=np.int32))  # rows are only keys there: no read through them
+    with pytest.raises(BinaryFormatError, match="names rows outside its order"):
+        open_binary(forged, verify=True)
+
+
+def test_a_hash_table_without_an_empty_slot_cannot_hang_a_lookup(binary_file):
+    def fill(table):
+        empty = table[:, 0] == -1
+        table[empty, 0] = 2 ** 62  # a key no query makes
+
+    model = open_binary(_forged(binary_file, "hash_rows", fill))
+    reference = open_binary(binary_file)
+    ids = np.asarray([1, 2, 3, 4, 1, 1], dtype=np.int32)
+    np.testing.assert_array_equal(model.token_log10probs(ids)[0], reference.token_log10probs(ids)[0])
+    model.lookups([[5, 5], [4, 1]], [5, 5])  # absent n-grams: every probe of the table, then a miss
+    np.testing.assert_array_equal(score_flat_python_run(model, ids), score_flat_python_run(reference, ids))
+
+
+def score_flat_python_run(model, ids):
+    out = (np.empty(len(ids) + 1), np.empty(len(ids) + 1, np.int8), np.empty(1))
+    score_flat_python(ids, np.asarray([0, len(ids)]), True, True, model.vocabulary.bos_id, model.vocabulary.eos_id,
+                      model.order, model.vocab_size, model._hash_rows, model._hash_values, model._hash_base,
+                      model._hash_cap, model._values, *out)
+    return out[0]
+
+
+@pytest.mark.parametrize("damage", ["unsorted", "prefix row outside"])
+def test_corrupt_keys_are_refused_before_whole_model_operations(tmp_path, binary_file, damage):
+    def edit(keys):
+        if damage == "unsorted":
+            keys[[0, -1]] = keys[[-1, 0]]
+        else:
+            keys[-1] = 10 ** 12
+
+    model = open_binary(_forged(binary_file, "keys3", edit))
+    with pytest.raises(ValueError, match=r"forged-keys3\.bin: corrupt model file: the 3-gram keys"):
+        model.ngrams(3)
+    with pytest.raises(ValueError, match=r"forged-keys3\.bin"):
+        write_arpa(model, tmp_path / "out.arpa")
+    with pytest.raises(ValueError, match=r"forged-keys3\.bin"):
+        model.max_backoff()
+    with pytest.raises(BinaryFormatError, match="3-gram keys"):
+        open_binary(binary_file.with_name("forged-keys3.bin"), verify=True)
+
+
+@pytest.mark.parametrize("name", ["vocabulary", "value_base", "hash_base", "hash_cap"])
+def test_damaged_control_arrays_are_refused_on_every_open(binary_file, name):
+    data = bytearray(binary_file.read_bytes())
+    header = open_binary(binary_file)._binary_header
+    data[header["data_start"] + header["arrays"][name]["offset"]] ^= 0x04
+    binary_file.write_bytes(bytes(data))
+    with pytest.raises(BinaryFormatError, match=f"array '{name}' is corrupt"):
+        open_binary(binary_file)
 
 
 def test_binary_file_is_never_written_through(binary_file):
@@ -143,13 +255,13 @@ def test_python_scorer_equals_the_numba_kernel(seed):
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     outputs = []
     for scorer in (score_flat_python, _kernels.score_flat):
-        out = (np.empty(len(ids) + len(lengths)), np.empty(len(ids) + len(lengths), np.int8))
+        out = (np.empty(len(ids) + len(lengths)), np.empty(len(ids) + len(lengths), np.int8), np.empty(len(lengths)))
         scorer(ids, offsets, True, True, model.vocabulary.bos_id, model.vocabulary.eos_id, model.order,
                model.vocab_size, model._hash_rows, model._hash_values, model._hash_base, model._hash_cap,
                model._values, *out)
         outputs.append(out)
-    np.testing.assert_array_equal(outputs[0][0], outputs[1][0])
-    np.testing.assert_array_equal(outputs[0][1], outputs[1][1])
+    for python, compiled in zip(*outputs):
+        np.testing.assert_array_equal(python, compiled)
 
 
 def test_ptb_like_arpa_round_trip_through_binary(tmp_path):
@@ -171,9 +283,12 @@ def test_read_arpa_opens_binary_models_too(tmp_path):
 @settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "40")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_damaged_binary_is_refused_or_scores_the_same(tmp_path, data):
-    """Bytes overwritten and the file cut anywhere: a ValueError naming the file, or (damage
-    only in alignment padding) a model whose scores equal the original's."""
+def test_damaged_binary_never_crashes_and_verify_refuses_it(tmp_path, data):
+    """Bytes overwritten and the file cut anywhere. The default (structural) open: a
+    ValueError naming the file, or a model on which every query returns or raises such a
+    ValueError (damage inside a table can change scores: that is what verification is
+    for). ``verify=True``: a ValueError naming the file, or (damage only in alignment
+    padding) a model whose scores equal the original's."""
     from varorder.testing.hostile import HypothesisChooser, mutate_bytes
 
     model, _ = random_model(np.random.default_rng(3), 6, 3)
@@ -182,7 +297,11 @@ def test_damaged_binary_is_refused_or_scores_the_same(tmp_path, data):
     bad = tmp_path / "bad.bin"
     bad.write_bytes(mutate_bytes(HypothesisChooser(data), good.read_bytes(), max_edits=4))
     try:
-        damaged = open_binary(bad)
+        _every_query(open_binary(bad))
+    except ValueError as exc:
+        assert str(bad) in str(exc), exc
+    try:
+        damaged = open_binary(bad, verify=True)
     except ValueError as exc:
         assert str(bad) in str(exc), exc
         return

@@ -1,6 +1,6 @@
 """``varorder lm``: train n-gram language models, score text with them, convert ARPA to
-varorder's memory-mapped binary format, print next-word distributions, and write MAX-ARPA
-files (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`.
+varorder's memory-mapped binary format (and verify such files), print next-word
+distributions, and write MAX-ARPA files (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`.
 
 Every command that takes a MODEL accepts ARPA text (``.gz`` too) or a binary model made
 by ``build-binary`` (recognised by its magic bytes). Imports happen inside the commands,
@@ -18,6 +18,9 @@ ESTIMATOR_METHODS = ("absolute", "additive", "kneser-ney")
 # varorder.lm.estimate.MAX_ORDER, named here to keep `--help` free of model imports (a test checks the two agree)
 NGRAM_MAX_ORDER = 10
 MODEL_HELP = "ARPA file (.gz too) or binary model from `varorder lm build-binary`."
+VERIFY_HELP = ("Binary model: read the whole file and check every checksum and table invariant before "
+               "using it (otherwise only its layout is checked on open, and damage inside a table can "
+               "change scores, never crash).")
 MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRILM's convention) "
                  "or as the number -99 (KenLM's reading).")
 
@@ -29,7 +32,7 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
-def _load(model_path: str, minus_99: str = "zero"):
+def _load(model_path: str, minus_99: str = "zero", verify: bool = False):
     from varorder.cli._loglinear import load_loglinear_if_one
     from varorder.io.arpa import load_model
 
@@ -37,7 +40,7 @@ def _load(model_path: str, minus_99: str = "zero"):
         loglinear = load_loglinear_if_one(model_path)
         if loglinear is not None:
             return loglinear
-        return load_model(model_path, progress=True, minus_99=minus_99)
+        return load_model(model_path, progress=True, minus_99=minus_99, verify=verify)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
 
@@ -190,7 +193,8 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
               help="Print each sentence's tokens as KenLM's query does: word=id n-gram-length log10p, "
                    "then Total and OOV.")
 @click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
-def score(model_path, text, sentences, per_token, minus_99):
+@click.option("--verify", is_flag=True, help=VERIFY_HELP)
+def score(model_path, text, sentences, per_token, minus_99, verify):
     """Score TEXT (one sentence per line; - for stdin) with MODEL (an n-gram model, or a log-linear npz).
 
     Per sentence: log10 p (with <s> and </s>), the number of predicted tokens (words and
@@ -201,7 +205,7 @@ def score(model_path, text, sentences, per_token, minus_99):
 
     from varorder.lm.corpus import iter_sentences
 
-    model = _load(model_path, minus_99)
+    model = _load(model_path, minus_99, verify)
     try:
         tokens = [t for _, t in iter_sentences(text)]  # "-" is stdin, under the same rules as a file
     except ValueError as error:
@@ -242,8 +246,9 @@ def score(model_path, text, sentences, per_token, minus_99):
 def build_binary(arpa, output, max_arpa, minus_99):
     """Convert ARPA to varorder's binary format, which opens by memory-mapping (no parse).
 
-    The file is versioned and checked on open (size, layout, checksums of its header); it
-    holds the same tables as the model in memory, so its scores equal the ARPA file's.
+    The file is versioned and checked on open (size, layout, checksums of its header and
+    control arrays; `varorder lm verify` checks everything); it holds the same tables as
+    the model in memory, so its scores equal the ARPA file's.
     """
     from varorder.lm.binary import verify_binary, write_binary
 
@@ -253,6 +258,24 @@ def build_binary(arpa, output, max_arpa, minus_99):
     write_binary(model, output, max_arpa=True if max_arpa else None)
     verify_binary(output)
     _say(f"wrote {output}")
+
+
+@lm.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+def verify(model_path):
+    """Check a binary MODEL completely: every array's checksum, the key order, every hash
+    slot's row and scores. Exit status 0 and `ok` when it is sound, else an error naming
+    the first problem. (Opening a model for scoring checks only its layout.)"""
+    from varorder.lm.binary import is_binary_model, verify_binary
+
+    if not is_binary_model(model_path):
+        raise click.ClickException(f"{model_path}: not a varorder binary model (ARPA files are checked as they are read)")
+    start = time.perf_counter()
+    try:
+        verify_binary(model_path)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"ok: {model_path} verified in {time.perf_counter() - start:.2f} s")
 
 
 @lm.command("next")

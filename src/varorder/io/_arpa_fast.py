@@ -1,6 +1,10 @@
 """The compiled path of :func:`varorder.io.arpa.read_arpa`: n-gram sections parsed from
-the file's bytes by a Numba kernel (words looked up in a byte-level hash of the unigram
-section, numbers by Clinger's exact fast path), so no Python object is made per line.
+the file's bytes by one Numba kernel (:func:`_parse_section_lines`: words looked up in a
+byte-level hash of the unigram section, numbers by :func:`varorder.lm._words.scan_decimal`,
+Clinger's exact fast path), so no Python object is made per line. The file is read once
+(:func:`read_bytes`); a model closed under prefixes and suffixes goes straight into the
+model's tables (:func:`read_closed`), any other into word-id rows (:func:`read_sections`)
+for :meth:`~varorder.lm.model.NgramLM.from_ngrams`, which inserts what is missing.
 
 It only accepts what it can read exactly as the Python reader does; anything else
 (a malformed line, a count mismatch, an unknown word, a number outside the fast path
@@ -22,86 +26,12 @@ import numpy as np
 from varorder.lm import _kernels, _words
 
 _COUNT_LINE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)$")
-_SECTION_LINE = re.compile(rb"^\\(\d+)-grams:$")
 _ODD_CAPACITY = 1 << 12
 _FALLBACK = -1
 
 
-@numba.njit(cache=True)
-def _parse_ngram_lines(buffer, pos, order, n_expected, blob, starts, ends, table,
-                       ids, probs, backoffs, max_probs, max_backoffs, n_extra, odd):
-    """Parse the n-gram lines of one section from ``pos`` up to the next line whose first
-    non-blank byte is a backslash. Returns ``(status, position of that line, lines read,
-    numbers left for Python)``; ``odd[k] = (line, column, start, end)`` lists the numbers
-    outside the fast path (column 0 log10 p, 1 back-off, 2 mf, 3 mbow)."""
-    n = buffer.shape[0]
-    line = 0
-    n_odd = 0
-    while pos < n:
-        line_end = pos
-        while line_end < n and buffer[line_end] != 10:
-            line_end += 1
-        i = pos
-        while i < line_end and _words.is_space(buffer[i]):
-            i += 1
-        if i == line_end:
-            pos = line_end + 1
-            continue
-        if buffer[i] == 92:
-            return 0, pos, line, n_odd
-        if line >= n_expected:
-            return _FALLBACK, pos, line, n_odd
-        field = 0
-        while i < line_end:
-            start = i
-            while i < line_end and not _words.is_space(buffer[i]):
-                i += 1
-            if field == 0 or field > order:
-                column = 0 if field == 0 else field - order
-                if column > 3:
-                    return _FALLBACK, pos, line, n_odd
-                ok, value = _words.parse_decimal(buffer, start, i)
-                if not ok:
-                    if n_odd == odd.shape[0]:
-                        return _FALLBACK, pos, line, n_odd
-                    odd[n_odd, 0] = line
-                    odd[n_odd, 1] = column
-                    odd[n_odd, 2] = start
-                    odd[n_odd, 3] = i
-                    n_odd += 1
-                    value = np.nan
-                if column == 0:
-                    probs[line] = value
-                elif column == 1:
-                    backoffs[line] = value
-                elif column == 2:
-                    max_probs[line] = value
-                else:
-                    max_backoffs[line] = value
-            else:
-                word = _words.find_word(buffer, start, i, blob, starts, ends, table)
-                if word < 0:
-                    return _FALLBACK, pos, line, n_odd
-                ids[line, field - 1] = word
-            field += 1
-            while i < line_end and _words.is_space(buffer[i]):
-                i += 1
-        extra = field - 1 - order
-        if extra != 0 and extra != 1 and extra != 3:
-            return _FALLBACK, pos, line, n_odd
-        n_extra[line] = extra
-        line += 1
-        pos = line_end + 1
-    return 0, pos, line, n_odd
-
-
-def _beyond_float32(*columns: np.ndarray) -> bool:
-    """A finite value that float32 storage would turn into inf (the slow reader names its line)."""
-    limit = float(np.finfo(np.float32).max)
-    return any(bool((np.isfinite(c) & (np.abs(c) > limit)).any()) for c in columns)
-
-
-def _file_bytes(path: Path) -> bytes:
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes, gunzipped when it starts with gzip's magic bytes."""
     with open(path, "rb") as handle:
         data = handle.read()
     if data[:2] == b"\x1f\x8b":
@@ -143,53 +73,6 @@ def _declared_counts(data: bytes) -> tuple[list[int], tuple[int, int, bytes]] | 
     return None
 
 
-def read_sections(path: Path) -> list[dict] | None:
-    """The sections of an ARPA file as :func:`varorder.io.arpa._build_model` takes them
-    (the unigram section as field lists, the others parsed), or None (see the module)."""
-    data = _file_bytes(path)
-    buffer = np.frombuffer(data, dtype=np.uint8)
-    if b"\x00" in data[:4096] or _words.has_unusual_text(buffer):
-        return None
-    found = _declared_counts(data)
-    if found is None:
-        return None
-    declared, header = found
-    sections: list[dict] = []
-    counted_to, lines_before = 0, 0
-    for order, count in enumerate(declared, start=1):
-        start, end, text = header
-        match = _SECTION_LINE.match(text)
-        if not match or int(match.group(1)) != order:
-            return None
-        lines_before += data.count(b"\n", counted_to, start)
-        counted_to = start
-        header_line = lines_before + 1
-        if order == 1:
-            section, pos = _unigram_section(data, end + 1, header_line)
-            if len(section["fields"]) != count:
-                return None
-            words = [fields[1] for fields in section["fields"] if len(fields) >= 2]
-            if len(words) != count or len(set(words)) != count:
-                return None
-            blob, starts, ends, table = _words.word_table(words)
-        elif count > (len(data) - end) // 4:  # no room for that many lines: the slow path names the fault
-            return None
-        else:
-            section = _ngram_section(buffer, data, end + 1, order, count, blob, starts, ends, table)
-            if section is None or _beyond_float32(section["probs"], section["backoffs"]):
-                return None
-            pos = section.pop("pos")
-        section["order"] = order
-        section["header_line"] = header_line
-        sections.append(section)
-        header = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
-        if header is None:
-            return None
-    if header[2] != b"\\end\\":
-        return None
-    return sections
-
-
 def _unigram_section(data: bytes, pos: int, header_line: int) -> tuple[dict, int]:
     fields, line_numbers = [], []
     line_number = header_line
@@ -204,38 +87,9 @@ def _unigram_section(data: bytes, pos: int, header_line: int) -> tuple[dict, int
     return {"fields": fields, "lines": np.asarray(line_numbers, dtype=np.int64)}, len(data)
 
 
-def _ngram_section(buffer, data: bytes, pos: int, order: int, count: int, blob, starts, ends, table) -> dict | None:
-    ids = np.empty((count, order), dtype=np.int64)
-    probs = np.empty(count)
-    backoffs = np.zeros(count)
-    max_probs = np.zeros(count)
-    max_backoffs = np.zeros(count)
-    n_extra = np.empty(count, dtype=np.int8)
-    odd = np.empty((_ODD_CAPACITY, 4), dtype=np.int64)
-    status, pos, n_lines, n_odd = _parse_ngram_lines(buffer, pos, order, count, blob, starts, ends, table,
-                                                     ids, probs, backoffs, max_probs, max_backoffs, n_extra, odd)
-    if status != 0 or n_lines != count:
-        return None
-    columns = (probs, backoffs, max_probs, max_backoffs)
-    for line, column, start, end in odd[:n_odd].tolist():
-        try:
-            columns[column][line] = float(data[start:end])
-        except ValueError:
-            return None
-    is_max = n_extra == 3
-    if count and is_max.any() and not is_max.all():
-        return None
-    if np.isnan(probs).any() or np.isnan(backoffs).any() or (probs > 0).any() or np.isposinf(backoffs).any():
-        return None
-    if count and is_max[0] and (np.isnan(max_probs).any() or np.isnan(max_backoffs).any()):
-        return None
-    return {"ids": ids, "probs": probs, "backoffs": backoffs, "max_probs": max_probs if count and is_max[0] else np.empty(0),
-            "max_backoffs": max_backoffs if count and is_max[0] else np.empty(0), "lines": None,
-            "max_arpa": bool(is_max[0]) if count else None, "pos": pos}
-
-
 # ---------------------------------------------------------------------------------------
-# The closed-model path: n-gram lines parsed straight into the model's final tables.
+# The n-gram sections: one compiled line parser, then the model's tables (closed models)
+# or word-id rows (the others).
 
 _NOT_CLOSED = -3  # status: an n-gram's prefix or suffix is not listed (the general path inserts it)
 # Byte classes for the single-pass line scanner: 0 part of a token, 1 separator,
@@ -270,44 +124,6 @@ def _scan_word(buffer, i, n, byte_class):
 
 
 @numba.njit(cache=True, inline="always")
-def _scan_number(buffer, i, n, byte_class):
-    """``(end, ok, value)`` of the token starting at ``i``: a plain ``[-]digits[.digits]``
-    with at most 15 significant digits is converted while scanning (``ok``), exactly as
-    :func:`varorder.lm._words.parse_decimal` would; anything else is only delimited, for
-    ``parse_decimal`` (end -1: unusual text)."""
-    start = i
-    negative = i < n and buffer[i] == 45
-    if negative:
-        i += 1
-    mantissa = np.int64(0)
-    digits = 0
-    scale = 0
-    seen = False
-    dot = False
-    while i < n:
-        byte = buffer[i]
-        if 48 <= byte <= 57:
-            if mantissa or byte != 48:
-                digits += 1
-            mantissa = mantissa * 10 + (byte - 48)
-            seen = True
-            if dot:
-                scale += 1
-            i += 1
-        elif byte == 46 and not dot:
-            dot = True
-            i += 1
-        else:
-            break
-    ended = i == n or byte_class[buffer[i]] == 1 or byte_class[buffer[i]] == 2
-    if ended and seen and digits <= 15 and scale <= 22:
-        value = mantissa / _words.POWERS_OF_TEN[scale]
-        return i, True, -value if negative else value
-    end, _ = _scan_word(buffer, start, n, byte_class)
-    return end, False, 0.0
-
-
-@numba.njit(cache=True, inline="always")
 def _skip_blanks(buffer, i, n, byte_class):
     """First position from ``i`` that is not a blank on this line (-1: unusual text)."""
     while i < n:
@@ -332,7 +148,8 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
 
     Returns ``(status, position of the next section's header, lines, odd numbers, lines
     in strictly increasing lexicographic order of their word ids, max-ARPA)``;
-    ``odd[k] = (line, column, start, end)`` as in :func:`_parse_ngram_lines`.
+    ``odd[k] = (line, column, start, end)`` lists the numbers outside the fast path
+    (column 0 log10 p, 1 back-off, 2 mf, 3 mbow), read by Python's ``float`` afterwards.
     """
     n = buffer.shape[0]
     lexical = True
@@ -356,7 +173,9 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
             start = i
             number = field == 0 or field > order
             if number:
-                i, ok, value = _scan_number(buffer, i, n, byte_class)
+                i, ok, value = _words.scan_decimal(buffer, i, n)
+                if not ok:  # delimit the token for Python's float (-1: unusual text)
+                    i, _ = _scan_word(buffer, start, n, byte_class)
             else:
                 i, hashed = _scan_word(buffer, i, n, byte_class)
             if i < 0:
@@ -365,8 +184,6 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                 column = 0 if field == 0 else field - order
                 if column > 3:
                     return _FALLBACK, pos, line, n_odd, lexical, max_arpa
-                if not ok:
-                    ok, value = _words.parse_decimal(buffer, start, i)
                 if not ok:
                     if n_odd == odd.shape[0]:
                         return _FALLBACK, pos, line, n_odd, lexical, max_arpa
@@ -483,17 +300,9 @@ def _hash_capacity(n_keys: int) -> int:
     return capacity(n_keys)
 
 
-def read_closed(path: Path, minus_99_zero: bool) -> dict | None:
-    """The tables of a model whose file lists every n-gram's prefix and suffix (what
-    varorder and KenLM write), parsed with no Python object per line: the unigram
-    section's fields and lines (for :func:`varorder.io.arpa._parse_section`) and, for
-    orders >= 2, ``keys``, ``values``, ``hash_rows``, ``hash_base``, ``hash_cap``,
-    ``extends`` in :class:`~varorder.lm.model.NgramLM`'s layout, the unigram rows of
-    ``values`` left for the caller (``vocab_size`` counts a ``<unk>`` the file lacks).
-    None when the file needs the general path (see the module; also: a model not closed
-    under prefixes and suffixes, or a number Python's ``float`` does not read)."""
-    data = _file_bytes(path)
-    buffer = np.frombuffer(data, dtype=np.uint8)
+def _unigrams(data: bytes, buffer: np.ndarray) -> tuple | None:
+    """``(declared counts, unigram section, position after it, words, byte-level word
+    table)`` of an ARPA file's head, or None when it needs the general path."""
     if b"\x00" in data[:4096]:
         return None
     found = _declared_counts(data)
@@ -502,15 +311,59 @@ def read_closed(path: Path, minus_99_zero: bool) -> dict | None:
     declared, header = found
     if sum(declared) > len(data) // 4:  # no room for that many lines: the slow path names the fault
         return None
-    unigrams, pos = _unigram_section(data, header[1] + 1, 0)
+    header_line = data.count(b"\n", 0, header[0]) + 1
+    unigrams, pos = _unigram_section(data, header[1] + 1, header_line)
+    unigrams["header_line"] = header_line
     if _words.has_unusual_text(buffer[:pos]):
         return None
     words = [fields[1] for fields in unigrams["fields"] if len(fields) >= 2]
     if len(unigrams["fields"]) != declared[0] or len(words) != declared[0] or len(set(words)) != declared[0]:
         return None
+    return declared, unigrams, pos, words, _words.word_table(words)
+
+
+def _parse_order(data: bytes, buffer: np.ndarray, pos: int, order: int, count: int, highest: bool, word_table,
+                 values: np.ndarray, minus_99_zero: bool, odd: np.ndarray) -> tuple | None:
+    """Parse the section of ``order`` (>= 2) whose header comes next after ``pos``:
+    ``(position after it, word ids in file order, mf, mbow, lines in lexicographic
+    order, MAX-ARPA)``, the ``(log10 p, log10 bow)`` written into ``values``; None when
+    the general path must read the file."""
+    header = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
+    if header is None or header[2] != b"\\%d-grams:" % order:
+        return None
+    ids = np.empty((count, order), dtype=np.int32)
+    max_probs, max_backoffs = np.empty(count), np.empty(count)
+    status, pos, n_lines, n_odd, lexical, max_arpa = _parse_section_lines(
+        buffer, header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids, values, max_probs,
+        max_backoffs, minus_99_zero, odd)
+    if status != 0 or n_lines != count:
+        return None
+    if n_odd and not _odd_numbers(data, odd[:n_odd], values, max_probs, max_backoffs, minus_99_zero, highest):
+        return None
+    return pos, ids, max_probs, max_backoffs, lexical, max_arpa
+
+
+def _ends(data: bytes, pos: int) -> bool:
+    end = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
+    return end is not None and end[2] == b"\\end\\"
+
+
+def read_closed(data: bytes, minus_99_zero: bool) -> dict | None:
+    """The tables of a model whose file (``data``, its bytes) lists every n-gram's prefix
+    and suffix (what varorder and KenLM write), parsed with no Python object per line:
+    the unigram section's fields and lines (for :func:`varorder.io.arpa._parse_section`)
+    and, for orders >= 2, ``keys``, ``values``, ``hash_rows``, ``hash_base``,
+    ``hash_cap``, ``extends`` in :class:`~varorder.lm.model.NgramLM`'s layout, the unigram
+    rows of ``values`` left for the caller (``vocab_size`` counts a ``<unk>`` the file
+    lacks). None when the file needs :func:`read_sections` (a model not closed under
+    prefixes and suffixes) or the Python reader (see the module)."""
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    head = _unigrams(data, buffer)
+    if head is None:
+        return None
+    declared, unigrams, pos, words, word_table = head
     # A <unk> the file lacks is appended as the last unigram row.
     vocab_size = declared[0] + 1 if "<unk>" not in words and "<UNK>" not in words else declared[0]
-    blob, starts, ends, word_table = _words.word_table(words)
     order = len(declared)
     value_base = np.concatenate([[0], np.cumsum([vocab_size] + declared[1:])]).astype(np.int64)
     capacities = [_hash_capacity(count) for count in declared[1:]]
@@ -527,23 +380,16 @@ def read_closed(path: Path, minus_99_zero: bool) -> dict | None:
     lower_ids = np.zeros((0, 1), dtype=np.int32)
     lower_suffix_rows = np.zeros(0, dtype=np.int64)
     for m in range(2, order + 1):
-        header = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
-        if header is None or header[2] != b"\\%d-grams:" % m:
-            return None
         count = declared[m - 1]
-        ids = np.empty((count, m), dtype=np.int32)
         section_values = values[value_base[m - 1]:value_base[m]]
-        max_probs, max_backoffs = np.empty(count), np.empty(count)
-        status, pos, n_lines, n_odd, lexical, m_max = _parse_section_lines(
-            buffer, header[1] + 1, m, m == order, count, _BYTE_CLASS, blob, starts, ends, word_table,
-            ids, section_values, max_probs, max_backoffs, minus_99_zero, odd)
-        if status != 0 or n_lines != count or (count and max_arpa is not None and m_max != max_arpa):
+        parsed = _parse_order(data, buffer, pos, m, count, m == order, word_table, section_values, minus_99_zero, odd)
+        if parsed is None:
+            return None
+        pos, ids, max_probs, max_backoffs, lexical, m_max = parsed
+        if count and max_arpa is not None and m_max != max_arpa:
             return None
         if count:
             max_arpa = m_max
-        if n_odd and not _odd_numbers(data, odd[:n_odd], section_values, max_probs, max_backoffs,
-                                      minus_99_zero, m == order):
-            return None
         if not lexical:  # rows are in key order, which is the lexicographic order of the word ids
             permutation = np.lexsort(ids.T[::-1])
             ids = ids[permutation]
@@ -559,13 +405,40 @@ def read_closed(path: Path, minus_99_zero: bool) -> dict | None:
         keys.append(m_keys)
         max_columns.append((max_probs, max_backoffs))
         lower_ids, lower_suffix_rows = ids, suffix_rows
-    end = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
-    if end is None or end[2] != b"\\end\\":
+    if not _ends(data, pos):
         return None
     return {"unigram_fields": unigrams["fields"], "unigram_lines": unigrams["lines"],
             "keys": keys, "values": values, "value_base": value_base, "hash_rows": hash_rows,
             "hash_base": hash_base, "hash_cap": hash_cap, "extends": extends, "vocab_size": vocab_size,
             "max_arpa": bool(max_arpa), "max_columns": max_columns}
+
+
+def read_sections(data: bytes, minus_99_zero: bool) -> list[dict] | None:
+    """The sections of an ARPA file (``data``, its bytes) as
+    :func:`varorder.io.arpa._build_model` takes them: the unigram section as field lists,
+    every other as word-id rows (ids = unigram positions in the file) with float32-exact
+    ``probs``/``backoffs`` and the MAX-ARPA columns; None when the Python reader must read
+    the file (see the module)."""
+    buffer = np.frombuffer(data, dtype=np.uint8)
+    head = _unigrams(data, buffer)
+    if head is None:
+        return None
+    declared, unigrams, pos, _, word_table = head
+    sections: list[dict] = [unigrams]
+    odd = np.empty((_ODD_CAPACITY, 4), dtype=np.int64)
+    for m in range(2, len(declared) + 1):
+        count = declared[m - 1]
+        values = np.empty((count, 2), dtype=np.float32)
+        parsed = _parse_order(data, buffer, pos, m, count, m == len(declared), word_table, values, minus_99_zero, odd)
+        if parsed is None:
+            return None
+        pos, ids, max_probs, max_backoffs, _, max_arpa = parsed
+        sections.append({"ids": ids, "probs": values[:, 0].astype(np.float64),
+                         "backoffs": values[:, 1].astype(np.float64),
+                         "max_probs": max_probs if count and max_arpa else np.empty(0),
+                         "max_backoffs": max_backoffs if count and max_arpa else np.empty(0),
+                         "lines": None, "max_arpa": bool(max_arpa) if count else None})
+    return sections if _ends(data, pos) else None
 
 
 def _odd_numbers(data: bytes, odd: np.ndarray, values: np.ndarray, max_probs, max_backoffs,

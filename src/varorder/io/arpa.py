@@ -81,7 +81,7 @@ _WRITE_BLOCK_BYTES = 16 << 20  # text formatted at a time by write_arpa, padding
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
+def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool = False) -> NgramLM:
     """Read an ARPA or MAX-ARPA file (``.gz`` transparently) into an :class:`NgramLM`.
 
     The vocabulary is the unigram section in file order (plus ``<unk>`` when absent).
@@ -94,7 +94,8 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
 
     A varorder binary model (:mod:`varorder.lm.binary`, recognised by its magic bytes)
     is opened by memory-mapping instead, so every command that reads a model takes
-    either kind; it keeps the ``minus_99`` reading it was built with.
+    either kind; it keeps the ``minus_99`` reading it was built with, and ``verify``
+    reads and checks the whole binary file first (:func:`varorder.lm.binary.verify_binary`).
     """
     if minus_99 not in MINUS_99_READINGS:
         raise ValueError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}")
@@ -103,16 +104,20 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero")
 
     if is_binary_model(path):
         # Every caller that reads a model file accepts varorder's binary format too.
-        return open_binary(path)
+        return open_binary(path, verify=verify)
     _check_not_binary(path)
+    from varorder.io import _arpa_fast
+
     # Millions of small field lists would trigger repeated full garbage collections
     # (they hold no cycles), which dominate the reading time on large files.
     collecting = gc.isenabled()
     gc.disable()
     try:
-        model = _read_arpa_closed(path, minus_99)
+        data = _arpa_fast.read_bytes(path)  # read once for both compiled paths
+        model = _read_arpa_closed(path, data, minus_99)
         if model is None:
-            model = _read_arpa_fast(path, minus_99)
+            model = _read_arpa_fast(path, data, minus_99)
+        del data
         return model if model is not None else _read_arpa(path, progress, minus_99)
     finally:
         if collecting:
@@ -390,12 +395,12 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
                 stream.close()
 
 
-def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero") -> NgramLM:
+def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool = False) -> NgramLM:
     """A model file of either kind: :func:`read_arpa` (which recognises binary models)."""
-    return read_arpa(path, progress=progress, minus_99=minus_99)
+    return read_arpa(path, progress=progress, minus_99=minus_99, verify=verify)
 
 
-def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:
+def _read_arpa_fast(path: Path, data: bytes, minus_99: str) -> NgramLM | None:
     """Read a well-formed ARPA file with compiled kernels over its bytes
     (:mod:`varorder.io._arpa_fast`): the unigram section is parsed in Python as before,
     the n-gram sections without a Python object per line. Returns None on anything
@@ -404,13 +409,9 @@ def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:
     slow way, which gives the precise error (file and line) when there is one."""
     from varorder.io import _arpa_fast
 
-    sections = _arpa_fast.read_sections(path)
+    sections = _arpa_fast.read_sections(data, minus_99 == "zero")
     if sections is None:
         return None
-    for section in sections[1:]:
-        if minus_99 == "zero":
-            for key in ("probs", "backoffs", "max_probs", "max_backoffs"):
-                section[key][section[key] == ZERO_PROBABILITY_LOG10] = -math.inf
     unigram_lines = sections[0]
     try:
         parsed = _parse_section(path, 1, unigram_lines["fields"], unigram_lines["lines"], minus_99)
@@ -427,7 +428,7 @@ def _read_arpa_fast(path: Path, minus_99: str) -> NgramLM | None:
         return None
 
 
-def _read_arpa_closed(path: Path, minus_99: str) -> NgramLM | None:
+def _read_arpa_closed(path: Path, data: bytes, minus_99: str) -> NgramLM | None:
     """Read a well-formed ARPA file whose n-grams' prefixes and suffixes are all listed
     (every file varorder or KenLM writes) straight into the model's tables
     (:func:`varorder.io._arpa_fast.read_closed`): no word-id rows, no sorting when the
@@ -435,7 +436,7 @@ def _read_arpa_closed(path: Path, minus_99: str) -> NgramLM | None:
     general readers (which insert missing prefixes, or report the error)."""
     from varorder.io import _arpa_fast
 
-    tables = _arpa_fast.read_closed(path, minus_99 == "zero")
+    tables = _arpa_fast.read_closed(data, minus_99 == "zero")
     if tables is None:
         return None
     try:

@@ -15,12 +15,22 @@ function serves every order without typed lists:
   a slot's probability and back-off from the cache line the probe already brought in.
 * ``values[value_base[m] + row]`` holds ``(log10 p, log10 backoff)`` of row ``row`` of
   order m + 1, as float32 like ARPA's seven significant digits.
+
+Tables may come from a file that was only checked structurally on open
+(:mod:`varorder.lm.binary`), so the lookups never trust what they read from a slot: a
+probe visits at most the table's capacity (a table with no empty slot cannot loop), and
+a row read from a slot is checked against its order's size before it indexes anything
+(:data:`~varorder.lm.model.CORRUPT_ROW`, a ValueError the model re-raises naming the
+file). A slot's row only ever serves as the next lookup's key in :func:`score_flat`,
+where no check is needed.
 """
 
 from __future__ import annotations
 
 import numba
 import numpy as np
+
+from varorder.lm.model import CORRUPT_ROW
 
 _EMPTY = -1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -63,7 +73,7 @@ def build_hash_into(keys, table):
 def find_slot(hash_rows, base, capacity, key):
     """Absolute slot of ``key`` in the table at ``hash_rows[base : base + capacity]``, or -1."""
     slot = _slot(key, capacity)
-    while True:
+    for _ in range(capacity):  # a damaged table may have no empty slot left
         stored = hash_rows[base + slot, 0]
         if stored == key:
             return base + slot
@@ -72,6 +82,7 @@ def find_slot(hash_rows, base, capacity, key):
         slot += 1
         if slot == capacity:
             slot = 0
+    return -1
 
 
 @numba.njit(cache=True, inline="always")
@@ -103,6 +114,15 @@ def find_many(table, capacity, keys, out):
         out[i] = find(table, 0, capacity, keys[i]) if keys[i] >= 0 else -1
 
 
+@numba.njit(cache=True, inline="always")
+def checked_row(row, value_base, order):
+    """``row``, a row of the ``order``-gram table read from a hash slot, once it is known
+    to lie inside that table (negative: absent); a ValueError otherwise."""
+    if row >= value_base[order] - value_base[order - 1]:
+        raise ValueError(CORRUPT_ROW)
+    return row
+
+
 @numba.njit(cache=True)
 def find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap):
     """Row of the n-gram ``ngram`` (word ids) in its order's table, or -1 if absent."""
@@ -129,11 +149,12 @@ def backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap,
     backoff_sum = 0.0
     for start in range(length + 1):
         # Try the n-gram context[start:] + word; on a miss, pay the back-off of context[start:].
-        row = find_ngram(ngram[start:], vocab_size, hash_rows, hash_base, hash_cap)
         order = length + 1 - start
+        row = checked_row(find_ngram(ngram[start:], vocab_size, hash_rows, hash_base, hash_cap), value_base, order)
         if row >= 0:
             return values[value_base[order - 1] + row, 0] + backoff_sum, order
-        context_row = find_ngram(ngram[start:length], vocab_size, hash_rows, hash_base, hash_cap)
+        context_row = checked_row(find_ngram(ngram[start:length], vocab_size, hash_rows, hash_base, hash_cap),
+                                  value_base, order - 1)
         if context_row >= 0:
             backoff_sum += values[value_base[order - 2] + context_row, 1]
     return -np.inf, 0  # unreachable: every word has a unigram
@@ -154,59 +175,114 @@ def max_backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_
     ngram = np.empty(length + 1, np.int64)
     ngram[:length] = context
     ngram[length] = word
-    row = find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap)
+    row = checked_row(find_ngram(ngram, vocab_size, hash_rows, hash_base, hash_cap), value_base, length + 1)
     if row >= 0:
         return max_prob[value_base[length] + row]
     log10prob, _ = backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_cap, values, value_base)
-    context_row = find_ngram(context, vocab_size, hash_rows, hash_base, hash_cap) if length else -1
+    context_row = checked_row(find_ngram(context, vocab_size, hash_rows, hash_base, hash_cap), value_base,
+                              length) if length else -1
     if context_row < 0:
         return log10prob
     return max_backoff[value_base[length - 1] + context_row] + log10prob
 
 
+# Sentences scored at once by the scorer: their lookups are independent, so the
+# processor overlaps one sentence's cache misses with another's work.
+SCORE_LANES = 8
+
+
 @numba.njit(cache=True)
 def score_flat(
     ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
-    hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length,
+    hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length, out_sentence,
 ):
     """Score every token of many sentences with back-off, carrying KenLM-style state.
 
     ``ids[offsets[s] : offsets[s + 1]]`` is sentence s (no markers). Writes one log10
     probability and matched n-gram length per predicted token (``</s>`` included when
-    ``add_eos``) into the outputs, sentence after sentence. ``values`` is the unigram
+    ``add_eos``) into the outputs, sentence after sentence, and each sentence's log10
+    probability, summed in token order, to ``out_sentence``. ``values`` is the unigram
     ``(log10 p, log10 bow)`` table.
 
     The state after a word is the rows (and back-offs) of the n-grams ending at it, of
     lengths 1 .. k (k <= order - 1); the next word extends those rows one lookup each and
     stops at the first miss, since a table closed under suffixes cannot hold a longer
-    match. Each lookup touches one slot: key, row and values share it.
+    match. Each lookup touches one slot: key, row and values share it. The probes of
+    one token wait on the token before, so :data:`SCORE_LANES` sentences advance in
+    turn, a token each: first every lane touches the slots its next probes start at
+    (loads no branch waits on, so the cache misses of all lanes are in flight
+    together), then every lane scores its word. Each token's arithmetic is the same as
+    one sentence at a time, so the scores are too.
     """
-    previous_row = np.empty(order, dtype=np.int64)
-    previous_backoff = np.empty(order, dtype=np.float64)
+    lanes = SCORE_LANES
+    previous_row = np.empty((lanes, order), dtype=np.int64)
+    previous_backoff = np.empty((lanes, order), dtype=np.float64)
     current_row = np.empty(order, dtype=np.int64)
     current_backoff = np.empty(order, dtype=np.float64)
-    cursor = 0
+    n_previous = np.zeros(lanes, dtype=np.int64)
+    lane_sentence = np.full(lanes, -1, dtype=np.int64)
+    lane_index = np.zeros(lanes, dtype=np.int64)  # position in ids of the next word
+    lane_cursor = np.zeros(lanes, dtype=np.int64)
+    lane_total = np.zeros(lanes, dtype=np.float64)
+    touch_sink = np.zeros(1, dtype=np.int64)
     n_sentences = offsets.shape[0] - 1
-    for sentence in range(n_sentences):
-        begin = offsets[sentence]
-        end = offsets[sentence + 1]
-        n_previous = 0
-        if add_bos and order > 1:
-            previous_row[0] = bos_id
-            previous_backoff[0] = values[bos_id, 1]
-            n_previous = 1
-        n_predicted = end - begin + (1 if add_eos else 0)
-        for position in range(n_predicted):
-            word = ids[begin + position] if begin + position < end else eos_id
+    eos_extra = 1 if add_eos else 0
+    next_sentence = 0
+    active = 0
+    while True:
+        # Free the lanes whose sentence is scored, give them the next sentences, and touch
+        # the first slot of every probe this round will make.
+        touched = 0
+        for lane in range(lanes):
+            while True:
+                sentence = lane_sentence[lane]
+                if sentence >= 0 and lane_index[lane] < offsets[sentence + 1] + eos_extra:
+                    break
+                if sentence >= 0:
+                    out_sentence[sentence] = lane_total[lane]
+                    lane_sentence[lane] = -1
+                    active -= 1
+                if next_sentence == n_sentences:
+                    break
+                sentence = next_sentence
+                next_sentence += 1
+                lane_sentence[lane] = sentence
+                lane_index[lane] = offsets[sentence]
+                lane_cursor[lane] = offsets[sentence] + sentence * eos_extra
+                lane_total[lane] = 0.0
+                n_previous[lane] = 0
+                if add_bos and order > 1:
+                    previous_row[lane, 0] = bos_id
+                    previous_backoff[lane, 0] = values[bos_id, 1]
+                    n_previous[lane] = 1
+                active += 1
+            sentence = lane_sentence[lane]
+            if sentence < 0:
+                continue
+            index = lane_index[lane]
+            word = ids[index] if index < offsets[sentence + 1] else eos_id
+            for length in range(2, min(order, n_previous[lane] + 1) + 1):
+                slot = hash_base[length - 2] + _slot(previous_row[lane, length - 2] * vocab_size + word,
+                                                     hash_cap[length - 2])
+                touched ^= hash_rows[slot, 0] ^ hash_rows[slot, 2]  # a slot may straddle two cache lines
+        touch_sink[0] = touched
+        if active == 0:
+            break
+        for lane in range(lanes):
+            sentence = lane_sentence[lane]
+            if sentence < 0:
+                continue
+            index = lane_index[lane]
+            word = ids[index] if index < offsets[sentence + 1] else eos_id
             current_row[0] = word
             current_backoff[0] = values[word, 1]
             log10prob = np.float64(values[word, 0])
             n_current = 1
-            longest_possible = min(order, n_previous + 1)
-            for length in range(2, longest_possible + 1):
+            lane_previous = n_previous[lane]
+            for length in range(2, min(order, lane_previous + 1) + 1):
                 slot = find_slot(
                     hash_rows, hash_base[length - 2], hash_cap[length - 2],
-                    previous_row[length - 2] * vocab_size + word,
+                    previous_row[lane, length - 2] * vocab_size + word,
                 )
                 if slot < 0:
                     break
@@ -215,16 +291,19 @@ def score_flat(
                 log10prob = hash_values[slot, 4]
                 n_current = length
             # Back off through every stored context longer than the matched one.
-            for context_length in range(n_current, n_previous + 1):
-                log10prob += previous_backoff[context_length - 1]
+            for context_length in range(n_current, lane_previous + 1):
+                log10prob += previous_backoff[lane, context_length - 1]
+            lane_total[lane] += log10prob
+            cursor = lane_cursor[lane]
             out_log10prob[cursor] = log10prob
             out_length[cursor] = n_current
-            cursor += 1
-            n_previous = min(n_current, order - 1)
-            for length in range(n_previous):
-                previous_row[length] = current_row[length]
-                previous_backoff[length] = current_backoff[length]
-    return cursor
+            lane_cursor[lane] = cursor + 1
+            kept = min(n_current, order - 1)
+            n_previous[lane] = kept
+            for length in range(kept):
+                previous_row[lane, length] = current_row[length]
+                previous_backoff[lane, length] = current_backoff[length]
+            lane_index[lane] = index + 1
 
 
 @numba.njit(cache=True)

@@ -1,5 +1,5 @@
 """Numba kernels over raw UTF-8 bytes: a hash table from word bytes to vocabulary ids,
-whitespace tokenization of sentences, and the number parser the fast ARPA reader uses.
+whitespace tokenization of sentences, and the decimal scanner the fast ARPA reader uses.
 
 They let text be encoded (and ARPA n-gram lines be read) without creating a Python
 string per token. Tokens are split on ASCII whitespace, which is what ``str.split()``
@@ -137,9 +137,11 @@ def encode_lines(buffer, blob, starts, ends, table, unk_id, keep_blank, out_ids,
             i += 1
         else:
             start = i
-            while i < n and not is_space(buffer[i]):
+            hashed = _FNV_OFFSET
+            while i < n and not is_space(buffer[i]):  # hashed while delimited: one pass
+                hashed = (hashed ^ np.uint64(buffer[i])) * _FNV_PRIME
                 i += 1
-            word = find_word(buffer, start, i, blob, starts, ends, table)
+            word = find_hashed_word(buffer, start, i, hashed, blob, starts, ends, table)
             out_ids[n_tokens] = word if word >= 0 else unk_id
             n_tokens += 1
             in_line += 1
@@ -153,29 +155,32 @@ POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])
 
 
 @numba.njit(cache=True, inline="always")
-def parse_decimal(buffer, start, end):
-    """``(ok, value)`` of a decimal number ``[-+]digits[.digits][(e|E)[-+]digits]`` when it
-    is exactly representable by Clinger's fast path (at most 15 significant digits and a
+def scan_decimal(buffer, i, n):
+    """``(end, ok, value)`` of the decimal number ``[-+]digits[.digits][(e|E)[-+]digits]``
+    starting at ``i``, scanned and converted in one pass; ``end`` is where the number
+    stops. ``ok`` when it ends the token (at ``n`` or an ASCII blank or line break) and is
+    exactly representable by Clinger's fast path: at most 15 significant digits and a
     power of ten up to 1e22, so one correctly rounded multiplication or division gives
-    the same double as Python's ``float``); ``ok`` is False otherwise."""
-    i = start
+    the same double as Python's ``float``. The one decimal parser of the compiled ARPA
+    reader: a number it declines is left for ``float``."""
     negative = False
-    if i < end and (buffer[i] == 45 or buffer[i] == 43):
+    if i < n and (buffer[i] == 45 or buffer[i] == 43):
         negative = buffer[i] == 45
         i += 1
     mantissa = np.int64(0)
     digits = 0
     exponent = 0
     any_digit = False
-    while i < end and 48 <= buffer[i] <= 57:
+    while i < n and 48 <= buffer[i] <= 57:
         if mantissa or buffer[i] != 48:
             digits += 1
-        mantissa = mantissa * 10 + (buffer[i] - 48) if digits <= 18 else mantissa
+        if digits <= 18:
+            mantissa = mantissa * 10 + (buffer[i] - 48)
         any_digit = True
         i += 1
-    if i < end and buffer[i] == 46:
+    if i < n and buffer[i] == 46:
         i += 1
-        while i < end and 48 <= buffer[i] <= 57:
+        while i < n and 48 <= buffer[i] <= 57:
             if mantissa or buffer[i] != 48:
                 digits += 1
             if digits <= 18:
@@ -184,27 +189,28 @@ def parse_decimal(buffer, start, end):
             any_digit = True
             i += 1
     if not any_digit:
-        return False, 0.0
-    if i < end and (buffer[i] == 101 or buffer[i] == 69):
+        return i, False, 0.0
+    if i < n and (buffer[i] == 101 or buffer[i] == 69):
         i += 1
         sign = 1
-        if i < end and (buffer[i] == 45 or buffer[i] == 43):
+        if i < n and (buffer[i] == 45 or buffer[i] == 43):
             sign = -1 if buffer[i] == 45 else 1
             i += 1
         value = 0
         seen = False
-        while i < end and 48 <= buffer[i] <= 57 and value < 10000:
-            value = value * 10 + (buffer[i] - 48)
+        while i < n and 48 <= buffer[i] <= 57:
+            if value < 10000:
+                value = value * 10 + (buffer[i] - 48)
             seen = True
             i += 1
         if not seen:
-            return False, 0.0
+            return i, False, 0.0
         exponent += sign * value
-    if i != end or digits > 15 or exponent < -22 or exponent > 22:
-        return False, 0.0
+    if (i < n and not is_space(buffer[i])) or digits > 15 or exponent < -22 or exponent > 22:
+        return i, False, 0.0
     result = float(mantissa)
     result = result / POWERS_OF_TEN[-exponent] if exponent < 0 else result * POWERS_OF_TEN[exponent]
-    return True, -result if negative else result
+    return i, True, -result if negative else result
 
 
 def word_table(words) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -19,16 +19,27 @@ Layout (little-endian), version 1::
     then          the arrays, each starting on a 64-byte boundary; the file ends exactly
                   where the header says
 
-Opening (:func:`open_binary`) checks the magic, the version, the header's checksum and
-schema, that every array lies inside the file, that the file has exactly the announced
-length (a truncated copy is refused), and that the arrays agree with each other (counts,
-per-order bases, vocabulary size, special words); then it maps the file copy-on-write
-(pages are read on first touch and shared between processes; the arrays are writable
-for Numba's sake, but writes never reach the file). Files up to ``VERIFY_LIMIT`` (256 MiB)
-are also verified on open — every array's CRC-32, the key order, every hash slot's row
-inside its order, no NaN/+inf score — so a damaged file is refused rather than scored;
-larger ones only with ``verify=True`` (it reads the whole file). Nothing is
-unpickled: the header is JSON and the arrays are raw numbers.
+Opening (:func:`open_binary`) is structural and costs O(number of arrays + vocabulary):
+the magic, the version, the header's checksum and schema, every array's dtype, shape,
+alignment and extent inside the file, the exact file length (a truncated copy is
+refused), the checksums of the small control arrays (vocabulary, per-order bases and
+hash capacities) and their agreement with each other (counts, bases, special words);
+then it maps the file copy-on-write (pages are read on first touch and shared between
+processes; the arrays are writable for Numba's sake, but writes never reach the file),
+asking for huge pages (``MADV_HUGEPAGE``: the hash probes are random accesses, and 2 MB
+folios save most of their TLB misses; :func:`write_binary` drops the pages it wrote
+from the cache so that the first open reads them back that way).
+The large tables are not read on open. What keeps a damaged table from doing harm is
+the query code itself: every lookup kernel bounds-checks what it reads from a table (a
+hash probe visits at most the table's capacity, a row read from a slot must lie inside
+its order before it indexes anything), so a corrupt file can give wrong scores or a
+ValueError naming the file, never a crash, a hang or a read outside an array (issue
+#18's guarantee); whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
+check the key arrays once before using them. ``verify=True`` (:func:`verify_binary`,
+``varorder lm verify``) reads the whole file: every array's CRC-32, the key order, every
+hash slot's row and copied scores, no NaN/+inf score — so damage anywhere is refused
+rather than scored. Nothing is unpickled: the header is JSON and the arrays are raw
+numbers.
 """
 
 from __future__ import annotations
@@ -43,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output
-from varorder.lm.model import MaxBackoffTable, NgramLM
+from varorder.lm.model import MaxBackoffTable, NgramLM, key_tables_problem
 
 MAGIC = b"varorder-lm\x00"
 FORMAT_VERSION = 1
@@ -137,6 +148,26 @@ def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None
         for array in arrays.values():
             handle.write(_raw_bytes(array))
             handle.write(b"\x00" * (-array.nbytes % _ALIGN))
+    _drop_cached_pages(path)
+
+
+def _drop_cached_pages(path: Path) -> None:
+    """Flush the file just written and drop it from the page cache. Written pages sit in
+    the cache as 4 KB pages, and every later mapping of the file would use them; read
+    back by the first :func:`open_binary` (which asks for huge pages), they come in
+    2 MB folios where the kernel and file system support it, so that the random probes of
+    the hash tables need one TLB entry per 2 MB (about 15% of scoring time on the PTB
+    5-gram). Best effort: nothing happens where the calls are missing."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fdatasync(descriptor)
+        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def _refuse(path, message: str) -> BinaryFormatError:
@@ -243,23 +274,30 @@ def _map_arrays(path, header: dict, buffer) -> dict[str, np.ndarray]:
     return arrays
 
 
-# Files up to this size are fully checked on open (checksums, key order, row ranges:
-# a fraction of a second); larger ones only structurally, unless ``verify=True``.
-VERIFY_LIMIT = 256 << 20
+# Arrays whose checksum every open verifies: small (O(order) or the vocabulary's bytes),
+# and the ones the structural checks and the vocabulary are made from.
+_CONTROL_ARRAYS = ("vocabulary", "value_base", "hash_base", "hash_cap")
+
+
+def _check_control_checksums(path, header: dict, arrays: dict[str, np.ndarray]) -> None:
+    for name in _CONTROL_ARRAYS:
+        if zlib.crc32(_raw_bytes(arrays[name])) != header["arrays"][name]["crc32"]:
+            raise _refuse(path, f"array {name!r} is corrupt (checksum mismatch)")
 
 
 def _verify_arrays(path, header: dict, arrays: dict[str, np.ndarray]) -> None:
-    """Every array's CRC-32, then the invariants the compiled scorer relies on: keys strictly
-    increasing packed keys, every occupied hash slot naming a row inside its order, no
-    NaN or +inf score — so that a forged file cannot make the kernels read out of bounds."""
+    """Every array's CRC-32, then the table invariants: keys strictly increasing packed keys,
+    every occupied hash slot naming a row inside its order with that row's scores, no NaN
+    or +inf score — so that damage anywhere is refused rather than scored (the kernels'
+    own bounds checks already keep a damaged file from reading out of bounds)."""
     for name, entry in header["arrays"].items():
         if zlib.crc32(_raw_bytes(arrays[name])) != entry["crc32"]:
             raise _refuse(path, f"array {name!r} is corrupt (checksum mismatch)")
     counts, vocab_size = header["ngram_counts"], header["vocab_size"]
-    for m in range(1, header["order"]):
-        keys = arrays[f"keys{m + 1}"]
-        if len(keys) and (keys[0] < 0 or np.any(np.diff(keys) <= 0) or keys[-1] >= counts[m - 1] * vocab_size):
-            raise _refuse(path, f"the {m + 1}-gram keys are not strictly increasing packed keys")
+    keys = [np.arange(vocab_size)] + [arrays[f"keys{m + 1}"] for m in range(1, header["order"])]
+    problem = key_tables_problem(keys, vocab_size)
+    if problem is not None:
+        raise _refuse(path, problem)
     rows, bases, caps = arrays["hash_rows"], arrays["hash_base"], arrays["hash_cap"]
     for m in range(header["order"] - 1):
         table = rows[bases[m]:bases[m] + caps[m]]
@@ -281,23 +319,28 @@ def verify_binary(path: PathLike) -> None:
     open_binary(path, verify=True)
 
 
-def open_binary(path: PathLike, verify: bool | None = None) -> NgramLM:
+def open_binary(path: PathLike, verify: bool = False) -> NgramLM:
     """Map a binary model written by :func:`write_binary` (see the module docstring for
     what is checked). Raises :class:`BinaryFormatError` (a ValueError) naming the file
     and the problem. ``verify``: also check every array's checksum and the invariants the
-    scorer relies on (:func:`verify_binary`); by default done for files up to
-    :data:`VERIFY_LIMIT` bytes."""
+    scorer relies on (:func:`verify_binary`; reads the whole file)."""
     path = Path(path)
     with open(path, "rb") as handle:
         file_size = os.fstat(handle.fileno()).st_size
         header = _read_header(path, handle, file_size)
         _check_header(path, header, file_size)
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+    if hasattr(mmap, "MADV_HUGEPAGE"):
+        try:  # pages read from disk through this mapping come in huge folios where possible
+            buffer.madvise(mmap.MADV_HUGEPAGE)
+        except OSError:
+            pass
     arrays = _map_arrays(path, header, buffer)
+    _check_control_checksums(path, header, arrays)
     text = arrays["vocabulary"].tobytes().decode("utf-8", errors="surrogateescape")
     words = text.split("\n") if text else []
     _check_tables(path, header, arrays, words)
-    if verify or (verify is None and file_size <= VERIFY_LIMIT):
+    if verify:
         _verify_arrays(path, header, arrays)
     order = header["order"]
     vocabulary = Vocabulary(words)
@@ -314,4 +357,7 @@ def open_binary(path: PathLike, verify: bool | None = None) -> NgramLM:
         )
     model._binary_header = header
     model._binary_arrays = arrays
+    model._source = str(path)
+    # The key arrays were not read: whole-model operations check them once first.
+    model._keys_checked = bool(verify)
     return model

@@ -154,14 +154,21 @@ class Vocabulary:
         data = np.frombuffer(text.encode("utf-8", errors="surrogateescape"), dtype=np.uint8)
         if _words.has_unusual_text(data):
             return self.encode_sentences(s.split() for s in sentences)
-        if getattr(self, "_byte_table", None) is None:
-            self._byte_table = _words.word_table(self.words)
         ids = np.empty(len(data) // 2 + 1, dtype=np.int32)
         lengths = np.empty(len(data) + 1, dtype=np.int64)
-        n_tokens, n_sentences = _words.encode_lines(data, *self._byte_table, self.unk_id, True, ids, lengths)
+        n_tokens, n_sentences = _words.encode_lines(data, *self.byte_table(), self.unk_id, True, ids, lengths)
         if n_sentences != len(sentences):  # a sentence spans several lines
             return self.encode_sentences(s.split() for s in sentences)
         return ids[:n_tokens], lengths[:n_sentences]
+
+    def byte_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The byte-level hash of the words (:func:`varorder.lm._words.word_table`), built
+        on first use."""
+        if getattr(self, "_byte_table", None) is None:
+            from varorder.lm import _words
+
+            self._byte_table = _words.word_table(self.words)
+        return self._byte_table
 
     def decode(self, ids: Iterable[int]) -> list[str]:
         """The words of ``ids``."""

@@ -39,6 +39,9 @@ def _kernels():
 
 
 LN10 = math.log(10.0)
+# What a lookup kernel raises when a hash slot names a row outside its order (a damaged
+# binary file; see :mod:`varorder.lm._kernels`); the model adds the file's name.
+CORRUPT_ROW = "corrupt n-gram model: a hash slot names a row outside its order"
 # Hash tables are sized for this load factor: linear probing stays at about 1.5 probes
 # for a hit and 2.5 for a miss, while the table costs 16 / 0.67 = 24 bytes per n-gram.
 _LOAD_FACTOR = 0.67
@@ -98,6 +101,11 @@ class NgramLM:
     :func:`varorder.lm._kernels.build_hash_into` already made of ``keys[m]``, as slices of
     one array laid out as the model keeps them.
     """
+
+    # Set by :func:`varorder.lm.binary.open_binary`: the file the tables are mapped from,
+    # named by errors, and whether its key arrays were checked (see :meth:`_ensure_keys`).
+    _source: str | None = None
+    _keys_checked = True
 
     def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None, values=None):
         order = len(keys)
@@ -341,6 +349,7 @@ class NgramLM:
         """The stored n-grams of ``order`` as ``(rows, log10_probs, log10_backoffs)``;
         ``rows`` has shape (n, order) of word ids, sorted by packed key."""
         self._check_order(order)
+        self._ensure_keys()
         rows = np.arange(self.vocab_size, dtype=np.int64).reshape(-1, 1)
         for m in range(1, order):
             keys = self._keys[m]
@@ -350,6 +359,7 @@ class NgramLM:
 
     def _word_rows(self, order: int, start: int, stop: int) -> np.ndarray:
         """Rows ``start:stop`` of ``ngrams(order)[0]`` (word ids), without the others."""
+        self._ensure_keys()
         positions = np.arange(start, stop, dtype=np.int64)
         columns = []
         for m in range(order - 1, 0, -1):
@@ -358,6 +368,23 @@ class NgramLM:
             positions = keys // self.vocab_size
         columns.append(positions)
         return np.stack(columns[::-1], axis=1)
+
+    def _ensure_keys(self) -> None:
+        """Check the key arrays once before an operation that indexes with them (listing
+        n-grams, writing ARPA, MAX-ARPA) when they come from a file opened structurally:
+        strictly increasing packed keys whose prefix rows lie in the order below."""
+        if self._keys_checked:
+            return
+        problem = key_tables_problem(self._keys, self.vocab_size)
+        if problem is not None:
+            raise ValueError(f"{self._source}: corrupt model file: {problem}")
+        self._keys_checked = True
+
+    def _corrupt(self, error: ValueError) -> ValueError:
+        """``error`` naming the model's file when it is a kernel's bounds-check failure."""
+        if self._source is not None and str(error) == CORRUPT_ROW:
+            return ValueError(f"{self._source}: {error} (run `varorder lm verify` on it)")
+        return error
 
     def _check_order(self, order: int) -> None:
         if not 1 <= order <= self.order:
@@ -370,9 +397,11 @@ class NgramLM:
         """Row of ``ngram`` (word ids) in its order's table, or -1; the empty n-gram is -1."""
         if len(ngram) == 0 or len(ngram) > self.order:
             return -1
-        return int(
-            _kernels().find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap)
-        )
+        row = int(_kernels().find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows,
+                                        self._hash_base, self._hash_cap))
+        if row >= self.ngram_counts[len(ngram) - 1]:
+            raise self._corrupt(ValueError(CORRUPT_ROW))
+        return max(row, -1)
 
     def _context_array(self, context: Iterable[int]) -> np.ndarray:
         context = np.asarray(list(context) if not isinstance(context, np.ndarray) else context, dtype=np.int64)
@@ -401,10 +430,13 @@ class NgramLM:
         sentence start.
         """
         context = self._context_array(context)
-        log10prob, length = _kernels().backoff_log10prob(
-            context, self._check_word(word), self.vocab_size, self._hash_rows, self._hash_base,
-            self._hash_cap, self._values, self._value_base,
-        )
+        try:
+            log10prob, length = _kernels().backoff_log10prob(
+                context, self._check_word(word), self.vocab_size, self._hash_rows, self._hash_base,
+                self._hash_cap, self._values, self._value_base,
+            )
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return float(log10prob), int(length)
 
     def log10prob(self, context: Sequence[int], word: int) -> float:
@@ -436,6 +468,11 @@ class NgramLM:
         ngram_lengths : int8 array
             The length of the stored n-gram each probability came from.
         """
+        return self._score_ids(ids, lengths, bos, eos)[:2]
+
+    def _score_ids(self, ids, lengths, bos: bool, eos: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(log10 p per token, n-gram length per token, log10 p per sentence summed in
+        token order)`` of encoded sentences."""
         ids = np.ascontiguousarray(ids, dtype=np.int32)
         self._check_ids(ids)
         if lengths is None:
@@ -448,41 +485,37 @@ class NgramLM:
         n_out = len(ids) + (len(lengths) if eos else 0)
         out_log10prob = np.empty(n_out, dtype=np.float64)
         out_length = np.empty(n_out, dtype=np.int8)
+        out_sentence = np.empty(len(lengths), dtype=np.float64)
         # A few tokens score faster in Python than Numba loads; the results are identical.
         small = n_out <= _PYTHON_SCORING_LIMIT and "varorder.lm._kernels" not in sys.modules
         score_flat = score_flat_python if small else _kernels().score_flat
         score_flat(
             ids, offsets, bos, eos, self.vocabulary.bos_id, self.vocabulary.eos_id, self.order, self.vocab_size,
             self._hash_rows, self._hash_values, self._hash_base, self._hash_cap, self._values, out_log10prob, out_length,
+            out_sentence,
         )
-        return out_log10prob, out_length
+        return out_log10prob, out_length, out_sentence
 
     def sentence_log10probs(
         self, ids: np.ndarray, lengths: np.ndarray | None = None, *, bos: bool = True, eos: bool = True
     ) -> np.ndarray:
-        """log10 probability of each sentence (batched; see :meth:`token_log10probs`)."""
-        token_scores, _ = self.token_log10probs(ids, lengths, bos=bos, eos=eos)
-        if lengths is None:
-            return np.asarray([token_scores.sum()])
-        per_sentence = np.asarray(lengths, dtype=np.int64) + (1 if eos else 0)
-        starts = np.concatenate([[0], np.cumsum(per_sentence)[:-1]])
-        sums = np.zeros(len(per_sentence))
-        nonempty = per_sentence > 0
-        if nonempty.any():
-            sums[nonempty] = np.add.reduceat(token_scores, starts[nonempty])
-        return sums
+        """log10 probability of each sentence, its tokens' log10 p summed in order (batched;
+        see :meth:`token_log10probs`)."""
+        return self._score_ids(ids, lengths, bos, eos)[2]
 
     def score_sentences(self, sentences: Sequence[str], *, bos: bool = True, eos: bool = True) -> np.ndarray:
-        """log10 probability of each sentence string (KenLM's ``Model.score`` over a list):
-        the strings are encoded by a compiled kernel (:meth:`Vocabulary.encode_lines`)
-        and scored in one batched call."""
+        """log10 probability of each sentence string (KenLM's ``Model.score`` over a list),
+        equal to :meth:`score_sentence` of each: the strings are encoded by a compiled
+        kernel over their UTF-8 bytes (:meth:`Vocabulary.encode_lines`) and scored in one
+        batched call."""
         ids, lengths = self.vocabulary.encode_lines(sentences)
         return self.sentence_log10probs(ids, lengths, bos=bos, eos=eos)
 
     def score_sentence(self, sentence: str | Sequence[str], *, bos: bool = True, eos: bool = True) -> float:
-        """log10 probability of one sentence given as a string or a list of words."""
+        """log10 probability of one sentence given as a string or a list of words (its
+        tokens' log10 p summed in order)."""
         words = sentence.split() if isinstance(sentence, str) else list(sentence)
-        return float(self.token_log10probs(self.vocabulary.encode(words), bos=bos, eos=eos)[0].sum())
+        return float(self.sentence_log10probs(self.vocabulary.encode(words), bos=bos, eos=eos)[0])
 
     def next_word_log10probs(self, context: str | Sequence[str], *, bos: bool = True) -> np.ndarray:
         """log10 p(w | context) for every word id w (shape (V,)): the next-word distribution
@@ -545,6 +578,7 @@ class NgramLM:
         if self._max_backoff is None:
             from varorder.lm.maxarpa import compute_max_backoff
 
+            self._ensure_keys()
             self._max_backoff = compute_max_backoff(self)
         return self._max_backoff
 
@@ -603,8 +637,11 @@ class NgramLM:
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
         lengths = np.empty(len(words), dtype=np.int64)
-        _kernels().batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
-                        self._hash_cap, self._values, self._value_base, out, lengths)
+        try:
+            _kernels().batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
+                                      self._hash_cap, self._values, self._value_base, out, lengths)
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return out, lengths
 
     def lookup_grid(self, context_ids, context_offsets, words) -> tuple[np.ndarray, np.ndarray]:
@@ -625,8 +662,11 @@ class NgramLM:
         self._check_ids(words)
         out = np.empty((len(offsets) - 1, len(words)))
         lengths = np.empty((len(offsets) - 1, len(words)), dtype=np.int64)
-        _kernels().grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap,
-                     self._values, self._value_base, out, lengths)
+        try:
+            _kernels().grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
+                                   self._hash_cap, self._values, self._value_base, out, lengths)
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return out, lengths
 
     def query_tables(self) -> "QueryTables":
@@ -647,7 +687,10 @@ class NgramLM:
         call (the same eq. 8 case analysis, per query)."""
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
-        _kernels().batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
+        try:
+            _kernels().batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
+        except ValueError as error:
+            raise self._corrupt(error) from None
         return out
 
     def max_logprobs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
@@ -697,10 +740,20 @@ def _rows_to_indices(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: i
     return index
 
 
+def key_tables_problem(keys: Sequence[np.ndarray], vocab_size: int) -> str | None:
+    """What is wrong with per-order packed key arrays (``keys[0]`` the unigram ids), or
+    None: each order's keys must increase strictly and name prefix rows of the order below."""
+    for m in range(1, len(keys)):
+        k = keys[m]
+        if len(k) and (k[0] < 0 or k[-1] >= len(keys[m - 1]) * vocab_size or bool(np.any(k[1:] <= k[:-1]))):
+            return f"the {m + 1}-gram keys are not strictly increasing packed keys"
+    return None
+
+
 def _python_find_slot(hash_rows, base: int, capacity: int, key: int) -> int:
     """:func:`varorder.lm._kernels.find_slot` in Python (same hash, same probing)."""
     slot = ((((key * _GOLDEN) & _MASK64) >> 32) * capacity) >> 32
-    while True:
+    for _ in range(capacity):
         stored = int(hash_rows[base + slot, 0])
         if stored == key:
             return base + slot
@@ -709,15 +762,18 @@ def _python_find_slot(hash_rows, base: int, capacity: int, key: int) -> int:
         slot += 1
         if slot == capacity:
             slot = 0
+    return -1
 
 
 def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
-                      hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length) -> int:
-    """:func:`varorder.lm._kernels.score_flat` line for line in Python, for inputs too small
-    to repay loading Numba; float32 values are summed in float64 in the same order, so the
-    scores are bit-identical."""
+                      hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length,
+                      out_sentence) -> None:
+    """:func:`varorder.lm._kernels.score_flat` in Python, one sentence at a time, for inputs
+    too small to repay loading Numba; float32 values are summed in float64 in the same
+    order, so the scores are bit-identical."""
     cursor = 0
     for sentence in range(len(offsets) - 1):
+        total = 0.0
         begin, end = int(offsets[sentence]), int(offsets[sentence + 1])
         previous_row: list[int] = []
         previous_backoff: list[float] = []
@@ -740,10 +796,11 @@ def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, voc
                 log10prob += previous_backoff[context_length - 1]
             out_log10prob[cursor] = log10prob
             out_length[cursor] = len(current_row)
+            total += log10prob
             cursor += 1
             keep = min(len(current_row), order - 1)
             previous_row, previous_backoff = current_row[:keep], current_backoff[:keep]
-    return cursor
+        out_sentence[sentence] = total
 
 
 def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int, hashes=None) -> np.ndarray:
