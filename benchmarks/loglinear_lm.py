@@ -140,12 +140,13 @@ def cmd_tune(args):
                              "lipschitz_scale": args.lipschitz_scale, "average": args.average, "lam": lam,
                              "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
                              "alpha": estimator.alpha_, "perplexity": estimator.model_.perplexity(held),
+                             "objective": estimator.objective_,
                              "train_loss": estimator.history_, "seconds": time.perf_counter() - start,
                              "cpu_seconds": time.process_time() - cpu, "load": os.getloadavg()[0]})
                 how = args.optimizer + (", averaged" if args.average else "")
                 print(f"tune split {args.split} {args.penalty} ({how}) order {order} lam {lam:g} "
                       f"alpha {estimator.alpha_:g}: valid perplexity {rows[-1]['perplexity']:.2f}, train loss "
-                      f"{estimator.history_[-1]:.3f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
+                      f"{estimator.history_[-1]:.3f}, objective {estimator.objective_:.1f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
                       flush=True)
                 if args.json:
                     Path(args.json).write_text(json.dumps(rows, indent=1))
@@ -211,7 +212,7 @@ def cmd_perplexity(args):
                        "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "learning_rate": args.learning_rate,
                        "lipschitz_scale": args.lipschitz_scale, "average": args.average,
                        "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
-                       "perplexity": model.perplexity(held),
+                       "perplexity": model.perplexity(held), "objective": estimator.objective_,
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
                        "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,

@@ -180,6 +180,26 @@ def test_unpenalised_root_is_not_thresholded(weighting):
         assert (model.weights[root] > 0).any()
 
 
+@pytest.mark.parametrize("weighting", ["features", "groups"])
+def test_objective_is_the_training_log_loss_plus_the_penalty(weighting):
+    """objective_ = Σ −ln p over the training tokens + λ Ω(θ), θ = w / α^depth under "features"
+    (a = 1), θ = w under "groups" (a = α^depth)."""
+    from varorder.loglinear import prox as P
+
+    vocab, _, flat, lengths = small_corpus(np.random.default_rng(3), n_sentences=12)
+    alpha, lam = 1.2, 0.7
+    fit = StructuredLogLinear(order=3, penalty="wlt2", lam=lam, alpha=alpha, weighting=weighting, epochs=2,
+                              batch_size=8).fit_ids(flat, lengths, vocab)
+    model = fit.model_
+    depth_scale = alpha ** model.trie.param_depth.astype(float)
+    log10p, _ = model.token_log10probs(flat, lengths)
+    loss = -np.log(10.0) * log10p.sum()
+    theta, a = (model.weights / depth_scale, None) if weighting == "features" else (model.weights, depth_scale)
+    expected = loss + lam * P.penalty_value("tree_l2", theta, parent=model.trie.param_parent, weights=a)
+    assert fit.objective_ == pytest.approx(expected, rel=1e-10)
+    assert fit.train_loss_ == pytest.approx(loss, rel=1e-10)
+
+
 def test_restart_each_epoch_with_one_batch_per_epoch_is_plain_proximal_gradient(tmp_path):
     """restart="epoch" resets τ = δ = 1 and Z = W at each pass: with one mini-batch per pass
     every step is then the un-accelerated step 1/(L + μ)."""

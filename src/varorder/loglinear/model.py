@@ -520,6 +520,12 @@ class StructuredLogLinear:
                 on_epoch(len(self.history_), model)
         theta = tail_sum / tail_steps if tail_steps else W
         model.weights = theta if feature_values is None else theta * feature_values
+        # eq. 2 at the returned point, in the optimised variable θ (w itself under "groups")
+        self.train_loss_ = n * _loss_and_grad(model.weights, positions, targets, trie.ctx_parent, trie.succ_start,
+                                              trie.succ_word, trie.succ_param, model.root_param, vocabulary.bos_id,
+                                              grad, False, np.empty(0))
+        self.objective_ = self.train_loss_ + self.lam * proxlib.penalty_value(kind, theta, parent=trie.param_parent,
+                                                                              weights=node_weights)
         self.steps_ = steps
         self.fit_seconds_ = time.perf_counter() - start
         self.model_ = model
