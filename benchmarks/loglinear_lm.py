@@ -114,8 +114,8 @@ def encode(train_sentences, eval_sentences):
 def fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha=None):
     estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, alpha=alpha, epochs=args.epochs, optimizer=args.optimizer,
                                     learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
-                                    average=args.average,
-                                    seed=args.seed)
+                                    average=args.average, weighting=args.weighting, restart=args.restart,
+                                    penalize_root=not args.free_root, seed=args.seed)
     return estimator.fit_ids(*train, vocabulary)
 
 
@@ -138,13 +138,15 @@ def cmd_tune(args):
                 rows.append({"split": args.split, "order": order, "model": args.penalty, "optimizer": args.optimizer,
                              "epochs": args.epochs, "mu": args.mu, "learning_rate": args.learning_rate,
                              "lipschitz_scale": args.lipschitz_scale, "average": args.average, "lam": lam,
+                             "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
                              "alpha": estimator.alpha_, "perplexity": estimator.model_.perplexity(held),
+                             "objective": estimator.objective_,
                              "train_loss": estimator.history_, "seconds": time.perf_counter() - start,
                              "cpu_seconds": time.process_time() - cpu, "load": os.getloadavg()[0]})
                 how = args.optimizer + (", averaged" if args.average else "")
                 print(f"tune split {args.split} {args.penalty} ({how}) order {order} lam {lam:g} "
                       f"alpha {estimator.alpha_:g}: valid perplexity {rows[-1]['perplexity']:.2f}, train loss "
-                      f"{estimator.history_[-1]:.3f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
+                      f"{estimator.history_[-1]:.3f}, objective {estimator.objective_:.1f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
                       flush=True)
                 if args.json:
                     Path(args.json).write_text(json.dumps(rows, indent=1))
@@ -164,6 +166,8 @@ def tuned_settings(path, penalty, args):
     for row in json.loads(Path(path).read_text()):
         same = (row.get("optimizer") == args.optimizer and row.get("epochs") == args.epochs
                 and row.get("average", False) == args.average
+                and row.get("weighting", "groups") == args.weighting and row.get("restart", "none") == args.restart
+                and row.get("free_root", False) == args.free_root
                 and (args.optimizer != "adagrad" or row.get("learning_rate") == args.learning_rate)
                 and (args.optimizer != "apg" or row.get("lipschitz_scale", 1.0) == args.lipschitz_scale))
         if row["model"] == penalty and same:
@@ -207,7 +211,8 @@ def cmd_perplexity(args):
                 row = {"subset": "full" if args.full else k, "order": order, "model": penalty, "lam": lam, "alpha": estimator.alpha_,
                        "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "learning_rate": args.learning_rate,
                        "lipschitz_scale": args.lipschitz_scale, "average": args.average,
-                       "perplexity": model.perplexity(held),
+                       "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
+                       "perplexity": model.perplexity(held), "objective": estimator.objective_,
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
                        "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu,
@@ -317,7 +322,16 @@ def cmd_plot(args):
 def _label(row):
     if row["model"] in ("KN", "MKN"):
         return row["model"]
-    return f"{row['model']} ({row['optimizer']}{', averaged' if row.get('average') else ''})"
+    extras = [row["optimizer"]]
+    if row.get("average"):
+        extras.append("averaged")
+    if row["model"].startswith("w"):
+        extras.append(f"α {row['alpha']:g} as " + ("feature values" if row.get("weighting") == "features" else "group weights"))
+    if row.get("free_root"):
+        extras.append("free root")
+    if row.get("restart", "none") != "none":
+        extras.append(f"restart {row['restart']}")
+    return f"{row['model']} ({', '.join(extras)})"
 
 
 def load_results(paths):
@@ -373,6 +387,10 @@ def main():
         p.add_argument("--lipschitz-scale", type=float, default=1.0)
         p.add_argument("--mu", type=float, default=1e-5, help="apg: gamma = L + mu / delta (Algorithm 1)")
         p.add_argument("--average", action="store_true", help="mean of the last epoch's iterates (extension)")
+        p.add_argument("--weighting", choices=["features", "groups"], default="features",
+                       help="alpha^depth as feature values (the paper) or as group weights of the penalty (extension)")
+        p.add_argument("--free-root", action="store_true", help="leave the unigram (root) weights unpenalised (extension)")
+        p.add_argument("--restart", choices=["none", "epoch"], default="none", help="apg: restart the acceleration each epoch")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--json")
 

@@ -134,6 +134,84 @@ def test_tail_averaging_means_the_last_epochs_iterates(tmp_path, optimizer):
     assert np.count_nonzero(averaged) >= np.count_nonzero(last)
 
 
+def one_full_batch_step(corpus, **params):
+    """Weights after one plain proximal-gradient step from zero on a single mini-batch, and the
+    ingredients to recompute it: the mean log-loss gradient at zero, the trie and the step."""
+    vocab, _, flat, lengths = corpus
+    fit = StructuredLogLinear(epochs=1, batch_size=10**6, accelerated=False, lipschitz=2.0, **params).fit_ids(flat, lengths, vocab)
+    model = fit.model_
+    t = model.trie
+    positions, targets = find_contexts(t, flat, lengths, vocab.bos_id, vocab.eos_id)
+    grad = np.zeros(t.n_params)
+    _loss_and_grad(np.zeros(t.n_params), positions, targets, t.ctx_parent, t.succ_start, t.succ_word, t.succ_param,
+                   model.root_param, vocab.bos_id, grad, True, np.empty(0))
+    return model, grad, 1.0 / 2.0, len(targets)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_alpha_as_feature_values_scales_the_gradient_and_the_weights(seed):
+    """weighting="features": θ is optimised, w = α^depth ⊙ θ scores, so one step from 0 with λ = 0
+    gives w = [−step · α^(2·depth) ⊙ ∇_w f(0)]₊ (chain rule twice); "groups" leaves the step alone."""
+    corpus = small_corpus(np.random.default_rng(seed))
+    alpha = 1.7
+    for weighting, power in (("features", 2), ("groups", 0)):
+        model, grad, step, _ = one_full_batch_step(corpus, order=3, penalty="wl1", lam=0.0, alpha=alpha, weighting=weighting)
+        scale = alpha ** (power * model.trie.param_depth.astype(float))
+        np.testing.assert_allclose(model.weights, np.maximum(-step * scale * grad, 0.0), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("weighting", ["features", "groups"])
+def test_unpenalised_root_is_not_thresholded(weighting):
+    """penalize_root=False: the unigram (depth 0) weights take the plain gradient step while
+    deeper ones are soft-thresholded by λ·step·a/n (ℓ1, a = α^depth for groups, 1 for features)."""
+    corpus = small_corpus(np.random.default_rng(7))
+    alpha, lam = 1.3, 0.05
+    for penalize_root in (True, False):
+        model, grad, step, n = one_full_batch_step(corpus, order=3, penalty="wl1", lam=lam, alpha=alpha,
+                                                   weighting=weighting, penalize_root=penalize_root)
+        depth = model.trie.param_depth.astype(float)
+        feature = alpha ** depth if weighting == "features" else np.ones_like(depth)
+        a = np.ones_like(depth) if weighting == "features" else alpha ** depth
+        if not penalize_root:
+            a[depth == 0] = 0.0
+        theta = np.maximum(np.maximum(-step * feature * grad, 0.0) - lam / n * step * a, 0.0)
+        np.testing.assert_allclose(model.weights, feature * theta, rtol=1e-12, atol=1e-15)
+        root = depth == 0
+        assert (model.weights[root] > 0).any()
+
+
+@pytest.mark.parametrize("weighting", ["features", "groups"])
+def test_objective_is_the_training_log_loss_plus_the_penalty(weighting):
+    """objective_ = Σ −ln p over the training tokens + λ Ω(θ), θ = w / α^depth under "features"
+    (a = 1), θ = w under "groups" (a = α^depth)."""
+    from varorder.loglinear import prox as P
+
+    vocab, _, flat, lengths = small_corpus(np.random.default_rng(3), n_sentences=12)
+    alpha, lam = 1.2, 0.7
+    fit = StructuredLogLinear(order=3, penalty="wlt2", lam=lam, alpha=alpha, weighting=weighting, epochs=2,
+                              batch_size=8).fit_ids(flat, lengths, vocab)
+    model = fit.model_
+    depth_scale = alpha ** model.trie.param_depth.astype(float)
+    log10p, _ = model.token_log10probs(flat, lengths)
+    loss = -np.log(10.0) * log10p.sum()
+    theta, a = (model.weights / depth_scale, None) if weighting == "features" else (model.weights, depth_scale)
+    expected = loss + lam * P.penalty_value("tree_l2", theta, parent=model.trie.param_parent, weights=a)
+    assert fit.objective_ == pytest.approx(expected, rel=1e-10)
+    assert fit.train_loss_ == pytest.approx(loss, rel=1e-10)
+
+
+def test_restart_each_epoch_with_one_batch_per_epoch_is_plain_proximal_gradient(tmp_path):
+    """restart="epoch" resets τ = δ = 1 and Z = W at each pass: with one mini-batch per pass
+    every step is then the un-accelerated step 1/(L + μ)."""
+    path = training_text(tmp_path)
+    common = dict(order=3, penalty="wlt2", lam=0.5, epochs=3, batch_size=10**6, lipschitz=1.0, mu=0.0)
+    restarted = StructuredLogLinear(restart="epoch", **common).fit(path).model_.weights
+    plain = StructuredLogLinear(accelerated=False, **common).fit(path).model_.weights
+    accelerated = StructuredLogLinear(**common).fit(path).model_.weights
+    np.testing.assert_allclose(restarted, plain, rtol=1e-12, atol=1e-15)
+    assert not np.allclose(accelerated, plain)
+
+
 def test_pivot_and_heap_training_agree(tmp_path):
     path = training_text(tmp_path)
     models = [StructuredLogLinear(order=4, penalty="wltinf", lam=3.0, epochs=2, batch_size=50, prox_method=m).fit(path).model_

@@ -254,3 +254,22 @@ def test_bad_forest_is_rejected():
         P.preorder_sizes(np.array([-1, 0, -1, 1]))
     with pytest.raises(ValueError, match="non-negative"):
         P.prox_l1(np.ones(3), -1.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 12))
+def test_penalty_value_sums_the_group_norms(seed, n):
+    """Ω of each kind against its definition: one group per node, the group being the subtree."""
+    rng = np.random.default_rng(seed)
+    parent = random_forest(rng, n)
+    w = rng.normal(size=n)
+    a = rng.uniform(0.0, 2.0, size=n)
+    size = P.preorder_sizes(parent)
+    expected = {
+        "l2sq": 0.5 * np.sum(a * w * w),
+        "l1": np.sum(a * np.abs(w)),
+        "tree_l2": sum(a[j] * np.linalg.norm(w[j:j + size[j]]) for j in range(n)),
+        "tree_linf": sum(a[j] * np.abs(w[j:j + size[j]]).max() for j in range(n)),
+    }
+    for kind, value in expected.items():
+        assert P.penalty_value(kind, w, parent=parent, weights=a) == pytest.approx(value, rel=1e-12, abs=1e-12)

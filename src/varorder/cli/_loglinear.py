@@ -24,6 +24,10 @@ _OPTIONS = [
                  help="loglinear: l2sq, l1, lt2 (tree l2), ltinf (tree linf); w* weights a node by alpha^depth."),
     click.option("--lam", type=Real(0), default=None, help="loglinear: regularisation lambda against the summed log-loss (paper eq. 2) [0.3]."),
     click.option("--depth-alpha", type=Real(0, min_open=True), default=None, help="loglinear: alpha of the alpha^depth weights [the paper's best per penalty]."),
+    click.option("--weighting", type=click.Choice(["features", "groups"]), default="features", show_default=True,
+                 help="loglinear w*: alpha^depth as the value of a depth-d feature (the paper) or as the penalty's "
+                      "weight on a depth-d group (extension)."),
+    click.option("--free-root", is_flag=True, help="loglinear: leave the unigram (root) weights unpenalised (extension)."),
     click.option("--epochs", type=click.IntRange(0), default=10, show_default=True, help="loglinear: passes over the corpus."),
     click.option("--batch-size", type=click.IntRange(1), default=400, show_default=True, help="loglinear: mini-batch size."),
     click.option("--optimizer", type=click.Choice(["apg", "adagrad"]), default="apg", show_default=True,
@@ -33,6 +37,8 @@ _OPTIONS = [
                  help="loglinear: return the mean of the last epoch's iterates, not the last one (extension; dense weights)."),
     click.option("--lipschitz", type=Real(0, min_open=True), default=None, help="loglinear apg: L (step 1/L) [order/2]."),
     click.option("--mu", type=Real(0), default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
+    click.option("--restart", type=click.Choice(["none", "epoch"]), default="none", show_default=True,
+                 help="loglinear apg: restart the acceleration at each epoch (extension)."),
     click.option("--seed", type=click.IntRange(0), default=0, show_default=True, help="loglinear: shuffling seed."),
 ]
 
@@ -52,8 +58,8 @@ def train_loglinear(corpus, output, order, min_count, options, say) -> None:
         order=order, penalty=options["penalty"], lam=0.3 if options["lam"] is None else options["lam"],
         alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
         optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"], mu=options["mu"],
-        average=options["average"],
-        seed=options["seed"], min_count=min_count, progress=True,
+        average=options["average"], weighting=options["weighting"], penalize_root=not options["free_root"],
+        restart=options["restart"], seed=options["seed"], min_count=min_count, progress=True,
     )
     say(f"fitting a {order}-gram log-linear model ({options['penalty']}, {options['optimizer']}) on {', '.join(corpus)} ...")
     start = time.perf_counter()

@@ -305,16 +305,32 @@ class StructuredLogLinear:
     lam : float
         Regularisation λ against the summed log-loss (paper eq. 2).
     alpha : float, optional
-        Depth weighting α (weights α^depth); defaults to the paper's best value for a
-        weighted penalty and 1 otherwise.
+        Depth weighting α; defaults to the paper's best value for a weighted penalty
+        (0.5 wℓ2², 0.7 wℓ1, 1.1 wℓT2, 0.85 wℓT∞) and 1 otherwise.
+    weighting : str
+        How α enters. ``"features"`` — the paper's §6 ("weights varying as α^m for a feature at
+        depth m", "weighted features"): the feature of a context of length m (root = the empty
+        context, m = 0) takes the value α^m instead of 1, and the penalty acts unweighted on
+        the raw weights θ; the model's effective weight is w = α^m θ, so in terms of w a deep
+        feature is penalised *less* when α > 1 (the paper: its best wℓT2 α = 1.1 > 1 shows the
+        unweighted ℓT2 "was over-penalising features at larger depths"). ``"groups"`` — an
+        extension kept from earlier sessions: the feature values stay 1 and the penalty puts
+        a_j = α^depth(j) on the group (or coordinate) of node j, so α > 1 penalises deep
+        groups *more*: the reciprocal direction of the paper's sentence.
+    penalize_root : bool
+        True (the paper's trie: the empty context is its root and is penalised like every
+        node). False — an extension — leaves the unigram weights unpenalised (a_root = 0: the
+        root's group and coordinate get no threshold, every deeper group keeps its own), as
+        the bias of a maximum-entropy model usually is.
     positive : bool
         Constrain w ≥ 0 (§2.5, default as in the paper).
     batch_size, epochs : int
         Mini-batches of ``batch_size`` tokens (400 in the paper), ``epochs`` passes.
     lipschitz : float, optional
-        L of Algorithm 1 (step 1/L). Default: the bound m/2 on the Lipschitz constant of the
+        L of Algorithm 1 (step 1/L). Default: the bound ½‖φ‖² on the Lipschitz constant of the
         mean log-loss's gradient (the softmax Hessian is at most ½ I, and a word's score sums
-        at most m weights), times ``lipschitz_scale``.
+        at most m weights: ½‖φ‖² = m/2, or ½Σ_{d<m} α^{2d} with ``weighting="features"``),
+        times ``lipschitz_scale``.
     lipschitz_scale : float
         Multiplies the default L (< 1 takes longer steps than the worst-case bound allows).
     mu : float
@@ -322,6 +338,12 @@ class StructuredLogLinear:
         μ > 0 damps the stochastic-gradient noise that the accelerated updates otherwise
         amplify (our copy of the paper prints line 6's Z-update illegibly; we use the FISTA
         form Z ← Z + (W − W̄)/τ, which with γ fixed is Nesterov's method).
+    restart : str
+        ``"none"`` — Algorithm 1 as printed: τ and δ run on across epochs, so γ = L + μ/δ
+        grows like μt²/4 and after a few thousand mini-batches the step 1/γ is tens of times
+        smaller than 1/L (the iterates freeze: the under-convergence of earlier runs).
+        ``"epoch"`` — restart the acceleration at each pass (τ = δ = 1, Z = W): the usual
+        remedy for momentum on noisy gradients (O'Donoghue & Candès 2015), an extension.
     accelerated : bool
         Algorithm 1's accelerated (Hu, Kwok & Pan 2009) updates; False gives plain stochastic
         proximal gradient.
@@ -351,6 +373,7 @@ class StructuredLogLinear:
     def __init__(self, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
                  positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
                  lipschitz_scale: float = 1.0, mu: float = 1e-5, accelerated: bool = True, optimizer: str = "apg",
+                 weighting: str = "features", restart: str = "none", penalize_root: bool = True,
                  learning_rate: float = 1.0, average: bool = False, prox_method: str = "heap", seed: int = 0,
                  min_count: int = 1, progress: bool = False):
         self.order = order
@@ -364,6 +387,9 @@ class StructuredLogLinear:
         self.lipschitz_scale = lipschitz_scale
         self.mu = mu
         self.accelerated = accelerated
+        self.weighting = weighting
+        self.restart = restart
+        self.penalize_root = penalize_root
         self.optimizer = optimizer
         self.learning_rate = learning_rate
         self.average = average
@@ -375,7 +401,7 @@ class StructuredLogLinear:
     def get_params(self) -> dict:
         return {name: getattr(self, name) for name in (
             "order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz", "lipschitz_scale", "mu",
-            "accelerated", "optimizer", "learning_rate", "average", "prox_method", "seed", "min_count")}
+            "accelerated", "weighting", "restart", "penalize_root", "optimizer", "learning_rate", "average", "prox_method", "seed", "min_count")}
 
     def _validate(self) -> None:
         if self.penalty not in proxlib.PENALTIES:
@@ -394,6 +420,10 @@ class StructuredLogLinear:
             raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
         if self.prox_method not in ("heap", "pivot"):
             raise ValueError(f"prox_method must be 'heap' or 'pivot', got {self.prox_method!r}")
+        if self.weighting not in ("features", "groups"):
+            raise ValueError(f"weighting must be 'features' or 'groups', got {self.weighting!r}")
+        if self.restart not in ("none", "epoch"):
+            raise ValueError(f"restart must be 'none' or 'epoch', got {self.restart!r}")
         if self.alpha is not None and not self.alpha > 0:
             raise ValueError(f"alpha must be positive, got {self.alpha}")
 
@@ -411,8 +441,17 @@ class StructuredLogLinear:
         start = time.perf_counter()
         trie, positions, targets = build_trie(ids, lengths, self.order, len(vocabulary), vocabulary.bos_id, vocabulary.eos_id)
         model = LogLinearLM(vocabulary, trie, np.zeros(trie.n_params), {**self.get_params(), "alpha": alpha})
-        node_weights = proxlib.depth_weights(trie.param_depth, alpha)
-        L = self.lipschitz if self.lipschitz is not None else self.lipschitz_scale * self.order / 2.0
+        depth_scale = proxlib.depth_weights(trie.param_depth, alpha)
+        if self.weighting == "features" and alpha != 1.0:  # θ is optimised, w = α^depth ⊙ θ scores (see ``weighting``)
+            feature_values, node_weights = depth_scale, np.ones(trie.n_params)
+        else:
+            feature_values, node_weights = None, depth_scale
+        if not self.penalize_root:
+            node_weights = np.where(trie.param_depth == 0, 0.0, node_weights)
+        # ½‖φ‖²: the softmax Hessian is at most ½ I and a token's features are its m suffixes
+        feature_norm2 = (sum(alpha ** (2 * d) for d in range(self.order)) if feature_values is not None
+                         else float(self.order))
+        L = self.lipschitz if self.lipschitz is not None else self.lipschitz_scale * feature_norm2 / 2.0
         self.lipschitz_ = float(L)
         self.alpha_ = alpha
         self.build_seconds_ = time.perf_counter() - start
@@ -437,17 +476,25 @@ class StructuredLogLinear:
             iterator = tqdm(iterator, desc=f"loglinear {self.penalty} order {self.order}", unit="epoch")
         tail_sum = np.zeros(trie.n_params) if self.average and self.epochs > 0 else None
         tail_steps = 0
+        effective = np.zeros(trie.n_params) if feature_values is not None else None
         for epoch in iterator:
+            if self.restart == "epoch" and epoch > 0:
+                tau, delta = 1.0, 1.0
+                Z[:] = W
             order_ = rng.permutation(n)
             epoch_loss = 0.0
             for first in range(0, n, self.batch_size):
                 batch = order_[first:first + self.batch_size]
                 accelerated = self.accelerated and self.optimizer == "apg"
                 W_bar = (1.0 - tau) * W + tau * Z if accelerated else W
-                loss = _loss_and_grad(W_bar, positions[batch], targets[batch], trie.ctx_parent, trie.succ_start,
+                if effective is not None:
+                    np.multiply(W_bar, feature_values, out=effective)
+                loss = _loss_and_grad(W_bar if effective is None else effective, positions[batch], targets[batch], trie.ctx_parent, trie.succ_start,
                                       trie.succ_word, trie.succ_param, model.root_param, vocabulary.bos_id, grad,
                                       True, np.empty(0))
                 epoch_loss += loss * len(batch)
+                if effective is not None:  # chain rule through w = α^depth ⊙ θ
+                    grad *= feature_values
                 if self.optimizer == "adagrad":
                     _adagrad_step(W_bar, grad, squares, self.learning_rate, lam_mean, node_weights, self.positive,
                                   W_new, thresholds)
@@ -469,9 +516,16 @@ class StructuredLogLinear:
                     tail_steps += 1
             self.history_.append(epoch_loss / max(n, 1))
             if on_epoch is not None:
-                model.weights = W
+                model.weights = W if feature_values is None else W * feature_values
                 on_epoch(len(self.history_), model)
-        model.weights = tail_sum / tail_steps if tail_steps else W
+        theta = tail_sum / tail_steps if tail_steps else W
+        model.weights = theta if feature_values is None else theta * feature_values
+        # eq. 2 at the returned point, in the optimised variable θ (w itself under "groups")
+        self.train_loss_ = n * _loss_and_grad(model.weights, positions, targets, trie.ctx_parent, trie.succ_start,
+                                              trie.succ_word, trie.succ_param, model.root_param, vocabulary.bos_id,
+                                              grad, False, np.empty(0))
+        self.objective_ = self.train_loss_ + self.lam * proxlib.penalty_value(kind, theta, parent=trie.param_parent,
+                                                                              weights=node_weights)
         self.steps_ = steps
         self.fit_seconds_ = time.perf_counter() - start
         self.model_ = model

@@ -16,8 +16,10 @@ the group of node j being its whole subtree (paper Definitions 1-2):
 * ℓT∞ (Alg. 4):  the same by a k-best heap per subtree (pairing heaps merged on the way up;
   entries clipped to a common value are fused, so the heaps stay small)
 
-``a`` is the per-node weight: 1 for the unweighted penalties, α^depth for the weighted
-ones (§6; the paper's best α: 0.5 wℓ2², 0.7 wℓ1, 1.1 wℓT2, 0.85 wℓT∞).
+``a`` is the per-node weight: 1 for the unweighted penalties and for the paper's weighted
+forms, which scale the *features* by α^depth instead (see ``StructuredLogLinear.weighting``);
+α^depth (:func:`depth_weights`) under the group-weight extension. The paper's best α: 0.5 wℓ2²,
+0.7 wℓ1, 1.1 wℓT2, 0.85 wℓT∞ (§6). :func:`penalty_value` evaluates Ω itself.
 :func:`project_nonnegative` is the positivity constraint (§2.5, Algorithm 1 step 2); for
 every penalty here Ω(|w|) = Ω(w), so prox_{Ω + ι(w ≥ 0)}(v) = prox_Ω([v]₊).
 """
@@ -32,6 +34,7 @@ __all__ = [
     "collapse_chains",
     "depth_weights",
     "expand_collapsed",
+    "penalty_value",
     "preorder_sizes",
     "project_nonnegative",
     "prox",
@@ -86,6 +89,35 @@ def _check_forest(parent) -> np.ndarray:
 def depth_weights(depth, alpha: float) -> np.ndarray:
     """α^depth per node: the paper's weighting of a feature at depth m of the suffix trie."""
     return np.power(float(alpha), np.asarray(depth, dtype=np.float64))
+
+
+@nb.njit(cache=True)
+def _tree_penalty_kernel(w, parent, weights, use_max):
+    n = len(w)
+    acc = np.zeros(n)
+    for i in range(n):
+        acc[i] = abs(w[i]) if use_max else w[i] * w[i]
+    total = 0.0
+    for i in range(n - 1, -1, -1):  # children have larger preorder indices: done before i
+        total += weights[i] * (acc[i] if use_max else np.sqrt(acc[i]))
+        p = parent[i]
+        if p >= 0:
+            acc[p] = max(acc[p], acc[i]) if use_max else acc[p] + acc[i]
+    return total
+
+
+def penalty_value(kind: str, values, *, parent=None, weights=None) -> float:
+    """Ω(w) of an operator kind of :data:`PENALTIES` ("l2sq", "l1", "tree_l2", "tree_linf"),
+    with per-node weights ``a`` (default 1): the penalty half of the objective (eq. 2)."""
+    w = np.ascontiguousarray(values, dtype=np.float64)
+    a = _node_weights(weights, len(w))
+    if kind == "l2sq":
+        return float(0.5 * np.sum(a * w * w))
+    if kind == "l1":
+        return float(np.sum(a * np.abs(w)))
+    if kind in ("tree_l2", "tree_linf"):
+        return float(_tree_penalty_kernel(w, _check_forest(parent), a, kind == "tree_linf"))
+    raise ValueError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf")
 
 
 def project_nonnegative(values) -> np.ndarray:
