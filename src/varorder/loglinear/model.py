@@ -530,8 +530,3 @@ class StructuredLogLinear:
         self.fit_seconds_ = time.perf_counter() - start
         self.model_ = model
         return self
-
-    def _prox(self, kind, values, threshold, trie, node_weights):
-        if kind == "tree_linf" and self.prox_method == "pivot":
-            return proxlib.prox_tree_linf_pivot(values, trie.param_parent, threshold, node_weights)
-        return proxlib.prox(kind, values, threshold, parent=trie.param_parent, weights=node_weights)
