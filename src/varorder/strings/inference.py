@@ -40,10 +40,11 @@ from varorder.loglinear.prox import prox_tree_l2
 from varorder.strings.features import (FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
 from varorder.strings.model import PhonologyGraph
-from varorder.wfsa import Wfsa, kbest_strings, product_with_dfa, shortest_distance, strings_acceptor
+from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
+                           strings_acceptor)
 
-__all__ = ["GREEDY_FLOOR", "METHODS", "Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables",
-           "make_method", "project_acceptor"]
+__all__ = ["GREEDY_FLOOR", "METHODS", "Beliefs", "Dfa", "FactorMessages", "PrunedBP", "StringEP", "belief_nll",
+           "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor"]
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
@@ -107,6 +108,17 @@ def dfa_tables(acceptor: Wfsa) -> Dfa:
     return Dfa(next_state, acceptor.start, cell, end)
 
 
+def dfa_log_partition(dfa: Dfa) -> float:
+    """log Σ_x of the DFA's weight (ValueError when it diverges)."""
+    S, A = dfa.next_state.shape
+    live = dfa.cell > NEG_INF
+    rows, cols = np.nonzero(live)
+    labels = cols.astype(np.int64) + 1
+    acceptor = Wfsa(tuple(range(A)), int(dfa.start), np.asarray(dfa.end, dtype=np.float64), rows.astype(np.int64),
+                    labels, labels.copy(), dfa.cell[live].astype(np.float64), dfa.next_state[live].astype(np.int64))
+    return log_total_weight(acceptor)
+
+
 def machine_dfa(machine: FeatureMachine, theta) -> Dfa:
     cell, end = machine.weights(theta)
     return Dfa(machine.next_state, machine.start, cell, end)
@@ -124,14 +136,19 @@ class FactorMessages:
 
     def __init__(self, graph: PhonologyGraph):
         self.graph = graph
-        self._surface: dict = {}
+        self._lattices: dict = {}
 
     def surface(self, word_index: int) -> Wfsa:
-        acc = self._surface.get(word_index)
-        if acc is None:
-            word = self.graph.words[word_index]
-            acc = self._surface[word_index] = self._doubled(self.graph.edit.surface_acceptor(word.surface))
-        return acc
+        return self.lattice(self.graph.words[word_index].surface)[0]
+
+    def lattice(self, surface) -> tuple[Wfsa, np.ndarray]:
+        """The doubled A_s of a surface string and the edit operation of each of its arcs."""
+        surface = tuple(surface)
+        cached = self._lattices.get(surface)
+        if cached is None:
+            acc, ops = self.graph.edit.surface_lattice(surface)
+            cached = self._lattices[surface] = (self._doubled(acc), np.tile(ops, 2))
+        return cached
 
     @staticmethod
     def _doubled(acc: Wfsa) -> Wfsa:
@@ -140,6 +157,65 @@ class FactorMessages:
         return Wfsa(acc.alphabet, acc.start, np.concatenate([acc.final, acc.final]),
                     np.concatenate([acc.src, acc.src + n]), np.tile(acc.ilabel, 2), np.tile(acc.olabel, 2),
                     np.tile(acc.weight, 2), np.tile(to, 2))
+
+    def word_machine(self, surface, incoming: list) -> tuple[Wfsa, np.ndarray]:
+        """The whole word as one machine: A_s ⊙ (m_1 · m_2 ⋯ m_k), the morphemes' DFAs
+        ``incoming`` concatenated at the canonical piece boundaries of :meth:`message`
+        (boundary states B_j(q) per A_s state q; a non-final piece leaves A_s's upper copy
+        into B_{j+1}, an empty one skips from B_j to B_{j+1}). Its total weight is
+        Σ_x T(s | x₁⋯x_k) Π_j m_j(x_j) and its arc posteriors are those of the edit
+        operations under that tilted distribution. Returns the machine and the edit
+        operation of each arc (−1 for the boundary ε arcs)."""
+        acc, ops = self.lattice(surface)
+        n = acc.n_states // 2
+        k = len(incoming)
+        parts = {"src": [], "label": [], "weight": [], "dst": [], "op": []}
+
+        def add(src, dst, weight, op=None, label=None):
+            parts["src"].append(np.asarray(src, dtype=np.int64))
+            parts["dst"].append(np.asarray(dst, dtype=np.int64))
+            parts["weight"].append(np.asarray(weight, dtype=np.float64))
+            size = len(parts["src"][-1])
+            parts["op"].append(np.full(size, -1, dtype=np.int64) if op is None else op)
+            parts["label"].append(np.zeros(size, dtype=np.int64) if label is None else label)
+
+        offset = k * n  # boundary blocks first, then the k piece products
+        finals = [np.full(k * n, NEG_INF)]
+        q = np.arange(n)
+        for j, dfa in enumerate(incoming):
+            S = dfa.next_state.shape[0]
+            last = j == k - 1
+            piece = acc.replace(final=acc.final if last else np.full(2 * n, NEG_INF))
+            product, _, _ = product_with_dfa(piece, dfa.next_state, dfa.start, dfa.cell, dfa.end)
+            add(product.src + offset, product.dst + offset, product.weight,
+                ops[np.arange(product.n_arcs) // S], product.ilabel)
+            add(j * n + q, offset + q * S + dfa.start, np.zeros(n))  # enter piece j
+            if not last:
+                add(j * n + q, (j + 1) * n + q, np.full(n, dfa.end[dfa.start]))  # piece j is empty
+                upper = np.repeat(q, S)
+                add(offset + (upper + n) * S + np.tile(np.arange(S), n), (j + 1) * n + upper,
+                    np.tile(dfa.end, n))  # piece j ends after a symbol
+            finals.append(product.final)
+            offset += product.n_states
+        src, label = np.concatenate(parts["src"]), np.concatenate(parts["label"])
+        weight, op = np.concatenate(parts["weight"]), np.concatenate(parts["op"])
+        machine = Wfsa(acc.alphabet, int(acc.start), np.concatenate(finals), src, label, label.copy(), weight,
+                       np.concatenate(parts["dst"]))
+        return machine, op
+
+    def word_expectations(self, surface, incoming: list) -> tuple[np.ndarray, float]:
+        """Expected edit-operation counts (``EditTransducer.n_ops``) under the tilted
+        distribution of :meth:`word_machine` and the log of its total weight."""
+        machine, op = self.word_machine(surface, incoming)
+        arc_counts, _, log_z = arc_posteriors(machine)
+        used = op >= 0
+        counts = np.bincount(op[used], weights=arc_counts[used], minlength=self.graph.edit.n_ops)
+        return counts, log_z
+
+    def word_log_weight(self, surface, incoming: list) -> float:
+        """log Σ_x T(s | x₁⋯x_k) Π_j m_j(x_j): with normalised beliefs as ``incoming``,
+        the log-probability of the surface form s."""
+        return log_total_weight(self.word_machine(surface, incoming)[0])
 
     @staticmethod
     def _forward(acc: Wfsa, initial: np.ndarray, dfa: Dfa) -> np.ndarray:
@@ -549,6 +625,17 @@ class StringEP:
     def n_features(self, v) -> int:
         return int(np.count_nonzero(self._theta(v)))
 
+    def belief_dfa(self, v) -> Dfa:
+        """b̂_V as a normalised DFA (ValueError when its Z diverges)."""
+        machine, theta = self.belief_machine(v), self._theta(v)
+        dfa = machine_dfa(machine, theta)
+        return Dfa(dfa.next_state, dfa.start, dfa.cell, dfa.end - machine.log_partition(theta))
+
+    def factor_dfas(self, word_index: int) -> list:
+        """The messages m_{V→F} = ENCODE(θ_V − θ_{F→V}) of an observed word's morphemes."""
+        f = ("word", word_index)
+        return [self._out_dfa(v, f) for v in self.graph_.words[word_index].morphemes]
+
     def _beliefs(self) -> Beliefs:
         scorers, toppers = {}, {}
         sizes = []
@@ -628,6 +715,17 @@ class PrunedBP:
         with np.errstate(invalid="ignore"):
             logs = np.where(np.isneginf(self.belief_[v]), NEG_INF, self.belief_[v] - incoming)
         return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(strings, logs))))
+
+    def belief_dfa(self, v) -> Dfa:
+        """b̂_V as a normalised DFA (the prior for a variable never given a domain)."""
+        if v not in self.domain_:
+            return self.prior_dfa_
+        return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(self.domain_[v], self.belief_[v]))))
+
+    def factor_dfas(self, word_index: int) -> list:
+        """The messages m_{V→F} (belief ÷ μ_{F→V} on the domain) of an observed word's morphemes."""
+        f = ("word", word_index)
+        return [self._out_dfa(v, f) for v in self.graph_.words[word_index].morphemes]
 
     def _mu(self, f, v) -> Wfsa:
         if f[0] == "prior":
