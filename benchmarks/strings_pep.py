@@ -23,22 +23,25 @@ from varorder.strings.inference import belief_nll, make_method
 from varorder.strings.model import synthetic_lexicon
 
 
-def run(size, method, args, lam=None):
+def run(size, method, args, lam=None, growth_rounds=None):
     graph = synthetic_lexicon(size, seed=args.seed, alphabet_size=args.alphabet_size)
     if lam is None:
         lam = args.prox_lam if method == "pep-prox" else args.lam
-    estimator = make_method(method, k=args.k, lam=lam, eta=args.eta,
-                            iterations=args.iterations, inner_passes=args.inner_passes)
+    rounds = args.growth_rounds if growth_rounds is None else growth_rounds
+    estimator = make_method(method, k=args.k, lam=lam, eta=args.eta, iterations=args.iterations,
+                            inner_passes=args.inner_passes, growth_rounds=rounds)
     started, cpu = time.perf_counter(), time.process_time()
     estimator.fit(graph)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     scores = belief_nll(estimator.beliefs_, graph.gold)
-    row = {"size": size, "method": method, "label": estimator.beliefs_.method, "seconds": round(seconds, 2),
+    label = estimator.beliefs_.method + (f"×{rounds} rounds" if method == "pep" and rounds != 1 else "")
+    row = {"size": size, "method": method, "label": label, "seconds": round(seconds, 2),
            "cpu_seconds": round(cpu, 2),
            "variables": len(graph.morphemes), "max_degree": max(graph.degree().values()),
            "load": round(os.getloadavg()[0], 2), **{k: v for k, v in scores.items()}}
     stats = estimator.beliefs_.stats
     row.update({k: (round(v, 2) if isinstance(v, float) else v) for k, v in stats.items()})
+    row["per_variable"] = {v: round(-estimator.beliefs_.score(v, g), 4) for v, g in graph.gold.items()}
     if method.startswith("pep"):
         row["mean_features"] = round(sum(estimator.n_features(v) for v in graph.morphemes) / len(graph.morphemes), 1)
     return row
@@ -103,6 +106,8 @@ def main(argv=None):
     parser.add_argument("--lam", type=float, default=0.01, help="λ of pep (greedy growing)")
     parser.add_argument("--prox-lam", type=float, default=0.01, help="λ of pep-prox (the paper's 0.01)")
     parser.add_argument("--eta", type=float, default=0.05)
+    parser.add_argument("--growth-rounds", type=int, default=1,
+                        help="pep: growing rounds per projection (1: one symbol deeper per update)")
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--inner-passes", type=int, default=2)

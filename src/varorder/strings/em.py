@@ -21,8 +21,9 @@ enumeration instead).
 Held-out prediction: a word whose surface is hidden has no factor; its surface's
 probability under the inferred beliefs is Σ_x T(s | x₁⋯x_k) Π_j b̂_j(x_j) (one
 :meth:`FactorMessages.word_log_weight` with normalised beliefs); the 1-best prediction is
-the most probable, under that exact score, of the candidates T's best outputs for the
-beliefs' top strings (exact 1-best over all surfaces is a harder search).
+the most probable, under that exact score, of a shortlist of candidates (T's best outputs
+for the beliefs' top strings, ranked by their best single derivation); exact 1-best over
+all surfaces is a harder search.
 """
 
 from __future__ import annotations
@@ -122,25 +123,26 @@ class EditEM:
 
 
 def predict_surface(estimator, graph: PhonologyGraph, morphemes, factors: FactorMessages | None = None,
-                    n_underlying: int = 3, n_surface: int = 2, max_candidates: int = 24) -> list:
+                    n_underlying: int = 3, n_surface: int = 2, max_scored: int = 8) -> list:
     """Candidate surfaces of a word with these ``morphemes`` and their exact log-probability
     under the beliefs, best first: the ``n_surface`` best outputs of T for each
-    concatenation of the morphemes' ``n_underlying`` best strings (the ``max_candidates``
-    most probable concatenations)."""
+    concatenation of the morphemes' ``n_underlying`` best strings, ranked by their best
+    single derivation (belief × T path), the ``max_scored`` first scored exactly."""
     factors = factors or FactorMessages(graph)
-    beliefs = [estimator.belief_dfa(m) for m in morphemes]
     tops = [estimator.beliefs_.top(m, n_underlying) or [((), 1.0)] for m in morphemes]
-    combos = sorted(itertools.product(*tops), key=lambda c: -sum(math.log(max(p, 1e-300)) for _, p in c))
     transducer = graph.edit.wfsa()
-    candidates = {}
-    for combo in combos[:max_candidates]:
+    viterbi: dict = {}
+    for combo in itertools.product(*tops):
         underlying = sum((tuple(s) for s, _ in combo), ())
+        prior = sum(math.log(max(p, 1e-300)) for _, p in combo)
         outputs = project(compose(linear_acceptor(graph.alphabet, underlying), transducer), "output")
-        for surface, _ in kbest_strings(outputs, n_surface):
+        for surface, weight in kbest_strings(outputs, n_surface):
             surface = tuple(surface)
-            if surface not in candidates:
-                candidates[surface] = factors.word_log_weight(surface, beliefs)
-    return sorted(candidates.items(), key=lambda kv: -kv[1])
+            viterbi[surface] = max(viterbi.get(surface, -math.inf), prior + weight)
+    shortlist = sorted(viterbi, key=lambda s: -viterbi[s])[:max_scored]
+    beliefs = [estimator.belief_dfa(m) for m in morphemes]
+    scored = [(surface, factors.word_log_weight(surface, beliefs)) for surface in shortlist]
+    return sorted(scored, key=lambda kv: -kv[1])
 
 
 def heldout_surface_scores(estimator, graph: PhonologyGraph, cap: float = 50.0, **candidates) -> dict:

@@ -50,7 +50,7 @@ METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
-                inner_passes: int = 3, max_order: int | None = None, progress=None):
+                inner_passes: int = 3, max_order: int | None = None, growth_rounds: int = 1, progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
@@ -61,7 +61,8 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
                         progress=progress)
     if name in ("pep", "pep-prox"):
         return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
-                        iterations=iterations, inner_passes=inner_passes, max_order=max_order, progress=progress)
+                        iterations=iterations, inner_passes=inner_passes, max_order=max_order,
+                        growth_rounds=growth_rounds, progress=progress)
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
 NEG_INF = -math.inf
@@ -333,7 +334,7 @@ class StringEP:
 
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
-                 unigram_first: bool = True, optimizer: str = "prox", progress=None):
+                 unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int = 1, progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -343,6 +344,7 @@ class StringEP:
         self.inner_passes = inner_passes
         self.max_order = max_order
         self.unigram_first = unigram_first
+        self.growth_rounds = growth_rounds
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -472,11 +474,28 @@ class StringEP:
         sets every state's row to its normalised expected counts — the exact KL projection
         onto the variable-order DFA of C (§6, closed form). θ is written in substring form
         θ_{h·a} = log p(a|h) − log p(a|h[1:]), which telescopes back to log p(a|h) when
-        the substring automaton reads a (so messages stay differences of substring θ's)."""
+        the substring automaton reads a (so messages stay differences of substring θ's).
+        ``growth_rounds`` > 1 repeats the round from the kept set while it grows (each round
+        one more product with p̂), so one projection may grow contexts several symbols deep
+        — closer to the paper's growing, which enumerates n-grams of any length in one
+        projection; 1 grows one symbol per update."""
+        previous = self.contexts_.get(v, [()])
+        rounds = 1 if self._unigram_pass else self.growth_rounds
+        for _ in range(rounds):
+            new, kept = self._greedy_round(v, mu, theta_out, previous)
+            grown = not set(kept) <= set(previous)
+            previous = kept
+            if not grown:
+                break
+        self.contexts_[v] = kept
+        return new
+
+    def _greedy_round(self, v, mu, theta_out, previous):
+        """One growing round of :meth:`_greedy_fit` from the context set ``previous``:
+        returns (θ in substring form, the kept contexts)."""
         registry = self.registry_[v]
         A1 = len(registry.alphabet) + 1
         cap = self.max_order - 1 if self.max_order is not None else 8
-        previous = self.contexts_.get(v, [()])
         known = list(previous)
         known_set = set(previous)
         if not self._unigram_pass:
@@ -512,7 +531,6 @@ class StringEP:
             at = lengths == depth
             keep[at] = keep[parent[at]] & (totals[at] > 1e-9) & (gain[at] >= threshold)
         kept = [c for c, k in zip(known, keep) if k]
-        self.contexts_[v] = kept
         # state rows: occurrences of h·a minus those whose longer context x·h is also kept
         state_rows = rows * keep[:, None]
         child = keep & (parent >= 0)
@@ -527,7 +545,7 @@ class StringEP:
         kept_index = np.flatnonzero(keep)
         base = np.where(parent[kept_index, None] >= 0, logp[np.maximum(parent[kept_index], 0)], 0.0)
         new[extension[kept_index].ravel()] = (logp[kept_index] - base).ravel()
-        return self._vec(v, new)
+        return self._vec(v, new), kept
 
     def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z):
         """One proximal-gradient step on f(θ) + ηλΩ(θ), f(θ) = log Z_θ − E_p̂[f]·θ (= KL up
