@@ -79,7 +79,7 @@ def main(argv=None):
     parser.add_argument("--methods", nargs="*", default=["bp", "ep1", "ep2", "ep3", "pep"])
     parser.add_argument("--share", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--lam", type=float, default=0.003, help="λ of pep (greedy growing)")
+    parser.add_argument("--lam", type=float, default=0.001, help="λ of pep (greedy growing)")
     parser.add_argument("--prox-lam", type=float, default=0.01, help="λ of pep-prox (the paper's 0.01)")
     parser.add_argument("--eta", type=float, default=0.05)
     parser.add_argument("--k", type=int, default=20)

@@ -37,7 +37,7 @@ def COMMAND():
                    "pep-prox: the paper's penalized EP by proximal gradient (§6.1; slow to converge, see "
                    "docs/benchmarks.md)")
 @click.option("--lam", type=Real(0.0, None), default=None,
-              help="PEP penalty λ [default: 0.003 for pep, chosen on held-apart graphs; 0.01 for pep-prox, the "
+              help="PEP penalty λ [default: 0.001 for pep, chosen on a held-apart graph; 0.01 for pep-prox, the "
                    "paper's] (the two variants' λ are on different scales)")
 @click.option("--eta", type=Real(0.0, None, min_open=True), default=0.05, show_default=True, help="pep-prox step size η")
 @click.option("--k", "k", type=click.IntRange(1, 10_000), default=20, show_default=True, help="bp: strings kept per message")
@@ -79,7 +79,7 @@ def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, see
     else:
         graph = read_hopkins(hopkins, holdout_share=holdout_share, seed=seed)
     if lam is None:
-        lam = 0.01 if method == "pep-prox" else 0.003
+        lam = 0.01 if method == "pep-prox" else 0.001
     params = {"k": k, "lam": lam, "eta": eta, "iterations": iterations, "inner_passes": inner_passes}
     em_history = []
     if em_iterations:

@@ -50,7 +50,8 @@ METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
-                inner_passes: int = 3, max_order: int | None = None, growth_rounds: int = 1, progress=None):
+                inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
+                progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
@@ -334,7 +335,8 @@ class StringEP:
 
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
-                 unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int = 1, progress=None):
+                 unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
+                 progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -475,12 +477,15 @@ class StringEP:
         onto the variable-order DFA of C (§6, closed form). θ is written in substring form
         θ_{h·a} = log p(a|h) − log p(a|h[1:]), which telescopes back to log p(a|h) when
         the substring automaton reads a (so messages stay differences of substring θ's).
-        ``growth_rounds`` > 1 repeats the round from the kept set while it grows (each round
-        one more product with p̂), so one projection may grow contexts several symbols deep
-        — closer to the paper's growing, which enumerates n-grams of any length in one
-        projection; 1 grows one symbol per update."""
+        Rounds repeat from the kept set while it grows (each round one more product with
+        p̂; ``growth_rounds`` caps them, None = until no context is added, at most the
+        depth cap), so one projection may grow contexts several symbols deep, as the
+        paper's growing enumerates n-grams of any length in one projection;
+        ``growth_rounds=1`` grows one symbol per update (the earlier behaviour: on a
+        separate 300-word graph it left the NLL 1.21× trigram EP's against 1.12×)."""
         previous = self.contexts_.get(v, [()])
-        rounds = 1 if self._unigram_pass else self.growth_rounds
+        cap = self.max_order - 1 if self.max_order is not None else 8
+        rounds = 1 if self._unigram_pass else (self.growth_rounds or cap + 1)  # None: until it stops growing
         for _ in range(rounds):
             new, kept = self._greedy_round(v, mu, theta_out, previous)
             grown = not set(kept) <= set(previous)
@@ -593,6 +598,7 @@ class StringEP:
         self.factors_ = FactorMessages(graph)
         self.prior_wfsa_ = graph.prior_wfsa()
         self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0}
+        self.skipped_ = []  # (sweep, variable, factor, "message" | "update") of every skipped update
         variables = list(graph.morphemes)
         self.neighbours_ = {v: [("prior", v)] for v in variables}
         for i, w in enumerate(graph.words):
@@ -622,6 +628,7 @@ class StringEP:
                         mus[f] = self._factor_message(f, v)
                     except ValueError:
                         self.stats_["skipped"] += passes
+                        self.skipped_.append((it, v, f, "message"))
                 for _ in range(passes):
                     for f, mu in mus.items():
                         try:
@@ -629,6 +636,7 @@ class StringEP:
                             self.stats_["updates"] += 1
                         except ValueError:
                             self.stats_["skipped"] += 1  # a divergent product (Z = ∞): keep the old message
+                            self.skipped_.append((it, v, f, "update"))
             if self.progress is not None:
                 self.progress(it + 1, self.iterations)
         self.seconds_ = time.perf_counter() - started
