@@ -23,35 +23,40 @@ from varorder.strings.inference import belief_nll, make_method
 from varorder.strings.model import synthetic_lexicon
 
 
-def run(size, method, args, lam=None):
+def run(size, method, args, lam=None, growth_rounds=None):
     graph = synthetic_lexicon(size, seed=args.seed, alphabet_size=args.alphabet_size)
     if lam is None:
         lam = args.prox_lam if method == "pep-prox" else args.lam
-    estimator = make_method(method, k=args.k, lam=lam, eta=args.eta,
-                            iterations=args.iterations, inner_passes=args.inner_passes)
+    rounds = args.growth_rounds if growth_rounds is None else growth_rounds
+    estimator = make_method(method, k=args.k, lam=lam, eta=args.eta, iterations=args.iterations,
+                            inner_passes=args.inner_passes, growth_rounds=rounds)
     started, cpu = time.perf_counter(), time.process_time()
     estimator.fit(graph)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     scores = belief_nll(estimator.beliefs_, graph.gold)
-    row = {"size": size, "method": method, "label": estimator.beliefs_.method, "seconds": round(seconds, 2),
+    label = estimator.beliefs_.method + (f"×{rounds} rounds" if method == "pep" and rounds is not None else "")
+    row = {"size": size, "method": method, "label": label, "seconds": round(seconds, 2),
            "cpu_seconds": round(cpu, 2),
            "variables": len(graph.morphemes), "max_degree": max(graph.degree().values()),
            "load": round(os.getloadavg()[0], 2), **{k: v for k, v in scores.items()}}
     stats = estimator.beliefs_.stats
     row.update({k: (round(v, 2) if isinstance(v, float) else v) for k, v in stats.items()})
+    row["per_variable"] = {v: round(min(-estimator.beliefs_.score(v, g), 50.0), 4) for v, g in graph.gold.items()}
+    row["skipped_at"] = [[it, v, "/".join(map(str, f)), kind] for it, v, f, kind in getattr(estimator, "skipped_", [])]
     if method.startswith("pep"):
         row["mean_features"] = round(sum(estimator.n_features(v) for v in graph.morphemes) / len(graph.morphemes), 1)
     return row
 
 
-def report(paths, plot=None):
+def report(paths, plot=None, drop=()):
     """A markdown table (size × method: seconds, NLL, accuracy) from result JSONs; rows of
     the same (size, label) in later files replace earlier ones. ``plot``: Fig. 3-style PNG."""
     rows = {}
     for path in paths:
         with open(path, encoding="utf-8") as handle:
             for row in json.load(handle)["rows"]:
-                rows[(row["size"], row["label"])] = row
+                if row["label"] not in drop:
+                    rows[(row["size"], row["label"])] = row
     lines = ["| words | method | wall s | CPU s | NLL of gold (nats) | 1-best acc. | capped | belief size | load |",
              "|---|---|---|---|---|---|---|---|---|"]
     rank = ("PEP-prox", "PEP-greedy", "BP-prune", "EP-3gram", "EP-2gram", "EP-1gram")  # the paper's method first
@@ -80,10 +85,10 @@ def report(paths, plot=None):
             if len(points) < 2:
                 continue
             xs = [s for s, _ in points]
-            axes[0].plot(xs, [r["seconds"] for _, r in points], marker="o", label=label)
+            axes[0].plot(xs, [r.get("cpu_seconds", r["seconds"]) for _, r in points], marker="o", label=label)
             axes[1].plot(xs, [r["nll"] for _, r in points], marker="o", label=label)
         axes[0].set_yscale("log")
-        axes[0].set_ylabel("inference seconds")
+        axes[0].set_ylabel("inference CPU seconds")
         axes[1].set_yscale("log")
         axes[1].set_ylabel("mean −log b(gold) (nats)")
         for ax in axes:
@@ -103,6 +108,9 @@ def main(argv=None):
     parser.add_argument("--lam", type=float, default=0.01, help="λ of pep (greedy growing)")
     parser.add_argument("--prox-lam", type=float, default=0.01, help="λ of pep-prox (the paper's 0.01)")
     parser.add_argument("--eta", type=float, default=0.05)
+    parser.add_argument("--growth-rounds", type=int, default=None,
+                        help="pep: growing rounds per projection (default: until no context is added; 1: one "
+                             "symbol deeper per update)")
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--inner-passes", type=int, default=2)
@@ -111,9 +119,10 @@ def main(argv=None):
     parser.add_argument("-o", "--output", default=None)
     parser.add_argument("--report", nargs="+", default=None, help="print a table from result JSONs instead")
     parser.add_argument("--plot", default=None, help="with --report: write a PNG")
+    parser.add_argument("--drop", nargs="*", default=(), help="with --report: leave out rows with these labels")
     args = parser.parse_args(argv)
     if args.report:
-        report(args.report, args.plot)
+        report(args.report, args.plot, args.drop)
         return 0
     rows = []
 

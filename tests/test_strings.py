@@ -264,15 +264,18 @@ def test_read_hopkins_english_plurals():
     assert catalan.words[0].morphemes == ("STEM=clear", "SUFFIX=masculine singular")
 
 
-def test_read_hopkins_errors(tmp_path):
+@pytest.mark.parametrize("text,options,message", [
+    ("kat\tcat\tsingular\textra\tmore\n", {}, r"bad:1: expected 2 or 3"),
+    ("kat\n", {}, "no annotated lines"),
+    ("kat\tSTEM=cat,STEM=cat\n", {}, r"bad:1: a morpheme is named twice"),
+    ("kat\tcat\tsg\nkats\tcat\tpl\n", {"held_out": [5]}, "held-out index 5 is not one of the 2"),
+    ("kat\tcat\tsg\nkats\tcat\tpl\n", {"holdout_share": 1.5}, "holdout_share"),
+])
+def test_read_hopkins_errors(tmp_path, text, options, message):
     bad = tmp_path / "bad"
-    bad.write_text("kat\tcat\tsingular\textra\tmore\n")
-    with pytest.raises(ValueError, match=r"bad:1: expected 2 or 3"):
-        read_hopkins(bad)
-    empty = tmp_path / "empty"
-    empty.write_text("kat\n")
-    with pytest.raises(ValueError, match="no annotated lines"):
-        read_hopkins(empty)
+    bad.write_text(text)
+    with pytest.raises(ValueError, match=message):
+        read_hopkins(bad, **options)
 
 
 def _cli(*args):
@@ -309,3 +312,170 @@ def test_cli_infer_rejects_bad_options(args, message):
 def test_cli_is_listed_without_importing():
     result = _cli("--help")
     assert result.exit_code == 0 and "strings" in result.output
+
+
+# ---------------------------------------------------------------------------
+# EM on the edit transducer and held-out surface prediction
+# ---------------------------------------------------------------------------
+
+
+def _random_edit(rng, alphabet=AB):
+    A = len(alphabet)
+    sub = rng.dirichlet(np.ones(A + 1), size=A) * 0.5 + np.eye(A, A + 1) * 0.5
+    return EditTransducer(alphabet, sub, rng.dirichlet(np.ones(A)) * 0.3)
+
+
+def _path_counts(edit, pairs):
+    """Σ over (log weight, underlying, surface) of the posterior-weighted operation counts
+    and the log total, by enumerating every edit path (oracle.edit_paths)."""
+    terms = []
+    for log_w, u, s in pairs:
+        for p, ops in oracle.edit_paths(edit.alphabet, edit.substitute.tolist(), edit.insert.tolist(), u, s):
+            terms.append((log_w + math.log(p), ops))
+    log_z = oracle._logsumexp([t for t, _ in terms])
+    counts = np.zeros(edit.n_ops)
+    for t, ops in terms:
+        for op in ops:
+            counts[op] += math.exp(t - log_z)
+    return counts, log_z
+
+
+@settings(max_examples=20, deadline=None)
+@given(seeds)
+def test_surface_lattice_equals_the_composition(seed):
+    from varorder.wfsa import compose, linear_acceptor, project, trim
+    rng = np.random.default_rng(seed)
+    edit = _random_edit(rng)
+    s = tuple(rng.choice(AB, size=int(rng.integers(0, 4))))
+    composed = trim(project(compose(edit.wfsa(), linear_acceptor(AB, s)), "input"))
+    for u in oracle.all_strings(AB, 3):
+        assert string_weight(edit.surface_acceptor(s), u) == pytest.approx(string_weight(composed, u), abs=1e-9)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seeds, st.integers(1, 3))
+def test_word_expectations_match_path_enumeration(seed, k):
+    """Expected edit counts and log total of A_s ⊙ (m₁ ⋯ m_k) against every assignment of
+    the k finite messages (empty strings included) times every edit path."""
+    rng = np.random.default_rng(seed)
+    edit = _random_edit(rng)
+    graph = PhonologyGraph(AB, ["M"], [], edit, bigram_prior(AB))
+    supports = [random_finite(rng, n=3, max_len=2) for _ in range(k)]
+    s = tuple(rng.choice(AB, size=int(rng.integers(0, 4))))
+    pairs = [(sum(support[x] for support, x in zip(supports, xs)), sum(xs, ()), s)
+             for xs in itertools.product(*supports)]
+    want_counts, want_log_z = _path_counts(edit, pairs)
+    counts, log_z = FactorMessages(graph).word_expectations(s, [dfa_tables(strings_acceptor(AB, sp))
+                                                               for sp in supports])
+    assert log_z == pytest.approx(want_log_z, abs=1e-9)
+    assert counts == pytest.approx(want_counts, abs=1e-8)
+
+
+def _exact_log_likelihood(graph, support):
+    total = []
+    for xs in itertools.product(list(support), repeat=len(graph.morphemes)):
+        value = dict(zip(graph.morphemes, xs))
+        score = sum(support[x] for x in xs)
+        for w in graph.observed:
+            score += oracle.edit_likelihood(AB, graph.edit.substitute.tolist(), graph.edit.insert.tolist(),
+                                            sum((value[m] for m in w.morphemes), ()), w.surface)
+        total.append(score)
+    return oracle._logsumexp(total)
+
+
+def test_em_step_counts_are_exact_on_a_tree_and_raise_the_likelihood():
+    """On a tree with finite supports BP's beliefs are exact, so the E step's counts are
+    the exact posterior expectations (enumerated over every joint assignment and edit
+    path) and one EM step cannot lower the exact log-likelihood."""
+    import dataclasses
+
+    from varorder.strings.em import EditEM, expected_edit_counts
+    rng = np.random.default_rng(2)
+    support = random_finite(rng, n=4, max_len=2)
+    graph = dataclasses.replace(_tiny_graph(rng, support), edit=_random_edit(rng))
+    bp = PrunedBP(k=50, iterations=4).fit(graph)
+    step = expected_edit_counts(bp, graph)
+    want = np.zeros(graph.edit.n_ops)
+    names = graph.morphemes
+    joint = []
+    for xs in itertools.product(list(support), repeat=len(names)):
+        value = dict(zip(names, xs))
+        pairs = [(0.0, sum((value[m] for m in w.morphemes), ()), w.surface) for w in graph.observed]
+        per_word = [_path_counts(graph.edit, [p]) for p in pairs]
+        joint.append((sum(support[x] for x in xs) + sum(z for _, z in per_word), sum(c for c, _ in per_word)))
+    log_z = oracle._logsumexp([t for t, _ in joint])
+    for t, c in joint:
+        want += math.exp(t - log_z) * c
+    assert step["words"] == 3 and step["skipped"] == 0
+    assert step["counts"] == pytest.approx(want, abs=1e-8)
+    before = _exact_log_likelihood(graph, support)
+    em = EditEM("bp", iterations=1, smoothing=0.0, method_params={"k": 50, "iterations": 4}).fit(graph)
+    after = _exact_log_likelihood(em.graph_, support)
+    assert after >= before - 1e-9 and after > before + 1e-6  # the random start is never a fixed point
+    assert np.allclose(em.edit_.substitute.sum(axis=1), 1.0)
+    assert em.history_[0]["words"] == 3
+
+
+def test_heldout_surface_probability_matches_enumeration():
+    """A held-out word over two independent components: −log p(s) from the beliefs equals
+    the exact predictive probability Σ_x T(s | x) p(x | observed)."""
+    from varorder.strings.em import heldout_surface_scores
+    rng = np.random.default_rng(5)
+    support = random_finite(rng, n=4, max_len=2)
+    base = _tiny_graph(rng, support)
+    hidden = ("a", "b")
+    graph = PhonologyGraph(AB, base.morphemes, base.words + [Word(("S2", "X"), None)], base.edit,
+                           base.prior_theta, prior_strings=support, held_out={3: hidden})
+    exact = _enumerate(graph, support)
+    want = oracle._logsumexp([
+        math.log(exact["S2"][a]) + math.log(exact["X"][b]) + oracle.edit_likelihood(
+            AB, graph.edit.substitute.tolist(), graph.edit.insert.tolist(), a + b, hidden)
+        for a in support for b in support if exact["S2"][a] > 0 and exact["X"][b] > 0])
+    bp = PrunedBP(k=50, iterations=4).fit(graph)
+    result = heldout_surface_scores(bp, graph)
+    assert result["words"] == 1 and result["nll"] == pytest.approx(-want, abs=1e-9)
+    gold, predicted, _ = result["predictions"][0]
+    assert result["accuracy"] == float(predicted == "ab")
+
+
+def test_m_step_is_the_normalised_counts():
+    rng = np.random.default_rng(0)
+    edit = _random_edit(rng)
+    counts = rng.random(edit.n_ops) * 5
+    new = edit.m_step(counts, n_strings=3.0)
+    A = len(AB)
+    read = counts[A:].reshape(A, A + 1)
+    assert new.substitute == pytest.approx(read / read.sum(axis=1, keepdims=True))
+    assert new.insert == pytest.approx(counts[:A] / (counts.sum() + 3.0))
+    with pytest.raises(ValueError, match="finite non-negative"):
+        edit.m_step(-counts, n_strings=1.0)
+
+
+@pytest.mark.shared_data
+@pytest.mark.skipif(not HOPKINS.exists(), reason="../shared/data/morphophonology is absent")
+def test_read_hopkins_holds_out_a_seeded_share_with_every_morpheme_observed():
+    path = HOPKINS / "phonological_datasets" / "english_plurals"
+    graph = read_hopkins(path, holdout_share=0.25, seed=3)
+    again = read_hopkins(path, holdout_share=0.25, seed=3)
+    assert graph.held_out == again.held_out and len(graph.held_out) == 25
+    observed = {m for w in graph.observed for m in w.morphemes}
+    for i, surface in graph.held_out.items():
+        assert graph.words[i].surface is None and set(graph.words[i].morphemes) <= observed and surface
+
+
+def test_cli_infer_runs_em_and_predicts_held_out_forms(tmp_path):
+    import json
+    lexicon = tmp_path / "plurals"
+    lexicon.write_text("kat\tcat\tsg\nkats\tcat\tpl\ndog\tdog\tsg\ndogz\tdog\tpl\nbus\tbus\tsg\nbusiz\tbus\tpl\n"
+                       "tap\ttap\tsg\ntaps\ttap\tpl\n")
+    out = tmp_path / "run.json"
+    result = _cli("strings", "infer", "--hopkins", lexicon, "--holdout-share", "0.25", "--seed", "1", "--method", "ep1",
+                  "--iterations", "2", "--inner-passes", "1", "--em-iterations", "2", "--json", out)
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert data["summary"]["heldout_words"] == 2 == len(data["heldout"]) and len(data["summary"]["em"]) == 2
+    assert all(0 <= row["nll"] <= 50 for row in data["heldout"])
+    assert np.allclose(np.sum(data["edit"]["substitute"], axis=1), 1.0)
+    assert sum(line.startswith("held-out\t") for line in result.output.splitlines()) == 2
+    bad = _cli("strings", "infer", "--synthetic", "5", "--holdout-share", "0.2")
+    assert bad.exit_code != 0 and "--holdout-share needs --hopkins" in bad.output

@@ -3,6 +3,7 @@
 
     varorder strings infer --synthetic 100 --seed 0 --method pep
     varorder strings infer --hopkins ../shared/data/morphophonology/hopkins-phonology-framework/phonological_datasets/english_plurals --method ep2 --top 3
+    varorder strings infer --hopkins FILE --holdout-share 0.2 --em-iterations 3 --method ep2
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def COMMAND():
                    "pep-prox: the paper's penalized EP by proximal gradient (§6.1; slow to converge, see "
                    "docs/benchmarks.md)")
 @click.option("--lam", type=Real(0.0, None), default=None,
-              help="PEP penalty λ [default: 0.003 for pep, chosen on held-apart graphs; 0.01 for pep-prox, the "
+              help="PEP penalty λ [default: 0.001 for pep, chosen on a held-apart graph; 0.01 for pep-prox, the "
                    "paper's] (the two variants' λ are on different scales)")
 @click.option("--eta", type=Real(0.0, None, min_open=True), default=0.05, show_default=True, help="pep-prox step size η")
 @click.option("--k", "k", type=click.IntRange(1, 10_000), default=20, show_default=True, help="bp: strings kept per message")
@@ -48,31 +49,54 @@ def COMMAND():
 @click.option("--top", type=click.IntRange(1, 1000), default=3, show_default=True, help="strings printed per variable")
 @click.option("--max-variables", type=click.IntRange(0, None), default=20, show_default=True,
               help="variables printed (0: all)")
+@click.option("--holdout-share", type=Real(0.0, 1.0, max_open=True), default=0.0, show_default=True,
+              help="--hopkins: hide this share of the surface forms (seeded by --seed; only words whose morphemes "
+                   "stay observed) and report their NLL and 1-best accuracy under the beliefs")
+@click.option("--em-iterations", type=click.IntRange(0, 100), default=0, show_default=True,
+              help="EM rounds on the edit transducer's parameters (inference, expected edit counts, M step) "
+                   "before the final inference")
+@click.option("--em-smoothing", type=Real(0.0, None), default=0.1, show_default=True,
+              help="EM: pseudo-count added to every edit operation in the M step")
 @click.option("--json", "json_path", type=OutputFile(allow_dash=True), default=None,
               help="also write the summary and every variable's top strings as JSON ('-' for stdout)")
 def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, seed, alphabet_size, top,
-          max_variables, json_path):
+          max_variables, holdout_share, em_iterations, em_smoothing, json_path):
     """Infer every morpheme's underlying form; print top strings with probabilities and timing."""
     from tqdm import tqdm
 
     from varorder.io._text import atomic_write_text
+    from varorder.strings.em import EditEM, heldout_surface_scores
     from varorder.strings.inference import belief_nll, make_method
     from varorder.strings.model import read_hopkins, synthetic_lexicon
 
     if (synthetic is None) == (hopkins is None):
         raise click.BadParameter("give exactly one of --synthetic N or --hopkins FILE")
+    if holdout_share > 0 and hopkins is None:
+        raise click.BadParameter("--holdout-share needs --hopkins (synthetic graphs report gold underlying forms)")
     started = time.perf_counter()
     if synthetic is not None:
         graph = synthetic_lexicon(synthetic, seed=seed, alphabet_size=alphabet_size)
     else:
-        graph = read_hopkins(hopkins)
-    bar = tqdm(total=iterations, desc=method, file=sys.stderr, leave=False, disable=None)
+        graph = read_hopkins(hopkins, holdout_share=holdout_share, seed=seed)
     if lam is None:
-        lam = 0.01 if method == "pep-prox" else 0.003
-    estimator = make_method(method, k=k, lam=lam, eta=eta, iterations=iterations, inner_passes=inner_passes,
-                            progress=lambda done, total: bar.update(1))
-    estimator.fit(graph)
-    bar.close()
+        lam = 0.01 if method == "pep-prox" else 0.001
+    params = {"k": k, "lam": lam, "eta": eta, "iterations": iterations, "inner_passes": inner_passes}
+    em_history = []
+    if em_iterations:
+        bar = tqdm(total=em_iterations, desc=f"EM ({method})", file=sys.stderr, leave=False, disable=None)
+        em = EditEM(method, iterations=em_iterations, smoothing=em_smoothing, method_params=params,
+                    progress=lambda done, total: bar.update(1)).fit(graph)
+        bar.close()
+        graph, estimator, em_history = em.graph_, em.estimator_, em.history_
+        for row in em_history:
+            ll = "undefined" if row["log_likelihood"] is None else f"{row['log_likelihood']:.3f}"
+            click.echo(f"EM iteration {row['iteration']}: Σ log p(surface | beliefs)={ll} words={row['words']} "
+                       f"skipped={row['skipped']} seconds={row['seconds']:.1f}", err=True)
+    else:
+        bar = tqdm(total=iterations, desc=method, file=sys.stderr, leave=False, disable=None)
+        estimator = make_method(method, **params, progress=lambda done, total: bar.update(1))
+        estimator.fit(graph)
+        bar.close()
     beliefs = estimator.beliefs_
     summary = {"method": beliefs.method, "words": len(graph.observed), "variables": len(graph.morphemes),
                "alphabet": len(graph.alphabet), "inference_seconds": round(beliefs.seconds, 3),
@@ -81,6 +105,14 @@ def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, see
     if graph.gold:
         summary.update({f"gold_{key}": (round(v, 4) if isinstance(v, float) else v)
                         for key, v in belief_nll(beliefs, graph.gold).items()})
+    heldout = None
+    if graph.held_out:
+        heldout = heldout_surface_scores(estimator, graph)
+        summary.update({f"heldout_{key}": (round(v, 4) if isinstance(v, float) else v)
+                        for key, v in heldout.items() if key != "predictions"})
+    if em_history:
+        summary["em"] = [{key: (round(v, 4) if isinstance(v, float) else v) for key, v in row.items()}
+                         for row in em_history]
     shown = graph.morphemes if max_variables == 0 else graph.morphemes[:max_variables]
     table = {}
     for v in shown:
@@ -90,9 +122,18 @@ def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, see
         strings = "  ".join(f"{''.join(s) or 'ε'} {p:.3f}" for s, p in best)
         suffix = f"   (gold {''.join(gold) or 'ε'})" if gold is not None else ""
         click.echo(f"{v}\t{strings}{suffix}")
-    click.echo(" ".join(f"{key}={value}" for key, value in summary.items() if key != "stats"), err=True)
+    if heldout is not None:
+        for gold, predicted, nll in heldout["predictions"]:
+            click.echo(f"held-out\t{gold}\tpredicted {predicted if predicted is not None else '-'}\tNLL {nll:.3f}")
+    click.echo(" ".join(f"{key}={value}" for key, value in summary.items() if key not in ("stats", "em")), err=True)
     if json_path is not None:
-        text = json.dumps({"summary": summary, "beliefs": table}, ensure_ascii=False, indent=1) + "\n"
+        document = {"summary": summary, "beliefs": table}
+        if heldout is not None:
+            document["heldout"] = [{"gold": g, "predicted": p, "nll": n} for g, p, n in heldout["predictions"]]
+        if em_iterations:
+            document["edit"] = {"alphabet": list(graph.alphabet), "substitute": graph.edit.substitute.tolist(),
+                                "insert": graph.edit.insert.tolist()}
+        text = json.dumps(document, ensure_ascii=False, indent=1) + "\n"
         if json_path == "-":
             click.echo(text, nl=False)
         else:

@@ -27,10 +27,11 @@ solves (:func:`varorder.wfsa.arc_posteriors`) — Li, Eisner & Khudanpur (2009, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
-from varorder.wfsa import Wfsa, arc_posteriors, product_with_dfa, universal_acceptor
+from varorder.wfsa import Wfsa, arc_posteriors, ngram_history_table, product_with_dfa, universal_acceptor
 
 __all__ = ["BOS", "EOS", "FeatureMachine", "SubstringRegistry", "ngram_closed_form", "ngram_machine", "substring_machine"]
 
@@ -63,13 +64,16 @@ class FeatureMachine:
     def n_cells(self) -> int:
         return self.n_states * (len(self.alphabet) + 1)
 
+    @cached_property
     def _cell_of_entry(self) -> np.ndarray:
+        # the cell of every (cell, feature) entry; built once per machine (machines are
+        # immutable and cached per support, and weights() runs on every message update)
         return np.repeat(np.arange(self.n_cells), np.diff(self.cell_ptr))
 
     def weights(self, theta) -> tuple[np.ndarray, np.ndarray]:
         """ENCODE(θ): (cell weights (S, A), end weights (S,)) from the global vector θ."""
         local = np.asarray(theta, dtype=np.float64)[self.feature_ids]
-        w = np.bincount(self._cell_of_entry(), weights=local[self.cell_feature], minlength=self.n_cells)
+        w = np.bincount(self._cell_of_entry, weights=local[self.cell_feature], minlength=self.n_cells)
         S, A = self.next_state.shape
         return w[: S * A].reshape(S, A), w[S * A:]
 
@@ -91,7 +95,7 @@ class FeatureMachine:
         S, A = self.next_state.shape
         cell_counts = np.bincount(arc_cell[arc_cell >= 0], weights=arc_counts[arc_cell >= 0], minlength=self.n_cells)
         cell_counts[S * A:] += np.bincount(np.arange(product.n_states) % S, weights=final_counts, minlength=S)
-        counts = np.bincount(self.cell_feature, weights=cell_counts[self._cell_of_entry()],
+        counts = np.bincount(self.cell_feature, weights=cell_counts[self._cell_of_entry],
                              minlength=len(self.feature_ids))
         return counts, log_z
 
@@ -107,27 +111,9 @@ class FeatureMachine:
 def ngram_machine(alphabet, order: int) -> FeatureMachine:
     """The n-gram family's automaton: state = last min(n − 1, t + 1) symbols of ``^ x₁…x_t``,
     one feature per cell (global id = cell id)."""
-    if order < 1:
-        raise ValueError(f"order must be ≥ 1, got {order}")
     alphabet = tuple(alphabet)
+    names, next_state = ngram_history_table(alphabet, order)
     A = len(alphabet)
-    ids: dict[tuple, int] = {}
-    names: list[tuple] = []
-
-    def sid(h):
-        if h not in ids:
-            ids[h] = len(names)
-            names.append(h)
-        return ids[h]
-
-    sid((BOS,)[: order - 1])
-    table = []
-    i = 0
-    while i < len(names):
-        h = names[i]
-        table.append([sid((h + (x,))[-(order - 1):] if order > 1 else ()) for x in alphabet])
-        i += 1
-    next_state = np.array(table, dtype=np.int64).reshape(len(names), A)
     n_cells = len(names) * (A + 1)
     return FeatureMachine(alphabet, next_state, 0, np.arange(n_cells + 1), np.arange(n_cells),
                           np.arange(n_cells), tuple("".join(h) for h in names))

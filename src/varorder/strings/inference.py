@@ -40,16 +40,18 @@ from varorder.loglinear.prox import prox_tree_l2
 from varorder.strings.features import (FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
 from varorder.strings.model import PhonologyGraph
-from varorder.wfsa import Wfsa, kbest_strings, product_with_dfa, shortest_distance, strings_acceptor
+from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
+                           strings_acceptor)
 
-__all__ = ["GREEDY_FLOOR", "METHODS", "Beliefs", "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_tables",
-           "make_method", "project_acceptor"]
+__all__ = ["GREEDY_FLOOR", "METHODS", "Beliefs", "Dfa", "FactorMessages", "PrunedBP", "StringEP", "belief_nll",
+           "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor"]
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
-                inner_passes: int = 3, max_order: int | None = None, progress=None):
+                inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
+                progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
@@ -60,7 +62,8 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
                         progress=progress)
     if name in ("pep", "pep-prox"):
         return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
-                        iterations=iterations, inner_passes=inner_passes, max_order=max_order, progress=progress)
+                        iterations=iterations, inner_passes=inner_passes, max_order=max_order,
+                        growth_rounds=growth_rounds, progress=progress)
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
 NEG_INF = -math.inf
@@ -107,6 +110,17 @@ def dfa_tables(acceptor: Wfsa) -> Dfa:
     return Dfa(next_state, acceptor.start, cell, end)
 
 
+def dfa_log_partition(dfa: Dfa) -> float:
+    """log Σ_x of the DFA's weight (ValueError when it diverges)."""
+    S, A = dfa.next_state.shape
+    live = dfa.cell > NEG_INF
+    rows, cols = np.nonzero(live)
+    labels = cols.astype(np.int64) + 1
+    acceptor = Wfsa(tuple(range(A)), int(dfa.start), np.asarray(dfa.end, dtype=np.float64), rows.astype(np.int64),
+                    labels, labels.copy(), dfa.cell[live].astype(np.float64), dfa.next_state[live].astype(np.int64))
+    return log_total_weight(acceptor)
+
+
 def machine_dfa(machine: FeatureMachine, theta) -> Dfa:
     cell, end = machine.weights(theta)
     return Dfa(machine.next_state, machine.start, cell, end)
@@ -124,14 +138,19 @@ class FactorMessages:
 
     def __init__(self, graph: PhonologyGraph):
         self.graph = graph
-        self._surface: dict = {}
+        self._lattices: dict = {}
 
     def surface(self, word_index: int) -> Wfsa:
-        acc = self._surface.get(word_index)
-        if acc is None:
-            word = self.graph.words[word_index]
-            acc = self._surface[word_index] = self._doubled(self.graph.edit.surface_acceptor(word.surface))
-        return acc
+        return self.lattice(self.graph.words[word_index].surface)[0]
+
+    def lattice(self, surface) -> tuple[Wfsa, np.ndarray]:
+        """The doubled A_s of a surface string and the edit operation of each of its arcs."""
+        surface = tuple(surface)
+        cached = self._lattices.get(surface)
+        if cached is None:
+            acc, ops = self.graph.edit.surface_lattice(surface)
+            cached = self._lattices[surface] = (self._doubled(acc), np.tile(ops, 2))
+        return cached
 
     @staticmethod
     def _doubled(acc: Wfsa) -> Wfsa:
@@ -140,6 +159,65 @@ class FactorMessages:
         return Wfsa(acc.alphabet, acc.start, np.concatenate([acc.final, acc.final]),
                     np.concatenate([acc.src, acc.src + n]), np.tile(acc.ilabel, 2), np.tile(acc.olabel, 2),
                     np.tile(acc.weight, 2), np.tile(to, 2))
+
+    def word_machine(self, surface, incoming: list) -> tuple[Wfsa, np.ndarray]:
+        """The whole word as one machine: A_s ⊙ (m_1 · m_2 ⋯ m_k), the morphemes' DFAs
+        ``incoming`` concatenated at the canonical piece boundaries of :meth:`message`
+        (boundary states B_j(q) per A_s state q; a non-final piece leaves A_s's upper copy
+        into B_{j+1}, an empty one skips from B_j to B_{j+1}). Its total weight is
+        Σ_x T(s | x₁⋯x_k) Π_j m_j(x_j) and its arc posteriors are those of the edit
+        operations under that tilted distribution. Returns the machine and the edit
+        operation of each arc (−1 for the boundary ε arcs)."""
+        acc, ops = self.lattice(surface)
+        n = acc.n_states // 2
+        k = len(incoming)
+        parts = {"src": [], "label": [], "weight": [], "dst": [], "op": []}
+
+        def add(src, dst, weight, op=None, label=None):
+            parts["src"].append(np.asarray(src, dtype=np.int64))
+            parts["dst"].append(np.asarray(dst, dtype=np.int64))
+            parts["weight"].append(np.asarray(weight, dtype=np.float64))
+            size = len(parts["src"][-1])
+            parts["op"].append(np.full(size, -1, dtype=np.int64) if op is None else op)
+            parts["label"].append(np.zeros(size, dtype=np.int64) if label is None else label)
+
+        offset = k * n  # boundary blocks first, then the k piece products
+        finals = [np.full(k * n, NEG_INF)]
+        q = np.arange(n)
+        for j, dfa in enumerate(incoming):
+            S = dfa.next_state.shape[0]
+            last = j == k - 1
+            piece = acc.replace(final=acc.final if last else np.full(2 * n, NEG_INF))
+            product, _, _ = product_with_dfa(piece, dfa.next_state, dfa.start, dfa.cell, dfa.end)
+            add(product.src + offset, product.dst + offset, product.weight,
+                ops[np.arange(product.n_arcs) // S], product.ilabel)
+            add(j * n + q, offset + q * S + dfa.start, np.zeros(n))  # enter piece j
+            if not last:
+                add(j * n + q, (j + 1) * n + q, np.full(n, dfa.end[dfa.start]))  # piece j is empty
+                upper = np.repeat(q, S)
+                add(offset + (upper + n) * S + np.tile(np.arange(S), n), (j + 1) * n + upper,
+                    np.tile(dfa.end, n))  # piece j ends after a symbol
+            finals.append(product.final)
+            offset += product.n_states
+        src, label = np.concatenate(parts["src"]), np.concatenate(parts["label"])
+        weight, op = np.concatenate(parts["weight"]), np.concatenate(parts["op"])
+        machine = Wfsa(acc.alphabet, int(acc.start), np.concatenate(finals), src, label, label.copy(), weight,
+                       np.concatenate(parts["dst"]))
+        return machine, op
+
+    def word_expectations(self, surface, incoming: list) -> tuple[np.ndarray, float]:
+        """Expected edit-operation counts (``EditTransducer.n_ops``) under the tilted
+        distribution of :meth:`word_machine` and the log of its total weight."""
+        machine, op = self.word_machine(surface, incoming)
+        arc_counts, _, log_z = arc_posteriors(machine)
+        used = op >= 0
+        counts = np.bincount(op[used], weights=arc_counts[used], minlength=self.graph.edit.n_ops)
+        return counts, log_z
+
+    def word_log_weight(self, surface, incoming: list) -> float:
+        """log Σ_x T(s | x₁⋯x_k) Π_j m_j(x_j): with normalised beliefs as ``incoming``,
+        the log-probability of the surface form s."""
+        return log_total_weight(self.word_machine(surface, incoming)[0])
 
     @staticmethod
     def _forward(acc: Wfsa, initial: np.ndarray, dfa: Dfa) -> np.ndarray:
@@ -257,7 +335,8 @@ class StringEP:
 
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
-                 unigram_first: bool = True, optimizer: str = "prox", progress=None):
+                 unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
+                 progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -267,6 +346,7 @@ class StringEP:
         self.inner_passes = inner_passes
         self.max_order = max_order
         self.unigram_first = unigram_first
+        self.growth_rounds = growth_rounds
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -396,11 +476,31 @@ class StringEP:
         sets every state's row to its normalised expected counts — the exact KL projection
         onto the variable-order DFA of C (§6, closed form). θ is written in substring form
         θ_{h·a} = log p(a|h) − log p(a|h[1:]), which telescopes back to log p(a|h) when
-        the substring automaton reads a (so messages stay differences of substring θ's)."""
+        the substring automaton reads a (so messages stay differences of substring θ's).
+        Rounds repeat from the kept set while it grows (each round one more product with
+        p̂; ``growth_rounds`` caps them, None = until no context is added, at most the
+        depth cap), so one projection may grow contexts several symbols deep, as the
+        paper's growing enumerates n-grams of any length in one projection;
+        ``growth_rounds=1`` grows one symbol per update (the earlier behaviour: on a
+        separate 300-word graph it left the NLL 1.21× trigram EP's against 1.12×)."""
+        previous = self.contexts_.get(v, [()])
+        cap = self.max_order - 1 if self.max_order is not None else 8
+        rounds = 1 if self._unigram_pass else (self.growth_rounds or cap + 1)  # None: until it stops growing
+        for _ in range(rounds):
+            new, kept = self._greedy_round(v, mu, theta_out, previous)
+            grown = not set(kept) <= set(previous)
+            previous = kept
+            if not grown:
+                break
+        self.contexts_[v] = kept
+        return new
+
+    def _greedy_round(self, v, mu, theta_out, previous):
+        """One growing round of :meth:`_greedy_fit` from the context set ``previous``:
+        returns (θ in substring form, the kept contexts)."""
         registry = self.registry_[v]
         A1 = len(registry.alphabet) + 1
         cap = self.max_order - 1 if self.max_order is not None else 8
-        previous = self.contexts_.get(v, [()])
         known = list(previous)
         known_set = set(previous)
         if not self._unigram_pass:
@@ -436,7 +536,6 @@ class StringEP:
             at = lengths == depth
             keep[at] = keep[parent[at]] & (totals[at] > 1e-9) & (gain[at] >= threshold)
         kept = [c for c, k in zip(known, keep) if k]
-        self.contexts_[v] = kept
         # state rows: occurrences of h·a minus those whose longer context x·h is also kept
         state_rows = rows * keep[:, None]
         child = keep & (parent >= 0)
@@ -451,7 +550,7 @@ class StringEP:
         kept_index = np.flatnonzero(keep)
         base = np.where(parent[kept_index, None] >= 0, logp[np.maximum(parent[kept_index], 0)], 0.0)
         new[extension[kept_index].ravel()] = (logp[kept_index] - base).ravel()
-        return self._vec(v, new)
+        return self._vec(v, new), kept
 
     def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z):
         """One proximal-gradient step on f(θ) + ηλΩ(θ), f(θ) = log Z_θ − E_p̂[f]·θ (= KL up
@@ -499,6 +598,7 @@ class StringEP:
         self.factors_ = FactorMessages(graph)
         self.prior_wfsa_ = graph.prior_wfsa()
         self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0}
+        self.skipped_ = []  # (sweep, variable, factor, "message" | "update") of every skipped update
         variables = list(graph.morphemes)
         self.neighbours_ = {v: [("prior", v)] for v in variables}
         for i, w in enumerate(graph.words):
@@ -528,6 +628,7 @@ class StringEP:
                         mus[f] = self._factor_message(f, v)
                     except ValueError:
                         self.stats_["skipped"] += passes
+                        self.skipped_.append((it, v, f, "message"))
                 for _ in range(passes):
                     for f, mu in mus.items():
                         try:
@@ -535,6 +636,7 @@ class StringEP:
                             self.stats_["updates"] += 1
                         except ValueError:
                             self.stats_["skipped"] += 1  # a divergent product (Z = ∞): keep the old message
+                            self.skipped_.append((it, v, f, "update"))
             if self.progress is not None:
                 self.progress(it + 1, self.iterations)
         self.seconds_ = time.perf_counter() - started
@@ -548,6 +650,17 @@ class StringEP:
 
     def n_features(self, v) -> int:
         return int(np.count_nonzero(self._theta(v)))
+
+    def belief_dfa(self, v) -> Dfa:
+        """b̂_V as a normalised DFA (ValueError when its Z diverges)."""
+        machine, theta = self.belief_machine(v), self._theta(v)
+        dfa = machine_dfa(machine, theta)
+        return Dfa(dfa.next_state, dfa.start, dfa.cell, dfa.end - machine.log_partition(theta))
+
+    def factor_dfas(self, word_index: int) -> list:
+        """The messages m_{V→F} = ENCODE(θ_V − θ_{F→V}) of an observed word's morphemes."""
+        f = ("word", word_index)
+        return [self._out_dfa(v, f) for v in self.graph_.words[word_index].morphemes]
 
     def _beliefs(self) -> Beliefs:
         scorers, toppers = {}, {}
@@ -628,6 +741,17 @@ class PrunedBP:
         with np.errstate(invalid="ignore"):
             logs = np.where(np.isneginf(self.belief_[v]), NEG_INF, self.belief_[v] - incoming)
         return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(strings, logs))))
+
+    def belief_dfa(self, v) -> Dfa:
+        """b̂_V as a normalised DFA (the prior for a variable never given a domain)."""
+        if v not in self.domain_:
+            return self.prior_dfa_
+        return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(self.domain_[v], self.belief_[v]))))
+
+    def factor_dfas(self, word_index: int) -> list:
+        """The messages m_{V→F} (belief ÷ μ_{F→V} on the domain) of an observed word's morphemes."""
+        f = ("word", word_index)
+        return [self._out_dfa(v, f) for v in self.graph_.words[word_index].morphemes]
 
     def _mu(self, f, v) -> Wfsa:
         if f[0] == "prior":

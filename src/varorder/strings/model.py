@@ -30,7 +30,7 @@ import numpy as np
 from varorder.engine.validate import as_rng
 from varorder.io._text import open_text
 from varorder.strings.features import ngram_closed_form, ngram_machine
-from varorder.wfsa import Wfsa, compose, linear_acceptor, project, strings_acceptor, trim
+from varorder.wfsa import Wfsa, strings_acceptor
 
 __all__ = ["EditTransducer", "PhonologyGraph", "Word", "bigram_prior", "read_hopkins", "synthetic_lexicon"]
 
@@ -77,9 +77,77 @@ class EditTransducer:
                     arcs.append((0, a + 1, b + 1 if b < A else 0, keep + math.log(self.substitute[a, b]), 0))
         return Wfsa.from_arcs(self.alphabet, 1, 0, arcs, {0: keep})
 
+    @property
+    def n_ops(self) -> int:
+        """Edit operations: insert b (ids 0..A−1), read a and write b or ε (A + a·(A+1) + b)."""
+        A = len(self.alphabet)
+        return A + A * (A + 1)
+
+    def surface_lattice(self, surface) -> tuple[Wfsa, np.ndarray]:
+        """A_s, the acceptor over underlying strings u weighting each by T(s | u), with the
+        edit operation of every arc (see :attr:`n_ops`). It is T ∘ s projected on the
+        underlying tape (``trim(project(compose(self.wfsa(), linear_acceptor(s))))``,
+        tested), built directly so that each arc keeps its operation: state j = surface
+        position; insertion of s_j and substitution a → s_j move j → j + 1, deletion of a
+        loops on j (the cycles of A_s)."""
+        A = len(self.alphabet)
+        index = {x: i for i, x in enumerate(self.alphabet)}
+        try:
+            written = [index[x] for x in surface]
+        except KeyError as error:
+            raise ValueError(f"surface symbol {error.args[0]!r} is not in the edit transducer's alphabet") from None
+        keep = math.log(self.stop)
+        with np.errstate(divide="ignore"):
+            log_insert, log_sub = np.log(self.insert), np.log(self.substitute) + keep
+        src, ilabel, weight, dst, ops = [], [], [], [], []
+
+        def arcs(j, labels, weights, to, op_ids):
+            live = weights > -math.inf
+            src.append(np.full(int(live.sum()), j))
+            ilabel.append(labels[live])
+            weight.append(weights[live])
+            dst.append(np.full(int(live.sum()), to))
+            ops.append(op_ids[live])
+
+        read = np.arange(1, A + 1)
+        read_ops = A + np.arange(A) * (A + 1)
+        for j in range(len(written) + 1):
+            arcs(j, read, log_sub[:, A], j, read_ops + A)  # deletions
+            if j < len(written):
+                b = written[j]
+                arcs(j, np.zeros(1, dtype=np.int64), log_insert[b:b + 1], j + 1, np.array([b]))
+                arcs(j, read, log_sub[:, b], j + 1, read_ops + b)
+        final = np.full(len(written) + 1, -math.inf)
+        final[-1] = keep
+        labels = np.concatenate(ilabel).astype(np.int64)
+        fsa = Wfsa(self.alphabet, 0, final, np.concatenate(src).astype(np.int64), labels, labels.copy(),
+                   np.concatenate(weight), np.concatenate(dst).astype(np.int64))
+        return fsa, np.concatenate(ops).astype(np.int64)
+
     def surface_acceptor(self, surface) -> Wfsa:
         """A_s: the acceptor over underlying strings u weighting each by T(s | u)."""
-        return trim(project(compose(self.wfsa(), linear_acceptor(self.alphabet, surface)), "input"))
+        return self.surface_lattice(surface)[0]
+
+    def m_step(self, op_counts, n_strings: float, smoothing: float = 0.0) -> "EditTransducer":
+        """The maximum-likelihood transducer from expected operation counts (``op_counts``
+        indexed as :attr:`n_ops`; ``n_strings`` surface strings, each ending with one stop):
+        ι_b ∝ C(insert b) against C(stop) = Σ C(read) + n_strings, and P[a, ·] ∝ C(read a, ·);
+        ``smoothing`` adds a pseudo-count to every operation. A row with no count at all
+        keeps its old values."""
+        A = len(self.alphabet)
+        counts = np.asarray(op_counts, dtype=np.float64)
+        if counts.shape != (self.n_ops,) or not np.all(np.isfinite(counts)) or (counts < -1e-9).any():
+            raise ValueError(f"op_counts must be {self.n_ops} finite non-negative counts")
+        counts = np.maximum(counts, 0.0)
+        insert = counts[:A] + smoothing
+        read = counts[A:].reshape(A, A + 1) + smoothing
+        stop = read.sum() + float(n_strings)
+        total = insert.sum() + stop
+        if not total > 0:
+            return self
+        rows = read.sum(axis=1, keepdims=True)
+        substitute = np.where(rows > 0, read / np.where(rows > 0, rows, 1.0), self.substitute)
+        return EditTransducer(self.alphabet, substitute, insert / total)
 
     def sample(self, underlying, seed=None) -> tuple:
         rng = as_rng(seed)
@@ -143,6 +211,7 @@ class PhonologyGraph:
     prior_theta: np.ndarray
     gold: dict = field(default_factory=dict)
     prior_strings: dict | None = None  # a finite-support prior {string: log p} (tests, small demos)
+    held_out: dict = field(default_factory=dict)  # word index -> its hidden surface (for evaluation)
 
     def __post_init__(self):
         known = set(self.morphemes)
@@ -239,15 +308,22 @@ def synthetic_lexicon(n_words: int, seed=None, alphabet_size: int = 8, n_suffixe
 
 
 def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_insert: float = 0.02,
-                 held_out=()) -> PhonologyGraph:
+                 held_out=(), holdout_share: float = 0.0, seed=None) -> PhonologyGraph:
     """A file of the Hopkins phonology framework (``../shared/data/morphophonology/
     hopkins-phonology-framework``): ``surface<TAB>stem<TAB>suffix`` or
     ``surface<TAB>KEY=value,KEY=value`` per line (a token without ``=`` names a morpheme
     itself, e.g. ``PREFIX_REDUP``); PREFIX morphemes come first, SUFFIX last. Lines with a
-    surface form only are skipped (unannotated). Each Unicode code point is a symbol.
-    ``held_out``: indices (among annotated lines) whose surface is hidden. The prior is a
-    bigram over the observed surfaces; the edit transducer is uniform (untrained, as in
-    the paper's first E step)."""
+    surface form only are skipped (unannotated). Each Unicode code point is a symbol
+    (spaces inside a surface are dropped).
+
+    Held-out words keep their morphemes but lose their surface (``graph.held_out`` maps
+    their index to it): ``held_out`` lists indices among the annotated lines, and
+    ``holdout_share`` > 0 adds a seeded share of the words, drawn only among words whose
+    every morpheme stays in some observed word (a held-out form is predicted from the
+    other forms of its morphemes). The prior is a bigram over the observed surfaces; the
+    edit transducer is uniform (untrained, as in the paper's first E step)."""
+    if not 0.0 <= holdout_share < 1.0:
+        raise ValueError(f"holdout_share must be in [0, 1), got {holdout_share}")
     records = []
     with open_text(path) as handle:
         for lineno, line in enumerate(handle, 1):
@@ -262,6 +338,8 @@ def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_i
             if len(fields) == 1:
                 continue
             if len(fields) == 3:
+                if not fields[1] or not fields[2]:
+                    raise ValueError(f"{path}:{lineno}: expected surface<TAB>stem<TAB>suffix, got an empty field")
                 morphemes = (f"STEM={fields[1]}", f"SUFFIX={fields[2]}")
             elif len(fields) == 2:
                 parts = [p.strip() for p in fields[1].split(",") if p.strip()]
@@ -272,16 +350,46 @@ def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_i
                 middle = [p for p in parts if p not in prefixes and p not in suffixes]
                 morphemes = tuple(prefixes + middle + suffixes)
             else:
-                raise ValueError(f"{path}:{lineno}: expected 2 or 3 tab-separated fields, got {len(fields)}")
+                raise ValueError(f"{path}:{lineno}: expected 2 or 3 tab-separated fields "
+                                 f"(surface, then stem<TAB>suffix or KEY=value,...), got {len(fields)}")
+            if len(set(morphemes)) != len(morphemes):
+                raise ValueError(f"{path}:{lineno}: a morpheme is named twice ({', '.join(morphemes)})")
             records.append((surface, morphemes, lineno))
     if not records:
-        raise ValueError(f"{path}: no annotated lines")
-    held = set(int(i) for i in held_out)
+        raise ValueError(f"{path}: no annotated lines (expected surface<TAB>annotation)")
+    held = set()
+    for i in held_out:
+        if not 0 <= int(i) < len(records):
+            raise ValueError(f"{path}: held-out index {i} is not one of the {len(records)} annotated lines")
+        held.add(int(i))
+    if holdout_share > 0:
+        held |= _holdout_share([m for _, m, _ in records], held, holdout_share, seed)
     alphabet = tuple(sorted({x for s, _, _ in records for x in s}))
     words = [Word(m, None if i in held else s, f"{path}:{lineno}") for i, (s, m, lineno) in enumerate(records)]
     morphemes = sorted({m for _, ms, _ in records for m in ms})
     edit = EditTransducer.uniform(alphabet, edit_copy, edit_delete, edit_insert)
     prior = bigram_prior(alphabet, [s for i, (s, _, _) in enumerate(records) if i not in held])
-    graph = PhonologyGraph(alphabet, morphemes, words, edit, prior)
-    graph.held_out_surfaces = {i: records[i][0] for i in held}
-    return graph
+    return PhonologyGraph(alphabet, morphemes, words, edit, prior,
+                          held_out={i: records[i][0] for i in sorted(held)})
+
+
+def _holdout_share(word_morphemes: list, held: set, share: float, seed) -> set:
+    """A seeded share of the words, each held out only if all its morphemes keep an
+    observed word (so held-out words never leave a morpheme without evidence)."""
+    rng = as_rng(seed)
+    observed_uses: dict = {}
+    for i, ms in enumerate(word_morphemes):
+        if i not in held:
+            for m in ms:
+                observed_uses[m] = observed_uses.get(m, 0) + 1
+    target = int(round(share * len(word_morphemes)))
+    chosen = set()
+    for i in rng.permutation(len(word_morphemes)).tolist():
+        if len(chosen) >= target:
+            break
+        if i in held or any(observed_uses.get(m, 0) < 2 for m in word_morphemes[i]):
+            continue
+        chosen.add(i)
+        for m in word_morphemes[i]:
+            observed_uses[m] -= 1
+    return chosen

@@ -492,3 +492,33 @@ def monotone_alignments(num_outputs: int, num_inputs: int, max_per_output: int |
             continue
         found.append(tuple(sorted(edges)))
     return found
+
+
+def edit_paths(alphabet, substitute, insert, underlying, surface) -> list:
+    """Every path of the one-state stochastic edit transducer that reads ``underlying`` and
+    writes ``surface``, by recursion over (read, written) prefixes (finite: each step reads
+    or writes a symbol). Returns ``[(probability, operations)]`` with operations numbered
+    as ``EditTransducer.n_ops``: insert b → b, read a and write b → A + a·(A+1) + b,
+    read a and write nothing → A + a·(A+1) + A."""
+    index = {s: i for i, s in enumerate(alphabet)}
+    A = len(alphabet)
+    stay = 1.0 - float(sum(insert))
+    found = []
+
+    def walk(i, j, p, ops):
+        if p == 0.0:
+            return
+        if i == len(underlying) and j == len(surface):
+            found.append((p * stay, tuple(ops)))
+        if j < len(surface):
+            b = index[surface[j]]
+            walk(i, j + 1, p * insert[b], ops + [b])
+        if i < len(underlying):
+            a = index[underlying[i]]
+            if j < len(surface):
+                b = index[surface[j]]
+                walk(i + 1, j + 1, p * stay * substitute[a][b], ops + [A + a * (A + 1) + b])
+            walk(i + 1, j, p * stay * substitute[a][A], ops + [A + a * (A + 1) + A])
+
+    walk(0, 0, 1.0, [])
+    return found

@@ -36,7 +36,7 @@ from varorder.wfsa.fsa import EPSILON, NEG_INF, Wfsa, linear_acceptor
 
 __all__ = [
     "arc_posteriors", "compose", "connected_states", "expected_ngram_counts", "intersect",
-    "kbest_strings", "log_total_weight", "product_with_dfa", "project", "sample_strings",
+    "kbest_strings", "log_total_weight", "ngram_history_table", "product_with_dfa", "project", "sample_strings",
     "shortest_distance", "string_weight", "trim",
 ]
 
@@ -295,14 +295,13 @@ def string_weight(fsa: Wfsa, string, semiring: str = "log") -> float:
     return log_total_weight(intersect(machine, chain), semiring)
 
 
-def expected_ngram_counts(fsa: Wfsa, order: int, boundaries: bool = True) -> dict:
-    """Expected count of every n-gram of length ``order`` in a string drawn from the
-    normalised acceptor; with ``boundaries`` the string is read as ``^ x $`` (n-grams may
-    contain ``"^"`` / ``"$"``), the convention of Cotterell & Eisner (2015, App. B.2)."""
+def ngram_history_table(alphabet, order: int, boundaries: bool = True) -> tuple[list, np.ndarray]:
+    """The complete DFA of n-gram histories over ``alphabet``: state = the last
+    min(n − 1, t + 1) symbols of ``^ x₁…x_t`` (``^`` only with ``boundaries``), state 0 the
+    start. Returns ``(histories as tuples, next_state (S, A))``, histories in breadth-first
+    order of discovery."""
     if order < 1:
         raise ValueError(f"order must be ≥ 1, got {order}")
-    if not fsa.is_acceptor:
-        raise ValueError("expected_ngram_counts needs an acceptor")
     history_ids: dict[tuple, int] = {}
     histories: list[tuple] = []
 
@@ -313,17 +312,26 @@ def expected_ngram_counts(fsa: Wfsa, order: int, boundaries: bool = True) -> dic
             histories.append(h)
         return i
 
-    start_history = ("^",)[: order - 1] if boundaries else ()
-    hid(start_history)
-    # grow the history table and its transition table together
-    symbols = fsa.alphabet
+    hid(("^",)[: order - 1] if boundaries else ())
     table = []
     i = 0
     while i < len(histories):
         h = histories[i]
-        table.append([hid((h + (s,))[-(order - 1):] if order > 1 else ()) for s in symbols])
+        table.append([hid((h + (s,))[-(order - 1):] if order > 1 else ()) for s in alphabet])
         i += 1
-    next_state = np.array(table, dtype=np.int64).reshape(len(histories), len(symbols))
+    return histories, np.array(table, dtype=np.int64).reshape(len(histories), len(alphabet))
+
+
+def expected_ngram_counts(fsa: Wfsa, order: int, boundaries: bool = True) -> dict:
+    """Expected count of every n-gram of length ``order`` in a string drawn from the
+    normalised acceptor; with ``boundaries`` the string is read as ``^ x $`` (n-grams may
+    contain ``"^"`` / ``"$"``), the convention of Cotterell & Eisner (2015, App. B.2)."""
+    if order < 1:
+        raise ValueError(f"order must be ≥ 1, got {order}")
+    if not fsa.is_acceptor:
+        raise ValueError("expected_ngram_counts needs an acceptor")
+    histories, next_state = ngram_history_table(fsa.alphabet, order, boundaries)
+    symbols = fsa.alphabet
     S = len(histories)
     product, arc_cell, _ = product_with_dfa(fsa, next_state, 0, np.zeros((S, len(symbols))), np.zeros(S))
     arc_counts, final_counts, _ = arc_posteriors(product)
