@@ -300,9 +300,10 @@ class WordAligner:
         return list(self.iter_align(pairs, method, threshold, joint))
 
     def keep_log_tables_only(self) -> "WordAligner":
-        """Replace each direction's translation table by its log, in place: every decoding reads only
-        the log, so one table-sized array per direction is held instead of two. The aligner still
-        aligns, scores and decodes as before (same numbers) but can no longer be saved; returns self."""
+        """Replace each direction's translation table by its log rounded to float32: every decoding reads
+        only the log, so half a table-sized array per direction is held instead of two. The aligner still
+        aligns, scores and decodes (its log-potentials within 2⁻²⁴ relative of the float64 ones: the 100k
+        job's alignments were byte-identical) but can no longer be saved; returns self."""
         for m in self.models_:
             m.keep_log_table_only()
         return self
