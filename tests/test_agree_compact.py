@@ -236,3 +236,23 @@ def test_streamed_encoding_equals_per_pair_vocabulary_codes():
             np.testing.assert_array_equal(np.diff(s.edge_offsets), [len(e) * len(f) for e, f in chunk])
     assert (np.concatenate([s.e_ids for s in shards]) < 0).any()
     assert encode([], ev, fv).n_sentences == 0 and shard_bitext([], ev, fv, 10) == []
+
+
+@pytest.mark.skipif(__import__("numba").config.NUMBA_NUM_THREADS < 2, reason="needs NUMBA_NUM_THREADS >= 2")
+def test_one_and_two_threads_train_bit_identical_models():
+    """Same data, same numbers on any thread count: every parallel kernel of the aligner (IBM 1 E-step,
+    gathers, id widening, the chain engine's marginals over enough sequences to split) writes per
+    sentence or per edge and reduces in a fixed order."""
+    from varorder.engine.threads import get_threads, set_threads
+
+    pairs, _ = _synthetic(400, seed=11)
+    policy = get_threads()
+    fitted = {}
+    try:
+        for threads in (1, 2):
+            set_threads(threads)
+            fitted[threads] = WordAligner(ibm1_iterations=2, iterations=3, shard_size=200).fit(pairs)
+    finally:
+        set_threads(policy)
+    _same_tables(fitted[1], fitted[2])
+    assert fitted[1].history_ == fitted[2].history_
