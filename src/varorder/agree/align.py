@@ -42,7 +42,9 @@ __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 
 DIRECTIONS = ("f|e", "e|f")
 FLOOR = 1e-12  # probability of word pairs never seen in training
-_CELL_BUDGET = 1 << 20  # floats in one batch's emissions + transitions, B·K·(L + K) (8 MB)
+# floats in one batch's emissions + transitions, B·K·(L + K): 2 MB. The batch's arrays (emissions, node
+# marginals, the engine's) are part of the E-step's peak; 8 MB batches held ~9 MB more at 100k pairs.
+_CELL_BUDGET = 1 << 18
 _MAX_BATCH = 2048
 
 
@@ -211,11 +213,14 @@ class IBM1(Submodel):
             self._consume_table = False
 
     def keep_log_table_only(self):
-        """Replace ``table_`` by its log, in place (``table_`` becomes None): what decoding reads; returns self."""
+        """Replace ``table_`` by its log rounded to float32 (``table_`` becomes None): what decoding reads,
+        in half a float64 table (error ≤ 2⁻²⁴ relative on each log-potential); returns self."""
         if self.table_ is not None:
             self._log_table_cache = None  # a log made beside the table goes: the table's own array becomes it
             with self.consuming_tables():
-                self._log_table()
+                log_table = self._log_table()
+            self._log_table_cache = None
+            self._log_table_cache = (None, log_table.astype(np.float32))
         return self
 
     def shared_log_potentials(self, shard: BitextShard) -> np.ndarray:
@@ -224,28 +229,36 @@ class IBM1(Submodel):
     @staticmethod
     def summed_shared_log_potentials(submodels, shard: BitextShard) -> np.ndarray | None:
         """Σ_m log τ_m on the shard's edges from one summed table (see ``Submodel``), for the
-        agreement E-step of serial EM (:meth:`consuming_tables`); None otherwise.
+        agreement E-step of IBM 1 / HMM directions over one pair index; None otherwise.
 
-        The sum Σ_m log τ_m per word pair is made once per E-step: each direction's log is taken in
-        its table's array, added into the first, and dropped — one table-sized array is held over
-        the E-step instead of one per direction. Bit for bit the per-edge sum of the directions'
-        gathered logs (the same additions in the same order, the floor included).
+        The sum Σ_m log τ_m per word pair is made once per E-step and kept as float32 (half a
+        float64 table: the agreement E-step's largest array after the count total). In serial EM
+        (:meth:`consuming_tables`) each direction's log is taken in its table's array, added into
+        the first, and dropped, so one float32 table is held over the E-step instead of a float64
+        one per direction; executors sum copies of the logs into the same table. The per-edge
+        values are the float64 sums of the directions' gathered logs rounded to float32 (error
+        ≤ 2⁻²⁴ relative: ≤ 4·10⁻⁶ on a potential; pairs outside the index get the summed floor
+        exactly). With the rounding the 100k-pair job's alignments and trial AER were unchanged.
         """
         first = submodels[0]
-        if len(submodels) < 2 or not all(isinstance(m, IBM1) and m.pairs is first.pairs
-                                         and getattr(m, "_consume_table", False) for m in submodels):
+        if len(submodels) < 2 or not all(isinstance(m, IBM1) and m.pairs is first.pairs for m in submodels):
             return None
         cache = getattr(first, "_summed_log_cache", None)
         if cache is None or len(cache[0]) != len(submodels) or not all(
                 a is b and getattr(b, "_summed_log_cache", None) is cache for a, b in zip(cache[0], submodels)):
             for m in submodels:
                 m._summed_log_cache = None
-            summed = first._log_table()
+            consuming = all(getattr(m, "_consume_table", False) for m in submodels)
+            summed = first._log_table() if consuming else first._log_table().copy()
             for m in submodels[1:]:
                 summed += m._log_table()
-                m._log_table_cache = None  # its log now lives only in the sum
-            first._log_table_cache = None  # its array is the sum's
-            cache = (tuple(submodels), summed)
+                if consuming:
+                    m._log_table_cache = None  # its log now lives only in the sum
+            if consuming:
+                first._log_table_cache = None  # its array became the sum
+            summed32 = summed.astype(np.float32)
+            del summed
+            cache = (tuple(submodels), summed32)
             for m in submodels:
                 m._summed_log_cache = cache
         floor = math.log(FLOOR)
@@ -547,7 +560,8 @@ def _batch_bounds(order, src_len, tgt_len, budget, max_batch):
 
 
 def _batches(src_len, tgt_len):
-    """Sentence batches of one source length and similar target lengths within the cell budget.
+    """Sentence batches of one source length and similar target lengths within the cell budget, in
+    increasing source length.
 
     One source length per batch makes every sentence's transition matrix the same
     (it depends only on S and the jump table), so the engine runs its shared-
@@ -606,20 +620,24 @@ class HMMAligner(IBM1):
         log_jump = np.log(np.maximum(self.jumps_, FLOOR))
         log_p0, log_stay = math.log(self.null_prob), math.log1p(-self.null_prob)
         src_len, tgt_len = np.diff(src_off), np.diff(tgt_off)
-        potentials = {}
+        # batches come in increasing source length, so one length's potentials are held at a time (all of
+        # a shard's lengths at once, (2S)² floats each, held ~10 MB at 100k pairs)
+        current, potentials = None, None
         for sents in _batches(src_len, tgt_len):
             S = int(src_len[sents[0]])
-            if S not in potentials:
+            if S != current:
+                potentials = None
                 if self._banded(S):  # (band storage over interleaved states, start): see _banded_jump_potentials
-                    potentials[S] = _banded_jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump,
-                                                            float(scale), self.band)
+                    potentials = _banded_jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump,
+                                                         float(scale), self.band)
                 else:
-                    potentials[S] = _jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump, float(scale))
+                    potentials = _jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump, float(scale))
+                current = S
             E = np.empty((sents.size, int(tgt_len[sents[-1]]), 2 * S))
             lengths = np.empty(sents.size, dtype=np.int64)
             _fill_emissions(sents, src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, null_logp,
                             float(scale), E, lengths)
-            yield sents, E, *potentials[S], lengths
+            yield sents, E, *potentials, lengths
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
                             add_shared_to: np.ndarray | None = None) -> Statistics:

@@ -30,8 +30,7 @@ from contextlib import ExitStack
 import numpy as np
 
 from varorder.agree.align import HMMAligner, IBM1
-from varorder.agree.corpus import (EncodedBitext, LongPairWarning, PairIndex, Vocabulary, cut_long_pairs, index_corpus,
-                                   new_origin, shard_bitext, warn_cut)
+from varorder.agree.corpus import EncodedBitext, LongPairWarning, PairIndex, Vocabulary, encode_bitext, index_corpus
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
 from varorder.models.persist import check_shapes, load_model, model_loader, save_model
@@ -95,7 +94,8 @@ class WordAligner:
         (at 0.5, ½(µ₁ + µ₂) ≥ δ keeps every link that one direction alone is sure of).
     shard_size : sentence pairs per E-step task. An agreement E-step holds two float64 arrays over a
         shard's edges (|e|·|f| per pair: the summed potentials, and the posteriors both directions add
-        into) and its int32 pair ids: 10k Hansards pairs ≈ 29 MB; counts go straight into the totals
+        into) and its int32 pair ids: 5k Hansards pairs ≈ 15 MB (10k held 15 MB more at the peak
+        of the 100k job and saved no time); counts go straight into the totals
         (one total shared by both directions in the agreement modes).
     executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
     progress : tqdm bars.
@@ -108,7 +108,7 @@ class WordAligner:
 
     def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
-                 shard_size: int = 10000, executor=None, progress: bool = False, callback=None,
+                 shard_size: int = 5000, executor=None, progress: bool = False, callback=None,
                  normalization: dict | None = None, band: int | None = 100, max_length: int | None = 200):
         self.model = model
         self.training = training
@@ -144,36 +144,27 @@ class WordAligner:
                                             or self.max_length < 1):
             raise ValueError(f"max_length must be a positive integer or None, got {self.max_length!r}")
 
-    def _pieces(self, pairs):
-        """(pairs to compute on, origin of each piece (pair index, English offset, French offset) or None).
-
-        ``pairs`` itself (and None) when no pair exceeds ``max_length``, so that the kept
-        training encoding is still recognised; an EncodedBitext carries its own origin
-        (:func:`~varorder.agree.corpus.encode_bitext` with ``max_length``)."""
-        if isinstance(pairs, EncodedBitext):
-            return pairs, pairs.origin
-        cap = self.max_length
-        if cap is None or not any(len(e) > cap or len(f) > cap for e, f in pairs):
-            return pairs, None
-        origin = new_origin()
-        pieces = list(cut_long_pairs(pairs, cap, origin))
-        warn_cut(origin, cap, stacklevel=4)
-        return pieces, origin
-
-    def encode(self, pairs, grow: bool = False):
-        """Shards of sentence pairs attached to the fitted pair table (the training shards themselves
-        when ``pairs`` is the list that :meth:`fit` was given with ``keep_encoding``, or an
-        :class:`~varorder.agree.corpus.EncodedBitext` over this aligner's vocabularies)."""
+    def _encoded(self, pairs) -> EncodedBitext:
+        """``pairs`` over this aligner's vocabularies: an :class:`~varorder.agree.corpus.EncodedBitext` as
+        it is, the training encoding kept for the list :meth:`fit` was given with ``keep_encoding``, or
+        the list encoded now. Pairs longer than ``max_length`` are cut by
+        :func:`~varorder.agree.corpus.encode_bitext` (the one length guard); the result's ``origin``
+        puts the pieces back together."""
         if isinstance(pairs, EncodedBitext):
             if pairs.e_vocab is not self.e_vocab_ or pairs.f_vocab is not self.f_vocab_:
                 raise ValueError("the EncodedBitext was encoded with other vocabularies than this aligner's; "
                                  "encode it with aligner.e_vocab_ and aligner.f_vocab_ (grow=False)")
-            shards = pairs.shards
-        else:
-            kept = getattr(self, "_kept_encoding", None)
-            if kept is not None and kept[0] is pairs:
-                return kept[1]
-            shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=grow)
+            return pairs
+        kept = getattr(self, "_kept_encoding", None)
+        if kept is not None and kept[0] is pairs:
+            return kept[1]
+        return encode_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=False,
+                             max_length=self.max_length)
+
+    def encode(self, pairs):
+        """Shards of sentence pairs (a list of token pairs or an EncodedBitext, see :meth:`_encoded`; pairs
+        longer than ``max_length`` cut into pieces) attached to the fitted pair table."""
+        shards = self._encoded(pairs).shards
         attached = False
         for s in shards:
             if s.attached_to is not self.pairs_:
@@ -193,18 +184,15 @@ class WordAligner:
         """
         self._check_params()
         self._kept_encoding = None
-        if isinstance(pairs, EncodedBitext):
-            self.e_vocab_, self.f_vocab_ = pairs.e_vocab, pairs.f_vocab
-            shards = pairs.shards
-        else:
-            self.e_vocab_, self.f_vocab_ = Vocabulary(), Vocabulary()
-            pairs, _ = self._pieces(pairs)
-            shards = shard_bitext(pairs, self.e_vocab_, self.f_vocab_, self.shard_size, grow=True)
+        encoded = pairs if isinstance(pairs, EncodedBitext) else encode_bitext(
+            pairs, Vocabulary(), Vocabulary(), self.shard_size, grow=True, max_length=self.max_length)
+        self.e_vocab_, self.f_vocab_ = encoded.e_vocab, encoded.f_vocab
+        shards = encoded.shards
         if not shards:
             raise ValueError("pairs must hold at least one sentence pair")
         self.pairs_ = index_corpus(shards)
-        if keep_encoding and not isinstance(pairs, EncodedBitext):
-            self._kept_encoding = (pairs, shards)
+        if keep_encoding and encoded is not pairs:
+            self._kept_encoding = (pairs, encoded)
         self.history_ = []
         ibm1 = [IBM1("f|e", self.pairs_, len(self.f_vocab_)).initialize(),
                 IBM1("e|f", self.pairs_, len(self.e_vocab_)).initialize()]
@@ -252,19 +240,20 @@ class WordAligner:
 
     def iter_posteriors(self, pairs, joint: bool = False):
         """:meth:`posteriors`, one pair at a time (one shard's edges in memory at a time)."""
-        pieces, origin = self._pieces(pairs)
+        encoded = self._encoded(pairs)
+        origin = encoded.origin
         if origin is None:
-            yield from self._iter_piece_posteriors(pieces, joint)
+            yield from self._iter_piece_posteriors(encoded, joint)
             return
-        for _, group in _grouped(self._iter_piece_posteriors(pieces, joint), origin):
+        for _, group in _grouped(self._iter_piece_posteriors(encoded, joint), origin):
             last, e_last, f_last = group[-1]
             merged = np.zeros((e_last + last.shape[0], f_last + last.shape[1]))
             for block, i0, j0 in group:
                 merged[i0:i0 + block.shape[0], j0:j0 + block.shape[1]] = block
             yield merged
 
-    def _iter_piece_posteriors(self, pairs, joint: bool):
-        for shard in self.encode(pairs):
+    def _iter_piece_posteriors(self, encoded, joint: bool):
+        for shard in self.encode(encoded):
             mu = self._shard_posteriors(shard, joint)
             I, J = shard.e_lengths, shard.f_lengths
             for s in range(shard.n_sentences):
@@ -279,24 +268,30 @@ class WordAligner:
         """
         return list(self.iter_posteriors(pairs, joint))
 
-    def iter_align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False):
-        """:meth:`align`, one pair at a time (one shard's edges in memory at a time)."""
+    def iter_align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False,
+                   with_posteriors: bool = False):
+        """:meth:`align`, one pair at a time (one shard's edges in memory at a time).
+
+        ``with_posteriors``: yield (links, the pair's ½(µ₁ + µ₂) matrix of :meth:`posteriors`) instead,
+        each computed once (posterior decoding reads its links off that matrix)."""
         if method not in DECODINGS:
             raise ValueError(f"method must be one of {DECODINGS}, got {method!r}")
         if method == "posterior":
             delta = self.threshold if threshold is None else threshold
             for m in self.iter_posteriors(pairs, joint=joint):
-                yield {(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
+                links = {(int(i), int(j)) for i, j in zip(*np.nonzero(m >= delta))}
+                yield (links, m) if with_posteriors else links
             return
-        pieces, origin = self._pieces(pairs)
+        encoded = self._encoded(pairs)
 
         def piece_links():
-            for shard in self.encode(pieces):
+            for shard in self.encode(encoded):
                 with shard.pair_scope():
                     first, second = (m.viterbi(shard) for m in self.models_)
                 yield from (symmetrize(a, b, method) for a, b in zip(first, second))
 
-        yield from _merged_links(piece_links(), origin)
+        links = _merged_links(piece_links(), encoded.origin)
+        yield from zip(links, self.iter_posteriors(encoded, joint=joint)) if with_posteriors else links
 
     def align(self, pairs, method: str = "posterior", threshold: float | None = None, joint: bool = False) -> list:
         """Alignments (sets of (English i, French j), 0-based) of a list of token pairs or an
@@ -305,9 +300,10 @@ class WordAligner:
         return list(self.iter_align(pairs, method, threshold, joint))
 
     def keep_log_tables_only(self) -> "WordAligner":
-        """Replace each direction's translation table by its log, in place: every decoding reads only
-        the log, so one table-sized array per direction is held instead of two. The aligner still
-        aligns, scores and decodes as before (same numbers) but can no longer be saved; returns self."""
+        """Replace each direction's translation table by its log rounded to float32: every decoding reads
+        only the log, so half a table-sized array per direction is held instead of two. The aligner still
+        aligns, scores and decodes (its log-potentials within 2⁻²⁴ relative of the float64 ones: the 100k
+        job's alignments were byte-identical) but can no longer be saved; returns self."""
         for m in self.models_:
             m.keep_log_table_only()
         return self
@@ -318,19 +314,20 @@ class WordAligner:
 
     def directional(self, pairs) -> tuple[list, list]:
         """Viterbi links of each direction alone, (f|e alignments, e|f alignments), as (English i, French j)."""
-        pieces, origin = self._pieces(pairs)
+        encoded = self._encoded(pairs)
         forward, reverse = [], []
-        for shard in self.encode(pieces):
+        for shard in self.encode(encoded):
             with shard.pair_scope():
                 forward.extend(self.models_[0].viterbi(shard))
                 reverse.extend(self.models_[1].viterbi(shard))
-        return list(_merged_links(forward, origin)), list(_merged_links(reverse, origin))
+        return list(_merged_links(forward, encoded.origin)), list(_merged_links(reverse, encoded.origin))
 
     def sentence_scores(self, pairs) -> tuple[np.ndarray, np.ndarray]:
         """Per pair, log p(french | english) under the f|e model and log p(english | french) under e|f."""
-        pieces, origin = self._pieces(pairs)
+        encoded = self._encoded(pairs)
+        origin = encoded.origin
         forward, reverse = [], []
-        for shard in self.encode(pieces):
+        for shard in self.encode(encoded):
             with shard.pair_scope():
                 forward.append(self.models_[0].sentence_log_likelihoods(shard))
                 reverse.append(self.models_[1].sentence_log_likelihoods(shard))
@@ -339,8 +336,8 @@ class WordAligner:
         if origin is None:
             return forward, reverse
         index = np.asarray(origin[0], dtype=np.int64)
-        return (np.bincount(index, weights=forward, minlength=len(pairs)),
-                np.bincount(index, weights=reverse, minlength=len(pairs)))
+        return (np.bincount(index, weights=forward, minlength=len(encoded)),
+                np.bincount(index, weights=reverse, minlength=len(encoded)))
 
     def unknown_share(self, pairs) -> tuple[float, float]:
         """Share of English and of French tokens that the model never saw in training."""

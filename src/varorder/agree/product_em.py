@@ -42,8 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "add_counts", "connect_dask",
-           "make_executor"]
+__all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "own_estep", "add_counts",
+           "connect_dask", "make_executor"]
 
 MODES = ("independent", "exact", "domain", "parameter", "product")
 
@@ -110,8 +110,12 @@ class Submodel(ABC):
 
     def log_likelihood(self, shards) -> float:
         """Σ log p_m(x) over the shards (the independent E-step's log-normalizer)."""
-        return float(sum(self.expected_statistics(s, self.shared_log_potentials(s)).log_normalizer
-                         for s in shards))
+        return float(sum(own_estep(self, s).log_normalizer for s in shards))
+
+
+def own_estep(submodel: Submodel, shard) -> Statistics:
+    """The submodel's own E-step E(b_m, Z_m) on one shard (what independent EM and the product mode use)."""
+    return submodel.expected_statistics(shard, submodel.shared_log_potentials(shard))
 
 
 def add_counts(total: dict | None, part: dict) -> dict:
@@ -182,7 +186,7 @@ def _shard_statistics(submodels, shard, mode: str):
     """(combined shared µ per submodel, each submodel's Statistics, objective term) of one shard."""
     M = len(submodels)
     if mode == "independent" or mode == "product":
-        stats = [m.expected_statistics(shard, m.shared_log_potentials(shard)) for m in submodels]
+        stats = [own_estep(m, shard) for m in submodels]
         objective = sum(s.log_normalizer for s in stats)
         if mode == "independent":
             combined = [s.shared for s in stats]
@@ -231,46 +235,46 @@ def _scope(shard):
 
 def _estep_many(submodels, shards, mode):
     """E-step over a list of shards inside one task: counts summed, objective summed."""
+    if mode == "independent":
+        return _independent_estep(submodels, shards)
     totals = [None] * len(submodels)
     objective = 0.0
     workspace = {}
     for shard in shards:
         with _scope(shard):
-            if mode == "independent":  # one submodel's E-step arrays at a time: each is done with before the next
-                obj = 0.0
-                for k, m in enumerate(submodels):
-                    stats = m.expected_statistics(shard, m.shared_log_potentials(shard))
-                    obj += stats.log_normalizer
-                    totals[k] = m.accumulate_counts(totals[k], shard, stats.shared, stats, workspace)
-                    del stats
-            else:
-                combined, stats, obj = _shard_statistics(submodels, shard, mode)
-                totals = [m.accumulate_counts(t, shard, c, s, workspace)
-                          for m, t, c, s in zip(submodels, totals, combined, stats)]
-                del combined, stats
+            combined, stats, obj = _shard_statistics(submodels, shard, mode)
+            totals = [m.accumulate_counts(t, shard, c, s, workspace)
+                      for m, t, c, s in zip(submodels, totals, combined, stats)]
+            del combined, stats
         objective += obj
     return totals, objective
 
 
-def _independent_iteration(submodels, shards) -> float:
-    """One serial EM iteration of independent submodels, one submodel at a time (its E-step over every
-    shard, then its M-step), so that one submodel's counts and E-step state exist at once; the same
-    counts as :func:`_estep_many`, and its objective summed in its order (shard by shard)."""
+def _independent_estep(submodels, shards, maximize: bool = False):
+    """Independent EM's E-step over ``shards``, one submodel at a time (its own E-step on every shard,
+    each shard's arrays dropped before the next), so that one submodel's counts and E-step state exist
+    at once: (per-submodel count totals, objective summed shard by shard). With ``maximize`` each
+    submodel's M-step runs as soon as its counts are complete (serial EM: the submodels share no
+    parameters) and the totals are not kept (None)."""
     terms = [[0.0] * len(submodels) for _ in shards]
+    totals = []
     for k, m in enumerate(submodels):
         total, workspace = None, {}
         for i, shard in enumerate(shards):
             with _scope(shard):
-                stats = m.expected_statistics(shard, m.shared_log_potentials(shard))
+                stats = own_estep(m, shard)
                 terms[i][k] = stats.log_normalizer
                 total = m.accumulate_counts(total, shard, stats.shared, stats, workspace)
                 del stats
-        m.maximize(total)
-        del total, workspace
+        if maximize:
+            m.maximize(total)
+            total = None
+        totals.append(total)
+        del workspace
     objective = 0.0
     for row in terms:
         objective += sum(row)
-    return objective
+    return totals, objective
 
 
 def _is_dask_client(executor) -> bool:
@@ -378,8 +382,8 @@ class AgreementEM:
 
             iterations = tqdm(iterations, desc=f"EM ({self.mode})", unit="iter")
         for it in iterations:
-            if self.mode == "independent" and self.executor is None and len(self.submodels) > 1:
-                objective = _independent_iteration(self.submodels, shards)
+            if self.mode == "independent" and self.executor is None:
+                _, objective = _independent_estep(self.submodels, shards, maximize=True)
             else:
                 counts, objective = self.estep(shards)
                 for model, c in zip(self.submodels, counts):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from contextlib import ExitStack, contextmanager
 
 import click
 
@@ -34,6 +35,16 @@ _METHODS = ["posterior", "intersection", "union", "grow-diag", "grow-diag-final"
 @click.group("align")
 def COMMAND():
     """Word alignment: IBM Model 1 / HMM in both directions, trained to agree (Liang et al. 2008)."""
+
+
+def _lean_process():
+    """Keep the align commands' resident memory down: load SciPy's BLAS module alone, before Numba
+    builds its CPU target (which would import all of ``scipy.linalg``, ~12 MB; see
+    :func:`varorder.engine.threads.load_cython_blas`), and :func:`_return_freed_memory`."""
+    from varorder.engine.threads import load_cython_blas
+
+    load_cython_blas()
+    _return_freed_memory()
 
 
 def _return_freed_memory():
@@ -140,31 +151,42 @@ def _output_options(fn):
     return fn
 
 
-def _write_lines(path, lines):
+@contextmanager
+def _line_sink(path):
+    """A text handle on ``path`` (written atomically), or on stdout for None / '-'."""
     from varorder.io._text import atomic_write_text
 
     if path in (None, "-"):
-        out = sys.stdout
-        for line in lines:
-            out.write(line + "\n")
-        out.flush()
+        yield sys.stdout
+        sys.stdout.flush()
         return
     with atomic_write_text(path) as fh:
-        for line in lines:
-            fh.write(line + "\n")
+        yield fh
+
+
+def _write_rows(paths, rows):
+    """Write the k-th line of every row to ``paths[k]``: all the files in one pass over ``rows``."""
+    with ExitStack() as stack:
+        sinks = [stack.enter_context(_line_sink(path)) for path in paths]
+        for row in rows:
+            for fh, line in zip(sinks, row):
+                fh.write(line + "\n")
+
+
+def _write_lines(path, lines):
+    _write_rows((path,), ((line,) for line in lines))
 
 
 def _write_outputs(aligner, corpus, output, method, threshold, forward_path, reverse_path, forward_scores,
                    reverse_scores, link_probabilities):
     from varorder.io.pharaoh import format_line
 
-    if link_probabilities:
-        alignments = aligner.align(corpus, method=method, threshold=threshold)
-        _write_lines(output, (format_line(links) for links in alignments))
-        _write_lines(link_probabilities, (" ".join(f"{m[i, j]:.4g}" for i, j in sorted(links))
-                                          for links, m in zip(alignments, aligner.iter_posteriors(corpus))))
-        del alignments
-    else:  # one shard at a time: neither the links nor the posteriors of the whole corpus are held
+    # one shard at a time: neither the links nor the posteriors of the whole corpus are held
+    if link_probabilities:  # the posteriors give the links (posterior decoding) and their probabilities at once
+        rows = ((format_line(links), " ".join(f"{m[i, j]:.4g}" for i, j in sorted(links)))
+                for links, m in aligner.iter_align(corpus, method=method, threshold=threshold, with_posteriors=True))
+        _write_rows((output, link_probabilities), rows)
+    else:
         _write_lines(output, (format_line(links) for links in aligner.iter_align(corpus, method=method,
                                                                                  threshold=threshold)))
     if forward_path or reverse_path:
@@ -202,7 +224,7 @@ def _write_outputs(aligner, corpus, output, method, threshold, forward_path, rev
 @click.option("--strip-accents", is_flag=True, help="strip accents to ASCII (recorded in the model)")
 @click.option("--tokenize", is_flag=True, help="NAACL 2003 tokenisation (recorded in the model)")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="read at most this many sentence pairs")
-@click.option("--shard-size", type=click.IntRange(min=1), default=10000, show_default=True,
+@click.option("--shard-size", type=click.IntRange(min=1), default=5000, show_default=True,
               help="sentence pairs per E-step task (memory grows with it)")
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="local E-step threads")
 @click.option("--dask", "dask_address", default=None, help="dask.distributed scheduler address")
@@ -217,7 +239,7 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
     from varorder.agree.aligner import WordAligner
     from varorder.agree.corpus import Vocabulary
 
-    _return_freed_memory()
+    _lean_process()
     norm = _normalization(normalize, lowercase, strip_accents, tokenize)
     extra = (forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities)
     if alignments_path is None and any(extra):
@@ -267,7 +289,7 @@ def apply(model_path, inputs, output, method, forward_path, reverse_path, forwar
     from varorder.agree.aligner import WordAligner
     from varorder.io.bitext import Normalization
 
-    _return_freed_memory()
+    _lean_process()
     try:
         aligner = WordAligner.load(model_path).keep_log_tables_only()
         recorded = Normalization.from_dict(aligner.normalization) if aligner.normalization else Normalization()

@@ -22,7 +22,8 @@ from contextlib import contextmanager
 
 import numba
 
-__all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES"]
+__all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
+           "load_cython_blas"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
@@ -77,11 +78,46 @@ def threads_for(num_sequences: int) -> int:
     return current
 
 
+_CYTHON_BLAS = "scipy.linalg.cython_blas"
+
+
+def load_cython_blas() -> None:
+    """Import ``scipy.linalg.cython_blas``, the BLAS that Numba's ``np.dot`` calls, without running
+    ``scipy.linalg``'s package ``__init__``: that loads all of SciPy's linear algebra (~12 MB resident,
+    4% of the aligner's peak at 100k pairs), none of which the engine uses. The extension module is
+    loaded from its file under its own name, so Numba's ``import scipy.linalg.cython_blas`` finds it in
+    ``sys.modules``; a later ``import scipy.linalg`` still works. Falls back to the ordinary import.
+
+    Numba imports that module when it builds its CPU target, i.e. when the process loads its first
+    compiled kernel: call this before then (the align command does) for the saving to count."""
+    import sys
+
+    if _CYTHON_BLAS in sys.modules:
+        return
+    try:
+        import importlib.machinery
+        import importlib.util
+
+        import scipy
+
+        found = importlib.machinery.PathFinder.find_spec("cython_blas", [os.path.join(p, "linalg")
+                                                                          for p in scipy.__path__])
+        if found is None or not isinstance(found.loader, importlib.machinery.ExtensionFileLoader):
+            raise ImportError(_CYTHON_BLAS)
+        spec = importlib.util.spec_from_file_location(_CYTHON_BLAS, found.origin)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[_CYTHON_BLAS] = module
+        spec.loader.exec_module(module)
+    except Exception:  # any surprise in SciPy's layout: the ordinary (heavier) import
+        sys.modules.pop(_CYTHON_BLAS, None)
+        import scipy.linalg.cython_blas  # noqa: F401
+
+
 def _blas_controller():
     global _blas
     if _blas is None:
         try:
-            import scipy.linalg.cython_blas  # noqa: F401  (Numba's np.dot calls this BLAS: load it first)
+            load_cython_blas()  # Numba's np.dot calls this BLAS: load it first (threadpoolctl then sees it)
             from threadpoolctl import ThreadpoolController
 
             _blas = ThreadpoolController()
