@@ -381,9 +381,10 @@ def _binary_lm_queries(model, probes):
 
 
 def attack_binary_lm(tally: Tally, work: Path, rng: random.Random, scale: float) -> None:
-    """Two cases per damaged file: the default open (structural; the kernels' bounds checks
-    must turn damage into a ValueError naming the file or a usable model; wrong scores
-    there are counted as undetected, not bad: only ``verify=True`` reads the tables) and
+    """Two cases per damaged file: the structural open (``verify=False``, what the default
+    open does for a file version it has verified before; the kernels' bounds checks must
+    turn damage into a ValueError naming the file or a usable model; wrong scores there are
+    counted as undetected, not bad: only the full check reads the tables) and
     ``open_binary(verify=True)`` (refused, or the scores unchanged)."""
     from varorder.lm import ModifiedKneserNey
     from varorder.lm.binary import open_binary, write_binary
@@ -960,7 +961,8 @@ def main(argv=None) -> int:
     print(report)
     for what, count in UNDETECTED.items():
         print(f"{what}: {count} damaged files opened and scored differently without an error (not bad: "
-              f"verification is opt-in; the verify=True cases above count any such file it lets through as bad)")
+              f"the structural open only, which the default open uses for file versions verified before; the "
+              f"verify=True cases above count any such file it lets through as bad)")
     print(f"total {time.perf_counter() - began:.0f} s")
     if args.json:
         args.json.write_text(json.dumps(tally.rows, indent=1) + "\n")

@@ -4,7 +4,8 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
 ``--rounds``; per-core CPU seconds beside wall-clock; the load average is printed):
 
 * ``load``: open the PTB 5-gram — varorder's ARPA reader, varorder's binary model
-  (``varorder lm build-binary``; the default, structural open), KenLM's module on the
+  (``varorder lm build-binary``; the default open of a file version already verified,
+  i.e. the structural checks), KenLM's module on the
   same ARPA file — time and the resident memory the load added (VmRSS after minus
   before, in the child); and a fresh process's CPU seconds for varorder's ARPA read by
   step (importing NumPy and Numba, Numba's first call of a cached kernel, the read);
@@ -172,7 +173,8 @@ def section_cli(folder: Path, rounds: int, rows: dict) -> None:
         best = min(runs, key=lambda r: r["wall_s"])
         rows[f"cli score one sentence, {name} model"] = {"seconds": best["wall_s"], "cpu_s": best["cpu_s"],
                                                          "peak_rss_mb": min(r["peak_rss_mb"] for r in runs)}
-    # The full check of the binary file, on demand (the default open is structural).
+    # The full check of the binary file: on demand, and what the default open pays once
+    # for a file version it has not verified before (a copy, a changed file).
     for name, command in (("lm score --verify, binary model", ["lm", "score", "--verify", str(folder / "ptb5.bin"), str(text)]),
                           ("lm verify, binary model", ["lm", "verify", str(folder / "ptb5.bin")])):
         runs = [run_with_rusage([PYTHON, "-m", "varorder", *command]) for _ in range(max(1, rounds // 2))]

@@ -122,7 +122,9 @@ def test_verify_detects_a_flipped_table_byte(binary_file):
     data = bytearray(binary_file.read_bytes())
     data[-70] ^= 0x01  # inside the last arrays, past the header
     binary_file.write_bytes(bytes(data))
-    open_binary(binary_file)  # the layout is intact: the default (structural) open does not read the tables
+    open_binary(binary_file, verify=False)  # the layout is intact: the structural open does not read the tables
+    with pytest.raises(BinaryFormatError, match="checksum mismatch"):
+        open_binary(binary_file)  # the file changed since it was written: the default open verifies it in full
     with pytest.raises(BinaryFormatError, match="checksum mismatch"):
         verify_binary(binary_file)
     with pytest.raises(BinaryFormatError, match="checksum mismatch"):
@@ -177,7 +179,7 @@ def test_a_slot_naming_a_row_outside_its_order_is_a_valueerror(binary_file):
         table[used, 1] = 10 ** 9  # every occupied slot of every order
 
     forged = _forged(binary_file, "hash_rows", row_too_large)
-    model = open_binary(forged)  # structurally intact
+    model = open_binary(forged, verify=False)  # structurally intact
     with pytest.raises(ValueError, match=r"forged-hash_rows\.bin: corrupt n-gram model: a hash slot names a row"):
         model.lookups([[1, 2], [3]], [4, 5])
     with pytest.raises(ValueError, match=r"forged-hash_rows\.bin"):
@@ -194,7 +196,7 @@ def test_a_hash_table_without_an_empty_slot_cannot_hang_a_lookup(binary_file):
         empty = table[:, 0] == -1
         table[empty, 0] = 2 ** 62  # a key no query makes
 
-    model = open_binary(_forged(binary_file, "hash_rows", fill))
+    model = open_binary(_forged(binary_file, "hash_rows", fill), verify=False)
     reference = open_binary(binary_file)
     ids = np.asarray([1, 2, 3, 4, 1, 1], dtype=np.int32)
     np.testing.assert_array_equal(model.token_log10probs(ids)[0], reference.token_log10probs(ids)[0])
@@ -218,7 +220,7 @@ def test_corrupt_keys_are_refused_before_whole_model_operations(tmp_path, binary
         else:
             keys[-1] = 10 ** 12
 
-    model = open_binary(_forged(binary_file, "keys3", edit))
+    model = open_binary(_forged(binary_file, "keys3", edit), verify=False)
     with pytest.raises(ValueError, match=r"forged-keys3\.bin: corrupt model file: the 3-gram keys"):
         model.ngrams(3)
     with pytest.raises(ValueError, match=r"forged-keys3\.bin"):
@@ -284,7 +286,7 @@ def test_read_arpa_opens_binary_models_too(tmp_path):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_damaged_binary_never_crashes_and_verify_refuses_it(tmp_path, data):
-    """Bytes overwritten and the file cut anywhere. The default (structural) open: a
+    """Bytes overwritten and the file cut anywhere. The structural open: a
     ValueError naming the file, or a model on which every query returns or raises such a
     ValueError (damage inside a table can change scores: that is what verification is
     for). ``verify=True``: a ValueError naming the file, or (damage only in alignment
@@ -297,7 +299,7 @@ def test_damaged_binary_never_crashes_and_verify_refuses_it(tmp_path, data):
     bad = tmp_path / "bad.bin"
     bad.write_bytes(mutate_bytes(HypothesisChooser(data), good.read_bytes(), max_edits=4))
     try:
-        _every_query(open_binary(bad))
+        _every_query(open_binary(bad, verify=False))
     except ValueError as exc:
         assert str(bad) in str(exc), exc
     try:
@@ -309,3 +311,51 @@ def test_damaged_binary_never_crashes_and_verify_refuses_it(tmp_path, data):
     sentences = [["w1", "w2"], ["w3"], ["w2", "w2", "w5"], []]
     assert [damaged.score_sentence(" ".join(s)) for s in sentences] == \
         [reference.score_sentence(" ".join(s)) for s in sentences]
+
+
+@pytest.fixture
+def full_checks(monkeypatch):
+    """The files :func:`open_binary` verified in full, in order."""
+    import varorder.lm.binary as binary
+
+    checked = []
+    real = binary._verify_arrays
+    monkeypatch.setattr(binary, "_verify_arrays", lambda *a: (checked.append(a[0]), real(*a)))
+    return checked
+
+
+def test_full_verification_is_paid_once_per_file_version(tmp_path, monkeypatch, full_checks):
+    """The default open verifies in full a file it has not seen verified (a copy, or any
+    change since), and only the structure of one that :func:`write_binary` wrote or an
+    earlier open verified."""
+    monkeypatch.setenv("VARORDER_CACHE_DIR", str(tmp_path / "cache"))
+    model, _ = random_model(np.random.default_rng(5), 6, 3)
+    written = tmp_path / "m.bin"
+    write_binary(model, written)
+    open_binary(written)
+    assert full_checks == []
+    copy = tmp_path / "copy.bin"
+    copy.write_bytes(written.read_bytes())
+    open_binary(copy)
+    open_binary(copy)
+    assert full_checks == [copy]
+    data = bytearray(written.read_bytes())
+    data[-70] ^= 0x01
+    written.write_bytes(bytes(data))
+    with pytest.raises(BinaryFormatError, match="checksum mismatch"):
+        open_binary(written)
+    open_binary(copy, verify=False)
+    open_binary(copy, verify=True)
+    assert full_checks == [copy, written, copy]
+
+
+def test_an_unwritable_cache_means_full_verification_every_time(tmp_path, monkeypatch, full_checks):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("VARORDER_CACHE_DIR", str(blocker / "cache"))
+    model, _ = random_model(np.random.default_rng(5), 6, 3)
+    path = tmp_path / "m.bin"
+    write_binary(model, path)
+    open_binary(path)
+    open_binary(path)
+    assert full_checks == [path, path]

@@ -19,8 +19,8 @@ ESTIMATOR_METHODS = ("absolute", "additive", "kneser-ney")
 NGRAM_MAX_ORDER = 10
 MODEL_HELP = "ARPA file (.gz too) or binary model from `varorder lm build-binary`."
 VERIFY_HELP = ("Binary model: read the whole file and check every checksum and table invariant before "
-               "using it (otherwise only its layout is checked on open, and damage inside a table can "
-               "change scores, never crash).")
+               "using it, even if this version of the file passed that check before (by default the "
+               "full check runs once per file version: when it is written, or on its first open).")
 MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRILM's convention) "
                  "or as the number -99 (KenLM's reading).")
 
@@ -33,6 +33,8 @@ def _say(message: str) -> None:
 
 
 def _load(model_path: str, minus_99: str = "zero", verify: bool = False):
+    # --verify forces the full check; without it a binary model is checked in full only
+    # the first time this version of the file is opened (open_binary's default)
     from varorder.cli._loglinear import load_loglinear_if_one
     from varorder.io.arpa import load_model
 
@@ -40,7 +42,7 @@ def _load(model_path: str, minus_99: str = "zero", verify: bool = False):
         loglinear = load_loglinear_if_one(model_path)
         if loglinear is not None:
             return loglinear
-        return load_model(model_path, progress=True, minus_99=minus_99, verify=verify)
+        return load_model(model_path, progress=True, minus_99=minus_99, verify=True if verify else None)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
 
@@ -246,9 +248,11 @@ def score(model_path, text, sentences, per_token, minus_99, verify):
 def build_binary(arpa, output, max_arpa, minus_99):
     """Convert ARPA to varorder's binary format, which opens by memory-mapping (no parse).
 
-    The file is versioned and checked on open (size, layout, checksums of its header and
-    control arrays; `varorder lm verify` checks everything); it holds the same tables as
-    the model in memory, so its scores equal the ARPA file's.
+    The file is versioned and checked on open: its layout and control arrays always, every
+    checksum and table invariant the first time a version of the file is opened (a copy or
+    a changed file is checked in full again; `varorder lm verify` checks everything on
+    demand). It holds the same tables as the model in memory, so its scores equal the
+    ARPA file's.
     """
     from varorder.lm.binary import verify_binary, write_binary
 
@@ -265,7 +269,8 @@ def build_binary(arpa, output, max_arpa, minus_99):
 def verify(model_path):
     """Check a binary MODEL completely: every array's checksum, the key order, every hash
     slot's row and scores. Exit status 0 and `ok` when it is sound, else an error naming
-    the first problem. (Opening a model for scoring checks only its layout.)"""
+    the first problem. (Opening a model for scoring checks only its layout once this
+    version of the file has passed the full check.)"""
     from varorder.lm.binary import is_binary_model, verify_binary
 
     if not is_binary_model(model_path):

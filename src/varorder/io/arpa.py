@@ -81,7 +81,7 @@ _WRITE_BLOCK_BYTES = 16 << 20  # text formatted at a time by write_arpa, padding
 FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool = False) -> NgramLM:
+def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool | None = None) -> NgramLM:
     """Read an ARPA or MAX-ARPA file (``.gz`` transparently) into an :class:`NgramLM`.
 
     The vocabulary is the unigram section in file order (plus ``<unk>`` when absent).
@@ -95,7 +95,9 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero",
     A varorder binary model (:mod:`varorder.lm.binary`, recognised by its magic bytes)
     is opened by memory-mapping instead, so every command that reads a model takes
     either kind; it keeps the ``minus_99`` reading it was built with, and ``verify``
-    reads and checks the whole binary file first (:func:`varorder.lm.binary.verify_binary`).
+    says whether the whole binary file is read and checked first
+    (:func:`varorder.lm.binary.open_binary`: by default only a file version not verified
+    before is).
     """
     if minus_99 not in MINUS_99_READINGS:
         raise ValueError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}")
@@ -395,7 +397,7 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
                 stream.close()
 
 
-def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool = False) -> NgramLM:
+def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero", verify: bool | None = None) -> NgramLM:
     """A model file of either kind: :func:`read_arpa` (which recognises binary models)."""
     return read_arpa(path, progress=progress, minus_99=minus_99, verify=verify)
 

@@ -19,26 +19,34 @@ Layout (little-endian), version 1::
     then          the arrays, each starting on a 64-byte boundary; the file ends exactly
                   where the header says
 
-Opening (:func:`open_binary`) is structural and costs O(number of arrays + vocabulary):
-the magic, the version, the header's checksum and schema, every array's dtype, shape,
-alignment and extent inside the file, the exact file length (a truncated copy is
-refused), the checksums of the small control arrays (vocabulary, per-order bases and
-hash capacities) and their agreement with each other (counts, bases, special words);
-then it maps the file copy-on-write (pages are read on first touch and shared between
-processes; the arrays are writable for Numba's sake, but writes never reach the file),
-asking for huge pages (``MADV_HUGEPAGE``: the hash probes are random accesses, and 2 MB
-folios save most of their TLB misses; :func:`write_binary` drops the pages it wrote
-from the cache so that the first open reads them back that way).
-The large tables are not read on open. What keeps a damaged table from doing harm is
-the query code itself: every lookup kernel bounds-checks what it reads from a table (a
+Opening (:func:`open_binary`) is structural and costs O(number of arrays + vocabulary)
+once the file is known sound: the magic, the version, the header's checksum and schema,
+every array's dtype, shape, alignment and extent inside the file, the exact file length
+(a truncated copy is refused), the checksums of the small control arrays (vocabulary,
+per-order bases and hash capacities) and their agreement with each other (counts, bases,
+special words); then it maps the file copy-on-write (pages are read on first touch and
+shared between processes; the arrays are writable for Numba's sake, but writes never
+reach the file), asking for huge pages (``MADV_HUGEPAGE``: the hash probes are random
+accesses, and 2 MB folios save most of their TLB misses; :func:`write_binary` drops the
+pages it wrote from the cache so that the first open reads them back that way).
+
+The full check (``verify=True``, :func:`verify_binary`, ``varorder lm verify``) reads the
+whole file: every array's CRC-32, the key order, every hash slot's row and copied scores,
+no NaN/+inf score, so damage anywhere is refused rather than scored. By default it runs
+once per *file version*: a file that :func:`write_binary` wrote, or that an earlier open
+verified, is recorded by device, inode, size, modification and change times in a small
+cache (``$VARORDER_CACHE_DIR``, else ``~/.cache/varorder``); any other file — a copy, a
+file changed in any way since — is verified in full before use. So models are validated
+fully on load as the project requires, at the cost of one full read per version, and
+repeated opens take milliseconds. What a stale stamp cannot see (bits that rot on the
+medium without a write, or a rewrite within one timestamp tick of the stamp) the query
+code still contains: every lookup kernel bounds-checks what it reads from a table (a
 hash probe visits at most the table's capacity, a row read from a slot must lie inside
 its order before it indexes anything), so a corrupt file can give wrong scores or a
 ValueError naming the file, never a crash, a hang or a read outside an array (issue
 #18's guarantee); whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
-check the key arrays once before using them. ``verify=True`` (:func:`verify_binary`,
-``varorder lm verify``) reads the whole file: every array's CRC-32, the key order, every
-hash slot's row and copied scores, no NaN/+inf score — so damage anywhere is refused
-rather than scored. Nothing is unpickled: the header is JSON and the arrays are raw
+check the key arrays once before using them (``verify=False`` opens on these checks
+alone). Nothing is unpickled: the header is JSON and the arrays are raw
 numbers.
 """
 
@@ -149,6 +157,7 @@ def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None
             handle.write(_raw_bytes(array))
             handle.write(b"\x00" * (-array.nbytes % _ALIGN))
     _drop_cached_pages(path)
+    _record_verified(os.stat(path))  # written from a validated model: its bytes are sound
 
 
 def _drop_cached_pages(path: Path) -> None:
@@ -168,6 +177,51 @@ def _drop_cached_pages(path: Path) -> None:
         pass
     finally:
         os.close(descriptor)
+
+
+_STAMP_LIMIT = 512
+
+
+def _stamp_file() -> Path:
+    root = os.environ.get("VARORDER_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "varorder")
+    return Path(root) / "verified-binary-models.json"
+
+
+def _stamp(file_stat: os.stat_result) -> str:
+    # Any write to the file, a copy, a rename over it or a restore changes one of these
+    # (the inode's change time cannot be set back by a user), so a match means the bytes
+    # that were verified are the bytes on disk, short of silent media corruption.
+    return (f"{file_stat.st_dev}:{file_stat.st_ino}:{file_stat.st_size}:"
+            f"{file_stat.st_mtime_ns}:{file_stat.st_ctime_ns}")
+
+
+def _read_stamps() -> list[str]:
+    try:
+        stamps = json.loads(_stamp_file().read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []  # no cache or an unreadable one: every model is verified in full
+    return [s for s in stamps if isinstance(s, str)] if isinstance(stamps, list) else []
+
+
+def _known_verified(file_stat: os.stat_result) -> bool:
+    """Whether this file version passed a full verification before (written by
+    :func:`write_binary`, or verified by an earlier open). The default open then checks
+    only the structure: the full check is paid once per file version, not per process,
+    and a file changed in any way since is verified in full again."""
+    return _stamp(file_stat) in _read_stamps()
+
+
+def _record_verified(file_stat: os.stat_result) -> None:
+    stamp = _stamp(file_stat)
+    stamps = [s for s in _read_stamps() if s != stamp][-(_STAMP_LIMIT - 1):] + [stamp]
+    target = _stamp_file()
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_output(target) as handle:
+            handle.write(json.dumps(stamps).encode("ascii"))
+    except OSError:
+        pass  # a read-only home: models are verified in full on every open instead
 
 
 def _refuse(path, message: str) -> BinaryFormatError:
@@ -319,14 +373,19 @@ def verify_binary(path: PathLike) -> None:
     open_binary(path, verify=True)
 
 
-def open_binary(path: PathLike, verify: bool = False) -> NgramLM:
+def open_binary(path: PathLike, verify: bool | None = None) -> NgramLM:
     """Map a binary model written by :func:`write_binary` (see the module docstring for
     what is checked). Raises :class:`BinaryFormatError` (a ValueError) naming the file
-    and the problem. ``verify``: also check every array's checksum and the invariants the
-    scorer relies on (:func:`verify_binary`; reads the whole file)."""
+    and the problem. ``verify``: ``True`` also checks every array's checksum and the
+    invariants the scorer relies on (:func:`verify_binary`; reads the whole file);
+    ``None`` (default) does so unless this very file version was verified before (see
+    :func:`_known_verified`); ``False`` never does."""
     path = Path(path)
     with open(path, "rb") as handle:
-        file_size = os.fstat(handle.fileno()).st_size
+        file_stat = os.fstat(handle.fileno())
+        file_size = file_stat.st_size
+        if verify is None:
+            verify = not _known_verified(file_stat)
         header = _read_header(path, handle, file_size)
         _check_header(path, header, file_size)
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
@@ -342,6 +401,7 @@ def open_binary(path: PathLike, verify: bool = False) -> NgramLM:
     _check_tables(path, header, arrays, words)
     if verify:
         _verify_arrays(path, header, arrays)
+        _record_verified(file_stat)
     order = header["order"]
     vocabulary = Vocabulary(words)
     keys = [np.arange(header["vocab_size"], dtype=np.int64)] + [arrays[f"keys{m + 1}"] for m in range(1, order)]
