@@ -232,14 +232,15 @@ class _InterpolatedEstimator:
         raise NotImplementedError
 
     def _order_probabilities(self, m: int, used_counts: np.ndarray, contexts: np.ndarray, n_contexts: int,
-                             lower: np.ndarray, gone: np.ndarray | None, unk_id: int):
+                             lower: np.ndarray, gone: np.ndarray | None, vocabulary: Vocabulary):
         """Order m's interpolated probabilities ``(of each n-gram, denominators and gamma of
         each context)``, from the counts the estimate uses, each n-gram's context index,
         the next-lower-order probability of its suffix, and which n-grams are removed
         (pruning, limited vocabulary). Every context's n-grams must be present together:
         the in-memory path passes a whole order, the streaming one
         (:mod:`varorder.lm.streaming`) a range of contexts, and gets the same numbers."""
-        numerators, denominators, gamma = self._terms(m, used_counts, contexts, n_contexts, self._n_predictable)
+        # Every word but <s> can be predicted.
+        numerators, denominators, gamma = self._terms(m, used_counts, contexts, n_contexts, len(vocabulary) - 1)
         del used_counts
         if gone is not None and m > 1:
             # A removed n-gram's discounted mass moves to its context's back-off weight,
@@ -253,13 +254,12 @@ class _InterpolatedEstimator:
         probabilities += gamma[contexts] * lower
         if gone is not None and m == 1:
             # Words outside the limited vocabulary are read as <unk>: it takes their mass.
-            probabilities[unk_id] += probabilities[gone].sum()
+            probabilities[vocabulary.unk_id] += probabilities[gone].sum()
         return probabilities, denominators, gamma
 
     def _estimate(self, counts: NgramCounts) -> NgramLM:
         vocabulary = counts.vocabulary
         vocab_size = len(vocabulary)
-        self._n_predictable = vocab_size - 1
         prepared = self._prepare(counts)
         uniform = np.full(vocab_size, 1.0 / (vocab_size - 1))
         uniform[vocabulary.bos_id] = 0.0
@@ -286,7 +286,7 @@ class _InterpolatedEstimator:
                 lower = lower_probabilities[counts.suffix_rows[m - 1]]
             gone = removed[m - 1]
             probabilities, denominators, gamma = self._order_probabilities(
-                m, used_counts, contexts, n_contexts, lower, gone, vocabulary.unk_id)
+                m, used_counts, contexts, n_contexts, lower, gone, vocabulary)
             del used_counts, lower
             if m > 1:
                 # Contexts never followed by anything keep back-off weight 1.

@@ -10,16 +10,19 @@ design this follows for counting).
 
 Steps: (1) one streaming pass counts word frequencies and builds the vocabulary exactly as
 :func:`varorder.lm.corpus.read_corpus` does; (2) a second pass encodes blocks of
-sentences sized to the budget, counts each block's n-grams in memory and writes them, per
-order, as a run of word-id rows sorted lexicographically with their counts; (3) runs are
-merged one first-word range at a time, each range small enough for the budget, summing
-counts of equal rows; (4) the merged tables (lexicographic order of word ids is the order
-of varorder's packed keys) are turned into packed keys and suffix rows.
+sentences sized to the budget (a batch of lines at a time, by the compiled
+:meth:`Vocabulary.encode_lines`), counts each block's n-grams in memory and writes them,
+per order, as a run of word-id rows sorted lexicographically with their counts, plus the
+row offset of each first word (kept in memory); (3) each order's runs are merged one
+first-word range at a time, each range small enough for the budget and read with plain
+file reads (never memory-mapped), summing counts of equal rows, into one sorted table on
+disk (:func:`count_to_disk`). With Dask, each shard writes its runs into the shared
+folder and this process merges them the same way.
 
-The budget bounds the corpus side (blocks and merge ranges): memory no longer grows
-with the number of tokens. The merged count tables themselves (24 bytes per distinct
-n-gram) and the estimate made from them are held in memory, as by the in-memory path:
-unlike lmplz, the estimation step is not streamed.
+:mod:`varorder.lm.streaming` estimates from those tables without loading them; the
+older entry points :func:`count_ngrams_on_disk` / :func:`count_ngrams_dask` load them
+as :class:`NgramCounts` for ``fit_counts`` (used by ``--binary`` / ``--max-arpa``,
+whose writers need the model in memory).
 """
 
 from __future__ import annotations

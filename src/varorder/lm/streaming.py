@@ -96,7 +96,6 @@ def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory:
     vocab_size, order = len(vocabulary), counts.order
     sizes = _Sizes(memory, vocab_size, chunk_rows, table_rows)
     bits = max(1, (vocab_size - 1).bit_length())
-    estimator._n_predictable = vocab_size - 1
 
     def column(name, dtype, width=1):
         return DiskColumn(folder / name, dtype, width)
@@ -117,7 +116,6 @@ def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory:
         return gone
 
     values = [column(f"values{m}", np.float32, 2) for m in range(1, order + 1)]
-    kept = [0] * order
     # Order 1, in memory (V rows): interpolated with the uniform distribution over every
     # word but <s>.
     uniform = np.full(vocab_size, 1.0 / (vocab_size - 1))
@@ -126,7 +124,7 @@ def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory:
     unigram_counts[vocabulary.bos_id] = 0.0
     gone = removed_rows(1, 0, vocab_size)
     probabilities, _, _ = estimator._order_probabilities(1, unigram_counts, np.zeros(vocab_size, dtype=np.int64), 1,
-                                                         uniform, gone, vocabulary.unk_id)
+                                                         uniform, gone, vocabulary)
     lower = column("probabilities1", np.float64)
     lower.append(probabilities)
     lower.finish()
@@ -137,7 +135,7 @@ def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory:
             stop = start + len(context_rows)
             order_probabilities, denominators, gamma = estimator._order_probabilities(
                 m, used[m - 1].read(start, stop).astype(np.float64), context_rows - lo, hi - lo,
-                suffix_probabilities.read(start, stop), removed_rows(m, start, stop), vocabulary.unk_id)
+                suffix_probabilities.read(start, stop), removed_rows(m, start, stop), vocabulary)
             current.append(order_probabilities)
             _append_values(values[m - 2], lower.read(lo, hi), backoff_log10(denominators, gamma))
         current.finish()
@@ -164,10 +162,12 @@ def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory:
             columns = [(block[:, 0], np.float32)] + ([(block[:, 1], np.float32)] if m < order else [])
             yield rows, columns
 
+    kept = [0] * order
     for m in range(1, order + 1):
-        kept[m - 1] = len(values[m - 1]) - sum(int(np.count_nonzero(g)) for g in
-                                               (removed_rows(m, a, a + sizes.chunk)
-                                                for a in range(0, len(values[m - 1]), sizes.chunk)) if g is not None)
+        kept[m - 1] = len(values[m - 1])
+        for start in range(0, len(values[m - 1]), sizes.chunk):
+            gone = removed_rows(m, start, start + sizes.chunk)
+            kept[m - 1] -= 0 if gone is None else int(np.count_nonzero(gone))
     write_arpa_stream(output, vocabulary.words, kept, (section(m) for m in range(1, order + 1)))
     return kept
 
