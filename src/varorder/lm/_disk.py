@@ -29,6 +29,14 @@ class DiskColumn:
         self.length = 0
         self._handle = open(self.path, "wb")
 
+    @classmethod
+    def existing(cls, path: os.PathLike | str, dtype, width: int, length: int) -> "DiskColumn":
+        """A finished column written elsewhere (by another process), to read."""
+        column = cls.__new__(cls)
+        column.path, column.dtype, column.width, column.length, column._handle = \
+            Path(path), np.dtype(dtype), width, length, None
+        return column
+
     def __len__(self) -> int:
         return self.length
 

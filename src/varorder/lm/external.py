@@ -180,11 +180,8 @@ class _DiskRun:
 
     @classmethod
     def described(cls, rows_path, counts_path, width, length, offsets) -> "_DiskRun":
-        rows, counts = object.__new__(DiskColumn), object.__new__(DiskColumn)
-        for column, path, dtype, column_width in ((rows, rows_path, np.int32, width), (counts, counts_path, np.int64, 1)):
-            column.path, column.dtype, column.width, column.length, column._handle = \
-                Path(path), np.dtype(dtype), column_width, length, None
-        return cls(rows, counts, offsets)
+        return cls(DiskColumn.existing(rows_path, np.int32, width, length),
+                   DiskColumn.existing(counts_path, np.int64, 1, length), offsets)
 
     def piece(self, first_word: int, stop_word: int) -> tuple[np.ndarray, np.ndarray]:
         lo, hi = int(self.offsets[first_word]), int(self.offsets[stop_word])
