@@ -30,8 +30,12 @@ Tables (one per order m, on disk): the sorted word-id rows and raw counts that
 Memory: every step holds at most a chunk of rows (``memory / 256`` rows, at least the
 vocabulary size, since one context can have V continuations) and one range of a lower
 table (``memory / 64`` rows), never a whole table: the peak does not grow with the corpus
-(tables larger than a range take more passes). Files are read with explicit reads, never
-memory-mapped (mapped pages that were read count as resident).
+(tables larger than a range take more passes; only the counting runs' first-word offsets,
+V + 1 integers per run, grow with the number of runs). The budget is not a hard cap:
+NumPy's temporaries and a fixed ~150 MB (interpreter, NumPy, Numba) come on top
+(docs/benchmarks.md). Files are read with explicit reads, never memory-mapped (mapped
+pages that were read count as resident). ``--binary`` / ``--max-arpa`` output is not
+streamed (their writers need the model in memory).
 """
 
 from __future__ import annotations
