@@ -20,8 +20,10 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
   order, in memory and with ``-S`` (sorted runs on disk): wall time and peak RSS of the
   process; with ``--lmplz PATH`` also lmplz ``-o N -S 20%`` on the same text;
 * ``large``: a synthetic corpus of ``--large-tokens`` tokens sampled from the PTB 5-gram
-  (seed 0) estimated with ``-S 2G``: time and peak RSS; and the on-disk and in-memory
-  paths compared on the valid perplexity of a 3M-token sample (seed 1) both handle.
+  (seed 0) estimated with ``-S 2G`` (streamed through disk): time and peak RSS of the
+  process and of its whole process tree; then a ``--compare-tokens`` sample (seed 1)
+  estimated in memory, with ``-S`` and Dask-sharded on a LocalCluster: the ARPA files
+  compared byte for byte, and the valid perplexity.
 
     python benchmarks/lm.py --json lm.json                 # every section
     python benchmarks/lm.py --sections load cli score      # some
@@ -66,25 +68,58 @@ def run_measured(command: list[str]) -> dict:
     return {"wall_s": time.perf_counter() - start, "stdout": process.stdout.decode(), "stderr": process.stderr.decode()}
 
 
-def run_with_rusage(command: list[str]) -> dict:
+def run_with_rusage(command: list[str], tree: bool = False) -> dict:
     """Wall time, CPU time and peak RSS of one child process (os.wait4's rusage).
 
     The peak RSS is read by ``/usr/bin/time`` when it exists: a child started from this
     (larger) process inherits its peak into ``ru_maxrss`` (Linux folds the memory image a
-    vfork/fork child starts from into it at exec), which inflated the figures."""
+    vfork/fork child starts from into it at exec), which inflated the figures. With
+    ``tree``, also the peak of the RSS summed over the whole process tree (Dask workers
+    are processes of their own), sampled every 0.2 s with psutil."""
+    import threading
+
+    import psutil
+
     timer = Path("/usr/bin/time")
     with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
         wrapped = [str(timer), "-f", "%M", "-o", rss_file.name, *command] if timer.exists() else command
         start = time.perf_counter()
         process = subprocess.Popen(wrapped, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        tree_peak = [0]
+        done = threading.Event()
+
+        def sample():
+            root = psutil.Process(process.pid)
+            while not done.wait(0.2):
+                try:
+                    members = [root] + root.children(recursive=True)
+                    tree_peak[0] = max(tree_peak[0], sum(m.memory_info().rss for m in members))
+                except psutil.Error:
+                    pass
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        if tree:
+            sampler.start()
+        # Drain the pipes while waiting (a long run's progress bars would fill them).
+        outputs = {}
+        readers = [threading.Thread(target=lambda n, f: outputs.__setitem__(n, f.read()), args=(n, f), daemon=True)
+                   for n, f in (("stdout", process.stdout), ("stderr", process.stderr))]
+        for reader in readers:
+            reader.start()
         _, status, usage = os.wait4(process.pid, 0)
+        done.set()
         wall = time.perf_counter() - start
-        stdout, stderr = process.stdout.read().decode(), process.stderr.read().decode()
+        for reader in readers:
+            reader.join()
+        stdout, stderr = outputs["stdout"].decode(), outputs["stderr"].decode()
         if status != 0:
-            raise RuntimeError(f"{' '.join(command)} failed:\n{stderr[-2000:]}")
+            raise RuntimeError(f"{' '.join(map(str, command))} failed:\n{stderr[-2000:]}")
         peak_kb = int(rss_file.read().split()[-1]) if timer.exists() else usage.ru_maxrss
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": peak_kb / 1024,
-            "stdout": stdout, "stderr": stderr}
+    result = {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_rss_mb": peak_kb / 1024,
+              "stdout": stdout, "stderr": stderr}
+    if tree:
+        result["tree_peak_rss_mb"] = tree_peak[0] / 2**20
+    return result
 
 
 LOAD_CHILD = textwrap.dedent("""
@@ -354,33 +389,73 @@ def make_large_corpus(path: Path, n_tokens: int, model_path: Path, seed: int = 0
     return int(written)
 
 
-def section_large(folder: Path, rows: dict, n_tokens: int) -> None:
-    corpus = folder / "large.txt"
-    written = make_large_corpus(corpus, n_tokens, folder / "ptb5.bin")
-    rows["large corpus tokens"] = written
+DASK_CHILD = textwrap.dedent("""
+    import sys
+    from distributed import Client, LocalCluster
+    from varorder.lm import ModifiedKneserNey
+    from varorder.lm.external import parse_memory
+    from varorder.lm.streaming import train_on_disk
+    corpus, order, memory, folder, output, workers = sys.argv[1:7]
+    if __name__ == "__main__":
+        with LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
+                Client(cluster) as client:
+            counts = train_on_disk(ModifiedKneserNey(order=int(order)), corpus, output, memory=parse_memory(memory),
+                                   temp_dir=folder, client=client)
+        print(counts)
+""")
+
+
+def _train_row(run: dict) -> dict:
+    return {"wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
+            "tree_peak_rss_mb": run.get("tree_peak_rss_mb"),
+            "log": [line for line in run["stderr"].splitlines() if "grams=" in line]}
+
+
+def section_large(folder: Path, rows: dict, n_tokens: int, order: int, memory: str, compare_tokens: int,
+                  dask_workers: int) -> None:
+    """The out-of-memory estimation: ``n_tokens`` sampled tokens (seed 0) with ``-S
+    memory``; then a ``compare_tokens`` sample (seed 1) estimated in memory, with ``-S``
+    and Dask-sharded (a LocalCluster of ``dask_workers`` processes): the three ARPA files
+    compared byte for byte and the valid perplexity of the model."""
     # A large sample from the model has no rare words: the unigram continuation counts
     # n1..n4 are all zero, so (as lmplz would) it needs the fallback discounts there.
-    # ARPA output, as lmplz writes: a binary model would add its hash tables (36 bytes an
-    # n-gram), which querying needs and estimation does not.
-    run = run_with_rusage([PYTHON, "-m", "varorder", "lm", "train", str(corpus), "-n", "5", "-S", "2G", "-T", str(folder),
-                           "--discount-fallback", "-o", str(folder / "large.arpa")])
-    rows["large 5-gram, -S 2G"] = {"seconds": run["wall_s"], "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
-                                    "log": [line for line in run["stderr"].splitlines() if "grams=" in line or "order" in line]}
-    corpus.unlink()
-    rows["large 5-gram ARPA MB"] = (folder / "large.arpa").stat().st_size / 2**20
-    (folder / "large.arpa").unlink()
-    # Both paths on a corpus the in-memory path handles: the same valid perplexity.
-    small = folder / "small.txt"
-    make_large_corpus(small, 3_000_000, folder / "ptb5.bin", seed=1)
-    perplexities = {}
-    for name, extra in (("in memory", []), ("-S 100M", ["-S", "100M", "-T", str(folder)])):
-        model = folder / f"small-{len(extra)}.bin"
-        run_measured([PYTHON, "-m", "varorder", "lm", "train", str(small), "-n", "5", "--discount-fallback", "--binary",
-                      "-o", str(model), *extra])
-        scored = run_measured([PYTHON, "-m", "varorder", "lm", "score", str(model), str(DATA / "ptb.valid.txt.gz"),
-                               "--no-sentences"])["stdout"]
-        perplexities[name] = scored.strip().split("perplexity=")[1]
-    rows["3M-token corpus valid perplexity (in memory, -S 100M)"] = perplexities
+    train = [PYTHON, "-m", "varorder", "lm", "train", "-n", str(order), "--discount-fallback"]
+    if n_tokens:
+        corpus = folder / "large.txt"
+        rows["large corpus tokens"] = make_large_corpus(corpus, n_tokens, folder / "ptb5.bin")
+        run = run_with_rusage([*train, str(corpus), "-S", memory, "-T", str(folder), "-o", str(folder / "large.arpa")],
+                              tree=True)
+        rows[f"large {order}-gram, -S {memory}"] = _train_row(run)
+        corpus.unlink()
+        rows[f"large {order}-gram ARPA MB"] = (folder / "large.arpa").stat().st_size / 2**20
+        (folder / "large.arpa").unlink()
+    if not compare_tokens:
+        return
+    small = folder / "compare.txt"
+    rows["comparison corpus tokens"] = make_large_corpus(small, compare_tokens, folder / "ptb5.bin", seed=1)
+    outputs = {}
+    for name in ("in memory", f"-S {memory}", f"Dask {dask_workers} workers, -S {memory}"):
+        out = folder / f"compare-{len(outputs)}.arpa"
+        if name == "in memory":
+            run = run_with_rusage([*train, str(small), "-o", str(out)], tree=True)
+        elif name.startswith("-S"):
+            run = run_with_rusage([*train, str(small), "-S", memory, "-T", str(folder), "-o", str(out)], tree=True)
+        else:
+            run = run_with_rusage([PYTHON, "-c", DASK_CHILD, str(small), str(order), memory, str(folder), str(out),
+                                   str(dask_workers)], tree=True)
+        rows[f"comparison {order}-gram, {name}"] = _train_row(run)
+        outputs[name] = out
+        print(f"[{name}: {rows[f'comparison {order}-gram, {name}']}]", flush=True)
+    reference = outputs.pop("in memory")
+    rows["comparison ARPA files identical to in-memory"] = {
+        name: filecmp.cmp(reference, out, shallow=False) for name, out in outputs.items()}
+    rows["comparison ARPA MB"] = reference.stat().st_size / 2**20
+    scored = run_measured([PYTHON, "-m", "varorder", "lm", "score", str(reference), str(DATA / "ptb.valid.txt.gz"),
+                           "--no-sentences"])["stdout"]
+    rows["comparison valid perplexity"] = scored.strip().split("perplexity=")[1]
+    for out in [reference, *outputs.values()]:
+        out.unlink()
+    small.unlink()
 
 
 def prepare(folder: Path) -> None:
@@ -397,7 +472,12 @@ def main():
                         choices=["load", "cli", "score", "estimate", "large"])
     parser.add_argument("--orders", type=int, nargs="+", default=[3, 4, 5, 6])
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--large-tokens", type=int, default=20_000_000)
+    parser.add_argument("--large-tokens", type=int, default=200_000_000, help="0: skip the large run")
+    parser.add_argument("--large-order", type=int, default=5)
+    parser.add_argument("--large-memory", default="2G", help="the -S budget of the large section")
+    parser.add_argument("--compare-tokens", type=int, default=10_000_000,
+                        help="the corpus both paths estimate (0: skip the comparison)")
+    parser.add_argument("--dask-workers", type=int, default=2)
     parser.add_argument("--lmplz", help="path to KenLM's lmplz, for the estimation peer")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--models", help="a folder holding ptb5.arpa and ptb5.bin (`varorder lm train -n 5` on PTB "
@@ -425,7 +505,8 @@ def main():
             elif section == "estimate":
                 section_estimate(folder, max(1, args.rounds // 2), rows, args.orders, args.lmplz)
             else:
-                section_large(folder, rows, args.large_tokens)
+                section_large(folder, rows, args.large_tokens, args.large_order, args.large_memory,
+                              args.compare_tokens, args.dask_workers)
             print(f"[{section} done, load average {os.getloadavg()}]", flush=True)
             if args.json:  # after every section, so a failure later keeps what was measured
                 Path(args.json).write_text(json.dumps(rows, indent=2))

@@ -78,6 +78,12 @@ def _checked_memory(text: str | None, param) -> int | None:
     return budget
 
 
+def _no_client():
+    import contextlib
+
+    return contextlib.nullcontext(None)
+
+
 @click.group()
 def lm():
     """n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds."""
@@ -107,12 +113,14 @@ def lm():
               callback=lambda ctx, param, value: _checked_numbers(value, float, param),
               help="The discounts --discount-fallback uses.")
 @click.option("-S", "--memory", "memory", callback=lambda ctx, param, value: _checked_memory(value, param),
-              help="Count n-grams in sorted runs on disk, holding at most this much in memory (e.g. 2G, 500M; "
-                   "lmplz's -S). Without it, counting is in memory.")
-@click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True), help="Folder for the sorted runs of -S.")
+              help="Estimate through sorted tables on disk, holding about this much in memory (e.g. 2G, 500M; "
+                   "lmplz's -S) and writing ARPA as it goes; with --binary or --max-arpa only the counting is on "
+                   "disk. Without it, everything is in memory.")
+@click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True),
+              help="Folder for the tables of -S (and of --dask-scheduler: the workers must reach it).")
 @click.option("--dask-scheduler", metavar="ADDRESS",
-              help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files "
-                   "must be readable there at the same paths); merged exactly as -S merges its runs.")
+              help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files and "
+                   "-T must be reachable there at the same paths); then estimated as -S does.")
 @click.option("--binary", "binary", is_flag=True, help="Write the binary format instead of ARPA.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
 @loglinear_options
@@ -150,26 +158,30 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
         estimator = AdditiveSmoothing(order=order, alpha=alpha, min_count=min_count)
     start = time.perf_counter()
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
+    # -S / --dask-scheduler stream the whole estimation through disk and write ARPA as they
+    # go; the binary and MAX-ARPA writers need the model in memory (counting still on disk).
+    streaming = (memory or dask_scheduler) and not (binary or max_arpa)
     try:
-        if dask_scheduler:
-            from varorder.lm.external import count_ngrams_dask
+        if streaming:
+            from varorder.lm.streaming import train_on_disk
 
-            with dask_client(dask_scheduler) as client:
-                counts = count_ngrams_dask(list(corpus), order, client, min_count=min_count,
-                                           memory=memory or 1 << 30)
-            estimator.fit_counts(counts)
-        elif memory:
+            with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:
+                ngram_counts = train_on_disk(estimator, list(corpus), output, memory=memory or 1 << 30,
+                                             temp_dir=temp_dir, client=client, progress=True)
+        elif memory or dask_scheduler:
             from varorder.lm.external import count_ngrams_on_disk
 
-            counts = count_ngrams_on_disk(list(corpus), order, memory=memory, temp_dir=temp_dir,
-                                          min_count=min_count, progress=True)
+            with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:
+                counts = count_ngrams_on_disk(list(corpus), order, memory=memory or 1 << 30, temp_dir=temp_dir,
+                                              min_count=min_count, progress=True, client=client)
             estimator.fit_counts(counts)
         else:
             estimator.fit(list(corpus))
     except ValueError as error:
         raise click.ClickException(str(error)) from None
-    model = estimator.model_
-    counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(model.ngram_counts, start=1))
+    if not streaming:
+        ngram_counts = estimator.model_.ngram_counts
+    counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(ngram_counts, start=1))
     _say(f"{counts} in {time.perf_counter() - start:.1f} s")
     if method == "kneser-ney":
         for m, discounts in enumerate(estimator.discounts_, start=1):
@@ -178,11 +190,11 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     if binary:
         from varorder.lm.binary import write_binary
 
-        write_binary(model, output, max_arpa=max_arpa)
-    else:
+        write_binary(estimator.model_, output, max_arpa=max_arpa)
+    elif not streaming:
         from varorder.io.arpa import write_arpa
 
-        write_arpa(model, output, max_arpa=max_arpa)
+        write_arpa(estimator.model_, output, max_arpa=max_arpa)
     _say(f"wrote {output}")
 
 

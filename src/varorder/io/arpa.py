@@ -366,31 +366,48 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
     reads back to the stored float32 (float64 for the MAX-ARPA columns), so reading the
     file gives identical scores. Back-offs are written for every order but the highest.
     """
-    path = Path(path)
-    words = _word_matrix(model.vocabulary.words)
     table = model.max_backoff() if max_arpa else None
+    width = max(len(w.encode("utf-8", errors="surrogateescape")) for w in model.vocabulary.words)
+
+    def section(order):
+        values = model._order_values(order)
+        # A block of rows at a time: the section's text is never held whole.
+        block = max(1, _WRITE_BLOCK_BYTES // (max(1, width) * order + 64 * (2 + 2 * max_arpa)))
+        for start in range(0, len(values), block):
+            stop = min(len(values), start + block)
+            columns = [(values[start:stop, 0], np.float32)]
+            if order < model.order or max_arpa:
+                columns.append((values[start:stop, 1], np.float32))
+            if max_arpa:
+                columns.append((table.max_log10prob[order - 1][start:stop], np.float64))
+                columns.append((table.max_log10backoff[order - 1][start:stop], np.float64))
+            yield model._word_rows(order, start, stop), columns
+
+    write_arpa_stream(path, model.vocabulary.words, model.ngram_counts,
+                      (section(order) for order in range(1, model.order + 1)), max_arpa=max_arpa)
+
+
+def write_arpa_stream(path: PathLike, words, ngram_counts, sections, *, max_arpa: bool = False) -> None:
+    """Write ARPA text atomically from a stream: ``words`` in id order, the n-gram count
+    of each order, and per order (``sections``, in order) an iterable of blocks
+    ``(word-id rows, [(values, float type), ...])`` in the file's row order, columns as
+    :func:`write_arpa` writes them. Used by :func:`write_arpa` and by the streaming
+    estimator (:mod:`varorder.lm.streaming`), which never holds a whole model."""
+    path = Path(path)
+    words = _word_matrix(words)
     with atomic_output(path) as raw:
         stream = gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) if path.name.endswith(".gz") else raw
         try:
             if max_arpa:
                 stream.write(MAX_ARPA_HEADER.encode() + b"\n")
             stream.write(b"\\data\\\n")
-            for order, count in enumerate(model.ngram_counts, start=1):
+            for order, count in enumerate(ngram_counts, start=1):
                 stream.write(f"ngram {order}={count}\n".encode())
-            for order in range(1, model.order + 1):
+            for order, blocks in enumerate(sections, start=1):
                 stream.write(f"\n\\{order}-grams:\n".encode())
-                values = model._order_values(order)
-                # A block of rows at a time: the section's text is never held whole.
-                block = max(1, _WRITE_BLOCK_BYTES // (words[0].shape[1] * order + 64 * (2 + 2 * max_arpa)))
-                for start in range(0, len(values), block):
-                    stop = min(len(values), start + block)
-                    columns = [(values[start:stop, 0], np.float32)]
-                    if order < model.order or max_arpa:
-                        columns.append((values[start:stop, 1], np.float32))
-                    if max_arpa:
-                        columns.append((table.max_log10prob[order - 1][start:stop], np.float64))
-                        columns.append((table.max_log10backoff[order - 1][start:stop], np.float64))
-                    stream.write(_format_lines(model._word_rows(order, start, stop), words, columns))
+                for rows, columns in blocks:
+                    if len(rows):
+                        stream.write(_format_lines(rows, words, columns))
             stream.write(b"\n\\end\\\n")
         finally:
             if stream is not raw:

@@ -8,7 +8,8 @@ and additive smoothing. :mod:`varorder.lm.maxarpa` computes the paper's max-back
 weights (eq. 2-8, §2.3); :mod:`varorder.io.arpa` reads and writes ARPA and MAX-ARPA;
 :mod:`varorder.lm.binary` is the memory-mapped binary model format (``varorder lm
 build-binary``); :mod:`varorder.lm.external` counts corpora larger than memory (sorted
-runs on disk, or sharded across Dask workers) for ``fit_counts``.
+runs on disk, or sharded across Dask workers) and :mod:`varorder.lm.streaming`
+estimates from those tables on disk, writing ARPA as it goes (``varorder lm train -S``).
 
 Typical use::
 

@@ -187,25 +187,40 @@ class _InterpolatedEstimator:
         kept too and the tables stay closed without exceptions.
         """
         thresholds = self._prune_thresholds()
-        limit = getattr(self, "limit_vocab", None)
-        vocabulary = counts.vocabulary
         removed: list[np.ndarray | None] = [None] * counts.order
-        if limit is not None:
-            allowed = np.zeros(len(vocabulary), dtype=bool)
-            allowed[[vocabulary.index[w] for w in set(limit) if w in vocabulary.index]] = True
-            allowed[[vocabulary.bos_id, vocabulary.eos_id, vocabulary.unk_id]] = True
+        allowed = self._allowed_words(counts.vocabulary)
+        if allowed is not None:
             if not allowed.all():
                 removed[0] = ~allowed
                 for m, first in enumerate(counts.first_words()[1:], start=1):
                     # An n-gram holds a disallowed word iff its first word is disallowed or
                     # its suffix (one order down) is removed.
-                    suffix_removed = removed[m - 1][counts.suffix_rows[m]] if m > 1 else ~allowed[counts.keys[m] % len(vocabulary)]
+                    suffix_removed = removed[m - 1][counts.suffix_rows[m]] if m > 1 \
+                        else ~allowed[counts.keys[m] % len(counts.vocabulary)]
                     removed[m] = ~allowed[first] | suffix_removed
         for m in range(1, counts.order):
             if thresholds[m] > 0:
                 low = counts.counts[m] <= thresholds[m]
                 removed[m] = low if removed[m] is None else removed[m] | low
         return removed
+
+    def _allowed_words(self, vocabulary: Vocabulary) -> np.ndarray | None:
+        """The limited vocabulary as a mask over word ids (the markers and ``<unk>``
+        always allowed), or None without a limit."""
+        limit = getattr(self, "limit_vocab", None)
+        if limit is None:
+            return None
+        allowed = np.zeros(len(vocabulary), dtype=bool)
+        allowed[[vocabulary.index[w] for w in set(limit) if w in vocabulary.index]] = True
+        allowed[[vocabulary.bos_id, vocabulary.eos_id, vocabulary.unk_id]] = True
+        return allowed
+
+    # Whether the estimate uses Kneser-Ney continuation counts below the highest order
+    # (set by ModifiedKneserNey); the streaming estimator reads it.
+    uses_continuation_counts = False
+
+    def _choose_discounts(self, counts_of_counts: list[list[int]]) -> None:
+        """Per order, from its counts-of-counts n1..n4 (only estimators with discounts)."""
 
     def _prepare(self, counts: NgramCounts) -> list[np.ndarray]:
         """The counts each order's estimate uses (raw by default)."""
@@ -215,6 +230,32 @@ class _InterpolatedEstimator:
         """``(numerators per n-gram, denominators per context, gamma per context)`` of order
         ``m``; ``n_predictable`` is the number of words that can be predicted (all but <s>)."""
         raise NotImplementedError
+
+    def _order_probabilities(self, m: int, used_counts: np.ndarray, contexts: np.ndarray, n_contexts: int,
+                             lower: np.ndarray, gone: np.ndarray | None, vocabulary: Vocabulary):
+        """Order m's interpolated probabilities ``(of each n-gram, denominators and gamma of
+        each context)``, from the counts the estimate uses, each n-gram's context index,
+        the next-lower-order probability of its suffix, and which n-grams are removed
+        (pruning, limited vocabulary). Every context's n-grams must be present together:
+        the in-memory path passes a whole order, the streaming one
+        (:mod:`varorder.lm.streaming`) a range of contexts, and gets the same numbers."""
+        # Every word but <s> can be predicted.
+        numerators, denominators, gamma = self._terms(m, used_counts, contexts, n_contexts, len(vocabulary) - 1)
+        del used_counts
+        if gone is not None and m > 1:
+            # A removed n-gram's discounted mass moves to its context's back-off weight,
+            # so every conditional distribution still sums to one.
+            with np.errstate(divide="ignore", invalid="ignore"):
+                freed = _group_sum(np.where(gone, numerators, 0.0), contexts, n_contexts) / denominators
+            gamma = gamma + np.where(denominators > 0, freed, 0.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            probabilities = np.where(denominators[contexts] > 0, numerators / denominators[contexts], 0.0)
+        del numerators
+        probabilities += gamma[contexts] * lower
+        if gone is not None and m == 1:
+            # Words outside the limited vocabulary are read as <unk>: it takes their mass.
+            probabilities[vocabulary.unk_id] += probabilities[gone].sum()
+        return probabilities, denominators, gamma
 
     def _estimate(self, counts: NgramCounts) -> NgramLM:
         vocabulary = counts.vocabulary
@@ -243,38 +284,29 @@ class _InterpolatedEstimator:
                 contexts = counts.keys[m - 1] // vocab_size
                 n_contexts = len(counts.keys[m - 2])
                 lower = lower_probabilities[counts.suffix_rows[m - 1]]
-            numerators, denominators, gamma = self._terms(m, used_counts, contexts, n_contexts, vocab_size - 1)
-            del used_counts
             gone = removed[m - 1]
-            if gone is not None and m > 1:
-                # A removed n-gram's discounted mass moves to its context's back-off weight,
-                # so every conditional distribution still sums to one.
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    freed = _group_sum(np.where(gone, numerators, 0.0), contexts, n_contexts) / denominators
-                gamma = gamma + np.where(denominators > 0, freed, 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                share = np.where(denominators[contexts] > 0, numerators / denominators[contexts], 0.0)
-            del numerators
-            share += gamma[contexts] * lower
-            probabilities = share
-            del lower
-            if gone is not None and m == 1:
-                # Words outside the limited vocabulary are read as <unk>: it takes their mass.
-                probabilities[vocabulary.unk_id] += probabilities[gone].sum()
+            probabilities, denominators, gamma = self._order_probabilities(
+                m, used_counts, contexts, n_contexts, lower, gone, vocabulary)
+            del used_counts, lower
             if m > 1:
                 # Contexts never followed by anything keep back-off weight 1.
-                with np.errstate(divide="ignore"):
-                    values[value_base[m - 2]:value_base[m - 1], 1] = np.log10(np.where(denominators > 0, gamma, 1.0))
-                _store_log10(values[value_base[m - 2]:value_base[m - 1], 0], lower_probabilities)
+                values[value_base[m - 2]:value_base[m - 1], 1] = backoff_log10(denominators, gamma)
+                store_log10(values[value_base[m - 2]:value_base[m - 1], 0], lower_probabilities)
             lower_probabilities = probabilities
-        _store_log10(values[value_base[-2]:, 0], lower_probabilities)
+        store_log10(values[value_base[-2]:, 0], lower_probabilities)
         if all(r is None for r in removed):
             return NgramLM(vocabulary, counts.keys, None, None, values=values)
         columns = [values[value_base[m]:value_base[m + 1]].astype(np.float64) for m in range(counts.order)]
         return _without(vocabulary, counts.keys, [c[:, 0] for c in columns], [c[:, 1] for c in columns], removed)
 
 
-def _store_log10(out: np.ndarray, probabilities: np.ndarray) -> None:
+def backoff_log10(denominators: np.ndarray, gamma: np.ndarray) -> np.ndarray:
+    """log10 back-off weights of contexts; contexts never followed by anything keep 1."""
+    with np.errstate(divide="ignore"):
+        return np.log10(np.where(denominators > 0, gamma, 1.0))
+
+
+def store_log10(out: np.ndarray, probabilities: np.ndarray) -> None:
     """``out[:] = log10 probabilities``, at most 0: rounding can push a certain event a
     hair above 1, which ARPA readers reject."""
     with np.errstate(divide="ignore"):
@@ -339,6 +371,8 @@ class ModifiedKneserNey(_InterpolatedEstimator):
         Orders (1-based) that used ``discount_fallback``.
     """
 
+    uses_continuation_counts = True
+
     def __init__(self, order: int = 3, min_count: int = 1,
                  discount_fallback: tuple[float, float, float] | None = FALLBACK_DISCOUNTS,
                  prune: Sequence[int] | None = None, limit_vocab: Iterable[str] | None = None):
@@ -368,10 +402,13 @@ class ModifiedKneserNey(_InterpolatedEstimator):
             # Nothing precedes <s>: n-grams starting with it keep their raw counts.
             starts_with_bos = first_words[m] == bos
             adjusted.append(np.where(starts_with_bos, counts.counts[m], continuation))
+        self._choose_discounts([counts_of_counts(order_counts if m > 1 else np.delete(order_counts, bos))
+                                for m, order_counts in enumerate(adjusted, start=1)])
+        return adjusted
+
+    def _choose_discounts(self, counts_of_counts: list[list[int]]) -> None:
         self.discounts_, self.fallback_orders_ = [], []
-        for m, order_counts in enumerate(adjusted, start=1):
-            considered = order_counts if m > 1 else np.delete(order_counts, bos)
-            n = [int(np.count_nonzero(considered == k)) for k in (1, 2, 3, 4)]
+        for m, n in enumerate(counts_of_counts, start=1):
             discounts = _kneser_ney_discounts(n)
             if discounts is None and self.discount_fallback is None:
                 raise ValueError(
@@ -386,10 +423,9 @@ class ModifiedKneserNey(_InterpolatedEstimator):
                     f"modified Kneser-Ney: order {m} counts-of-counts n1..n4 = {n} give no valid "
                     f"discounts; using the fallback {discounts}",
                     RuntimeWarning,
-                    stacklevel=4,
+                    stacklevel=5,
                 )
             self.discounts_.append(discounts)
-        return adjusted
 
     def _terms(self, m, order_counts, contexts, n_contexts, n_predictable):
         d1, d2, d3 = self.discounts_[m - 1]
@@ -398,6 +434,11 @@ class ModifiedKneserNey(_InterpolatedEstimator):
         with np.errstate(divide="ignore", invalid="ignore"):
             gamma = _group_sum(discount, contexts, n_contexts) / denominators
         return order_counts - discount, denominators, np.nan_to_num(gamma, nan=1.0)
+
+
+def counts_of_counts(order_counts: np.ndarray) -> list[int]:
+    """n1..n4: how many of ``order_counts`` equal 1, 2, 3, 4."""
+    return [int(np.count_nonzero(order_counts == k)) for k in (1, 2, 3, 4)]
 
 
 def _kneser_ney_discounts(n: list[int]) -> tuple[float, float, float] | None:

@@ -10,16 +10,19 @@ design this follows for counting).
 
 Steps: (1) one streaming pass counts word frequencies and builds the vocabulary exactly as
 :func:`varorder.lm.corpus.read_corpus` does; (2) a second pass encodes blocks of
-sentences sized to the budget, counts each block's n-grams in memory and writes them, per
-order, as a run of word-id rows sorted lexicographically with their counts; (3) runs are
-merged one first-word range at a time, each range small enough for the budget, summing
-counts of equal rows; (4) the merged tables (lexicographic order of word ids is the order
-of varorder's packed keys) are turned into packed keys and suffix rows.
+sentences sized to the budget (a batch of lines at a time, by the compiled
+:meth:`Vocabulary.encode_lines`), counts each block's n-grams in memory and writes them,
+per order, as a run of word-id rows sorted lexicographically with their counts, plus the
+row offset of each first word (kept in memory); (3) each order's runs are merged one
+first-word range at a time, each range small enough for the budget and read with plain
+file reads (never memory-mapped), summing counts of equal rows, into one sorted table on
+disk (:func:`count_to_disk`). With Dask, each shard writes its runs into the shared
+folder and this process merges them the same way.
 
-The budget bounds the corpus side (blocks and merge ranges): memory no longer grows
-with the number of tokens. The merged count tables themselves (24 bytes per distinct
-n-gram) and the estimate made from them are held in memory, as by the in-memory path:
-unlike lmplz, the estimation step is not streamed.
+:mod:`varorder.lm.streaming` estimates from those tables without loading them; the
+older entry points :func:`count_ngrams_on_disk` / :func:`count_ngrams_dask` load them
+as :class:`NgramCounts` for ``fit_counts`` (used by ``--binary`` / ``--max-arpa``,
+whose writers need the model in memory).
 """
 
 from __future__ import annotations
@@ -30,11 +33,13 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from varorder.lm.corpus import SPECIAL_WORDS, PathLike, Vocabulary, iter_sentences
+from varorder.lm._disk import DiskColumn
+from varorder.lm.corpus import BOS, EOS, SPECIAL_WORDS, PathLike, Vocabulary, iter_sentences, open_text
 from varorder.lm.estimate import MAX_ORDER, NgramCounts, count_ngrams
 
 # Bytes the in-memory counter needs per token and order (padded ids, positions, packed
@@ -55,14 +60,34 @@ def parse_memory(text: str) -> int:
     return int(value * _UNITS[unit])
 
 
+def _sentence_batches(paths: Sequence[PathLike], batch_bytes: int = 4 << 20) -> Iterator[list[str]]:
+    """The corpus's non-blank lines (sentences), about ``batch_bytes`` of text at a time."""
+    for path in paths:
+        with open_text(path) as handle:
+            while True:
+                lines = handle.readlines(batch_bytes)
+                if not lines:
+                    break
+                yield [line for line in lines if not line.isspace()]
+
+
+def _refuse_markers(paths: Sequence[PathLike]) -> None:
+    """Raise the ValueError (file and line) of :func:`iter_sentences` for a corpus that
+    spells out ``<s>`` or ``</s>``."""
+    for path in paths:
+        for _ in iter_sentences(path):
+            pass
+
+
 def vocabulary_of(paths: Sequence[PathLike], min_count: int = 1) -> Vocabulary:
     """The vocabulary :func:`read_corpus` builds (specials first, then words by decreasing
     frequency, ties alphabetically; rarer than ``min_count`` -> ``<unk>``), from one
-    streaming pass that holds only the word counts."""
+    streaming pass that holds only the word counts (a batch of lines split at once)."""
     frequency: Counter[str] = Counter()
-    for path in paths:
-        for _, tokens in iter_sentences(path):
-            frequency.update(tokens)
+    for lines in _sentence_batches(paths):
+        frequency.update("".join(lines).split())
+    if BOS in frequency or EOS in frequency:
+        _refuse_markers(paths)
     return vocabulary_from_frequencies(frequency, min_count)
 
 
@@ -75,23 +100,27 @@ def vocabulary_from_frequencies(frequency: Counter, min_count: int = 1) -> Vocab
 def _blocks(paths: Sequence[PathLike], vocabulary: Vocabulary, block_tokens: int,
             shard: int = 0, n_shards: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(ids, lengths)`` of consecutive sentences, about ``block_tokens`` tokens each;
-    with ``n_shards`` > 1 only the sentences whose index is ``shard`` modulo it."""
-    get, unk = vocabulary.index.get, vocabulary.unk_id
-    ids: list[int] = []
-    lengths: list[int] = []
+    with ``n_shards`` > 1 only the sentences whose index is ``shard`` modulo it. Lines
+    are encoded a batch at a time by :meth:`Vocabulary.encode_lines` (compiled)."""
+    ids: list[np.ndarray] = []
+    lengths: list[np.ndarray] = []
+    n_tokens = 0
     index = 0
-    for path in paths:
-        for _, tokens in iter_sentences(path):
-            index += 1
-            if (index - 1) % n_shards != shard:
-                continue
-            ids.extend(get(t, unk) for t in tokens)
-            lengths.append(len(tokens))
-            if len(ids) >= block_tokens:
-                yield np.asarray(ids, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
-                ids, lengths = [], []
-    if lengths:
-        yield np.asarray(ids, dtype=np.int32), np.asarray(lengths, dtype=np.int64)
+    markers = np.array([vocabulary.bos_id, vocabulary.eos_id])
+    for lines in _sentence_batches(paths):
+        selected = lines if n_shards == 1 else lines[(shard - index) % n_shards::n_shards]
+        index += len(lines)
+        batch_ids, batch_lengths = vocabulary.encode_lines(selected)
+        if np.isin(batch_ids, markers).any():
+            _refuse_markers(paths)
+        ids.append(batch_ids)
+        lengths.append(batch_lengths)
+        n_tokens += len(batch_ids)
+        if n_tokens >= block_tokens:
+            yield np.concatenate(ids), np.concatenate(lengths)
+            ids, lengths, n_tokens = [], [], 0
+    if lengths and sum(len(x) for x in lengths):
+        yield np.concatenate(ids), np.concatenate(lengths)
 
 
 def _rows_of(counts: NgramCounts, m: int) -> np.ndarray:
@@ -112,6 +141,57 @@ def block_runs(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: Voc
     return counts.counts[0], [(_rows_of(counts, m), counts.counts[m]) for m in range(1, order)]
 
 
+def _first_word_offsets(first_words: np.ndarray, vocab_size: int) -> np.ndarray:
+    offsets = np.zeros(vocab_size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(first_words, minlength=vocab_size), out=offsets[1:])
+    return offsets
+
+
+class _MemoryRun:
+    """A sorted run held in memory."""
+
+    def __init__(self, rows: np.ndarray, counts: np.ndarray, vocab_size: int):
+        self.rows, self.counts = rows, counts
+        self.offsets = _first_word_offsets(np.asarray(rows[:, 0]), vocab_size)
+
+    def piece(self, first_word: int, stop_word: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = self.offsets[first_word], self.offsets[stop_word]
+        return np.asarray(self.rows[lo:hi]), np.asarray(self.counts[lo:hi])
+
+
+class _DiskRun:
+    """A sorted run in two files, with the row offset of each first word kept in memory
+    (V + 1 integers), so a range of first words is one read per file."""
+
+    def __init__(self, rows: DiskColumn, counts: DiskColumn, offsets: np.ndarray):
+        self.rows, self.counts, self.offsets = rows, counts, offsets
+
+    @classmethod
+    def write(cls, folder: Path, name: str, rows: np.ndarray, counts: np.ndarray, vocab_size: int) -> "_DiskRun":
+        rows_column = DiskColumn(folder / f"{name}.rows", np.int32, rows.shape[1])
+        rows_column.append(rows)
+        counts_column = DiskColumn(folder / f"{name}.counts", np.int64)
+        counts_column.append(counts)
+        return cls(rows_column.finish(), counts_column.finish(), _first_word_offsets(rows[:, 0], vocab_size))
+
+    def describe(self) -> tuple:
+        """What rebuilds it in another process (a Dask task returns this)."""
+        return str(self.rows.path), str(self.counts.path), self.rows.width, len(self.rows), self.offsets
+
+    @classmethod
+    def described(cls, rows_path, counts_path, width, length, offsets) -> "_DiskRun":
+        return cls(DiskColumn.existing(rows_path, np.int32, width, length),
+                   DiskColumn.existing(counts_path, np.int64, 1, length), offsets)
+
+    def piece(self, first_word: int, stop_word: int) -> tuple[np.ndarray, np.ndarray]:
+        lo, hi = int(self.offsets[first_word]), int(self.offsets[stop_word])
+        return self.rows.read(lo, hi), self.counts.read(lo, hi)
+
+    def delete(self) -> None:
+        self.rows.delete()
+        self.counts.delete()
+
+
 def _sum_equal_rows(rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort(rows.T[::-1])
     rows, counts = rows[order], counts[order]
@@ -122,35 +202,28 @@ def _sum_equal_rows(rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, n
     return rows[first], np.add.reduceat(counts, first) if len(first) else counts[:0]
 
 
-def merge_runs(runs: Sequence[tuple[np.ndarray, np.ndarray]], vocab_size: int, memory: int
-               ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Merge sorted runs of equal-width word-id rows, summing counts of equal rows, one
-    range of first words at a time; each range's slices of the runs fit in ``memory``
-    (bytes) unless a single first word exceeds it. Yields sorted ``(rows, counts)``."""
+def merge_runs(runs: Sequence, vocab_size: int, memory: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Merge sorted runs of equal-width word-id rows (``(rows, counts)`` arrays, or runs
+    on disk), summing counts of equal rows, one range of first words at a time; each
+    range's slices of the runs fit in ``memory`` (bytes) unless a single first word
+    exceeds it. Yields sorted ``(rows, counts)``."""
+    runs = [_MemoryRun(*run, vocab_size) if isinstance(run, tuple) else run for run in runs]
     if not runs:
         return
-    width = runs[0][0].shape[1]
+    width = runs[0].rows.shape[1] if isinstance(runs[0], _MemoryRun) else runs[0].rows.width
     bytes_per_row = 3 * (4 * width + 8)  # the slices, their sorted copies, the keys
-    firsts = [np.asarray(rows[:, 0]) for rows, _ in runs]
     # Rows per first word over all runs, to cut ranges that fit the budget.
-    per_word = np.zeros(vocab_size, dtype=np.int64)
-    for first in firsts:
-        per_word += np.bincount(first, minlength=vocab_size)
-    cumulative = np.cumsum(per_word)
+    cumulative = np.cumsum(sum(np.diff(run.offsets) for run in runs))
     budget_rows = max(1, memory // bytes_per_row)
     start_word = 0
     while start_word < vocab_size:
         done = cumulative[start_word - 1] if start_word else 0
         end_word = int(np.searchsorted(cumulative, done + budget_rows, side="right"))
         end_word = min(vocab_size, max(end_word, start_word + 1))
-        pieces, piece_counts = [], []
-        for (rows, counts), first in zip(runs, firsts):
-            lo, hi = np.searchsorted(first, [start_word, end_word])
-            if hi > lo:
-                pieces.append(np.asarray(rows[lo:hi]))
-                piece_counts.append(np.asarray(counts[lo:hi]))
+        pieces = [run.piece(start_word, end_word) for run in runs]
+        pieces = [piece for piece in pieces if len(piece[1])]
         if pieces:
-            yield _sum_equal_rows(np.concatenate(pieces), np.concatenate(piece_counts))
+            yield _sum_equal_rows(np.concatenate([r for r, _ in pieces]), np.concatenate([c for _, c in pieces]))
         start_word = end_word
 
 
@@ -160,6 +233,48 @@ def merged_table(runs, vocab_size: int, memory: int, width: int) -> tuple[np.nda
     if not parts:
         return np.empty((0, width), np.int32), np.empty(0, np.int64)
     return np.concatenate([r for r, _ in parts]), np.concatenate([c for _, c in parts])
+
+
+@dataclass
+class DiskCounts:
+    """Raw n-gram counts on disk: ``rows[m]`` / ``counts[m]`` (m >= 1) are order m + 1's
+    sorted word-id rows and counts; unigram counts in memory (V)."""
+
+    vocabulary: Vocabulary
+    unigram_counts: np.ndarray
+    rows: list[DiskColumn | None]
+    counts: list[DiskColumn | None]
+    n_sentences: int
+
+    @property
+    def order(self) -> int:
+        return len(self.rows)
+
+    def tables(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for rows, counts in zip(self.rows[1:], self.counts[1:]):
+            yield rows.read(0, len(rows)), counts.read(0, len(counts))
+
+    def delete(self) -> None:
+        for column in self.rows[1:] + self.counts[1:]:
+            column.delete()
+
+
+def _merge_to_disk(runs: list, vocabulary: Vocabulary, unigram_counts: np.ndarray, n_sentences: int, order: int,
+                   memory: int, folder: Path) -> DiskCounts:
+    """Merge each order's runs into one sorted table on disk, deleting the runs."""
+    rows: list[DiskColumn | None] = [None]
+    counts: list[DiskColumn | None] = [None]
+    for m, order_runs in enumerate(runs, start=2):
+        rows.append(DiskColumn(folder / f"merged{m}.rows", np.int32, m))
+        counts.append(DiskColumn(folder / f"merged{m}.counts", np.int64))
+        for part_rows, part_counts in merge_runs(order_runs, len(vocabulary), memory):
+            rows[-1].append(part_rows)
+            counts[-1].append(part_counts)
+        rows[-1].finish()
+        counts[-1].finish()
+        for run in order_runs:
+            run.delete()
+    return DiskCounts(vocabulary, unigram_counts, rows, counts, n_sentences)
 
 
 def counts_from_tables(vocabulary: Vocabulary, unigram_counts: np.ndarray,
@@ -187,81 +302,90 @@ def counts_from_tables(vocabulary: Vocabulary, unigram_counts: np.ndarray,
     return NgramCounts(vocabulary, keys, counts, suffix_rows, n_sentences)
 
 
-def count_ngrams_on_disk(paths: PathLike | Sequence[PathLike], order: int, *, memory: int = 1 << 30,
-                         temp_dir: PathLike | None = None, min_count: int = 1, vocabulary: Vocabulary | None = None,
-                         progress: bool = False) -> NgramCounts:
+def count_to_disk(paths: PathLike | Sequence[PathLike], order: int, folder: PathLike, *, memory: int = 1 << 30,
+                  min_count: int = 1, vocabulary: Vocabulary | None = None, client=None, n_shards: int | None = None,
+                  progress: bool = False) -> DiskCounts:
     """Count n-grams of orders 1 .. ``order`` of text files (one sentence per line, ``.gz``
-    too) through sorted runs on disk, holding about ``memory`` bytes of corpus-side data
-    at a time. Equals ``count_ngrams(*read_corpus(paths, min_count))`` exactly.
-
-    ``temp_dir``: where the runs go (a fresh folder inside it, removed afterwards);
-    the system's temporary folder by default.
-    """
+    too) into sorted tables on disk inside ``folder``, holding about ``memory`` bytes of
+    corpus-side data at a time. With a ``dask.distributed`` ``client``, shard s of
+    ``n_shards`` (one per worker by default) counts every ``n_shards``-th sentence from s
+    and writes its runs into ``folder``, which the workers must reach at the same path
+    (a LocalCluster always does); this process then merges every run."""
     from tqdm import tqdm
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
+    paths = [str(Path(p).resolve()) for p in paths]
     if not 1 <= order <= MAX_ORDER:
         raise ValueError(f"order must be between 1 and {MAX_ORDER}, got {order}")
     if memory < 1 << 20:
         raise ValueError(f"a memory budget of {memory} bytes is too small (at least 1M)")
+    folder = Path(folder)
     vocabulary = vocabulary or vocabulary_of(paths, min_count)
     block_tokens = max(1024, memory // (_BYTES_PER_TOKEN_AND_ORDER * order))
+    if client is not None:
+        if n_shards is None:
+            n_shards = max(1, len(client.scheduler_info()["workers"]))
+        futures = [client.submit(_count_shard, paths, order, list(vocabulary.words), shard, n_shards, block_tokens,
+                                 str(folder), pure=False) for shard in range(n_shards)]
+        results = client.gather(futures)
+        unigram_counts = sum(r[0] for r in results)
+        runs = [[_DiskRun.described(*run) for r in results for run in r[1][m]] for m in range(order - 1)]
+        n_sentences = sum(r[2] for r in results)
+    else:
+        blocks = tqdm(_blocks(paths, vocabulary, block_tokens), disable=not progress, desc="counting blocks",
+                      unit=" blocks")
+        unigram_counts, described, n_sentences = _count_blocks(blocks, order, vocabulary, folder, "run")
+        runs = [[_DiskRun.described(*run) for run in order_runs] for order_runs in described]
+    return _merge_to_disk(runs, vocabulary, unigram_counts, n_sentences, order, memory, folder)
+
+
+def _count_blocks(blocks, order: int, vocabulary: Vocabulary, folder: Path, name: str):
+    """Count each block in memory and write its sorted runs: ``(unigram counts, per order
+    the runs' descriptions, sentences)``."""
+    unigram_counts = np.zeros(len(vocabulary), dtype=np.int64)
+    runs: list[list[tuple]] = [[] for _ in range(order - 1)]
+    n_sentences = 0
+    for block, (ids, lengths) in enumerate(blocks):
+        n_sentences += len(lengths)
+        block_unigrams, block_tables = block_runs(ids, lengths, order, vocabulary)
+        unigram_counts += block_unigrams
+        for m, (rows, counts) in enumerate(block_tables):
+            runs[m].append(_DiskRun.write(folder, f"{name}{m + 2}-{block}", rows, counts, len(vocabulary)).describe())
+    return unigram_counts, runs, n_sentences
+
+
+def _count_shard(paths, order, vocabulary_words, shard, n_shards, block_tokens, folder):
+    """One Dask task: the counts of every ``n_shards``-th sentence, as sorted runs written
+    into ``folder``."""
+    vocabulary = Vocabulary(vocabulary_words)
+    return _count_blocks(_blocks(paths, vocabulary, block_tokens, shard, n_shards), order, vocabulary, Path(folder),
+                         f"shard{shard}-")
+
+
+def count_ngrams_on_disk(paths: PathLike | Sequence[PathLike], order: int, *, memory: int = 1 << 30,
+                         temp_dir: PathLike | None = None, min_count: int = 1, vocabulary: Vocabulary | None = None,
+                         progress: bool = False, client=None, n_shards: int | None = None) -> NgramCounts:
+    """:func:`count_to_disk`, then the tables loaded as :class:`NgramCounts` (for
+    ``fit_counts``). Equals ``count_ngrams(*read_corpus(paths, min_count))`` exactly.
+
+    ``temp_dir``: where the runs go (a fresh folder inside it, removed afterwards);
+    the system's temporary folder by default.
+    """
     folder = Path(tempfile.mkdtemp(prefix="varorder-counts-", dir=temp_dir))
     try:
-        unigram_counts = np.zeros(len(vocabulary), dtype=np.int64)
-        runs: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(order - 1)]
-        n_sentences = 0
-        for block, (ids, lengths) in enumerate(tqdm(_blocks(paths, vocabulary, block_tokens), disable=not progress,
-                                                     desc="counting blocks", unit=" blocks")):
-            n_sentences += len(lengths)
-            block_unigrams, block_tables = block_runs(ids, lengths, order, vocabulary)
-            unigram_counts += block_unigrams
-            for m, (rows, counts) in enumerate(block_tables):
-                np.save(folder / f"rows{m + 2}-{block}.npy", rows)
-                np.save(folder / f"counts{m + 2}-{block}.npy", counts)
-                runs[m].append((np.load(folder / f"rows{m + 2}-{block}.npy", mmap_mode="r", allow_pickle=False),
-                                np.load(folder / f"counts{m + 2}-{block}.npy", mmap_mode="r", allow_pickle=False)))
-        tables = (merged_table(order_runs, len(vocabulary), memory, m + 2) for m, order_runs in enumerate(runs))
-        return counts_from_tables(vocabulary, unigram_counts, tables, n_sentences)
+        counts = count_to_disk(paths, order, folder, memory=memory, min_count=min_count, vocabulary=vocabulary,
+                               client=client, n_shards=n_shards, progress=progress)
+        return counts_from_tables(counts.vocabulary, counts.unigram_counts, counts.tables(), counts.n_sentences)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _count_shard(paths, order, vocabulary_words, shard, n_shards, block_tokens):
-    """One Dask task: the counts of every ``n_shards``-th sentence, as sorted runs."""
-    vocabulary = Vocabulary(vocabulary_words)
-    unigram_counts = np.zeros(len(vocabulary), dtype=np.int64)
-    tables: list[list] = [[] for _ in range(order - 1)]
-    n_sentences = 0
-    for ids, lengths in _blocks(paths, vocabulary, block_tokens, shard, n_shards):
-        n_sentences += len(lengths)
-        block_unigrams, block_tables = block_runs(ids, lengths, order, vocabulary)
-        unigram_counts += block_unigrams
-        for m, run in enumerate(block_tables):
-            tables[m].append(run)
-    merged = [merged_table(runs, len(vocabulary), 1 << 62, m + 2) for m, runs in enumerate(tables)]
-    return unigram_counts, merged, n_sentences
-
-
 def count_ngrams_dask(paths: PathLike | Sequence[PathLike], order: int, client, *, n_shards: int | None = None,
-                      min_count: int = 1, vocabulary: Vocabulary | None = None, memory: int = 1 << 30) -> NgramCounts:
+                      min_count: int = 1, vocabulary: Vocabulary | None = None, memory: int = 1 << 30,
+                      temp_dir: PathLike | None = None) -> NgramCounts:
     """The counts of :func:`count_ngrams_on_disk`, with the counting sharded across the
-    workers of a ``dask.distributed`` ``client``: shard s takes every ``n_shards``-th
-    sentence starting at s (the files must be readable at the same paths by the
-    workers), returns its sorted runs, and the client merges them like disk runs.
-    Equals the in-memory counts exactly."""
-    if isinstance(paths, (str, os.PathLike)):
-        paths = [paths]
-    paths = [str(Path(p).resolve()) for p in paths]
-    vocabulary = vocabulary or vocabulary_of(paths, min_count)
-    if n_shards is None:
-        n_shards = max(1, len(client.scheduler_info()["workers"]))
-    block_tokens = max(1024, memory // (_BYTES_PER_TOKEN_AND_ORDER * order))
-    futures = [client.submit(_count_shard, paths, order, list(vocabulary.words), shard, n_shards, block_tokens,
-                             pure=False) for shard in range(n_shards)]
-    results = client.gather(futures)
-    unigram_counts = sum(r[0] for r in results)
-    tables = (merged_table([r[1][m] for r in results], len(vocabulary), memory, m + 2) for m in range(order - 1))
-    return counts_from_tables(vocabulary, unigram_counts, tables, sum(r[2] for r in results))
-
+    workers of a ``dask.distributed`` ``client`` (see :func:`count_to_disk`; ``temp_dir``
+    must be reachable by the workers). Equals the in-memory counts exactly."""
+    return count_ngrams_on_disk(paths, order, memory=memory, temp_dir=temp_dir, min_count=min_count,
+                                vocabulary=vocabulary, client=client, n_shards=n_shards)
