@@ -299,6 +299,9 @@ _KEY_MAX = np.int64(0x7FFFFFFFFFFFFFFF)
 _KEY_MIN = np.int64(-0x7FFFFFFFFFFFFFFF - 1)
 
 
+# marginals keep every backward plane (and write node marginals after the backward) while
+# a block's planes hold at most this many doubles each
+_KEEP_BACKWARD = 1 << 16
 # positions whose shifted log-emissions are prepared (and exponentiated) together
 _CHUNK = 32
 
@@ -661,6 +664,27 @@ def _node_rows(a, bb, rows, seqs, t, node, node_total, ok):
             node[b, t, j] *= inv
 
 
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _node_sequences(a, bb, seqs, lengths, node, node_total, ok):
+    """node[seqs[s], t] = a[t, s] ⊙ bb[t, s] normalised for every position of each row s with
+    ok[s], sequence by sequence; node_total[t, s] = the normaliser."""
+    K = a.shape[2]
+    for s in range(seqs.shape[0]):
+        if not ok[s]:
+            continue
+        b = seqs[s]
+        for t in range(lengths[b]):
+            total = 0.0
+            for j in range(K):
+                v = a[t, s, j] * bb[t, s, j]
+                node[b, t, j] = v
+                total += v
+            node_total[t, s] = total
+            inv = 1.0 / total
+            for j in range(K):
+                node[b, t, j] *= inv
+
+
 @nb.njit(cache=True)
 def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_buf, ev_buf, bb_buf, tmp_buf, acc_buf,
                     ok, bscale, node, node_total, store_bb):
@@ -670,10 +694,12 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
     tmp @ expT_t. bscale[t, s] receives the power of two f with
     expT @ (ev[t]·bb[t]) = bb[t − 1] / f.
 
-    Node marginals are written as soon as bb[t] exists, position by position while the
-    planes are in cache (per sequence afterwards they would be read with a stride of the
-    block, a cache miss per row for long sequences); node_total[t, s] = a[t]·bb[t]. Without
-    ``store_bb`` bb_buf holds two alternating planes (node marginals need no more)."""
+    With ``store_bb`` bb_buf keeps every position and node marginals are written after the
+    backward, sequence by sequence in position order (one forward stream through node: in
+    the backward's order — 32 sequences' rows, positions descending — writing them costs
+    2.6× as much). Without it bb_buf holds two alternating planes and node marginals are
+    written as soon as bb[t] exists, while the planes are in cache (long sequences, whose
+    planes would not stay there). node_total[t, s] = a[t]·bb[t] either way."""
     nseq = seqs.shape[0]
     K = expT_t.shape[1]
     L = lengths[seqs[0]]
@@ -696,7 +722,7 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
         first = nact
         while nact < nseq and lengths[seqs[nact]] > t:
             nact += 1
-        if nact > first:  # rows whose last position is t: their node marginals there
+        if nact > first and not store_bb:  # rows whose last position is t: their node marginals there
             last_ok = ok.copy()
             last_ok[:first] = False
             _node_rows(_plane(a_buf, t, nseq, nseq, K), _plane(bb_buf, t if store_bb else t & 1, nseq, nseq, K),
@@ -726,8 +752,12 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
             for j in range(K):
                 bb_prev[s, j] = acc_all[s, j] * f
             bscale[t, s] = f
-        _node_rows(_plane(a_buf, t - 1, nseq, nseq, K), bb_prev, nact, seqs, t - 1, node, node_total, ok)
-    if L == 1 or nact < nseq:  # sequences of length 1
+        if not store_bb:
+            _node_rows(_plane(a_buf, t - 1, nseq, nseq, K), bb_prev, nact, seqs, t - 1, node, node_total, ok)
+    if store_bb:
+        _node_sequences(a_buf[:L * nseq * K].reshape((L, nseq, K)), bb_buf[:L * nseq * K].reshape((L, nseq, K)),
+                        seqs, lengths, node, node_total, ok)
+    elif L == 1 or nact < nseq:  # sequences of length 1
         only = ok.copy()
         only[:nact] = False
         _node_rows(_plane(a_buf, 0, nseq, nseq, K), _plane(bb_buf, 0, nseq, nseq, K), nseq, seqs, 0, node,
@@ -916,7 +946,8 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
         a_buf = np.zeros(L * block * K)
         ev_buf = np.zeros(L * block * K)
         want_extra = want_edges or want_sum or want_texp
-        bb_buf = np.zeros((L if want_extra else 2) * block * K)
+        keep_bb = want_extra or L * block * K <= _KEEP_BACKWARD  # bb per position: node marginals afterwards
+        bb_buf = np.zeros((L if keep_bb else 2) * block * K)
         acc_buf = np.zeros(block * K)
         tmp_buf = np.zeros(block * K)
         bits = np.empty(_CHUNK * K, dtype=np.int64)
@@ -957,7 +988,7 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
                     ok[s] = False
                     impossible[s] = True
             _block_backward(seqs, lengths, shared, ex_t, mins, dn, exp_end, a_buf, ev_buf, bb_buf, tmp_buf, acc_buf,
-                            ok, bscale, node, node_total, want_extra)
+                            ok, bscale, node, node_total, keep_bb)
             La = lengths[seqs[0]]
             a = a_buf[:La * nseq * K].reshape((La, nseq, K))
             ev = ev_buf[:nseq * La * K].reshape((nseq, La, K))
