@@ -645,44 +645,38 @@ def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, star
 
 
 @nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _node_rows(a, bb, rows, seqs, t, node, node_total, ok):
-    """node[seqs[s], t] = a[s] ⊙ bb[s] normalised for s < rows with ok[s] (all when t is
-    their last position is handled by the caller); node_total[t, s] = the normaliser."""
-    K = a.shape[1]
-    for s in range(rows):
-        if not ok[s]:
-            continue
-        b = seqs[s]
-        total = 0.0
-        for j in range(K):
-            v = a[s, j] * bb[s, j]
-            node[b, t, j] = v
-            total += v
-        node_total[t, s] = total
-        inv = 1.0 / total
-        for j in range(K):
-            node[b, t, j] *= inv
-
-
-@nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _node_sequences(a, bb, seqs, lengths, node, node_total, ok):
-    """node[seqs[s], t] = a[t, s] ⊙ bb[t, s] normalised for every position of each row s with
-    ok[s], sequence by sequence; node_total[t, s] = the normaliser."""
+def _node_row(a, ta, bb, tb, s, node, b, t):
+    """node[b, t] = a[ta, s] ⊙ bb[tb, s] normalised (a, bb: (positions, rows, K)); returns
+    the normaliser."""
     K = a.shape[2]
+    total = 0.0
+    for j in range(K):
+        v = a[ta, s, j] * bb[tb, s, j]
+        node[b, t, j] = v
+        total += v
+    inv = 1.0 / total
+    for j in range(K):
+        node[b, t, j] *= inv
+    return total
+
+
+@nb.njit(cache=True)
+def _node_rows(a, bb, tb, rows, seqs, t, node, node_total, ok):
+    """Position t's node marginals of the rows s < rows with ok[s]: a[t, s] ⊙ bb[tb, s]
+    normalised into node[seqs[s], t], the normaliser into node_total[t, s]."""
+    for s in range(rows):
+        if ok[s]:
+            node_total[t, s] = _node_row(a, t, bb, tb, s, node, seqs[s], t)
+
+
+@nb.njit(cache=True)
+def _node_sequences(a, bb, seqs, lengths, node, node_total, ok):
+    """Every position's node marginals of each row s with ok[s], sequence by sequence (bb
+    holds every position)."""
     for s in range(seqs.shape[0]):
-        if not ok[s]:
-            continue
-        b = seqs[s]
-        for t in range(lengths[b]):
-            total = 0.0
-            for j in range(K):
-                v = a[t, s, j] * bb[t, s, j]
-                node[b, t, j] = v
-                total += v
-            node_total[t, s] = total
-            inv = 1.0 / total
-            for j in range(K):
-                node[b, t, j] *= inv
+        if ok[s]:
+            for t in range(lengths[seqs[s]]):
+                node_total[t, s] = _node_row(a, t, bb, t, s, node, seqs[s], t)
 
 
 @nb.njit(cache=True)
@@ -706,6 +700,8 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
     tmp_all = tmp_buf[:nseq * K].reshape((nseq, K))
     acc_all = acc_buf[:nseq * K].reshape((nseq, K))
     ev_all = ev_buf[:nseq * L * K].reshape((nseq, L, K))
+    a_all = a_buf[:L * nseq * K].reshape((L, nseq, K))
+    bb_all = bb_buf[:(L if store_bb else 2) * nseq * K].reshape((L if store_bb else 2, nseq, K))
     totals = np.empty(nseq)
     smalls = np.empty(nseq)
     end_total = 0.0
@@ -725,8 +721,7 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
         if nact > first and not store_bb:  # rows whose last position is t: their node marginals there
             last_ok = ok.copy()
             last_ok[:first] = False
-            _node_rows(_plane(a_buf, t, nseq, nseq, K), _plane(bb_buf, t if store_bb else t & 1, nseq, nseq, K),
-                       nact, seqs, t, node, node_total, last_ok)
+            _node_rows(a_all, bb_all, t & 1, nact, seqs, t, node, node_total, last_ok)
         bb_t = _plane(bb_buf, t if store_bb else t & 1, nseq, nseq, K)
         bb_prev = _plane(bb_buf, t - 1 if store_bb else (t - 1) & 1, nseq, nseq, K)
         _product_rows(bb_t, ev_all, t, tmp_all, nact, ok, shared, dense, totals, smalls)
@@ -753,15 +748,13 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
                 bb_prev[s, j] = acc_all[s, j] * f
             bscale[t, s] = f
         if not store_bb:
-            _node_rows(_plane(a_buf, t - 1, nseq, nseq, K), bb_prev, nact, seqs, t - 1, node, node_total, ok)
+            _node_rows(a_all, bb_all, (t - 1) & 1, nact, seqs, t - 1, node, node_total, ok)
     if store_bb:
-        _node_sequences(a_buf[:L * nseq * K].reshape((L, nseq, K)), bb_buf[:L * nseq * K].reshape((L, nseq, K)),
-                        seqs, lengths, node, node_total, ok)
+        _node_sequences(a_all, bb_all, seqs, lengths, node, node_total, ok)
     elif L == 1 or nact < nseq:  # sequences of length 1
         only = ok.copy()
         only[:nact] = False
-        _node_rows(_plane(a_buf, 0, nseq, nseq, K), _plane(bb_buf, 0, nseq, nseq, K), nseq, seqs, 0, node,
-                   node_total, only)
+        _node_rows(a_all, bb_all, 0, nseq, seqs, 0, node, node_total, only)
 
 
 @nb.njit(cache=True)
