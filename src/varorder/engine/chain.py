@@ -16,8 +16,9 @@ Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
 * for the LOG semiring a faster *scaled* exp-space recursion (as in CRFsuite
   and hmmlearn's "scaling" implementation): transitions are exponentiated once
   per matrix, shifted by their largest entry; each step multiplies by the
-  exp-transitions and the row-shifted exp-emissions and rescales the row by an
-  exact power of two (no rounding, no log per step). Sequences advance in
+  exp-transitions and the exp-emissions (exponentiated once per entry, unshifted
+  when the validated magnitudes allow, else shifted per chunk of positions) and
+  rescales the row by an exact power of two (no rounding, no log per step). Sequences advance in
   blocks, so with shared transitions a step is one small BLAS product for the
   whole block. A bound on the smallest product each step forms (one scalar test
   per step for matrices without zeros, a per-element minimum otherwise) routes
@@ -1281,7 +1282,7 @@ def _emission_low(ci: ChainInput, min_expT) -> float:
     overflow and, with rows rescaled every step, the underflow guard's bound (two such
     row ranges, twice log min exp-transition, log 4K) stays above _TINY by a margin —
     so skipping the shift never sends a sequence to the log-space path. Typical
-    potentials (|x| ≲ 60) take this path; larger ones are shifted chunk by chunk."""
+    potentials (all within about ±30) take this path; larger ones are shifted chunk by chunk."""
     K = ci.shape[2]
     if ci.transitions.shape[0] == 1:
         t_range = -math.log(float(min_expT[0])) if min_expT[0] > 0.0 else math.inf
