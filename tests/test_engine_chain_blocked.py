@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from varorder import chain
+from varorder import chain, lattice
+from varorder.engine import chain as engine_chain
 from varorder.engine import threads
 from varorder.testing import oracle
 
@@ -155,3 +156,65 @@ def test_large_potentials_are_validated_in_one_pass(bad, message):
         chain.log_partition(E, np.zeros((20, 20)))
     E[31, 7, 3] = -np.inf  # a hard zero is fine
     assert np.isfinite(chain.log_partition(E, np.zeros((20, 20)))).all()
+
+
+@st.composite
+def small_potential_batches(draw):
+    """Multi-block batches whose potentials are small enough that the kernels exponentiate
+    emissions without shifting them (``engine.chain._emission_low``), with −inf entries
+    (rows where every label is forbidden included) and ragged lengths; long enough to span
+    several 32-position exp chunks."""
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    B = draw(st.integers(65, 100))
+    L = draw(st.sampled_from([1, 3, 33, 70]))
+    K = draw(st.integers(1, 3))
+    scale = draw(st.sampled_from([0.01, 1.0, 8.0]))
+    per_sequence = draw(st.booleans())
+    inf_rate = draw(st.sampled_from([0.0, 0.2, 0.5]))
+    E = rng.normal(scale=scale, size=(B, L, K))
+    E[rng.random(E.shape) < inf_rate] = -np.inf
+    T = rng.normal(scale=scale, size=(B, K, K) if per_sequence else (K, K))
+    T[rng.random(T.shape) < inf_rate / 2] = -np.inf
+    S = rng.normal(scale=scale, size=K)
+    return E, T, S, rng.normal(size=K), rng.integers(1, L + 1, size=B)
+
+
+def test_small_potentials_take_the_unshifted_path():
+    rng = np.random.default_rng(0)
+    ci = engine_chain.prepare(rng.normal(size=(4, 5, 3)), rng.normal(size=(3, 3)))
+    assert engine_chain._scaling(ci)[-1] <= 0.0  # unshifted
+    ci = engine_chain.prepare(rng.normal(size=(4, 5, 3)) * 300.0, rng.normal(size=(3, 3)))
+    assert engine_chain._scaling(ci)[-1] > 0.0  # shifted per chunk
+
+
+@SETTINGS
+@given(small_potential_batches())
+def test_unshifted_exp_emissions_match_log_space_and_oracle(batch):
+    E, T, S, F, lengths = batch
+    B, L, K = E.shape
+    node, summed, logz = chain.marginals(E, T, S, F, lengths, edges="sum", return_log_z=True)
+    want = chain.forward(E, T, S, F, lengths, semiring="log")
+    np.testing.assert_array_equal(np.isneginf(logz), np.isneginf(want))
+    fin = np.isfinite(want)
+    np.testing.assert_allclose(logz[fin], want[fin], rtol=1e-11, atol=1e-9)
+    np.testing.assert_allclose(chain.log_partition(E, T, S, F, lengths), logz, rtol=1e-12, atol=1e-12)
+    for b in range(B):
+        n = lengths[b]
+        assert (node[b, n:] == 0).all()
+        if fin[b]:
+            np.testing.assert_allclose(node[b, :n].sum(axis=1), 1.0, atol=1e-9)
+        else:
+            assert (node[b] == 0).all()
+    for b in (0, B // 2, B - 1):
+        n = lengths[b]
+        if not fin[b]:
+            continue
+        if n <= 8:
+            enum = oracle.chain_paths(E[b], _transitions_of(T, b), S, F, n)
+            np.testing.assert_allclose(node[b, :n], oracle.chain_node_marginals(enum, n, K), atol=1e-9)
+            edges = oracle.chain_edge_marginals(enum, n, K)
+            np.testing.assert_allclose(summed[b], edges.sum(axis=0) if n > 1 else 0.0, atol=1e-9)
+        else:  # beyond enumeration: the lattice engine's log-space DP (itself checked against the oracle)
+            lat_node, _ = lattice.marginals(lattice.Lattice.from_chain(E[b, :n], _transitions_of(T, b), S, F))
+            np.testing.assert_allclose(node[b, :n], lat_node[1:].reshape(n, K), atol=1e-9)  # node 1 + t·K + j

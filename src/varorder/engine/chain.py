@@ -16,8 +16,9 @@ Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
 * for the LOG semiring a faster *scaled* exp-space recursion (as in CRFsuite
   and hmmlearn's "scaling" implementation): transitions are exponentiated once
   per matrix, shifted by their largest entry; each step multiplies by the
-  exp-transitions and the row-shifted exp-emissions and rescales the row by an
-  exact power of two (no rounding, no log per step). Sequences advance in
+  exp-transitions and the exp-emissions (exponentiated once per entry, unshifted
+  when the validated magnitudes allow, else shifted per chunk of positions) and
+  rescales the row by an exact power of two (no rounding, no log per step). Sequences advance in
   blocks, so with shared transitions a step is one small BLAS product for the
   whole block. A bound on the smallest product each step forms (one scalar test
   per step for matrices without zeros, a per-element minimum otherwise) routes
@@ -46,7 +47,8 @@ import numpy as np
 
 from varorder.engine.semiring import LOG, MAX, Semiring, log_plus, max_plus
 from varorder.engine.threads import uses_engine_threads
-from varorder.engine.validate import as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index
+from varorder.engine.validate import (as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index,
+                                      potentials_and_bound)
 
 __all__ = [
     "ChainInput",
@@ -76,16 +78,20 @@ class ChainInput:
 
     ``transitions`` is always 3-d, (1, K, K) when shared by the batch or
     (B, K, K) per sequence; kernels read ``transitions[b if per-sequence else 0]``.
+    ``emission_bound`` bounds |emissions| + |start| and ``transition_bound`` |transitions|
+    over their finite entries (found by the validation pass).
     """
 
-    __slots__ = ("emissions", "transitions", "start", "end", "lengths")
+    __slots__ = ("emissions", "transitions", "start", "end", "lengths", "emission_bound", "transition_bound")
 
-    def __init__(self, emissions, transitions, start, end, lengths):
+    def __init__(self, emissions, transitions, start, end, lengths, emission_bound=np.inf, transition_bound=np.inf):
         self.emissions = emissions
         self.transitions = transitions
         self.start = start
         self.end = end
         self.lengths = lengths
+        self.emission_bound = emission_bound
+        self.transition_bound = transition_bound
 
     @property
     def shape(self) -> tuple[int, int, int]:
@@ -94,19 +100,21 @@ class ChainInput:
 
 def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=None) -> ChainInput:
     """Validate chain arguments; raise ValueError naming the offending argument."""
-    E = as_potentials("emissions", emissions, (None, None, None))
+    raw_e = np.asarray(emissions)
+    # a path adds 2L + 1 potentials; with no mask to apply, the overflow test rides on the
+    # validation pass (large emission arrays are read once)
+    terms = 2 * raw_e.shape[1] + 1 if raw_e.ndim == 3 else None
+    E, e_top = potentials_and_bound("emissions", raw_e, (None, None, None), terms if allowed is None else None)
     B, L, K = E.shape
     if L < 1:
         raise ValueError(f"emissions must have at least one position (L >= 1), got shape {E.shape}")
     if K < 1:
         raise ValueError(f"emissions must have at least one label (K >= 1), got shape {E.shape}")
     T = np.asarray(transitions)
-    if T.ndim == 3:
-        T = as_potentials("transitions", T, (B, K, K))
-    else:
-        T = as_potentials("transitions", T, (K, K))[None]
-    S = np.zeros(K) if start is None else as_potentials("start", start, (K,))
-    F = np.zeros(K) if end is None else as_potentials("end", end, (K,))
+    T, t_top = potentials_and_bound("transitions", T, (B, K, K) if T.ndim == 3 else (K, K), terms)
+    T = T if T.ndim == 3 else T[None]
+    S, s_top = (np.zeros(K), 0.0) if start is None else potentials_and_bound("start", start, (K,), terms)
+    F = np.zeros(K) if end is None else as_potentials("end", end, (K,), terms)
     if lengths is None:
         n = np.full(B, L, dtype=np.int64)
     else:
@@ -130,8 +138,8 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
         if mask.shape != E.shape:
             raise ValueError(f"allowed must have shape {E.shape} like emissions, got {mask.shape}")
         E = np.where(mask, E, NEG_INF)
-    check_no_overflow(2 * L + 1, emissions=E, transitions=T, start=S, end=F)
-    return ChainInput(E, T, S, F, n)
+        check_no_overflow(terms, emissions=E)  # masked-out entries may be as large as they like
+    return ChainInput(E, T, S, F, n, e_top + s_top, t_top)
 
 
 def _exp_transitions(T: np.ndarray):
@@ -263,10 +271,10 @@ _FAST_REDUCE = {"nsz", "arcp", "contract", "reassoc"}
 
 @nb.njit(cache=True, fastmath=_FAST)
 def _exp_into(w, out, bits):
-    """out[j] = exp(w[j]) for w ≤ 0, exactly 0 where w[j] = −inf.
+    """out[j] = exp(w[j]), exactly 0 where w[j] = −inf.
 
-    Valid for w in [−700, 0], which the callers guarantee by routing anything below −600
-    to the log-space path. A Cody–Waite reduction, a degree-13 Taylor polynomial
+    Valid for w in [−700, 700]; callers keep w ≤ 0 or |w| ≤ 100 (``_emission_low``) and
+    route anything below −600 to the log-space path. A Cody–Waite reduction, a degree-13 Taylor polynomial
     (relative error < 4e-16) and a 2**k built from exponent bits: branch-free arithmetic
     LLVM vectorises, unlike a call to libm's exp. ``bits`` is int64 scratch (≥ len(w)).
     """
@@ -292,19 +300,22 @@ _KEY_MAX = np.int64(0x7FFFFFFFFFFFFFFF)
 _KEY_MIN = np.int64(-0x7FFFFFFFFFFFFFFF - 1)
 
 
+# marginals keep every backward plane (and write node marginals after the backward) while
+# a block's planes hold at most this many doubles each
+_KEEP_BACKWARD = 1 << 16
 # positions whose shifted log-emissions are prepared (and exponentiated) together
-_CHUNK = 16
+_CHUNK = 32
 
 
 @nb.njit(cache=True)
-def _key_range(wbits, p, s, K):
-    """(largest key, smallest key of a finite value) of wbits[p, s, :K]; a function of its
-    own so that LLVM vectorises the two integer reductions (inside a larger loop nest it
-    does not)."""
+def _key_range(bits):
+    """(largest key, smallest key of a finite value) of the doubles viewed by the 1-d int64
+    array ``bits``; a function of its own, over a view indexed from 0 (no wraparound test
+    per element), so that LLVM vectorises the two integer reductions."""
     hi = _KEY_MIN
     lo = _KEY_MAX
-    for j in range(K):
-        x = wbits[p, s, j]
+    for k in range(bits.shape[0]):
+        x = bits[k]
         key = x ^ ((x >> 63) & _ABS_MASK)
         hi = max(hi, key)
         lo = min(lo, key if key != _KEY_NEG_INF else _KEY_MAX)
@@ -312,52 +323,94 @@ def _key_range(wbits, p, s, K):
 
 
 @nb.njit(cache=True, fastmath=_FAST)
-def _shift_chunk(E, Ebits, seqs, lengths, t0, t1, start, tshift, per_row, w, wbits, conv, convf, row_max, row_low):
-    """For positions t0 ≤ t < t1 of each sequence of the block: w[t − t0, s] = x − max(x)
-    with x = E[seqs[s], t] (+ start at t = 0); row_max[t − t0, s] = max(x) plus, after the
-    first position, the transition shift (tshift[s or 0]) — the log of the factor the
-    scaled recursion divides out — and −inf when every entry is −inf; row_low = the
-    smallest finite w (≤ 0).
+def _shift_into(x, m, out):
+    """out = x − m (views indexed from 0, so the loop vectorises)."""
+    for k in range(x.shape[0]):
+        out[k] = x[k] - m
 
-    Each sequence's rows are read in order (one stream, not one row per sequence per step),
-    with plain indexing (no per-row views, whose reference counting dominates at small K),
-    and the maxima as integer reductions over the bit patterns (``Ebits``/``wbits`` are
-    ``E``/``w`` viewed as int64, ``convf`` the float64 view of ``conv``)."""
-    K = E.shape[2]
+
+@nb.njit(cache=True, fastmath=_FAST)
+def _exp_chunk(Eflat, Ebits, L, seqs, lengths, t0, t1, start, tshift, per_row, emission_low, w, wbits, ev, ev_p0,
+               ev_stride, bits, conv, convf, row_max, row_low):
+    """Exp-emissions of positions t0 ≤ t < t1 of each sequence of the block.
+
+    Row x_t = E[seqs[s], t] (+ start at t = 0) becomes ev[ev_p0 + s·ev_stride + (t − t0)·K
+    + j] = exp(x_tj − m) and row_max[t − t0, s] = m plus, after the first position, the
+    transition shift (tshift[s or 0]) — the log of the factor the scaled recursion divides
+    out; row_low[t − t0, s] bounds the smallest finite x − (the row's largest x) from below
+    (≤ 0), the underflow guard's input.
+
+    With emission_low ≤ 0 (``_emission_low``: potentials small enough) m = 0 and row_low =
+    emission_low: one exp per entry and nothing else. Otherwise m is one shift for the
+    whole chunk of a sequence (its largest entry; position 0, which adds start, gets its
+    own), row_low the chunk's smallest finite x − m, and row_max −inf when every entry of
+    the chunk is −inf (log Z = −inf).
+
+    Per sequence a chunk is one contiguous run of E, so the maximum (an integer reduction
+    over the bit patterns: ``Ebits``/``wbits`` are int64 views, ``convf`` the float64 view
+    of ``conv``), the shift and the exp are each one flat loop over it, on views indexed
+    from 0 (a loop per K-entry row would leave most of each row to scalar remainder code,
+    and an offset index to a wraparound test per element)."""
+    K = start.shape[0]
+    direct = emission_low <= 0.0
     for s in range(seqs.shape[0]):
         b = seqs[s]
+        te = min(t1, lengths[b])
+        if te <= t0:
+            continue
         c = tshift[s if per_row else 0]
-        for t in range(t0, min(t1, lengths[b])):
-            p = t - t0
-            if t == 0:
-                for j in range(K):
-                    w[p, s, j] = E[b, 0, j] + start[j]
-                hi, lo = _key_range(wbits, p, s, K)
+        n = (te - t0) * K
+        base = (b * L + t0) * K
+        e0 = ev_p0 + s * ev_stride
+        x = Eflat[base:base + n]
+        first = 0
+        if t0 == 0:
+            for j in range(K):
+                w[j] = x[j] + start[j]
+            m = 0.0
+            low = emission_low
+            if not direct:
+                hi, lo = _key_range(wbits[:K])
+                conv[0] = hi ^ ((hi >> 63) & _ABS_MASK)
+                conv[1] = lo ^ ((lo >> 63) & _ABS_MASK)
+                m = convf[0]
+                low = 0.0 if m == NEG_INF else convf[1] - m
+                if m != NEG_INF:
+                    for j in range(K):
+                        w[j] = w[j] - m
+            row_max[0, s] = m
+            row_low[0, s] = low
+            first = K
+            if direct:
+                _exp_into(w[:K], ev[e0:e0 + K], bits)
+        if n > first:
+            m = 0.0
+            low = emission_low
+            if not direct:
+                hi, lo = _key_range(Ebits[base + first:base + n])
+                conv[0] = hi ^ ((hi >> 63) & _ABS_MASK)
+                conv[1] = lo ^ ((lo >> 63) & _ABS_MASK)
+                m = convf[0]
+                low = 0.0 if m == NEG_INF else convf[1] - m
+            for p in range(first // K, te - t0):
+                row_max[p, s] = m if m == NEG_INF else m + c
+                row_low[p, s] = low
+            if direct:
+                _exp_into(x[first:], ev[e0 + first:e0 + n], bits)
+            elif m == NEG_INF:
+                for k in range(first, n):
+                    w[k] = m
             else:
-                hi, lo = _key_range(Ebits, b, t, K)
-            conv[0] = hi ^ ((hi >> 63) & _ABS_MASK)
-            conv[1] = lo ^ ((lo >> 63) & _ABS_MASK)
-            m = convf[0]
-            if m == NEG_INF:
-                row_max[p, s] = m
-                row_low[p, s] = 0.0
-                continue
-            row_low[p, s] = convf[1] - m
-            if t == 0:
-                row_max[p, s] = m
-                for j in range(K):
-                    w[p, s, j] = w[p, s, j] - m
-            else:
-                row_max[p, s] = m + c
-                for j in range(K):
-                    w[p, s, j] = E[b, t, j] - m
+                _shift_into(x[first:], m, w[first:n])
+        if not direct:
+            _exp_into(w[:n], ev[e0:e0 + n], bits)
 
 
 @nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _product_rows(acc, ev, out, nact, alive, shared, dense, totals, smalls):
-    """out[s] = acc[s] ⊙ ev[s] for the running rows; totals[s] = Σ out[s]; smalls[s] = the
-    smallest product whose factors are both nonzero (an underflow if tiny), tracked only
-    for matrices with zeros (1 otherwise)."""
+def _product_rows(acc, ev, p, out, nact, alive, shared, dense, totals, smalls):
+    """out[s] = acc[s] ⊙ ev[s, p] for the running rows (ev is (rows, positions, K)); totals[s]
+    = Σ out[s]; smalls[s] = the smallest product whose factors are both nonzero (an
+    underflow if tiny), tracked only for matrices with zeros (1 otherwise)."""
     K = out.shape[1]
     for s in range(nact):
         if not alive[s]:
@@ -366,15 +419,15 @@ def _product_rows(acc, ev, out, nact, alive, shared, dense, totals, smalls):
         small = 1.0
         if dense[0 if shared else s]:
             for j in range(K):
-                r = acc[s, j] * ev[s, j]
+                r = acc[s, j] * ev[s, p, j]
                 out[s, j] = r
                 total += r
         else:
             for j in range(K):
-                r = acc[s, j] * ev[s, j]
+                r = acc[s, j] * ev[s, p, j]
                 out[s, j] = r
                 total += r
-                small = r if ((r < small) & (acc[s, j] > 0.0) & (ev[s, j] > 0.0)) else small
+                small = r if ((r < small) & (acc[s, j] > 0.0) & (ev[s, p, j] > 0.0)) else small
         totals[s] = total
         smalls[s] = small
 
@@ -480,13 +533,14 @@ def _plane(buf, t, rows, stride, K):
 
 @nb.njit(cache=True)
 def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, start, exp_end, min_exp_end,
-                   end_shift, store, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low):
+                   end_shift, emission_low, store, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low):
     """Scaled forward of the sequences ``seqs`` (decreasing lengths) advancing together.
 
     expT (Tb, K, K) = exp(T − tshift), tshift (Tb,), min_expT (Tb,), dense (Tb,): row s uses index 0 when
-    ``shared`` (one BLAS product per position) and s otherwise. With ``store`` a_buf/ev_buf
-    hold every position ((L, nseq, K) flat, a[t] ∝ alpha[t], ev[t] the shifted
-    exp-emissions); otherwise two alternating planes and one. On return logz[s] is log Z;
+    ``shared`` (one BLAS product per position) and s otherwise. With ``store`` a_buf holds
+    every position ((L, nseq, K) flat, a[t] ∝ alpha[t]) and ev_buf every shifted
+    exp-emission, sequence by sequence ((nseq, L, K) flat, L the block's longest length);
+    otherwise a_buf holds two alternating planes and ev_buf _CHUNK positions per sequence. On return logz[s] is log Z;
     ok[s] False marks a sequence to redo in log space (a possible underflow).
 
     Underflow guard. With a dense matrix (no zero entry) every entry of a[t] (rows scaled
@@ -498,10 +552,14 @@ def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, star
     K = E.shape[2]
     L = lengths[seqs[0]]
     acc_all = acc_buf[:nseq * K].reshape((nseq, K))
-    Ebits = E.view(np.int64)
-    w_buf = np.zeros(_CHUNK * nseq * K)
-    w_all = w_buf.reshape((_CHUNK, nseq, K))
-    wbits_all = w_buf.view(np.int64).reshape((_CHUNK, nseq, K))
+    Eflat = E.reshape(-1)
+    Ebits = Eflat.view(np.int64)
+    Lbuf = E.shape[1]
+    w = np.zeros(_CHUNK * K)
+    wbits = w.view(np.int64)
+    # exp-emissions sequence by sequence: (nseq, L, K) with store, else (nseq, _CHUNK, K)
+    ev_stride = (L if store else _CHUNK) * K
+    ev_all = ev_buf[:nseq * ev_stride].reshape((nseq, L if store else _CHUNK, K))
     conv = np.empty(2, dtype=np.int64)
     convf = conv.view(np.float64)
     row_max = np.empty((_CHUNK, nseq))
@@ -524,17 +582,12 @@ def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, star
         while lengths[seqs[nact - 1]] <= t:
             nact -= 1
         p = t % _CHUNK
-        if p == 0:
-            # shifted log-emissions of the next _CHUNK positions, then one exp over all of them
-            t1 = min(t + _CHUNK, L)
-            _shift_chunk(E, Ebits, seqs, lengths, t, t1, start, tshift, not shared, w_all, wbits_all, conv, convf,
-                         row_max, row_low)
-            e0 = t * nseq * K if store else 0
-            _exp_into(w_buf[:(t1 - t) * nseq * K], ev_buf[e0:e0 + (t1 - t) * nseq * K], bits)
+        if p == 0:  # the shifted exp-emissions of the next _CHUNK positions
+            _exp_chunk(Eflat, Ebits, Lbuf, seqs, lengths, t, min(t + _CHUNK, L), start, tshift, not shared,
+                       emission_low, w, wbits,
+                       ev_buf, t * K if store else 0, ev_stride, bits, conv, convf, row_max, row_low)
         pa = t if store else t & 1
-        pe = t if store else p
         a_t = _plane(a_buf, pa, nseq, nseq, K)
-        ev_t = _plane(ev_buf, pe, nseq, nseq, K)
         if t == 0:
             acc_all[:, :] = 1.0
         else:
@@ -543,7 +596,7 @@ def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, star
                 np.dot(a_prev, expT[0], acc_all[:nact])
             else:
                 _vec_mat_rows(a_prev, expT, acc_all, nact, alive)
-        _product_rows(acc_all, ev_t, a_t, nact, alive, shared, dense, totals, smalls)
+        _product_rows(acc_all, ev_all, t if store else p, a_t, nact, alive, shared, dense, totals, smalls)
         for s in range(nact):
             if not alive[s]:
                 a_t[s, :] = 0.0
@@ -593,23 +646,38 @@ def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, star
 
 
 @nb.njit(cache=True, fastmath=_FAST_REDUCE)
-def _node_rows(a, bb, rows, seqs, t, node, node_total, ok):
-    """node[seqs[s], t] = a[s] ⊙ bb[s] normalised for s < rows with ok[s] (all when t is
-    their last position is handled by the caller); node_total[t, s] = the normaliser."""
-    K = a.shape[1]
+def _node_row(a, ta, bb, tb, s, node, b, t):
+    """node[b, t] = a[ta, s] ⊙ bb[tb, s] normalised (a, bb: (positions, rows, K)); returns
+    the normaliser."""
+    K = a.shape[2]
+    total = 0.0
+    for j in range(K):
+        v = a[ta, s, j] * bb[tb, s, j]
+        node[b, t, j] = v
+        total += v
+    inv = 1.0 / total
+    for j in range(K):
+        node[b, t, j] *= inv
+    return total
+
+
+@nb.njit(cache=True)
+def _node_rows(a, bb, tb, rows, seqs, t, node, node_total, ok):
+    """Position t's node marginals of the rows s < rows with ok[s]: a[t, s] ⊙ bb[tb, s]
+    normalised into node[seqs[s], t], the normaliser into node_total[t, s]."""
     for s in range(rows):
-        if not ok[s]:
-            continue
-        b = seqs[s]
-        total = 0.0
-        for j in range(K):
-            v = a[s, j] * bb[s, j]
-            node[b, t, j] = v
-            total += v
-        node_total[t, s] = total
-        inv = 1.0 / total
-        for j in range(K):
-            node[b, t, j] *= inv
+        if ok[s]:
+            node_total[t, s] = _node_row(a, t, bb, tb, s, node, seqs[s], t)
+
+
+@nb.njit(cache=True)
+def _node_sequences(a, bb, seqs, lengths, node, node_total, ok):
+    """Every position's node marginals of each row s with ok[s], sequence by sequence (bb
+    holds every position)."""
+    for s in range(seqs.shape[0]):
+        if ok[s]:
+            for t in range(lengths[seqs[s]]):
+                node_total[t, s] = _node_row(a, t, bb, t, s, node, seqs[s], t)
 
 
 @nb.njit(cache=True)
@@ -621,15 +689,20 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
     tmp @ expT_t. bscale[t, s] receives the power of two f with
     expT @ (ev[t]·bb[t]) = bb[t − 1] / f.
 
-    Node marginals are written as soon as bb[t] exists, position by position while the
-    planes are in cache (per sequence afterwards they would be read with a stride of the
-    block, a cache miss per row for long sequences); node_total[t, s] = a[t]·bb[t]. Without
-    ``store_bb`` bb_buf holds two alternating planes (node marginals need no more)."""
+    With ``store_bb`` bb_buf keeps every position and node marginals are written after the
+    backward, sequence by sequence in position order (one forward stream through node: in
+    the backward's order — 32 sequences' rows, positions descending — writing them costs
+    2.6× as much). Without it bb_buf holds two alternating planes and node marginals are
+    written as soon as bb[t] exists, while the planes are in cache (long sequences, whose
+    planes would not stay there). node_total[t, s] = a[t]·bb[t] either way."""
     nseq = seqs.shape[0]
     K = expT_t.shape[1]
     L = lengths[seqs[0]]
     tmp_all = tmp_buf[:nseq * K].reshape((nseq, K))
     acc_all = acc_buf[:nseq * K].reshape((nseq, K))
+    ev_all = ev_buf[:nseq * L * K].reshape((nseq, L, K))
+    a_all = a_buf[:L * nseq * K].reshape((L, nseq, K))
+    bb_all = bb_buf[:(L if store_bb else 2) * nseq * K].reshape((L if store_bb else 2, nseq, K))
     totals = np.empty(nseq)
     smalls = np.empty(nseq)
     end_total = 0.0
@@ -646,15 +719,13 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
         first = nact
         while nact < nseq and lengths[seqs[nact]] > t:
             nact += 1
-        if nact > first:  # rows whose last position is t: their node marginals there
+        if nact > first and not store_bb:  # rows whose last position is t: their node marginals there
             last_ok = ok.copy()
             last_ok[:first] = False
-            _node_rows(_plane(a_buf, t, nseq, nseq, K), _plane(bb_buf, t if store_bb else t & 1, nseq, nseq, K),
-                       nact, seqs, t, node, node_total, last_ok)
-        ev_t = _plane(ev_buf, t, nseq, nseq, K)
+            _node_rows(a_all, bb_all, t & 1, nact, seqs, t, node, node_total, last_ok)
         bb_t = _plane(bb_buf, t if store_bb else t & 1, nseq, nseq, K)
         bb_prev = _plane(bb_buf, t - 1 if store_bb else (t - 1) & 1, nseq, nseq, K)
-        _product_rows(ev_t, bb_t, tmp_all, nact, ok, shared, dense, totals, smalls)
+        _product_rows(bb_t, ev_all, t, tmp_all, nact, ok, shared, dense, totals, smalls)
         for s in range(nact):
             if ok[s] and (smalls[s] < _TINY or smalls[s] * min_expT[0 if shared else s] < _TINY):
                 ok[s] = False
@@ -677,12 +748,14 @@ def _block_backward(seqs, lengths, shared, expT_t, min_expT, dense, exp_end, a_b
             for j in range(K):
                 bb_prev[s, j] = acc_all[s, j] * f
             bscale[t, s] = f
-        _node_rows(_plane(a_buf, t - 1, nseq, nseq, K), bb_prev, nact, seqs, t - 1, node, node_total, ok)
-    if L == 1 or nact < nseq:  # sequences of length 1
+        if not store_bb:
+            _node_rows(a_all, bb_all, (t - 1) & 1, nact, seqs, t - 1, node, node_total, ok)
+    if store_bb:
+        _node_sequences(a_all, bb_all, seqs, lengths, node, node_total, ok)
+    elif L == 1 or nact < nseq:  # sequences of length 1
         only = ok.copy()
         only[:nact] = False
-        _node_rows(_plane(a_buf, 0, nseq, nseq, K), _plane(bb_buf, 0, nseq, nseq, K), nseq, seqs, 0, node,
-                   node_total, only)
+        _node_rows(a_all, bb_all, 0, nseq, seqs, 0, node, node_total, only)
 
 
 @nb.njit(cache=True)
@@ -711,7 +784,7 @@ def _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, want_t, e
 
 @nb.njit(cache=True, parallel=True)
 def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT, dense, exp_end, min_exp_end,
-                 end_shift, num_chunks):
+                 end_shift, emission_low, num_chunks):
     B, L, K = E.shape
     shared = T.shape[0] == 1
     out = np.empty(B)
@@ -720,7 +793,7 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
         a_buf = np.zeros(2 * block * K)
         ev_buf = np.zeros(_CHUNK * block * K)
         acc_buf = np.zeros(block * K)
-        bits = np.empty(_CHUNK * block * K, dtype=np.int64)
+        bits = np.empty(_CHUNK * K, dtype=np.int64)
         logz = np.empty(block)
         ok = np.empty(block, dtype=np.bool_)
         amin = np.empty(block)
@@ -736,11 +809,11 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
             seqs = order[lo:hi]
             if shared:
                 _block_forward(E, seqs, lengths, True, expT, tshift, min_expT, dense, start, exp_end, min_exp_end,
-                               end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
+                               end_shift, emission_low, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             else:
                 _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, False, expT_s)
                 _block_forward(E, seqs, lengths, False, expT_s, tshift_s, min_expT_s, dense_s, start, exp_end,
-                               min_exp_end, end_shift, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
+                               min_exp_end, end_shift, emission_low, False, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             for s in range(hi - lo):
                 b = seqs[s]
                 if ok[s]:
@@ -759,7 +832,8 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
 def _scaled_posteriors(a, ev, bb, bscale, s, n, expT, T, edge, edge_sum, want_edges, want_sum, want_texp,
                        node_total, U_buf, V_buf, outer):
     """Edge marginals per position / summed / E[Σ transition score] of row s of a block from
-    its scaled forward (a), exp-emissions (ev), backward (bb) and node_total (a·bb).
+    its scaled forward (a, (L, nseq, K)), exp-emissions (ev, (nseq, L, K)), backward (bb) and
+    node_total (a·bb).
 
     ξₜ(i, j) = a[t−1, i]·expT[i, j]·ev[t, j]·bb[t, j]·f / (a[t−1]·bb[t−1]) with f = bscale[t]:
     the backward's own product gives the normaliser. Returns E[Σₜ T[yₜ₋₁, yₜ]] (if want_texp).
@@ -775,7 +849,7 @@ def _scaled_posteriors(a, ev, bb, bscale, s, n, expT, T, edge, edge_sum, want_ed
         for i in range(K):
             U[t - 1, i] = a[t - 1, s, i] * scale
         for j in range(K):
-            V[t - 1, j] = ev[t, s, j] * bb[t, s, j]
+            V[t - 1, j] = ev[s, t, j] * bb[t, s, j]
     if want_edges:
         for t in range(n - 1):
             for i in range(K):
@@ -854,7 +928,7 @@ def _log_marginals_one(E, T, start, end, n, node, edge, edge_sum, want_edges, wa
 
 @nb.njit(cache=True, parallel=True)
 def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT, dense, exp_end, min_exp_end,
-                      end_shift, node, edge, edge_sum, texp, want_edges, want_sum, want_texp, num_chunks):
+                      end_shift, emission_low, node, edge, edge_sum, texp, want_edges, want_sum, want_texp, num_chunks):
     """log Z, node marginals and, as asked, edge marginals per position, summed over
     positions, or the expected transition score (texp) of every sequence."""
     B, L, K = E.shape
@@ -866,10 +940,11 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
         a_buf = np.zeros(L * block * K)
         ev_buf = np.zeros(L * block * K)
         want_extra = want_edges or want_sum or want_texp
-        bb_buf = np.zeros((L if want_extra else 2) * block * K)
+        keep_bb = want_extra or L * block * K <= _KEEP_BACKWARD  # bb per position: node marginals afterwards
+        bb_buf = np.zeros((L if keep_bb else 2) * block * K)
         acc_buf = np.zeros(block * K)
         tmp_buf = np.zeros(block * K)
-        bits = np.empty(_CHUNK * block * K, dtype=np.int64)
+        bits = np.empty(_CHUNK * K, dtype=np.int64)
         logz = np.empty(block)
         ok = np.empty(block, dtype=np.bool_)
         amin = np.empty(block)
@@ -898,7 +973,8 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
             else:
                 _block_transitions(T, seqs, expT_s, tshift_s, min_expT_s, dense_s, True, expT_t_s)
                 ex, ex_t, cm, mins, dn = expT_s, expT_t_s, tshift_s, min_expT_s, dense_s
-            _block_forward(E, seqs, lengths, shared, ex, cm, mins, dn, start, exp_end, min_exp_end, end_shift, True,
+            _block_forward(E, seqs, lengths, shared, ex, cm, mins, dn, start, exp_end, min_exp_end, end_shift,
+                           emission_low, True,
                            a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low)
             impossible = np.zeros(nseq, dtype=np.bool_)
             for s in range(nseq):
@@ -906,10 +982,10 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
                     ok[s] = False
                     impossible[s] = True
             _block_backward(seqs, lengths, shared, ex_t, mins, dn, exp_end, a_buf, ev_buf, bb_buf, tmp_buf, acc_buf,
-                            ok, bscale, node, node_total, want_extra)
+                            ok, bscale, node, node_total, keep_bb)
             La = lengths[seqs[0]]
             a = a_buf[:La * nseq * K].reshape((La, nseq, K))
-            ev = ev_buf[:La * nseq * K].reshape((La, nseq, K))
+            ev = ev_buf[:nseq * La * K].reshape((nseq, La, K))
             Lb = La if want_extra else 1  # bb is only read back for edges / sums
             bb = bb_buf[:Lb * nseq * K].reshape((Lb, nseq, K))
             for s in range(nseq):
@@ -928,6 +1004,8 @@ def _marginals_kernel(E, T, start, end, lengths, order, block, expT, tshift, min
                 else:
                     out[b], texp[b] = _log_marginals_one(E[b], Tb, start, end, n, node[b], eb, sb, want_edges,
                                                          want_sum, want_texp, work)
+                # node arrives uninitialised (no calloc of B·L·K): clear what no path wrote
+                node[b, 0 if out[b] == NEG_INF else n:, :] = 0.0
     return out
 
 
@@ -1188,7 +1266,31 @@ def _scaling(ci: ChainInput):
     exp_end = np.exp(ci.end - end_shift)
     nz = exp_end[exp_end > 0]
     min_exp_end = float(nz.min()) if nz.size else 1.0
-    return expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift
+    return expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift, _emission_low(ci, min_expT)
+
+
+# Unshifted exp-emissions are used while this bound on the underflow guard's exponent
+# (see ``_emission_low``) stays this far above log(_TINY) ≈ −645: the guard never fires.
+_DIRECT_LIMIT = 400.0
+
+
+def _emission_low(ci: ChainInput, min_expT) -> float:
+    """A lower bound (≤ 0) on every row's smallest log-emission minus its largest when the
+    kernels may exponentiate emissions without shifting them, +1 when they must shift.
+
+    Unshifted, exp(x) lies in [e^−M, e^M] for M = ``emission_bound`` (start included): no
+    overflow and, with rows rescaled every step, the underflow guard's bound (two such
+    row ranges, twice log min exp-transition, log 4K) stays above _TINY by a margin —
+    so skipping the shift never sends a sequence to the log-space path. Typical
+    potentials (all within about ±30) take this path; larger ones are shifted chunk by chunk."""
+    K = ci.shape[2]
+    if ci.transitions.shape[0] == 1:
+        t_range = -math.log(float(min_expT[0])) if min_expT[0] > 0.0 else math.inf
+    else:
+        t_range = 2.0 * ci.transition_bound
+    if 4.0 * ci.emission_bound + 2.0 * t_range + math.log(4.0 * K) <= _DIRECT_LIMIT:
+        return -2.0 * ci.emission_bound
+    return 1.0
 
 
 @uses_engine_threads
@@ -1212,7 +1314,7 @@ def viterbi(ci: ChainInput):
 
 def _marginals(ci: ChainInput, want_edges: bool, want_sum: bool, want_texp: bool):
     B, L, K = ci.shape
-    node = np.zeros((B, L, K))
+    node = np.empty((B, L, K))  # every entry is written by the kernel
     edge = np.zeros((B, max(L - 1, 0), K, K)) if want_edges else np.zeros((B, 0, K, K))
     edge_sum = np.zeros((B, K, K)) if want_sum else np.zeros((B, 0, 0))
     texp = np.zeros(B)

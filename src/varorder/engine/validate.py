@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["as_potentials", "check_int_at_least", "check_no_overflow", "as_rng", "as_index_array", "first_index"]
+__all__ = ["as_potentials", "potentials_and_bound", "check_int_at_least", "check_no_overflow", "as_rng", "as_index_array", "first_index"]
 
 # A path score adds at most `terms` potentials; beyond this bound their sum (or the
 # log-sum-exp's intermediate max + log K) can reach float64's +inf and turn into NaN.
@@ -25,12 +25,21 @@ def first_index(mask: np.ndarray) -> tuple[int, ...]:
     return tuple(int(i) for i in np.unravel_index(flat, mask.shape))
 
 
-def as_potentials(name: str, value, shape: tuple[int | None, ...]) -> np.ndarray:
+def as_potentials(name: str, value, shape: tuple[int | None, ...], terms: int | None = None) -> np.ndarray:
     """Return ``value`` as a C-contiguous float64 array of log-potentials.
 
     ``shape`` lists the expected size of each axis (``None`` = any size).
-    −inf is legal (a hard zero); NaN and +inf are rejected.
+    −inf is legal (a hard zero); NaN and +inf are rejected. With ``terms``, the
+    :func:`check_no_overflow` test runs too, in the same pass over the array (large
+    arrays are read once, not once per check).
     """
+    return potentials_and_bound(name, value, shape, terms)[0]
+
+
+def potentials_and_bound(name: str, value, shape: tuple[int | None, ...],
+                         terms: int | None = None) -> tuple[np.ndarray, float]:
+    """:func:`as_potentials` and the largest finite magnitude of the array (0 if none),
+    which the validation pass finds anyway (the chain kernels use it to skip shifts)."""
     arr = np.asarray(value)
     if arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
@@ -49,18 +58,26 @@ def as_potentials(name: str, value, shape: tuple[int | None, ...]) -> np.ndarray
     if arr.size >= _SCAN_SIZE:
         from varorder.engine.potential_scan import scan
 
-        has_nan, has_posinf, _ = scan(arr)
+        has_nan, has_posinf, top = scan(arr)
         if not (has_nan or has_posinf):
-            return arr
+            if terms is not None and top >= _overflow_limit(terms):
+                _refuse_magnitude(name, arr, terms)
+            return arr, top
     elif np.isfinite(arr.sum()):  # no NaN and no ±inf: one pass, no temporaries
-        return arr
+        top = max(float(arr.max()), -float(arr.min())) if arr.size else 0.0
+        if terms is not None and top >= _overflow_limit(terms):
+            _refuse_magnitude(name, arr, terms)
+        return arr, top
     bad = np.isnan(arr)
     if bad.any():
         raise ValueError(f"{name} contains NaN at index {first_index(bad)}")
     bad = np.isposinf(arr)
     if bad.any():
         raise ValueError(f"{name} contains +inf at index {first_index(bad)}")
-    return arr
+    if terms is not None:
+        check_no_overflow(terms, **{name: arr})
+    finite = np.abs(arr[np.isfinite(arr)])
+    return arr, float(finite.max()) if finite.size else 0.0
 
 
 def check_int_at_least(name: str, value, minimum: int) -> int:
@@ -72,6 +89,21 @@ def check_int_at_least(name: str, value, minimum: int) -> int:
     return int(value)
 
 
+def _overflow_limit(terms: int) -> float:
+    return _MAX_PATH_MAGNITUDE / max(int(terms), 1)
+
+
+def _refuse_magnitude(name: str, arr: np.ndarray, terms: int) -> None:
+    limit = _overflow_limit(terms)
+    finite = np.abs(arr[np.isfinite(arr)])
+    bad = np.isfinite(arr) & (np.abs(arr) >= limit)
+    raise ValueError(
+        f"{name} has a finite potential of magnitude {float(finite.max()):.3g} at index {first_index(bad)}: "
+        f"a path adds up to {max(int(terms), 1)} potentials, which would overflow float64 "
+        f"(keep |potential| below {limit:.3g}; use -inf for a hard zero)"
+    )
+
+
 def check_no_overflow(terms: int, **arrays: np.ndarray) -> None:
     """Refuse finite potentials so large that a sum of ``terms`` of them overflows float64.
 
@@ -79,11 +111,10 @@ def check_no_overflow(terms: int, **arrays: np.ndarray) -> None:
     times the number of terms on a path reaches float64's range, which would make
     log Z or a marginal NaN instead of a number.
     """
-    terms = max(int(terms), 1)
+    limit = _overflow_limit(terms)
     for name, arr in arrays.items():
         if arr.size == 0:
             continue
-        limit = _MAX_PATH_MAGNITUDE / terms
         if arr.size >= _SCAN_SIZE and arr.dtype == np.float64 and arr.flags.c_contiguous:
             from varorder.engine.potential_scan import scan
 
@@ -94,12 +125,7 @@ def check_no_overflow(terms: int, **arrays: np.ndarray) -> None:
                 continue
         finite = np.abs(arr[np.isfinite(arr)])
         if finite.size and float(finite.max()) >= limit:
-            bad = np.isfinite(arr) & (np.abs(arr) >= limit)
-            raise ValueError(
-                f"{name} has a finite potential of magnitude {float(finite.max()):.3g} at index {first_index(bad)}: "
-                f"a path adds up to {terms} potentials, which would overflow float64 "
-                f"(keep |potential| below {limit:.3g}; use -inf for a hard zero)"
-            )
+            _refuse_magnitude(name, arr, terms)
 
 
 def as_rng(seed) -> np.random.Generator:
