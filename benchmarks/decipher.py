@@ -157,21 +157,27 @@ def cmd_plot(args):
         plot_curves(ctx, figures / f"{corpus}_fig6_context.png", "EM iteration",
                     "mean context length (mass-weighted)", f"{corpus}: RCMS context length (Fig. 6)")
         lines.append(f"\n{corpus} ({next(iter(runs.values()))['num_cipher']} cipher sentences)\n")
-        lines.append("| configuration | iterations | acc. @10 | acc. @15 | final acc. | best acc. | "
-                     "CPU s/iter | wall s/iter | mean ctx len (first → last) |")
-        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+        horizons = [int(n) for n in args.horizons.split(",")]
+        lines.append("| configuration | iterations | " + " | ".join(f"acc. @{n}" for n in horizons)
+                     + " | final acc. | best acc. | CPU s/iter | wall s/iter | mean ctx len (first → last) |")
+        lines.append("|---|---:|" + "---:|" * (len(horizons) + 4) + "---|")
         for k in LEFT + RIGHT:
             if k not in runs:
                 continue
             h = runs[k]["history"]
             acc = np.array([e["accuracy"] for e in h])
-            at = [f"{acc[n - 1]:.3f}" if len(acc) >= n else "–" for n in (10, 15)]
+            at = [f"{acc[n - 1]:.3f}" if len(acc) >= n else "–" for n in horizons]
             steady = h[1:] if len(h) > 1 else h  # the first iteration includes compilation
             cpu = np.median([e["cpu_seconds"] for e in steady])
             wall = np.median([e["seconds"] for e in steady])
             ctx_text = "–" if k[1] != "rcms" else f"{h[0]['context_length']:.2f} → {h[-1]['context_length']:.2f}"
-            lines.append(f"| {_label(*k)} | {len(h)} | {at[0]} | {at[1]} | {acc[-1]:.3f} | {acc.max():.3f} | "
+            lines.append(f"| {_label(*k)} | {len(h)} | {' | '.join(at)} | {acc[-1]:.3f} | {acc.max():.3f} | "
                          f"{cpu:.2f} | {wall:.1f} | {ctx_text} |")
+        unk = {_label(*k): runs[k]["history"][-1]["unk_symbol_correct"] for k in LEFT + RIGHT
+               if k in runs and "unk_symbol_correct" in runs[k]["history"][-1]}
+        if unk:
+            lines.append("\n<unk> symbol (left out of the accuracy) decoded as <unk> after the last iteration: "
+                         + ", ".join(f"{name} {'yes' if right else 'no'}" for name, right in unk.items()))
         loads = [runs[k]["loadavg_before"][0] for k in runs]
         lines.append(f"\nload average (1 min) at the start of the runs: {min(loads):.1f} – {max(loads):.1f}")
     print("\n".join(lines))
@@ -188,6 +194,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--figures", default="docs/figures/decipher")
+    parser.add_argument("--horizons", default="10,15", help="plot: iterations at which the table reads accuracy")
     args = parser.parse_args(argv)
     {"prepare": cmd_prepare, "curves": cmd_curves, "timing": cmd_timing, "plot": cmd_plot}[args.command](args)
 
