@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from varorder import lattice as lat
 from varorder.decipher import (
@@ -43,12 +45,12 @@ def _corpus(seed=0, n=60):
     return sentences
 
 
-def _reference(sentences, order):
-    """log p(w | history) straight from the LM, renormalised over the 4 words and </s>."""
-    vocab = Vocabulary(WORDS)
+def _reference(sentences, order, words=WORDS):
+    """log p(w | history) straight from the LM, renormalised over the listed words and </s>."""
+    vocab = Vocabulary(words)
     ids, lengths = vocab.encode_sentences(sentences)
     lm = AbsoluteDiscounting(order=order + 1, discount=0.25, smoothing=0.01).fit_ids(ids, lengths, vocab).model_
-    K = len(WORDS)
+    K = len(words)
     lm_word = list(range(K)) + [vocab.eos_id]
 
     def log_transition(history, word):
@@ -98,6 +100,86 @@ def test_beam_keeping_every_prefix_is_the_exact_model(order):
     posterior, got_z, _ = context_estep(emission, tables, size=4 ** L, mode="beam")
     assert got_z == pytest.approx(log_z, abs=1e-5)
     np.testing.assert_allclose(posterior, node, atol=1e-6)
+
+
+_BEAM_TABLES = {}
+
+
+@settings(max_examples=40, deadline=None)
+@given(order=st.sampled_from([1, 2]), L=st.integers(1, 5), size=st.integers(1, 6), seed=st.integers(0, 2**31 - 1))
+def test_pruned_beam_matches_explicit_prefix_beam_search(order, L, size, seed):
+    """The beam E-step with pruning is select-by-model beam search (§4.1): the B best
+    prefixes of B_{i-1} x Y under q^i, no recombination, posterior renormalised over the
+    final beam's complete paths (the paper's coverage weight -inf)."""
+    if order not in _BEAM_TABLES:
+        sentences = _corpus(seed=13)
+        _BEAM_TABLES[order] = (fit_transitions(WORDS, sentences, order), _reference(sentences, order))
+    tables, reference = _BEAM_TABLES[order]
+    emission = _emissions(L, seed=seed)
+    log_z, node = oracle.ngram_beam_posteriors(reference, emission, 4, size)
+    posterior, got_z, _ = context_estep(emission, tables, size=size, mode="beam")
+    assert got_z == pytest.approx(log_z, abs=1e-6)
+    np.testing.assert_allclose(posterior, node, atol=1e-7)
+    np.testing.assert_allclose(posterior.sum(axis=1), 1.0)
+
+
+def _unk_corpus(seed=0, n=60):
+    return [[w if w != "z" else "<unk>" for w in s] for s in _corpus(seed=seed, n=n)]
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_unk_as_hidden_word_matches_the_lm(order):
+    """Lenient tasks: <unk> as the last listed word is hidden word K - 1 with the LM's
+    own <unk> estimates, every conditional renormalised over the K words and </s>."""
+    words = WORDS + ["<unk>"]
+    sentences = _unk_corpus()
+    tables = fit_transitions(words, sentences, order)
+    reference = _reference(sentences, order, words)
+    for history in itertools.chain([()], itertools.product(range(5), repeat=1), itertools.product(range(5), repeat=2)):
+        full = [5] + list(history)  # 5 = <s> as a context
+        for word in range(6):
+            assert tables.logprob(full, word) == pytest.approx(reference(history, word), abs=1e-5)
+        assert np.exp([tables.logprob(full, w) for w in range(6)]).sum() == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="<unk> except as its last word"):
+        fit_transitions(["<unk>"] + WORDS, sentences, order)
+
+
+def test_lenient_prepare_enciphers_unk_as_one_symbol(tmp_path):
+    sentences = _corpus(seed=9, n=200)
+    a = prepare(sentences, num_words=4, num_cipher=40, seed=4, max_unk_tokens=1, max_unk_share=0.25)
+    b = prepare(sentences, num_words=4, num_cipher=40, seed=4, max_unk_tokens=1, max_unk_share=0.25)
+    assert [c.tolist() for c in a.cipher] == [c.tolist() for c in b.cipher]
+    assert a.words[-1] == "<unk>" and len(a.words) == 5 and sorted(a.cipher_key.key.tolist()) == list(range(5))
+    for symbols, gold in zip(a.cipher, a.cipher_gold):
+        assert [a.words[w] for w in a.cipher_key.decipher(symbols)] == gold
+        assert gold.count("<unk>") <= 1 and gold.count("<unk>") <= 0.25 * len(gold)
+    assert a.meta["cipher_unk_tokens"] == sum(g.count("<unk>") for g in a.cipher_gold) > 0
+    assert a.unk_symbol == int(a.cipher_key.key[4]) == a.meta["unk_symbol"]
+    flat, _ = a.cipher_flat()
+    assert a.unk_symbol not in a.scored_symbols(flat).tolist()
+    assert len(a.scored_symbols(flat)) == len(np.unique(flat)) - 1
+    # every qualifying sentence: at most one out-of-list token making at most a quarter of it
+    qualifying = [s for s in sentences if sum(w == "z" for w in s) <= min(1, 0.25 * len(s))]
+    assert a.meta["qualifying_sentences"] == len(qualifying)
+    save(a, tmp_path / "d")
+    back = load(tmp_path / "d")
+    assert back.words == a.words and back.unk_symbol == a.unk_symbol
+    strict = prepare(sentences, num_words=4, num_cipher=20, seed=4)
+    assert strict.unk_symbol is None and "<unk>" not in strict.words
+    with pytest.raises(ValueError, match="max_unk_share"):
+        prepare(sentences, num_words=4, num_cipher=20, max_unk_tokens=1, max_unk_share=1.5)
+
+
+@pytest.mark.parametrize("inference,order", [("exact", 1), ("beam", 2)])
+def test_lenient_accuracy_leaves_the_unk_symbol_out(inference, order):
+    data = prepare(_corpus(seed=9, n=200), num_words=4, num_cipher=40, seed=4, max_unk_tokens=1)
+    model = Decipherer(order=order, inference=inference, size=6, n_iter=3, init_noise=0.2, seed=0).fit(data)
+    flat, _ = data.cipher_flat()
+    scored = data.scored_symbols(flat)
+    truth = data.cipher_key.inverse
+    last = model.history_[-1]
+    assert last["accuracy"] == pytest.approx(np.mean(model.mapping_[scored] == truth[scored]))
+    assert last["unk_symbol_correct"] == bool(model.mapping_[data.unk_symbol] == 4)
 
 
 def test_exact_estep_matches_brute_force():
@@ -301,6 +383,34 @@ def test_cli_prepare_train_eval(tmp_path):
     result = runner.invoke(main, ["decipher", "train", str(tmp_path / "task"), "-o", str(tmp_path / "bad"),
                                   "--order", "2", "--inference", "exact"])
     assert result.exit_code != 0 and "order=1" in result.output
+
+
+def test_cli_lenient_prepare_and_eval_report_the_unk_symbol(tmp_path):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n\n".join(" ".join(s) + "." for s in _corpus(seed=11, n=300)) + "\n")
+    runner = CliRunner()
+    result = runner.invoke(main, ["decipher", "prepare", str(corpus), "-o", str(tmp_path / "task"), "--num-words", "4",
+                                  "--num-cipher", "30", "--max-unk-tokens", "1", "--max-unk-share", "0.3"])
+    assert result.exit_code == 0, result.output
+    meta = json_meta(tmp_path / "task")
+    assert meta["max_unk_tokens"] == 1 and meta["cipher_unk_tokens"] > 0
+    result = runner.invoke(main, ["decipher", "train", str(tmp_path / "task"), "-o", str(tmp_path / "run"),
+                                  "--order", "1", "--inference", "exact", "--iterations", "2"])
+    assert result.exit_code == 0, result.output
+    result = runner.invoke(main, ["decipher", "eval", str(tmp_path / "task"), str(tmp_path / "run" / "model.npz")])
+    assert result.exit_code == 0, result.output
+    scores = json.loads(result.output)
+    history = json.loads((tmp_path / "run" / "history.json").read_text())
+    assert scores["mapping_accuracy"] == pytest.approx(history[-1]["accuracy"])
+    assert scores["unk_symbol"] == meta["unk_symbol"] and scores["unk_tokens"] == meta["cipher_unk_tokens"]
+    assert scores["unk_symbol_correct"] == history[-1]["unk_symbol_correct"]
+    result = runner.invoke(main, ["decipher", "prepare", str(corpus), "-o", str(tmp_path / "bad"),
+                                  "--max-unk-share", "2"])
+    assert result.exit_code != 0 and "max-unk-share" in result.output
 
 
 def json_meta(folder):

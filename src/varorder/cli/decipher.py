@@ -30,14 +30,20 @@ def COMMAND():
 @click.option("--num-cipher", type=click.IntRange(1), default=2000, show_default=True,
               help="sentences to encipher (the paper's 2,000; War and Peace and Brown hold about 1,750)")
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
-def prepare(corpus, output, num_words, num_cipher, seed):
+@click.option("--max-unk-tokens", type=click.IntRange(0), default=0, show_default=True,
+              help="out-of-list tokens a cipher sentence may hold (0: the paper's in-list rule); above 0 they "
+                   "become one hidden word <unk> with its own cipher symbol, left out of mapping accuracy")
+@click.option("--max-unk-share", type=Real(0, 1), default=1.0, show_default=True,
+              help="and at most this share of the sentence's tokens")
+def prepare(corpus, output, num_words, num_cipher, seed, max_unk_tokens, max_unk_share):
     """Tokenize CORPUS files (plain text / .gz, or the Brown .tar.gz), encipher in-list sentences."""
     from varorder.decipher import data as task
 
     try:
         sentences = [s for path in corpus for s in task.read_corpus_sentences(path)]
         prepared = task.prepare(sentences, num_words=num_words, num_cipher=num_cipher, seed=seed,
-                                name="+".join(Path(p).name for p in corpus))
+                                name="+".join(Path(p).name for p in corpus), max_unk_tokens=max_unk_tokens,
+                                max_unk_share=max_unk_share)
         task.save(prepared, output)
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc))
@@ -123,9 +129,16 @@ def evaluate(task_folder, model_path, num_cipher, decoded):
         if symbols.max() >= len(model.mapping_):
             raise ValueError(f"{task_folder}: cipher symbol {int(symbols.max())} is outside the model's table")
         truth = data.cipher_key.inverse
-        result = {"mapping_accuracy": mapping_accuracy(model.mapping_, truth, symbols),
+        scored = data.scored_symbols(symbols)
+        result = {"mapping_accuracy": mapping_accuracy(model.mapping_, truth, scored),
                   "token_accuracy": float(np.mean(model.mapping_[symbols] == truth[symbols])),
-                  "distinct_symbols": int(len(np.unique(symbols))), "tokens": int(len(symbols))}
+                  "distinct_symbols": int(len(scored)), "tokens": int(len(symbols))}
+        unk = data.unk_symbol
+        if unk is not None and unk in symbols:
+            # the <unk> word's symbol is left out of mapping accuracy, reported here instead
+            result["unk_symbol"] = unk
+            result["unk_symbol_correct"] = bool(model.mapping_[unk] == truth[unk])
+            result["unk_tokens"] = int(np.sum(symbols == unk))
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc))
     if decoded:

@@ -14,6 +14,15 @@ not enciphered, with out-of-list tokens as one symbol ``<unk>`` that the LM coun
 hidden chain never visits (see :mod:`varorder.decipher.transitions`). ``DecipherData.plaintext_in_list``
 says how many plaintext sentences are in-list.
 
+Extension (not in the paper; the issue's fallback when too few in-list sentences exist):
+``max_unk_tokens`` > 0 lets a cipher sentence hold up to that many out-of-list tokens, at
+most ``max_unk_share`` of its tokens. Every out-of-list token then becomes the one word
+``<unk>``, appended to the word list as hidden word K (so K = ``num_words`` + 1): the
+plaintext chain visits it (the LM's ``<unk>`` estimate), the key enciphers it as one more
+cipher symbol, and mapping accuracy leaves that symbol out (``DecipherData.unk_symbol``;
+whether it decodes to ``<unk>`` is reported on its own). With ``max_unk_tokens`` = 0 (the
+default) preparation is the strict, paper-faithful one and draws the same numbers as before.
+
 On disk (a folder, all plain text): ``words.txt`` (the list, id order), ``plain.txt``
 (plaintext, tokens separated by spaces), ``cipher.txt`` (cipher sentences as integers),
 ``gold.txt`` (the plaintext of each cipher line; only evaluation reads it), ``key.tsv``
@@ -88,6 +97,19 @@ class DecipherData:
     def plaintext_in_list(self) -> int:
         return sum(1 for s in self.plaintext if UNK not in s)
 
+    @property
+    def unk_symbol(self) -> int | None:
+        """The cipher symbol of the ``<unk>`` hidden word (lenient preparation), else None."""
+        if self.cipher_key is None or not self.words or self.words[-1] != UNK:
+            return None
+        return int(self.cipher_key.key[len(self.words) - 1])
+
+    def scored_symbols(self, symbols) -> np.ndarray:
+        """The distinct symbols of ``symbols`` that mapping accuracy counts (all but ``unk_symbol``)."""
+        distinct = np.unique(np.asarray(symbols, dtype=np.int64))
+        unk = self.unk_symbol
+        return distinct if unk is None else distinct[distinct != unk]
+
     def cipher_flat(self, limit: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(symbols concatenated, offsets) of the first ``limit`` cipher sentences."""
         sentences = self.cipher[:limit] if limit else self.cipher
@@ -142,25 +164,43 @@ def _brown_archive_sentences(path):
                     yield tokens
 
 
-def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: int = 0, name: str = "") -> DecipherData:
-    """Word list, seeded cipher/plaintext split and random key from tokenized ``sentences``."""
+def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: int = 0, name: str = "",
+            max_unk_tokens: int = 0, max_unk_share: float = 1.0) -> DecipherData:
+    """Word list, seeded cipher/plaintext split and random key from tokenized ``sentences``.
+
+    A sentence may be enciphered when it has at most ``max_unk_tokens`` out-of-list tokens,
+    at most ``max_unk_share`` of its length; 0 (the default) is the paper's in-list rule,
+    more adds ``<unk>`` as a hidden word with its own cipher symbol (module docstring)."""
+    if int(max_unk_tokens) != max_unk_tokens or max_unk_tokens < 0:
+        raise ValueError(f"max_unk_tokens must be a non-negative integer, got {max_unk_tokens!r}")
+    if not 0.0 <= max_unk_share <= 1.0:
+        raise ValueError(f"max_unk_share must lie in [0, 1], got {max_unk_share!r}")
     sentences = [list(s) for s in sentences if s]
     counts = collections.Counter(w for s in sentences for w in s)
     if len(counts) < num_words:
         raise ValueError(f"the corpus has {len(counts)} distinct tokens, fewer than num_words = {num_words}")
     # ties broken by the token itself, so the list does not depend on dict order
     words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:num_words]]
+    if UNK in words:
+        raise ValueError(f"the corpus itself holds the token {UNK!r} among its {num_words} most frequent")
     listed = set(words)
-    in_list = [i for i, s in enumerate(sentences) if all(w in listed for w in s)]
-    if len(in_list) < num_cipher:
-        raise ValueError(f"only {len(in_list)} in-list sentences, fewer than num_cipher = {num_cipher}")
+    outside = [sum(1 for w in s if w not in listed) for s in sentences]
+    in_list = [i for i, n in enumerate(outside) if n == 0]
+    qualifying = [i for i, n in enumerate(outside)
+                  if n <= max_unk_tokens and n <= max_unk_share * len(sentences[i])]
+    if len(qualifying) < num_cipher:
+        rule = "in-list" if max_unk_tokens == 0 else \
+            f"qualifying (at most {max_unk_tokens} out-of-list tokens, share <= {max_unk_share})"
+        raise ValueError(f"only {len(qualifying)} {rule} sentences, fewer than num_cipher = {num_cipher}")
     rng = as_rng(seed)
-    chosen = set(rng.choice(np.asarray(in_list), size=num_cipher, replace=False).tolist())
+    chosen = set(rng.choice(np.asarray(qualifying), size=num_cipher, replace=False).tolist())
     order = sorted(chosen, key=lambda i: i)
     rng.shuffle(order)
-    key = SubstitutionCipher.random(num_words, rng)
+    if max_unk_tokens > 0:
+        words = words + [UNK]
+    key = SubstitutionCipher.random(len(words), rng)
     index = {w: i for i, w in enumerate(words)}
-    gold = [sentences[i] for i in order]
+    gold = [[w if w in listed else UNK for w in sentences[i]] for i in order]
     cipher = [key.encipher([index[w] for w in s]) for s in gold]
     plaintext = [[w if w in listed else UNK for w in s] for i, s in enumerate(sentences) if i not in chosen]
     meta = {"corpus": name, "seed": seed, "num_words": num_words, "sentences": len(sentences),
@@ -169,6 +209,12 @@ def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: in
             "plaintext_in_list": sum(1 for s in plaintext if UNK not in s),
             "cipher_tokens": int(sum(len(s) for s in cipher)),
             "distinct_cipher_symbols": int(len({int(x) for s in cipher for x in s}))}
+    if max_unk_tokens > 0:
+        meta.update({"max_unk_tokens": int(max_unk_tokens), "max_unk_share": float(max_unk_share),
+                     "qualifying_sentences": len(qualifying),
+                     "plaintext_qualifying": len(qualifying) - num_cipher,
+                     "cipher_unk_tokens": int(sum(s.count(UNK) for s in gold)),
+                     "unk_symbol": int(key.key[len(words) - 1])})
     return DecipherData(words, plaintext, cipher, gold, key, meta)
 
 

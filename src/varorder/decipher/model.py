@@ -26,6 +26,9 @@ Initialisation: the uniform table (every p(c | w) = 1/C), optionally perturbed b
 multiplicative noise (``init_noise``). The mapping is read off by
 :meth:`Decipherer.decode_symbols`: each cipher symbol c becomes
 argmax_w p(c | w) p(w) with p(w) the plaintext unigram (ties: the lowest word id).
+Mapping accuracy counts every distinct observed symbol except the ``<unk>`` word's symbol
+of a lenient task (:attr:`DecipherData.unk_symbol`), which the history reports on its own
+(``unk_symbol_correct``).
 """
 
 from __future__ import annotations
@@ -243,6 +246,8 @@ class Decipherer:
         K = len(data.words)
         num_symbols = max(K, int(symbols.max()) + 1)
         observed = np.unique(symbols)
+        scored = data.scored_symbols(symbols)
+        unk_symbol = data.unk_symbol if data.unk_symbol is not None and data.unk_symbol in observed else None
         truth = data.cipher_key.inverse if data.cipher_key is not None else None
         log_prior_words = self.tables_.log_unigram[:K]
         self.model_ = DecipherHMM(self.tables_, num_symbols, self.inference, int(self.size), self.laplace)
@@ -263,7 +268,9 @@ class Decipherer:
             self._prior_before = model.log_prior()
             if truth is not None:
                 decoded = mapping_from_table(model.emission_, log_prior_words)
-                entry["accuracy"] = mapping_accuracy(decoded, truth, observed)
+                entry["accuracy"] = mapping_accuracy(decoded, truth, scored)
+                if unk_symbol is not None:
+                    entry["unk_symbol_correct"] = bool(decoded[unk_symbol] == truth[unk_symbol])
             self.history_.append(entry)
             clock[:] = [time.perf_counter(), time.process_time()]
             if self.callback is not None:

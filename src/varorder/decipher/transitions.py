@@ -7,7 +7,9 @@ an interpolated absolute-discounting LM of order n + 1 estimated on the plaintex
 
 The LM also predicts ``<unk>`` (plaintext words outside the K-word list); the hidden chain
 ranges over the K words only, so every conditional is renormalised over the K words and
-``</s>``, which keeps p(y) a distribution over in-list sentences.
+``</s>``, which keeps p(y) a distribution over in-list sentences. When the word list ends
+with ``<unk>`` (lenient preparation, :mod:`varorder.decipher.data`) that word is hidden
+state K − 1 and scores with the LM's own ``<unk>`` estimates.
 
 RCMS contexts that leave history free (★) need a transition score and the paper is silent
 on it: a context that fixes only the previous word scores with the LM's bigram
@@ -96,15 +98,17 @@ def fit_transitions(words, sentences, order: int, discount: float = 0.25, smooth
     """Estimate the chain of ``order`` (1 or 2) from plaintext ``sentences`` (token lists).
 
     ``words`` are the K hidden-state words in id order; tokens outside them are ``<unk>``
-    to the LM (they shape its counts but are no hidden state).
+    to the LM (they shape its counts but are no hidden state unless ``words`` ends with
+    ``<unk>``, which makes it hidden word K − 1).
     """
     if order not in (1, 2):
         raise ValueError(f"order must be 1 or 2, got {order!r}")
     words = list(words)
     K = len(words)
     vocabulary = Vocabulary(words)
-    if len(vocabulary) != K + 3:
-        raise ValueError("the plaintext word list must not contain <unk>, <s> or </s>")
+    unk_is_hidden = bool(words) and words[-1] == "<unk>"
+    if len(vocabulary) != K + 3 - unk_is_hidden:
+        raise ValueError("the plaintext word list must not contain <s> or </s>, nor <unk> except as its last word")
     ids, lengths = vocabulary.encode_sentences(sentences)
     if len(lengths) == 0:
         raise ValueError("no plaintext sentences to estimate the transitions from")

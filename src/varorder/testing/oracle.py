@@ -522,3 +522,29 @@ def edit_paths(alphabet, substitute, insert, underlying, surface) -> list:
 
     walk(0, 0, 1.0, [])
     return found
+
+def ngram_beam_posteriors(log_transition, log_emission, num_labels: int, beam_size: int):
+    """Select-by-model beam search over an n-gram HMM, by explicit prefixes (Steinhardt &
+    Liang 2015, §4.1 and §6): B_0 = {()}; B_i = the ``beam_size`` prefixes of B_{i−1} × Y of
+    largest partial-model mass q^i (transitions and emissions through position i; ties: the
+    earlier candidate, parents in beam order, then label), kept in candidate order; no
+    recombination. The posterior re-weights the complete prefixes of B_L by their full score
+    (the end transition included) and gives nothing outside the beam.
+
+    Arguments as :func:`ngram_hmm_posteriors`; returns (log Z over B_L, node marginals (L, K)).
+    """
+    log_emission = np.asarray(log_emission, dtype=np.float64)
+    L = log_emission.shape[0]
+    K = int(num_labels)
+    beam = [((), 0.0)]
+    for t in range(L):
+        candidates = [(prefix + (y,), score + float(log_transition(prefix, y)) + float(log_emission[t, y]))
+                      for prefix, score in beam for y in range(K)]
+        finite = [j for j, (_, s) in enumerate(candidates) if s != NEG_INF]
+        kept = sorted(sorted(finite, key=lambda j: (-candidates[j][1], j))[:beam_size])
+        beam = [candidates[j] for j in kept]
+    paths = [(y, _sum([s, float(log_transition(y, K))])) for y, s in beam]
+    node = np.zeros((L, K))
+    for y, p in probabilities(paths).items():
+        node[np.arange(L), list(y)] += p
+    return log_partition(paths), node
