@@ -67,31 +67,69 @@ def run_job(method, perm, args):
         return row
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
-                                edge_unigrams=args.unigrams, backoff=args.backoff, seed=perm, bigram_epochs=args.bigram_epochs,
+                                hash_bits=args.hash_bits, edge_unigrams=args.unigrams, backoff=args.backoff,
+                                truncation=args.truncation, seed=perm, bigram_epochs=args.bigram_epochs,
                                 track_every=args.track_every)
     start = time.perf_counter()
-    alignments = None
+    alignments = imputation_seconds = None
     if method == "forced" and args.share_imputation:
         # one bigram imputation per training set, shared by the permutations (it is computed
         # once "at the beginning" in the paper; the permutation orders the 5-gram training)
-        cache = Path(args.out) / f"imputed-{args.split_seed}-{args.train_size}.json"
-        if cache.exists():
-            alignments = json.loads(cache.read_text())["alignments"]
-        else:
-            imputer = AlignmentTransducer(method="forced", order=args.order, bigram_epochs=args.bigram_epochs, seed=0)
-            t0 = time.perf_counter()
-            alignments = imputer.impute_alignments(X, Y)
-            cache.write_text(json.dumps({"alignments": alignments, "seconds": time.perf_counter() - t0}))
+        alignments, imputation_seconds = shared_imputation(args, X, Y)
     model.fit(X, Y, callback=evaluate, alignments=alignments)
-    if alignments is not None:
-        model.imputation_seconds_ = json.loads(cache.read_text())["seconds"]
+    if imputation_seconds is not None:
+        model.imputation_seconds_ = imputation_seconds
     result = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd),
               "num_contexts": args.size, "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
+              "hash_bits": args.hash_bits, "truncation": args.truncation,
               "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
               "history": model.history_, "context_length_trace": model.context_length_trace_}
-    out = Path(args.out) / f"{method}-{perm}.json"
-    out.write_text(json.dumps(result, indent=1))
+    write_json(Path(args.out) / f"{method}-{perm}.json", result)
     return method, perm
+
+
+def write_json(path, value):
+    from varorder.io._text import atomic_write_text
+
+    with atomic_write_text(path) as handle:
+        json.dump(value, handle, indent=1)
+
+
+def read_imputation(cache, num_pairs):
+    """The cached (alignments, seconds), or None when the file is absent or not a complete cache for
+    ``num_pairs`` pairs (a reader never sees a half-written file: writes are atomic renames; this also
+    survives a damaged or foreign file by recomputing)."""
+    from varorder.io._text import open_text
+
+    try:
+        with open_text(cache) as handle:
+            data = json.load(handle)
+        alignments, seconds = data["alignments"], float(data["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(alignments, list) or len(alignments) != num_pairs:
+        return None
+    return alignments, seconds
+
+
+def shared_imputation(args, X, Y):
+    """Forced decoding's bigram imputation for this training set, computed once and cached in ``--out``.
+
+    Concurrent jobs may both miss the cache and both compute it (the same numbers, seed 0);
+    each publishes it by an atomic rename, so readers see a whole file or none.
+    """
+    from varorder.transduce.model import AlignmentTransducer
+
+    cache = Path(args.out) / f"imputed-{args.split_seed}-{args.train_size}.json"
+    cached = read_imputation(cache, len(X))
+    if cached is not None:
+        return cached
+    imputer = AlignmentTransducer(method="forced", order=args.order, bigram_epochs=args.bigram_epochs, seed=0)
+    t0 = time.perf_counter()
+    alignments = imputer.impute_alignments(X, Y)
+    seconds = time.perf_counter() - t0
+    write_json(cache, {"alignments": alignments, "seconds": seconds})
+    return alignments, seconds
 
 
 def cmd_run(args):
@@ -162,8 +200,8 @@ def cmd_plot(args):
 
     print("| method | perms | dev CER per pass (median) | dev exact, last pass (median [min, max]) "
           "| train CER / exact, last pass (median) | empty dev outputs, last pass | no-signal examples, last pass "
-          "| train s/pass (median) | predict words/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| non-zero weights, last pass (median) | train s/pass (median) | predict words/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for m in order:
         rs = results[m]
         cer = curves(m, "dev_cer")
@@ -173,12 +211,14 @@ def cmd_plot(args):
         tex = np.median([r["history"][-1].get("train_exact", np.nan) for r in rs])
         empty = np.median([r["history"][-1]["dev_empty"] for r in rs])
         nosig = np.median([r["history"][-1]["no_signal"] for r in rs])
+        nonzero = [r["history"][-1].get("nonzero_weights") for r in rs]
+        nonzero = "n/a" if None in nonzero else f"{np.median(nonzero) / 1e6:.2f} M of {2 ** rs[0].get('hash_bits', 22) / 1e6:.2f} M"
         secs = np.median([row["seconds"] for r in rs for row in r["history"]])
         wps = np.median([row["predict_words_per_s"] for r in rs for row in r["history"]])
         extra = f" (+{np.median([r['imputation_seconds'] for r in rs]):.0f} s imputation)" if m == "forced" else ""
         print(f"| {METHOD_NAMES[m]} | {len(rs)} | {per_pass} | {np.median(ex[:, -1]):.3f} "
               f"[{ex[:, -1].min():.3f}, {ex[:, -1].max():.3f}] | {tcer:.3f} / {tex:.3f} | {empty:.3f} | {nosig:.0f} "
-              f"| {secs:.0f}{extra} | {wps:.1f} |")
+              f"| {nonzero} | {secs:.0f}{extra} | {wps:.1f} |")
 
 
 def main(argv=None):
@@ -196,6 +236,9 @@ def main(argv=None):
     run.add_argument("--first-perm", type=int, default=0)
     run.add_argument("--size", type=int, default=20, help="B: contexts per z_i / beam size")
     run.add_argument("--order", type=int, default=5)
+    run.add_argument("--hash-bits", type=int, default=22, help="weight table of 2^bits entries")
+    run.add_argument("--truncation", type=float, default=0.0,
+                     help="randomized truncation threshold of small gradient coordinates (App. C; 0 = off)")
     run.add_argument("--unigrams", action="store_true", help="add (phoneme, letter) edge unigrams (extension)")
     run.add_argument("--backoff", action="store_true", help="add every lower-order n-gram (extension)")
     run.add_argument("--bigram-epochs", type=int, default=1)
