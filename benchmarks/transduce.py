@@ -52,6 +52,11 @@ def run_job(method, perm, args):
     X, Y, Xd, Yd = load_split(args.data_dir, args.train_size, args.dev_size, args.split_seed)
     Xe, Ye = X[:args.train_eval], Y[:args.train_eval]
 
+    settings = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd), "num_contexts": args.size,
+                "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
+                "hash_bits": args.hash_bits, "truncation": args.truncation}
+    passes, clock = [], [time.perf_counter()]
+
     def evaluate(model, epoch):
         start = time.perf_counter()
         dev = model.predict(Xd)
@@ -64,6 +69,14 @@ def run_job(method, perm, args):
             row.update(train_cer=character_error_rate(tr, Ye), train_exact=exact_match(tr, Ye))
         print(f"{method} perm {perm} pass {epoch}: dev CER {row['dev_cer']:.3f} exact {row['dev_exact']:.3f}",
               file=sys.stderr, flush=True)
+        # a cut-off run keeps its finished passes: the history so far, this pass's training time
+        # measured here (fit adds its own row after the callback returns)
+        passes.append({"epoch": epoch, "seconds": start - clock[0], **row,
+                       "nonzero_weights": int(np.count_nonzero(model.weights_))})
+        write_json(Path(args.out) / f"{method}-{perm}.partial.json",
+                   {**settings, "complete": False, "imputation_seconds": model.imputation_seconds_, "history": passes,
+                    "context_length_trace": model.context_length_trace_})
+        clock[0] = time.perf_counter()
         return row
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
@@ -76,15 +89,14 @@ def run_job(method, perm, args):
         # one bigram imputation per training set, shared by the permutations (it is computed
         # once "at the beginning" in the paper; the permutation orders the 5-gram training)
         alignments, imputation_seconds = shared_imputation(args, X, Y)
+    clock[0] = time.perf_counter()
     model.fit(X, Y, callback=evaluate, alignments=alignments)
     if imputation_seconds is not None:
         model.imputation_seconds_ = imputation_seconds
-    result = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd),
-              "num_contexts": args.size, "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
-              "hash_bits": args.hash_bits, "truncation": args.truncation,
-              "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
+    result = {**settings, "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
               "history": model.history_, "context_length_trace": model.context_length_trace_}
     write_json(Path(args.out) / f"{method}-{perm}.json", result)
+    (Path(args.out) / f"{method}-{perm}.partial.json").unlink(missing_ok=True)
     return method, perm
 
 
@@ -142,10 +154,12 @@ def cmd_run(args):
             print("done", fut.result(), file=sys.stderr, flush=True)
 
 
-def _load_results(folder):
+def _load_results(folder, partial=False):
     results = {}
     for path in sorted(Path(folder).glob("*.json")):
-        if path.name.startswith("imputed-"):
+        if path.name.startswith("imputed-") or (path.name.endswith(".partial.json") and not partial):
+            continue
+        if path.name.endswith(".partial.json") and path.with_name(path.name.replace(".partial", "")).exists():
             continue
         r = json.loads(path.read_text())
         results.setdefault(r["method"], []).append(r)
@@ -155,14 +169,15 @@ def _load_results(folder):
 def cmd_plot(args):
     from varorder.eval.plots import _pyplot, _save
 
-    results = _load_results(args.results)
+    results = _load_results(args.results, args.partial)
     plt = _pyplot()
     fig_dir = Path(args.figures)
     fig_dir.mkdir(parents=True, exist_ok=True)
     order = [m for m in ("model", "target", "hybrid", "forced", "rcms") if m in results]
 
     def curves(method, key):
-        return np.array([[row[key] for row in r["history"]] for r in results[method]])
+        passes = min(len(r["history"]) for r in results[method])
+        return np.array([[row[key] for row in r["history"][:passes]] for r in results[method]])
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for m in order:
@@ -210,7 +225,7 @@ def cmd_plot(args):
         tcer = np.median([r["history"][-1].get("train_cer", np.nan) for r in rs])
         tex = np.median([r["history"][-1].get("train_exact", np.nan) for r in rs])
         empty = np.median([r["history"][-1]["dev_empty"] for r in rs])
-        nosig = np.median([r["history"][-1]["no_signal"] for r in rs])
+        nosig = np.median([r["history"][-1].get("no_signal", np.nan) for r in rs])
         nonzero = [r["history"][-1].get("nonzero_weights") for r in rs]
         nonzero = "n/a" if None in nonzero else f"{np.median(nonzero) / 1e6:.2f} M of {2 ** rs[0].get('hash_bits', 22) / 1e6:.2f} M"
         secs = np.median([row["seconds"] for r in rs for row in r["history"]])
@@ -252,6 +267,8 @@ def main(argv=None):
     plot.add_argument("results")
     plot.add_argument("--figures", default="docs/figures/transduce")
     plot.add_argument("--suffix", default="", help="appended to the figure file names (one feature set per folder)")
+    plot.add_argument("--partial", action="store_true",
+                      help="also read cut-off runs (their finished passes; curves are cut to the shortest run)")
     plot.set_defaults(func=cmd_plot)
     args = parser.parse_args(argv)
     args.func(args)
