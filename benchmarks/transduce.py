@@ -176,15 +176,17 @@ def cmd_plot(args):
     order = [m for m in ("model", "target", "hybrid", "forced", "rcms") if m in results]
 
     def curves(method, key):
-        passes = min(len(r["history"]) for r in results[method])
-        return np.array([[row[key] for row in r["history"][:passes]] for r in results[method]])
+        """(runs, passes) with NaN after a cut-off run's last finished pass."""
+        passes = max(len(r["history"]) for r in results[method])
+        return np.array([[row[key] for row in r["history"]] + [np.nan] * (passes - len(r["history"]))
+                         for r in results[method]])
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for m in order:
         c = curves(m, "dev_cer")
         x = np.arange(1, c.shape[1] + 1)
-        axes[0].plot(x, np.median(c, 0), marker="o", label=METHOD_NAMES[m])
-        axes[0].fill_between(x, c.min(0), c.max(0), alpha=0.15)
+        axes[0].plot(x, np.nanmedian(c, 0), marker="o", label=METHOD_NAMES[m])
+        axes[0].fill_between(x, np.nanmin(c, 0), np.nanmax(c, 0), alpha=0.15)
     axes[0].set(title="(a) dev CER, all methods", xlabel="pass", ylabel="CER (median, min–max band)")
     axes[0].legend(fontsize=8)
     for ax, key, title in ((axes[1], "dev_cer", "(b) dev CER"), (axes[2], "dev_exact", "(c) dev exact match")):
@@ -195,7 +197,7 @@ def cmd_plot(args):
             x = np.arange(1, c.shape[1] + 1)
             for row in c:
                 ax.plot(x, row, color=colour, alpha=0.3, lw=0.8)
-            ax.plot(x, np.median(c, 0), color=colour, lw=2, label=f"{METHOD_NAMES[m]} (median)")
+            ax.plot(x, np.nanmedian(c, 0), color=colour, lw=2, label=f"{METHOD_NAMES[m]} (median)")
         ax.set(title=title + ": forced vs RCMS", xlabel="pass")
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -221,18 +223,24 @@ def cmd_plot(args):
         rs = results[m]
         cer = curves(m, "dev_cer")
         ex = curves(m, "dev_exact")
-        per_pass = " → ".join(f"{v:.3f}" for v in np.median(cer, 0))
+        runs_at = (~np.isnan(cer)).sum(0)
+        per_pass = " → ".join(f"{v:.3f}" + (f" ({n} runs)" if n < len(rs) else "")
+                              for v, n in zip(np.nanmedian(cer, 0), runs_at))
+        last = ~np.isnan(ex[:, -1])
+        runs = rs
+        rs = [r for r, done in zip(rs, last) if done]  # the last-pass columns: runs that reached it
         tcer = np.median([r["history"][-1].get("train_cer", np.nan) for r in rs])
         tex = np.median([r["history"][-1].get("train_exact", np.nan) for r in rs])
         empty = np.median([r["history"][-1]["dev_empty"] for r in rs])
         nosig = np.median([r["history"][-1].get("no_signal", np.nan) for r in rs])
-        nonzero = [r["history"][-1].get("nonzero_weights") for r in rs]
-        nonzero = "n/a" if None in nonzero else f"{np.median(nonzero) / 1e6:.2f} M of {2 ** rs[0].get('hash_bits', 22) / 1e6:.2f} M"
-        secs = np.median([row["seconds"] for r in rs for row in r["history"]])
-        wps = np.median([row["predict_words_per_s"] for r in rs for row in r["history"]])
+        nonzero = [r["history"][-1]["nonzero_weights"] for r in rs if "nonzero_weights" in r["history"][-1]]
+        nonzero = (f"{np.median(nonzero) / 1e6:.2f} M of {2 ** rs[0].get('hash_bits', 22) / 1e6:.2f} M"
+                   + (f" ({len(nonzero)} runs)" if len(nonzero) < len(rs) else "")) if nonzero else "not recorded"
+        secs = np.median([row["seconds"] for r in runs for row in r["history"]])
+        wps = np.median([row["predict_words_per_s"] for r in runs for row in r["history"]])
         extra = f" (+{np.median([r['imputation_seconds'] for r in rs]):.0f} s imputation)" if m == "forced" else ""
-        print(f"| {METHOD_NAMES[m]} | {len(rs)} | {per_pass} | {np.median(ex[:, -1]):.3f} "
-              f"[{ex[:, -1].min():.3f}, {ex[:, -1].max():.3f}] | {tcer:.3f} / {tex:.3f} | {empty:.3f} | {nosig:.0f} "
+        print(f"| {METHOD_NAMES[m]} | {len(runs)} | {per_pass} | {np.median(ex[last, -1]):.3f} "
+              f"[{ex[last, -1].min():.3f}, {ex[last, -1].max():.3f}] | {tcer:.3f} / {tex:.3f} | {empty:.3f} | {nosig:.0f} "
               f"| {nonzero} | {secs:.0f}{extra} | {wps:.1f} |")
 
 
