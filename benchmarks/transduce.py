@@ -52,6 +52,11 @@ def run_job(method, perm, args):
     X, Y, Xd, Yd = load_split(args.data_dir, args.train_size, args.dev_size, args.split_seed)
     Xe, Ye = X[:args.train_eval], Y[:args.train_eval]
 
+    settings = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd), "num_contexts": args.size,
+                "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
+                "hash_bits": args.hash_bits, "truncation": args.truncation}
+    passes, clock = [], [time.perf_counter()]
+
     def evaluate(model, epoch):
         start = time.perf_counter()
         dev = model.predict(Xd)
@@ -64,34 +69,79 @@ def run_job(method, perm, args):
             row.update(train_cer=character_error_rate(tr, Ye), train_exact=exact_match(tr, Ye))
         print(f"{method} perm {perm} pass {epoch}: dev CER {row['dev_cer']:.3f} exact {row['dev_exact']:.3f}",
               file=sys.stderr, flush=True)
+        # a cut-off run keeps its finished passes: the history so far, this pass's training time
+        # measured here (fit adds its own row after the callback returns)
+        passes.append({"epoch": epoch, "seconds": start - clock[0], **row,
+                       "nonzero_weights": int(np.count_nonzero(model.weights_))})
+        write_json(Path(args.out) / f"{method}-{perm}.partial.json",
+                   {**settings, "complete": False, "imputation_seconds": model.imputation_seconds_, "history": passes,
+                    "context_length_trace": model.context_length_trace_})
+        clock[0] = time.perf_counter()
         return row
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
-                                edge_unigrams=args.unigrams, backoff=args.backoff, seed=perm, bigram_epochs=args.bigram_epochs,
+                                hash_bits=args.hash_bits, edge_unigrams=args.unigrams, backoff=args.backoff,
+                                truncation=args.truncation, seed=perm, bigram_epochs=args.bigram_epochs,
                                 track_every=args.track_every)
     start = time.perf_counter()
-    alignments = None
+    alignments = imputation_seconds = None
     if method == "forced" and args.share_imputation:
         # one bigram imputation per training set, shared by the permutations (it is computed
         # once "at the beginning" in the paper; the permutation orders the 5-gram training)
-        cache = Path(args.out) / f"imputed-{args.split_seed}-{args.train_size}.json"
-        if cache.exists():
-            alignments = json.loads(cache.read_text())["alignments"]
-        else:
-            imputer = AlignmentTransducer(method="forced", order=args.order, bigram_epochs=args.bigram_epochs, seed=0)
-            t0 = time.perf_counter()
-            alignments = imputer.impute_alignments(X, Y)
-            cache.write_text(json.dumps({"alignments": alignments, "seconds": time.perf_counter() - t0}))
+        alignments, imputation_seconds = shared_imputation(args, X, Y)
+    clock[0] = time.perf_counter()
     model.fit(X, Y, callback=evaluate, alignments=alignments)
-    if alignments is not None:
-        model.imputation_seconds_ = json.loads(cache.read_text())["seconds"]
-    result = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd),
-              "num_contexts": args.size, "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
-              "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
+    if imputation_seconds is not None:
+        model.imputation_seconds_ = imputation_seconds
+    result = {**settings, "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
               "history": model.history_, "context_length_trace": model.context_length_trace_}
-    out = Path(args.out) / f"{method}-{perm}.json"
-    out.write_text(json.dumps(result, indent=1))
+    write_json(Path(args.out) / f"{method}-{perm}.json", result)
+    (Path(args.out) / f"{method}-{perm}.partial.json").unlink(missing_ok=True)
     return method, perm
+
+
+def write_json(path, value):
+    from varorder.io._text import atomic_write_text
+
+    with atomic_write_text(path) as handle:
+        json.dump(value, handle, indent=1)
+
+
+def read_imputation(cache, num_pairs):
+    """The cached (alignments, seconds), or None when the file is absent or not a complete cache for
+    ``num_pairs`` pairs (a reader never sees a half-written file: writes are atomic renames; this also
+    survives a damaged or foreign file by recomputing)."""
+    from varorder.io._text import open_text
+
+    try:
+        with open_text(cache) as handle:
+            data = json.load(handle)
+        alignments, seconds = data["alignments"], float(data["seconds"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    if not isinstance(alignments, list) or len(alignments) != num_pairs:
+        return None
+    return alignments, seconds
+
+
+def shared_imputation(args, X, Y):
+    """Forced decoding's bigram imputation for this training set, computed once and cached in ``--out``.
+
+    Concurrent jobs may both miss the cache and both compute it (the same numbers, seed 0);
+    each publishes it by an atomic rename, so readers see a whole file or none.
+    """
+    from varorder.transduce.model import AlignmentTransducer
+
+    cache = Path(args.out) / f"imputed-{args.split_seed}-{args.train_size}.json"
+    cached = read_imputation(cache, len(X))
+    if cached is not None:
+        return cached
+    imputer = AlignmentTransducer(method="forced", order=args.order, bigram_epochs=args.bigram_epochs, seed=0)
+    t0 = time.perf_counter()
+    alignments = imputer.impute_alignments(X, Y)
+    seconds = time.perf_counter() - t0
+    write_json(cache, {"alignments": alignments, "seconds": seconds})
+    return alignments, seconds
 
 
 def cmd_run(args):
@@ -104,10 +154,12 @@ def cmd_run(args):
             print("done", fut.result(), file=sys.stderr, flush=True)
 
 
-def _load_results(folder):
+def _load_results(folder, partial=False):
     results = {}
     for path in sorted(Path(folder).glob("*.json")):
-        if path.name.startswith("imputed-"):
+        if path.name.startswith("imputed-") or (path.name.endswith(".partial.json") and not partial):
+            continue
+        if path.name.endswith(".partial.json") and path.with_name(path.name.replace(".partial", "")).exists():
             continue
         r = json.loads(path.read_text())
         results.setdefault(r["method"], []).append(r)
@@ -117,21 +169,24 @@ def _load_results(folder):
 def cmd_plot(args):
     from varorder.eval.plots import _pyplot, _save
 
-    results = _load_results(args.results)
+    results = _load_results(args.results, args.partial)
     plt = _pyplot()
     fig_dir = Path(args.figures)
     fig_dir.mkdir(parents=True, exist_ok=True)
     order = [m for m in ("model", "target", "hybrid", "forced", "rcms") if m in results]
 
     def curves(method, key):
-        return np.array([[row[key] for row in r["history"]] for r in results[method]])
+        """(runs, passes) with NaN after a cut-off run's last finished pass."""
+        passes = max(len(r["history"]) for r in results[method])
+        return np.array([[row[key] for row in r["history"]] + [np.nan] * (passes - len(r["history"]))
+                         for r in results[method]])
 
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     for m in order:
         c = curves(m, "dev_cer")
         x = np.arange(1, c.shape[1] + 1)
-        axes[0].plot(x, np.median(c, 0), marker="o", label=METHOD_NAMES[m])
-        axes[0].fill_between(x, c.min(0), c.max(0), alpha=0.15)
+        axes[0].plot(x, np.nanmedian(c, 0), marker="o", label=METHOD_NAMES[m])
+        axes[0].fill_between(x, np.nanmin(c, 0), np.nanmax(c, 0), alpha=0.15)
     axes[0].set(title="(a) dev CER, all methods", xlabel="pass", ylabel="CER (median, min–max band)")
     axes[0].legend(fontsize=8)
     for ax, key, title in ((axes[1], "dev_cer", "(b) dev CER"), (axes[2], "dev_exact", "(c) dev exact match")):
@@ -142,7 +197,7 @@ def cmd_plot(args):
             x = np.arange(1, c.shape[1] + 1)
             for row in c:
                 ax.plot(x, row, color=colour, alpha=0.3, lw=0.8)
-            ax.plot(x, np.median(c, 0), color=colour, lw=2, label=f"{METHOD_NAMES[m]} (median)")
+            ax.plot(x, np.nanmedian(c, 0), color=colour, lw=2, label=f"{METHOD_NAMES[m]} (median)")
         ax.set(title=title + ": forced vs RCMS", xlabel="pass")
         ax.legend(fontsize=8)
     fig.tight_layout()
@@ -162,23 +217,31 @@ def cmd_plot(args):
 
     print("| method | perms | dev CER per pass (median) | dev exact, last pass (median [min, max]) "
           "| train CER / exact, last pass (median) | empty dev outputs, last pass | no-signal examples, last pass "
-          "| train s/pass (median) | predict words/s |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| non-zero weights, last pass (median) | train s/pass (median) | predict words/s |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for m in order:
         rs = results[m]
         cer = curves(m, "dev_cer")
         ex = curves(m, "dev_exact")
-        per_pass = " → ".join(f"{v:.3f}" for v in np.median(cer, 0))
+        runs_at = (~np.isnan(cer)).sum(0)
+        per_pass = " → ".join(f"{v:.3f}" + (f" ({n} runs)" if n < len(rs) else "")
+                              for v, n in zip(np.nanmedian(cer, 0), runs_at))
+        last = ~np.isnan(ex[:, -1])
+        runs = rs
+        rs = [r for r, done in zip(rs, last) if done]  # the last-pass columns: runs that reached it
         tcer = np.median([r["history"][-1].get("train_cer", np.nan) for r in rs])
         tex = np.median([r["history"][-1].get("train_exact", np.nan) for r in rs])
         empty = np.median([r["history"][-1]["dev_empty"] for r in rs])
-        nosig = np.median([r["history"][-1]["no_signal"] for r in rs])
-        secs = np.median([row["seconds"] for r in rs for row in r["history"]])
-        wps = np.median([row["predict_words_per_s"] for r in rs for row in r["history"]])
+        nosig = np.median([r["history"][-1].get("no_signal", np.nan) for r in rs])
+        nonzero = [r["history"][-1]["nonzero_weights"] for r in rs if "nonzero_weights" in r["history"][-1]]
+        nonzero = (f"{np.median(nonzero) / 1e6:.2f} M of {2 ** rs[0].get('hash_bits', 22) / 1e6:.2f} M"
+                   + (f" ({len(nonzero)} runs)" if len(nonzero) < len(rs) else "")) if nonzero else "not recorded"
+        secs = np.median([row["seconds"] for r in runs for row in r["history"]])
+        wps = np.median([row["predict_words_per_s"] for r in runs for row in r["history"]])
         extra = f" (+{np.median([r['imputation_seconds'] for r in rs]):.0f} s imputation)" if m == "forced" else ""
-        print(f"| {METHOD_NAMES[m]} | {len(rs)} | {per_pass} | {np.median(ex[:, -1]):.3f} "
-              f"[{ex[:, -1].min():.3f}, {ex[:, -1].max():.3f}] | {tcer:.3f} / {tex:.3f} | {empty:.3f} | {nosig:.0f} "
-              f"| {secs:.0f}{extra} | {wps:.1f} |")
+        print(f"| {METHOD_NAMES[m]} | {len(runs)} | {per_pass} | {np.median(ex[last, -1]):.3f} "
+              f"[{ex[last, -1].min():.3f}, {ex[last, -1].max():.3f}] | {tcer:.3f} / {tex:.3f} | {empty:.3f} | {nosig:.0f} "
+              f"| {nonzero} | {secs:.0f}{extra} | {wps:.1f} |")
 
 
 def main(argv=None):
@@ -196,6 +259,9 @@ def main(argv=None):
     run.add_argument("--first-perm", type=int, default=0)
     run.add_argument("--size", type=int, default=20, help="B: contexts per z_i / beam size")
     run.add_argument("--order", type=int, default=5)
+    run.add_argument("--hash-bits", type=int, default=22, help="weight table of 2^bits entries")
+    run.add_argument("--truncation", type=float, default=0.0,
+                     help="randomized truncation threshold of small gradient coordinates (App. C; 0 = off)")
     run.add_argument("--unigrams", action="store_true", help="add (phoneme, letter) edge unigrams (extension)")
     run.add_argument("--backoff", action="store_true", help="add every lower-order n-gram (extension)")
     run.add_argument("--bigram-epochs", type=int, default=1)
@@ -209,6 +275,8 @@ def main(argv=None):
     plot.add_argument("results")
     plot.add_argument("--figures", default="docs/figures/transduce")
     plot.add_argument("--suffix", default="", help="appended to the figure file names (one feature set per folder)")
+    plot.add_argument("--partial", action="store_true",
+                      help="also read cut-off runs (their finished passes; curves are cut to the shortest run)")
     plot.set_defaults(func=cmd_plot)
     args = parser.parse_args(argv)
     args.func(args)

@@ -16,7 +16,7 @@ from varorder import lattice as lt
 from varorder.eval.metrics import character_error_rate, edit_distance, exact_match
 from varorder.testing.oracle import monotone_alignments
 from varorder.transduce import AlignmentFeatureSpace, build_alignment_lattice, restrict_to_output
-from varorder.transduce.model import AlignmentTransducer, bigram_viterbi_alignment
+from varorder.transduce.model import AlignmentTransducer, bigram_viterbi_alignment, truncate_gradient
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "cmudict"
 
@@ -437,12 +437,13 @@ def test_cli_train_apply_eval(tmp_path):
     runner = CliRunner()
     model = tmp_path / "m.npz"
     result = runner.invoke(COMMAND, ["train", str(data), "-o", str(model), "--size", "3", "--order", "3",
-                                     "--epochs", "3", "--hash-bits", "14", "--backoff", "--unigrams"])
+                                     "--epochs", "3", "--hash-bits", "14", "--backoff", "--unigrams",
+                                     "--truncation", "0.3"])
     assert result.exit_code == 0, result.output
     from varorder.transduce.model import AlignmentTransducer
 
     loaded = AlignmentTransducer.load(model)
-    assert loaded.backoff and loaded.edge_unigrams
+    assert loaded.backoff and loaded.edge_unigrams and loaded.truncation == 0.3
     out = tmp_path / "out.tsv"
     result = runner.invoke(COMMAND, ["apply", str(model), str(data), "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -464,3 +465,34 @@ def test_cmudict_files_parse():
     inputs, outputs = read_cmudict(SHARED / "cmudict.dev.dict.gz")
     assert len(inputs) == len(outputs) > 1000
     assert all(not any(ch.isdigit() for p in x for ch in p) for x in inputs[:2000])
+
+
+def test_randomized_truncation_is_unbiased_and_zeroes_most_small_coordinates():
+    values = np.array([0.3, -0.05, 0.002, -2.0, 1e-6, 0.1])
+    threshold = 0.1
+    np.testing.assert_array_equal(truncate_gradient(values, 0.0, None), values)
+    rng = np.random.default_rng(0)
+    draws = np.array([truncate_gradient(values, threshold, rng) for _ in range(20000)])
+    large = np.abs(values) >= threshold
+    assert np.all(draws[:, large] == values[large])
+    small = draws[:, ~large]
+    assert np.all(np.isin(np.abs(small), [0.0, threshold]))
+    assert np.all(np.sign(small) * np.sign(values[~large]) >= 0)
+    # each small coordinate survives with probability |g| / threshold: the mean equals g
+    p = np.abs(values[~large]) / threshold
+    standard_error = threshold * np.sqrt(p * (1 - p) / draws.shape[0])
+    assert np.all(np.abs(small.mean(0) - values[~large]) <= 4 * standard_error + 1e-12)
+    assert (small == 0).mean() > 0.5
+
+
+def test_truncation_touches_fewer_weights_and_round_trips(tmp_path):
+    inputs = [["a", "b"], ["b", "c"], ["c", "a", "b"], ["a"]]
+    outputs = ["ab", "bcc", "cab", "a"]
+    kwargs = dict(method="rcms", num_contexts=2, order=3, max_advance=2, hash_bits=16, epochs=2, seed=3)
+    exact = AlignmentTransducer(**kwargs).fit(inputs, outputs)
+    truncated = AlignmentTransducer(truncation=0.5, **kwargs).fit(inputs, outputs)
+    assert np.count_nonzero(truncated.weights_) < np.count_nonzero(exact.weights_)
+    truncated.save(tmp_path / "t.npz")
+    assert AlignmentTransducer.load(tmp_path / "t.npz").truncation == 0.5
+    with pytest.raises(ValueError, match="truncation"):
+        AlignmentTransducer(truncation=-1.0, **kwargs).fit(inputs, outputs)

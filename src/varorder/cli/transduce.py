@@ -64,12 +64,14 @@ def COMMAND():
 @click.option("--epochs", type=click.IntRange(min=1), default=5, show_default=True)
 @click.option("--step-size", type=Real(min=0, min_open=True), default=0.2, show_default=True, help="AdaGrad η")
 @click.option("--delta", type=Real(min=0), default=1e-4, show_default=True, help="AdaGrad δ")
+@click.option("--truncation", type=Real(min=0), default=0.0, show_default=True,
+              help="randomized truncation of gradient coordinates below this (paper App. C; 0 = off)")
 @click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="order of the examples")
 @click.option("--dev", type=click.Path(exists=True, dir_okay=False), default=None,
               help="report CER / exact match on this file after every pass")
 @click.option("--history", type=OutputFile(), default=None, help="write the per-pass history as JSON")
 def train(data, output, fmt, limit, sample_seed, method, size, order, max_advance, hash_bits, unigrams, backoff, epochs,
-          step_size, delta, seed, dev, history):
+          step_size, delta, truncation, seed, dev, history):
     """Train on DATA and save the model."""
     from varorder.eval.metrics import character_error_rate, exact_match
     from varorder.io._text import atomic_write_text
@@ -90,7 +92,7 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
 
     model = AlignmentTransducer(method=method, num_contexts=size, order=order, max_advance=max_advance,
                                 hash_bits=hash_bits, edge_unigrams=unigrams, backoff=backoff,
-                                step_size=step_size, delta=delta,
+                                step_size=step_size, delta=delta, truncation=truncation,
                                 epochs=epochs, seed=seed, progress=True)
     model.fit(inputs, outputs, callback=report)
     model.progress = False  # a setting of this run, not of the saved model

@@ -57,7 +57,7 @@ from varorder.models.persist import check_labels, check_shapes, load_model, mode
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
 
-__all__ = ["AlignmentTransducer", "impute_alignments", "bigram_viterbi_alignment", "METHODS"]
+__all__ = ["AlignmentTransducer", "impute_alignments", "bigram_viterbi_alignment", "truncate_gradient", "METHODS"]
 
 METHODS = ("rcms", "model", "target", "hybrid", "forced")
 _KIND = "AlignmentTransducer"
@@ -103,15 +103,39 @@ def _check_pairs(inputs, outputs):
             raise ValueError(f"pair {k}: input and output must be non-empty")
 
 
-def _sparse_step(optimiser: AdaGrad, weights, indices, values) -> None:
+def truncate_gradient(values, threshold: float, rng) -> np.ndarray:
+    """The paper's randomized truncation of small gradient coordinates (App. C), our reading.
+
+    A coordinate with |g| ≥ ``threshold`` is kept; a smaller one becomes
+    sign(g) · threshold with probability |g| / threshold and 0 otherwise, so the
+    truncated gradient is unbiased and most small coordinates are exactly zero. Under
+    AdaGrad this matters beyond memory: a coordinate's first step is ≈ η · sign(g)
+    whatever |g|, so without truncation every feature a model lattice touches with
+    marginal 10⁻⁶ moves as far as the gold path's; with it, such a coordinate moves
+    with probability ∝ |g|. ``threshold`` 0 returns ``values`` unchanged.
+    """
+    values = np.asarray(values, dtype=np.float64)
+    if threshold <= 0:
+        return values
+    small = np.abs(values) < threshold
+    keep = rng.random(int(small.sum())) * threshold < np.abs(values[small])
+    out = values.copy()
+    out[small] = np.where(keep, np.sign(values[small]) * threshold, 0.0)
+    return out
+
+
+def _sparse_step(optimiser: AdaGrad, weights, indices, values, truncation: float = 0.0, rng=None) -> None:
     """AdaGrad step for a gradient given as (index, value) pairs with many repeats.
 
     Summing by ``bincount`` over the weight table and stepping on its non-zeros is the
     same step as ``step_sparse`` on the raw pairs, without sorting ~10⁶ repeated indices.
+    ``truncation`` > 0 applies :func:`truncate_gradient` to the summed coordinates.
     """
     dense = np.bincount(indices, weights=values, minlength=weights.size)
     touched = np.flatnonzero(dense)
-    optimiser.step_sparse(weights, touched, dense[touched])
+    grad = truncate_gradient(dense[touched], truncation, rng)
+    keep = grad != 0
+    optimiser.step_sparse(weights, touched[keep], grad[keep])
 
 
 def bigram_viterbi_alignment(x, y, weights, features: AlignmentFeatureSpace, max_length: int = 1):
@@ -180,6 +204,10 @@ class AlignmentTransducer(ParamsMixin):
     backoff : add the lower-order (1 … n − 1) output and alignment patterns (our
         extension, off by default).
     step_size, delta : AdaGrad η, δ.
+    truncation : threshold of the randomized truncation of small gradient coordinates
+        (App. C; :func:`truncate_gradient`); 0 (the default) steps on the exact gradient.
+        The paper does not give its threshold. Not applied to forced decoding's bigram
+        imputation (a small exact model).
     epochs : passes over the training data.
     length_ratio, length_slack : output length bound ceil(ratio·|x|) + slack.
     bigram_epochs : passes of the forced-decoding bigram model.
@@ -190,7 +218,7 @@ class AlignmentTransducer(ParamsMixin):
 
     def __init__(self, method: str = "rcms", num_contexts: int = 20, order: int = 5, max_advance: int = 3,
                  hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
-                 epochs: int = 5, length_ratio: float = 2.0, length_slack: int = 2, bigram_epochs: int = 2,
+                 truncation: float = 0.0, epochs: int = 5, length_ratio: float = 2.0, length_slack: int = 2, bigram_epochs: int = 2,
                  track_every: int = 100, seed: int = 0, progress: bool = False):
         self.method = method
         self.num_contexts = num_contexts
@@ -201,6 +229,7 @@ class AlignmentTransducer(ParamsMixin):
         self.backoff = backoff
         self.step_size = step_size
         self.delta = delta
+        self.truncation = truncation
         self.epochs = epochs
         self.length_ratio = length_ratio
         self.length_slack = length_slack
@@ -221,8 +250,10 @@ class AlignmentTransducer(ParamsMixin):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
-        if not isinstance(self.delta, (int, float)) or not self.delta >= 0:
-            raise ValueError(f"delta must be >= 0, got {self.delta!r}")
+        for name in ("delta", "truncation"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
 
     def _space(self, order=None) -> AlignmentFeatureSpace:
         return AlignmentFeatureSpace(len(self.codec_.letters), len(self.codec_.phonemes),
@@ -312,6 +343,8 @@ class AlignmentTransducer(ParamsMixin):
             self.imputation_seconds_ = time.perf_counter() - start
         optimiser = AdaGrad(self.step_size, self.delta)
         rng = as_rng(self.seed)
+        # its own child stream: the example order is the seed's with or without truncation
+        truncation_rng = as_rng(rng.bit_generator.seed_seq.spawn(1)[0])
         self.history_ = []
         self.context_length_trace_ = []
         ctx_sum, ctx_n, seen = 0.0, 0, 0
@@ -337,7 +370,7 @@ class AlignmentTransducer(ParamsMixin):
                     continue
                 total_ll += ll
                 updates += 1
-                _sparse_step(optimiser, self.weights_, idx, val)
+                _sparse_step(optimiser, self.weights_, idx, val, self.truncation, truncation_rng)
             row = {"epoch": epoch + 1, "examples": seen, "updates": updates, "no_signal": no_signal,
                    "train_log_likelihood": total_ll / max(updates, 1),
                    "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
