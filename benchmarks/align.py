@@ -113,7 +113,7 @@ def memory_report(pairs):
     shards = shard_bitext(pairs, ev, fv, 10000)
     index = index_corpus(shards)
     corpus = sum(s.nbytes() for s in shards)
-    tables = index.keys.nbytes + 2 * 8 * len(index)  # keys + τ(f|e) + τ(e|f)
+    tables = index.f_words.nbytes + index.rows().nbytes + 2 * 8 * len(index)  # pair rows + τ(f|e) + τ(e|f)
     edges = sum(int(s.edge_offsets[-1]) for s in shards)
     # an E-step holds one shard's edge posteriors for both directions plus the HMM batch arrays (≤ 32 MB each)
     return {"n_pairs": len(pairs), "word_pairs": len(index), "edges": edges,

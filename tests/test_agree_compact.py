@@ -256,3 +256,41 @@ def test_one_and_two_threads_train_bit_identical_models():
         set_threads(policy)
     _same_tables(fitted[1], fitted[2])
     assert fitted[1].history_ == fitted[2].history_
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_rows_hold_the_sorted_keys(seed):
+    """The row form (French ids + English row starts) gives back np.unique of the keys, their
+    words, and the rank of every key by hashing and by binary search."""
+    rng = np.random.default_rng(seed)
+    e = rng.integers(0, 40, 300)
+    f = rng.integers(0, 2**31 - 1 if seed == 3 else 60, 300)
+    keys = (e.astype(np.int64) << 32) | f
+    index = PairIndex(keys)
+    want = np.unique(keys)
+    np.testing.assert_array_equal(index.keys, want)
+    np.testing.assert_array_equal(index.e_ids, want >> 32)
+    np.testing.assert_array_equal(index.f_ids, want & 0xFFFFFFFF)
+    probe = np.concatenate([keys, keys + 1, [(np.int64(41) << 32) | 3]])
+    ranks = index.lookup(probe)
+    hit = ranks >= 0
+    np.testing.assert_array_equal(want[ranks[hit]], probe[hit])
+    assert not np.isin(probe[~hit], want).any()
+    assert len(PairIndex(np.zeros(0, np.int64))) == 0 and PairIndex(np.zeros(0, np.int64)).keys.size == 0
+    with pytest.raises(ValueError, match="32-bit"):
+        PairIndex([np.int64(2**31)])
+
+
+def test_load_rejects_pair_keys_outside_the_vocabularies(tmp_path):
+    pairs, _ = _synthetic(60, seed=3)
+    model = WordAligner(ibm1_iterations=1, iterations=1).fit(pairs)
+    model.save(tmp_path / "m.npz")
+    arrays = dict(np.load(tmp_path / "m.npz"))
+    n_e, n_f = arrays["e_vocab"].size, arrays["f_vocab"].size
+    for bad in ((np.int64(n_e - 1) << 32) | n_f, np.int64(n_e) << 32):
+        keys = arrays["pair_keys"].copy()
+        keys[-1] = bad
+        with open(tmp_path / "bad.npz", "wb") as out:
+            np.savez(out, **{**arrays, "pair_keys": keys})
+        with pytest.raises(ValueError, match="bad.npz.*outside the vocabularies"):
+            WordAligner.load(tmp_path / "bad.npz")

@@ -108,24 +108,30 @@ def _gather_log_table(log_table, edge_pairs, floor_log):
 
 
 @numba.njit(cache=True)
-def _conditional(keys, table, source_high):
-    """table / (its sum over the pairs with the same source word), 0 where that sum is 0; the source
-    word of a pair key is its high (English) or low (French) 32 bits. The same sums in the same
-    order as np.bincount over the source ids, without the per-pair id and denominator arrays."""
-    n_source = 0
-    for k in range(keys.size):
-        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
-        if src + 1 > n_source:
-            n_source = src + 1
+def _conditional(rows, f_words, table, source_high):
+    """table / (its sum over the pairs with the same source word), 0 where that sum is 0; the pairs
+    are the rows of :class:`PairIndex` (English word e owns ranks rows[e] .. rows[e + 1] − 1, French
+    word ``f_words[k]``), the source word the English (``source_high``) or French one. The same
+    sums in the same order as np.bincount over the source ids, without the per-pair id and
+    denominator arrays."""
+    n_pairs = f_words.size
+    if source_high:
+        n_source = rows.size - 1
+    else:
+        n_source = 0
+        for k in range(n_pairs):
+            if f_words[k] + 1 > n_source:
+                n_source = f_words[k] + 1
     totals = np.zeros(n_source)
-    for k in range(keys.size):
-        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
-        totals[src] += table[k]
-    out = np.zeros(keys.size)
-    for k in range(keys.size):
-        src = (keys[k] >> 32) if source_high else (keys[k] & 0xFFFFFFFF)
-        if totals[src] > 0:
-            out[k] = table[k] / totals[src]
+    for e in range(rows.size - 1):
+        for k in range(rows[e], rows[e + 1]):
+            totals[e if source_high else f_words[k]] += table[k]
+    out = np.zeros(n_pairs)
+    for e in range(rows.size - 1):
+        for k in range(rows[e], rows[e + 1]):
+            total = totals[e if source_high else f_words[k]]
+            if total > 0:
+                out[k] = table[k] / total
     return out
 
 
@@ -329,8 +335,8 @@ class IBM1(Submodel):
 
     def maximize(self, counts: dict) -> None:
         self._log_table_cache = self._summed_log_cache = None  # the logs of the table being replaced
-        self.table_ = _conditional(self.pairs.keys, np.ascontiguousarray(counts["table"], dtype=np.float64),
-                                   self.direction == "f|e")
+        self.table_ = _conditional(self.pairs.rows(), self.pairs.f_words,
+                                   np.ascontiguousarray(counts["table"], dtype=np.float64), self.direction == "f|e")
         ntot = counts["null"].sum()
         self.null_ = counts["null"] / ntot if ntot > 0 else np.full(self.n_target_words, 1.0 / self.n_target_words)
 

@@ -407,9 +407,10 @@ class WordAligner:
         keys = np.asarray(data["pair_keys"])
         if keys.dtype != np.int64 or keys.ndim != 1 or (keys.size > 1 and not (keys[1:] > keys[:-1]).all()):
             raise ValueError(f"{where}: pair_keys must be a sorted 1-d int64 array without repeats")
-        self.pairs_ = PairIndex.from_sorted_unique(keys)
-        if keys.size and (keys[0] < 0 or (self.pairs_.e_ids >= n_e).any() or (self.pairs_.f_ids >= n_f).any()):
+        # sorted keys: the first holds the smallest English id, the last the largest
+        if keys.size and (keys[0] < 0 or (keys[-1] >> 32) >= n_e or int((keys & 0xFFFFFFFF).max()) >= n_f):
             raise ValueError(f"{where}: pair_keys name words outside the vocabularies ({n_e} English, {n_f} French)")
+        self.pairs_ = PairIndex.from_sorted_unique(keys)
         width = 2 * self.max_jump + 1 if self.model == "hmm" else 0
         shapes = {"table0": (keys.size,), "table1": (keys.size,), "null0": (n_f,), "null1": (n_e,),
                   "jumps0": (width,), "jumps1": (width,)}

@@ -87,26 +87,32 @@ def _slot(key, mask):
 
 
 @numba.njit(cache=True)
-def _rank_slots(keys, capacity):
-    """Open-addressing table (linear probing) of the sorted keys: slot → rank in ``keys``, −1 if empty."""
+def _rank_slots(rows, f_words, capacity):
+    """Open-addressing table (linear probing) of the pairs (row e of ``rows``, ``f_words``): slot → rank, −1 if empty."""
     slots = np.full(capacity, -1, dtype=np.int32)
     mask = capacity - 1
-    for r in range(keys.size):
-        h = _slot(keys[r], mask)
-        while slots[h] >= 0:
-            h = (h + 1) & mask
-        slots[h] = r
+    for e in range(rows.size - 1):
+        for r in range(rows[e], rows[e + 1]):
+            h = _slot((np.int64(e) << 32) | np.int64(f_words[r]), mask)
+            while slots[h] >= 0:
+                h = (h + 1) & mask
+            slots[h] = r
     return slots
 
 
 @numba.njit(cache=True, inline="always")
-def _find(key, keys, slots, mask):
+def _find(key, rows, f_words, slots, mask):
+    e = key >> 32
+    if e >= rows.size - 1:
+        return -1
+    f = key & 0xFFFFFFFF
     h = _slot(key, mask)
     while True:
         r = slots[h]
         if r < 0:
             return -1
-        if keys[r] == key:
+        # rank r is the pair (e, f) when it lies in e's row and names f
+        if f_words[r] == f and rows[e] <= r < rows[e + 1]:
             return r
         h = (h + 1) & mask
 
@@ -116,12 +122,12 @@ _MAX_ROW = _NO_PAIR  # rows up to this many pairs have 2-byte offsets (0 .. 65,5
 
 
 @numba.njit(cache=True, parallel=True)
-def _find_all(edge_keys, keys, slots):
-    """Position in ``keys`` of every edge key (−1: an edge touching an unknown word, or a pair not in ``keys``)."""
+def _find_all(edge_keys, rows, f_words, slots):
+    """Rank of every edge key among the pairs (−1: an edge touching an unknown word, or a pair not indexed)."""
     out = np.empty(edge_keys.size, dtype=np.int32)
     mask = slots.size - 1
     for k in numba.prange(edge_keys.size):
-        out[k] = _find(edge_keys[k], keys, slots, mask) if edge_keys[k] >= 0 else -1
+        out[k] = _find(edge_keys[k], rows, f_words, slots, mask) if edge_keys[k] >= 0 else -1
     return out
 
 
@@ -135,6 +141,15 @@ def _row_starts(keys):
     for e in range(n_e):
         rows[e + 1] += rows[e]
     return rows
+
+
+@numba.njit(cache=True)
+def _keys_of_rows(rows, f_words):
+    keys = np.empty(f_words.size, dtype=np.int64)
+    for e in range(rows.size - 1):
+        for r in range(rows[e], rows[e + 1]):
+            keys[r] = (np.int64(e) << 32) | np.int64(f_words[r])
+    return keys
 
 
 @numba.njit(cache=True, parallel=True)
@@ -155,54 +170,68 @@ def _convert_ids(e_ids, e_off, f_off, edge_off, rows, ids, offsets, widen):
 
 
 class PairIndex:
-    """Sorted unique (e, f) word-pair keys; position in ``keys`` is the pair's index.
+    """Sorted unique (e, f) word pairs; a pair's rank in that order is its index.
 
-    :meth:`edge_pair_ids` finds the pair ids of a shard's edges from its token ids through a hash
-    table over the keys (4 bytes per slot, load ≤ ½), built on first use and dropped by
-    :meth:`release_lookup` once the shards are attached.
+    Kept as compressed rows rather than 64-bit keys (e in the high 32 bits, f in the low): the
+    French words ``f_words`` (int32, ascending within each row) and the start of each English
+    word's row, ``rows()`` — half the bytes of the keys, which :attr:`keys` rebuilds on demand
+    (saving, binary search). :meth:`edge_pair_ids` finds the pair ids of a shard's edges from its
+    token ids through a hash table over the pairs (4 bytes per slot, load ≤ ½), built on first
+    use and dropped by :meth:`release_lookup` once the shards are attached.
     """
 
     def __init__(self, keys):
-        self.keys = np.unique(np.asarray(keys, dtype=np.int64))
+        self._set_keys(np.unique(np.asarray(keys, dtype=np.int64)))
 
     @classmethod
     def from_sorted_unique(cls, keys) -> "PairIndex":
         """Wrap keys already sorted and unique (skips the np.unique of the constructor)."""
         self = cls.__new__(cls)
-        self.keys = np.asarray(keys, dtype=np.int64)
+        self._set_keys(np.asarray(keys, dtype=np.int64))
         return self
 
+    def _set_keys(self, keys):
+        if keys.size and (keys[0] < 0 or int((keys & 0xFFFFFFFF).max()) > np.iinfo(np.int32).max):
+            raise ValueError("word-pair keys must hold non-negative 32-bit word ids")
+        self._rows = _row_starts(keys)
+        self.f_words = (keys & 0xFFFFFFFF).astype(np.int32)
+
     def __len__(self):
-        return self.keys.size
+        return self.f_words.size
 
     def __getstate__(self):
-        # workers rebuild the hash table and rows rather than receive them
+        # workers rebuild the hash table rather than receive it
         state = dict(self.__dict__)
         state.pop("_slots", None)
-        state.pop("_rows", None)
         return state
 
     @property
+    def keys(self) -> np.ndarray:
+        """int64 key of every pair, e in the high 32 bits (a new array on each access)."""
+        return _keys_of_rows(self._rows, self.f_words)
+
+    @property
     def e_ids(self):
-        return (self.keys >> 32).astype(np.int64)
+        return np.repeat(np.arange(self._rows.size - 1, dtype=np.int64), np.diff(self._rows))
 
     @property
     def f_ids(self):
-        return (self.keys & 0xFFFFFFFF).astype(np.int64)
+        return self.f_words.astype(np.int64)
 
     def lookup(self, keys) -> np.ndarray:
         """Index of each key by binary search (−1 when absent)."""
         keys = np.asarray(keys, dtype=np.int64)
-        pos = np.searchsorted(self.keys, keys)
-        pos = np.minimum(pos, max(self.keys.size - 1, 0))
-        hit = (self.keys.size > 0) & (self.keys[pos] == keys) if self.keys.size else np.zeros(keys.shape, bool)
+        mine = self.keys
+        pos = np.searchsorted(mine, keys)
+        pos = np.minimum(pos, max(mine.size - 1, 0))
+        hit = (mine.size > 0) & (mine[pos] == keys) if mine.size else np.zeros(keys.shape, bool)
         return np.where(hit, pos, -1).astype(np.int64)
 
     def _hash_slots(self) -> np.ndarray:
         slots = getattr(self, "_slots", None)
         if slots is None:
-            capacity = 1 << max(4, int(2 * max(self.keys.size, 1) - 1).bit_length())
-            slots = self._slots = _rank_slots(self.keys, capacity)
+            capacity = 1 << max(4, int(2 * max(len(self), 1) - 1).bit_length())
+            slots = self._slots = _rank_slots(self._rows, self.f_words, capacity)
         return slots
 
     def release_lookup(self) -> None:
@@ -210,11 +239,8 @@ class PairIndex:
         self._slots = None
 
     def rows(self) -> np.ndarray:
-        """Start of each English word's row of pairs in ``keys`` (see :func:`_row_starts`)."""
-        rows = getattr(self, "_rows", None)
-        if rows is None:
-            rows = self._rows = _row_starts(self.keys)
-        return rows
+        """Start of each English word's row of pairs (see :func:`_row_starts`)."""
+        return self._rows
 
     def compact_rows(self) -> bool:
         """Whether every row is short enough for 2-byte offsets."""
@@ -223,7 +249,7 @@ class PairIndex:
 
     def edge_pair_ids(self, shard: "BitextShard") -> np.ndarray:
         """int32 pair id of every edge of ``shard`` (−1 for pairs not in the index)."""
-        return _find_all(shard.edge_keys(), self.keys, self._hash_slots())
+        return _find_all(shard.edge_keys(), self._rows, self.f_words, self._hash_slots())
 
 
 @numba.njit(cache=True)
@@ -407,6 +433,7 @@ def index_corpus(shards) -> "PairIndex":
     del table
     keys.sort()
     index = PairIndex.from_sorted_unique(keys)
+    del keys  # the index keeps half of them (rows of French ids)
     for shard in shards:
         shard.attach(index)
     index.release_lookup()
