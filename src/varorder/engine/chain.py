@@ -176,7 +176,8 @@ def make_chain_forward(plus):
     their score (start and emissions included); returns ⊕ⱼ alpha[n−1, j] + end[j].
     """
 
-    @nb.njit(cache=True)
+    # not cached (closure factory): see varorder.engine.semiring
+    @nb.njit
     def forward(E, T, start, end, n, alpha):
         K = E.shape[1]
         acc = np.empty(K)
@@ -204,7 +205,8 @@ def make_chain_forward(plus):
 def make_chain_backward(plus):
     """Backward pass: ``beta[t, i]`` = ⊕ over suffixes after label i at t (end included)."""
 
-    @nb.njit(cache=True)
+    # not cached (closure factory): see varorder.engine.semiring
+    @nb.njit
     def backward(E, T, end, n, beta):
         K = E.shape[1]
         for i in range(K):
@@ -227,7 +229,8 @@ _FORWARDS = {"log": _log_forward, "max": _max_forward}
 
 
 def make_forward_batch(forward):
-    @nb.njit(cache=True, parallel=True)
+    # not cached (closure factory): see varorder.engine.semiring
+    @nb.njit(parallel=True)
     def run(E, T, start, end, lengths):
         B, L, K = E.shape
         out = np.empty(B)

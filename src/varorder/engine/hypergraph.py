@@ -41,7 +41,8 @@ NEG_INF = -np.inf
 def make_inside(plus):
     """inside[v] = ⊕ over edges e into v of weight(e) + Σ_{t ∈ tails(e)} inside[t]; returns goal values (G,)."""
 
-    @nb.njit(cache=True)
+    # not cached (closure factory): see varorder.engine.semiring
+    @nb.njit
     def inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta):
         n_graphs = node_offsets.shape[0] - 1
         goal = np.empty(n_graphs)

@@ -34,7 +34,8 @@ NEG_INF = -np.inf
 def make_lattice_forward(plus):
     """alpha[v] = ⊕ over root→v arc paths of their weight; returns ⊕ᵥ alpha[v] + final[v]."""
 
-    @nb.njit(cache=True)
+    # not cached (closure factory): see varorder.engine.semiring
+    @nb.njit
     def forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha):
         alpha[0] = 0.0
         for v in range(1, num_nodes):
@@ -54,7 +55,8 @@ def make_lattice_forward(plus):
 def make_lattice_backward(plus):
     """beta[v] = ⊕ over v→end continuations (final weight included)."""
 
-    @nb.njit(cache=True)
+    # not cached (closure factory): see varorder.engine.semiring
+    @nb.njit
     def backward(num_nodes, out_offsets, out_arcs, arc_target, arc_weight, final, beta):
         for v in range(num_nodes - 1, -1, -1):
             acc = final[v]

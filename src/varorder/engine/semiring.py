@@ -19,7 +19,12 @@ and :mod:`varorder.engine.lattice`; they are documented there.
 
 Kernels are written once and *specialised* per semiring by passing the ⊕
 function to a factory (the torch-struct idea, here with Numba closures): see
-``make_chain_forward`` and ``make_lattice_forward``. Weight contract:
+``make_chain_forward`` and ``make_lattice_forward``. The specialised closures are
+compiled per process, not cached on disk: Numba keys a closure's cache entry by its
+pickled closure cells, which carry a per-process UUID, so such an entry is never found
+again, and every process would append another entry and data file to one shared index
+(also from worker processes, at the same time). The top-level kernels that call them
+are cached, with the closure's code inside. Weight contract:
 
 * weights are float64 log-potentials; −inf is a legal hard zero, +inf and NaN
   are not (inputs are validated before they reach a kernel);
