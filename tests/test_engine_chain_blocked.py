@@ -71,6 +71,14 @@ def test_blocked_log_partition_matches_log_space_and_oracle(batch):
         assert (z == -np.inf and got[b] == -np.inf) or np.isclose(got[b], z, rtol=1e-9, atol=1e-9)
 
 
+def _assert_marginals_equal_enumeration(node, summed, enum, n, K):
+    """One sequence's node marginals (L, K) and summed edge marginals (K, K) against the
+    enumeration ``enum`` of its paths."""
+    np.testing.assert_allclose(node[:n], oracle.chain_node_marginals(enum, n, K), atol=1e-9)
+    edges = oracle.chain_edge_marginals(enum, n, K)
+    np.testing.assert_allclose(summed, edges.sum(axis=0) if n > 1 else 0.0, atol=1e-9)
+
+
 @SETTINGS
 @given(batches())
 def test_blocked_marginals_match_oracle(batch):
@@ -87,10 +95,8 @@ def test_blocked_marginals_match_oracle(batch):
         if oracle.log_partition(enum) == -np.inf:
             assert (node[b] == 0).all() and (summed[b] == 0).all()
             continue
-        np.testing.assert_allclose(node[b, :n], oracle.chain_node_marginals(enum, n, K), atol=1e-9)
+        _assert_marginals_equal_enumeration(node[b], summed[b], enum, n, K)
         assert (node[b, n:] == 0).all()
-        edges = oracle.chain_edge_marginals(enum, n, K)
-        np.testing.assert_allclose(summed[b], edges.sum(axis=0) if n > 1 else 0.0, atol=1e-9)
 
 
 @SETTINGS
@@ -212,9 +218,7 @@ def test_unshifted_exp_emissions_match_log_space_and_oracle(batch):
             continue
         if n <= 8:
             enum = oracle.chain_paths(E[b], _transitions_of(T, b), S, F, n)
-            np.testing.assert_allclose(node[b, :n], oracle.chain_node_marginals(enum, n, K), atol=1e-9)
-            edges = oracle.chain_edge_marginals(enum, n, K)
-            np.testing.assert_allclose(summed[b], edges.sum(axis=0) if n > 1 else 0.0, atol=1e-9)
+            _assert_marginals_equal_enumeration(node[b], summed[b], enum, n, K)
         else:  # beyond enumeration: the lattice engine's log-space DP (itself checked against the oracle)
             lat_node, _ = lattice.marginals(lattice.Lattice.from_chain(E[b, :n], _transitions_of(T, b), S, F))
             np.testing.assert_allclose(node[b, :n], lat_node[1:].reshape(n, K), atol=1e-9)  # node 1 + t·K + j

@@ -123,11 +123,12 @@ class EditEM:
 
 
 def predict_surface(estimator, graph: PhonologyGraph, morphemes, factors: FactorMessages | None = None,
-                    n_underlying: int = 3, n_surface: int = 2, max_scored: int = 8) -> list:
+                    n_underlying: int = 3, n_surface: int = 2, max_scored: int = 8, beliefs=None) -> list:
     """Candidate surfaces of a word with these ``morphemes`` and their exact log-probability
     under the beliefs, best first: the ``n_surface`` best outputs of T for each
     concatenation of the morphemes' ``n_underlying`` best strings, ranked by their best
-    single derivation (belief × T path), the ``max_scored`` first scored exactly."""
+    single derivation (belief × T path), the ``max_scored`` first scored exactly.
+    ``beliefs``: the morphemes' belief DFAs when the caller has them already."""
     factors = factors or FactorMessages(graph)
     tops = [estimator.beliefs_.top(m, n_underlying) or [((), 1.0)] for m in morphemes]
     transducer = graph.edit.wfsa()
@@ -140,7 +141,8 @@ def predict_surface(estimator, graph: PhonologyGraph, morphemes, factors: Factor
             surface = tuple(surface)
             viterbi[surface] = max(viterbi.get(surface, -math.inf), prior + weight)
     shortlist = sorted(viterbi, key=lambda s: -viterbi[s])[:max_scored]
-    beliefs = [estimator.belief_dfa(m) for m in morphemes]
+    if beliefs is None:
+        beliefs = [estimator.belief_dfa(m) for m in morphemes]
     scored = [(surface, factors.word_log_weight(surface, beliefs)) for surface in shortlist]
     return sorted(scored, key=lambda kv: -kv[1])
 
@@ -153,18 +155,27 @@ def heldout_surface_scores(estimator, graph: PhonologyGraph, cap: float = 50.0, 
     if not graph.held_out:
         raise ValueError("the graph has no held-out words (read_hopkins(..., holdout_share=...))")
     factors = FactorMessages(graph)
+    belief_of: dict = {}  # morphemes are shared between words: one DFA each
+
+    def belief(m):
+        if m not in belief_of:
+            belief_of[m] = estimator.belief_dfa(m)
+        return belief_of[m]
+
     nll, correct, capped, rows = [], 0, 0, []
     for i, gold in graph.held_out.items():
         morphemes = graph.words[i].morphemes
+        beliefs = None
         try:
-            score = factors.word_log_weight(gold, [estimator.belief_dfa(m) for m in morphemes])
+            beliefs = [belief(m) for m in morphemes]
+            score = factors.word_log_weight(gold, beliefs)
         except ValueError:
             score = -math.inf
         if not score > -cap:
             capped += 1
         nll.append(min(-score, cap))
         try:
-            ranked = predict_surface(estimator, graph, morphemes, factors, **candidates)
+            ranked = predict_surface(estimator, graph, morphemes, factors, beliefs=beliefs, **candidates)
         except ValueError:
             ranked = []
         best = ranked[0][0] if ranked else None
