@@ -143,6 +143,28 @@ def test_closed_path_reads_lines_in_any_order(tmp_path, seed):
     assert_same_model(read_arpa(path), model)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_words_repeated_from_the_line_above_are_read_like_any_other(tmp_path, seed):
+    # The line parser takes a word's id from the line above when its bytes and delimiter
+    # match there: words that are prefixes of others (w1, w10), and any run of blanks
+    # between and after them, must still give the Python reader's model.
+    rng = np.random.default_rng(seed)
+    model, _ = random_model(rng, 12, 4, density=0.6, closed=True)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path)
+    head, blocks, tail = _sections(path.read_text())
+    blanks = [" ", "\t", "  ", " \t "]
+    def respace(line):
+        fields = line.split("\t")
+        words = fields[1].split(" ")
+        fields[1] = "".join(w + blanks[rng.integers(len(blanks))] for w in words[:-1]) + words[-1]
+        return (blanks[rng.integers(len(blanks))]).join(fields)
+    path.write_text(_join(head, [[respace(line) for line in block] for block in blocks], tail))
+    assert _arpa_fast.read_closed(_arpa_fast.read_bytes(path), True) is not None
+    assert_same_model(read_arpa(path), _read_arpa(path, False, "zero"))
+    assert_same_model(read_arpa(path), model)
+
+
 def test_a_model_not_closed_goes_to_the_general_path(tmp_path):
     model, _ = random_model(np.random.default_rng(3), 4, 3)
     path = tmp_path / "m.arpa"

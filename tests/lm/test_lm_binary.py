@@ -191,6 +191,26 @@ def test_a_slot_naming_a_row_outside_its_order_is_a_valueerror(binary_file):
         open_binary(forged, verify=True)
 
 
+def test_exact_decoding_on_a_damaged_model_names_its_file(binary_file):
+    """The q-automaton (varorder.exact) runs the lookup kernels in its own compiled loops;
+    their bounds-check failure on a structurally opened damaged model names the file too."""
+    from varorder.exact import HighOrderTarget, QAutomaton
+
+    def row_too_large(table):
+        used = np.flatnonzero(table[:, 0] != -1)
+        table[used, 1] = 10 ** 9
+
+    model = open_binary(_forged(binary_file, "hash_rows", row_too_large), verify=False)
+    vocabulary = model.vocabulary
+    words = np.asarray([i for i in range(len(vocabulary)) if i not in (vocabulary.bos_id, vocabulary.eos_id)])
+    target = HighOrderTarget(model, [(words, np.zeros(len(words)))] * 3)
+    q = QAutomaton(target)
+    path = [int(symbols[0]) for symbols in target.symbols]  # the first candidate everywhere
+    for call in (lambda: q.decode_steps(5), lambda: q.refine(path), lambda: q.path_log_p(q.best_path()[0])):
+        with pytest.raises(ValueError, match=r"forged-hash_rows\.bin: corrupt n-gram model: a hash slot names a row"):
+            call()
+
+
 def test_a_hash_table_without_an_empty_slot_cannot_hang_a_lookup(binary_file):
     def fill(table):
         empty = table[:, 0] == -1

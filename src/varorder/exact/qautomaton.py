@@ -219,8 +219,9 @@ class QAutomaton:
         ``target.log_p(labels)``, computed in compiled code from the arcs."""
         a = self._arrays()
         arcs = np.asarray(arcs, dtype=np.int64)
-        return float(_path_log_p(self._history(a.labels[arcs]), self._candidate_logliks[a.candidate[arcs]],
-                                 self.target.order, *self._tables))
+        with self.target.lm.naming_damage():
+            return float(_path_log_p(self._history(a.labels[arcs]), self._candidate_logliks[a.candidate[arcs]],
+                                     self.target.order, *self._tables))
 
     def below_full_order(self, arcs: np.ndarray) -> np.ndarray:
         """Positions (1-based) of the path ``arcs`` whose factor uses a context shorter
@@ -303,9 +304,11 @@ class QAutomaton:
         """Algorithm 2 at every position of ``path``: raise each factor not yet at full
         order by one order. Returns the number of n-grams raised (0: q = p on the path)."""
         cands = self._candidates(path)
-        states, ngrams, ngram_bounds, raised = _refine(
-            *self._kernel_state(), cands, self._history(self._candidate_symbols[self._candidate_offsets[:-1] + cands]),
-            self.target.order, self._candidate_offsets, self._candidate_unigram, *self._tables)
+        with self.target.lm.naming_damage():
+            states, ngrams, ngram_bounds, raised = _refine(
+                *self._kernel_state(), cands,
+                self._history(self._candidate_symbols[self._candidate_offsets[:-1] + cands]),
+                self.target.order, self._candidate_offsets, self._candidate_unigram, *self._tables)
         self.num_refinements += 1
         self._store(states, ngrams, ngram_bounds)
         return int(raised)
@@ -320,11 +323,13 @@ class QAutomaton:
         path, stop when p = q there, else refine q along it (Algorithm 2) and repeat."""
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
-        (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
-         path, num_states) = _decode_loop(
-            self._states, self._ngrams, self._ngram_bounds, self._sizes, self._num_local, self._order_counts,
-            self.num_positions, self.target.order, int(max_iterations), EXACT_TOLERANCE, self._candidate_offsets,
-            self._candidate_symbols, self._candidate_unigram, self._candidate_logliks, self.target.bos, *self._tables)
+        with self.target.lm.naming_damage():
+            (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
+             path, num_states) = _decode_loop(
+                self._states, self._ngrams, self._ngram_bounds, self._sizes, self._num_local, self._order_counts,
+                self.num_positions, self.target.order, int(max_iterations), EXACT_TOLERANCE,
+                self._candidate_offsets, self._candidate_symbols, self._candidate_unigram,
+                self._candidate_logliks, self.target.bos, *self._tables)
         refinements = max(n_iter - 1, 0) if status == _EXACT else n_iter
         self.num_refinements += refinements
         self._store(states, ngrams, ngram_bounds)

@@ -157,6 +157,10 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
     line = 0
     n_odd = 0
     numbers = np.zeros(4)
+    last_start = np.zeros(order, dtype=np.int64)  # bytes of the last word hashed in each field
+    last_end = np.zeros(order, dtype=np.int64)
+    hashed = np.uint64(0)
+    reused = False
     while pos < n:
         i = _skip_blanks(buffer, pos, n, byte_class)
         if i < 0:
@@ -177,7 +181,22 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                 if not ok:  # delimit the token for Python's float (-1: unusual text)
                     i, _ = _scan_word(buffer, start, n, byte_class)
             else:
-                i, hashed = _scan_word(buffer, i, n, byte_class)
+                # Sorted sections repeat the previous line's leading words: a token whose
+                # bytes and delimiter match that line's word in this field takes its id
+                # without hashing (its bytes were checked when that line was scanned).
+                k = field - 1
+                length = last_end[k] - last_start[k]
+                reused = line > 0 and i + length < n and (byte_class[buffer[i + length]] == 1
+                                                           or byte_class[buffer[i + length]] == 2)
+                if reused:
+                    for j in range(length):
+                        if buffer[i + j] != buffer[last_start[k] + j]:
+                            reused = False
+                            break
+                if reused:
+                    i += length
+                else:
+                    i, hashed = _scan_word(buffer, i, n, byte_class)
             if i < 0:
                 return _FALLBACK, pos, line, n_odd, lexical, max_arpa
             if number:
@@ -196,11 +215,15 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                 elif minus_99_zero and value == -99.0:
                     value = -np.inf
                 numbers[column] = value
+            elif reused:
+                ids[line, field - 1] = ids[line - 1, field - 1]
             else:
                 word = _words.find_hashed_word(buffer, start, i, hashed, blob, starts, ends, word_table)
                 if word < 0:
                     return _FALLBACK, pos, line, n_odd, lexical, max_arpa
                 ids[line, field - 1] = word
+                last_start[field - 1] = start
+                last_end[field - 1] = i
             field += 1
             i = _skip_blanks(buffer, i, n, byte_class)
             if i < 0:

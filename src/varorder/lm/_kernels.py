@@ -30,6 +30,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
+
 from varorder.lm.model import CORRUPT_ROW
 
 _EMPTY = -1

@@ -15,6 +15,8 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
+
 FNV_OFFSET = 14695981039346656037  # FNV-1a (64-bit) constants
 FNV_PRIME = 1099511628211
 _FNV_OFFSET = np.uint64(FNV_OFFSET)

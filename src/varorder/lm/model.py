@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -385,6 +386,17 @@ class NgramLM:
         if self._source is not None and str(error) == CORRUPT_ROW:
             return ValueError(f"{self._source}: {error} (run `varorder lm verify` on it)")
         return error
+
+    @contextmanager
+    def naming_damage(self):
+        """Context for Numba code that queries :meth:`query_tables` in its own loops: a
+        lookup kernel's bounds-check failure (a damaged table in a model opened
+        structurally) leaves it as a ValueError naming the model's file, as the model's
+        own lookups raise it."""
+        try:
+            yield
+        except ValueError as error:
+            raise self._corrupt(error) from None
 
     def _check_order(self, order: int) -> None:
         if not 1 <= order <= self.order:
