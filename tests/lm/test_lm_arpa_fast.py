@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import math
+import mmap
 
 import numpy as np
 import pytest
@@ -39,6 +40,21 @@ def test_fast_reader_equals_python_reader(tmp_path, seed, suffix, max_arpa):
     assert _arpa_fast.read_closed(_arpa_fast.read_bytes(path), True) is not None  # and the closed-model path before it
     for minus_99 in ("zero", "literal"):
         assert_same_model(read_arpa(path, minus_99=minus_99), _read_arpa(path, False, minus_99))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_mapped_file_reads_as_its_bytes(tmp_path, monkeypatch, seed):
+    # Files over _MAP_FROM are memory-mapped (the tests' files are small: map them all).
+    model, _ = random_model(np.random.default_rng(seed), 6, 2 + seed, closed=seed != 1)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path, max_arpa=seed == 2)
+    expected = read_arpa(path)
+    monkeypatch.setattr(_arpa_fast, "_MAP_FROM", 0)
+    assert isinstance(_arpa_fast.read_bytes(path), mmap.mmap)
+    assert_same_model(read_arpa(path), expected)
+    path.write_text(path.read_text().replace("\\2-grams:\n", "\\2-grams:\nnonsense\n", 1))
+    with pytest.raises(ValueError, match=r"m\.arpa"):  # the Python reader still names file and line
+        read_arpa(path)
 
 
 @pytest.mark.parametrize("name", ["kenlm/test.arpa", "kenlm/test_nounk.arpa", "kenlm/toy0.arpa", "kenlm/toy1.arpa",

@@ -16,6 +16,9 @@ from __future__ import annotations
 
 import gzip
 import math
+import mmap
+import os
+import stat
 import zlib
 import re
 from pathlib import Path
@@ -27,13 +30,23 @@ from varorder.lm import _kernels, _words
 
 _COUNT_LINE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)$")
 _ODD_CAPACITY = 1 << 12
+_MAP_FROM = 1 << 20  # files larger than this are memory-mapped
 _FALLBACK = -1
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when it starts with gzip's magic bytes."""
+def read_bytes(path: Path) -> bytes | mmap.mmap:
+    """The file's bytes, gunzipped when it starts with gzip's magic bytes. A plain
+    regular file over 1 MB is memory-mapped read-only instead, which the parsers read like
+    bytes: no copy, and none of the 4 KB page faults a 100 MB ``bytes`` object costs
+    (0.15 s of a 1.3 s cold read of the PTB 5-gram). As with every mapped file (KenLM's
+    reader maps ARPA files too), truncating the file while it is being read ends the
+    process with SIGBUS."""
     with open(path, "rb") as handle:
-        data = handle.read()
+        magic = handle.read(2)
+        status = os.fstat(handle.fileno())
+        if magic != b"\x1f\x8b" and stat.S_ISREG(status.st_mode) and status.st_size > _MAP_FROM:
+            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+        data = magic + handle.read()
     if data[:2] == b"\x1f\x8b":
         try:  # decompressing the whole stream also checks its CRC and length
             data = gzip.decompress(data)
@@ -334,7 +347,7 @@ def _unigrams(data: bytes, buffer: np.ndarray) -> tuple | None:
     declared, header = found
     if sum(declared) > len(data) // 4:  # no room for that many lines: the slow path names the fault
         return None
-    header_line = data.count(b"\n", 0, header[0]) + 1
+    header_line = data[:header[0]].count(b"\n") + 1
     unigrams, pos = _unigram_section(data, header[1] + 1, header_line)
     unigrams["header_line"] = header_line
     if _words.has_unusual_text(buffer[:pos]):
