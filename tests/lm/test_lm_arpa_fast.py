@@ -52,6 +52,12 @@ def test_a_mapped_file_reads_as_its_bytes(tmp_path, monkeypatch, seed):
     monkeypatch.setattr(_arpa_fast, "_MAP_FROM", 0)
     assert isinstance(_arpa_fast.read_bytes(path), mmap.mmap)
     assert_same_model(read_arpa(path), expected)
+    def cannot_map(*args, **kwargs):
+        raise OSError("no mmap here")
+
+    with monkeypatch.context() as patch:  # a file system that cannot map: the file is read
+        patch.setattr(_arpa_fast.mmap, "mmap", cannot_map)
+        assert _arpa_fast.read_bytes(path) == path.read_bytes()
     path.write_text(path.read_text().replace("\\2-grams:\n", "\\2-grams:\nnonsense\n", 1))
     with pytest.raises(ValueError, match=r"m\.arpa"):  # the Python reader still names file and line
         read_arpa(path)

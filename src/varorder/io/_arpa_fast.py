@@ -45,7 +45,10 @@ def read_bytes(path: Path) -> bytes | mmap.mmap:
         magic = handle.read(2)
         status = os.fstat(handle.fileno())
         if magic != b"\x1f\x8b" and stat.S_ISREG(status.st_mode) and status.st_size > _MAP_FROM:
-            return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                return mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+            except (OSError, ValueError):  # a file system that cannot map: read it
+                pass
         data = magic + handle.read()
     if data[:2] == b"\x1f\x8b":
         try:  # decompressing the whole stream also checks its CRC and length
