@@ -4,8 +4,8 @@ The first call of any Numba function — a cached kernel too — initialises the
 target, which imports every module of Numba's NumPy support. One of them,
 ``numba.np.arraymath``, asks at import time whether BLAS can be had by importing
 ``scipy.linalg.cython_blas``: all of ``scipy.linalg`` (with ``numpy.f2py`` and SciPy's
-array-API layer), about 0.2 s of CPU in a fresh process — the larger part of Numba's
-start-up cost for a command that reads an ARPA file or scores a sentence, none of whose
+array-API layer), 0.13–0.2 s of CPU in a fresh process — half the cost of Numba's first
+call, paid by a command that reads an ARPA file or scores a sentence, none of whose
 kernels use BLAS.
 
 :func:`defer_scipy_linalg` imports ``numba.np.arraymath`` early with that module
