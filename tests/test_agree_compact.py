@@ -41,6 +41,9 @@ def test_searched_row_ids_equal_key_lookup_ids_with_unknown_words():
             a.nbytes for a in (shard.e_ids, shard.e_offsets, shard.f_ids, shard.f_offsets, shard.edge_offsets))
         got = shard.edge_pairs.copy()
         np.testing.assert_array_equal(got, shard.index_pairs(reference).edge_pairs)
+    # both lookups ran: some rows are direct maps, the others are searched
+    direct_of, maps = index._direct_rows()
+    assert 0 < maps.shape[0] < direct_of.size and (direct_of >= 0).sum() == maps.shape[0]
     # new text: unknown words (id -1) and known words that never met in training
     new = _random_pairs(2, 300, e_vocab=400, f_vocab=450)
     for shard in shard_bitext(new, ev, fv, 100, grow=False):
@@ -51,6 +54,20 @@ def test_searched_row_ids_equal_key_lookup_ids_with_unknown_words():
             np.testing.assert_array_equal(shard.edge_pairs, want)
         # a shard sent to another process carries plain ids
         np.testing.assert_array_equal(pickle.loads(pickle.dumps(shard)).edge_pairs, want)
+
+
+def test_french_words_past_the_direct_maps_are_absent():
+    """A French word seen only beside an empty English side has an id but no pair: past every row's end
+    and the direct maps' width, its edges get −1 under a frequent (direct) English word too."""
+    pairs = [(["e1", "e2"], [f"f{k}" for k in range(40)]), (["e1"], ["f3"]), ([], ["lonely"])]
+    ev, fv = Vocabulary(), Vocabulary()
+    index = index_corpus(shard_bitext(pairs, ev, fv, 2))
+    direct_of, maps = index._direct_rows()
+    assert direct_of[ev.index["e1"]] >= 0 and maps.shape[1] <= fv.index["lonely"]
+    shard = shard_bitext([(["e1", "e2", "e9"], ["lonely", "f3", "f39"])], ev, fv, 5, grow=False)[0]
+    want = shard.index_pairs(index).edge_pairs.copy()
+    np.testing.assert_array_equal(shard.attach(index).edge_pairs, want)
+    assert (want == -1).sum() == 5
 
 
 def test_rows_longer_than_two_bytes_are_searched():
