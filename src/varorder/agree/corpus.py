@@ -11,7 +11,8 @@ over co-occurring word pairs, shared by both directions.
 Memory: 4 bytes per token and nothing per edge: an edge's pair is found when an E-step needs it,
 one shard at a time (:meth:`BitextShard.pair_scope`), by binary search for its French word in the
 sorted row of its English word in the pair index (the rows are already kept as int32 French ids);
-the pair index adds 4 bytes per distinct word pair. :func:`encode_bitext` encodes a stream of
+the pair index adds 4 bytes per distinct word pair, and its longest rows' direct maps at most half
+that again (:meth:`PairIndex._direct_rows`). :func:`encode_bitext` encodes a stream of
 pairs one pair at a time into flat id buffers, so no more than one pair's token lists is ever held.
 """
 
