@@ -1,4 +1,4 @@
-"""The aligner's compact corpus and E-step (2-byte edge offsets, streamed encoding, counts accumulated
+"""The aligner's compact corpus and E-step (edge pair ids searched per shard, streamed encoding, counts accumulated
 without per-shard tables and shared by the directions, one summed log table, posteriors added into one
 array, tables turned into their logs in place) give what the plain layout gives: exactly, or up to the
 order of additions where counts are summed edge by edge."""
@@ -28,7 +28,7 @@ def _random_pairs(seed, n, e_vocab=300, f_vocab=350):
              [f"f{w}" for w in rng.integers(0, f_vocab, rng.integers(0, 9))]) for _ in range(n)]
 
 
-def test_row_offsets_equal_binary_search_ids_with_unknown_words():
+def test_searched_row_ids_equal_key_lookup_ids_with_unknown_words():
     pairs = _random_pairs(1, 900)
     ev, fv = Vocabulary(), Vocabulary()
     shards = shard_bitext(pairs, ev, fv, 200)
@@ -36,9 +36,14 @@ def test_row_offsets_equal_binary_search_ids_with_unknown_words():
     reference = PairIndex(np.concatenate([s.edge_keys() for s in shards]))
     np.testing.assert_array_equal(index.keys, reference.keys)
     for shard in shards:
-        assert shard._offsets is not None and shard._offsets.dtype == np.uint16
+        # nothing is kept per edge: the shard's bytes are its token and offset arrays
+        assert shard._stored is None and shard.nbytes() == sum(
+            a.nbytes for a in (shard.e_ids, shard.e_offsets, shard.f_ids, shard.f_offsets, shard.edge_offsets))
         got = shard.edge_pairs.copy()
         np.testing.assert_array_equal(got, shard.index_pairs(reference).edge_pairs)
+    # both lookups ran: some rows are direct maps, the others are searched
+    direct_of, maps = index._direct_rows()
+    assert 0 < maps.shape[0] < direct_of.size and (direct_of >= 0).sum() == maps.shape[0]
     # new text: unknown words (id -1) and known words that never met in training
     new = _random_pairs(2, 300, e_vocab=400, f_vocab=450)
     for shard in shard_bitext(new, ev, fv, 100, grow=False):
@@ -51,14 +56,28 @@ def test_row_offsets_equal_binary_search_ids_with_unknown_words():
         np.testing.assert_array_equal(pickle.loads(pickle.dumps(shard)).edge_pairs, want)
 
 
-def test_rows_too_long_for_two_bytes_keep_int32_ids():
+def test_french_words_past_the_direct_maps_are_absent():
+    """A French word seen only beside an empty English side has an id but no pair: past every row's end
+    and the direct maps' width, its edges get −1 under a frequent (direct) English word too."""
+    pairs = [(["e1", "e2"], [f"f{k}" for k in range(40)]), (["e1"], ["f3"]), ([], ["lonely"])]
+    ev, fv = Vocabulary(), Vocabulary()
+    index = index_corpus(shard_bitext(pairs, ev, fv, 2))
+    direct_of, maps = index._direct_rows()
+    assert direct_of[ev.index["e1"]] >= 0 and maps.shape[1] <= fv.index["lonely"]
+    shard = shard_bitext([(["e1", "e2", "e9"], ["lonely", "f3", "f39"])], ev, fv, 5, grow=False)[0]
+    want = shard.index_pairs(index).edge_pairs.copy()
+    np.testing.assert_array_equal(shard.attach(index).edge_pairs, want)
+    assert (want == -1).sum() == 5
+
+
+def test_rows_longer_than_two_bytes_are_searched():
     pairs = [(["e1"], [f"f{k}" for k in range(70000)]), (["e1", "e2"], ["f3", "f69999"])]
     ev, fv = Vocabulary(), Vocabulary()
     shards = shard_bitext(pairs, ev, fv, 1)
     index = index_corpus(shards)
-    assert not index.compact_rows()
+    assert int(np.diff(index.rows()).max()) > 1 << 16
     for shard in shards:
-        assert shard._offsets is None and shard.edge_pairs.dtype == np.int32
+        assert shard.edge_pairs.dtype == np.int32
         got = shard.edge_pairs.copy()
         np.testing.assert_array_equal(got, shard.index_pairs(index).edge_pairs)
 

@@ -165,13 +165,9 @@ class WordAligner:
         """Shards of sentence pairs (a list of token pairs or an EncodedBitext, see :meth:`_encoded`; pairs
         longer than ``max_length`` cut into pieces) attached to the fitted pair table."""
         shards = self._encoded(pairs).shards
-        attached = False
         for s in shards:
             if s.attached_to is not self.pairs_:
                 s.attach(self.pairs_)
-                attached = True
-        if attached:
-            self.pairs_.release_lookup()
         return shards
 
     def fit(self, pairs, keep_encoding: bool = False):
