@@ -331,7 +331,8 @@ class StringEP:
     gradient with step ``eta`` and penalty ``lam``, ``max_order`` an optional depth cap).
 
     ``iterations`` counts sweeps (forward, backward, ...); ``inner_passes`` is K on the
-    first sweep. ``damping`` retries a divergent product with the cavity moved toward the
+    first ``passes_sweeps`` sweeps, 1 afterwards (§7: K = 20 "for the first few
+    iterations"). ``damping`` retries a divergent product with the cavity moved toward the
     belief (:meth:`_damped`) instead of skipping the update. ``fit(graph)`` runs inference
     and returns self; ``beliefs_`` holds them.
     """
@@ -341,7 +342,7 @@ class StringEP:
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
-                 damping: bool = True, progress=None):
+                 damping: bool = True, passes_sweeps: int = 1, progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -353,6 +354,7 @@ class StringEP:
         self.unigram_first = unigram_first
         self.growth_rounds = growth_rounds
         self.damping = damping
+        self.passes_sweeps = passes_sweeps
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -654,7 +656,7 @@ class StringEP:
         order = _visit_order(graph, variables)
         for it in range(self.iterations):
             sweep = order if it % 2 == 0 else order[::-1]
-            passes = self.inner_passes if it == 0 else 1
+            passes = self.inner_passes if it < self.passes_sweeps else 1
             unigram = self.family == "pep" and self.unigram_first and it == 0
             for v in sweep:
                 # μ_{F→V} depends only on the other variables' messages, which a visit to V
