@@ -51,7 +51,7 @@ METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
-                progress=None):
+                greedy_floor: float | None = None, progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
@@ -63,7 +63,8 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
     if name in ("pep", "pep-prox"):
         return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
-                        growth_rounds=growth_rounds, progress=progress)
+                        growth_rounds=growth_rounds, progress=progress,
+                        **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
 NEG_INF = -math.inf
@@ -342,7 +343,8 @@ class StringEP:
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
-                 damping: bool = True, passes_sweeps: int = 1, progress=None):
+                 damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
+                 progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -355,6 +357,7 @@ class StringEP:
         self.growth_rounds = growth_rounds
         self.damping = damping
         self.passes_sweeps = passes_sweeps
+        self.greedy_floor = greedy_floor
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -505,7 +508,7 @@ class StringEP:
     def _greedy_fit(self, v, mu, theta_out):
         """Our adaptation of the paper's closed form with greedy growing (§6.1): a one-shot
         gain threshold instead of its count-ordered priority queue checked against the objective,
-        with the prior's message used exactly and unseen n-grams floored at GREEDY_FLOOR. The
+        with the prior's message used exactly and unseen n-grams floored at ``greedy_floor``. The
         variable keeps a suffix-closed context set C; each update counts, in one product
         with p̂, the n-grams h·a of C and of its one-symbol left extensions x·h (the active
         set of Fig. 2), keeps every context whose estimated gain in E_p̂[log q] (expected
@@ -582,7 +585,7 @@ class StringEP:
         # into +27.6 in a later cavity θ_V − θ_{F→V}, whose product with μ_{F→V} then
         # diverges; the update is skipped and the stale message stays (on the seed-0
         # 200-word lexicon one stem's NLL went 7.46 → 1.3 nats; floor chosen on seed 1)
-        state_rows = np.maximum(state_rows, 0.0) + GREEDY_FLOOR
+        state_rows = np.maximum(state_rows, 0.0) + self.greedy_floor
         logp = np.log(state_rows / state_rows.sum(axis=1, keepdims=True))
         new = np.zeros(len(registry))
         kept_index = np.flatnonzero(keep)
