@@ -51,7 +51,7 @@ METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
-                greedy_floor: float | None = None, progress=None):
+                greedy_floor: float | None = None, damping: bool = True, progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
@@ -59,11 +59,11 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
         return StringEP("ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
-                        progress=progress)
+                        damping=damping, progress=progress)
     if name in ("pep", "pep-prox"):
         return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
-                        growth_rounds=growth_rounds, progress=progress,
+                        growth_rounds=growth_rounds, damping=damping, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
