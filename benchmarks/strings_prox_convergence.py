@@ -5,17 +5,23 @@ greedy projection; (2) PEP on a synthetic lexicon, the gold forms' NLL after eve
 
     PYTHONPATH=src python benchmarks/strings_prox_convergence.py projection
     PYTHONPATH=src python benchmarks/strings_prox_convergence.py sweeps --size 100 --sweeps 4 --eta 0.05
+    # the paper's schedule (§7): K = 20 on the first few sweeps, one step per update, until converged
+    PYTHONPATH=src python benchmarks/strings_prox_convergence.py sweeps --size 100 --sweeps 40 \
+        --inner-passes 20 --passes-sweeps 3 --tol 0.01 --max-cpu 600
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import sys
 import time
 
 import numpy as np
 
+from varorder.io._text import atomic_write_text
 from varorder.strings.inference import StringEP, _string_score, belief_nll, project_acceptor
 from varorder.strings.model import synthetic_lexicon
 from varorder.wfsa import strings_acceptor
@@ -46,17 +52,38 @@ def projection(args):
 def sweeps(args):
     graph = synthetic_lexicon(args.size, seed=args.seed, alphabet_size=16)
     started = time.perf_counter()
-    ep = StringEP("pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps, inner_passes=2)
+    cpu = time.process_time()
+    ep = StringEP("pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps,
+                  inner_passes=args.inner_passes, passes_sweeps=args.passes_sweeps)
+    rows = []
 
     def progress(done, total):
         ep.seconds_ = time.perf_counter() - started
         beliefs = ep._beliefs()
         score = belief_nll(beliefs, graph.gold)
-        print(f"sweep {done}: {ep.seconds_:.1f} s, NLL {score['nll']:.3f}, 1-best {score['accuracy']:.3f}, "
-              f"capped {score['capped']}, belief states {beliefs.stats['mean_states']:.1f}", flush=True)
+        rows.append({"sweep": done, "seconds": round(ep.seconds_, 1), "cpu_seconds": round(time.process_time() - cpu, 1),
+                     "nll": score["nll"], "accuracy": score["accuracy"], "capped": score["capped"],
+                     "mean_states": beliefs.stats["mean_states"], "load": round(os.getloadavg()[0], 2)})
+        print(f"sweep {done}: {ep.seconds_:.1f} s wall, {rows[-1]['cpu_seconds']} s CPU, NLL {score['nll']:.3f}, "
+              f"1-best {score['accuracy']:.3f}, capped {score['capped']}, belief states "
+              f"{beliefs.stats['mean_states']:.1f}, load {rows[-1]['load']}", flush=True)
+        if args.output:
+            with atomic_write_text(args.output) as handle:
+                json.dump({"args": vars(args), "rows": rows}, handle, indent=1)
+        if args.max_cpu and rows[-1]["cpu_seconds"] >= args.max_cpu:
+            raise _OutOfTime
+        if len(rows) > args.passes_sweeps and abs(rows[-2]["nll"] - rows[-1]["nll"]) < args.tol:
+            raise _OutOfTime  # converged: the NLL moved less than --tol in one sweep
 
     ep.progress = progress
-    ep.fit(graph)
+    try:
+        ep.fit(graph)
+    except _OutOfTime:
+        pass
+
+
+class _OutOfTime(Exception):
+    pass
 
 
 def main(argv=None):
@@ -69,6 +96,11 @@ def main(argv=None):
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sweeps", type=int, default=4)
+    parser.add_argument("--inner-passes", type=int, default=2, help="K on the first --passes-sweeps sweeps")
+    parser.add_argument("--passes-sweeps", type=int, default=1, help="sweeps with K passes (§7: the first few)")
+    parser.add_argument("--tol", type=float, default=0.0, help="stop when one sweep moves the NLL less than this")
+    parser.add_argument("--max-cpu", type=float, default=0.0, help="stop after the sweep that passes this CPU time")
+    parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args(argv)
     (projection if args.what == "projection" else sweeps)(args)
     return 0

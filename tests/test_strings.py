@@ -479,3 +479,51 @@ def test_cli_infer_runs_em_and_predicts_held_out_forms(tmp_path):
     assert sum(line.startswith("held-out\t") for line in result.output.splitlines()) == 2
     bad = _cli("strings", "infer", "--synthetic", "5", "--holdout-share", "0.2")
     assert bad.exit_code != 0 and "--holdout-share needs --hopkins" in bad.output
+
+
+def _message_sum(ep, v):
+    total = np.zeros_like(ep._theta(v))
+    for f in ep.neighbours_[v]:
+        total += ep._msg(f, v)
+    return total
+
+
+def test_damping_replaces_skipped_updates_and_keeps_each_belief_the_sum_of_its_messages():
+    """Without damping some products through a cavity diverge and their updates are
+    skipped; with it none is skipped, both kinds of product are damped, θ_V stays the sum
+    of its messages (eq. 6 with the true cavity) and every belief stays normalisable."""
+    graph = synthetic_lexicon(12, seed=3, alphabet_size=6)
+    params = dict(optimizer="greedy", lam=0.001, iterations=3, inner_passes=2)
+    plain = StringEP("pep", damping=False, **params).fit(graph)
+    assert plain.stats_["skipped"] > 0 and plain.stats_["damped"] == 0
+    damped = StringEP("pep", **params).fit(graph)
+    assert damped.stats_["skipped"] == 0
+    assert {kind for *_, kind, _ in damped.damped_} == {"update", "message"}
+    assert all(0.0 <= alpha < 1.0 for *_, alpha in damped.damped_)
+    for m in graph.morphemes:
+        assert damped._theta(m) == pytest.approx(_message_sum(damped, m), abs=1e-9), m
+        assert math.isfinite(damped.belief_machine(m).log_partition(damped._theta(m))), m
+
+
+@pytest.mark.parametrize("alpha", [1.0, 0.5, 0.0])
+def test_a_damped_update_matches_the_moments_of_its_damped_tilted_distribution(alpha):
+    """An update at cavity fraction α projects p̂ = μ_{F→V} ⊙ ENCODE(θ_V − α θ_{F→V})
+    (α = 1: the plain EP update): the new belief's expected n-gram counts equal p̂'s, and
+    the new message is θ_V^new minus the true cavity θ_V − θ_{F→V}."""
+    graph = synthetic_lexicon(6, seed=1, alphabet_size=4)
+    ep = StringEP("ngram", order=2, iterations=1, inner_passes=1).fit(graph)
+    v = graph.words[0].morphemes[0]
+    f = ("word", 0)
+    mu = ep._factor_message(f, v)
+    old_theta, old_msg = ep._theta(v).copy(), ep._msg(f, v).copy()
+    ep._alpha = alpha
+    try:
+        ep._update(v, f, False, mu)
+    finally:
+        ep._alpha = 1.0
+    machine = ep.machine_
+    counts_p, _ = machine.expected_counts(mu, old_theta - alpha * old_msg)
+    counts_q, log_z = machine.expected_counts(None, ep._theta(v))
+    assert log_z == pytest.approx(0.0, abs=1e-9)
+    assert counts_q == pytest.approx(counts_p, abs=1e-6)
+    assert ep._msg(f, v) == pytest.approx(ep._theta(v) - (old_theta - old_msg), abs=1e-12)

@@ -51,7 +51,7 @@ METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
-                progress=None):
+                greedy_floor: float | None = None, damping: bool = True, progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
@@ -59,15 +59,17 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
         return StringEP("ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
-                        progress=progress)
+                        damping=damping, progress=progress)
     if name in ("pep", "pep-prox"):
         return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
-                        growth_rounds=growth_rounds, progress=progress)
+                        growth_rounds=growth_rounds, damping=damping, progress=progress,
+                        **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
 NEG_INF = -math.inf
 GREEDY_FLOOR = 1e-6  # pseudo-count of an unseen n-gram in a greedy-growing projection
+DAMPING = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0)  # cavity fractions α tried in turn
 
 
 def _visit_order(graph: PhonologyGraph, variables) -> list:
@@ -330,12 +332,18 @@ class StringEP:
     gradient with step ``eta`` and penalty ``lam``, ``max_order`` an optional depth cap).
 
     ``iterations`` counts sweeps (forward, backward, ...); ``inner_passes`` is K on the
-    first sweep. ``fit(graph)`` runs inference and returns self; ``beliefs_`` holds them.
+    first ``passes_sweeps`` sweeps, 1 afterwards (§7: K = 20 "for the first few
+    iterations"). ``damping`` retries a divergent product with the cavity moved toward the
+    belief (:meth:`_damped`) instead of skipping the update. ``fit(graph)`` runs inference
+    and returns self; ``beliefs_`` holds them.
     """
+
+    _alpha = 1.0  # the cavity fraction of the product being computed (see _damped)
 
     def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
+                 damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
                  progress=None):
         self.family = family
         self.optimizer = optimizer
@@ -347,6 +355,9 @@ class StringEP:
         self.max_order = max_order
         self.unigram_first = unigram_first
         self.growth_rounds = growth_rounds
+        self.damping = damping
+        self.passes_sweeps = passes_sweeps
+        self.greedy_floor = greedy_floor
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -380,12 +391,41 @@ class StringEP:
                     ids.update(registry.extend(w))
         return substring_machine(registry, ids)
 
+    def _cavity(self, v, f):
+        """θ_{V→F} = θ_V − α θ_{F→V}: the cavity (α = 1) or, while :meth:`_damped` retries a
+        divergent product, a point on the segment from it to the belief θ_V (α = 0)."""
+        return self._theta(v) - self._alpha * self._msg(f, v)
+
+    def _damped(self, compute):
+        """``compute()`` with the cavities at α = 1; if a product through a cavity diverges
+        (ValueError, Z = ∞), again with α = 1/2, 1/4, …, 2⁻⁶, then 0.
+
+        A cavity θ_V − θ_{F→V} need not be normalisable (EP's messages are ratios), and
+        with it the tilted product p̂ = μ_{F→V} ⊙ ENCODE(θ_V − θ_{F→V}), or the forward
+        sums of a word factor through it, can diverge; skipping such an update leaves the
+        old message stale (40 skips on the seed-0 300-word graph). The retry moves the
+        cavity toward the belief, θ_V − α θ_{F→V}, which for α = 0 is normalisable (θ_V
+        is a projection onto the family), so some α gives a finite product. For an update
+        this is EP damping: the tilted distribution keeps the fraction 1 − α of the old
+        message θ_{F→V}, pulling θ_V^new toward the current belief, while eq. 6 still
+        uses the true cavity, so θ_V stays the sum of its messages. Where nothing
+        diverges (α = 1) the update is the plain EP update. Returns (result, α)."""
+        for alpha in DAMPING:
+            self._alpha = alpha
+            try:
+                return compute(), alpha
+            except ValueError:
+                continue
+            finally:
+                self._alpha = 1.0
+        raise ValueError("every damped cavity diverges")
+
     def _out_dfa(self, v, f) -> Dfa:
-        """The DFA of θ_{V→F} = θ_V − θ_{F→V}."""
-        theta_out = self._theta(v) - self._msg(f, v)
+        """The DFA of θ_{V→F} = θ_V − θ_{F→V} (α-damped inside :meth:`_damped`)."""
+        theta_out = self._cavity(v, f)
         if self.family == "pep":
             machine = self._support_machine(v, [theta_out])
-            return machine_dfa(machine, self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
+            return machine_dfa(machine, self._cavity(v, f))  # re-padded: the registry grew
         return machine_dfa(self.machine_, theta_out)
 
     # -- messages ---------------------------------------------------------------------
@@ -399,14 +439,17 @@ class StringEP:
         return self.factors_.message(word_index, position, incoming)
 
     def _update(self, v, f, unigram: bool, mu: Wfsa) -> None:
+        """Project p̂ = μ_{F→V} ⊙ ENCODE(cavity) onto the family and set θ_V and θ_{F→V}
+        (eq. 6, always with the true cavity θ_V − θ_{F→V}; the cavity in p̂ is α-damped
+        inside :meth:`_damped`)."""
         self._unigram_pass = unigram
-        theta_v, msg = self._theta(v), self._msg(f, v)
-        theta_out = theta_v - msg
+        theta_v = self._theta(v)
+        theta_out = self._cavity(v, f)
         if self.family == "ngram":
             counts, _ = self.machine_.expected_counts(mu, theta_out)
             new = ngram_closed_form(self.machine_, counts)
+            self.msgs_[(f, v)] = new - (theta_v - self._msg(f, v))
             self.theta_[v] = new
-            self.msgs_[(f, v)] = new - theta_out
             return
         if f[0] == "prior" and not unigram and self.graph_.prior_strings is None and self.optimizer == "greedy":
             # the bigram prior lies in the substring family: its message is passed exactly
@@ -415,27 +458,25 @@ class StringEP:
             # proximal optimizer: it steps from the current θ_V, and substituting the
             # prior's message can leave θ_V with Z = ∞, from which no step is accepted
             exact = self._prior_substring_theta(v)
-            theta_out = self._theta(v) - self._msg(f, v)
+            theta_out = self._theta(v) - self._msg(f, v)  # no product: never damped
             self.theta_[v] = theta_out + exact
             self.msgs_[(f, v)] = exact
             return
         if unigram and self.optimizer != "greedy":
             machine = self._support_machine(v, [theta_out])
-            theta_out = self._theta(v) - self._msg(f, v)
-            counts, _ = machine.expected_counts(mu, theta_out)
+            counts, _ = machine.expected_counts(mu, self._cavity(v, f))
             new = self._unigram_closed_form(v, machine, counts)
         elif self.optimizer == "greedy":
-            new = self._greedy_fit(v, mu, theta_out)
-            theta_out = self._theta(v) - self._msg(f, v)
-            new = self._vec(v, new)
+            new = self._vec(v, self._greedy_fit(v, mu, theta_out))
         else:
             machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
-            theta_v, theta_out = self._theta(v), self._theta(v) - self._msg(f, v)
-            counts_p, _ = machine.expected_counts(mu, theta_out)
+            theta_v = self._theta(v)
+            counts_p, _ = machine.expected_counts(mu, self._cavity(v, f))
             counts_q, log_z = machine.expected_counts(None, theta_v)
             new = self._prox_step(v, machine, theta_v, counts_p, counts_q, log_z)
+        new = self._vec(v, new)
+        self.msgs_[(f, v)] = new - (self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
         self.theta_[v] = new
-        self.msgs_[(f, v)] = new - theta_out
 
     def _unigram_closed_form(self, v, machine, counts):
         registry = self.registry_[v]
@@ -467,7 +508,7 @@ class StringEP:
     def _greedy_fit(self, v, mu, theta_out):
         """Our adaptation of the paper's closed form with greedy growing (§6.1): a one-shot
         gain threshold instead of its count-ordered priority queue checked against the objective,
-        with the prior's message used exactly and unseen n-grams floored at GREEDY_FLOOR. The
+        with the prior's message used exactly and unseen n-grams floored at ``greedy_floor``. The
         variable keeps a suffix-closed context set C; each update counts, in one product
         with p̂, the n-grams h·a of C and of its one-symbol left extensions x·h (the active
         set of Fig. 2), keeps every context whose estimated gain in E_p̂[log q] (expected
@@ -544,7 +585,7 @@ class StringEP:
         # into +27.6 in a later cavity θ_V − θ_{F→V}, whose product with μ_{F→V} then
         # diverges; the update is skipped and the stale message stays (on the seed-0
         # 200-word lexicon one stem's NLL went 7.46 → 1.3 nats; floor chosen on seed 1)
-        state_rows = np.maximum(state_rows, 0.0) + GREEDY_FLOOR
+        state_rows = np.maximum(state_rows, 0.0) + self.greedy_floor
         logp = np.log(state_rows / state_rows.sum(axis=1, keepdims=True))
         new = np.zeros(len(registry))
         kept_index = np.flatnonzero(keep)
@@ -597,7 +638,8 @@ class StringEP:
         self.graph_ = graph
         self.factors_ = FactorMessages(graph)
         self.prior_wfsa_ = graph.prior_wfsa()
-        self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0}
+        self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0, "damped": 0}
+        self.damped_ = []  # (sweep, variable, factor, "message" | "update", α) of every damped product
         self.skipped_ = []  # (sweep, variable, factor, "message" | "update") of every skipped update
         variables = list(graph.morphemes)
         self.neighbours_ = {v: [("prior", v)] for v in variables}
@@ -617,7 +659,7 @@ class StringEP:
         order = _visit_order(graph, variables)
         for it in range(self.iterations):
             sweep = order if it % 2 == 0 else order[::-1]
-            passes = self.inner_passes if it == 0 else 1
+            passes = self.inner_passes if it < self.passes_sweeps else 1
             unigram = self.family == "pep" and self.unigram_first and it == 0
             for v in sweep:
                 # μ_{F→V} depends only on the other variables' messages, which a visit to V
@@ -625,23 +667,32 @@ class StringEP:
                 mus = {}
                 for f in self.neighbours_[v]:
                     try:
-                        mus[f] = self._factor_message(f, v)
+                        mus[f] = self._tracked(it, v, f, "message", lambda: self._factor_message(f, v))
                     except ValueError:
                         self.stats_["skipped"] += passes
                         self.skipped_.append((it, v, f, "message"))
                 for _ in range(passes):
                     for f, mu in mus.items():
                         try:
-                            self._update(v, f, unigram, mu)
+                            self._tracked(it, v, f, "update", lambda: self._update(v, f, unigram, mu))
                             self.stats_["updates"] += 1
                         except ValueError:
-                            self.stats_["skipped"] += 1  # a divergent product (Z = ∞): keep the old message
+                            self.stats_["skipped"] += 1  # every damped product diverged: keep the old message
                             self.skipped_.append((it, v, f, "update"))
             if self.progress is not None:
                 self.progress(it + 1, self.iterations)
         self.seconds_ = time.perf_counter() - started
         self.beliefs_ = self._beliefs()
         return self
+
+    def _tracked(self, it, v, f, kind, compute):
+        if not self.damping:
+            return compute()
+        result, alpha = self._damped(compute)
+        if alpha < 1.0:
+            self.stats_["damped"] += 1
+            self.damped_.append((it, v, f, kind, alpha))
+        return result
 
     def belief_machine(self, v) -> FeatureMachine:
         if self.family == "ngram":
