@@ -115,7 +115,8 @@ def fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha=None):
     estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, alpha=alpha, epochs=args.epochs, optimizer=args.optimizer,
                                     learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
                                     average=args.average, weighting=args.weighting, restart=args.restart,
-                                    penalize_root=not args.free_root, seed=args.seed)
+                                    penalize_root=not args.free_root, polish=args.polish, polish_tol=args.polish_tol,
+                                    seed=args.seed)
     return estimator.fit_ids(*train, vocabulary)
 
 
@@ -139,11 +140,14 @@ def cmd_tune(args):
                              "epochs": args.epochs, "mu": args.mu, "learning_rate": args.learning_rate,
                              "lipschitz_scale": args.lipschitz_scale, "average": args.average, "lam": lam,
                              "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
+                             "polish": args.polish, "polish_history": estimator.polish_history_,
+                             "polish_residual": estimator.polish_residual_,
                              "alpha": estimator.alpha_, "perplexity": estimator.model_.perplexity(held),
                              "objective": estimator.objective_,
                              "train_loss": estimator.history_, "seconds": time.perf_counter() - start,
                              "cpu_seconds": time.process_time() - cpu, "load": os.getloadavg()[0]})
-                how = args.optimizer + (", averaged" if args.average else "")
+                how = args.optimizer + (", averaged" if args.average else "") + (
+                    f", polished {len(estimator.polish_history_) - 1} its" if args.polish else "")
                 print(f"tune split {args.split} {args.penalty} ({how}) order {order} lam {lam:g} "
                       f"alpha {estimator.alpha_:g}: valid perplexity {rows[-1]['perplexity']:.2f}, train loss "
                       f"{estimator.history_[-1]:.3f}, objective {estimator.objective_:.1f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
@@ -167,7 +171,7 @@ def tuned_settings(path, penalty, args):
         same = (row.get("optimizer") == args.optimizer and row.get("epochs") == args.epochs
                 and row.get("average", False) == args.average
                 and row.get("weighting", "groups") == args.weighting and row.get("restart", "none") == args.restart
-                and row.get("free_root", False) == args.free_root
+                and row.get("free_root", False) == args.free_root and row.get("polish", 0) == args.polish
                 and (args.optimizer != "adagrad" or row.get("learning_rate") == args.learning_rate)
                 and (args.optimizer != "apg" or row.get("lipschitz_scale", 1.0) == args.lipschitz_scale))
         if row["model"] == penalty and same:
@@ -212,6 +216,8 @@ def cmd_perplexity(args):
                        "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "learning_rate": args.learning_rate,
                        "lipschitz_scale": args.lipschitz_scale, "average": args.average,
                        "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
+                       "polish": args.polish, "polish_history": estimator.polish_history_,
+                       "polish_residual": estimator.polish_residual_,
                        "perplexity": model.perplexity(held), "objective": estimator.objective_,
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
@@ -331,6 +337,8 @@ def _label(row):
         extras.append("free root")
     if row.get("restart", "none") != "none":
         extras.append(f"restart {row['restart']}")
+    if row.get("polish"):
+        extras.append("FISTA-polished")
     return f"{row['model']} ({', '.join(extras)})"
 
 
@@ -391,6 +399,9 @@ def main():
                        help="alpha^depth as feature values (the paper) or as group weights of the penalty (extension)")
         p.add_argument("--free-root", action="store_true", help="leave the unigram (root) weights unpenalised (extension)")
         p.add_argument("--restart", choices=["none", "epoch"], default="none", help="apg: restart the acceleration each epoch")
+        p.add_argument("--polish", type=int, default=0,
+                       help="then at most this many full-batch FISTA iterations on the same objective (extension)")
+        p.add_argument("--polish-tol", type=float, default=1e-9, help="stop polishing below this relative decrease")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--json")
 
