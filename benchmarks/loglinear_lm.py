@@ -233,6 +233,62 @@ def cmd_perplexity(args):
         Path(args.json).write_text(json.dumps(results, indent=1))
 
 
+def cmd_gap(args):
+    """Where on the evaluation tokens the log-linear model loses to modified Kneser-Ney: tokens
+    bucketed by the longest n-gram (context suffix + word) seen in training and its count; per
+    bucket the mean of ln p_MKN − ln p_loglinear (> 0: MKN better) and its share of the total
+    gap (the buckets' contributions sum to ln(perplexity ratio))."""
+    train_runs, eval_runs = subsets(args.subset + 1)
+    vocabulary, train, held = encode(train_runs[args.subset], eval_runs[args.subset])
+    mkn = ModifiedKneserNey(order=args.order).fit_ids(*train, vocabulary).model_
+    estimator = fit_loglinear(args, args.order, args.penalty, args.lam, vocabulary, train, args.alpha)
+    log_mkn = mkn.token_log10probs(*held)[0] * np.log(10.0)
+    log_ll = estimator.model_.token_log10probs(*held)[0] * np.log(10.0)
+
+    def padded(ids, lengths):
+        out, start = [], 0
+        for n in lengths:
+            out.append([vocabulary.bos_id] + list(ids[start:start + n]) + [vocabulary.eos_id])
+            start += n
+        return out
+
+    seen = {}
+    for sentence in padded(*train):
+        for i in range(1, len(sentence)):
+            for n in range(1, args.order + 1):
+                if i - n + 1 < 0:
+                    break
+                key = tuple(sentence[i - n + 1:i + 1])
+                seen[key] = seen.get(key, 0) + 1
+    buckets = {}
+    token = 0
+    for sentence in padded(*held):
+        for i in range(1, len(sentence)):
+            longest, count = 0, 0
+            for n in range(1, args.order + 1):
+                if i - n + 1 < 0 or tuple(sentence[i - n + 1:i + 1]) not in seen:
+                    break
+                longest, count = n, seen[tuple(sentence[i - n + 1:i + 1])]
+            key = (longest, min(count, 3))
+            buckets.setdefault(key, []).append(log_mkn[token] - log_ll[token])
+            token += 1
+    total = float(np.sum(log_mkn - log_ll))
+    print(f"subset {args.subset}, order {args.order}: MKN {np.exp(-log_mkn.mean()):.2f}, {args.penalty} "
+          f"{np.exp(-log_ll.mean()):.2f} (λ {args.lam:g}, α {estimator.alpha_:g}); {token} tokens; "
+          f"ln ratio {total / token:+.5f}")
+    print("| longest seen n-gram | its count | tokens | share | mean ln p_MKN − ln p_LL | share of the gap |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for (n, c), values in sorted(buckets.items()):
+        rows.append({"n": n, "count": c, "tokens": len(values), "mean": float(np.mean(values)), "sum": float(np.sum(values))})
+        print(f"| {n} | {'3+' if c == 3 else c} | {len(values)} | {len(values) / token:.1%} | {np.mean(values):+.4f} | "
+              f"{np.sum(values) / total:+.1%} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"subset": args.subset, "order": args.order, "lam": args.lam,
+                                               "alpha": estimator.alpha_, "mkn": float(np.exp(-log_mkn.mean())),
+                                               "loglinear": float(np.exp(-log_ll.mean())), "buckets": rows}, indent=1))
+
+
 def interleaved_times(functions: dict, repeat: int) -> tuple[dict, dict]:
     """Best wall-clock and per-process CPU seconds of each function over ``repeat``
     interleaved rounds (one call of each per round, after one warm-up call each)."""
@@ -423,6 +479,13 @@ def main():
     p.add_argument("--append", action="store_true", help="add to the rows already in --json")
     p.add_argument("--full", action="store_true", help="train on all of PTB train, evaluate on all of PTB valid")
     training(p)
+    d = sub.add_parser("gap", help="bucket the evaluation tokens' log-loss gap to MKN by the longest seen n-gram")
+    d.add_argument("--subset", type=int, default=0)
+    d.add_argument("--order", type=int, default=4)
+    d.add_argument("--penalty", default="wlt2")
+    d.add_argument("--lam", type=float, default=0.3)
+    d.add_argument("--alpha", type=float, default=None)
+    training(d)
     x = sub.add_parser("prox-time")
     x.add_argument("--depths", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2, 3, 4, 6, 8, 10, 12])
     x.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[100_000, 200_000, 400_000, 800_000])
@@ -441,7 +504,7 @@ def main():
     b.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], help="only these orders")
     args = parser.parse_args()
     {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
-     "table": cmd_table}[args.command](args)
+     "table": cmd_table, "gap": cmd_gap}[args.command](args)
 
 
 if __name__ == "__main__":
