@@ -115,7 +115,8 @@ def fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha=None):
     estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, alpha=alpha, epochs=args.epochs, optimizer=args.optimizer,
                                     learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
                                     average=args.average, weighting=args.weighting, restart=args.restart,
-                                    penalize_root=not args.free_root, seed=args.seed)
+                                    penalize_root=not args.free_root, polish=args.polish, polish_tol=args.polish_tol,
+                                    seed=args.seed)
     return estimator.fit_ids(*train, vocabulary)
 
 
@@ -139,11 +140,14 @@ def cmd_tune(args):
                              "epochs": args.epochs, "mu": args.mu, "learning_rate": args.learning_rate,
                              "lipschitz_scale": args.lipschitz_scale, "average": args.average, "lam": lam,
                              "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
+                             "polish": args.polish, "polish_history": estimator.polish_history_,
+                             "polish_residual": estimator.polish_residual_,
                              "alpha": estimator.alpha_, "perplexity": estimator.model_.perplexity(held),
                              "objective": estimator.objective_,
                              "train_loss": estimator.history_, "seconds": time.perf_counter() - start,
                              "cpu_seconds": time.process_time() - cpu, "load": os.getloadavg()[0]})
-                how = args.optimizer + (", averaged" if args.average else "")
+                how = args.optimizer + (", averaged" if args.average else "") + (
+                    f", polished {len(estimator.polish_history_) - 1} its" if args.polish else "")
                 print(f"tune split {args.split} {args.penalty} ({how}) order {order} lam {lam:g} "
                       f"alpha {estimator.alpha_:g}: valid perplexity {rows[-1]['perplexity']:.2f}, train loss "
                       f"{estimator.history_[-1]:.3f}, objective {estimator.objective_:.1f} ({rows[-1]['cpu_seconds']:.0f} cpu-s, load {rows[-1]['load']:.1f})",
@@ -167,7 +171,7 @@ def tuned_settings(path, penalty, args):
         same = (row.get("optimizer") == args.optimizer and row.get("epochs") == args.epochs
                 and row.get("average", False) == args.average
                 and row.get("weighting", "groups") == args.weighting and row.get("restart", "none") == args.restart
-                and row.get("free_root", False) == args.free_root
+                and row.get("free_root", False) == args.free_root and row.get("polish", 0) == args.polish
                 and (args.optimizer != "adagrad" or row.get("learning_rate") == args.learning_rate)
                 and (args.optimizer != "apg" or row.get("lipschitz_scale", 1.0) == args.lipschitz_scale))
         if row["model"] == penalty and same:
@@ -212,6 +216,8 @@ def cmd_perplexity(args):
                        "optimizer": args.optimizer, "mu": args.mu, "epochs": args.epochs, "learning_rate": args.learning_rate,
                        "lipschitz_scale": args.lipschitz_scale, "average": args.average,
                        "weighting": args.weighting, "restart": args.restart, "free_root": args.free_root,
+                       "polish": args.polish, "polish_history": estimator.polish_history_,
+                       "polish_residual": estimator.polish_residual_,
                        "perplexity": model.perplexity(held), "objective": estimator.objective_,
                        "parameters": model.n_parameters(), "collapsed_parameters": model.n_parameters(collapsed=True),
                        "trie_weights": model.trie.n_params, "train_loss": estimator.history_,
@@ -225,6 +231,62 @@ def cmd_perplexity(args):
                     Path(args.json).write_text(json.dumps(results, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def cmd_gap(args):
+    """Where on the evaluation tokens the log-linear model loses to modified Kneser-Ney: tokens
+    bucketed by the longest n-gram (context suffix + word) seen in training and its count; per
+    bucket the mean of ln p_MKN − ln p_loglinear (> 0: MKN better) and its share of the total
+    gap (the buckets' contributions sum to ln(perplexity ratio))."""
+    train_runs, eval_runs = subsets(args.subset + 1)
+    vocabulary, train, held = encode(train_runs[args.subset], eval_runs[args.subset])
+    mkn = ModifiedKneserNey(order=args.order).fit_ids(*train, vocabulary).model_
+    estimator = fit_loglinear(args, args.order, args.penalty, args.lam, vocabulary, train, args.alpha)
+    log_mkn = mkn.token_log10probs(*held)[0] * np.log(10.0)
+    log_ll = estimator.model_.token_log10probs(*held)[0] * np.log(10.0)
+
+    def padded(ids, lengths):
+        out, start = [], 0
+        for n in lengths:
+            out.append([vocabulary.bos_id] + list(ids[start:start + n]) + [vocabulary.eos_id])
+            start += n
+        return out
+
+    seen = {}
+    for sentence in padded(*train):
+        for i in range(1, len(sentence)):
+            for n in range(1, args.order + 1):
+                if i - n + 1 < 0:
+                    break
+                key = tuple(sentence[i - n + 1:i + 1])
+                seen[key] = seen.get(key, 0) + 1
+    buckets = {}
+    token = 0
+    for sentence in padded(*held):
+        for i in range(1, len(sentence)):
+            longest, count = 0, 0
+            for n in range(1, args.order + 1):
+                if i - n + 1 < 0 or tuple(sentence[i - n + 1:i + 1]) not in seen:
+                    break
+                longest, count = n, seen[tuple(sentence[i - n + 1:i + 1])]
+            key = (longest, min(count, 3))
+            buckets.setdefault(key, []).append(log_mkn[token] - log_ll[token])
+            token += 1
+    total = float(np.sum(log_mkn - log_ll))
+    print(f"subset {args.subset}, order {args.order}: MKN {np.exp(-log_mkn.mean()):.2f}, {args.penalty} "
+          f"{np.exp(-log_ll.mean()):.2f} (λ {args.lam:g}, α {estimator.alpha_:g}); {token} tokens; "
+          f"ln ratio {total / token:+.5f}")
+    print("| longest seen n-gram | its count | tokens | share | mean ln p_MKN − ln p_LL | share of the gap |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    rows = []
+    for (n, c), values in sorted(buckets.items()):
+        rows.append({"n": n, "count": c, "tokens": len(values), "mean": float(np.mean(values)), "sum": float(np.sum(values))})
+        print(f"| {n} | {'3+' if c == 3 else c} | {len(values)} | {len(values) / token:.1%} | {np.mean(values):+.4f} | "
+              f"{np.sum(values) / total:+.1%} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"subset": args.subset, "order": args.order, "lam": args.lam,
+                                               "alpha": estimator.alpha_, "mkn": float(np.exp(-log_mkn.mean())),
+                                               "loglinear": float(np.exp(-log_ll.mean())), "buckets": rows}, indent=1))
 
 
 def interleaved_times(functions: dict, repeat: int) -> tuple[dict, dict]:
@@ -331,6 +393,8 @@ def _label(row):
         extras.append("free root")
     if row.get("restart", "none") != "none":
         extras.append(f"restart {row['restart']}")
+    if row.get("polish"):
+        extras.append("FISTA-polished")
     return f"{row['model']} ({', '.join(extras)})"
 
 
@@ -391,6 +455,9 @@ def main():
                        help="alpha^depth as feature values (the paper) or as group weights of the penalty (extension)")
         p.add_argument("--free-root", action="store_true", help="leave the unigram (root) weights unpenalised (extension)")
         p.add_argument("--restart", choices=["none", "epoch"], default="none", help="apg: restart the acceleration each epoch")
+        p.add_argument("--polish", type=int, default=0,
+                       help="then at most this many full-batch FISTA iterations on the same objective (extension)")
+        p.add_argument("--polish-tol", type=float, default=1e-9, help="stop polishing below this relative decrease")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--json")
 
@@ -412,6 +479,13 @@ def main():
     p.add_argument("--append", action="store_true", help="add to the rows already in --json")
     p.add_argument("--full", action="store_true", help="train on all of PTB train, evaluate on all of PTB valid")
     training(p)
+    d = sub.add_parser("gap", help="bucket the evaluation tokens' log-loss gap to MKN by the longest seen n-gram")
+    d.add_argument("--subset", type=int, default=0)
+    d.add_argument("--order", type=int, default=4)
+    d.add_argument("--penalty", default="wlt2")
+    d.add_argument("--lam", type=float, default=0.3)
+    d.add_argument("--alpha", type=float, default=None)
+    training(d)
     x = sub.add_parser("prox-time")
     x.add_argument("--depths", type=lambda s: [int(v) for v in s.split(",")], default=[1, 2, 3, 4, 6, 8, 10, 12])
     x.add_argument("--sizes", type=lambda s: [int(v) for v in s.split(",")], default=[100_000, 200_000, 400_000, 800_000])
@@ -430,7 +504,7 @@ def main():
     b.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], help="only these orders")
     args = parser.parse_args()
     {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
-     "table": cmd_table}[args.command](args)
+     "table": cmd_table, "gap": cmd_gap}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -35,6 +35,9 @@ _OPTIONS = [
     click.option("--learning-rate", type=Real(0, min_open=True), default=1.0, show_default=True, help="loglinear adagrad: step eta."),
     click.option("--average", is_flag=True,
                  help="loglinear: return the mean of the last epoch's iterates, not the last one (extension; dense weights)."),
+    click.option("--polish", type=click.IntRange(0), default=0, show_default=True,
+                 help="loglinear: then at most this many full-batch FISTA iterations on the same objective, "
+                      "to its optimum (extension)."),
     click.option("--lipschitz", type=Real(0, min_open=True), default=None, help="loglinear apg: L (step 1/L) [order/2]."),
     click.option("--mu", type=Real(0), default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
     click.option("--restart", type=click.Choice(["none", "epoch"]), default="none", show_default=True,
@@ -59,7 +62,7 @@ def train_loglinear(corpus, output, order, min_count, options, say) -> None:
         alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
         optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"], mu=options["mu"],
         average=options["average"], weighting=options["weighting"], penalize_root=not options["free_root"],
-        restart=options["restart"], seed=options["seed"], min_count=min_count, progress=True,
+        restart=options["restart"], polish=options["polish"], seed=options["seed"], min_count=min_count, progress=True,
     )
     say(f"fitting a {order}-gram log-linear model ({options['penalty']}, {options['optimizer']}) on {', '.join(corpus)} ...")
     start = time.perf_counter()
@@ -70,7 +73,9 @@ def train_loglinear(corpus, output, order, min_count, options, say) -> None:
     model = estimator.model_
     say(f"{model.trie.n_contexts} contexts, {model.trie.n_params} weights ({model.n_parameters()} non-zero, "
         f"{model.n_parameters(collapsed=True)} collapsed) in {time.perf_counter() - start:.1f} s; "
-        f"training log-loss per epoch: {' '.join(f'{x:.4f}' for x in estimator.history_)}")
+        f"training log-loss per epoch: {' '.join(f'{x:.4f}' for x in estimator.history_)}"
+        + (f"; polished {len(estimator.polish_history_) - 1} iterations to mean objective "
+           f"{estimator.polish_history_[-1]:.6f}" if estimator.polish else ""))
     model.save(output)
     say(f"wrote {output}")
 
