@@ -241,6 +241,27 @@ def cmd_plot(args):
         fig.tight_layout()
         _save(fig, fig_dir / f"fig6_context_length{args.suffix}.png")
 
+    if any(r.get("checkpoints") for rs in results.values() for r in rs):
+        # learning curve inside long passes: dev scores after every --eval-every examples and at pass ends
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+        for m, colour in (("forced", "tab:red"), ("rcms", "tab:purple"), ("hybrid", "tab:green"),
+                          ("target", "tab:orange"), ("model", "tab:blue")):
+            for r in results.get(m, []):
+                points = sorted([(c["examples"], c["dev_cer"], c["dev_exact"]) for c in r.get("checkpoints", [])]
+                                + [(row["epoch"] * r["train_size"], row["dev_cer"], row["dev_exact"])
+                                   for row in r["history"]])
+                if not points:
+                    continue
+                xs, cer, exact = np.array(points).T
+                label = f"{METHOD_NAMES[m]} (perm {r['perm']})"
+                axes[0].plot(xs, cer, marker="o", color=colour, label=label)
+                axes[1].plot(xs, exact, marker="o", color=colour, label=label)
+        for ax, title in ((axes[0], "dev CER"), (axes[1], "dev exact match")):
+            ax.set(title=f"{title} vs training examples seen", xlabel="examples (updates)")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        _save(fig, fig_dir / f"learning_curve{args.suffix}.png")
+
     print("| method | perms | dev CER per pass (median) | dev exact, last pass (median [min, max]) "
           "| train CER / exact, last pass (median) | empty dev outputs, last pass | no-signal examples, last pass "
           "| non-zero weights, last pass (median) | train s/pass (median) | predict words/s |")
