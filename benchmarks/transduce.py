@@ -33,13 +33,19 @@ METHOD_NAMES = {"model": "select-by-model", "target": "select-by-target", "hybri
                 "forced": "forced decoding", "rcms": "RCMS"}
 
 
-def load_split(data_dir, train_size, dev_size, seed=0):
+def load_split(data_dir, train_size, dev_size, seed=0, dev_as_train_size=None):
+    """Random train and dev words (seed ``seed``). The dev draw follows the train draw in one
+    stream, so it depends on the train size; ``dev_as_train_size`` draws the dev words the split
+    with that many training words would (the same dev words at every training size)."""
     from varorder.io.cmudict import read_cmudict
 
     X, Y = read_cmudict(Path(data_dir) / "cmudict.train.dict.gz")
     Xd, Yd = read_cmudict(Path(data_dir) / "cmudict.dev.dict.gz")
     rng = np.random.default_rng(seed)
     tr = rng.choice(len(X), train_size, replace=False)
+    if dev_as_train_size is not None and dev_as_train_size != train_size:
+        rng = np.random.default_rng(seed)
+        rng.choice(len(X), dev_as_train_size, replace=False)
     dv = rng.choice(len(Xd), dev_size, replace=False)
     return [X[i] for i in tr], [Y[i] for i in tr], [Xd[i] for i in dv], [Yd[i] for i in dv]
 
@@ -49,13 +55,35 @@ def run_job(method, perm, args):
     from varorder.eval.metrics import character_error_rate, exact_match
     from varorder.transduce.model import AlignmentTransducer
 
-    X, Y, Xd, Yd = load_split(args.data_dir, args.train_size, args.dev_size, args.split_seed)
+    X, Y, Xd, Yd = load_split(args.data_dir, args.train_size, args.dev_size, args.split_seed, args.dev_as_train_size)
     Xe, Ye = X[:args.train_eval], Y[:args.train_eval]
 
     settings = {"method": method, "perm": perm, "train_size": len(X), "dev_size": len(Xd), "num_contexts": args.size,
                 "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
-                "hash_bits": args.hash_bits, "truncation": args.truncation}
-    passes, clock = [], [time.perf_counter()]
+                "hash_bits": args.hash_bits, "truncation": args.truncation,
+                "dev_as_train_size": args.dev_as_train_size or args.train_size}
+    # clock[0]: end of the last evaluation; clock[1]: training seconds of this pass before it
+    passes, checkpoints, clock = [], [], [time.perf_counter(), 0.0]
+
+    def write_partial(model):
+        write_json(Path(args.out) / f"{method}-{perm}.partial.json",
+                   {**settings, "complete": False, "imputation_seconds": model.imputation_seconds_, "history": passes,
+                    "checkpoints": checkpoints, "context_length_trace": model.context_length_trace_})
+
+    def checkpoint(model, examples):
+        """Dev scores inside a pass (a learning curve over the examples seen so far)."""
+        start = time.perf_counter()
+        dev = model.predict(Xd)
+        seconds = time.perf_counter() - start
+        clock[1] += start - clock[0]
+        row = {"examples": examples, "pass_train_seconds": clock[1], "dev_cer": character_error_rate(dev, Yd),
+               "dev_exact": exact_match(dev, Yd), "dev_empty": sum(p == "" for p in dev) / len(dev),
+               "predict_words_per_s": len(Xd) / seconds, "nonzero_weights": int(np.count_nonzero(model.weights_))}
+        checkpoints.append(row)
+        print(f"{method} perm {perm} after {examples} examples: dev CER {row['dev_cer']:.3f} exact {row['dev_exact']:.3f}",
+              file=sys.stderr, flush=True)
+        write_partial(model)
+        clock[0] = time.perf_counter()
 
     def evaluate(model, epoch):
         start = time.perf_counter()
@@ -71,12 +99,10 @@ def run_job(method, perm, args):
               file=sys.stderr, flush=True)
         # a cut-off run keeps its finished passes: the history so far, this pass's training time
         # measured here (fit adds its own row after the callback returns)
-        passes.append({"epoch": epoch, "seconds": start - clock[0], **row,
+        passes.append({"epoch": epoch, "seconds": clock[1] + start - clock[0], **row,
                        "nonzero_weights": int(np.count_nonzero(model.weights_))})
-        write_json(Path(args.out) / f"{method}-{perm}.partial.json",
-                   {**settings, "complete": False, "imputation_seconds": model.imputation_seconds_, "history": passes,
-                    "context_length_trace": model.context_length_trace_})
-        clock[0] = time.perf_counter()
+        write_partial(model)
+        clock[0], clock[1] = time.perf_counter(), 0.0
         return row
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
@@ -90,11 +116,11 @@ def run_job(method, perm, args):
         # once "at the beginning" in the paper; the permutation orders the 5-gram training)
         alignments, imputation_seconds = shared_imputation(args, X, Y)
     clock[0] = time.perf_counter()
-    model.fit(X, Y, callback=evaluate, alignments=alignments)
+    model.fit(X, Y, callback=evaluate, alignments=alignments, checkpoint=checkpoint, checkpoint_every=args.eval_every)
     if imputation_seconds is not None:
         model.imputation_seconds_ = imputation_seconds
     result = {**settings, "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
-              "history": model.history_, "context_length_trace": model.context_length_trace_}
+              "history": model.history_, "checkpoints": checkpoints, "context_length_trace": model.context_length_trace_}
     write_json(Path(args.out) / f"{method}-{perm}.json", result)
     (Path(args.out) / f"{method}-{perm}.partial.json").unlink(missing_ok=True)
     return method, perm
@@ -215,6 +241,27 @@ def cmd_plot(args):
         fig.tight_layout()
         _save(fig, fig_dir / f"fig6_context_length{args.suffix}.png")
 
+    if any(r.get("checkpoints") for rs in results.values() for r in rs):
+        # learning curve inside long passes: dev scores after every --eval-every examples and at pass ends
+        fig, axes = plt.subplots(1, 2, figsize=(9, 3.6))
+        for m, colour in (("forced", "tab:red"), ("rcms", "tab:purple"), ("hybrid", "tab:green"),
+                          ("target", "tab:orange"), ("model", "tab:blue")):
+            for r in results.get(m, []):
+                points = sorted([(c["examples"], c["dev_cer"], c["dev_exact"]) for c in r.get("checkpoints", [])]
+                                + [(row["epoch"] * r["train_size"], row["dev_cer"], row["dev_exact"])
+                                   for row in r["history"]])
+                if not points:
+                    continue
+                xs, cer, exact = np.array(points).T
+                label = f"{METHOD_NAMES[m]} (perm {r['perm']})"
+                axes[0].plot(xs, cer, marker="o", color=colour, label=label)
+                axes[1].plot(xs, exact, marker="o", color=colour, label=label)
+        for ax, title in ((axes[0], "dev CER"), (axes[1], "dev exact match")):
+            ax.set(title=f"{title} vs training examples seen", xlabel="examples (updates)")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        _save(fig, fig_dir / f"learning_curve{args.suffix}.png")
+
     print("| method | perms | dev CER per pass (median) | dev exact, last pass (median [min, max]) "
           "| train CER / exact, last pass (median) | empty dev outputs, last pass | no-signal examples, last pass "
           "| non-zero weights, last pass (median) | train s/pass (median) | predict words/s |")
@@ -267,6 +314,10 @@ def main(argv=None):
     run.add_argument("--bigram-epochs", type=int, default=1)
     run.add_argument("--track-every", type=int, default=100)
     run.add_argument("--split-seed", type=int, default=0)
+    run.add_argument("--dev-as-train-size", type=int, default=None,
+                     help="draw the dev words as the split with this many training words does (same dev at every size)")
+    run.add_argument("--eval-every", type=int, default=0,
+                     help="also score dev after every N examples inside a pass (0: only after each pass)")
     run.add_argument("--workers", type=int, default=1)
     run.add_argument("--share-imputation", action="store_true",
                      help="forced decoding: impute once (seed 0) and reuse for every permutation")

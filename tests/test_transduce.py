@@ -496,3 +496,77 @@ def test_truncation_touches_fewer_weights_and_round_trips(tmp_path):
     assert AlignmentTransducer.load(tmp_path / "t.npz").truncation == 0.5
     with pytest.raises(ValueError, match="truncation"):
         AlignmentTransducer(truncation=-1.0, **kwargs).fit(inputs, outputs)
+
+
+# ---------------------------------------------------------------- fast paths equal their plain definitions
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_heap_selection_equals_the_stable_sort_scan(data):
+    from varorder.transduce.lattice import _select
+
+    n = data.draw(st.integers(0, 40))
+    groups = data.draw(st.integers(1, 4))
+    beam = data.draw(st.booleans())
+    B = data.draw(st.integers(1, 5))
+    extra_k = data.draw(st.integers(0, 4))
+    # few distinct scores, so ties (broken by index) are common
+    fwd = np.array(data.draw(st.lists(st.sampled_from([-np.inf, -2.0, -1.0, 0.0, 0.5]), min_size=n, max_size=n)))
+    g_j = np.array(data.draw(st.lists(st.integers(0, groups - 1), min_size=n, max_size=n)), dtype=np.int64)
+    gold = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=np.bool_)
+    forced = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), dtype=np.bool_)
+    expected = np.zeros(n, dtype=np.bool_)
+    taken, per_group, extra = 0, np.zeros(groups, int), 0
+    for g in np.argsort(-fwd, kind="mergesort"):  # the plain definition: scan a stable sort from the top
+        if fwd[g] == -np.inf:
+            break
+        if beam and taken < B:
+            expected[g], taken = True, taken + 1
+        elif not beam and per_group[g_j[g]] < B:
+            expected[g], per_group[g_j[g]] = True, per_group[g_j[g]] + 1
+        if gold[g] and extra < extra_k:
+            expected[g], extra = True, extra + 1
+        if forced[g]:
+            expected[g] = True
+    got = _select(fwd.astype(np.float64), g_j, gold, forced, n, 1 if beam else groups, B, beam, extra_k)
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("method, truncation", [("rcms", 0.0), ("hybrid", 0.0), ("forced", 0.0), ("rcms", 0.05)])
+def test_accumulated_step_equals_the_step_on_the_dense_gradient(method, truncation):
+    from varorder.models.optim import AdaGrad
+    from varorder.transduce.model import _GradientAccumulator
+
+    inputs, outputs = [["a", "b", "b"], ["b", "a"], ["a"]], ["xyz", "yx", "xx"]
+    model = AlignmentTransducer(method=method, num_contexts=2, order=3, max_advance=2, hash_bits=10, epochs=0,
+                                bigram_epochs=0).fit(inputs, outputs)
+    rng = np.random.default_rng(3)
+    model.weights_ = rng.normal(size=model.weights_.size) * 0.5
+    moves = np.array([1, 1, 1]) if method == "forced" else None
+    accumulate, dense = AdaGrad(0.2, 1e-4), AdaGrad(0.2, 1e-4)
+    fast, slow = model.weights_.copy(), model.weights_.copy()
+    gradient = _GradientAccumulator(fast.size)
+    for step in range(3):  # the scratch table is cleared between examples
+        x, y = model.codec_.encode_input(inputs[step]), model.codec_.encode_output(outputs[step])
+        model.weights_ = fast
+        _, _, terms = model._example_terms(x, y, moves if step == 0 else None)
+        for lattice, marginals, sign in terms:
+            gradient.add(lattice, marginals, sign)
+        gradient.step(accumulate, fast, truncation, np.random.default_rng(step))
+        model.weights_ = slow
+        _, idx, val, _ = model.example_gradient(x, y, moves if step == 0 else None)
+        summed = np.bincount(idx, weights=val, minlength=slow.size)
+        touched = np.flatnonzero(summed)
+        grad = truncate_gradient(summed[touched], truncation, np.random.default_rng(step))
+        full = np.zeros(slow.size)
+        full[touched] = grad
+        dense.step(slow, full)
+        np.testing.assert_array_equal(fast, slow)
+        assert not gradient.dense.any() and not gradient.seen.any() and gradient.count == 0
+
+
+def test_checkpoints_run_inside_passes_only():
+    inputs, outputs = [["a", "b"], ["b"], ["a"], ["b", "b"], ["a", "a"]], ["xy", "y", "x", "yy", "xx"]
+    seen = []
+    model = AlignmentTransducer(method="rcms", num_contexts=2, order=2, max_advance=1, hash_bits=10, epochs=2)
+    model.fit(inputs, outputs, checkpoint=lambda m, k: seen.append(k), checkpoint_every=2)
+    assert seen == [2, 4, 6, 8]  # not 10: the end of a pass is the per-pass callback's

@@ -110,9 +110,58 @@ def _grow1(a, n):
 
 
 @nb.njit(cache=True)
-def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed, mask, offsets, unigrams,
-                   backoff, wts, feats, hist, window, slots):
-    """θᵀφ and weight indices of expanding context u (state z = j) by letter y, for every move.
+def _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slots, window):
+    """What the features of every expansion of context u (state z = j) read from u, once per u.
+
+    ``slots``: the n − 1 output slot codes (oldest first: letters, V = BOS, V + 1 = ★);
+    ``window``: the n − 1 previous edges (oldest first; E = BOS, E + 1 = ★), read through the
+    context. Returns the output n-gram prefix code (the slots in radix V + 2).
+    """
+    NM = M + 1
+    w = n - 1
+    E = P * V
+    code = 0
+    for t in range(w):  # oldest slot first
+        k = w - t
+        if k <= u_len:
+            s = node_sym[u, u_len - k] // NM
+        elif full:
+            s = V  # BOS
+        else:
+            s = V + 1  # ★
+        code = code * (V + 2) + s
+        slots[t] = s
+    # the n − 1 previous edges, most recent first, written from the end of the window
+    got = 0
+    jpos = j
+    k = u_len - 1
+    while got < w and k >= 0:
+        lab = node_sym[u, k]
+        yk = lab // NM
+        mk = lab % NM
+        if mk == 0:
+            window[w - 1 - got] = x[jpos - 1] * V + yk
+            got += 1
+        else:
+            p = jpos
+            while p > jpos - mk and got < w:
+                window[w - 1 - got] = x[p - 1] * V + yk
+                got += 1
+                p -= 1
+        jpos -= mk
+        k -= 1
+    pad = E if full else E + 1  # BOS or ★
+    while got < w:
+        window[w - 1 - got] = pad
+        got += 1
+    return code
+
+
+@nb.njit(cache=True)
+def _step_features(x, theta, prefix, slots, context_window, j, y, V, P, n, M, hashed, mask, offsets, unigrams,
+                   backoff, wts, feats, window):
+    """θᵀφ and weight indices of expanding a context (state z = j; its ``prefix``, ``slots`` and
+    ``context_window`` from :func:`_context_history`) by letter y, for every move.
 
     Row m of ``feats`` (−1 padded) and ``wts[m]``: move m (0 share, k advance k); for the
     end symbol (y = V) row 0 only. Moves share the output n-gram and the leading edges.
@@ -128,18 +177,7 @@ def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed,
         wts[m] = _NEG_INF
         for t in range(feats.shape[1]):
             feats[m, t] = -1
-    code = 0
-    for t in range(w):  # oldest slot first
-        k = w - t
-        if k <= u_len:
-            s = node_sym[u, u_len - k] // NM
-        elif full:
-            s = V  # BOS
-        else:
-            s = V + 1  # ★
-        code = code * (V + 2) + s
-        slots[t] = s
-    letter = _feature_index(code * (V + 1) + y, 0, hashed, mask, offsets[0])
+    letter = _feature_index(prefix * (V + 1) + y, 0, hashed, mask, offsets[0])
     base = theta[letter]
     letter_col = 2 * M + 1
     edge_col = letter_col + w
@@ -149,31 +187,8 @@ def _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed,
         feats[0, 0] = letter
         wts[0] = base
         return
-    # the n − 1 previous edges, most recent first, read through the context
-    got = 0
-    jpos = j
-    k = u_len - 1
-    while got < w and k >= 0:
-        lab = node_sym[u, k]
-        yk = lab // NM
-        mk = lab % NM
-        if mk == 0:
-            hist[got] = x[jpos - 1] * V + yk
-            got += 1
-        else:
-            p = jpos
-            while p > jpos - mk and got < w:
-                hist[got] = x[p - 1] * V + yk
-                got += 1
-                p -= 1
-        jpos -= mk
-        k -= 1
-    pad = E if full else E + 1  # BOS or ★
-    while got < w:
-        hist[got] = pad
-        got += 1
     for t in range(w):
-        window[t] = hist[w - 1 - t]
+        window[t] = context_window[t]
     if j >= 1:  # share: one edge to phoneme j
         edge = x[j - 1] * V + y
         code = 0
@@ -249,6 +264,73 @@ def _kept_ancestor(u, lab, node_anc, node_root, node_j, prev_roots, child, prev_
 
 
 @nb.njit(cache=True)
+def _worse(fwd, a, b):
+    """Candidate a ranks below b: lower forward score, ties broken by the later index."""
+    return fwd[a] < fwd[b] or (fwd[a] == fwd[b] and a > b)
+
+
+@nb.njit(cache=True)
+def _heap_offer(fwd, heap, base, size, capacity, g):
+    """Offer candidate g to the bounded min-heap ``heap[base : base + capacity]`` (worst at the top)
+    holding ``size`` entries; returns the new size. Candidates arrive in increasing index order."""
+    if size < capacity:
+        k = size
+        heap[base + k] = g
+        while k > 0:
+            parent = (k - 1) // 2
+            if not _worse(fwd, heap[base + k], heap[base + parent]):
+                break
+            heap[base + k], heap[base + parent] = heap[base + parent], heap[base + k]
+            k = parent
+        return size + 1
+    if not _worse(fwd, heap[base], g):
+        return size
+    heap[base] = g
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= size:
+            break
+        if child + 1 < size and _worse(fwd, heap[base + child + 1], heap[base + child]):
+            child += 1
+        if not _worse(fwd, heap[base + child], heap[base + k]):
+            break
+        heap[base + k], heap[base + child] = heap[base + child], heap[base + k]
+        k = child
+    return size
+
+
+@nb.njit(cache=True)
+def _select(g_fwd, g_j, g_gold, g_forced, n_g, groups, B, beam, extra_k):
+    """Kept candidates: the B best per z_i (RCMS; ``groups`` = L′ + 1) or overall (beam), the
+    ``extra_k`` best that spell the gold prefix, and the forced one; −∞ candidates never.
+
+    "Best" orders by forward score, ties by the earlier index — the same set as a stable sort
+    by −score scanned from the top, found with bounded heaps in O(n log B) instead of a sort.
+    """
+    active = np.zeros(n_g, np.bool_)
+    heap = np.empty(groups * B, np.int64)
+    size = np.zeros(groups, np.int64)
+    gold_heap = np.empty(max(extra_k, 1), np.int64)
+    gold_size = 0
+    for g in range(n_g):
+        if not g_fwd[g] > _NEG_INF:
+            continue
+        k = 0 if beam else g_j[g]
+        size[k] = _heap_offer(g_fwd, heap, k * B, size[k], B, g)
+        if g_gold[g] and extra_k > 0:
+            gold_size = _heap_offer(g_fwd, gold_heap, 0, gold_size, extra_k, g)
+        if g_forced[g]:
+            active[g] = True
+    for k in range(groups):
+        for t in range(size[k]):
+            active[heap[k * B + t]] = True
+    for t in range(gold_size):
+        active[gold_heap[t]] = True
+    return active
+
+
+@nb.njit(cache=True)
 def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff, F, B, beam, bigram_exact, Lmax,
                   clamp, gold, extra_k, forced_moves):
     Lp = x.shape[0]
@@ -286,7 +368,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
     prev_count = 1
     step_w = np.empty(NM)
     step_f = np.empty((NM, F), np.int64)
-    hist_buf = np.empty(n + M, np.int64)
+    ctx_window = np.empty(n, np.int64)
     win_buf = np.empty(n, np.int64)
     slot_buf = np.empty(n, np.int64)
     prev_roots = np.full((Lp + 1) * 2, -1, np.int64)
@@ -327,9 +409,10 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
             f = node_f[u]
             u_len = node_len[u]
             full = u_len == node_pos[u]
+            prefix = _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slot_buf, ctx_window)
             if j == Lp and i >= 2 and (not clamped or i == Lc + 1):
-                _step_features(x, theta, node_sym, u, u_len, full, j, V, V, P, n, M, hashed, mask, offsets,
-                               unigrams, backoff, step_w, step_f, hist_buf, win_buf, slot_buf)
+                _step_features(x, theta, prefix, slot_buf, ctx_window, j, V, V, P, n, M, hashed, mask, offsets,
+                               unigrams, backoff, step_w, step_f, win_buf)
                 e_w[n_e] = step_w[0]
                 e_feat[n_e] = step_f[0]
                 e_par[n_e] = u
@@ -341,8 +424,8 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
             for y in range(V):
                 if clamped and y != clamp[i - 1]:
                     continue
-                _step_features(x, theta, node_sym, u, u_len, full, j, y, V, P, n, M, hashed, mask, offsets,
-                               unigrams, backoff, step_w, step_f, hist_buf, win_buf, slot_buf)
+                _step_features(x, theta, prefix, slot_buf, ctx_window, j, y, V, P, n, M, hashed, mask, offsets,
+                               unigrams, backoff, step_w, step_f, win_buf)
                 for m in range(NM):
                     if m == 0:
                         if f == 0 or j == 0:
@@ -399,27 +482,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
                         if forcing and node_forced[u] and m == forced_moves[i - 1]:
                             g_forced[g] = True
         # selection: B best per z_i (RCMS) or overall (beam), plus gold extras and the forced entry
-        active = np.zeros(n_g, np.bool_)
-        order = np.argsort(-g_fwd[:n_g], kind="mergesort")
-        per_j = np.zeros(Lp + 1, np.int64)
-        taken = 0
-        extra = 0
-        for t in range(n_g):
-            g = order[t]
-            if g_fwd[g] == _NEG_INF:
-                break
-            if beam:
-                if taken < B:
-                    active[g] = True
-                    taken += 1
-            elif per_j[g_j[g]] < B:
-                active[g] = True
-                per_j[g_j[g]] += 1
-            if g_gold[g] and extra < extra_k:
-                active[g] = True
-                extra += 1
-            if g_forced[g]:
-                active[g] = True
+        active = _select(g_fwd, g_j, g_gold, g_forced, n_g, 1 if beam else Lp + 1, B, beam, extra_k)
         first = n_nodes
         g_node = np.full(n_g, -1, np.int64)
         child = np.full((prev_count, NL), -1, np.int64)  # (context at i−1, label) → kept context at i

@@ -46,6 +46,7 @@ import math
 import os
 import time
 
+import numba as nb
 import numpy as np
 from tqdm.auto import tqdm
 
@@ -124,18 +125,65 @@ def truncate_gradient(values, threshold: float, rng) -> np.ndarray:
     return out
 
 
-def _sparse_step(optimiser: AdaGrad, weights, indices, values, truncation: float = 0.0, rng=None) -> None:
-    """AdaGrad step for a gradient given as (index, value) pairs with many repeats.
+@nb.njit(cache=True)
+def _add_arc_features(arc_features, arc_marginals, sign, dense, seen, touched, n_touched):
+    """dense[φ(a)] += sign · p(a) for every arc a and fired slot, in arc-then-slot order;
+    the first time an index is touched it is appended to ``touched``. Returns the new count."""
+    for a in range(arc_features.shape[0]):
+        value = sign * arc_marginals[a]
+        for t in range(arc_features.shape[1]):
+            idx = arc_features[a, t]
+            if idx < 0:
+                continue
+            dense[idx] += value
+            if not seen[idx]:
+                seen[idx] = True
+                touched[n_touched] = idx
+                n_touched += 1
+    return n_touched
 
-    Summing by ``bincount`` over the weight table and stepping on its non-zeros is the
-    same step as ``step_sparse`` on the raw pairs, without sorting ~10⁶ repeated indices.
-    ``truncation`` > 0 applies :func:`truncate_gradient` to the summed coordinates.
+
+class _GradientAccumulator:
+    """Σ_a sign·p(a)·φ(a) over the arcs of one example's lattices, summed in a dense scratch table.
+
+    The per-example gradient of eq. 7 fires ~10⁵–10⁶ (index, value) pairs with many repeats
+    into a 2^hash_bits table. The sums are added in the same order as ``bincount`` over the
+    concatenated pairs would (model arcs, then target arcs, each arc's slots in turn), so the
+    step is bit for bit the one on the dense gradient; only the touched coordinates are read
+    and reset, so an example costs its own pairs, not the table size.
     """
-    dense = np.bincount(indices, weights=values, minlength=weights.size)
-    touched = np.flatnonzero(dense)
-    grad = truncate_gradient(dense[touched], truncation, rng)
-    keep = grad != 0
-    optimiser.step_sparse(weights, touched[keep], grad[keep])
+
+    def __init__(self, size: int):
+        self.dense = np.zeros(size)
+        self.seen = np.zeros(size, dtype=np.bool_)
+        self.touched = np.empty(0, dtype=np.int64)
+        self.count = 0
+
+    def add(self, lattice, arc_marginals, sign: float) -> None:
+        """Add sign · E[φ] of an :class:`AlignmentLattice` under ``arc_marginals``."""
+        feats = lattice.arc_features
+        need = self.count + feats.size
+        if need > self.touched.size:
+            grown = np.empty(max(need, 2 * self.touched.size), dtype=np.int64)
+            grown[:self.count] = self.touched[:self.count]
+            self.touched = grown
+        self.count = _add_arc_features(feats, np.ascontiguousarray(arc_marginals, dtype=np.float64), float(sign),
+                                       self.dense, self.seen, self.touched, self.count)
+
+    def step(self, optimiser: AdaGrad, weights, truncation: float = 0.0, rng=None) -> None:
+        """AdaGrad step on the summed coordinates (sorted, exact zeros dropped), then clear the scratch.
+
+        ``truncation`` > 0 applies :func:`truncate_gradient` to the summed coordinates.
+        """
+        touched = np.sort(self.touched[:self.count])
+        sums = self.dense[touched]
+        self.dense[touched] = 0.0
+        self.seen[touched] = False
+        self.count = 0
+        nonzero = sums != 0
+        touched, grad = touched[nonzero], truncate_gradient(sums[nonzero], truncation, rng)
+        keep = grad != 0
+        optimiser.step_sparse(weights, touched[keep], grad[keep])
 
 
 def bigram_viterbi_alignment(x, y, weights, features: AlignmentFeatureSpace, max_length: int = 1):
@@ -163,6 +211,7 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
         raise ValueError("the forced-decoding bigram model needs order 2 features")
     theta = np.zeros(features.size)
     opt = AdaGrad(step_size, delta)
+    gradient = _GradientAccumulator(features.size)
     rng = as_rng(seed)
     bar = tqdm(total=epochs * len(x_ids) + len(x_ids), disable=not progress, desc="bigram imputation", leave=False)
     for _ in range(epochs):
@@ -177,9 +226,9 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
             if log_zt == -np.inf:
                 continue
             model = build_alignment_lattice(x, theta, features, 1, max_length=Lmax, bigram_exact=True)
-            idx_m, val_m = model.expected_features(lt.marginals(model.lattice)[1])
-            idx_t, val_t = target.expected_features(arc_t)
-            _sparse_step(opt, theta, np.concatenate([idx_m, idx_t]), np.concatenate([val_m, -val_t]))
+            gradient.add(model, lt.marginals(model.lattice)[1], 1.0)
+            gradient.add(target, arc_t, -1.0)
+            gradient.step(opt, theta)
     moves = []
     for x, y in zip(x_ids, y_ids):
         bar.update(1)
@@ -285,21 +334,30 @@ class AlignmentTransducer(ParamsMixin):
                                         forced_moves=moves)
         return model, model, restrict_to_output(model, y, moves)
 
+    def _example_terms(self, x, y, moves=None):
+        """(ℓ, context length, [(lattice, arc marginals, sign), …]) of one encoded pair: the
+        gradient of −ℓ is Σ sign · E[φ] over the terms (model +1, then target −1); no terms
+        and ℓ = −inf when the target lattice has no path."""
+        model, target, target_lattice = self._lattices(x, y, moves)
+        log_zt, _, arc_t = lt.log_partition_and_marginals(target_lattice)
+        ctx = model.context_length(upto=len(y))
+        if log_zt == -np.inf:
+            return -np.inf, ctx, []
+        log_zm, _, arc_m = lt.log_partition_and_marginals(model.lattice)
+        return log_zt - log_zm, ctx, [(model, arc_m, 1.0), (target, arc_t, -1.0)]
+
     def example_gradient(self, x, y, moves=None):
         """(approximate log-likelihood, indices, values of ∇(−ℓ), context length) for one encoded pair.
 
         ℓ = log Z_target − log Z_model; −inf with an empty gradient when the target
         lattice has no path (no training signal).
         """
-        model, target, target_lattice = self._lattices(x, y, moves)
-        log_zt, _, arc_t = lt.log_partition_and_marginals(target_lattice)
-        ctx = model.context_length(upto=len(y))
-        if log_zt == -np.inf:
-            return -np.inf, np.zeros(0, np.int64), np.zeros(0), ctx
-        log_zm, _, arc_m = lt.log_partition_and_marginals(model.lattice)
-        idx_m, val_m = model.expected_features(arc_m)
-        idx_t, val_t = target.expected_features(arc_t)
-        return log_zt - log_zm, np.concatenate([idx_m, idx_t]), np.concatenate([val_m, -val_t]), ctx
+        ll, ctx, terms = self._example_terms(x, y, moves)
+        pairs = [lattice.expected_features(marginals) for lattice, marginals, _ in terms]
+        signs = [sign for _, _, sign in terms]
+        idx = np.concatenate([np.zeros(0, np.int64)] + [i for i, _ in pairs])
+        val = np.concatenate([np.zeros(0)] + [sign * v for (_, v), sign in zip(pairs, signs)])
+        return ll, idx, val, ctx
 
     # ------------------------------------------------------------ training
     def impute_alignments(self, inputs, outputs) -> list:
@@ -317,12 +375,14 @@ class AlignmentTransducer(ParamsMixin):
                                   self.length_ratio, self.length_slack, self.seed, self.progress)
         return [None if m is None else m.tolist() for m in moves]
 
-    def fit(self, inputs, outputs, callback=None, alignments=None):
+    def fit(self, inputs, outputs, callback=None, alignments=None, checkpoint=None, checkpoint_every: int = 0):
         """Train on ``inputs`` (symbol sequences) and ``outputs`` (strings); returns self.
 
         ``callback(model, epoch)`` runs after each pass and may return a dict merged into
         that pass's ``history_`` row. ``alignments`` (forced decoding only): precomputed
-        moves from :func:`impute_alignments` (else computed here).
+        moves from :func:`impute_alignments` (else computed here). ``checkpoint(model,
+        examples)`` runs inside a pass after every ``checkpoint_every`` examples (not at the
+        end of a pass, where ``callback`` runs): learning curves within a long pass.
         """
         self._check_params()
         _check_pairs(inputs, outputs)
@@ -342,6 +402,7 @@ class AlignmentTransducer(ParamsMixin):
             moves = [None if m is None else np.asarray(m, dtype=np.int64) for m in alignments]
             self.imputation_seconds_ = time.perf_counter() - start
         optimiser = AdaGrad(self.step_size, self.delta)
+        gradient = _GradientAccumulator(self.features_.size)
         rng = as_rng(self.seed)
         # its own child stream: the example order is the seed's with or without truncation
         truncation_rng = as_rng(rng.bit_generator.seed_seq.spawn(1)[0])
@@ -352,14 +413,17 @@ class AlignmentTransducer(ParamsMixin):
         for epoch in range(self.epochs):
             start = time.perf_counter()
             total_ll, updates, no_signal = 0.0, 0, 0
+            pass_start = seen
             for k in rng.permutation(len(xs)):
+                if checkpoint is not None and checkpoint_every > 0 and seen > pass_start and seen % checkpoint_every == 0:
+                    checkpoint(self, seen)
                 bar.update(1)
                 seen += 1
                 x, y = xs[k], ys[k]
                 if y is None or (self.method == "forced" and moves[k] is None):
                     no_signal += 1
                     continue
-                ll, idx, val, ctx = self.example_gradient(x, y, moves[k])
+                ll, ctx, terms = self._example_terms(x, y, moves[k])
                 if np.isfinite(ctx):
                     ctx_sum += ctx
                     ctx_n += 1
@@ -370,7 +434,9 @@ class AlignmentTransducer(ParamsMixin):
                     continue
                 total_ll += ll
                 updates += 1
-                _sparse_step(optimiser, self.weights_, idx, val, self.truncation, truncation_rng)
+                for lattice, marginals, sign in terms:
+                    gradient.add(lattice, marginals, sign)
+                gradient.step(optimiser, self.weights_, self.truncation, truncation_rng)
             row = {"epoch": epoch + 1, "examples": seen, "updates": updates, "no_signal": no_signal,
                    "train_log_likelihood": total_ll / max(updates, 1),
                    "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
