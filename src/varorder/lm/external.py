@@ -16,8 +16,8 @@ per order, as a run of word-id rows sorted lexicographically with their counts; 
 order's runs are merged by a k-way merge in batches through a window per run (all
 windows together sized to the budget, read with plain file reads, never memory-mapped),
 summing counts of equal rows, into one sorted table on disk (:func:`count_to_disk`).
-Nothing held grows with the number of runs but a few integers each. With Dask, each shard writes its runs into the shared
-folder and this process merges them the same way.
+Nothing held grows with the number of runs but a few integers each. With Dask, each
+shard writes its runs into the shared folder and this process merges them the same way.
 
 :mod:`varorder.lm.streaming` estimates from those tables without loading them; the
 older entry points :func:`count_ngrams_on_disk` / :func:`count_ngrams_dask` load them
