@@ -78,7 +78,8 @@ def run_with_rusage(command: list[str], tree: bool = False) -> dict:
     (larger) process inherits its peak into ``ru_maxrss`` (Linux folds the memory image a
     vfork/fork child starts from into it at exec), which inflated the figures. With
     ``tree``, also the peak of the RSS summed over the whole process tree (Dask workers
-    are processes of their own), sampled every 0.2 s with psutil."""
+    are processes of their own), sampled every 0.2 s with psutil, and the largest single
+    process the command started (a Dask worker)."""
     import threading
 
     import psutil
@@ -89,6 +90,7 @@ def run_with_rusage(command: list[str], tree: bool = False) -> dict:
         start = time.perf_counter()
         process = subprocess.Popen(wrapped, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         tree_peak = [0]
+        worker_peak = [0]  # the largest process the command itself started (a Dask worker)
         done = threading.Event()
 
         def sample():
@@ -96,7 +98,10 @@ def run_with_rusage(command: list[str], tree: bool = False) -> dict:
             while not done.wait(0.2):
                 try:
                     members = [root] + root.children(recursive=True)
+                    command_pids = {c.pid for c in root.children()} if timer.exists() else {root.pid}
                     tree_peak[0] = max(tree_peak[0], sum(m.memory_info().rss for m in members))
+                    worker_peak[0] = max([worker_peak[0]] + [m.memory_info().rss for m in members
+                                                             if m.pid != root.pid and m.pid not in command_pids])
                 except psutil.Error:
                     pass
 
@@ -122,6 +127,7 @@ def run_with_rusage(command: list[str], tree: bool = False) -> dict:
               "stdout": stdout, "stderr": stderr}
     if tree:
         result["tree_peak_rss_mb"] = tree_peak[0] / 2**20
+        result["largest_worker_peak_rss_mb"] = worker_peak[0] / 2**20
     return result
 
 
@@ -443,6 +449,7 @@ DASK_CHILD = textwrap.dedent("""
 def _train_row(run: dict) -> dict:
     return {"wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
             "tree_peak_rss_mb": run.get("tree_peak_rss_mb"),
+            "largest_worker_peak_rss_mb": run.get("largest_worker_peak_rss_mb"),
             "log": [line for line in run["stderr"].splitlines() if "grams=" in line]}
 
 

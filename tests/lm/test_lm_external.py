@@ -7,10 +7,13 @@ import gzip
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from _lm_oracle import random_corpus, table_of
 from varorder.lm import ModifiedKneserNey, count_ngrams, read_corpus
-from varorder.lm.external import count_ngrams_on_disk, merge_runs, parse_memory
+from varorder.lm.external import (_blocks, block_tokens_for, count_ngrams_on_disk, merge_bytes_per_row, merge_runs,
+                                  parse_memory, vocabulary_of)
 
 
 def assert_same_counts(ours, theirs):
@@ -54,19 +57,53 @@ def test_on_disk_estimate_equals_in_memory_estimate(tmp_path, corpus_files):
 def test_merge_uses_small_ranges_and_sums_equal_rows():
     rng = np.random.default_rng(1)
     runs, expected = [], {}
-    for _ in range(5):
-        rows = rng.integers(0, 6, size=(50, 3)).astype(np.int32)
-        counts = rng.integers(1, 5, size=50)
-        for row, count in zip(map(tuple, rows), counts):
+    for size in (50, 1, 80, 50, 20):
+        # A run holds each row once (a counted block), sorted; runs overlap.
+        run = {}
+        for row, count in zip(map(tuple, rng.integers(0, 6, size=(size, 3)).tolist()), rng.integers(1, 5, size=size)):
+            run[row] = run.get(row, 0) + int(count)
             expected[row] = expected.get(row, 0) + int(count)
-        order = np.lexsort(rows.T[::-1])
-        runs.append((rows[order], counts[order]))
-    parts = list(merge_runs(runs, 6, memory=3 * (4 * 3 + 8) * 40))  # ranges of about 40 rows
+        rows = sorted(run)
+        runs.append((np.array(rows, dtype=np.int32).reshape(-1, 3), np.array([run[r] for r in rows])))
+    parts = list(merge_runs(runs, 6, memory=merge_bytes_per_row(3) * 40))  # windows of 40 rows in all
     assert len(parts) > 1
+    assert max(len(c) for _, c in parts) <= 40
     rows = np.concatenate([r for r, _ in parts])
     counts = np.concatenate([c for _, c in parts])
     assert [tuple(r) for r in rows.tolist()] == sorted(expected)
     assert counts.tolist() == [expected[r] for r in sorted(expected)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(runs=st.lists(st.dictionaries(st.tuples(*[st.integers(0, 4)] * 3), st.integers(1, 9), max_size=40), max_size=7),
+       window_rows=st.integers(1, 60))
+def test_merge_sums_repeat_free_runs_in_windows_of_bounded_size(runs, window_rows):
+    expected = {}
+    arrays = []
+    for run in runs:
+        for row, count in run.items():
+            expected[row] = expected.get(row, 0) + count
+        rows = sorted(run)
+        arrays.append((np.array(rows, dtype=np.int32).reshape(-1, 3), np.array([run[r] for r in rows], dtype=np.int64)))
+    memory = merge_bytes_per_row(3) * window_rows
+    parts = list(merge_runs(arrays, 5, memory=memory))
+    got = [tuple(r) for rows, _ in parts for r in rows.tolist()]
+    assert got == sorted(expected)
+    assert [c for _, counts in parts for c in counts.tolist()] == [expected[r] for r in got]
+    # Every step merges at most the rows the windows hold together.
+    windows = max(1, window_rows // max(1, sum(1 for run in runs if run)))
+    assert all(len(counts) <= windows * len(arrays) for _, counts in parts)
+
+
+def test_blocks_hold_at_most_the_budgeted_tokens(corpus_files):
+    vocabulary = vocabulary_of(corpus_files)
+    blocks = list(_blocks(corpus_files, vocabulary, 50, batch_bytes=200))
+    _, ids, lengths = read_corpus(corpus_files)
+    assert len(blocks) > 10
+    assert all(len(ids_) <= 50 or len(lengths_) == 1 for ids_, lengths_ in blocks)
+    assert np.array_equal(np.concatenate([b[0] for b in blocks]), ids)
+    assert np.array_equal(np.concatenate([b[1] for b in blocks]), lengths)
+    assert block_tokens_for(1 << 30, 3) > block_tokens_for(1 << 30, 5) > block_tokens_for(1 << 20, 3) == 1024
 
 
 @pytest.mark.parametrize("text, expected", [("2G", 2 * 2**30), ("500M", 500 * 2**20), ("1.5k", 1536), ("800", 800)])

@@ -84,6 +84,17 @@ def test_streaming_equals_in_memory_on_a_larger_corpus(tmp_path, order):
     assert in_memory[0].count(b"\n") > 200 * order
 
 
+def test_smallest_budget_without_piece_overrides_equals_in_memory(tmp_path):
+    """-S 1M with the sizes the budget alone gives: blocks of 1,024 tokens, so about 40
+    runs per order merged through windows of a few hundred rows."""
+    rng = np.random.default_rng(7)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(random_corpus(rng, 4000, 300, max_length=12)) + "\n")
+    in_memory, on_disk = _both(tmp_path, corpus, lambda: ModifiedKneserNey(order=4))
+    assert on_disk == in_memory
+    assert in_memory[0].count(b"\n") > 20000
+
+
 def test_dask_sharded_streaming_equals_in_memory(tmp_path):
     distributed = pytest.importorskip("dask.distributed")
     rng = np.random.default_rng(3)

@@ -113,8 +113,9 @@ def lm():
               callback=lambda ctx, param, value: _checked_numbers(value, float, param),
               help="The discounts --discount-fallback uses.")
 @click.option("-S", "--memory", "memory", callback=lambda ctx, param, value: _checked_memory(value, param),
-              help="Estimate through sorted tables on disk, holding about this much in memory (e.g. 2G, 500M; "
-                   "lmplz's -S) and writing ARPA as it goes; with --binary or --max-arpa only the counting is on "
+              help="Estimate through sorted tables on disk, holding at most this much data in memory (e.g. 2G, "
+                   "500M; lmplz's -S; on top comes a fixed ~160 MB for Python, NumPy and Numba, and the vocabulary) "
+                   "and writing ARPA as it goes; with --binary or --max-arpa only the counting is on "
                    "disk. Without it, everything is in memory.")
 @click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True),
               help="Folder for the tables of -S (and of --dask-scheduler: the workers must reach it).")

@@ -12,12 +12,12 @@ Steps: (1) one streaming pass counts word frequencies and builds the vocabulary 
 :func:`varorder.lm.corpus.read_corpus` does; (2) a second pass encodes blocks of
 sentences sized to the budget (a batch of lines at a time, by the compiled
 :meth:`Vocabulary.encode_lines`), counts each block's n-grams in memory and writes them,
-per order, as a run of word-id rows sorted lexicographically with their counts, plus the
-row offset of each first word (kept in memory); (3) each order's runs are merged one
-first-word range at a time, each range small enough for the budget and read with plain
-file reads (never memory-mapped), summing counts of equal rows, into one sorted table on
-disk (:func:`count_to_disk`). With Dask, each shard writes its runs into the shared
-folder and this process merges them the same way.
+per order, as a run of word-id rows sorted lexicographically with their counts; (3) each
+order's runs are merged by a k-way merge in batches through a window per run (all
+windows together sized to the budget, read with plain file reads, never memory-mapped),
+summing counts of equal rows, into one sorted table on disk (:func:`count_to_disk`).
+Nothing held grows with the number of runs but a few integers each. With Dask, each
+shard writes its runs into the shared folder and this process merges them the same way.
 
 :mod:`varorder.lm.streaming` estimates from those tables without loading them; the
 older entry points :func:`count_ngrams_on_disk` / :func:`count_ngrams_dask` load them
@@ -38,13 +38,28 @@ from pathlib import Path
 
 import numpy as np
 
-from varorder.lm._disk import DiskColumn
+from varorder.lm._disk import DiskColumn, release_freed_arrays
 from varorder.lm.corpus import BOS, EOS, SPECIAL_WORDS, PathLike, Vocabulary, iter_sentences, open_text
 from varorder.lm.estimate import MAX_ORDER, NgramCounts, count_ngrams
 
-# Bytes the in-memory counter needs per token and order (padded ids, positions, packed
-# keys, np.unique's sort and inverse): blocks are sized so that blocks * this <= budget.
-_BYTES_PER_TOKEN_AND_ORDER = 64
+# Bytes the in-memory counter (count_ngrams, then the rows of block_runs) holds per token
+# of a block: padded ids and positions, packed keys, np.unique's sort and inverse, every
+# order's keys and rows. tracemalloc measured 120 at order 3 and 147 at order 5 (about
+# 87 + 11 per order); this rounds it up.
+def _bytes_per_block_token(order: int) -> int:
+    return 112 + 16 * order
+
+
+def _batch_bytes(memory: int) -> int:
+    """Text read at a time while counting: its strings and the line encoder's buffers
+    (about 10 bytes per byte of text) stay a small share of the budget."""
+    return int(min(4 << 20, max(64 << 10, memory // 128)))
+
+
+def block_tokens_for(memory: int, order: int) -> int:
+    """Tokens per counted block under a budget of ``memory`` bytes: the budget less the
+    text batch's share, over the counter's bytes per token."""
+    return max(1024, (memory - 16 * _batch_bytes(memory)) // _bytes_per_block_token(order))
 _UNITS = {"": 1, "B": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
@@ -84,7 +99,7 @@ def vocabulary_of(paths: Sequence[PathLike], min_count: int = 1) -> Vocabulary:
     frequency, ties alphabetically; rarer than ``min_count`` -> ``<unk>``), from one
     streaming pass that holds only the word counts (a batch of lines split at once)."""
     frequency: Counter[str] = Counter()
-    for lines in _sentence_batches(paths):
+    for lines in _sentence_batches(paths, 1 << 20):  # 1 MiB of text split at once
         frequency.update("".join(lines).split())
     if BOS in frequency or EOS in frequency:
         _refuse_markers(paths)
@@ -98,29 +113,36 @@ def vocabulary_from_frequencies(frequency: Counter, min_count: int = 1) -> Vocab
 
 
 def _blocks(paths: Sequence[PathLike], vocabulary: Vocabulary, block_tokens: int,
-            shard: int = 0, n_shards: int = 1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """``(ids, lengths)`` of consecutive sentences, about ``block_tokens`` tokens each;
-    with ``n_shards`` > 1 only the sentences whose index is ``shard`` modulo it. Lines
-    are encoded a batch at a time by :meth:`Vocabulary.encode_lines` (compiled)."""
-    ids: list[np.ndarray] = []
-    lengths: list[np.ndarray] = []
-    n_tokens = 0
+            shard: int = 0, n_shards: int = 1, batch_bytes: int = 4 << 20) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``(ids, lengths)`` of consecutive sentences, at most ``block_tokens`` tokens each
+    (or one sentence, if longer); with ``n_shards`` > 1 only the sentences whose index is
+    ``shard`` modulo it. Lines are read ``batch_bytes`` of text at a time and encoded by
+    :meth:`Vocabulary.encode_lines` (compiled); no text is held while a block is counted."""
+    ids = np.empty(0, dtype=np.int32)
+    lengths = np.empty(0, dtype=np.int64)
     index = 0
     markers = np.array([vocabulary.bos_id, vocabulary.eos_id])
-    for lines in _sentence_batches(paths):
+    for lines in _sentence_batches(paths, batch_bytes):
         selected = lines if n_shards == 1 else lines[(shard - index) % n_shards::n_shards]
         index += len(lines)
         batch_ids, batch_lengths = vocabulary.encode_lines(selected)
+        del lines, selected
         if np.isin(batch_ids, markers).any():
             _refuse_markers(paths)
-        ids.append(batch_ids)
-        lengths.append(batch_lengths)
-        n_tokens += len(batch_ids)
-        if n_tokens >= block_tokens:
-            yield np.concatenate(ids), np.concatenate(lengths)
-            ids, lengths, n_tokens = [], [], 0
-    if lengths and sum(len(x) for x in lengths):
-        yield np.concatenate(ids), np.concatenate(lengths)
+        ids = np.concatenate([ids, batch_ids])
+        lengths = np.concatenate([lengths, batch_lengths.astype(np.int64, copy=False)])
+        del batch_ids, batch_lengths
+        while len(ids) >= block_tokens:
+            ends = np.cumsum(lengths)
+            fit = max(1, int(np.searchsorted(ends, block_tokens, side="right")))
+            cut = int(ends[fit - 1])
+            del ends
+            block = ids[:cut], lengths[:fit]
+            ids, lengths = ids[cut:].copy(), lengths[fit:].copy()
+            yield block
+            del block
+    if len(lengths):
+        yield ids, lengths
 
 
 def _rows_of(counts: NgramCounts, m: int) -> np.ndarray:
@@ -141,51 +163,47 @@ def block_runs(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: Voc
     return counts.counts[0], [(_rows_of(counts, m), counts.counts[m]) for m in range(1, order)]
 
 
-def _first_word_offsets(first_words: np.ndarray, vocab_size: int) -> np.ndarray:
-    offsets = np.zeros(vocab_size + 1, dtype=np.int64)
-    np.cumsum(np.bincount(first_words, minlength=vocab_size), out=offsets[1:])
-    return offsets
-
-
 class _MemoryRun:
-    """A sorted run held in memory."""
+    """A sorted run held in memory (rows ``start:stop`` by slicing)."""
 
-    def __init__(self, rows: np.ndarray, counts: np.ndarray, vocab_size: int):
+    def __init__(self, rows: np.ndarray, counts: np.ndarray):
         self.rows, self.counts = rows, counts
-        self.offsets = _first_word_offsets(np.asarray(rows[:, 0]), vocab_size)
 
-    def piece(self, first_word: int, stop_word: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi = self.offsets[first_word], self.offsets[stop_word]
-        return np.asarray(self.rows[lo:hi]), np.asarray(self.counts[lo:hi])
+    def __len__(self) -> int:
+        return len(self.counts)
+
+    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.asarray(self.rows[start:stop]), np.asarray(self.counts[start:stop])
 
 
 class _DiskRun:
-    """A sorted run in two files, with the row offset of each first word kept in memory
-    (V + 1 integers), so a range of first words is one read per file."""
+    """A sorted run in two files (word-id rows, counts), read by row ranges."""
 
-    def __init__(self, rows: DiskColumn, counts: DiskColumn, offsets: np.ndarray):
-        self.rows, self.counts, self.offsets = rows, counts, offsets
+    def __init__(self, rows: DiskColumn, counts: DiskColumn):
+        self.rows, self.counts = rows, counts
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
     @classmethod
-    def write(cls, folder: Path, name: str, rows: np.ndarray, counts: np.ndarray, vocab_size: int) -> "_DiskRun":
+    def write(cls, folder: Path, name: str, rows: np.ndarray, counts: np.ndarray) -> "_DiskRun":
         rows_column = DiskColumn(folder / f"{name}.rows", np.int32, rows.shape[1])
         rows_column.append(rows)
         counts_column = DiskColumn(folder / f"{name}.counts", np.int64)
         counts_column.append(counts)
-        return cls(rows_column.finish(), counts_column.finish(), _first_word_offsets(rows[:, 0], vocab_size))
+        return cls(rows_column.finish(), counts_column.finish())
 
     def describe(self) -> tuple:
         """What rebuilds it in another process (a Dask task returns this)."""
-        return str(self.rows.path), str(self.counts.path), self.rows.width, len(self.rows), self.offsets
+        return str(self.rows.path), str(self.counts.path), self.rows.width, len(self.rows)
 
     @classmethod
-    def described(cls, rows_path, counts_path, width, length, offsets) -> "_DiskRun":
+    def described(cls, rows_path, counts_path, width, length) -> "_DiskRun":
         return cls(DiskColumn.existing(rows_path, np.int32, width, length),
-                   DiskColumn.existing(counts_path, np.int64, 1, length), offsets)
+                   DiskColumn.existing(counts_path, np.int64, 1, length))
 
-    def piece(self, first_word: int, stop_word: int) -> tuple[np.ndarray, np.ndarray]:
-        lo, hi = int(self.offsets[first_word]), int(self.offsets[stop_word])
-        return self.rows.read(lo, hi), self.counts.read(lo, hi)
+    def read(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.rows.read(start, stop), self.counts.read(start, stop)
 
     def delete(self) -> None:
         self.rows.delete()
@@ -194,37 +212,94 @@ class _DiskRun:
 
 def _sum_equal_rows(rows: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     order = np.lexsort(rows.T[::-1])
-    rows, counts = rows[order], counts[order]
+    rows = rows[order]
+    counts = counts[order]
+    del order
     starts = np.ones(len(rows), dtype=bool)
+    for column in range(rows.shape[1] if len(rows) > 1 else 0):
+        starts[1:] &= rows[1:, column] == rows[:-1, column]
     if len(rows) > 1:
-        starts[1:] = np.any(rows[1:] != rows[:-1], axis=1)
+        np.logical_not(starts[1:], out=starts[1:])
     first = np.flatnonzero(starts)
+    del starts
     return rows[first], np.add.reduceat(counts, first) if len(first) else counts[:0]
 
 
+def merge_bytes_per_row(width: int) -> int:
+    """Bytes :func:`merge_runs` holds per row of its read windows: the window itself, the
+    rows taken from it concatenated, lexsort's index and key copies, the sorted copies,
+    the summed output, and the previous output still held by the caller while the next
+    one is merged (measured with tracemalloc, rounded up)."""
+    return 6 * (4 * width + 8) + 32
+
+
 def merge_runs(runs: Sequence, vocab_size: int, memory: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Merge sorted runs of equal-width word-id rows (``(rows, counts)`` arrays, or runs
-    on disk), summing counts of equal rows, one range of first words at a time; each
-    range's slices of the runs fit in ``memory`` (bytes) unless a single first word
-    exceeds it. Yields sorted ``(rows, counts)``."""
-    runs = [_MemoryRun(*run, vocab_size) if isinstance(run, tuple) else run for run in runs]
+    """Merge sorted runs of equal-width word-id rows without repeats within a run
+    (``(rows, counts)`` arrays, or runs on disk), summing counts of equal rows. A k-way
+    merge in batches: each run is read through a window of ``k`` rows (all windows
+    together ``memory / merge_bytes_per_row`` rows); each step merges, from every window,
+    the rows up to the smallest last row of a window whose run goes on (no later row of
+    any run can precede it), so every step takes at least one whole window and the
+    memory held never depends on the corpus or the number of runs beyond ``k`` >= 1.
+    Yields sorted ``(rows, counts)``; ``vocab_size`` is unused (kept for callers)."""
+    runs = [_MemoryRun(*run) if isinstance(run, tuple) else run for run in runs]
+    runs = [run for run in runs if len(run)]
     if not runs:
         return
-    width = runs[0].rows.shape[1] if isinstance(runs[0], _MemoryRun) else runs[0].rows.width
-    bytes_per_row = 3 * (4 * width + 8)  # the slices, their sorted copies, the keys
-    # Rows per first word over all runs, to cut ranges that fit the budget.
-    cumulative = np.cumsum(sum(np.diff(run.offsets) for run in runs))
-    budget_rows = max(1, memory // bytes_per_row)
-    start_word = 0
-    while start_word < vocab_size:
-        done = cumulative[start_word - 1] if start_word else 0
-        end_word = int(np.searchsorted(cumulative, done + budget_rows, side="right"))
-        end_word = min(vocab_size, max(end_word, start_word + 1))
-        pieces = [run.piece(start_word, end_word) for run in runs]
-        pieces = [piece for piece in pieces if len(piece[1])]
-        if pieces:
-            yield _sum_equal_rows(np.concatenate([r for r, _ in pieces]), np.concatenate([c for _, c in pieces]))
-        start_word = end_word
+    width = runs[0].read(0, 1)[0].shape[1]
+    window = max(1, memory // merge_bytes_per_row(width) // len(runs))
+    cursor = [0] * len(runs)  # rows of each run read so far
+    buffered: list[tuple[np.ndarray, np.ndarray] | None] = [None] * len(runs)
+    while True:
+        for r, run in enumerate(runs):
+            rows, counts = buffered[r] if buffered[r] is not None else (None, None)
+            have = 0 if rows is None else len(rows)
+            if have < window and cursor[r] < len(run):
+                more_rows, more_counts = run.read(cursor[r], cursor[r] + window - have)
+                cursor[r] += len(more_counts)
+                if have:
+                    more_rows, more_counts = np.concatenate([rows, more_rows]), np.concatenate([counts, more_counts])
+                buffered[r] = (more_rows, more_counts)
+                del more_rows, more_counts
+            del rows, counts
+        live = [r for r in range(len(runs)) if buffered[r] is not None and len(buffered[r][1])]
+        if not live:
+            return
+        going_on = [tuple(buffered[r][0][-1].tolist()) for r in live if cursor[r] < len(runs[r])]
+        boundary = min(going_on) if going_on else None
+        taken_rows, taken_counts, partial = [], [], []
+        for r in live:
+            rows, counts = buffered[r]
+            n = len(rows) if boundary is None else _rows_up_to(rows, boundary)
+            taken_rows.append(rows[:n])
+            taken_counts.append(counts[:n])
+            buffered[r] = None if n == len(rows) else (rows[n:], counts[n:]) if n else (rows, counts)
+            if 0 < n < len(rows):
+                partial.append(r)
+        del rows, counts
+        merged_rows = np.concatenate(taken_rows)
+        merged_counts = np.concatenate(taken_counts)
+        del taken_rows, taken_counts
+        result = _sum_equal_rows(merged_rows, merged_counts)
+        del merged_rows, merged_counts
+        yield result
+        del result
+        # A window consumed only in part keeps its tail as a view of the larger read:
+        # copy it so the rest of that read can be freed.
+        for r in partial:
+            buffered[r] = (buffered[r][0].copy(), buffered[r][1].copy())
+
+
+def _rows_up_to(rows: np.ndarray, boundary: tuple) -> int:
+    """How many rows of a sorted, repeat-free window are <= ``boundary`` (binary search)."""
+    lo, hi = 0, len(rows)
+    while lo < hi:
+        middle = (lo + hi) // 2
+        if tuple(rows[middle].tolist()) <= boundary:
+            lo = middle + 1
+        else:
+            hi = middle
+    return lo
 
 
 def merged_table(runs, vocab_size: int, memory: int, width: int) -> tuple[np.ndarray, np.ndarray]:
@@ -321,19 +396,20 @@ def count_to_disk(paths: PathLike | Sequence[PathLike], order: int, folder: Path
     if memory < 1 << 20:
         raise ValueError(f"a memory budget of {memory} bytes is too small (at least 1M)")
     folder = Path(folder)
+    release_freed_arrays()
     vocabulary = vocabulary or vocabulary_of(paths, min_count)
-    block_tokens = max(1024, memory // (_BYTES_PER_TOKEN_AND_ORDER * order))
+    block_tokens = block_tokens_for(memory, order)
     if client is not None:
         if n_shards is None:
             n_shards = max(1, len(client.scheduler_info()["workers"]))
         futures = [client.submit(_count_shard, paths, order, list(vocabulary.words), shard, n_shards, block_tokens,
-                                 str(folder), pure=False) for shard in range(n_shards)]
+                                 str(folder), _batch_bytes(memory), pure=False) for shard in range(n_shards)]
         results = client.gather(futures)
         unigram_counts = sum(r[0] for r in results)
         runs = [[_DiskRun.described(*run) for r in results for run in r[1][m]] for m in range(order - 1)]
         n_sentences = sum(r[2] for r in results)
     else:
-        blocks = tqdm(_blocks(paths, vocabulary, block_tokens), disable=not progress, desc="counting blocks",
+        blocks = tqdm(_blocks(paths, vocabulary, block_tokens, batch_bytes=_batch_bytes(memory)), disable=not progress, desc="counting blocks",
                       unit=" blocks")
         unigram_counts, described, n_sentences = _count_blocks(blocks, order, vocabulary, folder, "run")
         runs = [[_DiskRun.described(*run) for run in order_runs] for order_runs in described]
@@ -351,16 +427,19 @@ def _count_blocks(blocks, order: int, vocabulary: Vocabulary, folder: Path, name
         block_unigrams, block_tables = block_runs(ids, lengths, order, vocabulary)
         unigram_counts += block_unigrams
         for m, (rows, counts) in enumerate(block_tables):
-            runs[m].append(_DiskRun.write(folder, f"{name}{m + 2}-{block}", rows, counts, len(vocabulary)).describe())
+            runs[m].append(_DiskRun.write(folder, f"{name}{m + 2}-{block}", rows, counts).describe())
+        # Nothing of this block is held while the next one is read.
+        ids = lengths = block_tables = rows = counts = None
     return unigram_counts, runs, n_sentences
 
 
-def _count_shard(paths, order, vocabulary_words, shard, n_shards, block_tokens, folder):
+def _count_shard(paths, order, vocabulary_words, shard, n_shards, block_tokens, folder, batch_bytes=4 << 20):
     """One Dask task: the counts of every ``n_shards``-th sentence, as sorted runs written
     into ``folder``."""
+    release_freed_arrays()
     vocabulary = Vocabulary(vocabulary_words)
-    return _count_blocks(_blocks(paths, vocabulary, block_tokens, shard, n_shards), order, vocabulary, Path(folder),
-                         f"shard{shard}-")
+    return _count_blocks(_blocks(paths, vocabulary, block_tokens, shard, n_shards, batch_bytes), order, vocabulary,
+                         Path(folder), f"shard{shard}-")
 
 
 def count_ngrams_on_disk(paths: PathLike | Sequence[PathLike], order: int, *, memory: int = 1 << 30,

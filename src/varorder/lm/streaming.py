@@ -27,14 +27,20 @@ Tables (one per order m, on disk): the sorted word-id rows and raw counts that
    probabilities and the back-off weights of the contexts;
 5. the ARPA file written a block at a time.
 
-Memory: every step holds at most a chunk of rows (``memory / 256`` rows, at least the
-vocabulary size, since one context can have V continuations) and one range of a lower
-table (``memory / 64`` rows), never a whole table: the peak does not grow with the corpus
-(tables larger than a range take more passes; only the counting runs' first-word offsets,
-V + 1 integers per run, grow with the number of runs). The budget is not a hard cap:
-NumPy's temporaries and a fixed ~150 MB (interpreter, NumPy, Numba) come on top
-(docs/benchmarks.md). Files are read with explicit reads, never memory-mapped (mapped
-pages that were read count as resident). ``--binary`` / ``--max-arpa`` output is not
+Memory: ``memory`` (``-S``) bounds the data the process holds at any time, whichever
+step runs: the block being counted and the text batch being encoded
+(:func:`varorder.lm.external.block_tokens_for`), the merge's windows over the runs
+(:func:`varorder.lm.external.merge_runs`), a chunk of rows (``memory / 256`` rows, at
+least the vocabulary size, since one context can have V continuations) with one range
+of a lower table (``memory / 64`` rows), and the ARPA write block (at most
+``memory / 16``). Each size depends on ``memory`` only, never on the corpus or the number
+of runs (a larger table costs more passes, not memory). Not in the budget: the fixed
+floor of the interpreter, NumPy and Numba's compiled kernels (~156 MB) and the
+vocabulary (its words, which grow with the vocabulary, not the corpus); the peak is
+measured below ``floor + memory`` in docs/benchmarks.md. Freed arrays go back to the
+system at once (:func:`varorder.lm._disk.release_freed_arrays`). Files are read with
+explicit reads, never memory-mapped (mapped pages that were read count as resident).
+``--binary`` / ``--max-arpa`` output is not
 streamed (their writers need the model in memory).
 """
 
@@ -63,8 +69,8 @@ def train_on_disk(estimator, paths: PathLike | Sequence[PathLike], output: PathL
                   temp_dir: PathLike | None = None, client=None, n_shards: int | None = None,
                   progress: bool = False, chunk_rows: int | None = None, table_rows: int | None = None) -> list[int]:
     """Estimate ``estimator`` (a :mod:`varorder.lm.estimate` estimator, not fitted) from
-    text files and write the model to ``output`` as ARPA, holding about ``memory`` bytes
-    plus a bounded overhead; counting sharded over a Dask ``client`` when given. Sets the
+    text files and write the model to ``output`` as ARPA, holding at most about ``memory``
+    bytes of data above the fixed floor (module docstring); counting sharded over a Dask ``client`` when given. Sets the
     estimator's ``discounts_``/``fallback_orders_`` (Kneser-Ney) but no ``model_``.
     Returns the n-gram counts per order written. ``chunk_rows`` / ``table_rows`` override
     the piece sizes the budget gives (tests use tiny ones to force many pieces and passes;
@@ -154,8 +160,10 @@ def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory:
 
     def section(m):
         table = values[m - 1]
-        # Formatted text takes far more than a row's numbers: blocks as write_arpa's.
-        block_rows = min(sizes.chunk, max(1, _WRITE_BLOCK_BYTES // (max(1, longest_word) * m + 128)))
+        # Formatted text takes far more than a row's numbers: blocks as write_arpa's, at
+        # most a 16th of the budget.
+        block_bytes = min(_WRITE_BLOCK_BYTES, memory // 16)
+        block_rows = min(sizes.chunk, max(1, block_bytes // (max(1, longest_word) * m + 128)))
         for start in range(0, len(table), block_rows):
             stop = min(len(table), start + block_rows)
             rows = np.arange(start, stop).reshape(-1, 1) if m == 1 else counts.rows[m - 1].read(start, stop)
