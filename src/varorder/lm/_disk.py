@@ -87,25 +87,12 @@ class DiskColumn:
 
 
 def release_freed_arrays() -> None:
-    """Make glibc return every freed array of 256 KiB or more to the system at once.
+    """Make glibc return every freed array of 256 KiB or more to the system at once
+    (:func:`varorder._malloc.fix_mmap_threshold`): with glibc's rising default the streaming
+    path's resident set crept up by ~130 MB that no array held."""
+    from varorder._malloc import fix_mmap_threshold
 
-    By default glibc raises its mmap threshold each time a mapped block is freed (up to
-    32 MiB), so later arrays below that size come from the heap, whose freed space stays
-    resident when a live block sits above it: the streaming path's resident set crept up
-    by ~130 MB that no array held. A fixed threshold turns that adjustment off. It is a
-    process-wide setting (harmless elsewhere: large arrays cost one more mmap call); a
-    no-op where the C library is not glibc.
-    """
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):
-        return
-    m_mmap_threshold = -3
-    mallopt(m_mmap_threshold, 256 << 10)
+    fix_mmap_threshold(256 << 10)
 
 
 def ranges(n: int, size: int) -> list[tuple[int, int]]:
