@@ -467,7 +467,7 @@ class StringEP:
             counts, _ = machine.expected_counts(mu, self._cavity(v, f))
             new = self._unigram_closed_form(v, machine, counts)
         elif self.optimizer == "greedy":
-            new = self._vec(v, self._greedy_fit(v, mu, theta_out))
+            new = self._greedy_fit(v, mu, theta_out)
         else:
             machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
             theta_v = self._theta(v)
