@@ -30,13 +30,14 @@ def run(size, method, args, lam=None, growth_rounds=None):
     rounds = args.growth_rounds if growth_rounds is None else growth_rounds
     estimator = make_method(method, k=args.k, lam=lam, eta=args.eta, iterations=args.iterations,
                             inner_passes=args.inner_passes, growth_rounds=rounds, greedy_floor=args.greedy_floor,
-                            damping=not args.no_damping)
+                            damping=not args.no_damping, cavity_contexts=not args.drop_cavity_contexts)
     started, cpu = time.perf_counter(), time.process_time()
     estimator.fit(graph)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     scores = belief_nll(estimator.beliefs_, graph.gold)
     label = estimator.beliefs_.method + (f"×{rounds} rounds" if method == "pep" and rounds is not None else "")
     label += " [no damping]" if args.no_damping else ""
+    label += " [cavity contexts dropped]" if args.drop_cavity_contexts and method == "pep" else ""
     row = {"size": size, "method": method, "label": label, "seconds": round(seconds, 2),
            "cpu_seconds": round(cpu, 2),
            "variables": len(graph.morphemes), "max_degree": max(graph.degree().values()),
@@ -116,6 +117,8 @@ def main(argv=None):
     parser.add_argument("--greedy-floor", type=float, default=None, help="pep: pseudo-count of an unseen n-gram "
                         "(default GREEDY_FLOOR = 1e-6)")
     parser.add_argument("--no-damping", action="store_true", help="skip updates whose product diverges (the old way)")
+    parser.add_argument("--drop-cavity-contexts", action="store_true",
+                        help="pep: let a projection drop the cavity's contexts (the behaviour before 24 Nov)")
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--inner-passes", type=int, default=2)

@@ -51,7 +51,8 @@ METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
-                greedy_floor: float | None = None, damping: bool = True, progress=None):
+                greedy_floor: float | None = None, damping: bool = True, cavity_contexts: bool = True,
+                progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
@@ -63,12 +64,13 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
     if name in ("pep", "pep-prox"):
         return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
-                        growth_rounds=growth_rounds, damping=damping, progress=progress,
+                        growth_rounds=growth_rounds, damping=damping, cavity_contexts=cavity_contexts,
+                        progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
 NEG_INF = -math.inf
-GREEDY_FLOOR = 1e-6  # pseudo-count of an unseen n-gram in a greedy-growing projection
+GREEDY_FLOOR = 1e-6  # pseudo-count of an unseen n-gram in a greedy projection, per unit of its state's mass
 DAMPING = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0)  # cavity fractions α tried in turn
 
 
@@ -344,7 +346,7 @@ class StringEP:
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
                  damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
-                 progress=None):
+                 cavity_contexts: bool = True, prox_penalty: str = "belief", progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -358,6 +360,8 @@ class StringEP:
         self.damping = damping
         self.passes_sweeps = passes_sweeps
         self.greedy_floor = greedy_floor
+        self.cavity_contexts = cavity_contexts
+        self.prox_penalty = prox_penalty
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -467,13 +471,14 @@ class StringEP:
             counts, _ = machine.expected_counts(mu, self._cavity(v, f))
             new = self._unigram_closed_form(v, machine, counts)
         elif self.optimizer == "greedy":
-            new = self._greedy_fit(v, mu, theta_out)
+            new = self._greedy_fit(v, mu, theta_out, exclude=f)
         else:
             machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
             theta_v = self._theta(v)
             counts_p, _ = machine.expected_counts(mu, self._cavity(v, f))
             counts_q, log_z = machine.expected_counts(None, theta_v)
-            new = self._prox_step(v, machine, theta_v, counts_p, counts_q, log_z)
+            anchor = self._vec(v, self._cavity(v, f)) if self.prox_penalty == "message" else None
+            new = self._prox_step(v, machine, theta_v, counts_p, counts_q, log_z, anchor)
         new = self._vec(v, new)
         self.msgs_[(f, v)] = new - (self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
         self.theta_[v] = new
@@ -505,7 +510,7 @@ class StringEP:
             new[ids] = base if s is None else table[s] - base
         return self._vec(v, new)
 
-    def _greedy_fit(self, v, mu, theta_out):
+    def _greedy_fit(self, v, mu, theta_out, exclude=None):
         """Our adaptation of the paper's closed form with greedy growing (§6.1): a one-shot
         gain threshold instead of its count-ordered priority queue checked against the objective,
         with the prior's message used exactly and unseen n-grams floored at ``greedy_floor``. The
@@ -523,12 +528,25 @@ class StringEP:
         depth cap), so one projection may grow contexts several symbols deep, as the
         paper's growing enumerates n-grams of any length in one projection;
         ``growth_rounds=1`` grows one symbol per update (the earlier behaviour: on a
-        separate 300-word graph it left the NLL 1.21× trigram EP's against 1.12×)."""
+        separate 300-word graph it left the NLL 1.21× trigram EP's against 1.12×).
+
+        The contexts of the cavity and of every other incoming message (``exclude`` is F)
+        are kept whatever their gain (``cavity_contexts``): eq. 7 fits the belief as
+        q_θ ⊙ μ_{V→F}, so its family contains the cavity's states, as a fixed n-gram family
+        always does. Letting the gain drop such a context h made θ_{F→V} = θ_V − θ_{V→F}
+        carry the negation of another message's weights at h, wherever p̂ had no mass to
+        fit them; in the next cavity these became large positive weights on strings that
+        no factor supports (issue #14: STEM47 of the seed-0 300-word lexicon, 6.99 → 1.18
+        nats, trigram EP 1.18). The penalty then prices only the contexts an update adds."""
         previous = self.contexts_.get(v, [()])
         cap = self.max_order - 1 if self.max_order is not None else 8
         rounds = 1 if self._unigram_pass else (self.growth_rounds or cap + 1)  # None: until it stops growing
+        required = frozenset()
+        if self.cavity_contexts and not self._unigram_pass:
+            required = self._cavity_contexts(v, theta_out, exclude)
+            previous = list(dict.fromkeys([*previous, *sorted(required, key=len)]))
         for _ in range(rounds):
-            new, kept = self._greedy_round(v, mu, theta_out, previous)
+            new, kept = self._greedy_round(v, mu, theta_out, previous, required)
             grown = not set(kept) <= set(previous)
             previous = kept
             if not grown:
@@ -536,9 +554,25 @@ class StringEP:
         self.contexts_[v] = kept
         return new
 
-    def _greedy_round(self, v, mu, theta_out, previous):
+    def _cavity_contexts(self, v, theta_out, exclude=None) -> frozenset:
+        """The contexts (every h with a nonzero θ_{h·a}, closed under suffixes) of the
+        cavity θ_{V→F} and of each message θ_{G→V}, G ≠ ``exclude``, it sums: the states
+        of μ_{V→F} = ENCODE(θ_{V→F}) in eq. 7, also where two messages cancel in the sum."""
+        registry = self.registry_[v]
+        used = np.abs(self._vec(v, theta_out)) > 1e-12
+        for g in self.neighbours_.get(v, ()) if exclude is not None else ():
+            if g != exclude and (g, v) in self.msgs_:
+                used |= np.abs(self._msg(g, v)) > 1e-12
+        contexts = {()}
+        for i in np.flatnonzero(used).tolist():
+            h = registry.strings[i][:-1]
+            contexts.update(h[k:] for k in range(len(h)))
+        return frozenset(contexts)
+
+    def _greedy_round(self, v, mu, theta_out, previous, required=frozenset()):
         """One growing round of :meth:`_greedy_fit` from the context set ``previous``:
-        returns (θ in substring form, the kept contexts)."""
+        returns (θ in substring form, the kept contexts). The contexts in ``required``
+        (the cavity's) are kept whatever their gain."""
         registry = self.registry_[v]
         A1 = len(registry.alphabet) + 1
         cap = self.max_order - 1 if self.max_order is not None else 8
@@ -570,12 +604,13 @@ class StringEP:
             parent_cond = np.where(parent[:, None] >= 0, cond[np.maximum(parent, 0)], 0.0)
             terms = np.where(rows > 0, rows * (cond - parent_cond), 0.0)
         gain = terms.sum(axis=1)
-        keep = np.zeros(len(known), dtype=bool)
-        keep[0] = True  # the empty context (unigram row) always
+        # the cavity's contexts stay (see _greedy_fit), then the empty context (unigram row)
+        keep = np.fromiter((c in required for c in known), dtype=bool, count=len(known))
+        keep[0] = True
         threshold = self.lam * A1
         for depth in range(1, lengths.max() + 1):
             at = lengths == depth
-            keep[at] = keep[parent[at]] & (totals[at] > 1e-9) & (gain[at] >= threshold)
+            keep[at] |= keep[parent[at]] & (totals[at] > 1e-9) & (gain[at] >= threshold)
         kept = [c for c, k in zip(known, keep) if k]
         # state rows: occurrences of h·a minus those whose longer context x·h is also kept
         state_rows = rows * keep[:, None]
@@ -583,9 +618,14 @@ class StringEP:
         np.subtract.at(state_rows, parent[child], rows[child])
         # a floor of 1e-6 (log ≈ −13.8), not 1e-12 (−27.6): a message holding −27.6 turns
         # into +27.6 in a later cavity θ_V − θ_{F→V}, whose product with μ_{F→V} then
-        # diverges; the update is skipped and the stale message stays (on the seed-0
-        # 200-word lexicon one stem's NLL went 7.46 → 1.3 nats; floor chosen on seed 1)
-        state_rows = np.maximum(state_rows, 0.0) + self.greedy_floor
+        # diverges (on the seed-0 200-word lexicon one stem's NLL went 7.46 → 1.3 nats;
+        # floor chosen on seed 1). It is relative to the row's mass: a rarely visited state
+        # (a cavity context p̂ hardly reaches) keeps p̂'s next-symbol distribution instead
+        # of a uniform one, whose flattening came back as a large positive message weight
+        # where the cavity was low (issue #14: STEM7 of the seed-0 100-word lexicon, 3.61
+        # nats with an absolute floor and the cavity's contexts kept; trigram EP 0.003)
+        state_rows = np.maximum(state_rows, 0.0)
+        state_rows = state_rows + self.greedy_floor * state_rows.sum(axis=1, keepdims=True) + 1e-300
         logp = np.log(state_rows / state_rows.sum(axis=1, keepdims=True))
         new = np.zeros(len(registry))
         kept_index = np.flatnonzero(keep)
@@ -593,11 +633,13 @@ class StringEP:
         new[extension[kept_index].ravel()] = (logp[kept_index] - base).ravel()
         return self._vec(v, new), kept
 
-    def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z):
+    def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z, anchor=None):
         """One proximal-gradient step on f(θ) + ηλΩ(θ), f(θ) = log Z_θ − E_p̂[f]·θ (= KL up
         to a constant), with the standard sufficient-decrease backtracking (Parikh & Boyd
         2013, §4.2): halve η until f(θ⁺) ≤ f(θ) + ∇f·(θ⁺ − θ) + ‖θ⁺ − θ‖²/2η; a step that
-        leaves the feasible set (Z = ∞) also halves η (§6)."""
+        leaves the feasible set (Z = ∞) also halves η (§6). With ``anchor`` (the cavity
+        θ_{V→F}) the penalty is on the message θ − anchor, as eq. 7 + λΩ(θ) reads
+        (``prox_penalty="message"``); without it on θ_V itself."""
         registry = self.registry_[v]
         ids = np.concatenate([[0], machine.feature_ids])
         grad = np.concatenate([[0.0], counts_p - counts_q])  # −∇f (ascent direction)
@@ -610,7 +652,10 @@ class StringEP:
         for _ in range(30):
             values = current + eta * grad[take]
             values[0] = 0.0
-            values = prox_tree_l2(values, parent, eta * self.lam)
+            if anchor is None:
+                values = prox_tree_l2(values, parent, eta * self.lam)
+            else:
+                values = anchor[order] + prox_tree_l2(values - anchor[order], parent, eta * self.lam)
             new = theta_v.copy()
             new[order] = values
             try:
