@@ -244,21 +244,24 @@ def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine
     local[nodes] = np.arange(n)
     node_parent = local[parent_of[nodes]]
     node_column = column_of[nodes]
-    children: list[list] = [[] for _ in range(n)]
-    for k in range(1, n):
-        children[node_parent[k]].append((node_column[k], k))
+    node_depth = depth_of[nodes]
     is_eos_node = node_column == A + 1
     is_eos_node[0] = False
     goto = np.zeros((n, A + 2), dtype=np.int64)
     fail = np.zeros(n, dtype=np.int64)
-    for k in range(n):
-        if is_eos_node[k]:
-            continue
-        if k:
-            goto[k] = goto[fail[k]]
-        for c, child in children[k]:
-            fail[child] = goto[fail[k], c] if k else 0
-            goto[k, c] = child
+    # one depth at a time: a node's failure node is shallower, so its goto row is final
+    # before the node's own row copies it (a per-node loop cost ~15 % of PEP's time)
+    level_starts = np.searchsorted(node_depth, np.arange(node_depth[-1] + 2))
+    for d in range(len(level_starts) - 1):
+        level = np.arange(level_starts[d], level_starts[d + 1])
+        if d:
+            level = level[~is_eos_node[level]]
+            goto[level] = goto[fail[level]]
+        if d + 1 < len(level_starts) - 1:
+            child = np.arange(level_starts[d + 1], level_starts[d + 2])
+            parent, c = node_parent[child], node_column[child]
+            fail[child] = goto[fail[parent], c] if d else 0
+            goto[parent, c] = child
     # states: the root and every node with a child (a leaf's future equals its failure
     # state's; its features still fire on the cell that reaches it)
     has_child = np.zeros(n, dtype=bool)
@@ -266,9 +269,10 @@ def _build_substring_machine(registry: SubstringRegistry, ids) -> FeatureMachine
     is_state = has_child.copy()
     is_state[0] = True
     state_rep = np.arange(n)
-    for k in range(1, n):
-        if not is_state[k]:
-            state_rep[k] = state_rep[fail[k]]
+    for d in range(1, len(level_starts) - 1):
+        level = np.arange(level_starts[d], level_starts[d + 1])
+        level = level[~is_state[level]]
+        state_rep[level] = state_rep[fail[level]]
     state_nodes = np.flatnonzero(is_state)
     state_of_node = np.full(n, -1, dtype=np.int64)
     state_of_node[state_nodes] = np.arange(len(state_nodes))

@@ -26,10 +26,10 @@ from __future__ import annotations
 import heapq
 from collections import deque
 
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
-from scipy.sparse.csgraph import breadth_first_order
 
 from varorder.engine.validate import as_rng
 from varorder.wfsa.fsa import EPSILON, NEG_INF, Wfsa, linear_acceptor
@@ -127,15 +127,44 @@ def project(fsa: Wfsa, side: str = "input") -> Wfsa:
 
 
 def _reachable(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """States reachable from any seed along (src → dst)."""
-    # a virtual node n points at every seed, so one BFS covers them all
-    rows = np.concatenate([src, np.full(len(seeds), n)])
-    cols = np.concatenate([dst, seeds])
-    graph = sp.csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
-    order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
-    mask = np.zeros(n + 1, dtype=bool)
-    mask[order] = True
-    return mask[:n]
+    """States reachable from any seed along (src → dst); indices already checked in range
+    (``Wfsa`` validates its arcs)."""
+    # compiled: most machines here have a few dozen states, where building a SciPy graph
+    # cost ~0.75 ms a call, a fifth of PEP's time
+    as_index = lambda a: np.ascontiguousarray(a, dtype=np.int64)
+    return _reachable_kernel(n, as_index(src), as_index(dst), as_index(seeds))
+
+
+@nb.njit(cache=True)
+def _reachable_kernel(n, src, dst, seeds):
+    start = np.zeros(n + 1, dtype=np.int64)
+    for a in range(src.shape[0]):
+        start[src[a] + 1] += 1
+    for i in range(n):
+        start[i + 1] += start[i]
+    fill = start[:n].copy()
+    targets = np.empty(src.shape[0], dtype=np.int64)
+    for a in range(src.shape[0]):
+        targets[fill[src[a]]] = dst[a]
+        fill[src[a]] += 1
+    mask = np.zeros(n, dtype=np.bool_)
+    stack = np.empty(n, dtype=np.int64)
+    top = 0
+    for s in seeds:
+        if not mask[s]:
+            mask[s] = True
+            stack[top] = s
+            top += 1
+    while top:
+        top -= 1
+        u = stack[top]
+        for k in range(start[u], start[u + 1]):
+            v = targets[k]
+            if not mask[v]:
+                mask[v] = True
+                stack[top] = v
+                top += 1
+    return mask
 
 
 def connected_states(fsa: Wfsa) -> np.ndarray:
