@@ -156,8 +156,8 @@ def _skip_blanks(buffer, i, n, byte_class):
 
 
 @numba.njit(cache=True)
-def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, starts, ends, word_table,
-                         ids, values, max_probs, max_backoffs, minus_99_zero, odd):
+def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class, blob, starts, ends, word_table,
+                         packed_slots, packed_keys, ids, values, max_probs, max_backoffs, minus_99_zero, odd):
     """Parse the ``count`` lines of one n-gram section (order >= 2) from ``pos``: word ids
     into ``ids``, the float32 ``(log10 p, log10 bow)`` into ``values``, the MAX-ARPA
     columns into ``max_probs``/``max_backoffs``, all in file order.
@@ -175,8 +175,11 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
     numbers = np.zeros(4)
     last_start = np.zeros(order, dtype=np.int64)  # bytes of the last word hashed in each field
     last_end = np.zeros(order, dtype=np.int64)
+    last_low = np.zeros(order, dtype=np.uint64)  # the same word packed (0: not packed)
+    last_high = np.zeros(order, dtype=np.uint64)
     hashed = np.uint64(0)
     reused = False
+    word = -1
     while pos < n:
         i = _skip_blanks(buffer, pos, n, byte_class)
         if i < 0:
@@ -197,6 +200,22 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                 if not ok:  # delimit the token for Python's float (-1: unusual text)
                     i, _ = _scan_word(buffer, start, n, byte_class)
             else:
+                # Most words are short ASCII: delimited eight bytes at a time, and a word
+                # packed as the previous line's in this field (sorted sections repeat their
+                # leading words) takes its id without a lookup.
+                k = field - 1
+                i, low, high = _words.packed_token(buffer, words8, start)
+                if i >= 0:
+                    if line > 0 and low == last_low[k] and high == last_high[k]:
+                        word = ids[line - 1, k]
+                    else:
+                        word = _words.find_packed_word(low, high, packed_slots, packed_keys)
+                    last_low[k] = low
+                    last_high[k] = high
+                    last_start[k] = start
+                    last_end[k] = i
+            if not number and i < 0:
+                i = start
                 # Sorted sections repeat the previous line's leading words: a token whose
                 # bytes and delimiter match that line's word in this field takes its id
                 # without hashing (its bytes were checked when that line was scanned).
@@ -211,8 +230,14 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                             break
                 if reused:
                     i += length
+                    word = ids[line - 1, k]
                 else:
                     i, hashed = _scan_word(buffer, i, n, byte_class)
+                    if i >= 0:
+                        word = _words.find_hashed_word(buffer, start, i, hashed, blob, starts, ends, word_table)
+                        last_start[k] = start
+                        last_end[k] = i
+                last_low[k] = 0  # a word the packed path cannot read
             if i < 0:
                 return _FALLBACK, pos, line, n_odd, lexical, max_arpa
             if number:
@@ -231,15 +256,10 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                 elif minus_99_zero and value == -99.0:
                     value = -np.inf
                 numbers[column] = value
-            elif reused:
-                ids[line, field - 1] = ids[line - 1, field - 1]
             else:
-                word = _words.find_hashed_word(buffer, start, i, hashed, blob, starts, ends, word_table)
                 if word < 0:
                     return _FALLBACK, pos, line, n_odd, lexical, max_arpa
                 ids[line, field - 1] = word
-                last_start[field - 1] = start
-                last_end[field - 1] = i
             field += 1
             i = _skip_blanks(buffer, i, n, byte_class)
             if i < 0:
@@ -373,8 +393,8 @@ def _parse_order(data: bytes, buffer: np.ndarray, pos: int, order: int, count: i
     ids = np.empty((count, order), dtype=np.int32)
     max_probs, max_backoffs = np.empty(count), np.empty(count)
     status, pos, n_lines, n_odd, lexical, max_arpa = _parse_section_lines(
-        buffer, header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids, values, max_probs,
-        max_backoffs, minus_99_zero, odd)
+        buffer, _words.uint64_view(buffer), header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids,
+        values, max_probs, max_backoffs, minus_99_zero, odd)
     if status != 0 or n_lines != count:
         return None
     if n_odd and not _odd_numbers(data, odd[:n_odd], values, max_probs, max_backoffs, minus_99_zero, highest):
