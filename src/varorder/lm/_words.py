@@ -91,24 +91,19 @@ _PACKED_MIX = np.uint64(0xC2B2AE3D27D4EB4F)
 LITTLE_ENDIAN = sys.byteorder == "little"
 
 
-def packed_word_table(words_bytes) -> tuple[np.ndarray, np.ndarray]:
-    """``(slots, keys)``: the words of ``words_bytes`` (id = position) that the packed
+def packed_word_table(blob, starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """``(slots, keys)`` of the words ``blob[starts[i]:ends[i]]`` (id = i) that the packed
     path can read — 1 to :data:`PACKED_BYTES` bytes, each 0x21..0x7F — as ``keys[id]``,
     their bytes packed into two little-endian uint64 (zero-padded; (0, 0) for the other
     words), and an open-addressing table of their ids (int32, power-of-two size, load
     <= 0.5, -1 empty). Both are small enough for the core's own cache (about 300 KB for
     10k words): a lookup is two cache hits, where a table of full slots missed."""
     capacity = 16
-    while capacity < 2 * max(1, len(words_bytes)):
+    while capacity < 2 * max(1, len(starts)):
         capacity *= 2
     slots = np.full(capacity, -1, dtype=np.int32)
-    keys = np.zeros((len(words_bytes), 2), dtype=np.uint64)
-    for word, data in enumerate(words_bytes):
-        if not 0 < len(data) <= PACKED_BYTES or min(data) < 0x21 or max(data) > 0x7F:
-            continue
-        padded = data.ljust(16, b"\0")
-        keys[word] = int.from_bytes(padded[:8], "little"), int.from_bytes(padded[8:], "little")
-    _insert_packed(slots, keys)
+    keys = np.zeros((len(starts), 2), dtype=np.uint64)
+    _fill_packed(blob, starts, ends, slots, keys)
     return slots, keys
 
 
@@ -119,12 +114,29 @@ def _packed_slot(low, high, capacity):
 
 
 @numba.njit(cache=True)
-def _insert_packed(slots, keys):
+def _fill_packed(blob, starts, ends, slots, keys):
     capacity = slots.shape[0]
-    for word in range(keys.shape[0]):
-        if keys[word, 0] == 0:
+    for word in range(starts.shape[0]):
+        length = ends[word] - starts[word]
+        if length < 1 or length > PACKED_BYTES:
             continue
-        slot = _packed_slot(keys[word, 0], keys[word, 1], capacity)
+        low = np.uint64(0)
+        high = np.uint64(0)
+        readable = True
+        for j in range(length):
+            byte = blob[starts[word] + j]
+            if byte < 0x21 or byte > 0x7F:
+                readable = False
+                break
+            if j < 8:
+                low |= np.uint64(byte) << np.uint64(8 * j)
+            else:
+                high |= np.uint64(byte) << np.uint64(8 * (j - 8))
+        if not readable:
+            continue
+        keys[word, 0] = low
+        keys[word, 1] = high
+        slot = _packed_slot(low, high, capacity)
         while slots[slot] >= 0:
             slot = (slot + 1) & (capacity - 1)
         slots[slot] = word
@@ -269,17 +281,46 @@ def encode_lines(buffer, words8, blob, starts, ends, table, packed_slots, packed
 
 
 POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])
+_INT_POWERS_OF_TEN = np.asarray([10 ** k for k in range(9)], dtype=np.int64)
+_LOW_7_BITS = np.uint64(0x7F7F7F7F7F7F7F7F)
+_HIGH_NIBBLES = np.uint64(0xF0F0F0F0F0F0F0F0)
+_ZEROS = np.uint64(0x3030303030303030)  # eight ASCII "0"
+_SIXES = np.uint64(0x0606060606060606)
 
 
 @numba.njit(cache=True, inline="always")
-def scan_decimal(buffer, i, n):
+def _nonzero_bytes(x):
+    """The high bit of each byte of ``x`` that is not zero (no carry between bytes)."""
+    return (((x & _LOW_7_BITS) + _LOW_7_BITS) | x) & _HIGH_BITS
+
+
+@numba.njit(cache=True, inline="always")
+def _first_flagged(mask):
+    return 8 if mask == 0 else np.int64(trailing_zeros(mask) >> 3)
+
+
+@numba.njit(cache=True, inline="always")
+def _eight_digits(chunk, k):
+    """The integer written by the first ``k`` (1..8) ASCII digits of ``chunk`` (little-
+    endian: the first digit in the lowest byte), by three multiplications."""
+    value = (chunk << np.uint64(8 * (8 - k))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    value = (value * np.uint64(2561)) >> np.uint64(8)
+    value = ((value & np.uint64(0x00FF00FF00FF00FF)) * np.uint64(6553601)) >> np.uint64(16)
+    return np.int64(((value & np.uint64(0x0000FFFF0000FFFF)) * np.uint64(42949672960001)) >> np.uint64(32))
+
+
+@numba.njit(cache=True, inline="always")
+def scan_decimal(buffer, words8, i, n):
     """``(end, ok, value)`` of the decimal number ``[-+]digits[.digits][(e|E)[-+]digits]``
     starting at ``i``, scanned and converted in one pass; ``end`` is where the number
     stops. ``ok`` when it ends the token (at ``n`` or an ASCII blank or line break) and is
     exactly representable by Clinger's fast path: at most 15 significant digits and a
     power of ten up to 1e22, so one correctly rounded multiplication or division gives
     the same double as Python's ``float``. The one decimal parser of the compiled ARPA
-    reader: a number it declines is left for ``float``."""
+    reader: a number it declines is left for ``float``. Where ``words8`` (the buffer
+    seen as uint64, :func:`uint64_view`; may be empty) covers them, the digits after the
+    point are read eight at a time (the fraction is most of an ARPA number); the result
+    is the same."""
     negative = False
     if i < n and (buffer[i] == 45 or buffer[i] == 43):
         negative = buffer[i] == 45
@@ -297,6 +338,24 @@ def scan_decimal(buffer, i, n):
         i += 1
     if i < n and buffer[i] == 46:
         i += 1
+        while i + 16 <= words8.shape[0] * 8:
+            chunk = _load8(words8, i)
+            k = _first_flagged(_nonzero_bytes(((chunk & _HIGH_NIBBLES) ^ _ZEROS)
+                                              | (((chunk + _SIXES) & _HIGH_NIBBLES) ^ _ZEROS)))
+            if k == 0:
+                break
+            significant = k
+            if mantissa == 0:  # leading zeros are not significant
+                significant = k - min(k, _first_flagged(_nonzero_bytes(chunk ^ _ZEROS)))
+            if digits + significant > 18:
+                break  # the digit-by-digit loop below drops what does not fit
+            mantissa = mantissa * _INT_POWERS_OF_TEN[k] + _eight_digits(chunk, k)
+            digits += significant
+            exponent -= k
+            any_digit = True
+            i += k
+            if k < 8:
+                break
         while i < n and 48 <= buffer[i] <= 57:
             if mantissa or buffer[i] != 48:
                 digits += 1
@@ -349,5 +408,5 @@ def word_table(words) -> tuple[np.ndarray, ...]:
         np.cumsum(lengths[:-1], out=starts[1:])
     blob = np.frombuffer(b"".join(encoded), dtype=np.uint8) if encoded else np.zeros(0, np.uint8)
     ends = starts + lengths
-    slots, keys = packed_word_table(encoded)
+    slots, keys = packed_word_table(blob, starts, ends)
     return blob, starts, ends, build_word_table(blob, starts, ends), slots, keys
