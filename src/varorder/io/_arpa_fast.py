@@ -270,9 +270,15 @@ def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class,
                     return _FALLBACK, pos, line, n_odd, lexical, max_arpa
                 ids[line, field - 1] = word
             field += 1
-            i = _skip_blanks(buffer, i, n, byte_class)
-            if i < 0:
-                return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+            # The usual single tab or space is stepped over without a loop (a loop here
+            # put two dependent loads between every token and the next); anything else
+            # that is no token byte or line feed goes to the blank skipper.
+            if i < n and (buffer[i] == 32 or buffer[i] == 9):
+                i += 1
+            if i < n and byte_class[buffer[i]] != 0 and buffer[i] != 10:
+                i = _skip_blanks(buffer, i, n, byte_class)
+                if i < 0:
+                    return _FALLBACK, pos, line, n_odd, lexical, max_arpa
         pos = i + 1
         extra = field - 1 - order
         if extra != 0 and extra != 1 and extra != 3:
