@@ -307,7 +307,7 @@ def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class,
 
 @numba.njit(cache=True)
 def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base, hash_cap,
-                  values, keys, suffix_rows, lower_extends):
+                  values, keys, suffix_rows, lower_extends, suffix_keys):
     """Enter one order's n-grams, given in lexicographic order of their word ids (which
     is the order of their packed keys), into the model's tables.
 
@@ -316,11 +316,11 @@ def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_row
     suffix row of that prefix (``lower_suffix_rows``), and one probe of the table below
     finds the suffix itself, checking that the model is closed. Fills ``keys``, this
     order's ``suffix_rows`` (for the order above), the hash slots (row = position) and
-    ``lower_extends``. Returns 0, ``_NOT_CLOSED`` or ``_FALLBACK`` (a duplicate).
+    ``lower_extends``; ``suffix_keys`` is scratch space (at least as many as n-grams).
+    Returns 0, ``_NOT_CLOSED`` or ``_FALLBACK`` (a duplicate).
     """
     count = ids.shape[0]
     n_lower = lower_ids.shape[0]
-    suffix_keys = np.empty(count, dtype=np.int64)
     prefix = 0
     for line in range(count):
         if order == 2:
@@ -397,15 +397,20 @@ def _unigrams(data: bytes, buffer: np.ndarray) -> tuple | None:
 
 
 def _parse_order(data: bytes, buffer: np.ndarray, pos: int, order: int, count: int, highest: bool, word_table,
-                 values: np.ndarray, minus_99_zero: bool, odd: np.ndarray) -> tuple | None:
+                 values: np.ndarray, minus_99_zero: bool, odd: np.ndarray, ids_space: np.ndarray | None = None
+                 ) -> tuple | None:
     """Parse the section of ``order`` (>= 2) whose header comes next after ``pos``:
     ``(position after it, word ids in file order, mf, mbow, lines in lexicographic
     order, MAX-ARPA)``, the ``(log10 p, log10 bow)`` written into ``values``; None when
-    the general path must read the file."""
+    the general path must read the file. The ids go into ``ids_space`` when given (at
+    least ``count * order`` int32)."""
     header = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
     if header is None or header[2] != b"\\%d-grams:" % order:
         return None
-    ids = np.empty((count, order), dtype=np.int32)
+    if ids_space is None:
+        ids = np.empty((count, order), dtype=np.int32)
+    else:
+        ids = ids_space[:count * order].reshape(count, order)
     max_probs, max_backoffs = np.empty(count), np.empty(count)
     status, pos, n_lines, n_odd, lexical, max_arpa = _parse_section_lines(
         buffer, _words.uint64_view(buffer), header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids,
@@ -477,10 +482,18 @@ def _read_closed(data: bytes, minus_99_zero: bool, huge: bool) -> dict | None:
     max_arpa = None
     lower_ids = np.zeros((0, 1), dtype=np.int32)
     lower_suffix_rows = np.zeros(0, dtype=np.int64)
+    # Two orders' ids and suffix rows are alive at a time: two spaces for each, reused
+    # (fresh pages cost a fault each, about a tenth of a cold read).
+    most = max(declared[1:], default=0)
+    ids_spaces = [np.empty(max([count * (m + 1) for m, count in enumerate(declared) if m], default=0), dtype=np.int32)
+                  for _ in range(2)]
+    row_spaces = [np.empty(most, dtype=np.int64) for _ in range(2)]
+    suffix_keys = np.empty(most, dtype=np.int64)
     for m in range(2, order + 1):
         count = declared[m - 1]
         section_values = values[value_base[m - 1]:value_base[m]]
-        parsed = _parse_order(data, buffer, pos, m, count, m == order, word_table, section_values, minus_99_zero, odd)
+        parsed = _parse_order(data, buffer, pos, m, count, m == order, word_table, section_values, minus_99_zero, odd,
+                              ids_spaces[m % 2])
         if parsed is None:
             return None
         pos, ids, max_probs, max_backoffs, lexical, m_max = parsed
@@ -494,10 +507,10 @@ def _read_closed(data: bytes, minus_99_zero: bool, huge: bool) -> dict | None:
             section_values[:] = section_values[permutation]
             max_probs, max_backoffs = max_probs[permutation], max_backoffs[permutation]
         m_keys = np.empty(count, dtype=np.int64)
-        suffix_rows = np.empty(count, dtype=np.int64)
+        suffix_rows = row_spaces[m % 2][:count]
         status = _link_section(m, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base,
                                hash_cap, section_values, m_keys, suffix_rows,
-                               extends[value_base[m - 2]:value_base[m - 1]])
+                               extends[value_base[m - 2]:value_base[m - 1]], suffix_keys)
         if status != 0:
             return None
         keys.append(m_keys)
