@@ -38,6 +38,7 @@ except ImportError:  # pragma: no cover - NumPy < 2
         _set_madvise_hugepage = None
 
 _COUNT_LINE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)$")
+_SECTION_START = re.compile(rb"^[ \t\r\x0b\x0c]*\\", re.MULTILINE)  # a line whose text starts with a backslash
 _ODD_CAPACITY = 1 << 12
 _MAP_FROM = 1 << 20  # files larger than this are memory-mapped
 _FALLBACK = -1
@@ -99,17 +100,18 @@ def _declared_counts(data: bytes) -> tuple[list[int], tuple[int, int, bytes]] | 
 
 
 def _unigram_section(data: bytes, pos: int, header_line: int) -> tuple[dict, int]:
+    """The unigram section's field lists and line numbers, up to the next line that
+    starts (after blanks) with a backslash, and the position of that line. The section
+    is split in one piece (no generator per line): the same lines as :func:`_lines`."""
+    found = _SECTION_START.search(data, pos)
+    end = found.start() if found else len(data)
     fields, line_numbers = [], []
-    line_number = header_line
-    for start, end, text in _lines(data, pos):
-        line_number += 1
-        if not text:
-            continue
-        if text.startswith(b"\\"):
-            return {"fields": fields, "lines": np.asarray(line_numbers, dtype=np.int64)}, start
-        fields.append(text.decode("utf-8", errors="surrogateescape").split())
-        line_numbers.append(line_number)
-    return {"fields": fields, "lines": np.asarray(line_numbers, dtype=np.int64)}, len(data)
+    for number, raw in enumerate(data[pos:end].split(b"\n"), start=header_line + 1):
+        text = raw.strip()
+        if text:
+            fields.append(text.decode("utf-8", errors="surrogateescape").split())
+            line_numbers.append(number)
+    return {"fields": fields, "lines": np.asarray(line_numbers, dtype=np.int64)}, end
 
 
 # ---------------------------------------------------------------------------------------
