@@ -112,7 +112,8 @@ def test_numbers_outside_the_fast_path_are_read_by_python(tmp_path):
 ))
 def test_scan_decimal_equals_float(text):
     data = np.frombuffer(text.encode(), dtype=np.uint8)
-    end, ok, value = _words.scan_decimal(data, 0, len(data))
+    end, ok, value = _words.scan_decimal(data, _NO_WORDS, 0, len(data))
+    assert _scan_decimal_eight_at_a_time(text.encode(), b"") == (end, ok, value)
     if ok:
         assert end == len(data)
         expected = float(text)
@@ -121,7 +122,7 @@ def test_scan_decimal_equals_float(text):
 
 def test_word_table_finds_every_word_and_only_them():
     words = ["a", "b", "<s>", "ü", "longer-word", ""][:-1]
-    blob, starts, ends, table = _words.word_table(words)
+    blob, starts, ends, table = _words.word_table(words)[:4]
     for i, word in enumerate(words):
         data = np.frombuffer(word.encode(), dtype=np.uint8)
         assert _words.find_word(data, 0, len(data), blob, starts, ends, table) == i
@@ -224,7 +225,8 @@ def test_decimal_scanner_inside_a_line_equals_float(text, after):
     # As the line parser uses it: a number it accepts ends where the token ends and
     # equals float; one it declines is delimited by the word scanner for float.
     data = np.frombuffer(text.encode() + after, dtype=np.uint8)
-    end, ok, value = _words.scan_decimal(data, 0, len(data))
+    end, ok, value = _words.scan_decimal(data, _NO_WORDS, 0, len(data))
+    assert _scan_decimal_eight_at_a_time(text.encode(), after) == (end, ok, value)
     token_end, _ = _arpa_fast._scan_word(data, 0, len(data), _arpa_fast._BYTE_CLASS)
     if ok:
         assert end == token_end
@@ -232,6 +234,23 @@ def test_decimal_scanner_inside_a_line_equals_float(text, after):
         assert value == expected and math.copysign(1, value) == math.copysign(1, expected), text
     else:
         assert after in (b"x", "\u00e9".encode()) or not text or _declined_by_float_or_fast_path(text)
+
+
+_NO_WORDS = np.zeros(0, dtype=np.uint64)  # no uint64 view: the digit-by-digit scanner alone
+
+
+def _scan_decimal_eight_at_a_time(number: bytes, after: bytes):
+    """:func:`_words.scan_decimal` with the buffer's uint64 view, so the digits after the
+    point are read eight at a time: ``number + after`` then padding (a line break and
+    more text, as in a file), at each of the eight alignments; all must agree."""
+    results = set()
+    for shift in range(8):
+        data = np.frombuffer(b"x" * shift + number + after + b"\n" + b"-1.5 word\n" * 4, dtype=np.uint8)
+        end, ok, value = _words.scan_decimal(data, _words.uint64_view(data), shift, len(data))
+        results.add((end - shift, ok, value, math.copysign(1, value)))
+    assert len(results) == 1, results
+    end, ok, value, _ = results.pop()
+    return end, ok, value
 
 
 def _declined_by_float_or_fast_path(text: str) -> bool:
@@ -244,3 +263,56 @@ def _declined_by_float_or_fast_path(text: str) -> bool:
     whole, _, fraction = mantissa.lstrip("+-").partition(".")
     significant = (whole + fraction).lstrip("0")
     return len(significant) > 15 or not -22 <= int(exponent or 0) - len(fraction) <= 22
+
+
+# Words around the packed path's limits: 1, 7, 8, 9, 15, 16 and 17 bytes, two sharing
+# their first 8 bytes, prefixes of others, DEL (0x7F, still packed), a control byte
+# (0x01, a token byte the packed path leaves to the byte-wise one), UTF-8.
+_EDGE_WORDS = ["a", "ab", "abcdefg", "abcdefgh", "abcdefgh1", "abcdefgh2", "x" * 15, "y" * 16, "z" * 17,
+               "del\x7f", "ctl\x01x", "é", "naïve", "a" * 40, "ab" * 4 + "é"]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_edge_words_are_read_like_any_other(tmp_path, seed):
+    # The parser delimits and looks up short ASCII words by their packed bytes and
+    # leaves the rest to the byte-wise path: every word must still get its own id.
+    rng = np.random.default_rng(seed)
+    model, _ = random_model(rng, len(_EDGE_WORDS), 4, density=0.6, closed=True)
+    path = tmp_path / "m.arpa"
+    write_arpa(model, path)
+    names = {f"w{i}": word for i, word in enumerate(rng.permutation(_EDGE_WORDS))}
+    text = path.read_text()
+    lines = []
+    for line in text.split("\n"):
+        fields = line.split("\t")
+        if len(fields) >= 2:
+            fields[1] = " ".join(names.get(w, w) for w in fields[1].split(" "))
+        lines.append("\t".join(fields))
+    path.write_text("\n".join(lines), encoding="utf-8")
+    assert _arpa_fast.read_closed(_arpa_fast.read_bytes(path), True) is not None
+    fast, slow = read_arpa(path), _read_arpa(path, False, "zero")
+    assert_same_model(fast, slow)
+    assert sorted(fast.vocabulary.words) == sorted(["<unk>", "<s>", "</s>"] + _EDGE_WORDS)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_EDGE_WORDS + ["abcdefg1", "y" * 15, "oov", "abcdefgh12", "ctl"]),
+                         max_size=8), max_size=12),
+       st.lists(st.sampled_from([" ", "\t", "  ", "\x0b", "\x0c", " \t"]), min_size=1, max_size=4),
+       st.integers(0, 7))
+def test_encode_lines_packed_path_equals_python(sentences, blanks, shift):
+    # encode_lines (packed path where it applies, at every alignment of the text) gives
+    # exactly the Python encoder's ids and lengths.
+    from varorder.lm.corpus import Vocabulary
+
+    vocabulary = Vocabulary(_EDGE_WORDS)
+    lines = [blanks[i % len(blanks)].join(tokens) + blanks[-1] * (i % 2) for i, tokens in enumerate(sentences)]
+    expected_ids, expected_lengths = vocabulary.encode_sentences(line.split() for line in lines)
+    data = np.frombuffer("".join(line + "\n" for line in lines).encode(), dtype=np.uint8)
+    padded = np.frombuffer(b"\n" * shift + data.tobytes(), dtype=np.uint8)
+    ids = np.empty(len(padded) + 1, dtype=np.int32)
+    lengths = np.empty(len(padded) + 1, dtype=np.int64)
+    n_tokens, n_lines = _words.encode_lines(padded[shift:], _words.uint64_view(padded[shift:]),
+                                            *vocabulary.byte_table(), vocabulary.unk_id, True, ids, lengths)
+    np.testing.assert_array_equal(ids[:n_tokens], expected_ids)
+    np.testing.assert_array_equal(lengths[:n_lines], expected_lengths)

@@ -14,6 +14,7 @@ differently) returns None, and the Python reader takes over and reports the erro
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import math
 import mmap
@@ -28,7 +29,16 @@ import numpy as np
 
 from varorder.lm import _kernels, _words
 
+try:  # NumPy's process-wide switch for madvise(MADV_HUGEPAGE) on its large arrays
+    from numpy._core.multiarray import _set_madvise_hugepage
+except ImportError:  # pragma: no cover - NumPy < 2
+    try:
+        from numpy.core.multiarray import _set_madvise_hugepage
+    except ImportError:
+        _set_madvise_hugepage = None
+
 _COUNT_LINE = re.compile(rb"^ngram\s+(\d+)\s*=\s*(\d+)$")
+_SECTION_START = re.compile(rb"^[ \t\r\x0b\x0c]*\\", re.MULTILINE)  # a line whose text starts with a backslash
 _ODD_CAPACITY = 1 << 12
 _MAP_FROM = 1 << 20  # files larger than this are memory-mapped
 _FALLBACK = -1
@@ -90,17 +100,18 @@ def _declared_counts(data: bytes) -> tuple[list[int], tuple[int, int, bytes]] | 
 
 
 def _unigram_section(data: bytes, pos: int, header_line: int) -> tuple[dict, int]:
+    """The unigram section's field lists and line numbers, up to the next line that
+    starts (after blanks) with a backslash, and the position of that line. The section
+    is split in one piece (no generator per line): the same lines as :func:`_lines`."""
+    found = _SECTION_START.search(data, pos)
+    end = found.start() if found else len(data)
     fields, line_numbers = [], []
-    line_number = header_line
-    for start, end, text in _lines(data, pos):
-        line_number += 1
-        if not text:
-            continue
-        if text.startswith(b"\\"):
-            return {"fields": fields, "lines": np.asarray(line_numbers, dtype=np.int64)}, start
-        fields.append(text.decode("utf-8", errors="surrogateescape").split())
-        line_numbers.append(line_number)
-    return {"fields": fields, "lines": np.asarray(line_numbers, dtype=np.int64)}, len(data)
+    for number, raw in enumerate(data[pos:end].split(b"\n"), start=header_line + 1):
+        text = raw.strip()
+        if text:
+            fields.append(text.decode("utf-8", errors="surrogateescape").split())
+            line_numbers.append(number)
+    return {"fields": fields, "lines": np.asarray(line_numbers, dtype=np.int64)}, end
 
 
 # ---------------------------------------------------------------------------------------
@@ -156,8 +167,8 @@ def _skip_blanks(buffer, i, n, byte_class):
 
 
 @numba.njit(cache=True)
-def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, starts, ends, word_table,
-                         ids, values, max_probs, max_backoffs, minus_99_zero, odd):
+def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class, blob, starts, ends, word_table,
+                         packed_slots, packed_keys, ids, values, max_probs, max_backoffs, minus_99_zero, odd):
     """Parse the ``count`` lines of one n-gram section (order >= 2) from ``pos``: word ids
     into ``ids``, the float32 ``(log10 p, log10 bow)`` into ``values``, the MAX-ARPA
     columns into ``max_probs``/``max_backoffs``, all in file order.
@@ -175,8 +186,11 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
     numbers = np.zeros(4)
     last_start = np.zeros(order, dtype=np.int64)  # bytes of the last word hashed in each field
     last_end = np.zeros(order, dtype=np.int64)
+    last_low = np.zeros(order, dtype=np.uint64)  # the same word packed (0: not packed)
+    last_high = np.zeros(order, dtype=np.uint64)
     hashed = np.uint64(0)
     reused = False
+    word = -1
     while pos < n:
         i = _skip_blanks(buffer, pos, n, byte_class)
         if i < 0:
@@ -193,10 +207,26 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
             start = i
             number = field == 0 or field > order
             if number:
-                i, ok, value = _words.scan_decimal(buffer, i, n)
+                i, ok, value = _words.scan_decimal(buffer, words8, i, n)
                 if not ok:  # delimit the token for Python's float (-1: unusual text)
                     i, _ = _scan_word(buffer, start, n, byte_class)
             else:
+                # Most words are short ASCII: delimited eight bytes at a time, and a word
+                # packed as the previous line's in this field (sorted sections repeat their
+                # leading words) takes its id without a lookup.
+                k = field - 1
+                i, low, high = _words.packed_token(buffer, words8, start)
+                if i >= 0:
+                    if line > 0 and low == last_low[k] and high == last_high[k]:
+                        word = ids[line - 1, k]
+                    else:
+                        word = _words.find_packed_word(low, high, packed_slots, packed_keys)
+                    last_low[k] = low
+                    last_high[k] = high
+                    last_start[k] = start
+                    last_end[k] = i
+            if not number and i < 0:
+                i = start
                 # Sorted sections repeat the previous line's leading words: a token whose
                 # bytes and delimiter match that line's word in this field takes its id
                 # without hashing (its bytes were checked when that line was scanned).
@@ -211,8 +241,14 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                             break
                 if reused:
                     i += length
+                    word = ids[line - 1, k]
                 else:
                     i, hashed = _scan_word(buffer, i, n, byte_class)
+                    if i >= 0:
+                        word = _words.find_hashed_word(buffer, start, i, hashed, blob, starts, ends, word_table)
+                        last_start[k] = start
+                        last_end[k] = i
+                last_low[k] = 0  # a word the packed path cannot read
             if i < 0:
                 return _FALLBACK, pos, line, n_odd, lexical, max_arpa
             if number:
@@ -231,19 +267,20 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
                 elif minus_99_zero and value == -99.0:
                     value = -np.inf
                 numbers[column] = value
-            elif reused:
-                ids[line, field - 1] = ids[line - 1, field - 1]
             else:
-                word = _words.find_hashed_word(buffer, start, i, hashed, blob, starts, ends, word_table)
                 if word < 0:
                     return _FALLBACK, pos, line, n_odd, lexical, max_arpa
                 ids[line, field - 1] = word
-                last_start[field - 1] = start
-                last_end[field - 1] = i
             field += 1
-            i = _skip_blanks(buffer, i, n, byte_class)
-            if i < 0:
-                return _FALLBACK, pos, line, n_odd, lexical, max_arpa
+            # The usual single tab or space is stepped over without a loop (a loop here
+            # put two dependent loads between every token and the next); anything else
+            # that is no token byte or line feed goes to the blank skipper.
+            if i < n and (buffer[i] == 32 or buffer[i] == 9):
+                i += 1
+            if i < n and byte_class[buffer[i]] != 0 and buffer[i] != 10:
+                i = _skip_blanks(buffer, i, n, byte_class)
+                if i < 0:
+                    return _FALLBACK, pos, line, n_odd, lexical, max_arpa
         pos = i + 1
         extra = field - 1 - order
         if extra != 0 and extra != 1 and extra != 3:
@@ -272,7 +309,7 @@ def _parse_section_lines(buffer, pos, order, highest, count, byte_class, blob, s
 
 @numba.njit(cache=True)
 def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base, hash_cap,
-                  values, keys, suffix_rows, lower_extends):
+                  values, keys, suffix_rows, lower_extends, suffix_keys):
     """Enter one order's n-grams, given in lexicographic order of their word ids (which
     is the order of their packed keys), into the model's tables.
 
@@ -281,11 +318,11 @@ def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_row
     suffix row of that prefix (``lower_suffix_rows``), and one probe of the table below
     finds the suffix itself, checking that the model is closed. Fills ``keys``, this
     order's ``suffix_rows`` (for the order above), the hash slots (row = position) and
-    ``lower_extends``. Returns 0, ``_NOT_CLOSED`` or ``_FALLBACK`` (a duplicate).
+    ``lower_extends``; ``suffix_keys`` is scratch space (at least as many as n-grams).
+    Returns 0, ``_NOT_CLOSED`` or ``_FALLBACK`` (a duplicate).
     """
     count = ids.shape[0]
     n_lower = lower_ids.shape[0]
-    suffix_keys = np.empty(count, dtype=np.int64)
     prefix = 0
     for line in range(count):
         if order == 2:
@@ -362,19 +399,24 @@ def _unigrams(data: bytes, buffer: np.ndarray) -> tuple | None:
 
 
 def _parse_order(data: bytes, buffer: np.ndarray, pos: int, order: int, count: int, highest: bool, word_table,
-                 values: np.ndarray, minus_99_zero: bool, odd: np.ndarray) -> tuple | None:
+                 values: np.ndarray, minus_99_zero: bool, odd: np.ndarray, ids_space: np.ndarray | None = None
+                 ) -> tuple | None:
     """Parse the section of ``order`` (>= 2) whose header comes next after ``pos``:
     ``(position after it, word ids in file order, mf, mbow, lines in lexicographic
     order, MAX-ARPA)``, the ``(log10 p, log10 bow)`` written into ``values``; None when
-    the general path must read the file."""
+    the general path must read the file. The ids go into ``ids_space`` when given (at
+    least ``count * order`` int32)."""
     header = next(((s, e, t) for s, e, t in _lines(data, pos) if t), None)
     if header is None or header[2] != b"\\%d-grams:" % order:
         return None
-    ids = np.empty((count, order), dtype=np.int32)
+    if ids_space is None:
+        ids = np.empty((count, order), dtype=np.int32)
+    else:
+        ids = ids_space[:count * order].reshape(count, order)
     max_probs, max_backoffs = np.empty(count), np.empty(count)
     status, pos, n_lines, n_odd, lexical, max_arpa = _parse_section_lines(
-        buffer, header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids, values, max_probs,
-        max_backoffs, minus_99_zero, odd)
+        buffer, _words.uint64_view(buffer), header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids,
+        values, max_probs, max_backoffs, minus_99_zero, odd)
     if status != 0 or n_lines != count:
         return None
     if n_odd and not _odd_numbers(data, odd[:n_odd], values, max_probs, max_backoffs, minus_99_zero, highest):
@@ -387,6 +429,24 @@ def _ends(data: bytes, pos: int) -> bool:
     return end is not None and end[2] == b"\\end\\"
 
 
+@contextlib.contextmanager
+def _huge_pages(enabled: bool):
+    """Inside the block, NumPy asks for transparent huge pages on new large arrays only
+    when ``enabled`` (NumPy's own process-wide switch, restored after); yields the
+    setting it found. The reader's temporaries are written once in order, where 4 KB
+    pages cost nothing in TLB misses, while each fresh 2 MB page the kernel must find
+    (compacting memory on a busy machine) cost 0.1-0.2 s of system time per cold read of
+    the PTB 5-gram; the hash table, probed at random by every query, keeps huge pages."""
+    if _set_madvise_hugepage is None:
+        yield True
+        return
+    previous = _set_madvise_hugepage(enabled)
+    try:
+        yield previous
+    finally:
+        _set_madvise_hugepage(previous)
+
+
 def read_closed(data: bytes, minus_99_zero: bool) -> dict | None:
     """The tables of a model whose file (``data``, its bytes) lists every n-gram's prefix
     and suffix (what varorder and KenLM write), parsed with no Python object per line:
@@ -396,6 +456,11 @@ def read_closed(data: bytes, minus_99_zero: bool) -> dict | None:
     rows of ``values`` left for the caller (``vocab_size`` counts a ``<unk>`` the file
     lacks). None when the file needs :func:`read_sections` (a model not closed under
     prefixes and suffixes) or the Python reader (see the module)."""
+    with _huge_pages(False) as huge:
+        return _read_closed(data, minus_99_zero, huge)
+
+
+def _read_closed(data: bytes, minus_99_zero: bool, huge: bool) -> dict | None:
     buffer = np.frombuffer(data, dtype=np.uint8)
     head = _unigrams(data, buffer)
     if head is None:
@@ -408,7 +473,8 @@ def read_closed(data: bytes, minus_99_zero: bool) -> dict | None:
     capacities = [_hash_capacity(count) for count in declared[1:]]
     hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
     hash_cap = np.asarray(capacities + [0], dtype=np.int64)
-    hash_rows = np.full((int(hash_base[-1]), 3), -1, dtype=np.int64)
+    with _huge_pages(huge):
+        hash_rows = np.full((int(hash_base[-1]), 3), -1, dtype=np.int64)
     hash_values = hash_rows.view(np.float32)
     values = np.empty((int(value_base[-1]), 2), dtype=np.float32)
     extends = np.zeros(int(value_base[-1]), dtype=bool)
@@ -418,10 +484,18 @@ def read_closed(data: bytes, minus_99_zero: bool) -> dict | None:
     max_arpa = None
     lower_ids = np.zeros((0, 1), dtype=np.int32)
     lower_suffix_rows = np.zeros(0, dtype=np.int64)
+    # Two orders' ids and suffix rows are alive at a time: two spaces for each, reused
+    # (fresh pages cost a fault each, about a tenth of a cold read).
+    most = max(declared[1:], default=0)
+    ids_spaces = [np.empty(max([count * (m + 1) for m, count in enumerate(declared) if m], default=0), dtype=np.int32)
+                  for _ in range(2)]
+    row_spaces = [np.empty(most, dtype=np.int64) for _ in range(2)]
+    suffix_keys = np.empty(most, dtype=np.int64)
     for m in range(2, order + 1):
         count = declared[m - 1]
         section_values = values[value_base[m - 1]:value_base[m]]
-        parsed = _parse_order(data, buffer, pos, m, count, m == order, word_table, section_values, minus_99_zero, odd)
+        parsed = _parse_order(data, buffer, pos, m, count, m == order, word_table, section_values, minus_99_zero, odd,
+                              ids_spaces[m % 2])
         if parsed is None:
             return None
         pos, ids, max_probs, max_backoffs, lexical, m_max = parsed
@@ -435,10 +509,10 @@ def read_closed(data: bytes, minus_99_zero: bool) -> dict | None:
             section_values[:] = section_values[permutation]
             max_probs, max_backoffs = max_probs[permutation], max_backoffs[permutation]
         m_keys = np.empty(count, dtype=np.int64)
-        suffix_rows = np.empty(count, dtype=np.int64)
+        suffix_rows = row_spaces[m % 2][:count]
         status = _link_section(m, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base,
                                hash_cap, section_values, m_keys, suffix_rows,
-                               extends[value_base[m - 2]:value_base[m - 1]])
+                               extends[value_base[m - 2]:value_base[m - 1]], suffix_keys)
         if status != 0:
             return None
         keys.append(m_keys)

@@ -156,12 +156,13 @@ class Vocabulary:
             return self.encode_sentences(s.split() for s in sentences)
         ids = np.empty(len(data) // 2 + 1, dtype=np.int32)
         lengths = np.empty(len(data) + 1, dtype=np.int64)
-        n_tokens, n_sentences = _words.encode_lines(data, *self.byte_table(), self.unk_id, True, ids, lengths)
+        n_tokens, n_sentences = _words.encode_lines(data, _words.uint64_view(data), *self.byte_table(), self.unk_id,
+                                                    True, ids, lengths)
         if n_sentences != len(sentences):  # a sentence spans several lines
             return self.encode_sentences(s.split() for s in sentences)
         return ids[:n_tokens], lengths[:n_sentences]
 
-    def byte_table(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def byte_table(self) -> tuple[np.ndarray, ...]:
         """The byte-level hash of the words (:func:`varorder.lm._words.word_table`), built
         on first use."""
         if getattr(self, "_byte_table", None) is None:
