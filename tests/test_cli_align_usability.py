@@ -189,3 +189,36 @@ def test_kept_training_encoding_aligns_like_a_fresh_one():
         assert aligner.align(pairs, method) == aligner.align(list(pairs), method)
     aligner.release_encoding()
     assert aligner.encode(pairs) is not None and aligner._kept_encoding is None
+
+
+def test_mmap_threshold_is_set_without_a_child_process(monkeypatch):
+    """The align commands fix glibc's mmap threshold from the process's own C library: finding it with
+    ctypes.util.find_library ran `ldconfig -p` in a child, which tree memory measurements counted."""
+    import ctypes
+    import subprocess
+
+    from varorder._malloc import fix_mmap_threshold
+
+    def no_child(*args, **kwargs):
+        raise AssertionError(f"a child process was started: {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_child)
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("not glibc: fix_mmap_threshold is a no-op")
+
+    class Info(ctypes.Structure):
+        _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                   "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    libc.mallinfo2.restype = Info
+    fix_mmap_threshold(1 << 20)
+    try:
+        before = libc.mallinfo2().hblks
+        held = [np.ones(1 << 18) for _ in range(4)]  # 2 MiB each: above the threshold, so mapped
+        assert libc.mallinfo2().hblks - before >= 4
+        del held
+    finally:
+        fix_mmap_threshold(6 << 20)  # the align commands' own setting

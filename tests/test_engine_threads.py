@@ -53,3 +53,17 @@ def test_explicit_count_and_bad_values(monkeypatch):
     monkeypatch.setenv("VARORDER_THREADS", "zero")
     with pytest.raises(ValueError, match="VARORDER_THREADS"):
         threads.get_threads()
+
+
+def test_sleep_idle_threads_sets_passive_wait_unless_the_user_chose(monkeypatch):
+    for name in threads._OMP_WAIT_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    threads.sleep_idle_threads()
+    assert threads.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    for name, value in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "1000")):
+        for other in threads._OMP_WAIT_SETTINGS:
+            monkeypatch.delenv(other, raising=False)
+        monkeypatch.setenv(name, value)
+        threads.sleep_idle_threads()
+        assert threads.os.environ[name] == value
+        assert all(other not in threads.os.environ for other in threads._OMP_WAIT_SETTINGS if other != name)

@@ -40,9 +40,12 @@ def COMMAND():
 def _lean_process():
     """Keep the align commands' resident memory down: load SciPy's BLAS module alone, before Numba
     builds its CPU target (which would import all of ``scipy.linalg``, ~12 MB; see
-    :func:`varorder.engine.threads.load_cython_blas`), and :func:`_return_freed_memory`."""
-    from varorder.engine.threads import load_cython_blas
+    :func:`varorder.engine.threads.load_cython_blas`), and :func:`_return_freed_memory`; and their
+    CPU time: idle worker threads sleep instead of spinning
+    (:func:`varorder.engine.threads.sleep_idle_threads`, −7 CPU s of 37 at 100k pairs)."""
+    from varorder.engine.threads import load_cython_blas, sleep_idle_threads
 
+    sleep_idle_threads()
     load_cython_blas()
     _return_freed_memory()
 
