@@ -186,6 +186,10 @@ def _write_outputs(aligner, corpus, output, method, threshold, forward_path, rev
         rows = ((format_line(links), " ".join(f"{m[i, j]:.4g}" for i, j in sorted(links)))
                 for links, m in aligner.iter_align(corpus, method=method, threshold=threshold, with_posteriors=True))
         _write_rows((output, link_probabilities), rows)
+    elif method == "posterior":
+        with _line_sink(output) as fh:
+            for text in aligner.iter_pharaoh_text(corpus, threshold=threshold):
+                fh.write(text)
     else:
         _write_lines(output, (format_line(links) for links in aligner.iter_align(corpus, method=method,
                                                                                  threshold=threshold)))

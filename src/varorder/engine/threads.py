@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import numba
 
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
-           "load_cython_blas", "sleep_idle_threads"]
+           "load_cython_blas", "sleep_idle_threads", "sequence_threads"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
@@ -143,20 +143,28 @@ def _blas_controller():
 
 
 @contextmanager
-def engine_threads(num_sequences: int):
-    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS."""
+def sequence_threads(num_sequences: int):
+    """Run the enclosed parallel kernels over ``num_sequences`` sequences with :func:`threads_for`
+    threads (the engine's policy, for a model's own per-sequence kernels around engine calls)."""
     wanted = threads_for(num_sequences)
     previous = numba.get_num_threads()
-    controller = _blas_controller()
     numba.set_num_threads(wanted)
     try:
+        yield wanted
+    finally:
+        numba.set_num_threads(previous)
+
+
+@contextmanager
+def engine_threads(num_sequences: int):
+    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS."""
+    controller = _blas_controller()
+    with sequence_threads(num_sequences) as wanted:
         if controller:
             with controller.limit(limits=1, user_api="blas"):
                 yield wanted
         else:
             yield wanted
-    finally:
-        numba.set_num_threads(previous)
 
 
 def uses_engine_threads(operation):
