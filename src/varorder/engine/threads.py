@@ -61,9 +61,16 @@ def get_threads() -> int | str:
     return _policy
 
 
+@functools.lru_cache(maxsize=None)
+def _cpu_count() -> int:
+    # os.cpu_count() reads /sys on each call (~20 µs): too slow for a check made on every engine call
+    # (the aligner's 100k job makes ~25,000)
+    return os.cpu_count() or 1
+
+
 def _machine_busy() -> bool:
     try:
-        return os.getloadavg()[0] > (os.cpu_count() or 1) + 0.5
+        return os.getloadavg()[0] > _cpu_count() + 0.5
     except OSError:  # no load average on this platform
         return False
 
@@ -148,6 +155,9 @@ def sequence_threads(num_sequences: int):
     threads (the engine's policy, for a model's own per-sequence kernels around engine calls)."""
     wanted = threads_for(num_sequences)
     previous = numba.get_num_threads()
+    if wanted == previous:
+        yield wanted
+        return
     numba.set_num_threads(wanted)
     try:
         yield wanted
