@@ -313,3 +313,73 @@ def test_load_rejects_pair_keys_outside_the_vocabularies(tmp_path):
             np.savez(out, **{**arrays, "pair_keys": keys})
         with pytest.raises(ValueError, match="bad.npz.*outside the vocabularies"):
             WordAligner.load(tmp_path / "bad.npz")
+
+
+def test_own_ibm1_estep_reads_the_log_table_through_pair_ids_bit_for_bit():
+    """IBM 1's own E-step reads log τ through the edges' pair ids (no array of gathered potentials):
+    exactly the E-step on the gathered potentials; the HMM has no such shortcut."""
+    from varorder.agree.product_em import own_estep
+
+    shards, models = _two_directions(12, "ibm1")
+    assert HMMAligner.own_expected_statistics is None
+    for m in models:
+        for s in shards:
+            with s.pair_scope():
+                want = m.expected_statistics(s, m.shared_log_potentials(s))
+                got = own_estep(m, s)
+            np.testing.assert_array_equal(got.shared, want.shared)
+            for name in ("null", "per_sentence"):
+                np.testing.assert_array_equal(got.private[name], want.private[name])
+            assert got.log_normalizer == want.log_normalizer
+
+
+@pytest.mark.parametrize("model", ["ibm1", "hmm"])
+def test_both_ibm1_directions_per_shard_train_what_one_after_the_other_trains(model, monkeypatch):
+    """Independent IBM 1 runs both directions on a shard inside one pair scope (one search of its pair
+    ids): each direction's counts get the same terms in the same order as when one direction ran over
+    every shard before the other, so the tables and objectives are bit-identical."""
+    pairs, _ = _synthetic(300, seed=13)
+    searches = []
+    original = PairIndex.edge_pair_ids
+
+    def counted(self, shard):
+        searches.append(shard)
+        return original(self, shard)
+
+    monkeypatch.setattr(PairIndex, "edge_pair_ids", counted)
+    kw = dict(model=model, training="independent", ibm1_iterations=3, iterations=2, shard_size=70)
+    joint = WordAligner(**kw).fit(pairs)
+    joint_searches = len(searches)
+    monkeypatch.setattr(IBM1, "joint_independent_pass", False)
+    searches.clear()
+    apart = WordAligner(**kw).fit(pairs)
+    n_shards = len(joint.encode(pairs))
+    assert len(searches) - joint_searches == 3 * n_shards  # one search per shard and IBM 1 iteration saved
+    for m, n in zip(joint.models_, apart.models_):
+        for name in ("table_", "null_", "jumps_"):
+            np.testing.assert_array_equal(getattr(m, name, None), getattr(n, name, None))
+    assert joint.history_ == apart.history_
+    assert apart.align(pairs) == joint.align(pairs)
+
+
+@pytest.mark.parametrize("max_length", [None, 9])
+def test_pharaoh_text_equals_the_formatted_posterior_links(max_length):
+    """The compiled Pharaoh lines of posterior decoding are ``format_line`` of iter_align's links, with
+    multi-digit positions, empty pairs (empty lines) and pairs cut by the length guard."""
+    from varorder.io.pharaoh import format_line
+
+    rng = np.random.default_rng(14)
+    pairs, _ = _synthetic(200, seed=14)
+    long_pairs = []
+    for k in range(0, 60, 3):  # 11-18 words a side: positions past 9
+        e = [w for p in pairs[k:k + 3] for w in p[0]]
+        f = [w for p in pairs[k:k + 3] for w in p[1]]
+        long_pairs.append((e, f))
+    corpus = pairs + long_pairs + [([], ["f1"]), (["e1"], []), ([], [])]
+    order = rng.permutation(len(corpus))
+    corpus = [corpus[k] for k in order]
+    aligner = WordAligner(ibm1_iterations=2, iterations=2, shard_size=50, max_length=max_length).fit(corpus)
+    for threshold in (None, 0.0, 0.3, 0.9):
+        want = "".join(format_line(links) + "\n" for links in aligner.iter_align(corpus, threshold=threshold))
+        assert "".join(aligner.iter_pharaoh_text(corpus, threshold=threshold)) == want
+    assert any(len(line.split()) > 10 for line in want.splitlines()) and "\n\n" in want

@@ -189,3 +189,43 @@ def test_kept_training_encoding_aligns_like_a_fresh_one():
         assert aligner.align(pairs, method) == aligner.align(list(pairs), method)
     aligner.release_encoding()
     assert aligner.encode(pairs) is not None and aligner._kept_encoding is None
+
+
+def test_mmap_threshold_is_set_without_a_child_process(monkeypatch):
+    """The align commands fix glibc's mmap threshold from the process's own C library: finding it with
+    ctypes.util.find_library ran `ldconfig -p` in a child, which tree memory measurements counted."""
+    import ctypes
+    import subprocess
+    import sys
+
+    from varorder._malloc import fix_mmap_threshold
+
+    try:
+        ctypes.CDLL(None).mallinfo2
+    except (OSError, AttributeError):
+        pytest.skip("not glibc: fix_mmap_threshold is a no-op")
+    # the effect, in a fresh process (this one's heap may hold free chunks that serve 2 MiB arrays)
+    probe = """
+import ctypes, numpy as np
+from varorder._malloc import fix_mmap_threshold
+class Info(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks "
+                                               "fordblks keepcost").split()]
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+big = np.ones(1 << 20); del big  # 8 MiB freed: glibc's dynamic threshold rises past 2 MiB: such arrays then come from the heap
+fix_mmap_threshold(1 << 20)
+before = libc.mallinfo2().hblks
+held = [np.ones(1 << 18) for _ in range(4)]  # 2 MiB each: above the fixed threshold, so mapped
+print(libc.mallinfo2().hblks - before)
+"""
+    src = str(Path(__file__).resolve().parents[1] / "src")
+    mapped = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                            env={**__import__("os").environ, "PYTHONPATH": src}).stdout
+    assert int(mapped) >= 4
+
+    def no_child(*args, **kwargs):
+        raise AssertionError(f"a child process was started: {args!r}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_child)
+    fix_mmap_threshold(6 << 20)  # the align commands' own setting

@@ -53,3 +53,32 @@ def test_explicit_count_and_bad_values(monkeypatch):
     monkeypatch.setenv("VARORDER_THREADS", "zero")
     with pytest.raises(ValueError, match="VARORDER_THREADS"):
         threads.get_threads()
+
+
+def test_sleep_idle_threads_sets_passive_wait_unless_the_user_chose(monkeypatch):
+    for name in threads._OMP_WAIT_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    threads.sleep_idle_threads()
+    assert threads.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    for name, value in (("OMP_WAIT_POLICY", "ACTIVE"), ("GOMP_SPINCOUNT", "1000")):
+        for other in threads._OMP_WAIT_SETTINGS:
+            monkeypatch.delenv(other, raising=False)
+        monkeypatch.setenv(name, value)
+        threads.sleep_idle_threads()
+        assert threads.os.environ[name] == value
+        assert all(other not in threads.os.environ for other in threads._OMP_WAIT_SETTINGS if other != name)
+
+
+def test_a_thread_count_on_the_command_line_keeps_the_sleeping_wait_policy(monkeypatch):
+    """``varorder --threads N`` starts the OpenMP runtime before any command runs; the wait policy the
+    align commands choose is set before it, or the runtime would never read it."""
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    for name in threads._OMP_WAIT_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    result = CliRunner().invoke(main, ["--threads", "auto", "align", "--help"])
+    assert result.exit_code == 0 and "OMP_WAIT_POLICY" not in threads.os.environ
+    result = CliRunner().invoke(main, ["--threads", "1", "align", "--help"])
+    assert result.exit_code == 0 and threads.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"

@@ -35,6 +35,7 @@ import numpy as np
 
 from varorder import chain
 from varorder.engine.banded import banded_marginals, banded_viterbi
+from varorder.engine.threads import sequence_threads
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
 
@@ -42,6 +43,7 @@ __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 
 DIRECTIONS = ("f|e", "e|f")
 FLOOR = 1e-12  # probability of word pairs never seen in training
+_NO_PAIRS = np.zeros(0, dtype=np.int32)  # _ibm1_estep's potentials are per edge already
 # floats in one batch's emissions + transitions, B·K·(L + K): 2 MB. The batch's arrays (emissions, node
 # marginals, the engine's) are part of the E-step's peak; 8 MB batches held ~9 MB more at 100k pairs.
 _CELL_BUDGET = 1 << 18
@@ -69,32 +71,59 @@ def _null_emission(null_logp, w):
     return null_logp[w]
 
 
+@numba.njit(cache=True, inline="always")
+def _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_ids, lookup, floor_log, null_logp,
+                   scale, mu, null_mu, add, row, per_sentence):
+    """One sentence pair of :func:`_ibm1_estep` (``row``: a buffer of at least S values)."""
+    S = src_off[s + 1] - src_off[s]
+    T = tgt_off[s + 1] - tgt_off[s]
+    base = edge_off[s]
+    prior = -math.log(S + 1.0)
+    for t in range(T):
+        w_null = scale * _null_emission(null_logp, tgt_ids[tgt_off[s] + t])
+        m = w_null
+        for u in range(S):
+            e = _edge(base, u, t, S, T, transposed)
+            if lookup:
+                p = pair_ids[e]
+                v = shared[p] if p >= 0 else floor_log
+            else:
+                v = shared[e]
+            row[u] = v
+            if v > m:
+                m = v
+        z = math.exp(w_null - m)
+        for u in range(S):
+            z += math.exp(row[u] - m)
+        for u in range(S):
+            e = _edge(base, u, t, S, T, transposed)
+            if add:  # into another direction's posteriors (the agreement E-step's sum)
+                mu[e] += math.exp(row[u] - m) / z
+            else:
+                mu[e] = math.exp(row[u] - m) / z
+        null_mu[tgt_off[s] + t] = math.exp(w_null - m) / z
+        per_sentence[s] += m + math.log(z) + scale * prior
+
+
 @numba.njit(cache=True, parallel=True)
-def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, mu, null_mu, add):
-    per_sentence = np.zeros(src_off.size - 1)
-    for s in numba.prange(src_off.size - 1):
-        S = src_off[s + 1] - src_off[s]
-        T = tgt_off[s + 1] - tgt_off[s]
-        base = edge_off[s]
-        prior = -math.log(S + 1.0)
-        for t in range(T):
-            w_null = scale * _null_emission(null_logp, tgt_ids[tgt_off[s] + t])
-            m = w_null
-            for u in range(S):
-                v = shared[_edge(base, u, t, S, T, transposed)]
-                if v > m:
-                    m = v
-            z = math.exp(w_null - m)
-            for u in range(S):
-                z += math.exp(shared[_edge(base, u, t, S, T, transposed)] - m)
-            for u in range(S):
-                e = _edge(base, u, t, S, T, transposed)
-                if add:  # into another direction's posteriors (the agreement E-step's sum)
-                    mu[e] += math.exp(shared[e] - m) / z
-                else:
-                    mu[e] = math.exp(shared[e] - m) / z
-            null_mu[tgt_off[s] + t] = math.exp(w_null - m) / z
-            per_sentence[s] += m + math.log(z) + scale * prior
+def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_ids, floor_log, null_logp, scale, mu,
+                null_mu, add):
+    """IBM 1's E-step on a shard: ``shared`` holds the edges' log-potentials, or (when ``pair_ids`` is not
+    empty) a log table over word pairs read through the edges' pair ids (``floor_log`` for −1), so that
+    an E-step on a direction's own table needs no per-edge array of potentials. Each target word's
+    potentials are read once into a row of S values."""
+    lookup = pair_ids.size > 0
+    n = src_off.size - 1
+    per_sentence = np.zeros(n)
+    longest = 0
+    for s in range(n):
+        longest = max(longest, src_off[s + 1] - src_off[s])
+    n_chunks = min(n, 64)  # one row buffer per chunk of sentences, not one allocation per sentence
+    for c in numba.prange(n_chunks):
+        row = np.empty(longest)
+        for s in range(c * n // n_chunks, (c + 1) * n // n_chunks):
+            _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_ids, lookup, floor_log,
+                           null_logp, scale, mu, null_mu, add, row, per_sentence)
     return per_sentence
 
 
@@ -154,6 +183,10 @@ class IBM1(Submodel):
     has_private_features = True
     fresh_statistics = True
     adds_shared = True
+    # both directions' independent E-steps on a shard read its edge pair ids: searched once for the two
+    # (−2.2 CPU s of search at 100k pairs) at the price of both count totals at once (+16 MB there, less
+    # the 5.5 MB of gathered potentials that own_expected_statistics does without)
+    joint_independent_pass = True
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int):
         if direction not in DIRECTIONS:
@@ -286,12 +319,21 @@ class IBM1(Submodel):
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
                             add_shared_to: np.ndarray | None = None) -> Statistics:
+        return self._estep(shard, np.ascontiguousarray(shared_log_potentials, dtype=np.float64), _NO_PAIRS,
+                           private_scale, add_shared_to)
+
+    def own_expected_statistics(self, shard) -> Statistics:
+        """``expected_statistics(shard, shared_log_potentials(shard))`` (the independent E-step) reading the
+        log table through the shard's pair ids: the same numbers without the shard's array of gathered
+        potentials (8 bytes per edge) or the pass that fills it."""
+        return self._estep(shard, self._log_table(), shard.edge_pairs, 1.0, None)
+
+    def _estep(self, shard, shared, pair_ids, private_scale, add_shared_to) -> Statistics:
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
         mu, add = self._shared_out(shard, add_shared_to)
         null_mu = np.zeros(tgt_ids.size)
-        per_sentence = _ibm1_estep(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed,
-                                   np.ascontiguousarray(shared_log_potentials, dtype=np.float64), self._null_logp(),
-                                   float(private_scale), mu, null_mu, add)
+        per_sentence = _ibm1_estep(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, pair_ids,
+                                   math.log(FLOOR), self._null_logp(), float(private_scale), mu, null_mu, add)
         return Statistics(shared=None if add else mu, private={"null": null_mu, "per_sentence": per_sentence},
                           log_normalizer=float(per_sentence.sum()))
 
@@ -421,13 +463,13 @@ def _jump_potentials(S, log_jump, log_p0, log_stay, D, scale):
     return trans, start
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, E, lengths):
     """Emissions (B, L, K = 2S) of a batch of sentences with S source words: state u < S emits
     through the edge (u, t), state S + u (NULL remembering u) through τ(t | NULL)."""
     B, L, K = E.shape
     S = K // 2
-    for b in range(B):
+    for b in numba.prange(B):
         s = sents[b]
         T = tgt_off[s + 1] - tgt_off[s]
         lengths[b] = T
@@ -442,11 +484,12 @@ def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shar
                 E[b, t, k] = 0.0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, parallel=True)
 def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu, null_mu, add):
+    # a batch's sentences are distinct: each b writes its own edges and target words
     B, L, K = node.shape
     S = K // 2
-    for b in range(B):
+    for b in numba.prange(B):
         s = sents[b]
         T = tgt_off[s + 1] - tgt_off[s]
         base = edge_off[s]
@@ -590,6 +633,11 @@ class HMMAligner(IBM1):
     the full computation's. Learned state adds ``jumps_`` (c over the 2D+1 buckets, d = −D..D).
     """
 
+    # the HMM E-step is a chain per sentence, not IBM 1's normalisation (own_estep falls back to
+    # expected_statistics); one direction at a time in independent EM, whose E-steps hold the job's peak
+    own_expected_statistics = None
+    joint_independent_pass = False
+
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int, null_prob: float = 0.05,
                  max_jump: int = 7, band: int | None = None):
         super().__init__(direction, pairs, n_target_words)
@@ -641,8 +689,9 @@ class HMMAligner(IBM1):
                 current = S
             E = np.empty((sents.size, int(tgt_len[sents[-1]]), 2 * S))
             lengths = np.empty(sents.size, dtype=np.int64)
-            _fill_emissions(sents, src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, null_logp,
-                            float(scale), E, lengths)
+            with sequence_threads(sents.size):
+                _fill_emissions(sents, src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, null_logp,
+                                float(scale), E, lengths)
             yield sents, E, *potentials, lengths
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
@@ -666,7 +715,8 @@ class HMMAligner(IBM1):
                                                        return_log_z=True)
                 _jump_counts(node, edge_sum, self.max_jump, jumps)
             total += float(logz.sum())
-            _scatter_posteriors(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, mu, null_mu, add)
+            with sequence_threads(sents.size):
+                _scatter_posteriors(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, mu, null_mu, add)
         # a target word facing an empty source sentence can only be NULL-generated
         empty = np.flatnonzero(np.diff(src_off) == 0)
         null_logp = self._null_logp()

@@ -417,22 +417,35 @@ def _shard_from_buffers(e_ids: array, e_len: array, f_ids: array, f_len: array) 
                        edge_offsets=offsets(e_len_np * f_len_np))
 
 
+def _coder(vocab: Vocabulary, grow: bool):
+    """tokens → list of ids: known tokens looked up by ``dict.get`` over the whole list (no Python call per
+    token); the rare others then added (``grow``) or given id −1 — no word pair contains them, so they
+    fall back to the table floor."""
+    get, add = vocab.index.get, vocab.add
+
+    def code(tokens):
+        ids = list(map(get, tokens))
+        if None in ids:
+            for k, i in enumerate(ids):
+                if i is None:
+                    ids[k] = add(tokens[k]) if grow else -1
+        return ids
+
+    return code
+
+
 def _iter_shards(pairs, e_vocab: Vocabulary, f_vocab: Vocabulary, shard_size: int | None, grow: bool):
     """Shards of at most ``shard_size`` pairs (None: one shard), each pair encoded as it is read.
 
     Token ids go straight into flat buffers: no pair's token lists outlive it, so a streamed corpus
     never holds more than one pair as Python strings (holding a shard's worth of token lists at once
     left ~30 MB of half-empty allocator arenas behind at 100k pairs)."""
-    if grow:
-        e_code, f_code = e_vocab.add, f_vocab.add
-    else:  # unknown words get id −1: no word pair contains them, so they fall back to the table floor
-        e_index, f_index = e_vocab.index, f_vocab.index
-        e_code, f_code = (lambda t: e_index.get(t, -1)), (lambda t: f_index.get(t, -1))
+    e_code, f_code = _coder(e_vocab, grow), _coder(f_vocab, grow)
     buffers = array("i"), array("q"), array("i"), array("q")
     for e, f in pairs:
         e_ids, e_len, f_ids, f_len = buffers
-        e_ids.extend(map(e_code, e))
-        f_ids.extend(map(f_code, f))
+        e_ids.extend(e_code(e))
+        f_ids.extend(f_code(f))
         e_len.append(len(e))
         f_len.append(len(f))
         if shard_size is not None and len(e_len) == shard_size:
@@ -511,6 +524,12 @@ def cut_long_pairs(pairs, max_length: int, origin: tuple):
     """
     index_of, e_offset, f_offset = origin
     for index, (e, f) in enumerate(pairs):
+        if len(e) <= max_length and len(f) <= max_length:  # one piece: the pair itself
+            index_of.append(index)
+            e_offset.append(0)
+            f_offset.append(0)
+            yield e, f
+            continue
         k = -(-max(len(e), len(f), 1) // max_length)
         e_cut = [round(q * len(e) / k) for q in range(k + 1)]
         f_cut = [round(q * len(f) / k) for q in range(k + 1)]

@@ -72,7 +72,12 @@ class Submodel(ABC):
     array (returning ``shared=None``) instead of allocating one, so that the averaging modes hold one
     shared array per shard instead of M. A submodel class may also define
     ``summed_shared_log_potentials(submodels, shard)`` returning Σ_m b_m on the shard's shared
-    features (bit for bit the sum of :meth:`shared_log_potentials` in submodel order) or None.
+    features (bit for bit the sum of :meth:`shared_log_potentials` in submodel order) or None;
+    ``own_expected_statistics(shard)``, bit for bit ``expected_statistics(shard,
+    shared_log_potentials(shard))`` computed without the array of potentials; and
+    ``joint_independent_pass = True``: independent EM then runs every submodel on a shard before the
+    next shard (one ``estep_scope`` per shard for all of them, every submodel's count total held at once)
+    instead of one submodel over every shard after the other.
     """
 
     domain: str = "shared"
@@ -114,7 +119,11 @@ class Submodel(ABC):
 
 
 def own_estep(submodel: Submodel, shard) -> Statistics:
-    """The submodel's own E-step E(b_m, Z_m) on one shard (what independent EM and the product mode use)."""
+    """The submodel's own E-step E(b_m, Z_m) on one shard (what independent EM and the product mode use):
+    its ``own_expected_statistics(shard)`` where it has one (see :class:`Submodel`)."""
+    own = getattr(submodel, "own_expected_statistics", None)
+    if own is not None:
+        return own(shard)
     return submodel.expected_statistics(shard, submodel.shared_log_potentials(shard))
 
 
@@ -257,6 +266,8 @@ def _independent_estep(submodels, shards, maximize: bool = False):
     submodel's M-step runs as soon as its counts are complete (serial EM: the submodels share no
     parameters) and the totals are not kept (None)."""
     terms = [[0.0] * len(submodels) for _ in shards]
+    if len(submodels) > 1 and all(getattr(m, "joint_independent_pass", False) for m in submodels):
+        return _joint_independent_estep(submodels, shards, terms, maximize)
     totals = []
     for k, m in enumerate(submodels):
         total, workspace = None, {}
@@ -271,6 +282,29 @@ def _independent_estep(submodels, shards, maximize: bool = False):
             total = None
         totals.append(total)
         del workspace
+    objective = 0.0
+    for row in terms:
+        objective += sum(row)
+    return totals, objective
+
+
+def _joint_independent_estep(submodels, shards, terms, maximize):
+    """:func:`_independent_estep` with every submodel's E-step on a shard inside one ``estep_scope``
+    (see :class:`Submodel`): each total gets the same terms in the same order, so the same sums."""
+    totals = [None] * len(submodels)
+    workspaces = [{} for _ in submodels]
+    for i, shard in enumerate(shards):
+        with _scope(shard):
+            for k, m in enumerate(submodels):
+                stats = own_estep(m, shard)
+                terms[i][k] = stats.log_normalizer
+                totals[k] = m.accumulate_counts(totals[k], shard, stats.shared, stats, workspaces[k])
+                del stats
+    del workspaces
+    if maximize:
+        for k, m in enumerate(submodels):
+            m.maximize(totals[k])
+            totals[k] = None
     objective = 0.0
     for row in terms:
         objective += sum(row)

@@ -173,9 +173,13 @@ class _LazyGroup(click.Group):
 def _set_threads(ctx, param, value):
     if value is None:
         return value
-    from varorder.engine.threads import set_threads  # imports Numba: only when asked
+    from varorder.engine.threads import set_threads, sleep_idle_threads  # imports Numba: only when asked
 
     try:
+        if str(value).strip().lower() != "auto":
+            # a count starts Numba's OpenMP runtime now, which reads its wait policy once: the policy the
+            # align commands set (sleep_idle_threads) must come first, so it holds for every command given one
+            sleep_idle_threads()
         set_threads(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc)) from None
