@@ -522,7 +522,7 @@ def section_large(folder: Path, rows: dict, n_tokens: int, order: int, memory: s
         keep = corpus is not None
         corpus = Path(corpus) if keep else folder / "large.txt"
         if keep and corpus.exists():
-            rows["large corpus"] = f"{corpus} (made earlier by make_large_corpus, seed 0)"
+            rows["large corpus"] = f"{corpus} (an existing file, reused)"
         else:
             rows["large corpus tokens"] = make_large_corpus(corpus, n_tokens, folder / "ptb5.bin")
         rows["large corpus sha256"] = sha256_of(corpus)
