@@ -26,7 +26,10 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
   (seed 0) estimated with ``-S 2G`` (streamed through disk): time and peak RSS of the
   process and of its whole process tree; then a ``--compare-tokens`` sample (seed 1)
   estimated in memory, with ``-S`` and Dask-sharded on a LocalCluster: the ARPA files
-  compared byte for byte, and the valid perplexity.
+  compared byte for byte, and the valid perplexity. ``--large-paths dask`` estimates the
+  large corpus Dask-sharded instead (``--worker-memory``: each worker's ``-S``; the
+  cluster is closed before the client merges under ``--large-memory``), with every
+  process's peak RSS and CPU; ``--large-corpus FILE`` keeps (or reuses) the corpus.
 
     python benchmarks/lm.py --json lm.json                 # every section
     python benchmarks/lm.py --sections load cli score      # some
@@ -37,6 +40,7 @@ from __future__ import annotations
 import argparse
 import filecmp
 import gzip
+import hashlib
 import json
 import os
 import subprocess
@@ -91,6 +95,7 @@ def run_with_rusage(command: list[str], tree: bool = False) -> dict:
         process = subprocess.Popen(wrapped, env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         tree_peak = [0]
         worker_peak = [0]  # the largest process the command itself started (a Dask worker)
+        each = {}  # pid -> [role, peak RSS, last CPU seconds seen, first seen, last seen]
         done = threading.Event()
 
         def sample():
@@ -99,11 +104,22 @@ def run_with_rusage(command: list[str], tree: bool = False) -> dict:
                 try:
                     members = [root] + root.children(recursive=True)
                     command_pids = {c.pid for c in root.children()} if timer.exists() else {root.pid}
-                    tree_peak[0] = max(tree_peak[0], sum(m.memory_info().rss for m in members))
-                    worker_peak[0] = max([worker_peak[0]] + [m.memory_info().rss for m in members
-                                                             if m.pid != root.pid and m.pid not in command_pids])
                 except psutil.Error:
-                    pass
+                    continue
+                total, now = 0, time.perf_counter() - start
+                for m in members:
+                    try:
+                        rss, cpu = m.memory_info().rss, sum(m.cpu_times()[:2])
+                        if m.pid not in each:
+                            each[m.pid] = [_role(m, root.pid, command_pids), 0, 0.0, now, now]
+                    except psutil.Error:
+                        continue
+                    total += rss
+                    row = each[m.pid]
+                    row[1], row[2], row[4] = max(row[1], rss), cpu, now
+                    if m.pid != root.pid and m.pid not in command_pids:
+                        worker_peak[0] = max(worker_peak[0], rss)
+                tree_peak[0] = max(tree_peak[0], total)
 
         sampler = threading.Thread(target=sample, daemon=True)
         if tree:
@@ -128,7 +144,24 @@ def run_with_rusage(command: list[str], tree: bool = False) -> dict:
     if tree:
         result["tree_peak_rss_mb"] = tree_peak[0] / 2**20
         result["largest_worker_peak_rss_mb"] = worker_peak[0] / 2**20
+        result["processes"] = {f"{role} (pid {pid})": {"peak_rss_mb": peak / 2**20, "cpu_s": cpu, "from_s": first,
+                                                       "to_s": last}
+                               for pid, (role, peak, cpu, first, last) in sorted(each.items())}
     return result
+
+
+def _role(process, root_pid: int, command_pids: set) -> str:
+    """What a process of a measured tree is: the timer, the command, or one the command started."""
+    if process.pid == root_pid and root_pid not in command_pids:
+        return "/usr/bin/time"
+    if process.pid in command_pids:
+        return "command (client, scheduler, nannies)"
+    line = " ".join(process.cmdline())
+    if "resource_tracker" in line:
+        return "multiprocessing resource tracker"
+    if "spawn_main" in line or "forkserver" in line:
+        return "Dask worker"
+    return "other"
 
 
 LOAD_CHILD = textwrap.dedent("""
@@ -431,46 +464,88 @@ def make_large_corpus(path: Path, n_tokens: int, model_path: Path, seed: int = 0
 
 
 DASK_CHILD = textwrap.dedent("""
-    import sys
+    import sys, time
     from distributed import Client, LocalCluster
     from varorder.lm import ModifiedKneserNey
     from varorder.lm.external import parse_memory
     from varorder.lm.streaming import train_on_disk
     corpus, order, memory, folder, output, workers = sys.argv[1:7]
+    # The workers' own -S, and whether to close the cluster once the shards are counted
+    # (its workers are idle while this process merges and estimates).
+    shard_memory, close = (sys.argv[7], sys.argv[8] == "close") if len(sys.argv) > 8 else (memory, False)
+    start = time.perf_counter()
     if __name__ == "__main__":
         with LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \\
                 Client(cluster) as client:
+            def after_counting():
+                print(f"counted in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
+                if close:
+                    client.close()
+                    cluster.close()
             counts = train_on_disk(ModifiedKneserNey(order=int(order)), corpus, output, memory=parse_memory(memory),
-                                   temp_dir=folder, client=client)
-        print(counts)
+                                   temp_dir=folder, client=client, shard_memory=parse_memory(shard_memory),
+                                   after_counting=after_counting)
+        print(f"{counts} in {time.perf_counter() - start:.1f} s", file=sys.stderr, flush=True)
 """)
 
 
 def _train_row(run: dict) -> dict:
     return {"wall_s": run["wall_s"], "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
             "tree_peak_rss_mb": run.get("tree_peak_rss_mb"),
-            "largest_worker_peak_rss_mb": run.get("largest_worker_peak_rss_mb"),
-            "log": [line for line in run["stderr"].splitlines() if "grams=" in line]}
+            "largest_worker_peak_rss_mb": run.get("largest_worker_peak_rss_mb"), "processes": run.get("processes"),
+            "log": [line for line in run["stderr"].splitlines() if "grams=" in line or "counted in" in line
+                    or line.startswith("[")]}
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(16 << 20):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def section_large(folder: Path, rows: dict, n_tokens: int, order: int, memory: str, compare_tokens: int,
-                  dask_workers: int) -> None:
-    """The out-of-memory estimation: ``n_tokens`` sampled tokens (seed 0) with ``-S
-    memory``; then a ``compare_tokens`` sample (seed 1) estimated in memory, with ``-S``
-    and Dask-sharded (a LocalCluster of ``dask_workers`` processes): the three ARPA files
-    compared byte for byte and the valid perplexity of the model."""
+                  dask_workers: int, large_paths=("disk",), corpus: Path | None = None,
+                  worker_memory: str | None = None) -> None:
+    """The out-of-memory estimation: ``n_tokens`` sampled tokens (seed 0; kept in ``corpus``
+    when given, and reused if it exists) with ``-S memory`` (``large_paths`` "disk") and/or
+    Dask-sharded ("dask": a LocalCluster of ``dask_workers`` processes counting under
+    ``-S worker_memory`` each, closed before the client merges and estimates under ``-S
+    memory``); each ARPA's size and SHA-256. Then a ``compare_tokens`` sample (seed 1)
+    estimated in memory, with ``-S`` and Dask-sharded: the three ARPA files compared byte
+    for byte and the valid perplexity of the model."""
     # A large sample from the model has no rare words: the unigram continuation counts
     # n1..n4 are all zero, so (as lmplz would) it needs the fallback discounts there.
     train = [PYTHON, "-m", "varorder", "lm", "train", "-n", str(order), "--discount-fallback"]
     if n_tokens:
-        corpus = folder / "large.txt"
-        rows["large corpus tokens"] = make_large_corpus(corpus, n_tokens, folder / "ptb5.bin")
-        run = run_with_rusage([*train, str(corpus), "-S", memory, "-T", str(folder), "-o", str(folder / "large.arpa")],
-                              tree=True)
-        rows[f"large {order}-gram, -S {memory}"] = _train_row(run)
-        corpus.unlink()
-        rows[f"large {order}-gram ARPA MB"] = (folder / "large.arpa").stat().st_size / 2**20
-        (folder / "large.arpa").unlink()
+        keep = corpus is not None
+        corpus = Path(corpus) if keep else folder / "large.txt"
+        if keep and corpus.exists():
+            rows["large corpus"] = f"{corpus} (an existing file, reused)"
+        else:
+            rows["large corpus tokens"] = make_large_corpus(corpus, n_tokens, folder / "ptb5.bin")
+        rows["large corpus sha256"] = sha256_of(corpus)
+        for path in large_paths:
+            arpa = folder / "large.arpa"
+            if path == "disk":
+                name = f"large {order}-gram, -S {memory}"
+                run = run_with_rusage([*train, str(corpus), "-S", memory, "-T", str(folder), "-o", str(arpa)],
+                                      tree=True)
+            else:
+                name = (f"large {order}-gram, Dask {dask_workers} workers at -S {worker_memory or memory}, "
+                        f"cluster closed, client -S {memory}")
+                run = run_with_rusage([PYTHON, "-c", DASK_CHILD, str(corpus), str(order), memory, str(folder),
+                                       str(arpa), str(dask_workers), worker_memory or memory, "close"], tree=True)
+            rows[name] = _train_row(run)
+            rows[name]["load average after"] = os.getloadavg()
+            rows[name]["ARPA MB"] = arpa.stat().st_size / 2**20
+            rows[name]["ARPA bytes"] = arpa.stat().st_size
+            rows[name]["ARPA sha256"] = sha256_of(arpa)
+            print(f"[{name}: {rows[name]}]", flush=True)
+            arpa.unlink()
+        if not keep:
+            corpus.unlink()
     if not compare_tokens:
         return
     small = folder / "compare.txt"
@@ -520,6 +595,10 @@ def main():
     parser.add_argument("--compare-tokens", type=int, default=10_000_000,
                         help="the corpus both paths estimate (0: skip the comparison)")
     parser.add_argument("--dask-workers", type=int, default=2)
+    parser.add_argument("--large-paths", nargs="+", default=["disk"], choices=["disk", "dask"],
+                        help="how the large corpus is estimated: -S in one process, and/or Dask-sharded")
+    parser.add_argument("--worker-memory", help="the -S of each Dask worker in the large run (default: --large-memory)")
+    parser.add_argument("--large-corpus", help="keep the large corpus in this file (reused if it exists)")
     parser.add_argument("--lmplz", help="path to KenLM's lmplz, for the estimation peer")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--models", help="a folder holding ptb5.arpa and ptb5.bin (`varorder lm train -n 5` on PTB "
@@ -548,7 +627,8 @@ def main():
                 section_estimate(folder, max(1, args.rounds // 2), rows, args.orders, args.lmplz)
             else:
                 section_large(folder, rows, args.large_tokens, args.large_order, args.large_memory,
-                              args.compare_tokens, args.dask_workers)
+                              args.compare_tokens, args.dask_workers, args.large_paths, args.large_corpus,
+                              args.worker_memory)
             print(f"[{section} done, load average {os.getloadavg()}]", flush=True)
             if args.json:  # after every section, so a failure later keeps what was measured
                 Path(args.json).write_text(json.dumps(rows, indent=2))

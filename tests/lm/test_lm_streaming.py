@@ -95,13 +95,19 @@ def test_smallest_budget_without_piece_overrides_equals_in_memory(tmp_path):
     assert in_memory[0].count(b"\n") > 20000
 
 
-def test_dask_sharded_streaming_equals_in_memory(tmp_path):
-    distributed = pytest.importorskip("dask.distributed")
-    rng = np.random.default_rng(3)
+def _corpus_and_in_memory_arpa(tmp_path, seed, n_sentences, n_words, max_length):
+    """A random corpus file and the 4-gram ARPA file the in-memory estimator writes for it."""
     corpus = tmp_path / "corpus.txt"
-    corpus.write_text("\n".join(random_corpus(rng, 500, 40, max_length=10)) + "\n")
+    corpus.write_text("\n".join(random_corpus(np.random.default_rng(seed), n_sentences, n_words,
+                                              max_length=max_length)) + "\n")
     expected = tmp_path / "expected.arpa"
     write_arpa(ModifiedKneserNey(order=4).fit(corpus).model_, expected)
+    return corpus, expected
+
+
+def test_dask_sharded_streaming_equals_in_memory(tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    corpus, expected = _corpus_and_in_memory_arpa(tmp_path, seed=3, n_sentences=500, n_words=40, max_length=10)
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         train_on_disk(ModifiedKneserNey(order=4), corpus, tmp_path / "got.arpa", memory=1 << 20, temp_dir=tmp_path,
@@ -181,3 +187,33 @@ def test_aligned_ranges_cover_both_tables_in_bounded_pieces(tmp_path, children, 
         assert prefix[start:start + len(rows)].tolist() == rows.tolist()
     for value in range(len(children) + 2):
         assert search_sorted(column, value) == int(np.searchsorted(prefix, value))
+
+
+def test_dask_with_its_own_shard_budget_and_the_cluster_closed_before_merging(tmp_path):
+    """Shards count under their own budget and the cluster is closed once the runs are
+    written (the benchmark's 2 GB process tree): the file is still the in-memory and the
+    on-disk one, and the merge runs with no worker left."""
+    distributed = pytest.importorskip("dask.distributed")
+    corpus, expected = _corpus_and_in_memory_arpa(tmp_path, seed=11, n_sentences=3000, n_words=60, max_length=12)
+    train_on_disk(ModifiedKneserNey(order=4), corpus, tmp_path / "disk.arpa", memory=2 << 20, temp_dir=tmp_path)
+    closed = []
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            distributed.Client(cluster) as client:
+        def close_cluster():
+            client.close()
+            cluster.close()
+            closed.append(cluster.status.name)
+
+        train_on_disk(ModifiedKneserNey(order=4), corpus, tmp_path / "dask.arpa", memory=2 << 20, temp_dir=tmp_path,
+                      client=client, shard_memory=1 << 20, after_counting=close_cluster)
+    assert closed == ["closed"]
+    assert (tmp_path / "disk.arpa").read_bytes() == expected.read_bytes()
+    assert (tmp_path / "dask.arpa").read_bytes() == expected.read_bytes()
+
+
+def test_a_shard_budget_below_one_megabyte_is_refused(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a b c\n")
+    with pytest.raises(ValueError, match="shard memory budget"):
+        train_on_disk(ModifiedKneserNey(order=2), corpus, tmp_path / "out.arpa", memory=2 << 20, temp_dir=tmp_path,
+                      shard_memory=1000)

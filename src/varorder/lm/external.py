@@ -32,7 +32,7 @@ import re
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -379,13 +379,17 @@ def counts_from_tables(vocabulary: Vocabulary, unigram_counts: np.ndarray,
 
 def count_to_disk(paths: PathLike | Sequence[PathLike], order: int, folder: PathLike, *, memory: int = 1 << 30,
                   min_count: int = 1, vocabulary: Vocabulary | None = None, client=None, n_shards: int | None = None,
+                  shard_memory: int | None = None, after_counting: Callable[[], object] | None = None,
                   progress: bool = False) -> DiskCounts:
     """Count n-grams of orders 1 .. ``order`` of text files (one sentence per line, ``.gz``
     too) into sorted tables on disk inside ``folder``, holding about ``memory`` bytes of
     corpus-side data at a time. With a ``dask.distributed`` ``client``, shard s of
     ``n_shards`` (one per worker by default) counts every ``n_shards``-th sentence from s
-    and writes its runs into ``folder``, which the workers must reach at the same path
-    (a LocalCluster always does); this process then merges every run."""
+    under ``shard_memory`` bytes (``memory`` by default) and writes its runs into
+    ``folder``, which the workers must reach at the same path (a LocalCluster always
+    does); this process then merges every run under ``memory``. ``after_counting`` is
+    called once every shard's runs are written, before the merge: closing a LocalCluster
+    there gives the workers' memory back while this process merges and estimates."""
     from tqdm import tqdm
 
     if isinstance(paths, (str, os.PathLike)):
@@ -398,21 +402,28 @@ def count_to_disk(paths: PathLike | Sequence[PathLike], order: int, folder: Path
     folder = Path(folder)
     release_freed_arrays()
     vocabulary = vocabulary or vocabulary_of(paths, min_count)
-    block_tokens = block_tokens_for(memory, order)
+    if shard_memory is not None and shard_memory < 1 << 20:
+        raise ValueError(f"a shard memory budget of {shard_memory} bytes is too small (at least 1M)")
     if client is not None:
         if n_shards is None:
             n_shards = max(1, len(client.scheduler_info()["workers"]))
-        futures = [client.submit(_count_shard, paths, order, list(vocabulary.words), shard, n_shards, block_tokens,
-                                 str(folder), _batch_bytes(memory), pure=False) for shard in range(n_shards)]
+        shard_memory = shard_memory or memory
+        futures = [client.submit(_count_shard, paths, order, list(vocabulary.words), shard, n_shards,
+                                 block_tokens_for(shard_memory, order), str(folder), _batch_bytes(shard_memory),
+                                 pure=False) for shard in range(n_shards)]
         results = client.gather(futures)
+        del futures  # nothing of the shards is left on the workers
         unigram_counts = sum(r[0] for r in results)
         runs = [[_DiskRun.described(*run) for r in results for run in r[1][m]] for m in range(order - 1)]
         n_sentences = sum(r[2] for r in results)
     else:
+        block_tokens = block_tokens_for(memory, order)
         blocks = tqdm(_blocks(paths, vocabulary, block_tokens, batch_bytes=_batch_bytes(memory)), disable=not progress, desc="counting blocks",
                       unit=" blocks")
         unigram_counts, described, n_sentences = _count_blocks(blocks, order, vocabulary, folder, "run")
         runs = [[_DiskRun.described(*run) for run in order_runs] for order_runs in described]
+    if after_counting is not None:
+        after_counting()
     return _merge_to_disk(runs, vocabulary, unigram_counts, n_sentences, order, memory, folder)
 
 

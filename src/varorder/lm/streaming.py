@@ -67,10 +67,13 @@ _BYTES_PER_TABLE_ROW = 64
 
 def train_on_disk(estimator, paths: PathLike | Sequence[PathLike], output: PathLike, *, memory: int,
                   temp_dir: PathLike | None = None, client=None, n_shards: int | None = None,
+                  shard_memory: int | None = None, after_counting=None,
                   progress: bool = False, chunk_rows: int | None = None, table_rows: int | None = None) -> list[int]:
     """Estimate ``estimator`` (a :mod:`varorder.lm.estimate` estimator, not fitted) from
     text files and write the model to ``output`` as ARPA, holding at most about ``memory``
-    bytes of data above the fixed floor (module docstring); counting sharded over a Dask ``client`` when given. Sets the
+    bytes of data above the fixed floor (module docstring); counting sharded over a Dask ``client`` when given
+    (each shard under ``shard_memory``, ``memory`` by default; ``after_counting`` is called
+    before this process merges: see :func:`~varorder.lm.external.count_to_disk`). Sets the
     estimator's ``discounts_``/``fallback_orders_`` (Kneser-Ney) but no ``model_``.
     Returns the n-gram counts per order written. ``chunk_rows`` / ``table_rows`` override
     the piece sizes the budget gives (tests use tiny ones to force many pieces and passes;
@@ -81,7 +84,8 @@ def train_on_disk(estimator, paths: PathLike | Sequence[PathLike], output: PathL
     folder = Path(tempfile.mkdtemp(prefix="varorder-lm-", dir=temp_dir))
     try:
         counts = count_to_disk(paths, estimator.order, folder, memory=memory, min_count=estimator.min_count,
-                               client=client, n_shards=n_shards, progress=progress)
+                               client=client, n_shards=n_shards, shard_memory=shard_memory,
+                               after_counting=after_counting, progress=progress)
         return estimate_to_arpa(estimator, counts, output, memory=memory, folder=folder, chunk_rows=chunk_rows,
                                 table_rows=table_rows)
     finally:
