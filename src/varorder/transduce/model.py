@@ -171,17 +171,24 @@ class _GradientAccumulator:
                                        self.dense, self.seen, self.touched, self.count)
 
     def step(self, optimiser: AdaGrad, weights, truncation: float = 0.0, rng=None) -> None:
-        """AdaGrad step on the summed coordinates (sorted, exact zeros dropped), then clear the scratch.
+        """AdaGrad step on the summed coordinates (exact zeros dropped), then clear the scratch.
 
         ``truncation`` > 0 applies :func:`truncate_gradient` to the summed coordinates.
         """
-        touched = np.sort(self.touched[:self.count])
+        touched = self.touched[:self.count]
+        if truncation > 0:  # the truncation draws follow the coordinates' order: sort them
+            touched = np.sort(touched)
         sums = self.dense[touched]
         self.dense[touched] = 0.0
         self.seen[touched] = False
         self.count = 0
         nonzero = sums != 0
-        touched, grad = touched[nonzero], truncate_gradient(sums[nonzero], truncation, rng)
+        touched, grad = touched[nonzero], sums[nonzero]
+        if truncation <= 0:
+            # distinct coordinates, each updated on its own: order does not matter
+            optimiser.step_distinct(weights, touched, grad)
+            return
+        grad = truncate_gradient(grad, truncation, rng)
         keep = grad != 0
         optimiser.step_sparse(weights, touched[keep], grad[keep])
 
