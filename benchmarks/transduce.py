@@ -64,6 +64,14 @@ def run_job(method, perm, args):
                 "dev_as_train_size": args.dev_as_train_size or args.train_size}
     # clock[0]: end of the last evaluation; clock[1]: training seconds of this pass before it
     passes, checkpoints, clock = [], [], [time.perf_counter(), 0.0]
+    state_path = Path(args.out) / f"{method}-{perm}.state.npz" if args.save_state else None
+    if args.save_state and args.resume and state_path.exists():
+        # go on after the saved pass: the rows of the passes it holds come from the partial JSON
+        from varorder.models.persist import load_model
+        done = load_model(state_path, "AlignmentTransducerTrainingState", ())[1]["epochs_done"]
+        previous = json.loads((Path(args.out) / f"{method}-{perm}.partial.json").read_text())
+        passes[:] = previous["history"][:done]
+        checkpoints[:] = [c for c in previous["checkpoints"] if c["examples"] < done * args.train_size]
 
     def write_partial(model):
         write_json(Path(args.out) / f"{method}-{perm}.partial.json",
@@ -116,7 +124,8 @@ def run_job(method, perm, args):
         # once "at the beginning" in the paper; the permutation orders the 5-gram training)
         alignments, imputation_seconds = shared_imputation(args, X, Y)
     clock[0] = time.perf_counter()
-    model.fit(X, Y, callback=evaluate, alignments=alignments, checkpoint=checkpoint, checkpoint_every=args.eval_every)
+    model.fit(X, Y, callback=evaluate, alignments=alignments, checkpoint=checkpoint, checkpoint_every=args.eval_every,
+              state_path=state_path, resume=args.resume)
     if imputation_seconds is not None:
         model.imputation_seconds_ = imputation_seconds
     result = {**settings, "imputation_seconds": model.imputation_seconds_, "total_seconds": time.perf_counter() - start,
@@ -319,6 +328,10 @@ def main(argv=None):
     run.add_argument("--eval-every", type=int, default=0,
                      help="also score dev after every N examples inside a pass (0: only after each pass)")
     run.add_argument("--workers", type=int, default=1)
+    run.add_argument("--save-state", action="store_true",
+                     help="write the training state after every pass to <method>-<perm>.state.npz in --out")
+    run.add_argument("--resume", action="store_true",
+                     help="with --save-state: go on from the saved state and the partial JSON of a cut-off run")
     run.add_argument("--share-imputation", action="store_true",
                      help="forced decoding: impute once (seed 0) and reuse for every permutation")
     run.set_defaults(func=cmd_run)

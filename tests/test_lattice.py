@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from varorder import chain, lattice
 from varorder.lattice import Lattice
@@ -161,3 +162,14 @@ def test_bad_k_and_n():
         lattice.sample(lat, 0)
     with pytest.raises(ValueError, match="lattice"):
         lattice.log_partition("not a lattice")
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 12), st.lists(st.integers(0, 11), max_size=60))
+def test_csr_index_is_the_stable_argsort_with_bincount_offsets(num_nodes, keys):
+    from varorder.engine.lattice import csr_index
+
+    keys = np.array([k % num_nodes for k in keys], dtype=np.int64)
+    offsets, order = csr_index(keys, num_nodes)
+    np.testing.assert_array_equal(order, np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(offsets, np.concatenate([[0], np.cumsum(np.bincount(keys, minlength=num_nodes))]))

@@ -69,3 +69,22 @@ def test_sparse_adagrad_step_equals_the_dense_step():
         sparse.step_sparse(b, [20], [1.0])
     with pytest.raises(ValueError, match="l1"):
         AdaGrad(l1=0.1).step_sparse(b, [0], [1.0])
+
+
+def test_distinct_adagrad_step_equals_the_sparse_step_bit_for_bit():
+    rng = np.random.default_rng(1)
+    sparse, distinct = AdaGrad(step_size=0.2, delta=1e-4), AdaGrad(step_size=0.2, delta=1e-4)
+    a = rng.normal(size=50)
+    b = a.copy()
+    for _ in range(6):
+        idx = rng.permutation(50)[:rng.integers(1, 30)]  # distinct, in no particular order
+        val = rng.normal(size=idx.size) * 10.0 ** rng.integers(-6, 2, size=idx.size)
+        sparse.step_sparse(a, idx, val)
+        distinct.step_distinct(b, idx, val)
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(sparse.sum_squared_grad, distinct.sum_squared_grad)
+    assert distinct.steps_taken == sparse.steps_taken == 6
+    with pytest.raises(ValueError, match="indices"):
+        distinct.step_distinct(b, [50], [1.0])
+    with pytest.raises(ValueError, match="l1"):
+        AdaGrad(l1=0.1).step_distinct(b, [0], [1.0])

@@ -570,3 +570,32 @@ def test_checkpoints_run_inside_passes_only():
     model = AlignmentTransducer(method="rcms", num_contexts=2, order=2, max_advance=1, hash_bits=10, epochs=2)
     model.fit(inputs, outputs, checkpoint=lambda m, k: seen.append(k), checkpoint_every=2)
     assert seen == [2, 4, 6, 8]  # not 10: the end of a pass is the per-pass callback's
+
+
+@pytest.mark.parametrize("method, truncation", [("rcms", 0.0), ("rcms", 0.3), ("forced", 0.0)])
+def test_resumed_training_equals_one_uninterrupted_run(tmp_path, method, truncation):
+    table = {"a": "x", "b": "yy", "c": "z"}
+    rng = np.random.default_rng(1)
+    inputs = [list(rng.choice(list(table), size=int(rng.integers(1, 4)))) for _ in range(12)]
+    outputs = ["".join(table[p] for p in x) for x in inputs]
+    params = dict(method=method, num_contexts=2, order=3, max_advance=2, hash_bits=12, truncation=truncation,
+                  bigram_epochs=1, track_every=5, seed=4)
+    straight = AlignmentTransducer(epochs=3, **params).fit(inputs, outputs)
+    state = tmp_path / "state.npz"
+    seen = []
+    AlignmentTransducer(epochs=1, **params).fit(inputs, outputs, state_path=state)
+    resumed = AlignmentTransducer(epochs=3, **params).fit(
+        inputs, outputs, state_path=state, resume=True, checkpoint=lambda m, k: seen.append(k), checkpoint_every=5)
+    np.testing.assert_array_equal(resumed.weights_, straight.weights_)
+    assert [r["train_log_likelihood"] for r in resumed.history_] == [r["train_log_likelihood"] for r in straight.history_]
+    assert resumed.context_length_trace_ == straight.context_length_trace_
+    assert seen == [15, 20, 25, 30, 35]  # passes 2 and 3 only, the examples seen counted from the start
+    # the state after pass 3 now sits in the file: resuming a finished run trains nothing more
+    done = AlignmentTransducer(epochs=3, **params).fit(inputs, outputs, state_path=state, resume=True)
+    np.testing.assert_array_equal(done.weights_, straight.weights_)
+    with pytest.raises(ValueError, match="other training data"):
+        AlignmentTransducer(epochs=3, **params).fit(inputs[:-1], outputs[:-1], state_path=state, resume=True)
+    with pytest.raises(ValueError, match="other parameters"):
+        AlignmentTransducer(epochs=3, **{**params, "seed": 5}).fit(inputs, outputs, state_path=state, resume=True)
+    with pytest.raises(ValueError, match="passes done"):
+        AlignmentTransducer(epochs=2, **params).fit(inputs, outputs, state_path=state, resume=True)

@@ -116,12 +116,8 @@ class Lattice:
         self.arc_label = lab
         self.arc_weight = w
         self.final = fin
-        self.in_arcs = np.argsort(dst, kind="stable").astype(np.int64)
-        self.in_offsets = np.zeros(n_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(dst, minlength=n_nodes), out=self.in_offsets[1:])
-        self.out_arcs = np.argsort(src, kind="stable").astype(np.int64)
-        self.out_offsets = np.zeros(n_nodes + 1, dtype=np.int64)
-        np.cumsum(np.bincount(src, minlength=n_nodes), out=self.out_offsets[1:])
+        self.in_offsets, self.in_arcs = _k.csr_index(dst, n_nodes)
+        self.out_offsets, self.out_arcs = _k.csr_index(src, n_nodes)
 
     @property
     def num_nodes(self) -> int:

@@ -76,6 +76,24 @@ FORWARDS = {"log": log_forward, "max": max_forward}
 
 
 @nb.njit(cache=True)
+def csr_index(keys, num_nodes):
+    """(offsets, order): the arcs grouped by node ``keys[a]`` in CSR form, arcs of a node in
+    increasing id — the stable argsort of ``keys`` by a counting sort (linear, no comparisons)."""
+    offsets = np.zeros(num_nodes + 1, dtype=np.int64)
+    for a in range(keys.shape[0]):
+        offsets[keys[a] + 1] += 1
+    for v in range(num_nodes):
+        offsets[v + 1] += offsets[v]
+    fill = offsets[:-1].copy()
+    order = np.empty(keys.shape[0], dtype=np.int64)
+    for a in range(keys.shape[0]):
+        k = keys[a]
+        order[fill[k]] = a
+        fill[k] += 1
+    return offsets, order
+
+
+@nb.njit(cache=True)
 def viterbi_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, node_position):
     """Best path as an array of arc ids (root first) and its score."""
     alpha = np.empty(num_nodes)

@@ -89,20 +89,14 @@ class AdaGrad:
             soft_threshold(params, scale * self.l1)
         self.steps_taken += 1
 
-    def step_sparse(self, params: np.ndarray, indices, values) -> None:
-        """The same step for a gradient that is zero outside ``indices`` (flat; repeats add).
-
-        Identical to :meth:`step` with the dense gradient (a zero coordinate leaves its
-        accumulator and, without ℓ1, its parameter unchanged), at a cost in the number of
-        non-zeros rather than the size of ``params`` — per-example updates of a large
-        sparse feature vector.
-        """
+    def _sparse_arguments(self, name: str, params: np.ndarray, indices, values):
+        """Checked flat (indices, values) of a sparse step; creates the accumulator on first use."""
         if self.l1 > 0:
-            raise ValueError("step_sparse does not support l1 (the proximal step touches every coordinate)")
+            raise ValueError(f"{name} does not support l1 (the proximal step touches every coordinate)")
         if not isinstance(params, np.ndarray) or params.dtype.kind != "f" or not params.flags.c_contiguous:
             raise ValueError("params must be a C-contiguous floating-point numpy array (updated in place)")
-        indices = np.asarray(indices, dtype=np.int64).ravel()
-        values = np.asarray(values, dtype=np.float64).ravel()
+        indices = np.ascontiguousarray(indices, dtype=np.int64).ravel()
+        values = np.ascontiguousarray(values, dtype=np.float64).ravel()
         if indices.shape != values.shape:
             raise ValueError(f"indices and values must have equal length, got {indices.shape} and {values.shape}")
         if indices.size and (indices.min() < 0 or indices.max() >= params.size):
@@ -111,12 +105,45 @@ class AdaGrad:
             self.sum_squared_grad = np.zeros(params.shape)
         elif self.sum_squared_grad.shape != params.shape:
             raise ValueError(f"this AdaGrad tracks shape {self.sum_squared_grad.shape}, got {params.shape}")
+        return indices, values
+
+    def step_sparse(self, params: np.ndarray, indices, values) -> None:
+        """The same step for a gradient that is zero outside ``indices`` (flat; repeats add).
+
+        Identical to :meth:`step` with the dense gradient (a zero coordinate leaves its
+        accumulator and, without ℓ1, its parameter unchanged), at a cost in the number of
+        non-zeros rather than the size of ``params`` — per-example updates of a large
+        sparse feature vector.
+        """
+        indices, values = self._sparse_arguments("step_sparse", params, indices, values)
         unique, inverse = np.unique(indices, return_inverse=True)
         grad = np.bincount(inverse, weights=values, minlength=unique.size)
         flat_params, flat_sum = params.reshape(-1), self.sum_squared_grad.reshape(-1)
         flat_sum[unique] += grad * grad
         flat_params[unique] -= self.step_size / (self.delta + np.sqrt(flat_sum[unique])) * grad
         self.steps_taken += 1
+
+    def step_distinct(self, params: np.ndarray, indices, values) -> None:
+        """:meth:`step_sparse` for ``indices`` the caller guarantees distinct, in any order.
+
+        Each coordinate's update is the same arithmetic as :meth:`step_sparse`'s (so the same
+        bits), without sorting the indices: a per-example step costs one pass over them.
+        Repeated indices would be applied one after the other (not summed first): the
+        guarantee is the caller's (e.g. a gradient summed in a scratch table).
+        """
+        indices, values = self._sparse_arguments("step_distinct", params, indices, values)
+        _adagrad_distinct(params.reshape(-1), self.sum_squared_grad.reshape(-1), indices, values,
+                          float(self.step_size), float(self.delta))
+        self.steps_taken += 1
+
+
+@nb.njit(cache=True)
+def _adagrad_distinct(params, sum_squared, indices, values, step_size, delta):
+    for k in range(indices.shape[0]):
+        i = indices[k]
+        g = values[k]
+        sum_squared[i] += g * g
+        params[i] -= step_size / (delta + np.sqrt(sum_squared[i])) * g
 
 
 @nb.njit(cache=True)

@@ -77,35 +77,32 @@ def _feature_index(code, kind, hashed, mask, offset):
 
 
 @nb.njit(cache=True)
-def _backoff_features(history, symbol, w, alphabet, first_kind, hashed, mask, offsets, feats, row, column, theta):
+def _backoff_features(history, symbol, w, alphabet, first_kind, hashed, mask, offsets, feats, row, column):
     """Fire the k-grams, k = 1 … w, of ``history`` (w slot codes in [0, alphabet + 2), oldest
     first) then ``symbol`` (in [0, alphabet)), the order-k one of kind first_kind + 2(k − 1),
-    into ``feats[row, column + k − 1]``; returns their θ sum. Output patterns: alphabet =
-    V + 1 letters and END (slots V BOS, V + 1 ★); alignment patterns: alphabet = E edges."""
-    total = 0.0
+    into ``feats[row, column + k − 1]``. Output patterns: alphabet = V + 1 letters and END
+    (slots V BOS, V + 1 ★); alignment patterns: alphabet = E edges."""
     radix = alphabet + 1 if first_kind == 3 else alphabet + 2
     for k in range(1, w + 1):
         code = 0
         for t in range(w - k + 1, w):
             code = code * radix + history[t]
         kind = first_kind + 2 * (k - 1)
-        idx = _feature_index(code * alphabet + symbol, kind, hashed, mask, offsets[kind])
-        feats[row, column + k - 1] = idx
-        total += theta[idx]
-    return total
+        feats[row, column + k - 1] = _feature_index(code * alphabet + symbol, kind, hashed, mask, offsets[kind])
 
 
 @nb.njit(cache=True)
-def _grow2(a, n):
-    b = np.full((max(2 * a.shape[0], n), a.shape[1]), -1, a.dtype)
-    b[:a.shape[0]] = a
+def _grow2(a, used, n):
+    """Room for ``n`` rows, keeping the first ``used`` (every later row is written in full before it is read)."""
+    b = np.empty((max(2 * a.shape[0], n), a.shape[1]), a.dtype)
+    b[:used] = a[:used]
     return b
 
 
 @nb.njit(cache=True)
-def _grow1(a, n):
+def _grow1(a, used, n):
     b = np.empty(max(2 * a.shape[0], n), a.dtype)
-    b[:a.shape[0]] = a
+    b[:used] = a[:used]
     return b
 
 
@@ -158,35 +155,34 @@ def _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slots, window):
 
 
 @nb.njit(cache=True)
-def _step_features(x, theta, prefix, slots, context_window, j, y, V, P, n, M, hashed, mask, offsets, unigrams,
-                   backoff, wts, feats, window):
-    """θᵀφ and weight indices of expanding a context (state z = j; its ``prefix``, ``slots`` and
+def _step_features(x, prefix, slots, context_window, j, y, V, P, n, M, hashed, mask, offsets, unigrams, backoff,
+                   feats, window):
+    """Weight indices of expanding a context (state z = j; its ``prefix``, ``slots`` and
     ``context_window`` from :func:`_context_history`) by letter y, for every move.
 
-    Row m of ``feats`` (−1 padded) and ``wts[m]``: move m (0 share, k advance k); for the
-    end symbol (y = V) row 0 only. Moves share the output n-gram and the leading edges.
-    Columns: 0 output n-gram, 1 … M alignment n-grams of the move's edges, M + 1 … 2M
-    their edge unigrams; with ``backoff`` then the n − 1 lower output orders and, per
-    edge t, its n − 1 lower alignment orders.
+    Returns the output n-gram's index. Row m of ``feats`` (−1 padded): move m (0 share, k advance k); for the end symbol
+    (y = V) row 0 only. Moves share the output n-gram and the leading edges. Columns: 0
+    output n-gram, 1 … M alignment n-grams of the move's edges, M + 1 … 2M their edge
+    unigrams; with ``backoff`` then the n − 1 lower output orders and, per edge t, its
+    n − 1 lower alignment orders. The weights come from :func:`_step_weights`: the indices
+    of all letters of a context are computed first and θ read afterwards in one sweep
+    (independent reads from the large table overlap instead of waiting behind the hashing).
     """
     NM = M + 1
     w = n - 1
     E = P * V
     Lp = x.shape[0]
     for m in range(NM):
-        wts[m] = _NEG_INF
         for t in range(feats.shape[1]):
             feats[m, t] = -1
     letter = _feature_index(prefix * (V + 1) + y, 0, hashed, mask, offsets[0])
-    base = theta[letter]
     letter_col = 2 * M + 1
     edge_col = letter_col + w
     if backoff:
-        base += _backoff_features(slots, y, w, V + 1, 3, hashed, mask, offsets, feats, 0, letter_col, theta)
+        _backoff_features(slots, y, w, V + 1, 3, hashed, mask, offsets, feats, 0, letter_col)
     if y == V:
         feats[0, 0] = letter
-        wts[0] = base
-        return
+        return letter
     for t in range(w):
         window[t] = context_window[t]
     if j >= 1:  # share: one edge to phoneme j
@@ -195,16 +191,11 @@ def _step_features(x, theta, prefix, slots, context_window, j, y, V, P, n, M, ha
         for t in range(w):
             code = code * (E + 2) + window[t]
         feats[0, 0] = letter
-        idx = _feature_index(code * E + edge, 1, hashed, mask, offsets[1])
-        feats[0, 1] = idx
-        wts[0] = base + theta[idx]
+        feats[0, 1] = _feature_index(code * E + edge, 1, hashed, mask, offsets[1])
         if unigrams:
-            idx = _feature_index(edge, 2, hashed, mask, offsets[2])
-            feats[0, M + 1] = idx
-            wts[0] += theta[idx]
+            feats[0, M + 1] = _feature_index(edge, 2, hashed, mask, offsets[2])
         if backoff:
-            wts[0] += _backoff_features(window, edge, w, E, 4, hashed, mask, offsets, feats, 0, edge_col, theta)
-    total = base
+            _backoff_features(window, edge, w, E, 4, hashed, mask, offsets, feats, 0, edge_col)
     for m in range(1, NM):  # advance m: the edges of advance m − 1, then phoneme j + m
         if j + m > Lp:
             break
@@ -212,8 +203,6 @@ def _step_features(x, theta, prefix, slots, context_window, j, y, V, P, n, M, ha
         code = 0
         for t in range(w):
             code = code * (E + 2) + window[t]
-        idx = _feature_index(code * E + edge, 1, hashed, mask, offsets[1])
-        total += theta[idx]
         feats[m, 0] = letter
         for t in range(1, m):
             feats[m, t] = feats[m - 1, t]
@@ -221,18 +210,64 @@ def _step_features(x, theta, prefix, slots, context_window, j, y, V, P, n, M, ha
         if backoff:
             for t in range(letter_col, edge_col + (m - 1) * w):
                 feats[m, t] = feats[m - 1 if m > 1 else 0, t]
-            total += _backoff_features(window, edge, w, E, 4, hashed, mask, offsets, feats, m,
-                                        edge_col + (m - 1) * w, theta)
-        feats[m, m] = idx
+            _backoff_features(window, edge, w, E, 4, hashed, mask, offsets, feats, m, edge_col + (m - 1) * w)
+        feats[m, m] = _feature_index(code * E + edge, 1, hashed, mask, offsets[1])
         if unigrams:
-            idx = _feature_index(edge, 2, hashed, mask, offsets[2])
-            feats[m, M + m] = idx
-            total += theta[idx]
-        wts[m] = total
+            feats[m, M + m] = _feature_index(edge, 2, hashed, mask, offsets[2])
         for t in range(w - 1):
             window[t] = window[t + 1]
         if w > 0:
             window[w - 1] = edge
+    return letter
+
+
+@nb.njit(cache=True)
+def _step_weights(theta, letter, feats, j, y, V, n, M, Lp, unigrams, backoff, wts):
+    """θᵀφ of every move of :func:`_step_features`' rows (−∞ where a move is impossible).
+
+    Summed in a fixed order (output n-gram, its lower orders; then per edge its n-gram,
+    its lower orders, its unigram — the share adds its unigram before its lower orders),
+    advance m extending advance m − 1's running sum, so a weight is the same float
+    whichever way the indices were produced.
+    """
+    NM = M + 1
+    w = n - 1
+    letter_col = 2 * M + 1
+    edge_col = letter_col + w
+    for m in range(NM):
+        wts[m] = _NEG_INF
+    base = theta[letter]
+    if backoff:
+        total = 0.0
+        for k in range(w):
+            total += theta[feats[0, letter_col + k]]
+        base += total
+    if y == V:
+        wts[0] = base
+        return
+    if j >= 1:
+        share = base + theta[feats[0, 1]]
+        if unigrams:
+            share += theta[feats[0, M + 1]]
+        if backoff:
+            total = 0.0
+            for k in range(w):
+                total += theta[feats[0, edge_col + k]]
+            share += total
+        wts[0] = share
+    total = base
+    for m in range(1, NM):
+        if j + m > Lp:
+            break
+        total += theta[feats[m, m]]
+        if backoff:
+            extra = 0.0
+            for k in range(w):
+                extra += theta[feats[m, edge_col + (m - 1) * w + k]]
+            total += extra
+        if unigrams:
+            total += theta[feats[m, M + m]]
+        wts[m] = total
 
 
 @nb.njit(cache=True)
@@ -346,7 +381,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
     node_j = np.zeros(max_nodes, np.int64)
     node_f = np.zeros(max_nodes, np.int64)
     node_len = np.zeros(max_nodes, np.int64)
-    node_sym = np.zeros((max_nodes, slots), np.int64)
+    node_sym = np.empty((max_nodes, slots), np.int64)  # row v: its first node_len[v] entries only
     node_fwd = np.full(max_nodes, _NEG_INF)
     node_root = np.zeros(max_nodes, np.bool_)
     node_gold = np.zeros(max_nodes, np.bool_)
@@ -358,7 +393,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
     a_lab = np.empty(cap_a, np.int64)
     a_w = np.empty(cap_a)
     a_pos = np.empty(cap_a, np.int64)
-    a_feat = np.full((cap_a, F), -1, np.int64)
+    a_feat = np.empty((cap_a, F), np.int64)
     node_fwd[0] = 0.0
     node_gold[0] = True
     node_forced[0] = True
@@ -368,6 +403,9 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
     prev_count = 1
     step_w = np.empty(NM)
     step_f = np.empty((NM, F), np.int64)
+    y_feats = np.empty((V, NM, F), np.int64)
+    y_wts = np.empty((V, NM))
+    y_letter = np.empty(V, np.int64)
     ctx_window = np.empty(n, np.int64)
     win_buf = np.empty(n, np.int64)
     slot_buf = np.empty(n, np.int64)
@@ -378,12 +416,18 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
         if prev_count == 0:
             break
         max_c = prev_count * V * NM
-        c_par = np.empty(max_c, np.int64)
-        c_lab = np.empty(max_c, np.int64)
-        c_w = np.empty(max_c)
+        # candidate c is written straight into arc slot n_arcs + c (source, label, weight,
+        # features); after selection the kept ones are compacted in order (beam) or all kept (RCMS)
+        need = n_arcs + max_c + prev_count
+        if need > a_src.shape[0]:
+            a_src = _grow1(a_src, n_arcs, need)
+            a_dst = _grow1(a_dst, n_arcs, need)
+            a_lab = _grow1(a_lab, n_arcs, need)
+            a_w = _grow1(a_w, n_arcs, need)
+            a_pos = _grow1(a_pos, n_arcs, need)
+            a_feat = _grow2(a_feat, n_arcs, need)
         c_fwd = np.empty(max_c)
         c_group = np.empty(max_c, np.int64)
-        c_feat = np.empty((max_c, F), np.int64)
         e_par = np.empty(prev_count, np.int64)
         e_w = np.empty(prev_count)
         e_feat = np.empty((prev_count, F), np.int64)
@@ -411,21 +455,31 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
             full = u_len == node_pos[u]
             prefix = _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slot_buf, ctx_window)
             if j == Lp and i >= 2 and (not clamped or i == Lc + 1):
-                _step_features(x, theta, prefix, slot_buf, ctx_window, j, V, V, P, n, M, hashed, mask, offsets,
-                               unigrams, backoff, step_w, step_f, win_buf)
+                letter = _step_features(x, prefix, slot_buf, ctx_window, j, V, V, P, n, M, hashed, mask, offsets,
+                                        unigrams, backoff, step_f, win_buf)
+                _step_weights(theta, letter, step_f, j, V, V, n, M, Lp, unigrams, backoff, step_w)
                 e_w[n_e] = step_w[0]
-                e_feat[n_e] = step_f[0]
+                for t in range(F):
+                    e_feat[n_e, t] = step_f[0, t]
                 e_par[n_e] = u
                 n_e += 1
             if clamped and i > Lc:
                 continue
             if i > Lmax:
                 continue
+            # every letter's indices first, then θ in one sweep, then the candidates
             for y in range(V):
                 if clamped and y != clamp[i - 1]:
                     continue
-                _step_features(x, theta, prefix, slot_buf, ctx_window, j, y, V, P, n, M, hashed, mask, offsets,
-                               unigrams, backoff, step_w, step_f, win_buf)
+                y_letter[y] = _step_features(x, prefix, slot_buf, ctx_window, j, y, V, P, n, M, hashed, mask,
+                                             offsets, unigrams, backoff, y_feats[y], win_buf)
+            for y in range(V):
+                if clamped and y != clamp[i - 1]:
+                    continue
+                _step_weights(theta, y_letter[y], y_feats[y], j, y, V, n, M, Lp, unigrams, backoff, y_wts[y])
+            for y in range(V):
+                if clamped and y != clamp[i - 1]:
+                    continue
                 for m in range(NM):
                     if m == 0:
                         if f == 0 or j == 0:
@@ -442,14 +496,16 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
                     if clamped and remaining > 0 and j2 == Lp and f2 == 0:
                         continue
                     lab = y * NM + m
-                    w = step_w[m]
+                    w = y_wts[y, m]
                     c = n_c
                     n_c += 1
-                    c_par[c] = u
-                    c_lab[c] = lab
-                    c_w[c] = w
+                    a = n_arcs + c
+                    a_src[a] = u
+                    a_lab[a] = lab
+                    a_w[a] = w
+                    for t in range(F):
+                        a_feat[a, t] = y_feats[y, m, t]
                     c_fwd[c] = node_fwd[u] + w
-                    c_feat[c] = step_f[m]
                     if bigram_exact:
                         slot_key = (j2 * 2 + f2) * V + y
                         g = bigram_table[slot_key]
@@ -492,28 +548,28 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
             v = n_nodes
             n_nodes += 1
             g_node[g] = v
-            c = g_rep[g]
-            u = c_par[c]
+            c = n_arcs + g_rep[g]
+            u = a_src[c]
             node_pos[v] = i
             node_j[v] = g_j[g]
             node_f[v] = g_f[g]
             node_len[v] = g_len[g]
             if g_len[g] == 1:
-                node_sym[v, 0] = c_lab[c]
+                node_sym[v, 0] = a_lab[c]
             else:
                 for k in range(g_len[g] - 1):
                     node_sym[v, k] = node_sym[u, k]
-                node_sym[v, g_len[g] - 1] = c_lab[c]
+                node_sym[v, g_len[g] - 1] = a_lab[c]
             node_gold[v] = g_gold[g]
             node_forced[v] = g_forced[g]
         for c in range(n_c):
             g = c_group[c]
             if active[g]:
-                child[c_par[c] - prev_first, c_lab[c]] = g_node[g]
+                child[a_src[n_arcs + c] - prev_first, a_lab[n_arcs + c]] = g_node[g]
         for g in range(n_g):
             if active[g] and not beam:
-                c = g_rep[g]
-                node_anc[g_node[g]] = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j,
+                c = n_arcs + g_rep[g]
+                node_anc[g_node[g]] = _kept_ancestor(a_src[c], a_lab[c], node_anc, node_root, node_j,
                                                      prev_roots, child, prev_first, NM)
         # merge every other candidate into its least active ancestor (RCMS) or drop it (beam)
         roots = np.full((Lp + 1) * 2, -1, np.int64)
@@ -525,7 +581,7 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
                 continue
             if beam:
                 continue
-            target = _kept_ancestor(c_par[c], c_lab[c], node_anc, node_root, node_j, prev_roots, child,
+            target = _kept_ancestor(a_src[n_arcs + c], a_lab[n_arcs + c], node_anc, node_root, node_j, prev_roots, child,
                                     prev_first, NM)
             if target < 0:
                 rk = g_j[g] * 2 + g_f[g]
@@ -548,24 +604,20 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
             n_nodes += 1
             node_pos[end_node] = i
             node_end[end_node] = True
-        need = n_arcs + n_c + n_e
-        if need > a_src.shape[0]:
-            a_src = _grow1(a_src, need)
-            a_dst = _grow1(a_dst, need)
-            a_lab = _grow1(a_lab, need)
-            a_w = _grow1(a_w, need)
-            a_pos = _grow1(a_pos, need)
-            a_feat = _grow2(a_feat, need)
+        base = n_arcs
         for c in range(n_c):
             v = c_dst[c]
             if v < 0:
                 continue
-            a_src[n_arcs] = c_par[c]
+            a = base + c
+            if a != n_arcs:  # dropped beam candidates before it: move this arc down, order kept
+                a_src[n_arcs] = a_src[a]
+                a_lab[n_arcs] = a_lab[a]
+                a_w[n_arcs] = a_w[a]
+                for t in range(F):
+                    a_feat[n_arcs, t] = a_feat[a, t]
             a_dst[n_arcs] = v
-            a_lab[n_arcs] = c_lab[c]
-            a_w[n_arcs] = c_w[c]
             a_pos[n_arcs] = i
-            a_feat[n_arcs] = c_feat[c]
             node_fwd[v] = log_plus(node_fwd[v], c_fwd[c])
             n_arcs += 1
         for e in range(n_e):
@@ -574,7 +626,8 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
             a_lab[n_arcs] = V * NM
             a_w[n_arcs] = e_w[e]
             a_pos[n_arcs] = i
-            a_feat[n_arcs] = e_feat[e]
+            for t in range(F):
+                a_feat[n_arcs, t] = e_feat[e, t]
             node_fwd[end_node] = log_plus(node_fwd[end_node], node_fwd[e_par[e]] + e_w[e])
             n_arcs += 1
         prev_first = first

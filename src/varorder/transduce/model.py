@@ -62,6 +62,7 @@ __all__ = ["AlignmentTransducer", "impute_alignments", "bigram_viterbi_alignment
 
 METHODS = ("rcms", "model", "target", "hybrid", "forced")
 _KIND = "AlignmentTransducer"
+_STATE_KIND = "AlignmentTransducerTrainingState"
 _UNK = "<unk>"
 
 
@@ -94,6 +95,16 @@ class _Codec:
 
     def decode_output(self, ids) -> str:
         return "".join(self.letters[i] for i in ids)
+
+
+def _data_fingerprint(inputs, outputs) -> str:
+    """SHA-256 of the training pairs in order (a resumed fit must see the same data)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for x, y in zip(inputs, outputs):
+        digest.update(("\x1f".join(map(str, x)) + "\x1e" + str(y) + "\x1d").encode("utf-8"))
+    return digest.hexdigest()
 
 
 def _check_pairs(inputs, outputs):
@@ -171,17 +182,24 @@ class _GradientAccumulator:
                                        self.dense, self.seen, self.touched, self.count)
 
     def step(self, optimiser: AdaGrad, weights, truncation: float = 0.0, rng=None) -> None:
-        """AdaGrad step on the summed coordinates (sorted, exact zeros dropped), then clear the scratch.
+        """AdaGrad step on the summed coordinates (exact zeros dropped), then clear the scratch.
 
         ``truncation`` > 0 applies :func:`truncate_gradient` to the summed coordinates.
         """
-        touched = np.sort(self.touched[:self.count])
+        touched = self.touched[:self.count]
+        if truncation > 0:  # the truncation draws follow the coordinates' order: sort them
+            touched = np.sort(touched)
         sums = self.dense[touched]
         self.dense[touched] = 0.0
         self.seen[touched] = False
         self.count = 0
         nonzero = sums != 0
-        touched, grad = touched[nonzero], truncate_gradient(sums[nonzero], truncation, rng)
+        touched, grad = touched[nonzero], sums[nonzero]
+        if truncation <= 0:
+            # distinct coordinates, each updated on its own: order does not matter
+            optimiser.step_distinct(weights, touched, grad)
+            return
+        grad = truncate_gradient(grad, truncation, rng)
         keep = grad != 0
         optimiser.step_sparse(weights, touched[keep], grad[keep])
 
@@ -375,7 +393,8 @@ class AlignmentTransducer(ParamsMixin):
                                   self.length_ratio, self.length_slack, self.seed, self.progress)
         return [None if m is None else m.tolist() for m in moves]
 
-    def fit(self, inputs, outputs, callback=None, alignments=None, checkpoint=None, checkpoint_every: int = 0):
+    def fit(self, inputs, outputs, callback=None, alignments=None, checkpoint=None, checkpoint_every: int = 0,
+            state_path=None, resume: bool = False):
         """Train on ``inputs`` (symbol sequences) and ``outputs`` (strings); returns self.
 
         ``callback(model, epoch)`` runs after each pass and may return a dict merged into
@@ -383,6 +402,12 @@ class AlignmentTransducer(ParamsMixin):
         moves from :func:`impute_alignments` (else computed here). ``checkpoint(model,
         examples)`` runs inside a pass after every ``checkpoint_every`` examples (not at the
         end of a pass, where ``callback`` runs): learning curves within a long pass.
+
+        ``state_path``: after every pass the whole training state (weights, AdaGrad's
+        accumulator, both random streams, counters, history) is written there (npz + JSON);
+        with ``resume`` and that file present, training continues after its last pass and
+        ends with the same weights, bit for bit, as one uninterrupted run of ``epochs``
+        passes — the same data and parameters are required (checked).
         """
         self._check_params()
         _check_pairs(inputs, outputs)
@@ -409,8 +434,14 @@ class AlignmentTransducer(ParamsMixin):
         self.history_ = []
         self.context_length_trace_ = []
         ctx_sum, ctx_n, seen = 0.0, 0, 0
-        bar = tqdm(total=self.epochs * len(xs), disable=not self.progress, desc=f"train {self.method}", leave=False)
-        for epoch in range(self.epochs):
+        first_epoch = 0
+        fingerprint = _data_fingerprint(inputs, outputs)
+        if resume and state_path is not None and os.path.exists(state_path):
+            first_epoch, ctx_sum, ctx_n, seen = self._restore_training_state(state_path, fingerprint, optimiser, rng,
+                                                                             truncation_rng)
+        bar = tqdm(total=self.epochs * len(xs), initial=first_epoch * len(xs), disable=not self.progress,
+                   desc=f"train {self.method}", leave=False)
+        for epoch in range(first_epoch, self.epochs):
             start = time.perf_counter()
             total_ll, updates, no_signal = 0.0, 0, 0
             pass_start = seen
@@ -445,8 +476,52 @@ class AlignmentTransducer(ParamsMixin):
             if callback is not None:
                 row.update(callback(self, epoch + 1) or {})
             self.history_.append(row)
+            if state_path is not None:
+                self._save_training_state(state_path, fingerprint, epoch + 1, optimiser, rng, truncation_rng,
+                                          (ctx_sum, ctx_n, seen))
         bar.close()
         return self
+
+    def _save_training_state(self, path, fingerprint, epochs_done, optimiser, rng, truncation_rng, counters):
+        """Everything :meth:`fit` needs to go on after pass ``epochs_done`` (sparse weights and accumulator)."""
+        squared = optimiser.sum_squared_grad
+        touched = np.flatnonzero(squared) if squared is not None else np.zeros(0, np.int64)
+        ctx_sum, ctx_n, seen = counters
+        state = {"data": fingerprint, "epochs_done": epochs_done, "ctx_sum": ctx_sum, "ctx_n": ctx_n, "seen": seen,
+                 "steps_taken": optimiser.steps_taken, "history": self.history_,
+                 "context_length_trace": [list(p) for p in self.context_length_trace_],
+                 "imputation_seconds": self.imputation_seconds_,
+                 "rng": rng.bit_generator.state, "truncation_rng": truncation_rng.bit_generator.state}
+        save_model(path, _STATE_KIND, self.get_params(), state,
+                   {"index": touched.astype(np.int64), "weight": self.weights_[touched],
+                    "sum_squared_grad": squared[touched] if touched.size else np.zeros(0)})
+
+    def _restore_training_state(self, path, fingerprint, optimiser, rng, truncation_rng):
+        """Load a :meth:`_save_training_state` file into this fit; returns (first epoch, ctx_sum, ctx_n, seen)."""
+        where = os.fspath(path)
+        params, state, arrays = load_model(path, _STATE_KIND, ("index", "weight", "sum_squared_grad"))
+        mine = {k: v for k, v in self.get_params().items() if k not in ("epochs", "progress")}
+        theirs = {k: v for k, v in params.items() if k not in ("epochs", "progress")}
+        if theirs != mine:
+            raise ValueError(f"{where}: training state of other parameters {theirs}, not {mine}")
+        if state.get("data") != fingerprint:
+            raise ValueError(f"{where}: training state of other training data")
+        done = int(state["epochs_done"])
+        if not 0 < done <= self.epochs:
+            raise ValueError(f"{where}: {done} passes done, but epochs = {self.epochs}")
+        index = np.asarray(arrays["index"], dtype=np.int64)
+        check_shapes(path, arrays, {"weight": index.shape, "sum_squared_grad": index.shape}, allow_neg_inf=False)
+        if index.size and (index[0] < 0 or index[-1] >= self.weights_.size or np.any(np.diff(index) <= 0)):
+            raise ValueError(f"{where}: index must be strictly increasing indices in [0, {self.weights_.size})")
+        self.weights_[index] = arrays["weight"]
+        optimiser.sum_squared_grad = np.zeros(self.weights_.size)
+        optimiser.sum_squared_grad[index] = arrays["sum_squared_grad"]
+        optimiser.steps_taken = int(state["steps_taken"])
+        rng.bit_generator.state = state["rng"]
+        truncation_rng.bit_generator.state = state["truncation_rng"]
+        self.history_ = list(state["history"])
+        self.context_length_trace_ = [tuple(p) for p in state["context_length_trace"]]
+        return done, float(state["ctx_sum"]), int(state["ctx_n"]), int(state["seen"])
 
     # ------------------------------------------------------------ prediction
     def _check_fitted(self):
