@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
+from varorder.engine.lattice import csr_index
 from varorder.engine.validate import as_rng
 from varorder.wfsa.fsa import EPSILON, NEG_INF, Wfsa, linear_acceptor
 
@@ -137,16 +138,8 @@ def _reachable(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> n
 
 @nb.njit(cache=True)
 def _reachable_kernel(n, src, dst, seeds):
-    start = np.zeros(n + 1, dtype=np.int64)
-    for a in range(src.shape[0]):
-        start[src[a] + 1] += 1
-    for i in range(n):
-        start[i + 1] += start[i]
-    fill = start[:n].copy()
-    targets = np.empty(src.shape[0], dtype=np.int64)
-    for a in range(src.shape[0]):
-        targets[fill[src[a]]] = dst[a]
-        fill[src[a]] += 1
+    start, order = csr_index(src, n)
+    targets = dst[order]
     mask = np.zeros(n, dtype=np.bool_)
     stack = np.empty(n, dtype=np.int64)
     top = 0
