@@ -62,8 +62,9 @@ def run_job(method, perm, args):
                 "order": args.order, "edge_unigrams": args.unigrams, "backoff": args.backoff,
                 "hash_bits": args.hash_bits, "truncation": args.truncation,
                 "dev_as_train_size": args.dev_as_train_size or args.train_size}
-    # clock[0]: end of the last evaluation; clock[1]: training seconds of this pass before it
-    passes, checkpoints, clock = [], [], [time.perf_counter(), 0.0]
+    # clock[0]: end of the last evaluation; clock[1]: training seconds of this pass before it;
+    # cpu_clock: the same in CPU seconds of this process (a paused or shared run's wall time overstates)
+    passes, checkpoints, clock, cpu_clock = [], [], [time.perf_counter(), 0.0], [time.process_time(), 0.0]
     state_path = Path(args.out) / f"{method}-{perm}.state.npz" if args.save_state else None
     if args.save_state and args.resume and state_path.exists():
         # go on after the saved pass: the rows of the passes it holds come from the partial JSON
@@ -80,21 +81,23 @@ def run_job(method, perm, args):
 
     def checkpoint(model, examples):
         """Dev scores inside a pass (a learning curve over the examples seen so far)."""
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         dev = model.predict(Xd)
         seconds = time.perf_counter() - start
         clock[1] += start - clock[0]
-        row = {"examples": examples, "pass_train_seconds": clock[1], "dev_cer": character_error_rate(dev, Yd),
+        cpu_clock[1] += cpu_start - cpu_clock[0]
+        row = {"examples": examples, "pass_train_seconds": clock[1], "pass_train_cpu_seconds": cpu_clock[1],
+               "dev_cer": character_error_rate(dev, Yd),
                "dev_exact": exact_match(dev, Yd), "dev_empty": sum(p == "" for p in dev) / len(dev),
                "predict_words_per_s": len(Xd) / seconds, "nonzero_weights": int(np.count_nonzero(model.weights_))}
         checkpoints.append(row)
         print(f"{method} perm {perm} after {examples} examples: dev CER {row['dev_cer']:.3f} exact {row['dev_exact']:.3f}",
               file=sys.stderr, flush=True)
         write_partial(model)
-        clock[0] = time.perf_counter()
+        clock[0], cpu_clock[0] = time.perf_counter(), time.process_time()
 
     def evaluate(model, epoch):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         dev = model.predict(Xd)
         seconds = time.perf_counter() - start
         row = {"dev_cer": character_error_rate(dev, Yd), "dev_exact": exact_match(dev, Yd),
@@ -107,10 +110,12 @@ def run_job(method, perm, args):
               file=sys.stderr, flush=True)
         # a cut-off run keeps its finished passes: the history so far, this pass's training time
         # measured here (fit adds its own row after the callback returns)
+        row["cpu_seconds"] = cpu_clock[1] + cpu_start - cpu_clock[0]
         passes.append({"epoch": epoch, "seconds": clock[1] + start - clock[0], **row,
                        "nonzero_weights": int(np.count_nonzero(model.weights_))})
         write_partial(model)
         clock[0], clock[1] = time.perf_counter(), 0.0
+        cpu_clock[0], cpu_clock[1] = time.process_time(), 0.0
         return row
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
@@ -123,7 +128,7 @@ def run_job(method, perm, args):
         # one bigram imputation per training set, shared by the permutations (it is computed
         # once "at the beginning" in the paper; the permutation orders the 5-gram training)
         alignments, imputation_seconds = shared_imputation(args, X, Y)
-    clock[0] = time.perf_counter()
+    clock[0], cpu_clock[0] = time.perf_counter(), time.process_time()
     model.fit(X, Y, callback=evaluate, alignments=alignments, checkpoint=checkpoint, checkpoint_every=args.eval_every,
               state_path=state_path, resume=args.resume)
     if imputation_seconds is not None:
