@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
 
@@ -193,6 +196,69 @@ def max_backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_
 SCORE_LANES = 8
 
 
+@intrinsic
+def _prefetch_row(typingctx, table, row):
+    """Ask for the cache line holding ``table[row, 0]`` (a 2-D array) to be brought into
+    the cache. A hint: it neither waits for the line nor faults, so it lets the processor
+    go on to other work while the line arrives (a plain load of it would have to retire
+    before anything after it could, stalling the core once its window fills)."""
+    signature = types.void(table, row)
+
+    def codegen(context, builder, sig, args):
+        array_type = sig.args[0]
+        array = context.make_array(array_type)(context, builder, args[0])
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array,
+                                           [args[1], context.get_constant(types.intp, 0)], wraparound=False)
+        i32 = ir.IntType(32)
+        function = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0")
+        builder.call(function, [pointer, i32(0), i32(3), i32(1)])  # read, keep in every cache level, data
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+@numba.njit(cache=True, inline="always")
+def _prefetch_probes(lane, word, previous_row, n_previous, order, vocab_size, hash_rows, hash_base, hash_cap):
+    # The slots every lookup of ``word`` after lane's state will start at: the slot's own
+    # line, the next one when the 24-byte slot straddles two, and the line after for the
+    # probe's next slots (most hits end within three slots).
+    last_row = hash_rows.shape[0] - 1
+    for length in range(2, min(order, n_previous[lane] + 1) + 1):
+        slot = hash_base[length - 2] + _slot(previous_row[lane, length - 2] * vocab_size + word, hash_cap[length - 2])
+        _prefetch_row(hash_rows, slot)
+        _prefetch_row(hash_rows, min(slot + 1, last_row))
+        _prefetch_row(hash_rows, min(slot + 3, last_row))
+
+
+@numba.njit(cache=True, inline="always")
+def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, values, lane_sentence, lane_index,
+                    lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence):
+    """Give ``lane`` the first sentence from ``next_sentence`` on that predicts a token
+    (scoring the others, empty without ``</s>``, as 0); returns the next sentence still
+    unassigned and whether the lane got one."""
+    n_sentences = offsets.shape[0] - 1
+    eos_extra = 1 if add_eos else 0
+    while next_sentence < n_sentences:
+        sentence = next_sentence
+        next_sentence += 1
+        if offsets[sentence + 1] + eos_extra == offsets[sentence]:
+            out_sentence[sentence] = 0.0
+            continue
+        lane_sentence[lane] = sentence
+        lane_index[lane] = offsets[sentence]
+        lane_cursor[lane] = offsets[sentence] + sentence * eos_extra
+        lane_total[lane] = 0.0
+        n_previous[lane] = 0
+        if add_bos and order > 1:
+            previous_row[lane, 0] = bos_id
+            previous_backoff[lane, 0] = values[bos_id, 1]
+            n_previous[lane] = 1
+        return next_sentence, True
+    lane_sentence[lane] = -1
+    return next_sentence, False
+
+
 @numba.njit(cache=True)
 def score_flat(
     ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
@@ -211,10 +277,11 @@ def score_flat(
     stops at the first miss, since a table closed under suffixes cannot hold a longer
     match. Each lookup touches one slot: key, row and values share it. The probes of
     one token wait on the token before, so :data:`SCORE_LANES` sentences advance in
-    turn, a token each: first every lane touches the slots its next probes start at
-    (loads no branch waits on, so the cache misses of all lanes are in flight
-    together), then every lane scores its word. Each token's arithmetic is the same as
-    one sentence at a time, so the scores are too.
+    turn, a token each, software-pipelined: as soon as a lane has scored its word, the
+    slots its next word's lookups start at are known and prefetched, and the lane uses
+    them only after every other lane has scored a word, so the cache misses of all
+    lanes are in flight together and hidden behind the other lanes' work. Each token's
+    arithmetic is the same as one sentence at a time, so the scores are too.
     """
     lanes = SCORE_LANES
     previous_row = np.empty((lanes, order), dtype=np.int64)
@@ -226,56 +293,26 @@ def score_flat(
     lane_index = np.zeros(lanes, dtype=np.int64)  # position in ids of the next word
     lane_cursor = np.zeros(lanes, dtype=np.int64)
     lane_total = np.zeros(lanes, dtype=np.float64)
-    touch_sink = np.zeros(1, dtype=np.int64)
-    n_sentences = offsets.shape[0] - 1
     eos_extra = 1 if add_eos else 0
     next_sentence = 0
     active = 0
-    while True:
-        # Free the lanes whose sentence is scored, give them the next sentences, and touch
-        # the first slot of every probe this round will make.
-        touched = 0
-        for lane in range(lanes):
-            while True:
-                sentence = lane_sentence[lane]
-                if sentence >= 0 and lane_index[lane] < offsets[sentence + 1] + eos_extra:
-                    break
-                if sentence >= 0:
-                    out_sentence[sentence] = lane_total[lane]
-                    lane_sentence[lane] = -1
-                    active -= 1
-                if next_sentence == n_sentences:
-                    break
-                sentence = next_sentence
-                next_sentence += 1
-                lane_sentence[lane] = sentence
-                lane_index[lane] = offsets[sentence]
-                lane_cursor[lane] = offsets[sentence] + sentence * eos_extra
-                lane_total[lane] = 0.0
-                n_previous[lane] = 0
-                if add_bos and order > 1:
-                    previous_row[lane, 0] = bos_id
-                    previous_backoff[lane, 0] = values[bos_id, 1]
-                    n_previous[lane] = 1
-                active += 1
-            sentence = lane_sentence[lane]
-            if sentence < 0:
-                continue
+    for lane in range(lanes):
+        next_sentence, started = _start_sentence(
+            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, values, lane_sentence, lane_index,
+            lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence)
+        if started:
+            active += 1
             index = lane_index[lane]
-            word = ids[index] if index < offsets[sentence + 1] else eos_id
-            for length in range(2, min(order, n_previous[lane] + 1) + 1):
-                slot = hash_base[length - 2] + _slot(previous_row[lane, length - 2] * vocab_size + word,
-                                                     hash_cap[length - 2])
-                touched ^= hash_rows[slot, 0] ^ hash_rows[slot, 2]  # a slot may straddle two cache lines
-        touch_sink[0] = touched
-        if active == 0:
-            break
+            word = ids[index] if index < offsets[lane_sentence[lane] + 1] else eos_id
+            _prefetch_probes(lane, word, previous_row, n_previous, order, vocab_size, hash_rows, hash_base, hash_cap)
+    while active > 0:
         for lane in range(lanes):
             sentence = lane_sentence[lane]
             if sentence < 0:
                 continue
             index = lane_index[lane]
-            word = ids[index] if index < offsets[sentence + 1] else eos_id
+            words_end = offsets[sentence + 1]
+            word = ids[index] if index < words_end else eos_id
             current_row[0] = word
             current_backoff[0] = values[word, 1]
             log10prob = np.float64(values[word, 0])
@@ -295,17 +332,32 @@ def score_flat(
             # Back off through every stored context longer than the matched one.
             for context_length in range(n_current, lane_previous + 1):
                 log10prob += previous_backoff[lane, context_length - 1]
-            lane_total[lane] += log10prob
+            total = lane_total[lane] + log10prob
             cursor = lane_cursor[lane]
             out_log10prob[cursor] = log10prob
             out_length[cursor] = n_current
             lane_cursor[lane] = cursor + 1
-            kept = min(n_current, order - 1)
-            n_previous[lane] = kept
-            for length in range(kept):
-                previous_row[lane, length] = current_row[length]
-                previous_backoff[lane, length] = current_backoff[length]
-            lane_index[lane] = index + 1
+            index += 1
+            if index < words_end + eos_extra:
+                lane_total[lane] = total
+                kept = min(n_current, order - 1)
+                n_previous[lane] = kept
+                for length in range(kept):
+                    previous_row[lane, length] = current_row[length]
+                    previous_backoff[lane, length] = current_backoff[length]
+                lane_index[lane] = index
+                word = ids[index] if index < words_end else eos_id
+            else:
+                out_sentence[sentence] = total
+                next_sentence, started = _start_sentence(
+                    lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, values, lane_sentence, lane_index,
+                    lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence)
+                if not started:
+                    active -= 1
+                    continue
+                index = lane_index[lane]
+                word = ids[index] if index < offsets[lane_sentence[lane] + 1] else eos_id
+            _prefetch_probes(lane, word, previous_row, n_previous, order, vocab_size, hash_rows, hash_base, hash_cap)
 
 
 @numba.njit(cache=True)
