@@ -270,20 +270,27 @@ def test_binary_file_is_never_written_through(binary_file):
 
 
 @pytest.mark.parametrize("seed", range(6))
-def test_python_scorer_equals_the_numba_kernel(seed):
+@pytest.mark.parametrize("bos, eos", [(True, True), (False, True), (True, False), (False, False)])
+def test_python_scorer_equals_the_numba_kernel(seed, bos, eos):
+    # The compiled scorer interleaves SCORE_LANES sentences; the Python one scores them one
+    # at a time: every output must agree bit for bit, empty sentences (some scoring no
+    # token at all without </s>) and more sentences than lanes included.
     rng = np.random.default_rng(seed)
     model, _ = random_model(rng, 6, int(rng.integers(1, 5)))
-    ids, lengths = random_sentences(rng, model.vocab_size, n=20)
+    n_sentences = int(rng.integers(1, 4 * _kernels.SCORE_LANES))
+    ids, lengths = random_sentences(rng, model.vocab_size, n=n_sentences, max_length=int(rng.integers(1, 12)))
     offsets = np.concatenate([[0], np.cumsum(lengths)])
+    n_out = len(ids) + (len(lengths) if eos else 0)
     outputs = []
     for scorer in (score_flat_python, _kernels.score_flat):
-        out = (np.empty(len(ids) + len(lengths)), np.empty(len(ids) + len(lengths), np.int8), np.empty(len(lengths)))
-        scorer(ids, offsets, True, True, model.vocabulary.bos_id, model.vocabulary.eos_id, model.order,
+        out = (np.full(n_out, np.nan), np.full(n_out, -1, np.int8), np.full(len(lengths), np.nan))
+        scorer(ids, offsets, bos, eos, model.vocabulary.bos_id, model.vocabulary.eos_id, model.order,
                model.vocab_size, model._hash_rows, model._hash_values, model._hash_base, model._hash_cap,
                model._values, *out)
         outputs.append(out)
     for python, compiled in zip(*outputs):
         np.testing.assert_array_equal(python, compiled)
+    assert not np.isnan(outputs[1][2]).any() and (outputs[1][1] >= 1).all()
 
 
 def test_ptb_like_arpa_round_trip_through_binary(tmp_path):

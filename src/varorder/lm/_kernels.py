@@ -219,6 +219,12 @@ def _prefetch_row(typingctx, table, row):
 
 
 @numba.njit(cache=True, inline="always")
+def _at(index):
+    """A non-negative index as unsigned: Numba skips the negative-index wraparound."""
+    return np.uint64(index)
+
+
+@numba.njit(cache=True, inline="always")
 def _prefetch_probes(lane, word, previous_row, n_previous, order, vocab_size, hash_rows, hash_base, hash_cap):
     # The slots every lookup of ``word`` after lane's state will start at: the slot's own
     # line, the next one when the 24-byte slot straddles two, and the line after for the
@@ -305,48 +311,67 @@ def score_flat(
             index = lane_index[lane]
             word = ids[index] if index < offsets[lane_sentence[lane] + 1] else eos_id
             _prefetch_probes(lane, word, previous_row, n_previous, order, vocab_size, hash_rows, hash_base, hash_cap)
+    # The hot loop reads the tables through flat views and indexes with unsigned integers
+    # (:func:`_at`): every index here is non-negative by construction, and Numba then
+    # emits neither a stride multiplication nor the negative-index wraparound per access.
+    slots = hash_rows.reshape(-1)
+    slot_values = hash_values.reshape(-1)
+    unigram_values = values.reshape(-1)
     while active > 0:
         for lane in range(lanes):
-            sentence = lane_sentence[lane]
+            sentence = lane_sentence[_at(lane)]
             if sentence < 0:
                 continue
-            index = lane_index[lane]
-            words_end = offsets[sentence + 1]
-            word = ids[index] if index < words_end else eos_id
+            index = lane_index[_at(lane)]
+            words_end = offsets[_at(sentence + 1)]
+            word = np.int64(ids[_at(index)]) if index < words_end else np.int64(eos_id)
             current_row[0] = word
-            current_backoff[0] = values[word, 1]
-            log10prob = np.float64(values[word, 0])
+            current_backoff[0] = unigram_values[_at(2 * word + 1)]
+            log10prob = np.float64(unigram_values[_at(2 * word)])
             n_current = 1
-            lane_previous = n_previous[lane]
+            lane_previous = n_previous[_at(lane)]
             for length in range(2, min(order, lane_previous + 1) + 1):
-                slot = find_slot(
-                    hash_rows, hash_base[length - 2], hash_cap[length - 2],
-                    previous_row[lane, length - 2] * vocab_size + word,
-                )
-                if slot < 0:
+                # find_slot on the flat view: slot s holds key, row, (log10 p, log10 bow)
+                # at words 3s, 3s + 1 and float32 6s + 4, 6s + 5.
+                base = hash_base[_at(length - 2)]
+                capacity = hash_cap[_at(length - 2)]
+                key = previous_row[_at(lane), _at(length - 2)] * vocab_size + word
+                slot = _slot(key, capacity)
+                found = -1
+                for _ in range(capacity):  # a damaged table may have no empty slot left
+                    stored = slots[_at(3 * (base + slot))]
+                    if stored == key:
+                        found = base + slot
+                        break
+                    if stored == _EMPTY:
+                        break
+                    slot += 1
+                    if slot == capacity:
+                        slot = 0
+                if found < 0:
                     break
-                current_row[length - 1] = hash_rows[slot, 1]
-                current_backoff[length - 1] = hash_values[slot, 5]
-                log10prob = hash_values[slot, 4]
+                current_row[_at(length - 1)] = slots[_at(3 * found + 1)]
+                current_backoff[_at(length - 1)] = slot_values[_at(6 * found + 5)]
+                log10prob = slot_values[_at(6 * found + 4)]
                 n_current = length
             # Back off through every stored context longer than the matched one.
             for context_length in range(n_current, lane_previous + 1):
-                log10prob += previous_backoff[lane, context_length - 1]
-            total = lane_total[lane] + log10prob
-            cursor = lane_cursor[lane]
-            out_log10prob[cursor] = log10prob
-            out_length[cursor] = n_current
-            lane_cursor[lane] = cursor + 1
+                log10prob += previous_backoff[_at(lane), _at(context_length - 1)]
+            total = lane_total[_at(lane)] + log10prob
+            cursor = lane_cursor[_at(lane)]
+            out_log10prob[_at(cursor)] = log10prob
+            out_length[_at(cursor)] = n_current
+            lane_cursor[_at(lane)] = cursor + 1
             index += 1
             if index < words_end + eos_extra:
-                lane_total[lane] = total
+                lane_total[_at(lane)] = total
                 kept = min(n_current, order - 1)
-                n_previous[lane] = kept
+                n_previous[_at(lane)] = kept
                 for length in range(kept):
-                    previous_row[lane, length] = current_row[length]
-                    previous_backoff[lane, length] = current_backoff[length]
-                lane_index[lane] = index
-                word = ids[index] if index < words_end else eos_id
+                    previous_row[_at(lane), _at(length)] = current_row[_at(length)]
+                    previous_backoff[_at(lane), _at(length)] = current_backoff[_at(length)]
+                lane_index[_at(lane)] = index
+                word = ids[_at(index)] if index < words_end else eos_id
             else:
                 out_sentence[sentence] = total
                 next_sentence, started = _start_sentence(
