@@ -264,6 +264,18 @@ def arpa_not_closed(tmp: Path):
     _cli("lm", "score", arpa, text)
 
 
+@step
+def scoring_from_strings(tmp: Path):
+    # NgramLM.score_sentences: the compiled sentence encoder (varorder.lm._encode) and the
+    # pipelined scorer (varorder.lm._kernels.score_flat), which small CLI inputs skip.
+    from varorder.lm import _kernels  # noqa: F401  (loaded: the compiled scorer serves every input)
+    from varorder.lm import ModifiedKneserNey
+
+    text = ["the dog runs", "the cat eats", "a big dog eats", "a cat runs", "the big cat"] * 4
+    model = ModifiedKneserNey(order=3).fit_sentences(text).model_
+    model.score_sentences(text + ["an unknown wörd", ""])
+
+
 def run(part: int = 0, parts: int = 1, verbose: bool = True) -> list[str]:
     """Run every ``parts``-th step from ``part``; return the names of failed steps."""
     warnings.simplefilter("ignore")

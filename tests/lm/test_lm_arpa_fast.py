@@ -293,26 +293,3 @@ def test_edge_words_are_read_like_any_other(tmp_path, seed):
     fast, slow = read_arpa(path), _read_arpa(path, False, "zero")
     assert_same_model(fast, slow)
     assert sorted(fast.vocabulary.words) == sorted(["<unk>", "<s>", "</s>"] + _EDGE_WORDS)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(st.sampled_from(_EDGE_WORDS + ["abcdefg1", "y" * 15, "oov", "abcdefgh12", "ctl"]),
-                         max_size=8), max_size=12),
-       st.lists(st.sampled_from([" ", "\t", "  ", "\x0b", "\x0c", " \t"]), min_size=1, max_size=4),
-       st.integers(0, 7))
-def test_encode_lines_packed_path_equals_python(sentences, blanks, shift):
-    # encode_lines (packed path where it applies, at every alignment of the text) gives
-    # exactly the Python encoder's ids and lengths.
-    from varorder.lm.corpus import Vocabulary
-
-    vocabulary = Vocabulary(_EDGE_WORDS)
-    lines = [blanks[i % len(blanks)].join(tokens) + blanks[-1] * (i % 2) for i, tokens in enumerate(sentences)]
-    expected_ids, expected_lengths = vocabulary.encode_sentences(line.split() for line in lines)
-    data = np.frombuffer("".join(line + "\n" for line in lines).encode(), dtype=np.uint8)
-    padded = np.frombuffer(b"\n" * shift + data.tobytes(), dtype=np.uint8)
-    ids = np.empty(len(padded) + 1, dtype=np.int32)
-    lengths = np.empty(len(padded) + 1, dtype=np.int64)
-    n_tokens, n_lines = _words.encode_lines(padded[shift:], _words.uint64_view(padded[shift:]),
-                                            *vocabulary.byte_table(), vocabulary.unk_id, True, ids, lengths)
-    np.testing.assert_array_equal(ids[:n_tokens], expected_ids)
-    np.testing.assert_array_equal(lengths[:n_lines], expected_lengths)

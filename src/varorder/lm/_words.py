@@ -1,5 +1,6 @@
 """Numba kernels over raw UTF-8 bytes: a hash table from word bytes to vocabulary ids,
-whitespace tokenization of sentences, and the decimal scanner the fast ARPA reader uses.
+the token delimiting that the sentence encoder (:mod:`varorder.lm._encode`) and the fast
+ARPA reader share, and the decimal scanner the reader uses.
 
 They let text be encoded (and ARPA n-gram lines be read) without creating a Python
 string per token. Tokens are split on ASCII whitespace, which is what ``str.split()``
@@ -233,51 +234,6 @@ def has_unusual_text(buffer):
         if (28 <= byte <= 31 or byte == 13 or byte >= 0xC2) and unusual_at(buffer, i):
             return True
     return False
-
-
-@numba.njit(cache=True)
-def encode_lines(buffer, words8, blob, starts, ends, table, packed_slots, packed_keys, unk_id, keep_blank, out_ids,
-                 out_lengths):
-    """Encode text (one sentence per line, tokens separated by whitespace) into ids;
-    unknown words become ``unk_id``; blank lines are sentences of length 0 when
-    ``keep_blank``, else skipped. Returns ``(n_tokens, n_sentences)``; the caller sizes
-    the outputs (one id per token, one length per line). ``words8`` is the buffer seen as
-    uint64 (:func:`uint64_view`): short ASCII words take the packed path.
-    """
-    n = buffer.shape[0]
-    n_tokens = 0
-    n_sentences = 0
-    in_line = 0
-    i = 0
-    while i < n:
-        byte = buffer[i]
-        if byte == 10:
-            if in_line > 0 or keep_blank:
-                out_lengths[n_sentences] = in_line
-                n_sentences += 1
-                in_line = 0
-            i += 1
-        elif is_space(byte):
-            i += 1
-        else:
-            start = i
-            i, low, high = packed_token(buffer, words8, start)
-            if i >= 0:
-                word = find_packed_word(low, high, packed_slots, packed_keys)
-            else:
-                i = start
-                hashed = _FNV_OFFSET
-                while i < n and not is_space(buffer[i]):  # hashed while delimited: one pass
-                    hashed = (hashed ^ np.uint64(buffer[i])) * _FNV_PRIME
-                    i += 1
-                word = find_hashed_word(buffer, start, i, hashed, blob, starts, ends, table)
-            out_ids[n_tokens] = word if word >= 0 else unk_id
-            n_tokens += 1
-            in_line += 1
-    if in_line > 0:
-        out_lengths[n_sentences] = in_line
-        n_sentences += 1
-    return n_tokens, n_sentences
 
 
 POWERS_OF_TEN = np.asarray([10.0 ** k for k in range(23)])

@@ -148,17 +148,15 @@ class Vocabulary:
         vocabulary (built on first use): no Python string per token. Gives exactly
         :meth:`encode_sentences`'s result; text the kernel would split differently
         (a sentence holding a line break, Unicode whitespace) goes through it instead."""
-        from varorder.lm import _words
+        from varorder.lm import _encode, _words
 
         text = "\n".join(sentences) + "\n"
         data = np.frombuffer(text.encode("utf-8", errors="surrogateescape"), dtype=np.uint8)
-        if _words.has_unusual_text(data):
-            return self.encode_sentences(s.split() for s in sentences)
         ids = np.empty(len(data) // 2 + 1, dtype=np.int32)
         lengths = np.empty(len(data) + 1, dtype=np.int64)
-        n_tokens, n_sentences = _words.encode_lines(data, _words.uint64_view(data), *self.byte_table(), self.unk_id,
-                                                    True, ids, lengths)
-        if n_sentences != len(sentences):  # a sentence spans several lines
+        n_tokens, n_sentences = _encode.encode_sentence_lines(data, _words.uint64_view(data), *self.byte_table(),
+                                                              self.unk_id, ids, lengths)
+        if n_tokens == _words.UNUSUAL_TEXT or n_sentences != len(sentences):  # or a sentence spans several lines
             return self.encode_sentences(s.split() for s in sentences)
         return ids[:n_tokens], lengths[:n_sentences]
 
