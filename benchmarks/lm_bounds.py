@@ -1,12 +1,17 @@
-"""The cost of the lookup kernels' bounds checks (issue #20): scoring throughput of the
-PTB 5-gram binary model with two source trees, interleaved in fresh child processes.
+"""Scoring kernels of two source trees on the PTB 5-gram binary model (issue #20: the cost
+of the lookup kernels' bounds checks, and where scoring from strings spends its time),
+interleaved in fresh child processes.
 
 Rows: ``token_log10probs`` over the pre-encoded valid set (the batched scorer,
-:func:`varorder.lm._kernels.score_flat`: probes bounded by the table's capacity) and
+:func:`varorder.lm._kernels.score_flat`: probes bounded by the table's capacity);
 ``batched_lookup`` of every (4-word context, word) pair of the valid set (one
 :func:`~varorder.lm._kernels.backoff_log10prob` per query: probes bounded and every row
-read from a slot checked against its order). Best of ``--rounds`` per child, best child
-per tree; CPU seconds (``time.process_time``).
+read from a slot checked against its order); and the parts of ``score_sentences`` on the
+valid sentences as strings: ``Vocabulary.encode_lines`` (strings -> ids), the whole
+call, and ``token_log10probs`` of the first 100 sentences scored again and again (their
+table slots cached: the scorer's cost without memory stalls, in ns a token). Only public
+methods are called, so any tree runs. Best of ``--rounds`` per child, best child per
+tree; CPU seconds (``time.process_time``).
 
     python benchmarks/lm_bounds.py MODEL.bin --src /path/to/old/src --src src
 """
@@ -38,16 +43,22 @@ CHILD = textwrap.dedent("""
     def lookups():  # the kernel alone: the Python list of contexts would dominate otherwise
         _kernels.batched_lookup(flat, offsets, words, model.vocab_size, model._hash_rows, model._hash_base,
                                 model._hash_cap, model._values, model._value_base, out, used)
-    model.token_log10probs(ids, lengths); lookups()  # compile / load
+    sentences = [" ".join(t) for _, t in iter_sentences(sys.argv[2])]
+    first = int(lengths[:100].sum())
+    model.token_log10probs(ids, lengths); lookups(); model.score_sentences(sentences)  # compile / load
     best = {}
-    for name, call in (("token_log10probs", lambda: model.token_log10probs(ids, lengths)), ("lookups", lookups)):
+    for name, call in (("token_log10probs", lambda: model.token_log10probs(ids, lengths)), ("lookups", lookups),
+                       ("encode_lines", lambda: model.vocabulary.encode_lines(sentences)),
+                       ("score_sentences", lambda: model.score_sentences(sentences)),
+                       ("cached", lambda: model.token_log10probs(ids[:first], lengths[:100]))):
         seconds = []
         for _ in range(rounds):
             start = time.process_time()
             call()
             seconds.append(time.process_time() - start)
         best[name] = min(seconds)
-    print(json.dumps({"n_tokens": int(len(ids) + len(lengths)), "n_queries": len(ids), "best": best}))
+    print(json.dumps({"n_tokens": int(len(ids) + len(lengths)), "n_queries": len(ids), "n_cached": first + 100,
+                      "best": best}))
 """)
 
 
@@ -70,7 +81,11 @@ def main():
     for src, runs in results.items():
         tokens = runs[0]["n_tokens"] / min(r["best"]["token_log10probs"] for r in runs)
         queries = runs[0]["n_queries"] / min(r["best"]["lookups"] for r in runs)
-        print(f"{src:40s} token_log10probs {tokens / 1e6:7.2f} M tokens/CPU s   batched_lookup {queries / 1e6:6.2f} M queries/CPU s")
+        parts = {name: min(r["best"][name] for r in runs) for name in ("encode_lines", "score_sentences", "cached")}
+        print(f"{src:40s} token_log10probs {tokens / 1e6:7.2f} M tokens/CPU s   batched_lookup {queries / 1e6:6.2f} M "
+              f"queries/CPU s   token_log10probs {runs[0]['n_tokens'] / tokens * 1e3:.2f} ms   encode_lines "
+              f"{parts['encode_lines'] * 1e3:.2f} ms   score_sentences {parts['score_sentences'] * 1e3:.2f} ms   "
+              f"cached {parts['cached'] / runs[0]['n_cached'] * 1e9:.1f} ns/token")
 
 
 if __name__ == "__main__":
