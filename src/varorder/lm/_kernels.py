@@ -210,9 +210,12 @@ def _prefetch_row(typingctx, table, row):
         pointer = cgutils.get_item_pointer(context, builder, array_type, array,
                                            [args[1], context.get_constant(types.intp, 0)], wraparound=False)
         i32 = ir.IntType(32)
-        function = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [pointer.type, i32, i32, i32]), "llvm.prefetch.p0")
-        builder.call(function, [pointer, i32(0), i32(3), i32(1)])  # read, keep in every cache level, data
+        # Declared the way Numba declares llvm.memcpy (an i8* argument, the name mangled by
+        # llvmlite), which LLVM versions with typed and with opaque pointers both accept.
+        function = builder.module.declare_intrinsic(
+            "llvm.prefetch", [cgutils.voidptr_t], ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32]))
+        # Arguments: the address; a read; keep it in every cache level; data, not code.
+        builder.call(function, [builder.bitcast(pointer, cgutils.voidptr_t), i32(0), i32(3), i32(1)])
         return context.get_dummy_value()
 
     return signature, codegen
