@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from varorder.strings.em import EditEM, heldout_surface_scores
-from varorder.strings.inference import make_method
+from varorder.strings.inference import PROX_PENALTIES, make_method
 from varorder.strings.model import read_hopkins
 
 ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphophonology" / "hopkins-phonology-framework"
@@ -32,7 +32,7 @@ def run(name, method, args, em_iterations=0):
     graph = read_hopkins(ROOT / name, holdout_share=args.share, seed=args.seed)
     lam = args.prox_lam if method == "pep-prox" else args.lam
     params = {"k": args.k, "lam": lam, "eta": args.eta, "iterations": args.iterations,
-              "inner_passes": args.inner_passes}
+              "inner_passes": args.inner_passes, "prox_penalty": args.prox_penalty}
     started, cpu = time.perf_counter(), time.process_time()
     if em_iterations:
         em = EditEM(method, iterations=em_iterations, smoothing=args.em_smoothing, method_params=params).fit(graph)
@@ -81,6 +81,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--lam", type=float, default=0.001, help="λ of pep (greedy growing)")
     parser.add_argument("--prox-lam", type=float, default=0.01, help="λ of pep-prox (the paper's 0.01)")
+    parser.add_argument("--prox-penalty", choices=PROX_PENALTIES, default="message",
+                        help="pep-prox: penalise the message θ_{F→V} (the paper's eq. 7 + λΩ) or the belief θ_V "
+                             "(an option)")
     parser.add_argument("--eta", type=float, default=0.05)
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--iterations", type=int, default=3)

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from varorder.strings.inference import belief_nll, make_method
+from varorder.strings.inference import PROX_PENALTIES, belief_nll, make_method
 from varorder.strings.model import synthetic_lexicon
 
 
@@ -30,7 +30,8 @@ def run(size, method, args, lam=None, growth_rounds=None):
     rounds = args.growth_rounds if growth_rounds is None else growth_rounds
     estimator = make_method(method, k=args.k, lam=lam, eta=args.eta, iterations=args.iterations,
                             inner_passes=args.inner_passes, growth_rounds=rounds, greedy_floor=args.greedy_floor,
-                            damping=not args.no_damping, cavity_contexts=not args.drop_cavity_contexts)
+                            damping=not args.no_damping, cavity_contexts=not args.drop_cavity_contexts,
+                            prox_penalty=args.prox_penalty)
     started, cpu = time.perf_counter(), time.process_time()
     estimator.fit(graph)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -110,6 +111,9 @@ def main(argv=None):
     parser.add_argument("--lambda-sizes", type=int, nargs="*", default=None, help="sizes for the sweep (default: the first)")
     parser.add_argument("--lam", type=float, default=0.01, help="λ of pep (greedy growing)")
     parser.add_argument("--prox-lam", type=float, default=0.01, help="λ of pep-prox (the paper's 0.01)")
+    parser.add_argument("--prox-penalty", choices=PROX_PENALTIES, default="message",
+                        help="pep-prox: penalise the message θ_{F→V} (the paper's eq. 7 + λΩ) or the belief θ_V "
+                             "(an option)")
     parser.add_argument("--eta", type=float, default=0.05)
     parser.add_argument("--growth-rounds", type=int, default=None,
                         help="pep: growing rounds per projection (default: until no context is added; 1: one "

@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from varorder.io._text import atomic_write_text
-from varorder.strings.inference import StringEP, _string_score, belief_nll, project_acceptor
+from varorder.strings.inference import PROX_PENALTIES, StringEP, _string_score, belief_nll, project_acceptor
 from varorder.strings.model import synthetic_lexicon
 from varorder.wfsa import strings_acceptor
 
@@ -54,7 +54,7 @@ def sweeps(args):
     started = time.perf_counter()
     cpu = time.process_time()
     ep = StringEP("pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps,
-                  inner_passes=args.inner_passes, passes_sweeps=args.passes_sweeps)
+                  inner_passes=args.inner_passes, passes_sweeps=args.passes_sweeps, prox_penalty=args.prox_penalty)
     rows = []
 
     def progress(done, total):
@@ -93,6 +93,9 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, nargs="+", default=[5, 20, 80])
     parser.add_argument("--eta", type=float, default=0.05)
     parser.add_argument("--lam", type=float, default=0.01)
+    parser.add_argument("--prox-penalty", choices=PROX_PENALTIES, default="message",
+                        help="sweeps: penalise the message θ_{F→V} (the paper's eq. 7 + λΩ) or the belief θ_V "
+                             "(an option)")
     parser.add_argument("--size", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sweeps", type=int, default=4)

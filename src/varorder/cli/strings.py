@@ -19,6 +19,7 @@ from varorder.cli._options import OutputFile, Real
 __all__ = ["COMMAND"]
 
 METHOD_NAMES = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")  # varorder.strings.inference.METHODS
+PROX_PENALTIES = ("message", "belief")  # varorder.strings.inference.PROX_PENALTIES
 
 
 @click.group("strings")
@@ -40,6 +41,9 @@ def COMMAND():
               help="PEP penalty λ [default: 0.001 for pep, chosen on a held-apart graph; 0.01 for pep-prox, the "
                    "paper's] (the two variants' λ are on different scales)")
 @click.option("--eta", type=Real(0.0, None, min_open=True), default=0.05, show_default=True, help="pep-prox step size η")
+@click.option("--prox-penalty", type=click.Choice(PROX_PENALTIES), default="message", show_default=True,
+              help="pep-prox: what the group lasso penalises: message, the paper's (λΩ added to eq. 7, a penalty "
+                   "on the message θ_{F→V}), or belief (an option: on the belief θ_V)")
 @click.option("--k", "k", type=click.IntRange(1, 10_000), default=20, show_default=True, help="bp: strings kept per message")
 @click.option("--iterations", type=click.IntRange(1, 1000), default=4, show_default=True, help="forward/backward sweeps")
 @click.option("--inner-passes", type=click.IntRange(1, 100), default=3, show_default=True,
@@ -59,7 +63,7 @@ def COMMAND():
               help="EM: pseudo-count added to every edit operation in the M step")
 @click.option("--json", "json_path", type=OutputFile(allow_dash=True), default=None,
               help="also write the summary and every variable's top strings as JSON ('-' for stdout)")
-def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, seed, alphabet_size, top,
+def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inner_passes, seed, alphabet_size, top,
           max_variables, holdout_share, em_iterations, em_smoothing, json_path):
     """Infer every morpheme's underlying form; print top strings with probabilities and timing."""
     from tqdm import tqdm
@@ -80,7 +84,8 @@ def infer(synthetic, hopkins, method, lam, eta, k, iterations, inner_passes, see
         graph = read_hopkins(hopkins, holdout_share=holdout_share, seed=seed)
     if lam is None:
         lam = 0.01 if method == "pep-prox" else 0.001
-    params = {"k": k, "lam": lam, "eta": eta, "iterations": iterations, "inner_passes": inner_passes}
+    params = {"k": k, "lam": lam, "eta": eta, "iterations": iterations, "inner_passes": inner_passes,
+              "prox_penalty": prox_penalty}
     em_history = []
     if em_iterations:
         bar = tqdm(total=em_iterations, desc=f"EM ({method})", file=sys.stderr, leave=False, disable=None)

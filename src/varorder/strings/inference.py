@@ -43,19 +43,21 @@ from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
                            strings_acceptor)
 
-__all__ = ["GREEDY_FLOOR", "METHODS", "Beliefs", "Dfa", "FactorMessages", "PrunedBP", "StringEP", "belief_nll",
-           "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor"]
+__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "Beliefs", "Dfa", "FactorMessages", "PrunedBP", "StringEP",
+           "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor"]
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
+PROX_PENALTIES = ("message", "belief")  # what PEP-prox's group lasso penalises; the first is the paper's (eq. 7)
 
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
                 greedy_floor: float | None = None, damping: bool = True, cavity_contexts: bool = True,
-                progress=None):
+                prox_penalty: str = "message", progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
-    greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1)."""
+    greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1; ``prox_penalty``
+    as in :class:`StringEP`: ``"message"``, the paper's, or ``"belief"``, an option)."""
     if name == "bp":
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
@@ -65,7 +67,7 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
         return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
                         growth_rounds=growth_rounds, damping=damping, cavity_contexts=cavity_contexts,
-                        progress=progress,
+                        prox_penalty=prox_penalty, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
@@ -338,6 +340,12 @@ class StringEP:
     iterations"). ``damping`` retries a divergent product with the cavity moved toward the
     belief (:meth:`_damped`) instead of skipping the update. ``fit(graph)`` runs inference
     and returns self; ``beliefs_`` holds them.
+
+    ``prox_penalty`` (``optimizer="prox"`` only) says what the group lasso of eq. 9
+    penalises. ``"message"`` (the default) is the paper's: "our penalized EP simply adds
+    λ·Ω(θ) into (7)" (§4.3), and the θ of eq. 7 is the message θ_{F→V} (the belief there
+    is q_θ ⊙ μ_{V→F}), so the proximal operator acts on θ_V − θ_{V→F} and the cavity is
+    added back. ``"belief"`` (an option, the default before 24 Nov) penalises θ_V itself.
     """
 
     _alpha = 1.0  # the cavity fraction of the product being computed (see _damped)
@@ -346,7 +354,7 @@ class StringEP:
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
                  damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
-                 cavity_contexts: bool = True, prox_penalty: str = "belief", progress=None):
+                 cavity_contexts: bool = True, prox_penalty: str = "message", progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -477,7 +485,8 @@ class StringEP:
             theta_v = self._theta(v)
             counts_p, _ = machine.expected_counts(mu, self._cavity(v, f))
             counts_q, log_z = machine.expected_counts(None, theta_v)
-            anchor = self._vec(v, self._cavity(v, f)) if self.prox_penalty == "message" else None
+            # the penalised message is θ_V^new minus the true cavity (eq. 6), damped or not
+            anchor = self._vec(v, self._theta(v) - self._msg(f, v)) if self.prox_penalty == "message" else None
             new = self._prox_step(v, machine, theta_v, counts_p, counts_q, log_z, anchor)
         new = self._vec(v, new)
         self.msgs_[(f, v)] = new - (self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
@@ -639,7 +648,8 @@ class StringEP:
         2013, §4.2): halve η until f(θ⁺) ≤ f(θ) + ∇f·(θ⁺ − θ) + ‖θ⁺ − θ‖²/2η; a step that
         leaves the feasible set (Z = ∞) also halves η (§6). With ``anchor`` (the cavity
         θ_{V→F}) the penalty is on the message θ − anchor, as eq. 7 + λΩ(θ) reads
-        (``prox_penalty="message"``); without it on θ_V itself."""
+        (``prox_penalty="message"``, the paper's, the default); without it on θ_V itself
+        (``"belief"``, an option)."""
         registry = self.registry_[v]
         ids = np.concatenate([[0], machine.feature_ids])
         grad = np.concatenate([[0.0], counts_p - counts_q])  # −∇f (ascent direction)
@@ -677,6 +687,8 @@ class StringEP:
             raise ValueError(f"family must be 'ngram' or 'pep', got {self.family!r}")
         if self.optimizer not in ("prox", "greedy"):
             raise ValueError(f"optimizer must be 'prox' or 'greedy', got {self.optimizer!r}")
+        if self.prox_penalty not in PROX_PENALTIES:
+            raise ValueError(f"prox_penalty must be 'message' or 'belief', got {self.prox_penalty!r}")
         if self.family == "ngram" and self.order not in (1, 2, 3, 4):
             raise ValueError(f"order must be 1-4, got {self.order}")
         started = time.perf_counter()
@@ -781,6 +793,8 @@ class StringEP:
             scorers[v], toppers[v] = scorer, topper
         method = (f"EP-{self.order}gram" if self.family == "ngram"
                   else f"PEP-{self.optimizer}(λ={self.lam:g})")
+        if self.family == "pep" and self.optimizer == "prox" and self.prox_penalty == "belief":
+            method += " [belief penalty]"
         stats = dict(self.stats_, mean_states=float(np.mean(sizes)) if sizes else 0.0)
         return Beliefs(method, scorers, toppers, self.seconds_, stats)
 
