@@ -20,14 +20,17 @@ import math
 import mmap
 import os
 import stat
+import sys
 import zlib
 import re
 from pathlib import Path
 
-import numba
 import numpy as np
 
-from varorder.lm import _kernels, _words
+from varorder import _numba_start  # before numba: see the module
+
+import numba  # noqa: E402
+from varorder.lm import _kernels, _words  # noqa: E402
 
 try:  # NumPy's process-wide switch for madvise(MADV_HUGEPAGE) on its large arrays
     from numpy._core.multiarray import _set_madvise_hugepage
@@ -575,3 +578,7 @@ def _odd_numbers(data: bytes, odd: np.ndarray, values: np.ndarray, max_probs, ma
         else:
             (max_probs if column == 2 else max_backoffs)[line] = value
     return True
+
+
+# A cache hit loads these modules' machine code without Numba's compiler registries.
+_numba_start.load_without_refresh(sys.modules[__name__], _words, _kernels)
