@@ -174,7 +174,8 @@ def _skip_blanks(buffer, i, n, byte_class):
 
 @numba.njit(cache=True)
 def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class, blob, starts, ends, word_table,
-                         packed_slots, packed_keys, ids, values, max_probs, max_backoffs, minus_99_zero, odd):
+                         packed_slots, packed_keys, ids, values, max_probs, max_backoffs, minus_99_zero, odd,
+                         numbers, last_field, last_packed):
     """Parse the ``count`` lines of one n-gram section (order >= 2) from ``pos``: word ids
     into ``ids``, the float32 ``(log10 p, log10 bow)`` into ``values``, the MAX-ARPA
     columns into ``max_probs``/``max_backoffs``, all in file order.
@@ -183,17 +184,22 @@ def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class,
     in strictly increasing lexicographic order of their word ids, max-ARPA)``;
     ``odd[k] = (line, column, start, end)`` lists the numbers outside the fast path
     (column 0 log10 p, 1 back-off, 2 mf, 3 mbow), read by Python's ``float`` afterwards.
+    Scratch space comes from the caller (:func:`_parse_order`; a kernel that allocates
+    makes Numba import its array support when it loads the cached code): ``numbers``
+    (4 float64), ``last_field`` (2 x order int64) and ``last_packed`` (2 x order uint64).
     """
     n = buffer.shape[0]
     lexical = True
     max_arpa = False
     line = 0
     n_odd = 0
-    numbers = np.zeros(4)
-    last_start = np.zeros(order, dtype=np.int64)  # bytes of the last word hashed in each field
-    last_end = np.zeros(order, dtype=np.int64)
-    last_low = np.zeros(order, dtype=np.uint64)  # the same word packed (0: not packed)
-    last_high = np.zeros(order, dtype=np.uint64)
+    numbers[:] = 0.0
+    last_field[:] = 0
+    last_packed[:] = 0
+    last_start = last_field[0]  # bytes of the last word hashed in each field
+    last_end = last_field[1]
+    last_low = last_packed[0]  # the same word packed (0: not packed)
+    last_high = last_packed[1]
     hashed = np.uint64(0)
     reused = False
     word = -1
@@ -455,7 +461,8 @@ def _parse_order(data: bytes, buffer: np.ndarray, pos: int, order: int, count: i
     max_probs, max_backoffs = np.empty(count), np.empty(count)
     status, pos, n_lines, n_odd, lexical, max_arpa = _parse_section_lines(
         buffer, _words.uint64_view(buffer), header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids,
-        values, max_probs, max_backoffs, minus_99_zero, odd)
+        values, max_probs, max_backoffs, minus_99_zero, odd, np.zeros(4), np.zeros((2, order), dtype=np.int64),
+        np.zeros((2, order), dtype=np.uint64))
     if status != 0 or n_lines != count:
         return None
     if n_odd and not _odd_numbers(data, odd[:n_odd], values, max_probs, max_backoffs, minus_99_zero, highest):
