@@ -101,7 +101,8 @@ def load_without_refresh(*modules: types.ModuleType) -> None:
     for module in modules:
         for dispatcher in vars(module).values():
             cache = getattr(dispatcher, "_cache", None) if isinstance(dispatcher, Dispatcher) else None
-            if not isinstance(cache, Cache) or "load_overload" in vars(cache):
+            if not isinstance(cache, Cache) or "load_overload" in vars(cache) \
+                    or dispatcher.targetoptions.get("parallel"):  # its threading layer is set up by a refresh
                 continue
 
             def load_overload(sig, target_context, cache=cache):
