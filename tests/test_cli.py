@@ -90,3 +90,17 @@ def test_sigterm_mid_write_leaves_no_temporary_file(tmp_path):
     assert process.wait(timeout=30) == 128 + signal.SIGTERM
     time.sleep(0.1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow.py"]
+
+
+def test_a_command_named_as_its_module_is_found_without_reading_the_others():
+    code = ("import sys\n"
+            "from varorder.cli.main import main\n"
+            "try:\n"
+            "    main.main(['lm', '--help'], standalone_mode=False)\n"
+            "except SystemExit:\n"
+            "    pass\n"
+            "print(getattr(main, '_scanned', None) is None, sorted(main.commands))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(varorder.__path__[0]).rsplit("/", 1)[0]}).stdout
+    assert "Usage:" in out and "score" in out
+    assert out.strip().splitlines()[-1] == "True ['lm']"

@@ -1,40 +1,72 @@
-"""Numba's first compiled call in a process, without an import it does not need.
+"""Numba's start-up in a fresh process, without work that a command's cached kernels do
+not need. A fresh ``read_arpa`` of the PTB 5-gram paid about 0.33 s of CPU before its
+first line was parsed — importing Numba, then Numba's first call of a cached kernel —
+against KenLM's whole load of 0.87 s; three pieces of that work are avoidable:
 
-The first call of any Numba function — a cached kernel too — initialises the CPU
-target, which imports every module of Numba's NumPy support. One of them,
-``numba.np.arraymath``, asks at import time whether BLAS can be had by importing
-``scipy.linalg.cython_blas``: all of ``scipy.linalg`` (with ``numpy.f2py`` and SciPy's
-array-API layer), 0.13–0.2 s of CPU in a fresh process — half the cost of Numba's first
-call, paid by a command that reads an ARPA file or scores a sentence, none of whose
-kernels use BLAS.
+* **SciPy's version check.** ``import numba`` imports ``scipy`` (its ``__init__``: SciPy's
+  test utilities, Cython's shadow module, ``subprocess``...) only to refuse SciPy < 1.0;
+  varorder requires SciPy >= 1.11, so the check cannot fail. :func:`import_numba` imports
+  Numba with ``scipy`` marked absent for the duration of that import (about 35 ms), as
+  when SciPy is not installed; ``scipy`` itself is untouched and imports normally after.
+* **The registries, on a cache hit.** Numba's first load of *any* cached kernel refreshes
+  its typing and target contexts: it imports every module of its NumPy, typed-container,
+  random, polynomial, jitclass and datetime support and installs their typing templates
+  and lowering registries (about 70 ms). Those are what *compiling* needs; loading cached
+  machine code needs only the runtime (NRT) initialised. :func:`load_without_refresh`
+  makes the given modules' cached dispatchers do exactly that on a cache hit; on a miss
+  they compile as usual (Numba's compiler refreshes both contexts itself first). The
+  modules given must not use what a refresh would have set up for loading (this holds
+  for kernels without ``parallel=True``, typed containers or hashing of strings and
+  tuples: their machine code links only against the runtime and the C helpers the
+  target context registers when it is created).
+* **SciPy's BLAS, when a refresh does happen.** Initialising the CPU target imports
+  ``numba.np.arraymath``, which asks at import time whether BLAS can be had by importing
+  ``scipy.linalg.cython_blas``: all of ``scipy.linalg`` (0.13–0.2 s of CPU). The CPU
+  target context's ``refresh`` first runs :func:`defer_scipy_linalg`, which imports
+  ``numba.np.arraymath`` with that module marked absent and records the answer the check
+  would have given (whether ``scipy.linalg`` is installed, found without importing it):
+  only ``np.convolve``/``np.correlate`` read the flag, when they are compiled, and they
+  then call ``np.dot``, whose typing imports ``scipy.linalg`` itself — deferred to the
+  first kernel that uses BLAS, not dropped.
 
-:func:`defer_scipy_linalg` imports ``numba.np.arraymath`` early with that module
-marked absent, then records the answer the check would have given (whether
-``scipy.linalg`` is installed, found without importing it): only
-``np.convolve``/``np.correlate`` read the flag, when they are compiled, and they then call
-``np.dot``, whose typing imports ``scipy.linalg`` itself, so the import is deferred to the
-first kernel that uses BLAS, not dropped. Everything else about Numba is untouched. The
-modules defining varorder's LM kernels import this one, so it runs before their first call.
+Everything else about Numba is untouched. The modules defining varorder's LM kernels
+import this one before ``numba``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import sys
+import types
 
 _BLAS_MODULE = "scipy.linalg.cython_blas"
+
+
+def _imported_without(module: str, target: str) -> types.ModuleType:
+    """Import ``target`` with ``module`` marked absent (an import of it raises
+    ImportError without loading its parents) unless ``module`` is already loaded."""
+    if target in sys.modules:
+        return sys.modules[target]
+    blocked = module not in sys.modules
+    if blocked:
+        sys.modules[module] = None
+    try:
+        return importlib.import_module(target)
+    finally:
+        if blocked and sys.modules.get(module, 0) is None:
+            del sys.modules[module]
+
+
+def import_numba() -> types.ModuleType:
+    """``numba``, imported without importing ``scipy`` for its version check (see the module)."""
+    return _imported_without("scipy", "numba")
 
 
 def defer_scipy_linalg() -> None:
     """Import ``numba.np.arraymath`` without importing ``scipy.linalg`` (see the module)."""
     if "numba.np.arraymath" in sys.modules or _BLAS_MODULE in sys.modules:
         return  # too late, or already paid
-    sys.modules[_BLAS_MODULE] = None  # an import of it raises ImportError without loading its parents
-    try:
-        from numba.np import arraymath
-    finally:
-        if sys.modules.get(_BLAS_MODULE, 0) is None:
-            del sys.modules[_BLAS_MODULE]
+    arraymath = _imported_without(_BLAS_MODULE, "numba.np.arraymath")
     try:
         installed = importlib.util.find_spec("scipy.linalg") is not None
     except ImportError:  # scipy itself is absent
@@ -42,4 +74,45 @@ def defer_scipy_linalg() -> None:
     arraymath._HAVE_BLAS = installed
 
 
-defer_scipy_linalg()
+def _defer_scipy_linalg_before_refresh() -> None:
+    """Make the CPU target context run :func:`defer_scipy_linalg` before its first refresh."""
+    from numba.core.registry import cpu_target
+
+    context = cpu_target.target_context
+    if "refresh" in vars(context):
+        return
+
+    def refresh():
+        defer_scipy_linalg()
+        del context.refresh  # the class's method from now on
+        return context.refresh()
+
+    context.refresh = refresh
+
+
+def load_without_refresh(*modules: types.ModuleType) -> None:
+    """Let the cached Numba dispatchers defined in ``modules`` load their machine code on a
+    cache hit without refreshing Numba's typing and target contexts (see the module).
+    Safe to call more than once."""
+    from numba.core.caching import Cache
+    from numba.core.dispatcher import Dispatcher
+    from numba.core.runtime import rtsys
+
+    for module in modules:
+        for dispatcher in vars(module).values():
+            cache = getattr(dispatcher, "_cache", None) if isinstance(dispatcher, Dispatcher) else None
+            if not isinstance(cache, Cache) or "load_overload" in vars(cache) \
+                    or dispatcher.targetoptions.get("parallel"):  # its threading layer is set up by a refresh
+                continue
+
+            def load_overload(sig, target_context, cache=cache):
+                rtsys.initialize(target_context)  # what the machine code links against
+                with cache._guard_against_spurious_io_errors():
+                    return cache._load_overload(sig, target_context)  # None: a miss, compiled as usual
+                return None  # an I/O error Numba's guard swallowed (Windows)
+
+            cache.load_overload = load_overload
+
+
+numba = import_numba()
+_defer_scipy_linalg_before_refresh()

@@ -20,14 +20,20 @@ import math
 import mmap
 import os
 import stat
+import sys
 import zlib
 import re
 from pathlib import Path
 
-import numba
 import numpy as np
 
-from varorder.lm import _kernels, _words
+from varorder import _numba_start  # before numba: see the module
+
+import numba  # noqa: E402
+from llvmlite import ir  # noqa: E402
+from numba.core import cgutils, types  # noqa: E402
+from numba.extending import intrinsic  # noqa: E402
+from varorder.lm import _kernels, _words  # noqa: E402
 
 try:  # NumPy's process-wide switch for madvise(MADV_HUGEPAGE) on its large arrays
     from numpy._core.multiarray import _set_madvise_hugepage
@@ -168,7 +174,8 @@ def _skip_blanks(buffer, i, n, byte_class):
 
 @numba.njit(cache=True)
 def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class, blob, starts, ends, word_table,
-                         packed_slots, packed_keys, ids, values, max_probs, max_backoffs, minus_99_zero, odd):
+                         packed_slots, packed_keys, ids, values, max_probs, max_backoffs, minus_99_zero, odd,
+                         numbers, last_field, last_packed):
     """Parse the ``count`` lines of one n-gram section (order >= 2) from ``pos``: word ids
     into ``ids``, the float32 ``(log10 p, log10 bow)`` into ``values``, the MAX-ARPA
     columns into ``max_probs``/``max_backoffs``, all in file order.
@@ -177,17 +184,22 @@ def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class,
     in strictly increasing lexicographic order of their word ids, max-ARPA)``;
     ``odd[k] = (line, column, start, end)`` lists the numbers outside the fast path
     (column 0 log10 p, 1 back-off, 2 mf, 3 mbow), read by Python's ``float`` afterwards.
+    Scratch space comes from the caller (:func:`_parse_order`; a kernel that allocates
+    makes Numba import its array support when it loads the cached code): ``numbers``
+    (4 float64), ``last_field`` (2 x order int64) and ``last_packed`` (2 x order uint64).
     """
     n = buffer.shape[0]
     lexical = True
     max_arpa = False
     line = 0
     n_odd = 0
-    numbers = np.zeros(4)
-    last_start = np.zeros(order, dtype=np.int64)  # bytes of the last word hashed in each field
-    last_end = np.zeros(order, dtype=np.int64)
-    last_low = np.zeros(order, dtype=np.uint64)  # the same word packed (0: not packed)
-    last_high = np.zeros(order, dtype=np.uint64)
+    numbers[:] = 0.0
+    last_field[:] = 0
+    last_packed[:] = 0
+    last_start = last_field[0]  # bytes of the last word hashed in each field
+    last_end = last_field[1]
+    last_low = last_packed[0]  # the same word packed (0: not packed)
+    last_high = last_packed[1]
     hashed = np.uint64(0)
     reused = False
     word = -1
@@ -307,6 +319,32 @@ def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class,
     return 0, pos, line, n_odd, lexical, max_arpa
 
 
+_PREFETCH_AHEAD = 16  # lines
+
+
+@intrinsic
+def _prefetch_row(typingctx, table, row):
+    """Hint the CPU to bring row ``row`` of a 2-D array into the cache for writing
+    (LLVM's ``llvm.prefetch``; no effect on the program's results, no fault on any row)."""
+    if not (isinstance(table, types.Array) and table.ndim == 2 and isinstance(row, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        array_type, row_type = signature.args
+        array = context.make_array(array_type)(context, builder, args[0])
+        index = [context.cast(builder, args[1], row_type, types.intp), context.get_constant(types.intp, 0)]
+        pointer = cgutils.get_item_pointer(context, builder, array_type, array, index)
+        i32 = ir.IntType(32)
+        prefetch = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32]),
+            "llvm.prefetch." + cgutils.voidptr_t.intrinsic_name)
+        # (address, write, locality: keep in all cache levels, data cache)
+        builder.call(prefetch, [builder.bitcast(pointer, cgutils.voidptr_t), i32(1), i32(3), i32(1)])
+        return context.get_dummy_value()
+
+    return types.void(table, row), codegen
+
+
 @numba.njit(cache=True)
 def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base, hash_cap,
                   values, keys, suffix_rows, lower_extends, suffix_keys):
@@ -348,15 +386,22 @@ def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_row
             suffix_rows[line] = ids[line, 1]
         else:
             suffix_keys[line] = lower_suffix_rows[prefix] * vocab_size + ids[line, order - 1]
+    # Both hash passes below visit slots at random in tables far larger than the caches:
+    # each line's slot is prefetched _PREFETCH_AHEAD lines before it is probed, so the
+    # memory accesses of many lines overlap instead of each waiting on its own miss.
     if order > 2:
         base, capacity = hash_base[order - 3], hash_cap[order - 3]
         for line in range(count):
+            if line + _PREFETCH_AHEAD < count:
+                _prefetch_row(hash_rows, base + _kernels._slot(suffix_keys[line + _PREFETCH_AHEAD], capacity))
             suffix_rows[line] = _kernels.find(hash_rows, base, capacity, suffix_keys[line])
         for line in range(count):
             if suffix_rows[line] < 0:
                 return _NOT_CLOSED
     base, capacity = hash_base[order - 2], hash_cap[order - 2]
     for line in range(count):
+        if line + _PREFETCH_AHEAD < count:
+            _prefetch_row(hash_rows, base + _kernels._slot(keys[line + _PREFETCH_AHEAD], capacity))
         key = keys[line]
         slot = _kernels._slot(key, capacity)
         while hash_rows[base + slot, 0] != -1:
@@ -416,7 +461,8 @@ def _parse_order(data: bytes, buffer: np.ndarray, pos: int, order: int, count: i
     max_probs, max_backoffs = np.empty(count), np.empty(count)
     status, pos, n_lines, n_odd, lexical, max_arpa = _parse_section_lines(
         buffer, _words.uint64_view(buffer), header[1] + 1, order, highest, count, _BYTE_CLASS, *word_table, ids,
-        values, max_probs, max_backoffs, minus_99_zero, odd)
+        values, max_probs, max_backoffs, minus_99_zero, odd, np.zeros(4), np.zeros((2, order), dtype=np.int64),
+        np.zeros((2, order), dtype=np.uint64))
     if status != 0 or n_lines != count:
         return None
     if n_odd and not _odd_numbers(data, odd[:n_odd], values, max_probs, max_backoffs, minus_99_zero, highest):
@@ -575,3 +621,7 @@ def _odd_numbers(data: bytes, odd: np.ndarray, values: np.ndarray, max_probs, ma
         else:
             (max_probs if column == 2 else max_backoffs)[line] = value
     return True
+
+
+# A cache hit loads these modules' machine code without Numba's compiler registries.
+_numba_start.load_without_refresh(sys.modules[__name__], _words, _kernels)

@@ -32,15 +32,25 @@ Values are stored in log10 (ARPA's base); every method names the base it returns
 """
 
 from varorder.lm.corpus import BOS, EOS, UNK, Vocabulary, iter_sentences, open_text, read_corpus
-from varorder.lm.estimate import (
-    ESTIMATORS,
-    AbsoluteDiscounting,
-    AdditiveSmoothing,
-    ModifiedKneserNey,
-    NgramCounts,
-    count_ngrams,
-)
 from varorder.lm.model import MaxBackoffTable, NgramLM
+
+# The estimators are imported on first use (PEP 562): reading or scoring a model never
+# needs them, and every process that opens varorder.lm.corpus or .model imports this
+# package first.
+_ESTIMATION_NAMES = frozenset(
+    {"ESTIMATORS", "AbsoluteDiscounting", "AdditiveSmoothing", "ModifiedKneserNey", "NgramCounts", "count_ngrams"})
+
+
+def __getattr__(name: str):
+    if name in _ESTIMATION_NAMES:
+        from varorder.lm import estimate
+
+        return getattr(estimate, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _ESTIMATION_NAMES)
 
 __all__ = [
     "BOS",

@@ -36,21 +36,32 @@ def _hash_bytes(buffer, start, end):
     return value
 
 
-@numba.njit(cache=True)
-def build_word_table(blob, starts, ends):
-    """Open-addressing table (power-of-two size, load <= 0.5) of the words
-    ``blob[starts[i]:ends[i]]`` -> i."""
+def _table_capacity(n_words: int) -> int:
+    """A power of two at least twice ``n_words`` (load <= 0.5), at least 16."""
     capacity = 16
-    while capacity < 2 * starts.shape[0]:
+    while capacity < 2 * n_words:
         capacity *= 2
-    table = np.full(capacity, -1, dtype=np.int64)
+    return capacity
+
+
+def build_word_table(blob, starts, ends) -> np.ndarray:
+    """Open-addressing table (power-of-two size, load <= 0.5) of the words
+    ``blob[starts[i]:ends[i]]`` -> i. Allocated here, not in the kernel: a kernel that
+    allocates makes Numba import its array support when it loads the cached code."""
+    table = np.full(_table_capacity(starts.shape[0]), -1, dtype=np.int64)
+    _fill_word_table(blob, starts, ends, table)
+    return table
+
+
+@numba.njit(cache=True)
+def _fill_word_table(blob, starts, ends, table):
+    capacity = table.shape[0]
     mask = np.uint64(capacity - 1)
     for word in range(starts.shape[0]):
         slot = np.int64(_hash_bytes(blob, starts[word], ends[word]) & mask)
         while table[slot] != -1:
             slot = (slot + 1) & (capacity - 1)
         table[slot] = word
-    return table
 
 
 @numba.njit(cache=True, inline="always")
@@ -99,10 +110,7 @@ def packed_word_table(blob, starts, ends) -> tuple[np.ndarray, np.ndarray]:
     words), and an open-addressing table of their ids (int32, power-of-two size, load
     <= 0.5, -1 empty). Both are small enough for the core's own cache (about 300 KB for
     10k words): a lookup is two cache hits, where a table of full slots missed."""
-    capacity = 16
-    while capacity < 2 * max(1, len(starts)):
-        capacity *= 2
-    slots = np.full(capacity, -1, dtype=np.int32)
+    slots = np.full(_table_capacity(len(starts)), -1, dtype=np.int32)
     keys = np.zeros((len(starts), 2), dtype=np.uint64)
     _fill_packed(blob, starts, ends, slots, keys)
     return slots, keys
