@@ -98,6 +98,9 @@ def load_without_refresh(*modules: types.ModuleType) -> None:
     from numba.core.dispatcher import Dispatcher
     from numba.core.runtime import rtsys
 
+    if not (hasattr(Cache, "_load_overload") and hasattr(Cache, "_guard_against_spurious_io_errors")
+            and hasattr(rtsys, "initialize")):
+        return  # a Numba whose cache is laid out otherwise: its own (slower) start-up, same results
     for module in modules:
         for dispatcher in vars(module).values():
             cache = getattr(dispatcher, "_cache", None) if isinstance(dispatcher, Dispatcher) else None

@@ -30,9 +30,6 @@ import numpy as np
 from varorder import _numba_start  # before numba: see the module
 
 import numba  # noqa: E402
-from llvmlite import ir  # noqa: E402
-from numba.core import cgutils, types  # noqa: E402
-from numba.extending import intrinsic  # noqa: E402
 from varorder.lm import _kernels, _words  # noqa: E402
 
 try:  # NumPy's process-wide switch for madvise(MADV_HUGEPAGE) on its large arrays
@@ -322,29 +319,6 @@ def _parse_section_lines(buffer, words8, pos, order, highest, count, byte_class,
 _PREFETCH_AHEAD = 16  # lines
 
 
-@intrinsic
-def _prefetch_row(typingctx, table, row):
-    """Hint the CPU to bring row ``row`` of a 2-D array into the cache for writing
-    (LLVM's ``llvm.prefetch``; no effect on the program's results, no fault on any row)."""
-    if not (isinstance(table, types.Array) and table.ndim == 2 and isinstance(row, types.Integer)):
-        return None
-
-    def codegen(context, builder, signature, args):
-        array_type, row_type = signature.args
-        array = context.make_array(array_type)(context, builder, args[0])
-        index = [context.cast(builder, args[1], row_type, types.intp), context.get_constant(types.intp, 0)]
-        pointer = cgutils.get_item_pointer(context, builder, array_type, array, index)
-        i32 = ir.IntType(32)
-        prefetch = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32]),
-            "llvm.prefetch." + cgutils.voidptr_t.intrinsic_name)
-        # (address, write, locality: keep in all cache levels, data cache)
-        builder.call(prefetch, [builder.bitcast(pointer, cgutils.voidptr_t), i32(1), i32(3), i32(1)])
-        return context.get_dummy_value()
-
-    return types.void(table, row), codegen
-
-
 @numba.njit(cache=True)
 def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_rows, hash_values, hash_base, hash_cap,
                   values, keys, suffix_rows, lower_extends, suffix_keys):
@@ -393,7 +367,7 @@ def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_row
         base, capacity = hash_base[order - 3], hash_cap[order - 3]
         for line in range(count):
             if line + _PREFETCH_AHEAD < count:
-                _prefetch_row(hash_rows, base + _kernels._slot(suffix_keys[line + _PREFETCH_AHEAD], capacity))
+                _kernels._prefetch_row_for_write(hash_rows, base + _kernels._slot(suffix_keys[line + _PREFETCH_AHEAD], capacity))
             suffix_rows[line] = _kernels.find(hash_rows, base, capacity, suffix_keys[line])
         for line in range(count):
             if suffix_rows[line] < 0:
@@ -401,7 +375,7 @@ def _link_section(order, ids, lower_ids, lower_suffix_rows, vocab_size, hash_row
     base, capacity = hash_base[order - 2], hash_cap[order - 2]
     for line in range(count):
         if line + _PREFETCH_AHEAD < count:
-            _prefetch_row(hash_rows, base + _kernels._slot(keys[line + _PREFETCH_AHEAD], capacity))
+            _kernels._prefetch_row_for_write(hash_rows, base + _kernels._slot(keys[line + _PREFETCH_AHEAD], capacity))
         key = keys[line]
         slot = _kernels._slot(key, capacity)
         while hash_rows[base + slot, 0] != -1:
@@ -624,4 +598,4 @@ def _odd_numbers(data: bytes, odd: np.ndarray, values: np.ndarray, max_probs, ma
 
 
 # A cache hit loads these modules' machine code without Numba's compiler registries.
-_numba_start.load_without_refresh(sys.modules[__name__], _words, _kernels)
+_numba_start.load_without_refresh(sys.modules[__name__])  # _words and _kernels register themselves

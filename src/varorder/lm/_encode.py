@@ -12,6 +12,8 @@ character, so the separate scan of the whole text is not needed. Scoring strings
 
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
 
@@ -80,3 +82,7 @@ def encode_sentence_lines(buffer, words8, blob, starts, ends, table, packed_slot
         out_lengths[n_sentences] = in_line
         n_sentences += 1
     return n_tokens, n_sentences
+
+
+# cached kernels load without refreshing Numba's registries (see varorder._numba_start)
+varorder._numba_start.load_without_refresh(sys.modules[__name__])

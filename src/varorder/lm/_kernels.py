@@ -27,6 +27,8 @@ where no check is needed.
 
 from __future__ import annotations
 
+import sys
+
 import numba
 import numpy as np
 from llvmlite import ir
@@ -196,29 +198,42 @@ def max_backoff_log10prob(context, word, vocab_size, hash_rows, hash_base, hash_
 SCORE_LANES = 8
 
 
-@intrinsic
-def _prefetch_row(typingctx, table, row):
-    """Ask for the cache line holding ``table[row, 0]`` (a 2-D array) to be brought into
-    the cache. A hint: it neither waits for the line nor faults, so it lets the processor
+def _prefetch_intrinsic(write: int):
+    """An intrinsic ``prefetch(table, row)`` asking for the cache line holding
+    ``table[row, 0]`` (a 2-D array) to be brought into the cache, for reading or (``write``)
+    for writing. A hint: it neither waits for the line nor faults, so it lets the processor
     go on to other work while the line arrives (a plain load of it would have to retire
-    before anything after it could, stalling the core once its window fills)."""
-    signature = types.void(table, row)
+    before anything after it could, stalling the core once its window fills); no effect on
+    any result."""
 
-    def codegen(context, builder, sig, args):
-        array_type = sig.args[0]
-        array = context.make_array(array_type)(context, builder, args[0])
-        pointer = cgutils.get_item_pointer(context, builder, array_type, array,
-                                           [args[1], context.get_constant(types.intp, 0)], wraparound=False)
-        i32 = ir.IntType(32)
-        # Declared the way Numba declares llvm.memcpy (an i8* argument, the name mangled by
-        # llvmlite), which LLVM versions with typed and with opaque pointers both accept.
-        function = builder.module.declare_intrinsic(
-            "llvm.prefetch", [cgutils.voidptr_t], ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32]))
-        # Arguments: the address; a read; keep it in every cache level; data, not code.
-        builder.call(function, [builder.bitcast(pointer, cgutils.voidptr_t), i32(0), i32(3), i32(1)])
-        return context.get_dummy_value()
+    def prefetch(typingctx, table, row):
+        if not (isinstance(table, types.Array) and table.ndim == 2 and isinstance(row, types.Integer)):
+            return None
+        signature = types.void(table, row)
 
-    return signature, codegen
+        def codegen(context, builder, sig, args):
+            array_type, row_type = sig.args
+            array = context.make_array(array_type)(context, builder, args[0])
+            index = [context.cast(builder, args[1], row_type, types.intp), context.get_constant(types.intp, 0)]
+            pointer = cgutils.get_item_pointer(context, builder, array_type, array, index, wraparound=False)
+            i32 = ir.IntType(32)
+            # Declared the way Numba declares llvm.memcpy (an i8* argument, the name mangled by
+            # llvmlite), which LLVM versions with typed and with opaque pointers both accept.
+            function = builder.module.declare_intrinsic(
+                "llvm.prefetch", [cgutils.voidptr_t],
+                ir.FunctionType(ir.VoidType(), [cgutils.voidptr_t, i32, i32, i32]))
+            # Arguments: the address; read or write; keep it in every cache level; data, not code.
+            builder.call(function, [builder.bitcast(pointer, cgutils.voidptr_t), i32(write), i32(3), i32(1)])
+            return context.get_dummy_value()
+
+        return signature, codegen
+
+    prefetch.__name__ = prefetch.__qualname__ = "_prefetch_row_for_write" if write else "_prefetch_row"
+    return intrinsic(prefetch)
+
+
+_prefetch_row = _prefetch_intrinsic(0)
+_prefetch_row_for_write = _prefetch_intrinsic(1)
 
 
 @numba.njit(cache=True, inline="always")
@@ -445,3 +460,7 @@ def batched_max_log10prob(flat, offsets, words, vocab_size, hash_rows, hash_base
     for q in range(words.shape[0]):
         out[q] = max_backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], vocab_size, hash_rows,
                                                 hash_base, hash_cap, values, value_base, max_prob, max_backoff)
+
+
+# cached kernels load without refreshing Numba's registries (see varorder._numba_start)
+varorder._numba_start.load_without_refresh(sys.modules[__name__])

@@ -374,3 +374,7 @@ def word_table(words) -> tuple[np.ndarray, ...]:
     ends = starts + lengths
     slots, keys = packed_word_table(blob, starts, ends)
     return blob, starts, ends, build_word_table(blob, starts, ends), slots, keys
+
+
+# cached kernels load without refreshing Numba's registries (see varorder._numba_start)
+varorder._numba_start.load_without_refresh(sys.modules[__name__])
