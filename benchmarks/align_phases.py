@@ -57,7 +57,7 @@ def main(argv=None):
 
     corpus.PairIndex.edge_pair_ids = timed("pair id search", corpus.PairIndex.edge_pair_ids)
     for name in ("_gather_log_table", "_add_at", "_ibm1_estep", "_conditional", "_fill_emissions",
-                 "_scatter_posteriors", "_jump_counts"):
+                 "_scatter_posteriors", "_jump_moves"):
         setattr(align, name, timed(name, getattr(align, name)))
     align.chain = type("chain", (), {"marginals": staticmethod(timed("chain.marginals", chain.marginals)),
                                      "viterbi": staticmethod(chain.viterbi),
@@ -96,13 +96,15 @@ def main(argv=None):
     model.keep_log_tables_only()
     _write_outputs(model, pairs, args.out, "posterior", None, None, None, None, None, None)
     mark("decoding + writing")
-    print(f"{'phase':20} {'CPU s':>7} {'wall s':>7} {'peak MB':>8}")
+    # cores busy = CPU / wall: ~1 marks a phase that leaves the second core idle
+    print(f"{'phase':20} {'CPU s':>7} {'wall s':>7} {'cores':>6} {'peak MB':>8}")
     for name, c, w, peak in phases:
-        print(f"{name:20} {c:7.2f} {w:7.2f} {peak:8.1f}")
-    print(f"{'total':20} {sum(p[1] for p in phases):7.2f} {sum(p[2] for p in phases):7.2f}")
-    print(f"\n{'kernel':20} {'CPU s':>7} {'wall s':>7} {'calls':>6}")
+        print(f"{name:20} {c:7.2f} {w:7.2f} {c / max(w, 1e-9):6.2f} {peak:8.1f}")
+    cpu, wall = sum(p[1] for p in phases), sum(p[2] for p in phases)
+    print(f"{'total':20} {cpu:7.2f} {wall:7.2f} {cpu / max(wall, 1e-9):6.2f}")
+    print(f"\n{'kernel':20} {'CPU s':>7} {'wall s':>7} {'cores':>6} {'calls':>6}")
     for name, (c, w, n) in sorted(kernels.items(), key=lambda kv: -kv[1][0]):
-        print(f"{name:20} {c:7.2f} {w:7.2f} {n:6d}")
+        print(f"{name:20} {c:7.2f} {w:7.2f} {c / max(w, 1e-9):6.2f} {n:6d}")
 
 
 if __name__ == "__main__":

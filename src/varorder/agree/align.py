@@ -27,6 +27,7 @@ expected counts; p₀ is fixed.
 from __future__ import annotations
 
 import math
+import threading
 import weakref
 from contextlib import contextmanager
 
@@ -35,7 +36,7 @@ import numpy as np
 
 from varorder import chain
 from varorder.engine.banded import banded_marginals, banded_viterbi
-from varorder.engine.threads import sequence_threads
+from varorder.engine.threads import map_in_order, sequence_threads, threads_for
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
 
@@ -73,8 +74,9 @@ def _null_emission(null_logp, w):
 
 @numba.njit(cache=True, inline="always")
 def _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_ids, lookup, floor_log, null_logp,
-                   scale, mu, null_mu, add, row, per_sentence):
-    """One sentence pair of :func:`_ibm1_estep` (``row``: a buffer of at least S values)."""
+                   scale, mu, null_mu, add, row, per_sentence, mu_off):
+    """One sentence pair of :func:`_ibm1_estep` (``row``: a buffer of at least S values); edge e's posterior
+    goes to ``mu[e − mu_off]`` (``mu_off`` 0: a shard's array; the sentence's first edge: a buffer of its own)."""
     S = src_off[s + 1] - src_off[s]
     T = tgt_off[s + 1] - tgt_off[s]
     base = edge_off[s]
@@ -98,14 +100,14 @@ def _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, p
         for u in range(S):
             e = _edge(base, u, t, S, T, transposed)
             if add:  # into another direction's posteriors (the agreement E-step's sum)
-                mu[e] += math.exp(row[u] - m) / z
+                mu[e - mu_off] += math.exp(row[u] - m) / z
             else:
-                mu[e] = math.exp(row[u] - m) / z
+                mu[e - mu_off] = math.exp(row[u] - m) / z
         null_mu[tgt_off[s] + t] = math.exp(w_null - m) / z
         per_sentence[s] += m + math.log(z) + scale * prior
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_ids, floor_log, null_logp, scale, mu,
                 null_mu, add):
     """IBM 1's E-step on a shard: ``shared`` holds the edges' log-potentials, or (when ``pair_ids`` is not
@@ -123,7 +125,34 @@ def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_id
         row = np.empty(longest)
         for s in range(c * n // n_chunks, (c + 1) * n // n_chunks):
             _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_ids, lookup, floor_log,
-                           null_logp, scale, mu, null_mu, add, row, per_sentence)
+                           null_logp, scale, mu, null_mu, add, row, per_sentence, 0)
+    return per_sentence
+
+
+@numba.njit(cache=True, nogil=True)
+def _ibm1_estep_counts(src_off, tgt_ids, tgt_off, edge_off, transposed, log_table, pair_ids, floor_log, null_logp,
+                       null_mu, table):
+    """:func:`_ibm1_estep` on a direction's own log table read through the edges' pair ids, with its edge
+    posteriors added to the count ``table`` (``table[pair_ids[e]] += µ_e``) as each sentence is done, in
+    edge order — the sums of ``_add_at(pair_ids, µ, table)`` after the E-step, bit for bit — so that no
+    array of the shard's posteriors exists. One thread (the additions' order is the edges'); the two
+    directions of IBM 1 run it concurrently, each into its own table."""
+    n = src_off.size - 1
+    per_sentence = np.zeros(n)
+    longest, most_edges = 0, 0
+    for s in range(n):
+        longest = max(longest, src_off[s + 1] - src_off[s])
+        most_edges = max(most_edges, edge_off[s + 1] - edge_off[s])
+    row = np.empty(longest)
+    mu = np.empty(most_edges)
+    for s in range(n):
+        base = edge_off[s]
+        _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, log_table, pair_ids, True, floor_log,
+                       null_logp, 1.0, mu, null_mu, False, row, per_sentence, base)
+        for e in range(base, edge_off[s + 1]):
+            p = pair_ids[e]
+            if p >= 0:
+                table[p] += mu[e - base]
     return per_sentence
 
 
@@ -164,7 +193,7 @@ def _conditional(rows, f_words, table, source_high):
     return out
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _add_at(index, weights, out):
     """out[index[k]] += weights[k] where index[k] ≥ 0 (np.add.at without the masked copies)."""
     for k in range(index.size):
@@ -328,6 +357,21 @@ class IBM1(Submodel):
         potentials (8 bytes per edge) or the pass that fills it."""
         return self._estep(shard, self._log_table(), shard.edge_pairs, 1.0, None)
 
+    def own_accumulated_counts(self, total, shard, workspace):
+        """``accumulate_counts(total, shard, µ, own_estep(shard))`` without the shard's array µ (the E-step
+        adds each sentence's posteriors to the count table as it goes: :func:`_ibm1_estep_counts`);
+        returns (total, the E-step's log-normalizer). Same numbers, bit for bit; one thread."""
+        src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
+        if total is None:
+            total = {"table": np.zeros(len(self.pairs)), "null": np.zeros(self.n_target_words)}
+        null_mu = np.zeros(tgt_ids.size)
+        per_sentence = _ibm1_estep_counts(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, self._log_table(),
+                                          shard.edge_pairs, math.log(FLOOR), self._null_logp(), null_mu,
+                                          total["table"])
+        for k, v in self._private_counts(shard, Statistics(shared=None, private={"null": null_mu})).items():
+            total[k] += v
+        return total, float(per_sentence.sum())
+
     def _estep(self, shard, shared, pair_ids, private_scale, add_shared_to) -> Statistics:
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
         mu, add = self._shared_out(shard, add_shared_to)
@@ -428,7 +472,7 @@ def _bucket(d, D):
     return d + D
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def _jump_potentials(S, log_jump, log_p0, log_stay, D, scale):
     """Transitions (2S, 2S) and first-position potentials (2S,) of every sentence with S source words.
 
@@ -463,7 +507,7 @@ def _jump_potentials(S, log_jump, log_p0, log_stay, D, scale):
     return trans, start
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, E, lengths):
     """Emissions (B, L, K = 2S) of a batch of sentences with S source words: state u < S emits
     through the edge (u, t), state S + u (NULL remembering u) through τ(t | NULL)."""
@@ -484,7 +528,7 @@ def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shar
                 E[b, t, k] = 0.0
 
 
-@numba.njit(cache=True, parallel=True)
+@numba.njit(cache=True, parallel=True, nogil=True)
 def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu, null_mu, add):
     # a batch's sentences are distinct: each b writes its own edges and target words
     B, L, K = node.shape
@@ -504,9 +548,10 @@ def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu,
             null_mu[tgt_off[s] + t] = z
 
 
-@numba.njit(cache=True)
-def _jump_counts(node, edge_sum, D, jumps):
-    """Add a batch's expected jumps (first position from −1, then every transition) to ``jumps``."""
+@numba.njit(cache=True, nogil=True)
+def _jump_moves(node, edge_sum):
+    """A batch's expected first positions (S,) and transitions into word states (K, S), summed over its
+    sentences: what :func:`_add_jump_moves` turns into jump counts."""
     B, L, K = node.shape
     S = K // 2
     first = np.zeros(S)
@@ -517,6 +562,13 @@ def _jump_counts(node, edge_sum, D, jumps):
         for i in range(K):
             for u in range(S):
                 moves[i, u] += edge_sum[b, i, u]
+    return first, moves
+
+
+@numba.njit(cache=True)
+def _add_jump_moves(first, moves, D, jumps):
+    """Add a batch's :func:`_jump_moves` to ``jumps`` (first position from −1, then every transition)."""
+    S = first.size
     for u in range(S):
         jumps[_bucket(u + 1, D)] += first[u]
     for p in range(S):
@@ -562,7 +614,7 @@ def _banded_jump_potentials(S, log_jump, log_p0, log_stay, D, scale, B):
 
 @numba.njit(cache=True)
 def _banded_jump_counts(node, edge_band, D, jumps):
-    """:func:`_jump_counts` from interleaved node marginals and band-stored summed edge marginals."""
+    """:func:`_jump_moves` + :func:`_add_jump_moves` from interleaved node marginals and band-stored summed edge marginals."""
     B, L, K = node.shape
     width = edge_band.shape[2]
     w = width // 2
@@ -623,6 +675,66 @@ def _batches(src_len, tgt_len):
     return [order[bounds[k]:bounds[k + 1]] for k in range(bounds.size - 1)]
 
 
+class _BatchPlan:
+    """A shard's arrays and one direction's parameters, as every chain batch of its E-step reads them."""
+
+    def __init__(self, src_off, tgt_ids, tgt_off, transposed, edge_offsets, shared, null_logp, log_jump, log_p0,
+                 log_stay, max_jump, scale, band, banded):
+        self.banded = banded  # S -> whether sentences with S source words run on the banded engine
+        self.src_off, self.tgt_ids, self.tgt_off, self.transposed = src_off, tgt_ids, tgt_off, transposed
+        self.edge_offsets, self.shared, self.null_logp = edge_offsets, shared, null_logp
+        self.log_jump, self.log_p0, self.log_stay = log_jump, log_p0, log_stay
+        self.max_jump, self.scale, self.band = max_jump, scale, band
+        self.src_len, self.tgt_len = np.diff(src_off), np.diff(tgt_off)
+
+    def chain(self, sents, potentials: dict):
+        """(emissions (B, L, 2S), transitions, start, lengths) of one batch; ``potentials`` keeps the last
+        source length's jump potentials (one length at a time: batches come in increasing S)."""
+        S = int(self.src_len[sents[0]])
+        if S not in potentials:
+            potentials.clear()
+            if self.banded(S):  # band storage over interleaved states: see there
+                potentials[S] = _banded_jump_potentials(S, self.log_jump, self.log_p0, self.log_stay, self.max_jump,
+                                                        self.scale, self.band)
+            else:
+                potentials[S] = _jump_potentials(S, self.log_jump, self.log_p0, self.log_stay, self.max_jump,
+                                                 self.scale)
+        E = np.empty((sents.size, int(self.tgt_len[sents[-1]]), 2 * S))
+        lengths = np.empty(sents.size, dtype=np.int64)
+        with sequence_threads(sents.size):
+            _fill_emissions(sents, self.src_off, self.tgt_ids, self.tgt_off, self.edge_offsets, self.transposed,
+                            self.shared, self.null_logp, self.scale, E, lengths)
+        return (E, *potentials[S], lengths)
+
+    def posteriors(self, sents, potentials, mu, null_mu, add):
+        """One batch of the full computation: its posteriors written to (or added into) ``mu`` and
+        ``null_mu``; returns its (first positions, transitions) for :func:`_add_jump_moves` and Σ log Z."""
+        E, trans, start, lengths = self.chain(sents, potentials)
+        # expected transition counts summed over positions: the jump M-step needs no more
+        node, edge_sum, logz = chain.marginals(E, trans, start=start, lengths=lengths, edges="sum",
+                                               return_log_z=True)
+        del E
+        first, moves = _jump_moves(node, edge_sum)
+        with sequence_threads(sents.size):
+            _scatter_posteriors(sents, self.src_off, self.tgt_off, self.edge_offsets, self.transposed, node, mu,
+                                null_mu, add)
+        return first, moves, float(logz.sum())
+
+
+def _map_batches(task, batches, *args):
+    """``task(sents, potentials, *args)`` for every batch, results in batch order, on :func:`threads_for`
+    worker threads (:func:`varorder.engine.threads.map_in_order`; the costliest batches — the last, the
+    longest source sentences — handed out first). Each thread keeps its own jump potentials, for this call
+    only (they depend on the E-step's parameters)."""
+    workers = threads_for(sum(int(b.size) for b in batches)) if len(batches) > 1 else 1
+    caches = {}
+
+    def run(sents):
+        return task(sents, caches.setdefault(threading.get_ident(), {}), *args)
+
+    return map_in_order(run, batches, workers, costliest_first=True)
+
+
 class HMMAligner(IBM1):
     """The HMM alignment model in one direction (see the module docstring).
 
@@ -636,6 +748,7 @@ class HMMAligner(IBM1):
     # the HMM E-step is a chain per sentence, not IBM 1's normalisation (own_estep falls back to
     # expected_statistics); one direction at a time in independent EM, whose E-steps hold the job's peak
     own_expected_statistics = None
+    own_accumulated_counts = None
     joint_independent_pass = False
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int, null_prob: float = 0.05,
@@ -665,55 +778,53 @@ class HMMAligner(IBM1):
             self.jumps_ = np.full(2 * self.max_jump + 1, 1.0 / (2 * self.max_jump + 1))
         return self
 
+    def _batch_plan(self, shard, shared, scale):
+        """What every batch of a shard's chains reads (:class:`_BatchPlan`) and the batches (sentence ids
+        of one source length S each, in increasing S: see :func:`_batches`)."""
+        src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
+        plan = _BatchPlan(src_off, tgt_ids, tgt_off, transposed, shard.edge_offsets,
+                          np.ascontiguousarray(shared, dtype=np.float64), self._null_logp(),
+                          np.log(np.maximum(self.jumps_, FLOOR)), math.log(self.null_prob),
+                          math.log1p(-self.null_prob), self.max_jump, float(scale), self.band, self._banded)
+        return plan, _batches(np.diff(src_off), np.diff(tgt_off))
+
     def _chains(self, shard, shared, scale):
         """Yield (sentence ids, emissions (B, L, K), transitions (K, K), start (K,), lengths) per batch;
         a batch has one source length S (K = 2S), so transitions and start are shared."""
-        src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
-        shared = np.ascontiguousarray(shared, dtype=np.float64)
-        null_logp = self._null_logp()
-        log_jump = np.log(np.maximum(self.jumps_, FLOOR))
-        log_p0, log_stay = math.log(self.null_prob), math.log1p(-self.null_prob)
-        src_len, tgt_len = np.diff(src_off), np.diff(tgt_off)
+        plan, batches = self._batch_plan(shard, shared, scale)
         # batches come in increasing source length, so one length's potentials are held at a time (all of
         # a shard's lengths at once, (2S)² floats each, held ~10 MB at 100k pairs)
-        current, potentials = None, None
-        for sents in _batches(src_len, tgt_len):
-            S = int(src_len[sents[0]])
-            if S != current:
-                potentials = None
-                if self._banded(S):  # (band storage over interleaved states, start): see _banded_jump_potentials
-                    potentials = _banded_jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump,
-                                                         float(scale), self.band)
-                else:
-                    potentials = _jump_potentials(S, log_jump, log_p0, log_stay, self.max_jump, float(scale))
-                current = S
-            E = np.empty((sents.size, int(tgt_len[sents[-1]]), 2 * S))
-            lengths = np.empty(sents.size, dtype=np.int64)
-            with sequence_threads(sents.size):
-                _fill_emissions(sents, src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, shared, null_logp,
-                                float(scale), E, lengths)
-            yield sents, E, *potentials, lengths
+        potentials = {}
+        for sents in batches:
+            yield (sents, *plan.chain(sents, potentials))
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
                             add_shared_to: np.ndarray | None = None) -> Statistics:
+        """The E-step on a shard. Batches of the full computation run on up to :func:`threads_for` worker
+        threads, one batch per thread at a time (each batch's kernels on one thread): a shard's ~35
+        batches per direction are coarse work units that keep two cores busy where the kernels' own
+        parallel regions, ~1 ms each with serial Python between them, kept ~1.3 busy. Each batch
+        writes its own sentences' posteriors; its jump counts and log-normalizer are added in batch
+        order, so the numbers are the serial ones on any thread count."""
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
         mu, add = self._shared_out(shard, add_shared_to)
         null_mu = np.zeros(tgt_ids.size)
         jumps = np.zeros(2 * self.max_jump + 1)
         total = 0.0
-        for sents, E, trans, start, lengths in self._chains(shard, shared_log_potentials, private_scale):
+        plan, batches = self._batch_plan(shard, shared_log_potentials, private_scale)
+        full = [sents for sents in batches if not self._banded(int(plan.src_len[sents[0]]))]
+        for first, moves, logz in _map_batches(plan.posteriors, full, mu, null_mu, add):
+            _add_jump_moves(first, moves, self.max_jump, jumps)
+            total += logz
+        potentials = {}
+        for sents in batches[len(full):]:  # banded: the longest source sentences, after every full one
+            E, trans, start, lengths = plan.chain(sents, potentials)
             S = E.shape[2] // 2
-            if self._banded(S):
-                perm = _interleaving(S)
-                node_i, edge_band, logz = banded_marginals(E[:, :, perm], trans, start=start, lengths=lengths)
-                _banded_jump_counts(node_i, edge_band, self.max_jump, jumps)
-                node = np.empty_like(node_i)
-                node[:, :, perm] = node_i
-            else:
-                # expected transition counts summed over positions: the jump M-step needs no more
-                node, edge_sum, logz = chain.marginals(E, trans, start=start, lengths=lengths, edges="sum",
-                                                       return_log_z=True)
-                _jump_counts(node, edge_sum, self.max_jump, jumps)
+            perm = _interleaving(S)
+            node_i, edge_band, logz = banded_marginals(E[:, :, perm], trans, start=start, lengths=lengths)
+            _banded_jump_counts(node_i, edge_band, self.max_jump, jumps)
+            node = np.empty_like(node_i)
+            node[:, :, perm] = node_i
             total += float(logz.sum())
             with sequence_threads(sents.size):
                 _scatter_posteriors(sents, src_off, tgt_off, shard.edge_offsets, transposed, node, mu, null_mu, add)

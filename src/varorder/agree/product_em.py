@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from varorder.engine.threads import map_in_order, threads_for
+
 __all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "own_estep", "add_counts",
            "connect_dask", "make_executor"]
 
@@ -77,7 +79,11 @@ class Submodel(ABC):
     shared_log_potentials(shard))`` computed without the array of potentials; and
     ``joint_independent_pass = True``: independent EM then runs every submodel on a shard before the
     next shard (one ``estep_scope`` per shard for all of them, every submodel's count total held at once)
-    instead of one submodel over every shard after the other.
+    instead of one submodel over every shard after the other (there a submodel may define
+    ``own_accumulated_counts(total, shard, workspace)`` → (total, log-normalizer), bit for bit
+    ``accumulate_counts`` of its ``own_estep`` without the shared µ array); the submodels' E-steps on a shard then
+    run concurrently on the engine's threads (:func:`varorder.engine.threads.map_in_order`), so their
+    ``own_estep`` and ``accumulate_counts`` must touch only their own state and release the GIL.
     """
 
     domain: str = "shared"
@@ -295,11 +301,17 @@ def _joint_independent_estep(submodels, shards, terms, maximize):
     workspaces = [{} for _ in submodels]
     for i, shard in enumerate(shards):
         with _scope(shard):
-            for k, m in enumerate(submodels):
+            def one(k):  # submodel k's E-step and counts: its own total and workspace, so the k run concurrently
+                m = submodels[k]
+                fused = getattr(m, "own_accumulated_counts", None)
+                if fused is not None:
+                    totals[k], terms[i][k] = fused(totals[k], shard, workspaces[k])
+                    return
                 stats = own_estep(m, shard)
                 terms[i][k] = stats.log_normalizer
                 totals[k] = m.accumulate_counts(totals[k], shard, stats.shared, stats, workspaces[k])
-                del stats
+
+            map_in_order(one, range(len(submodels)), threads_for(getattr(shard, "n_sentences", 0)))
     del workspaces
     if maximize:
         for k, m in enumerate(submodels):

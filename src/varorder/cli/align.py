@@ -57,10 +57,11 @@ def _return_freed_memory():
     274 MB but 52–70 CPU s with two threads, 4 M page faults (16 GB zero-filled: every E-step batch
     array mapped afresh, the two threads' faults contending in the kernel); 6 MiB 280 MB, 36–41 CPU s,
     0.5–0.8 M faults (the per-batch arrays reuse heap blocks, the per-shard ones are still returned);
-    16 MiB 297 MB, 34 CPU s."""
+    16 MiB 297 MB, 34 CPU s. One arena for every thread: the E-step's batches run on worker threads
+    (see :func:`varorder._malloc.fix_mmap_threshold`)."""
     from varorder._malloc import fix_mmap_threshold
 
-    fix_mmap_threshold(6 << 20)
+    fix_mmap_threshold(6 << 20, single_arena=True)
 
 
 def _warn(message):

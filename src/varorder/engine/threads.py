@@ -18,18 +18,24 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 from contextlib import contextmanager
 
 import numba
 
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
-           "load_cython_blas", "sleep_idle_threads", "sequence_threads"]
+           "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
+           "map_in_order"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
 _AUTO = "auto"
 _policy: str | int | None = None  # None: not read from the environment yet
 _blas = None  # threadpoolctl controller, created on first use (False if unavailable)
+_blas_pinned = 0  # open single_threaded_blas blocks: engine calls inside need not pin BLAS themselves
+# this process's own CPU use, sampled by _machine_busy: (wall, CPU seconds) at the last sample, cores used since
+_own_sample = [0.0, 0.0, 0.0]
+_OWN_WINDOW_S = 1.0
 
 
 def _parse(value, source: str):
@@ -68,11 +74,29 @@ def _cpu_count() -> int:
     return os.cpu_count() or 1
 
 
+def _own_cores() -> float:
+    """Cores this process kept busy over its last second or so (every thread's CPU time / wall time)."""
+    import time
+
+    wall, cpu = time.monotonic(), time.process_time()
+    last_wall, last_cpu, cores = _own_sample
+    if wall - last_wall >= _OWN_WINDOW_S:
+        cores = (cpu - last_cpu) / (wall - last_wall) if last_wall > 0.0 else 0.0
+        _own_sample[:] = [wall, cpu, cores]
+    return cores
+
+
 def _machine_busy() -> bool:
+    """Whether the other processes' share of the 1-minute load average exceeds the core count (+ 0.5).
+
+    This process's own recent CPU use is taken out of the load: a job that keeps both cores busy
+    raises the load average to ~2 by itself, and counting that would drop it to one thread on an
+    otherwise idle 2-core machine as soon as anything else ran (the 100k-pair align job did)."""
     try:
-        return os.getloadavg()[0] > _cpu_count() + 0.5
+        load = os.getloadavg()[0]
     except OSError:  # no load average on this platform
         return False
+    return load - _own_cores() > _cpu_count() + 0.5
 
 
 def threads_for(num_sequences: int) -> int:
@@ -166,9 +190,32 @@ def sequence_threads(num_sequences: int):
 
 
 @contextmanager
+def single_threaded_blas():
+    """Pin BLAS to one thread over the enclosed block, once: engine calls inside (from any thread) skip
+    their own pinning (~50 µs a call through threadpoolctl, which the aligner's ~8,000 chain batches of
+    a 100k-pair job paid each), and a block whose engine calls run in several threads of its own keeps
+    BLAS single-threaded throughout (a call's restore could otherwise end another's pinning)."""
+    global _blas_pinned
+    controller = _blas_controller()
+    if not controller or _blas_pinned:
+        _blas_pinned += 1
+        try:
+            yield
+        finally:
+            _blas_pinned -= 1
+        return
+    with controller.limit(limits=1, user_api="blas"):
+        _blas_pinned += 1
+        try:
+            yield
+        finally:
+            _blas_pinned -= 1
+
+
+@contextmanager
 def engine_threads(num_sequences: int):
     """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS."""
-    controller = _blas_controller()
+    controller = _blas_controller() if not _blas_pinned else False
     with sequence_threads(num_sequences) as wanted:
         if controller:
             with controller.limit(limits=1, user_api="blas"):
@@ -186,3 +233,47 @@ def uses_engine_threads(operation):
             return operation(ci, *args, **kwargs)
 
     return run
+
+
+_pools = {}
+_pools_lock = threading.Lock()
+_on_pool = threading.local()
+
+
+def _enter_worker():
+    _on_pool.active = True
+    numba.set_num_threads(1)  # thread-local in Numba: this worker's kernels run on it alone
+
+
+def _worker_pool(workers: int):
+    """A pool of ``workers`` threads whose Numba kernels run single-threaded (kept for the process)."""
+    with _pools_lock:
+        pool = _pools.get(workers)
+        if pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            pool = _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="varorder-worker",
+                                                        initializer=_enter_worker)
+        return pool
+
+
+def map_in_order(task, items, workers: int, costliest_first: bool = False) -> list:
+    """``[task(item) for item in items]``, on ``workers`` pool threads when ``workers`` > 1 (each task on one
+    thread, its Numba kernels single-threaded, BLAS pinned to one thread), else here; results in item order.
+
+    For coarse work units made of short kernels with Python between them (e.g. the aligner's chain
+    batches): parallel regions of ~1 ms each, serial Python between them, kept ~1.3 of 2 cores busy where
+    whole units on two threads keep ~1.7. Tasks must write disjoint outputs and leave any order-dependent
+    reduction to the caller (which gets the results in order), so the numbers do not depend on
+    ``workers``; they must release the GIL in their kernels (``nogil=True``) for the threads to overlap.
+    ``costliest_first``: hand out the last items first (when items come in increasing cost), so the
+    threads finish together. Called from a pool thread, it runs the tasks there (no nested pools)."""
+    items = list(items)
+    if workers <= 1 or len(items) < 2 or getattr(_on_pool, "active", False):
+        return [task(item) for item in items]
+    pool = _worker_pool(workers)
+    with single_threaded_blas():
+        futures = [None] * len(items)
+        for k in (range(len(items) - 1, -1, -1) if costliest_first else range(len(items))):
+            futures[k] = pool.submit(task, items[k])
+        return [f.result() for f in futures]
