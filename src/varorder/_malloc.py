@@ -11,6 +11,7 @@ the call sites). A process-wide setting; a no-op where the C library is not glib
 
 from __future__ import annotations
 
+_M_TRIM_THRESHOLD = -1
 _M_MMAP_THRESHOLD = -3
 _M_ARENA_MAX = -8
 
@@ -27,8 +28,11 @@ def _mallopt():
         return None
 
 
-def fix_mmap_threshold(nbytes: int, single_arena: bool = False) -> None:
+def fix_mmap_threshold(nbytes: int, single_arena: bool = False, trim_threshold: int | None = None) -> None:
     """Serve blocks of ``nbytes`` or more by mmap and return them to the system when freed.
+    ``trim_threshold``: free space at the heap's top that glibc keeps instead of handing back (its
+    default, 128 KiB, stays fixed once the mmap threshold is set, so a job that frees and reallocates
+    blocks below ``nbytes`` at the top of the heap has them faulted in afresh each time).
 
     ``single_arena``: every thread allocates from the main arena (``M_ARENA_MAX`` = 1; call before the
     process starts its threads). Each worker thread otherwise gets an arena of its own, which glibc
@@ -41,3 +45,5 @@ def fix_mmap_threshold(nbytes: int, single_arena: bool = False) -> None:
     if single_arena:
         mallopt(_M_ARENA_MAX, 1)
     mallopt(_M_MMAP_THRESHOLD, int(nbytes))
+    if trim_threshold is not None:
+        mallopt(_M_TRIM_THRESHOLD, int(trim_threshold))
