@@ -270,57 +270,57 @@ def _independent_estep(submodels, shards, maximize: bool = False):
     each shard's arrays dropped before the next), so that one submodel's counts and E-step state exist
     at once: (per-submodel count totals, objective summed shard by shard). With ``maximize`` each
     submodel's M-step runs as soon as its counts are complete (serial EM: the submodels share no
-    parameters) and the totals are not kept (None)."""
+    parameters) and the totals are not kept (None). Submodels that all set ``joint_independent_pass``
+    run shard by shard instead (see :class:`Submodel`): each total gets the same terms in the same
+    order, so the same sums."""
     terms = [[0.0] * len(submodels) for _ in shards]
     if len(submodels) > 1 and all(getattr(m, "joint_independent_pass", False) for m in submodels):
-        return _joint_independent_estep(submodels, shards, terms, maximize)
-    totals = []
-    for k, m in enumerate(submodels):
-        total, workspace = None, {}
-        for i, shard in enumerate(shards):
-            with _scope(shard):
-                stats = own_estep(m, shard)
-                terms[i][k] = stats.log_normalizer
-                total = m.accumulate_counts(total, shard, stats.shared, stats, workspace)
-                del stats
+        totals = _joint_independent_totals(submodels, shards, terms)
         if maximize:
-            m.maximize(total)
-            total = None
-        totals.append(total)
-        del workspace
+            for k, m in enumerate(submodels):
+                m.maximize(totals[k])
+                totals[k] = None
+    else:
+        totals = []
+        for k, m in enumerate(submodels):
+            total, workspace = None, {}
+            for i, shard in enumerate(shards):
+                with _scope(shard):
+                    total, terms[i][k] = _own_counts(m, total, shard, workspace, fused=False)
+            if maximize:
+                m.maximize(total)
+                total = None
+            totals.append(total)
+            del workspace
     objective = 0.0
     for row in terms:
         objective += sum(row)
     return totals, objective
 
 
-def _joint_independent_estep(submodels, shards, terms, maximize):
-    """:func:`_independent_estep` with every submodel's E-step on a shard inside one ``estep_scope``
-    (see :class:`Submodel`): each total gets the same terms in the same order, so the same sums."""
+def _own_counts(submodel, total, shard, workspace, fused: bool = True):
+    """(``total`` with the submodel's own E-step's counts on ``shard`` added, that E-step's
+    log-normalizer); with ``fused``, by its ``own_accumulated_counts`` where it has one (see
+    :class:`Submodel`: one thread, for the joint pass whose submodels run concurrently)."""
+    accumulated = getattr(submodel, "own_accumulated_counts", None) if fused else None
+    if accumulated is not None:
+        return accumulated(total, shard, workspace)
+    stats = own_estep(submodel, shard)
+    return submodel.accumulate_counts(total, shard, stats.shared, stats, workspace), stats.log_normalizer
+
+
+def _joint_independent_totals(submodels, shards, terms):
+    """Every submodel's count total, with all their E-steps on a shard inside one ``estep_scope``
+    and run concurrently on the engine's threads (each on its own total and workspace)."""
     totals = [None] * len(submodels)
     workspaces = [{} for _ in submodels]
     for i, shard in enumerate(shards):
         with _scope(shard):
-            def one(k):  # submodel k's E-step and counts: its own total and workspace, so the k run concurrently
-                m = submodels[k]
-                fused = getattr(m, "own_accumulated_counts", None)
-                if fused is not None:
-                    totals[k], terms[i][k] = fused(totals[k], shard, workspaces[k])
-                    return
-                stats = own_estep(m, shard)
-                terms[i][k] = stats.log_normalizer
-                totals[k] = m.accumulate_counts(totals[k], shard, stats.shared, stats, workspaces[k])
+            def one(k):
+                totals[k], terms[i][k] = _own_counts(submodels[k], totals[k], shard, workspaces[k])
 
             map_in_order(one, range(len(submodels)), threads_for(getattr(shard, "n_sentences", 0)))
-    del workspaces
-    if maximize:
-        for k, m in enumerate(submodels):
-            m.maximize(totals[k])
-            totals[k] = None
-    objective = 0.0
-    for row in terms:
-        objective += sum(row)
-    return totals, objective
+    return totals
 
 
 def _is_dask_client(executor) -> bool:

@@ -354,7 +354,7 @@ def scan_decimal(buffer, words8, i, n):
 
 
 def uint64_view(buffer: np.ndarray) -> np.ndarray:
-    """``buffer`` (uint8) seen as uint64 for :func:`find_packed` (its whole words; empty
+    """``buffer`` (uint8) seen as uint64 for :func:`packed_token` (its whole words; empty
     where the machine is not little-endian, which turns the packed path off)."""
     if not LITTLE_ENDIAN:
         return np.zeros(0, dtype=np.uint64)
@@ -362,9 +362,9 @@ def uint64_view(buffer: np.ndarray) -> np.ndarray:
 
 
 def word_table(words) -> tuple[np.ndarray, ...]:
-    """``(blob, starts, ends, table, packed keys, packed ids)``: the byte-level hash of
-    ``words`` (id = position), as :func:`find_word` takes it, and the packed table of
-    :func:`find_packed`."""
+    """``(blob, starts, ends, table, packed slots, packed keys)``: the byte-level hash of
+    ``words`` (id = position), as :func:`find_hashed_word` takes it, and the packed table
+    of :func:`find_packed_word` (:func:`packed_word_table`)."""
     encoded = [w.encode("utf-8", errors="surrogateescape") for w in words]
     lengths = np.fromiter(map(len, encoded), dtype=np.int64, count=len(encoded))
     starts = np.zeros(len(encoded), dtype=np.int64)

@@ -17,7 +17,8 @@ gradient step on eq. 7 + λΩ(θ_{F→V}) (§4.3: the penalty on the message),
 θ_V ← θ_{V→F} + prox_{ηλΩ}(θ_V + η (E_p̂[f] − E_{q_θV}[f]) − θ_{V→F}), with Ω the
 tree-structured group lasso over substring prefixes, eq. 9, on the active set: the nonzero
 substrings, their prefixes and their one-symbol extensions, Fig. 2; ``prox_penalty="belief"``
-is the option prox_{ηλΩ}(θ_V + η(…))); then θ_{F→V} = θ_V − θ_{V→F} (eq. 6). PEP's first pass is restricted to unigram features (closed form), as §7 does.
+is the option prox_{ηλΩ}(θ_V + η(…))); then θ_{F→V} = θ_V − θ_{V→F} (eq. 6). PEP's first
+pass is restricted to unigram features (closed form), as §7 does.
 
 Pruned BP (the baseline of Cotterell et al. 2015, §5 here): every variable's domain is
 the union of the k-best strings of its incoming μ_{F→V}; messages are exact BP messages
