@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from varorder.engine.threads import map_in_order, threads_for
+from varorder.parallel import as_executor, connect_dask, reduce_in_order
 
 __all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "own_estep", "add_counts",
            "connect_dask", "make_executor"]
@@ -323,22 +324,8 @@ def _joint_independent_totals(submodels, shards, terms):
     return totals
 
 
-def _is_dask_client(executor) -> bool:
-    return all(hasattr(executor, name) for name in ("scatter", "gather", "submit"))
-
-
-def connect_dask(address: str, timeout: float = 10.0):
-    """A ``distributed.Client`` of the scheduler at ``address``. Raises ImportError (with the
-    install hint) without the optional package, ValueError for an unreachable or malformed
-    address after ``timeout`` seconds."""
-    try:
-        from distributed import Client
-    except ImportError:
-        raise ImportError("Dask needs the optional package 'distributed' (pip install 'dask[distributed]')") from None
-    try:
-        return Client(address, timeout=timeout)
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise ValueError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+def _estep_one(shard, submodels, mode):
+    return _estep_many(submodels, [shard], mode)
 
 
 def make_executor(workers: int = 1, dask_address: str | None = None, timeout: float = 10.0):
@@ -397,29 +384,21 @@ class AgreementEM:
     def estep(self, shards):
         """One E-step over every shard: (list of per-submodel counts, objective)."""
         shards = list(shards)
-        ex = self.executor
-        if ex is None:
+        if self.executor is None:
             return _estep_many(self.submodels, shards, self.mode)
-        if _is_dask_client(ex):
-            models = ex.scatter(self.submodels, broadcast=True)
-            futures = [ex.submit(_estep_many, models, [s], self.mode, pure=False) for s in shards]
-            results = ex.gather(futures)
-        else:
-            results = list(ex.map(_estep_many, [self.submodels] * len(shards), [[s] for s in shards],
-                                  [self.mode] * len(shards)))
-        totals = [None] * len(self.submodels)
-        objective = 0.0
-        for counts, obj in results:
-            totals = [add_counts(t, c) for t, c in zip(totals, counts)]
-            objective += obj
-        return totals, objective
+        results = as_executor(self.executor).map(_estep_one, shards, self.submodels, self.mode)
+
+        def add(total, result):
+            return [add_counts(t, c) for t, c in zip(total[0], result[0])], total[1] + result[1]
+
+        return reduce_in_order(results, add, start=([None] * len(self.submodels), 0.0))
 
     def fit(self, shards):
         """Run ``n_iter`` EM iterations over ``shards`` (a list of data shards); returns self."""
         self._validate()
         shards = list(shards)
-        if self.executor is not None and _is_dask_client(self.executor):
-            shards = self.executor.scatter(shards)
+        if self.executor is not None:
+            shards = as_executor(self.executor).scatter(shards)
         self.submodels_ = self.submodels
         self.objectives_ = []
         iterations = range(int(self.n_iter))

@@ -38,7 +38,8 @@ from varorder.lm.model import MaxBackoffTable, NgramLM
 # needs them, and every process that opens varorder.lm.corpus or .model imports this
 # package first.
 _ESTIMATION_NAMES = frozenset(
-    {"ESTIMATORS", "AbsoluteDiscounting", "AdditiveSmoothing", "ModifiedKneserNey", "NgramCounts", "count_ngrams"})
+    {"ESTIMATORS", "AbsoluteDiscounting", "AdditiveSmoothing", "ModifiedKneserNey", "NgramCounts", "count_ngrams",
+     "merge_counts"})
 
 
 def __getattr__(name: str):
@@ -65,6 +66,7 @@ __all__ = [
     "NgramLM",
     "Vocabulary",
     "count_ngrams",
+    "merge_counts",
     "iter_sentences",
     "open_text",
     "read_corpus",

@@ -65,6 +65,13 @@ class NgramCounts:
     def order(self) -> int:
         return len(self.keys)
 
+    def merge(self, *others: "NgramCounts") -> "NgramCounts":
+        """The counts of the concatenated corpora: this one's and ``others``' (shards counted
+        apart, e.g. on different workers), equal — tables, row order, suffix rows and integer
+        widths — to one :func:`count_ngrams` pass over the whole corpus. Every part must use the
+        same vocabulary (word for word, in id order) and the same order."""
+        return merge_counts([self, *others])
+
     def first_words(self) -> list[np.ndarray]:
         """Per order, the first word of every n-gram."""
         vocab_size = len(self.vocabulary)
@@ -113,6 +120,51 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
         next_rows[ends] = inverse
         rows_ending_here = next_rows
     return NgramCounts(vocabulary, keys, counts, suffix_rows, len(lengths))
+
+
+def merge_counts(parts: Sequence[NgramCounts]) -> NgramCounts:
+    """Add up the n-gram counts of corpus shards (see :meth:`NgramCounts.merge`).
+
+    A key packs ``prefix_row * V + word``, where the prefix row indexes the table one order
+    down, so the tables are merged order by order: each part's rows of order m - 1 are first
+    mapped to their rows in the merged table, which re-packs its order-m keys in the merged
+    numbering; one ``np.unique`` over the re-packed keys then sums the counts and gives every
+    part's rows their merged positions for the next order.
+    """
+    parts = list(parts)
+    if not parts:
+        raise ValueError("merge_counts needs at least one NgramCounts")
+    first = parts[0]
+    for k, part in enumerate(parts[1:], 1):
+        if part.order != first.order:
+            raise ValueError(f"cannot merge counts of order {part.order} (part {k}) with order {first.order} (part 0)")
+        if part.vocabulary.words != first.vocabulary.words:
+            raise ValueError(f"cannot merge counts over different vocabularies (part {k} differs from part 0); "
+                             "count every shard with the one vocabulary of the whole corpus")
+    if len(parts) == 1:
+        return first
+    vocab_size = len(first.vocabulary)
+    unigram_counts = np.sum([p.counts[0] for p in parts], axis=0, dtype=np.int64)
+    # the one-pass width rule: int32 below 2^31 padded tokens, and the unigram counts sum to them
+    narrow = np.int32 if int(unigram_counts.sum()) < 2**31 else np.int64
+    keys = [np.arange(vocab_size, dtype=np.int64)]
+    counts = [unigram_counts]
+    suffix_rows: list[np.ndarray | None] = [None]
+    row_maps = [np.arange(vocab_size, dtype=np.int64) for _ in parts]  # each part's rows -> merged rows
+    for m in range(1, first.order):
+        repacked = [row_maps[k][p.keys[m] // vocab_size] * vocab_size + p.keys[m] % vocab_size
+                    for k, p in enumerate(parts)]
+        merged_keys, inverse = np.unique(np.concatenate(repacked), return_inverse=True)
+        merged_counts = np.zeros(len(merged_keys), dtype=np.int64)
+        np.add.at(merged_counts, inverse, np.concatenate([p.counts[m] for p in parts]).astype(np.int64))
+        suffix = np.empty(len(merged_keys), dtype=narrow)
+        suffix[inverse] = np.concatenate([row_maps[k][p.suffix_rows[m]] for k, p in enumerate(parts)])
+        bounds = np.cumsum([0] + [len(r) for r in repacked])
+        row_maps = [inverse[bounds[k]:bounds[k + 1]].astype(np.int64) for k in range(len(parts))]
+        keys.append(merged_keys)
+        counts.append(merged_counts.astype(narrow))
+        suffix_rows.append(suffix)
+    return NgramCounts(first.vocabulary, keys, counts, suffix_rows, sum(p.n_sentences for p in parts))
 
 
 class _InterpolatedEstimator:

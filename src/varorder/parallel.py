@@ -1,0 +1,249 @@
+"""One home for parallel work: executors that map over shards in order and reduce in a fixed order.
+
+Every learner in varorder that sums over examples (EM's expected counts, a likelihood's gradient,
+n-gram counts) has the same shape: cut the data into shards, compute one additive statistic per
+shard, add the statistics up. This module runs the per-shard step and nothing else; the learner
+owns the statistic and the addition. Results come back **in shard order** and
+:func:`reduce_in_order` adds them left to right in that order, so a seed gives the same numbers on
+any number of workers and on any backend: bit-identical wherever the per-shard step is (every
+backend runs the same function on the same shard), whatever the worker count.
+
+Backends (all behind :class:`Executor`):
+
+* :class:`SerialExecutor` — here, one shard after another (the default);
+* :class:`ThreadExecutor` — a pool of threads, for per-shard steps whose kernels release the GIL
+  (the engine's Numba kernels do);
+* :class:`JoblibExecutor` — joblib's ``Parallel`` (processes by default), which honours an active
+  ``joblib.parallel_config`` (scikit-learn's ``n_jobs`` convention);
+* :class:`DaskExecutor` — a ``dask.distributed`` client (a scheduler address or a ``Client``):
+  shared arguments are broadcast once per map, every task may be retried when a worker is lost
+  (``retries``), and results are gathered in submission order.
+
+:func:`as_executor` builds one from what a user has at hand (``n_jobs``, a scheduler address, a
+``Client``, a ``concurrent.futures.Executor``, or nothing, in which case an active
+``joblib.parallel_config`` with ``n_jobs`` set is taken). The pattern is scikit-learn's ``n_jobs`` with
+joblib's ``parallel_config`` and Dask's ``distributed.Client``; see also datatrove's pluggable
+local/Slurm executors.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+__all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "JoblibExecutor", "DaskExecutor", "as_executor",
+           "connect_dask", "reduce_in_order", "is_dask_client"]
+
+
+class Executor(ABC):
+    """Runs ``fn(item, *shared)`` for every item, results in item order.
+
+    ``shared`` arguments are the same for every item (a model, a vocabulary): backends that
+    ship work elsewhere send them once per :meth:`map`, not once per item.
+    """
+
+    #: workers the backend runs tasks on (1 for the serial backend)
+    n_workers: int = 1
+
+    @abstractmethod
+    def map(self, fn: Callable, items: Iterable, *shared: Any) -> list:
+        """``[fn(item, *shared) for item in items]``, computed by the backend, in item order."""
+
+    def scatter(self, items: Sequence) -> list:
+        """Place ``items`` (e.g. data shards) where the work runs once, for many later maps; local
+        backends return them as they are."""
+        return list(items)
+
+    def close(self) -> None:
+        """Release what the executor started (pools; never a client the caller gave)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n_workers={self.n_workers})"
+
+
+class SerialExecutor(Executor):
+    """Here, in this thread, one item after another."""
+
+    def map(self, fn, items, *shared):
+        return [fn(item, *shared) for item in items]
+
+
+class ThreadExecutor(Executor):
+    """A pool of ``n_workers`` threads (or an existing ``concurrent.futures.Executor``); worth it
+    only when the per-item step releases the GIL."""
+
+    def __init__(self, n_workers: int = 2, pool: concurrent.futures.Executor | None = None):
+        self._own = pool is None
+        self._pool = pool if pool is not None else concurrent.futures.ThreadPoolExecutor(int(n_workers))
+        self.n_workers = int(getattr(self._pool, "_max_workers", n_workers) or n_workers)
+
+    @property
+    def pool(self) -> concurrent.futures.Executor:
+        return self._pool
+
+    def map(self, fn, items, *shared):
+        futures = [self._pool.submit(fn, item, *shared) for item in items]
+        return [f.result() for f in futures]
+
+    def close(self):
+        if self._own:
+            self._pool.shutdown(wait=True)
+
+
+class JoblibExecutor(Executor):
+    """joblib's ``Parallel``: ``n_jobs`` workers on ``backend`` (None: joblib's default, or what an
+    active ``joblib.parallel_config`` says)."""
+
+    def __init__(self, n_jobs: int | None = None, backend: str | None = None):
+        import joblib
+
+        self.n_jobs = n_jobs
+        self.backend = backend
+        self._joblib = joblib
+        parallel = joblib.Parallel(n_jobs=n_jobs, backend=backend)
+        self.n_workers = max(1, int(parallel.n_jobs if parallel.n_jobs and parallel.n_jobs > 0
+                                    else joblib.cpu_count()))
+
+    def map(self, fn, items, *shared):
+        delayed = self._joblib.delayed
+        return list(self._joblib.Parallel(n_jobs=self.n_jobs, backend=self.backend)(
+            delayed(fn)(item, *shared) for item in items))
+
+
+class DaskExecutor(Executor):
+    """A ``dask.distributed`` client: tasks retried ``retries`` times when a worker is lost."""
+
+    def __init__(self, client, retries: int = 2, own_client: bool = False):
+        if not is_dask_client(client):
+            raise TypeError(f"expected a dask.distributed Client, got {type(client).__name__}")
+        self.client = client
+        self.retries = int(retries)
+        self._own = own_client
+        try:
+            self.n_workers = max(1, len(client.scheduler_info().get("workers", {})))
+        except Exception:  # a client that cannot report its workers still runs tasks
+            self.n_workers = 1
+
+    def scatter(self, items):
+        return self.client.scatter(list(items))
+
+    def map(self, fn, items, *shared):
+        shipped = [self.client.scatter(s, broadcast=True) if _worth_scattering(s) else s for s in shared]
+        futures = [self.client.submit(fn, item, *shipped, pure=False, retries=self.retries) for item in items]
+        return self.client.gather(futures)
+
+    def close(self):
+        if self._own:
+            self.client.close()
+
+
+def _worth_scattering(obj) -> bool:
+    # small scalars and strings travel inside the task; anything else is sent to the workers once
+    return not isinstance(obj, (int, float, str, bool, type(None)))
+
+
+def is_dask_client(obj) -> bool:
+    """Whether ``obj`` behaves as a ``dask.distributed`` client (scatter, submit, gather)."""
+    return all(hasattr(obj, name) for name in ("scatter", "gather", "submit"))
+
+
+def connect_dask(address: str, timeout: float = 10.0):
+    """A ``distributed.Client`` of the scheduler at ``address``. Raises ImportError (with the
+    install hint) without the optional package, ValueError for an unreachable or malformed
+    address after ``timeout`` seconds."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise ImportError("Dask needs the optional package 'distributed' (pip install 'varorder[dask]')") from None
+    try:
+        return Client(address, timeout=timeout)
+    except (OSError, TimeoutError, ValueError, TypeError) as exc:
+        raise ValueError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+
+
+def _active_joblib_config() -> int | None:
+    """``n_jobs`` of an active ``joblib.parallel_config`` that sets it, else None."""
+    import sys
+
+    if "joblib.parallel" not in sys.modules:  # nobody configured joblib in this process
+        return None
+    try:
+        from joblib.parallel import _get_active_backend  # joblib >= 1.3
+        _, config = _get_active_backend()
+    except (ImportError, TypeError, ValueError):
+        return None
+    n_jobs = config.get("n_jobs") if isinstance(config, dict) else config
+    # an unset field is joblib's default(...) marker, not an int
+    return n_jobs if isinstance(n_jobs, int) and not isinstance(n_jobs, bool) and n_jobs != 1 else None
+
+
+def as_executor(executor=None, n_jobs: int | None = None, dask_scheduler: str | None = None,
+                timeout: float = 10.0) -> Executor:
+    """The executor a learner runs its shards on.
+
+    Parameters
+    ----------
+    executor : None, an :class:`Executor`, a ``concurrent.futures.Executor`` or a
+        ``dask.distributed.Client``.
+    n_jobs : number of local workers (joblib's convention: None or 1 = serial, -1 = every core);
+        used when ``executor`` is None.
+    dask_scheduler : address of a Dask scheduler (``tcp://host:8786``); used when ``executor`` is
+        None, and wins over ``n_jobs``.
+    timeout : seconds to wait for the scheduler.
+
+    Returns
+    -------
+    Executor
+        With nothing given, an active ``joblib.parallel_config(n_jobs=...)`` decides; otherwise the
+        serial executor.
+
+    Raises
+    ------
+    ValueError
+        ``n_jobs`` is not an integer other than 0, or the scheduler cannot be reached.
+    TypeError
+        ``executor`` is of an unknown kind.
+    """
+    if executor is not None:
+        if isinstance(executor, Executor):
+            return executor
+        if is_dask_client(executor):
+            return DaskExecutor(executor)
+        if isinstance(executor, concurrent.futures.Executor):
+            return ThreadExecutor(pool=executor)
+        raise TypeError("executor must be a varorder.parallel.Executor, a concurrent.futures.Executor or a "
+                        f"dask.distributed.Client, got {type(executor).__name__}")
+    if dask_scheduler:
+        return DaskExecutor(connect_dask(dask_scheduler, timeout), own_client=True)
+    if n_jobs is not None:
+        if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
+            raise ValueError(f"n_jobs must be a non-zero integer or None, got {n_jobs!r}")
+        if n_jobs == 1:
+            return SerialExecutor()
+        return JoblibExecutor(n_jobs)
+    config = _active_joblib_config()
+    if config is not None:
+        return JoblibExecutor(None)
+    return SerialExecutor()
+
+
+def reduce_in_order(results: Iterable, add: Callable[[Any, Any], Any], start: Any = None) -> Any:
+    """``add(...add(add(start, r0), r1)..., rN)``: the fixed left-to-right order that makes a sum
+    of per-shard statistics independent of the backend and the worker count. ``start`` None
+    means the first result is the start."""
+    total = start
+    first = start is None
+    for result in results:
+        if first:
+            total, first = result, False
+        else:
+            total = add(total, result)
+    return total

@@ -1,0 +1,167 @@
+"""varorder.parallel: every backend maps in item order and the fixed-order reduction makes the
+result independent of the backend; n-gram counts merged from shards equal one pass."""
+
+from __future__ import annotations
+
+import concurrent.futures
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from varorder.parallel import (DaskExecutor, Executor, JoblibExecutor, SerialExecutor, ThreadExecutor,
+                               as_executor, reduce_in_order)
+
+
+def _noisy_sum(shard, scale):
+    # floating-point sums whose result depends on the order of addition
+    return float(np.sum(np.asarray(shard, dtype=np.float64) * scale))
+
+
+SHARDS = [[0.1 * k + 1e-9 * j for j in range(50)] for k in range(7)]
+
+
+def _reduced(executor: Executor) -> float:
+    results = executor.map(_noisy_sum, SHARDS, 1.0 / 3.0)
+    assert len(results) == len(SHARDS)
+    return reduce_in_order(results, lambda a, b: a + b)
+
+
+def test_every_local_backend_gives_the_serial_numbers_bit_for_bit():
+    expected = _reduced(SerialExecutor())
+    with ThreadExecutor(3) as threads:
+        assert _reduced(threads) == expected
+    assert _reduced(JoblibExecutor(2, backend="threading")) == expected
+    assert _reduced(JoblibExecutor(2)) == expected  # loky worker processes
+
+
+def test_map_keeps_item_order_when_items_finish_out_of_order():
+    import time
+
+    def slow_first(k, _):
+        time.sleep(0.02 * (5 - k))
+        return k
+
+    with ThreadExecutor(5) as threads:
+        assert threads.map(slow_first, range(5), None) == [0, 1, 2, 3, 4]
+
+
+def test_as_executor_builds_each_backend():
+    assert isinstance(as_executor(), SerialExecutor)
+    assert isinstance(as_executor(n_jobs=1), SerialExecutor)
+    assert isinstance(as_executor(n_jobs=2), JoblibExecutor)
+    pool = concurrent.futures.ThreadPoolExecutor(2)
+    wrapped = as_executor(pool)
+    assert isinstance(wrapped, ThreadExecutor) and wrapped.pool is pool
+    wrapped.close()  # a pool the caller gave stays open
+    assert pool.submit(int, "3").result() == 3
+    pool.shutdown()
+    serial = SerialExecutor()
+    assert as_executor(serial) is serial
+
+
+def test_as_executor_follows_an_active_joblib_parallel_config():
+    joblib = pytest.importorskip("joblib")
+    with joblib.parallel_config(n_jobs=2, backend="threading"):
+        executor = as_executor()
+        assert isinstance(executor, JoblibExecutor)
+        assert _reduced(executor) == _reduced(SerialExecutor())
+    assert isinstance(as_executor(), SerialExecutor)
+
+
+@pytest.mark.parametrize("n_jobs", [0, 2.5, "2", True])
+def test_as_executor_refuses_a_bad_n_jobs_naming_it(n_jobs):
+    with pytest.raises(ValueError, match="n_jobs"):
+        as_executor(n_jobs=n_jobs)
+
+
+def test_as_executor_refuses_an_unknown_executor():
+    with pytest.raises(TypeError, match="executor"):
+        as_executor(executor=object())
+
+
+def test_unreachable_scheduler_is_a_value_error():
+    pytest.importorskip("distributed")
+    with pytest.raises(ValueError, match="cannot reach the Dask scheduler"):
+        as_executor(dask_scheduler="tcp://127.0.0.1:1", timeout=0.5)
+
+
+@pytest.mark.slow
+def test_dask_local_cluster_gives_the_serial_numbers():
+    distributed = pytest.importorskip("distributed")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        executor = as_executor(client)
+        assert isinstance(executor, DaskExecutor) and executor.n_workers == 2
+        assert _reduced(executor) == _reduced(SerialExecutor())
+        executor.close()  # a client the caller gave stays open
+        assert client.submit(int, "4").result() == 4
+
+
+def test_reduce_in_order_is_a_left_fold():
+    assert reduce_in_order(["a", "b", "c"], lambda x, y: f"({x}{y})") == "((ab)c)"
+    assert reduce_in_order([], lambda x, y: x + y, start=5) == 5
+    assert reduce_in_order([1, 2], lambda x, y: x - y, start=10) == 7
+
+
+# ---- n-gram counts merge -----------------------------------------------------------------------
+
+def _counts(sentences, order, vocabulary):
+    from varorder.lm.estimate import count_ngrams
+
+    lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+    ids = np.concatenate([vocabulary.encode(s) for s in sentences]) if sentences else np.zeros(0, np.int64)
+    return count_ngrams(ids.astype(np.int64), lengths, order, vocabulary)
+
+
+def _assert_same_counts(a, b):
+    assert a.order == b.order and a.n_sentences == b.n_sentences
+    for m in range(a.order):
+        np.testing.assert_array_equal(a.keys[m], b.keys[m])
+        np.testing.assert_array_equal(a.counts[m], b.counts[m])
+        assert a.counts[m].dtype == b.counts[m].dtype
+        if m:
+            np.testing.assert_array_equal(a.suffix_rows[m], b.suffix_rows[m])
+            assert a.suffix_rows[m].dtype == b.suffix_rows[m].dtype
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(corpus=st.lists(st.lists(st.sampled_from("abcde"), min_size=0, max_size=7), min_size=1, max_size=12),
+       order=st.integers(1, 5), cuts=st.lists(st.integers(0, 12), max_size=3))
+def test_counts_merged_from_shards_equal_one_pass(corpus, order, cuts):
+    from varorder.lm.corpus import Vocabulary
+    from varorder.lm.estimate import merge_counts
+
+    vocabulary = Vocabulary(list("abcde"))
+    bounds = sorted({0, len(corpus), *[min(c, len(corpus)) for c in cuts]})
+    shards = [corpus[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    whole = _counts(corpus, order, vocabulary)
+    parts = [_counts(s, order, vocabulary) for s in shards]
+    _assert_same_counts(merge_counts(parts), whole)
+    _assert_same_counts(parts[0].merge(*parts[1:]), whole)
+
+
+@pytest.mark.filterwarnings("ignore:modified Kneser-Ney")
+def test_merged_counts_estimate_the_one_pass_model():
+    from varorder.lm import ModifiedKneserNey
+    from varorder.lm.corpus import Vocabulary
+
+    rng = np.random.default_rng(0)
+    vocabulary = Vocabulary([f"w{k}" for k in range(12)])
+    corpus = [[f"w{k}" for k in rng.integers(0, 12, rng.integers(1, 9))] for _ in range(200)]
+    whole = _counts(corpus, 3, vocabulary)
+    merged = _counts(corpus[:70], 3, vocabulary).merge(_counts(corpus[70:], 3, vocabulary))
+    a = ModifiedKneserNey(order=3).fit_counts(whole).model_
+    b = ModifiedKneserNey(order=3).fit_counts(merged).model_
+    assert a.score_sentence("w1 w2 w3".split()) == b.score_sentence("w1 w2 w3".split())
+
+
+def test_merge_refuses_different_vocabularies_and_orders():
+    from varorder.lm.corpus import Vocabulary
+
+    a = _counts([["a", "b"]], 2, Vocabulary(list("ab")))
+    with pytest.raises(ValueError, match="different vocabularies"):
+        a.merge(_counts([["a", "b"]], 2, Vocabulary(list("ba"))))
+    with pytest.raises(ValueError, match="order 3"):
+        a.merge(_counts([["a", "b"]], 3, Vocabulary(list("ab"))))
