@@ -165,3 +165,66 @@ def test_merge_refuses_different_vocabularies_and_orders():
         a.merge(_counts([["a", "b"]], 2, Vocabulary(list("ba"))))
     with pytest.raises(ValueError, match="order 3"):
         a.merge(_counts([["a", "b"]], 3, Vocabulary(list("ab"))))
+
+
+# ---- sharded objectives ------------------------------------------------------------------------
+
+def _chain_problem(seed=0, n_sequences=40, n_features=30, n_labels=4):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 9, n_sequences)
+    rows = int(lengths.sum())
+    X = sp.random(rows, n_features, density=0.2, random_state=seed, format="csr")
+    gold = rng.integers(0, n_labels, rows)
+    theta = rng.normal(scale=0.3, size=(n_features + n_labels + 2) * n_labels)
+    return X, lengths, gold, n_labels, theta
+
+
+def _shards(X, lengths, gold, K, n_shards):
+    from varorder.models.crf import ChainObjective
+    from varorder.models.sharded import shard_bounds
+
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    return [ChainObjective(X[offsets[a]:offsets[b]], lengths[a:b], gold[offsets[a]:offsets[b]], K)
+            for a, b in shard_bounds(lengths, n_shards)]
+
+
+def test_shard_bounds_cover_every_sequence_once_in_order():
+    from varorder.models.sharded import shard_bounds
+
+    rng = np.random.default_rng(1)
+    for _ in range(50):
+        lengths = rng.integers(1, 20, rng.integers(1, 30))
+        for n in (1, 2, 3, 7, 100):
+            bounds = shard_bounds(lengths, n)
+            assert bounds[0][0] == 0 and bounds[-1][1] == lengths.size and len(bounds) <= n
+            assert all(a < b for a, b in bounds) and all(b == c for (_, b), (c, _) in zip(bounds, bounds[1:]))
+    with pytest.raises(ValueError, match="n_shards"):
+        shard_bounds([3, 4], 0)
+
+
+def test_sharded_objective_equals_the_whole_and_is_the_same_on_every_backend():
+    from varorder.models.crf import ChainObjective
+    from varorder.models.sharded import ShardedObjective
+
+    X, lengths, gold, K, theta = _chain_problem()
+    whole_f, whole_g = ChainObjective(X, lengths, gold, K)(theta)
+    serial_f, serial_g = ShardedObjective(_shards(X, lengths, gold, K, 4))(theta)
+    # only the order of additions differs from the unsharded objective
+    assert serial_f == pytest.approx(whole_f, rel=1e-12)
+    np.testing.assert_allclose(serial_g, whole_g, rtol=1e-12, atol=1e-12)
+    with ThreadExecutor(2) as threads:
+        f, g = ShardedObjective(_shards(X, lengths, gold, K, 4), threads)(theta)
+    assert f == serial_f and np.array_equal(g, serial_g)
+    f, g = ShardedObjective(_shards(X, lengths, gold, K, 4), JoblibExecutor(2, backend="threading"))(theta)
+    assert f == serial_f and np.array_equal(g, serial_g)
+    # the gradient is the derivative of the value (central differences on a few coordinates)
+    objective = ShardedObjective(_shards(X, lengths, gold, K, 3))
+    rng = np.random.default_rng(2)
+    _, g = objective(theta)
+    for i in rng.choice(theta.size, 6, replace=False):
+        step = np.zeros_like(theta)
+        step[i] = 1e-6
+        numeric = (objective(theta + step)[0] - objective(theta - step)[0]) / 2e-6
+        assert numeric == pytest.approx(g[i], rel=1e-5, abs=1e-6)
