@@ -115,7 +115,7 @@ def evaluate(task_folder, model_path, num_cipher, decoded):
     import numpy as np
 
     from varorder.decipher import Decipherer, load
-    from varorder.decipher.data import _write_atomic
+    from varorder.io import atomic_write_text
     from varorder.eval.metrics import mapping_accuracy
 
     try:
@@ -143,6 +143,6 @@ def evaluate(task_folder, model_path, num_cipher, decoded):
         raise click.ClickException(str(exc))
     if decoded:
         sentences = data.cipher[:num_cipher] if num_cipher else data.cipher
-        _write_atomic(Path(decoded), "".join(" ".join(data.words[w] for w in model.mapping_[s]) + "\n"
-                                             for s in sentences))
+        with atomic_write_text(Path(decoded)) as handle:
+            handle.write("".join(" ".join(data.words[w] for w in model.mapping_[s]) + "\n" for s in sentences))
     click.echo(json.dumps(result, indent=1))

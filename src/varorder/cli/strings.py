@@ -68,7 +68,7 @@ def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inn
     """Infer every morpheme's underlying form; print top strings with probabilities and timing."""
     from tqdm import tqdm
 
-    from varorder.io._text import atomic_write_text
+    from varorder.io import atomic_write_text
     from varorder.strings.em import EditEM, heldout_surface_scores
     from varorder.strings.inference import belief_nll, make_method
     from varorder.strings.model import read_hopkins, synthetic_lexicon

@@ -24,7 +24,7 @@ import click
 from varorder.cli._options import OutputFile, Real
 
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
-from varorder.io._text import atomic_write_text
+from varorder.io import atomic_write_text
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.io.crfsuite import read_crfsuite, write_labels
 from varorder.models.crf import CRF
@@ -58,7 +58,7 @@ def _templates(spec):
         return "pos"
     try:
         if spec.startswith("@"):
-            from varorder.io._text import open_text
+            from varorder.io import open_text
 
             with open_text(spec[1:]) as handle:
                 text = handle.read()

@@ -28,7 +28,7 @@ import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from varorder.models import persist
-from varorder.models.estimator import ParamsMixin
+from varorder.base import ParamsMixin
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,

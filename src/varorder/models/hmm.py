@@ -28,7 +28,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from varorder.models import persist
-from varorder.models.estimator import ParamsMixin
+from varorder.base import ParamsMixin
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
 
 __all__ = ["HMM"]

@@ -46,7 +46,7 @@ from scipy.special import logsumexp
 
 from varorder import lattice as _lattice
 from varorder.models import persist
-from varorder.models.estimator import ParamsMixin
+from varorder.base import ParamsMixin
 from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
 from varorder.models.optim import lbfgs
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy

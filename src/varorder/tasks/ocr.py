@@ -31,7 +31,7 @@ import numpy as np
 
 from varorder.contexts.model import ReifiedContextModel
 from varorder.eval.metrics import precision_recall_curve, recall_at_precision, sequence_accuracy
-from varorder.io._text import atomic_write_text
+from varorder.io import atomic_write_text
 from varorder.io.ocr import read_ocr_letters, split_by_fold
 
 __all__ = ["OcrConfig", "PROTOCOLS", "MethodResult", "vendored_data_path", "load_ocr", "word_arrays", "run_ocr_experiment",

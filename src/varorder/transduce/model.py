@@ -52,7 +52,7 @@ from tqdm.auto import tqdm
 
 from varorder.engine.validate import as_rng
 from varorder import lattice as lt
-from varorder.models.estimator import ParamsMixin
+from varorder.base import ParamsMixin
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import check_labels, check_shapes, load_model, model_loader, save_model
 from varorder.transduce.features import AlignmentFeatureSpace
