@@ -163,3 +163,13 @@ def test_private_import_check_can_fail(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from varorder.lm._kernels import find\nfrom varorder.io import _text\nimport varorder._lazy\n")
     assert {t for _, t in _private_imports(bad, "varorder.cli.bad")} == {"varorder.io._text", "varorder.lm._kernels"}
+
+
+def test_no_export_shadows_a_submodule():
+    # ``from varorder.loglinear import prox`` must give the module, not a function named like it
+    for name in MODULES:
+        module = importlib.import_module(name)
+        if not hasattr(module, "__path__"):
+            continue
+        children = {m.name for m in pkgutil.iter_modules(module.__path__)}
+        assert not children & set(getattr(module, "__all__", ())), f"{name} exports a name of its own submodule"

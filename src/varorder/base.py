@@ -106,9 +106,9 @@ def check_choice(owner, name: str, choices) -> object:
 
 
 def check_bool(owner, name: str) -> bool:
-    """``owner.<name>`` as a bool (``True``/``False`` or NumPy's)."""
+    """``owner.<name>`` as a bool (``True``/``False``, NumPy's, or the integers 0 and 1)."""
     value = getattr(owner, name)
-    if type(value).__name__ not in ("bool", "bool_"):
+    if type(value).__name__ not in ("bool", "bool_") and not (isinstance(value, numbers.Integral) and value in (0, 1)):
         raise _invalid(owner, name, value, "True or False")
     return bool(value)
 

@@ -19,7 +19,6 @@ from varorder._lazy import attach
 _EXPORTS = {
     **dict.fromkeys(("WordAligner",), "varorder.agree.aligner"),
     **dict.fromkeys(("IBM1", "HMMAligner"), "varorder.agree.align"),
-    **dict.fromkeys(("symmetrize",), "varorder.agree.symmetrize"),
     **dict.fromkeys(("HMMView", "MultiViewSequences"), "varorder.agree.views"),
     **dict.fromkeys(("PhyloData", "PhyloSlices", "encode_nucleotides", "parse_newick", "tree_marginals"),
                     "varorder.agree.phylo"),

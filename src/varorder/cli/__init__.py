@@ -1,6 +1,8 @@
 """Command-line interface. Each module here that defines ``COMMAND`` (a click
-command or group) is registered as a ``varorder`` subcommand by :mod:`varorder.cli.main`."""
+command or group) is registered as a ``varorder`` subcommand by :mod:`varorder.cli.main`.
 
-from varorder._lazy import attach
+The command line is the API here: ``varorder --help``, or ``varorder.cli.main.main`` (a
+click group) to call it from Python.
+"""
 
-__getattr__, __dir__, __all__ = attach(__name__, {"main": "varorder.cli.main"})
+__all__: list[str] = []

@@ -89,7 +89,7 @@ def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inn
     em_history = []
     if em_iterations:
         bar = tqdm(total=em_iterations, desc=f"EM ({method})", file=sys.stderr, leave=False, disable=None)
-        em = EditEM(method, iterations=em_iterations, smoothing=em_smoothing, method_params=params,
+        em = EditEM(method=method, iterations=em_iterations, smoothing=em_smoothing, method_params=params,
                     progress=lambda done, total: bar.update(1)).fit(graph)
         bar.close()
         graph, estimator, em_history = em.graph_, em.estimator_, em.history_

@@ -12,6 +12,6 @@ from varorder._lazy import attach
 _EXPORTS = {
     **dict.fromkeys(("StructuredLogLinear", "LogLinearLM", "is_loglinear_model"), "varorder.loglinear.model"),
     **dict.fromkeys(("ContextTrie", "build_trie"), "varorder.loglinear.trie"),
-    **dict.fromkeys(("penalty_value", "prox"), "varorder.loglinear.prox"),
+    **dict.fromkeys(("penalty_value",), "varorder.loglinear.prox"),
 }
 __getattr__, __dir__, __all__ = attach(__name__, _EXPORTS)

@@ -177,7 +177,7 @@ def run_ocr_experiment(config: OcrConfig | None = None, data_path=None, log=prin
             return {"test_letter_acc": acc.token, "test_word_acc": acc.sequence, "test_recall_at_99": r99,
                     "test_recall_at_99_max": r99max}
 
-        model = ReifiedContextModel(len(ALPHABET), order=config.order, num_contexts=size, mode=mode,
+        model = ReifiedContextModel(num_labels=len(ALPHABET), order=config.order, num_contexts=size, mode=mode,
                                     backoff=config.backoff, step_size=config.step_size, delta=config.delta,
                                     epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
                                     progress=config.progress, off_beam=config.off_beam,
