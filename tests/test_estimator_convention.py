@@ -71,6 +71,10 @@ def _view_shards():
     return [MultiViewSequences([rng.integers(0, 3, size=(3, 4)) for _ in range(2)], np.array([4, 3, 2]))]
 
 
+def _graph():
+    return synthetic_lexicon(2, seed=3, alphabet_size=3)
+
+
 def _corpus_file(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("a b a\nb a b\na a b\n", encoding="utf-8")
@@ -104,12 +108,12 @@ CASES = {
     "ModifiedKneserNey": (lambda: ModifiedKneserNey(order=2), lambda m, tmp: m.fit(_corpus_file(tmp)), []),
     "AbsoluteDiscounting": (lambda: AbsoluteDiscounting(order=2), lambda m, tmp: m.fit(_corpus_file(tmp)), []),
     "AdditiveSmoothing": (lambda: AdditiveSmoothing(order=2), lambda m, tmp: m.fit(_corpus_file(tmp)), []),
-    "StringEP": (lambda: StringEP(iterations=1, inner_passes=1),
-                 lambda m, _: m.fit(synthetic_lexicon(2, seed=3, alphabet_size=3)), [lambda m: m.belief_dfa(0)]),
-    "PrunedBP": (lambda: PrunedBP(k=3, iterations=1),
-                 lambda m, _: m.fit(synthetic_lexicon(2, seed=3, alphabet_size=3)), [lambda m: m.belief_dfa(0)]),
+    "StringEP": (lambda: StringEP(iterations=1, inner_passes=1), lambda m, _: m.fit(_graph()),
+                 [lambda m: m.belief_dfa(_graph().morphemes[0])]),
+    "PrunedBP": (lambda: PrunedBP(k=3, iterations=1), lambda m, _: m.fit(_graph()),
+                 [lambda m: m.belief_dfa(_graph().morphemes[0])]),
     "EditEM": (lambda: EditEM(method="ep1", iterations=1, method_params={"iterations": 1, "inner_passes": 1}),
-               lambda m, _: m.fit(synthetic_lexicon(2, seed=3, alphabet_size=3)), []),
+               lambda m, _: m.fit(_graph()), []),
     "AgreementEM": (lambda: AgreementEM(submodels=_views(), n_iter=1), lambda m, _: m.fit(_view_shards()), []),
     "TntEmissions": (lambda: TntEmissions(), lambda m, _: m.fit(list(zip(_WORDS, _TAGS))),
                      [lambda m: m.log_likelihoods("dog")]),

@@ -98,7 +98,7 @@ def test_parameters_are_validated():
         AdditiveSmoothing(order=0).fit_sentences(["a b"])
     with pytest.raises(ValueError, match="alpha"):
         AdditiveSmoothing(order=2, alpha=0).fit_sentences(["a b"])
-    with pytest.raises(ValueError, match="non-negative"):
+    with pytest.raises(ValueError, match="discount=-1 is invalid: expected a finite number >= 0"):
         AbsoluteDiscounting(order=2, discount=-1).fit_sentences(["a b"])
     with pytest.raises(ValueError, match="discount_fallback"):
         ModifiedKneserNey(order=2, discount_fallback=(0.5, 2.5, 1.0)).fit_sentences(["a b"])

@@ -155,7 +155,7 @@ class WordAligner(ParamsMixin):
         of the 100k job and saved no time); counts go straight into the totals
         (one total shared by both directions in the agreement modes).
     executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
-    progress : tqdm bars.
+    progress : report training (bars on a terminal, a summary line per stage otherwise).
     normalization : the text normalisation the training text went through, as a dict
         (:class:`varorder.io.bitext.Normalization`); recorded in the model so that ``apply`` repeats it.
 

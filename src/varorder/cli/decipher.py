@@ -71,14 +71,13 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
           seed, shards, workers, dask_address):
     """Learn the emission table from TASK_FOLDER's cipher text and plaintext (the key is read
     only to print the accuracy of each iteration)."""
-    from tqdm.auto import tqdm
-
+    from varorder._progress import Progress
     from varorder.decipher import Decipherer, load
 
     out = Path(output)
     try:
         data = load(task_folder)
-        bar = tqdm(total=iterations, desc=f"EM {inference}-{size} order {order}", unit="iter")
+        bar = Progress(total=iterations, desc=f"EM {inference}-{size} order {order}", unit="iter")
 
         def report(entry, _):
             bar.update(1)

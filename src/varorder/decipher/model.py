@@ -188,7 +188,7 @@ class Decipherer(ParamsMixin):
     init_noise, seed : optional seeded perturbation of the uniform initial table.
     n_shards : E-step work units; executor : None, a ``concurrent.futures`` executor or a
         ``dask.distributed`` client (the :class:`~varorder.agree.AgreementEM` path).
-    progress : tqdm bar over EM iterations.
+    progress : report the EM iterations (a bar on a terminal, a summary line otherwise).
 
     Attributes after ``fit``: ``tables_``, ``model_`` (:class:`DecipherHMM`), ``emission_``
     (K, C), ``mapping_`` (decoded word per symbol), ``history_`` (one dict per iteration:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.agree.product_em import AgreementEM
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.base import ParamsMixin, check_bool, check_is_fitted
 from varorder.grammar.ccm import CCM
 from varorder.grammar.dmv import DMV
 from varorder.grammar.shard import TreeShard, decode, make_shards
@@ -66,21 +66,6 @@ class GrammarInducer(ParamsMixin):
         self.callback = callback
         self.progress = progress
         self.seed = seed
-
-    def _check_params(self):
-        check_choice(self, "model", MODELS)
-        check_int(self, "n_iter", 0)
-        check_real(self, "dmv_smoothing", 0)
-        smoothing = self.ccm_smoothing
-        if (isinstance(smoothing, str) or not hasattr(smoothing, "__len__") or len(smoothing) != 2
-                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < float("inf")
-                           for v in smoothing)):
-            raise ValueError(f"GrammarInducer: parameter ccm_smoothing={smoothing!r} is invalid: expected "
-                             "a pair of finite numbers >= 0 (constituent, distituent pseudo-counts)")
-        check_choice(self, "dmv_init", ("harmonic", "random"))
-        check_int(self, "shard_size", 1)
-        check_bool(self, "progress")
-        check_bool(self, "ccm_empty_spans")
 
     # ---- data ----------------------------------------------------------------------------------
     def encode(self, sentences):
@@ -258,3 +243,5 @@ class GrammarInducer(ParamsMixin):
                              f"got {self.dmv_smoothing!r:.20}, {self.ccm_smoothing!r:.40}")
         if self.dmv_init not in ("harmonic", "random"):
             raise ValueError(f"dmv_init must be 'harmonic' or 'random', got {self.dmv_init!r:.40}")
+        check_bool(self, "progress")
+        check_bool(self, "ccm_empty_spans")

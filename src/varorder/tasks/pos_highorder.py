@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_int, check_is_fitted, check_real
 from varorder.exact import FullWFSA, HighOrderTarget, MaxBackoffWeights, decode, full_viterbi, wfsa_viterbi
 from varorder.io.conllu import read_conllu
@@ -212,8 +213,6 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
     (q states, or unrolled full-WFSA / full-lattice states), iterations, and how many
     sentences were decoded.
     """
-    from tqdm.auto import tqdm
-
     sentences = task.test[:max_sentences] if max_sentences else task.test
     correct = total = 0
     seconds = states = iterations = 0.0
@@ -230,7 +229,7 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
             build_seconds = wfsa.build_seconds
         except RuntimeError:
             sentences = []  # too large to build: nothing decoded
-    for sentence in tqdm(sentences, disable=not progress, desc=f"pos {method} n={task.lm.order}"):
+    for sentence in Progress(sentences, enabled=progress, desc=f"pos {method} n={task.lm.order}", unit="sentence"):
         if time_cap is not None and time.perf_counter() - start > time_cap:
             break
         target = task.target(sentence.words)
