@@ -75,7 +75,7 @@ def run(tree, leaf_nodes, observed, fraction, mode, iterations, seed):
             curves[rule].append(accuracy(models, data, held, observed, scale))
         eval_seconds[0] += time.perf_counter() - t0
 
-    est = AgreementEM(models, mode=mode, n_iter=iterations, callback=callback).fit([data])
+    est = AgreementEM(submodels=models, mode=mode, n_iter=iterations, callback=callback).fit([data])
     return {"fraction": fraction, "mode": mode, "held_out": int(held.sum()), "accuracy": curves["paper"],
             "accuracy_by_rule": curves, "objectives": est.objectives_,
             "s_per_iter": float(np.mean(np.diff([0.0] + times)))}

@@ -117,7 +117,7 @@ def main(argv=None):
         print("plots:", ", ".join(write_plots(first_results, args.out)))
     rcms = [r for r in first_results if r.mode == "rcms"]
     if args.speed and rcms:
-        model = ReifiedContextModel(26, order=OcrConfig.order, num_contexts=rcms[0].size)
+        model = ReifiedContextModel(num_labels=26, order=OcrConfig.order, num_contexts=rcms[0].size)
         model._init_state(32)
         model.ngram_weights_, model.observation_weights_ = rcms[0].weights
         _, test = load_ocr(args.data)

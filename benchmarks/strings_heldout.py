@@ -35,7 +35,7 @@ def run(name, method, args, em_iterations=0):
               "inner_passes": args.inner_passes, "prox_penalty": args.prox_penalty}
     started, cpu = time.perf_counter(), time.process_time()
     if em_iterations:
-        em = EditEM(method, iterations=em_iterations, smoothing=args.em_smoothing, method_params=params).fit(graph)
+        em = EditEM(method=method, iterations=em_iterations, smoothing=args.em_smoothing, method_params=params).fit(graph)
         graph, estimator = em.graph_, em.estimator_
     else:
         estimator = make_method(method, **params).fit(graph)

@@ -53,7 +53,7 @@ def sweeps(args):
     graph = synthetic_lexicon(args.size, seed=args.seed, alphabet_size=16)
     started = time.perf_counter()
     cpu = time.process_time()
-    ep = StringEP("pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps,
+    ep = StringEP(family="pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps,
                   inner_passes=args.inner_passes, passes_sweeps=args.passes_sweeps, prox_penalty=args.prox_penalty)
     rows = []
 

@@ -143,7 +143,7 @@ def test_hmm_viterbi_matches_enumeration():
 def test_training_runs_and_independent_ibm1_likelihood_increases(mode):
     pairs, shard, index, ev, fv = _corpus(1, n=30, max_len=5, vocab=6)
     models = [IBM1("f|e", index, len(fv)).initialize(), IBM1("e|f", index, len(ev)).initialize()]
-    est = AgreementEM(models, mode=mode, n_iter=5).fit([shard])
+    est = AgreementEM(submodels=models, mode=mode, n_iter=5).fit([shard])
     assert len(est.objectives_) == 5
     if mode in ("independent", "domain"):
         assert np.all(np.diff(est.objectives_) >= -1e-9)

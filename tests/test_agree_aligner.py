@@ -82,7 +82,7 @@ def _ibm1_counts(executor):
     al = WordAligner(model="ibm1", shard_size=40).fit(_synthetic(120, seed=2)[0])
     models = [IBM1(m.direction, al.pairs_, m.n_target_words).copy_tables_from(m) for m in al.models_]
     shards = al.encode(_synthetic(120, seed=2)[0])
-    return AgreementEM(models, mode="domain", executor=executor).estep(shards)
+    return AgreementEM(submodels=models, mode="domain", executor=executor).estep(shards)
 
 
 def test_thread_executor_gives_same_statistics():

@@ -89,7 +89,7 @@ def test_bad_band_is_rejected_before_training():
     from varorder.agree.aligner import WordAligner
 
     for band in (0, -3, 2.5):
-        with pytest.raises(ValueError, match="band must be a positive integer"):
+        with pytest.raises(ValueError, match=f"parameter band={band!r} is invalid"):
             WordAligner(band=band).fit([(["a"], ["b"])])
     with pytest.raises(ValueError, match="band must be a positive number"):
         HMMAligner("f|e", None, 3, band=0)

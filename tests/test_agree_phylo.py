@@ -132,7 +132,7 @@ def _synthetic_alignment(seed, L=400):
 def test_phylo_training_runs_and_independent_likelihood_increases(mode):
     data = _synthetic_alignment(0)
     models = [PhyloSlices(m, data.tree).initialize(1 + m) for m in (0, 1)]
-    est = AgreementEM(models, mode=mode, n_iter=6).fit([data])
+    est = AgreementEM(submodels=models, mode=mode, n_iter=6).fit([data])
     if mode == "independent":
         assert np.all(np.diff(est.objectives_) >= -1e-8)
     counts, _ = estep_shard(models, data, mode)

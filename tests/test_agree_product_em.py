@@ -73,7 +73,7 @@ def test_objective_never_decreases(mode, seed):
     """Coordinate ascent on eqs. 2, 12 and 1. (The parameter mode's averaged M-step, as
     the paper states it, is not coordinate ascent on eq. 13, so it is not asserted.)"""
     shards = [_data(seed), _data(seed + 100)]
-    est = AgreementEM(_views(2, seed=seed), mode=mode, n_iter=15).fit(shards)
+    est = AgreementEM(submodels=_views(2, seed=seed), mode=mode, n_iter=15).fit(shards)
     obj = np.array(est.objectives_)
     assert np.all(np.diff(obj) >= -1e-9 * np.abs(obj[1:])), obj
 
@@ -82,7 +82,7 @@ def test_exact_objective_is_log_sum_of_product():
     shards = [_data(5)]
     views = _views(2, seed=5)
     logz = _enumerate(views, shards[0])[0]
-    est = AgreementEM(views, mode="exact", n_iter=1).fit(shards)
+    est = AgreementEM(submodels=views, mode="exact", n_iter=1).fit(shards)
     assert est.objectives_[0] == pytest.approx(logz, rel=1e-10)
 
 
@@ -100,7 +100,7 @@ def test_single_submodel_is_ordinary_em(seed):
     expected = (start / start.sum(), trans / trans.sum(1, keepdims=True), emit / emit.sum(1, keepdims=True))
     for mode in ["exact", "independent", "domain", "parameter"]:
         view = _views(1, seed=seed)[0]
-        est = AgreementEM([view], mode=mode, n_iter=1).fit([shard])
+        est = AgreementEM(submodels=[view], mode=mode, n_iter=1).fit([shard])
         assert est.objectives_[0] == pytest.approx(logz, rel=1e-10)
         for got, want in zip((view.start_, view.transitions_, view.emissions_), expected):
             np.testing.assert_allclose(got, want, atol=1e-10)
@@ -108,8 +108,8 @@ def test_single_submodel_is_ordinary_em(seed):
 
 def test_domain_mode_on_equal_domains_is_exact_product_em():
     shards = [_data(9)]
-    a = AgreementEM(_views(2, seed=3), mode="exact", n_iter=5).fit(shards)
-    b = AgreementEM(_views(2, seed=3), mode="domain", n_iter=5).fit(shards)
+    a = AgreementEM(submodels=_views(2, seed=3), mode="exact", n_iter=5).fit(shards)
+    b = AgreementEM(submodels=_views(2, seed=3), mode="domain", n_iter=5).fit(shards)
     np.testing.assert_allclose(a.objectives_, b.objectives_, rtol=1e-12)
     for va, vb in zip(a.submodels_, b.submodels_):
         np.testing.assert_allclose(va.emissions_, vb.emissions_, atol=1e-12)
@@ -131,13 +131,13 @@ def test_parameter_mode_estep_scales_each_submodel():
 
 def test_bad_arguments():
     with pytest.raises(ValueError, match="mode"):
-        AgreementEM(_views(1), mode="nope").fit([_data(0, 1)])
+        AgreementEM(submodels=_views(1), mode="nope").fit([_data(0, 1)])
 
     class Private(HMMView):
         has_private_features = True
 
     with pytest.raises(ValueError, match="exact"):
-        AgreementEM([Private(0, 2, 3).initialize(0)], mode="exact").fit([_data(0, 1)])
+        AgreementEM(submodels=[Private(0, 2, 3).initialize(0)], mode="exact").fit([_data(0, 1)])
 
 
 def test_make_executor_builds_the_estep_executor():

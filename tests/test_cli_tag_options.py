@@ -65,7 +65,7 @@ def test_cli_templates_crfsuite_and_probabilities(tmp_path):
                                   "--max-iterations", "30", "--quiet"])
     assert result.exit_code == 0, result.output
     loaded = CRF.load(model)
-    assert loaded.feature_template_ == "bias,w[0],w[-1]|w[0],suf2[0]"
+    assert loaded.features == "bias,w[0],w[-1]|w[0],suf2[0]"  # an estimator parameter, saved with the model
     assert loaded.c1 == 0.1  # the CLI default is the documented command's
     assert any(name.startswith("w[-1]|w[0]=") for name in loaded.feature_names_)
     result = runner.invoke(main, ["tag", "eval", str(model), str(dev), "--json"])

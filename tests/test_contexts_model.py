@@ -14,7 +14,7 @@ from varorder.testing import oracle
 
 def _random_model(seed, mode="rcms", coverage="fixed", backoff=False, V=3, n=3, D=2, B=2, **params):
     rng = np.random.default_rng(seed)
-    m = ReifiedContextModel(V, order=n, num_contexts=B, mode=mode, coverage=coverage, backoff=backoff, **params)
+    m = ReifiedContextModel(num_labels=V, order=n, num_contexts=B, mode=mode, coverage=coverage, backoff=backoff, **params)
     m._init_state(D)
     m.ngram_weights_ = rng.normal(size=m.ngram_weights_.shape)
     m.observation_weights_ = rng.normal(size=m.observation_weights_.shape)
@@ -91,7 +91,7 @@ def _synthetic_task(seed, n_seq=120, V=4, D=6):
 def test_training_raises_likelihood_and_accuracy(mode, cap, batch):
     xs, ys = _synthetic_task(0)
     train_x, train_y, test_x, test_y = xs[:80], ys[:80], xs[80:], ys[80:]
-    m = ReifiedContextModel(4, order=3, num_contexts=4, mode=mode, epochs=6, batch_size=batch, track_every=20,
+    m = ReifiedContextModel(num_labels=4, order=3, num_contexts=4, mode=mode, epochs=6, batch_size=batch, track_every=20,
                             max_context=cap)
     m.fit(train_x, train_y)
     assert m.history_[-1]["train_log_likelihood"] > m.history_[0]["train_log_likelihood"]
@@ -118,13 +118,13 @@ def test_save_load_round_trip(tmp_path):
 
 
 def test_bad_training_input_is_rejected():
-    m = ReifiedContextModel(3, order=3, mode="nope")
+    m = ReifiedContextModel(num_labels=3, order=3, mode="nope")
     with pytest.raises(ValueError, match="mode"):
         m.fit([np.zeros((2, 2))], [np.zeros(2, int)])
-    m = ReifiedContextModel(3, order=3)
+    m = ReifiedContextModel(num_labels=3, order=3)
     with pytest.raises(ValueError, match=r"observations\[1\]"):
         m.fit([np.zeros((2, 2)), np.zeros((2, 3))], [np.zeros(2, int)] * 2)
-    m = ReifiedContextModel(3, order=3)
+    m = ReifiedContextModel(num_labels=3, order=3)
     with pytest.raises(ValueError, match="labels"):
         m.fit([np.zeros((2, 2))], [np.array([0, 5])])
 
@@ -195,8 +195,8 @@ def test_per_example_updates_equal_dense_adagrad_steps():
     from varorder.models.optim import AdaGrad
 
     xs, ys = _synthetic_task(1, n_seq=6)
-    m = ReifiedContextModel(4, order=3, num_contexts=3, epochs=1, batch_size=1, seed=0).fit(xs, ys)
-    ref = ReifiedContextModel(4, order=3, num_contexts=3, epochs=1, batch_size=1, seed=0)
+    m = ReifiedContextModel(num_labels=4, order=3, num_contexts=3, epochs=1, batch_size=1, seed=0).fit(xs, ys)
+    ref = ReifiedContextModel(num_labels=4, order=3, num_contexts=3, epochs=1, batch_size=1, seed=0)
     ref._init_state(xs[0].shape[1])
     opts = [AdaGrad(0.2, 1e-4), AdaGrad(0.2, 1e-4)]
     for k in np.random.default_rng(0).permutation(len(xs)):
@@ -210,7 +210,7 @@ def test_per_example_updates_equal_dense_adagrad_steps():
 def test_options_are_validated_and_saved(tmp_path):
     for bad in ({"max_context": 1}, {"off_beam": "late"}, {"context_mass": "final"}):
         with pytest.raises(ValueError, match=next(iter(bad))):
-            ReifiedContextModel(3, order=3, **bad).fit([np.zeros((2, 2))], [np.zeros(2, int)])
+            ReifiedContextModel(num_labels=3, order=3, **bad).fit([np.zeros((2, 2))], [np.zeros(2, int)])
     m, rng = _random_model(2, max_context=3)
     m.save(tmp_path / "m.npz")
     back = ReifiedContextModel.load(tmp_path / "m.npz")

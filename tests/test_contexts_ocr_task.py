@@ -30,7 +30,7 @@ def test_small_experiment_runs_and_rcms_keeps_coverage(tmp_path):
     _, test = load_ocr()
     xs, ys = word_arrays(test[:150])
     for result, expect_coverage in ((rcms, True), (beam, False)):
-        model = ReifiedContextModel(len(ALPHABET), order=config.order, num_contexts=result.size, mode=result.mode)
+        model = ReifiedContextModel(num_labels=len(ALPHABET), order=config.order, num_contexts=result.size, mode=result.mode)
         model._init_state(xs[0].shape[1])
         model.ngram_weights_, model.observation_weights_ = result.weights
         logp = np.array([model.log_probability(x, y) for x, y in zip(xs, ys)])

@@ -212,9 +212,9 @@ def test_pruned_bp_on_a_tree_with_finite_supports_is_exact():
 
 def test_ep_runs_and_beliefs_are_normalised():
     graph = synthetic_lexicon(6, seed=1, alphabet_size=4)
-    for estimator in (StringEP("ngram", order=2, iterations=2, inner_passes=1),
-                      StringEP("pep", optimizer="greedy", iterations=2, inner_passes=1),
-                      StringEP("pep", optimizer="prox", iterations=2, inner_passes=1)):
+    for estimator in (StringEP(family="ngram", order=2, iterations=2, inner_passes=1),
+                      StringEP(family="pep", optimizer="greedy", iterations=2, inner_passes=1),
+                      StringEP(family="pep", optimizer="prox", iterations=2, inner_passes=1)):
         estimator.fit(graph)
         for m in graph.morphemes[:3]:
             total = sum(math.exp(estimator.beliefs_.score(m, s)) for s in oracle.all_strings(graph.alphabet, 6))
@@ -228,7 +228,7 @@ def test_prox_pep_keeps_every_belief_normalisable():
     a prior message passed by substitution once made θ_V divergent, after which every
     later step of that variable was refused and its belief stayed at Z = ∞."""
     graph = synthetic_lexicon(20, seed=0, alphabet_size=6)
-    ep = StringEP("pep", optimizer="prox", iterations=2, inner_passes=1).fit(graph)
+    ep = StringEP(family="pep", optimizer="prox", iterations=2, inner_passes=1).fit(graph)
     for m in graph.morphemes:
         assert math.isfinite(ep.belief_machine(m).log_partition(ep.theta_[m])), m
     assert belief_nll(ep.beliefs_, graph.gold)["capped"] == 0
@@ -241,7 +241,7 @@ def test_ep_with_exact_family_on_a_single_factor_is_exact():
     word = graph.words[0]
     g1 = PhonologyGraph(graph.alphabet, [word.morphemes[0]], [Word(word.morphemes[:1], word.surface)],
                         graph.edit, graph.prior_theta)
-    ep = StringEP("ngram", order=2, iterations=1, inner_passes=5).fit(g1)
+    ep = StringEP(family="ngram", order=2, iterations=1, inner_passes=5).fit(g1)
     machine = ngram_machine(graph.alphabet, 2)
     posterior = intersect(graph.edit.surface_acceptor(word.surface), g1.prior_wfsa())
     counts_p, _ = machine.expected_counts(posterior, np.zeros(machine.n_cells))
@@ -414,7 +414,7 @@ def test_em_step_counts_are_exact_on_a_tree_and_raise_the_likelihood():
     assert step["words"] == 3 and step["skipped"] == 0
     assert step["counts"] == pytest.approx(want, abs=1e-8)
     before = _exact_log_likelihood(graph, support)
-    em = EditEM("bp", iterations=1, smoothing=0.0, method_params={"k": 50, "iterations": 4}).fit(graph)
+    em = EditEM(method="bp", iterations=1, smoothing=0.0, method_params={"k": 50, "iterations": 4}).fit(graph)
     after = _exact_log_likelihood(em.graph_, support)
     assert after >= before - 1e-9 and after > before + 1e-6  # the random start is never a fixed point
     assert np.allclose(em.edit_.substitute.sum(axis=1), 1.0)
@@ -499,9 +499,9 @@ def test_damping_replaces_skipped_updates_and_keeps_each_belief_the_sum_of_its_m
     of its messages (eq. 6 with the true cavity) and every belief stays normalisable."""
     graph = synthetic_lexicon(12, seed=3, alphabet_size=6)
     params = dict(optimizer="greedy", lam=0.001, iterations=3, inner_passes=2)
-    plain = StringEP("pep", damping=False, **params).fit(graph)
+    plain = StringEP(family="pep", damping=False, **params).fit(graph)
     assert plain.stats_["skipped"] > 0 and plain.stats_["damped"] == 0
-    damped = StringEP("pep", **params).fit(graph)
+    damped = StringEP(family="pep", **params).fit(graph)
     assert damped.stats_["skipped"] == 0
     # since the relative pseudo-count (24 Nov) only tilted products diverge on graphs this
     # small (none of 28 searched had a divergent forward sum); both kinds are damped alike
@@ -519,7 +519,7 @@ def test_a_damped_update_matches_the_moments_of_its_damped_tilted_distribution(a
     (α = 1: the plain EP update): the new belief's expected n-gram counts equal p̂'s, and
     the new message is θ_V^new minus the true cavity θ_V − θ_{F→V}."""
     graph = synthetic_lexicon(6, seed=1, alphabet_size=4)
-    ep = StringEP("ngram", order=2, iterations=1, inner_passes=1).fit(graph)
+    ep = StringEP(family="ngram", order=2, iterations=1, inner_passes=1).fit(graph)
     v = graph.words[0].morphemes[0]
     f = ("word", 0)
     mu = ep._factor_message(f, v)
@@ -583,7 +583,7 @@ def test_a_greedy_update_matches_the_moments_of_its_tilted_distribution_on_every
     p̂ = μ_{F→V} ⊙ ENCODE(cavity), up to the pseudo-count — also at states p̂ hardly
     visits, since the pseudo-count is relative to the state's mass."""
     graph = synthetic_lexicon(10, seed=2, alphabet_size=5)
-    ep = StringEP("pep", optimizer="greedy", lam=0.001, iterations=2, inner_passes=1).fit(graph)
+    ep = StringEP(family="pep", optimizer="greedy", lam=0.001, iterations=2, inner_passes=1).fit(graph)
     word = next(i for i, w in enumerate(graph.words) if w.surface is not None)
     v, f = graph.words[word].morphemes[0], ("word", word)
     mu = ep._factor_message(f, v)
@@ -624,7 +624,7 @@ def test_prox_pep_penalises_the_message_by_default_as_the_paper_does():
     from varorder.cli import strings as cli_strings
     from varorder.strings.inference import PROX_PENALTIES, make_method
 
-    assert StringEP("pep", optimizer="prox").prox_penalty == "message" == PROX_PENALTIES[0]
+    assert StringEP(family="pep", optimizer="prox").prox_penalty == "message" == PROX_PENALTIES[0]
     assert make_method("pep-prox").prox_penalty == "message"
     assert make_method("pep-prox", prox_penalty="belief").prox_penalty == "belief"
     assert cli_strings.PROX_PENALTIES == PROX_PENALTIES
@@ -632,10 +632,10 @@ def test_prox_pep_penalises_the_message_by_default_as_the_paper_does():
     assert option.default == "message"
     graph = synthetic_lexicon(4, seed=1, alphabet_size=3)
     with pytest.raises(ValueError, match="prox_penalty"):
-        StringEP("pep", optimizer="prox", prox_penalty="cavity").fit(graph)
-    belief = StringEP("pep", optimizer="prox", iterations=1, prox_penalty="belief").fit(graph)
+        StringEP(family="pep", optimizer="prox", prox_penalty="cavity").fit(graph)
+    belief = StringEP(family="pep", optimizer="prox", iterations=1, prox_penalty="belief").fit(graph)
     assert belief.beliefs_.method.endswith("[belief penalty]")
-    assert "[" not in StringEP("pep", optimizer="prox", iterations=1).fit(graph).beliefs_.method
+    assert "[" not in StringEP(family="pep", optimizer="prox", iterations=1).fit(graph).beliefs_.method
 
 
 def _tree_group_shrink(registry, ids, values, threshold):
@@ -662,7 +662,7 @@ def test_a_message_penalised_prox_update_is_the_cavity_plus_the_prox_of_the_mess
     import copy
 
     graph = synthetic_lexicon(10, seed=2, alphabet_size=5)
-    ep = StringEP("pep", optimizer="prox", lam=0.1, iterations=2, inner_passes=1).fit(graph)
+    ep = StringEP(family="pep", optimizer="prox", lam=0.1, iterations=2, inner_passes=1).fit(graph)
     v, f = graph.words[word].morphemes[0], ("word", word)
     mu = ep._factor_message(f, v)
     reference = copy.deepcopy(ep)

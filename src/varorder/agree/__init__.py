@@ -12,17 +12,16 @@ product-EM example), :mod:`~varorder.agree.corpus` (integer-coded bitexts),
 
 from varorder.agree.product_em import MODES, AgreementEM, Statistics, Submodel, connect_dask, make_executor
 
-__all__ = ["MODES", "AgreementEM", "Statistics", "Submodel", "connect_dask", "make_executor", "WordAligner", "PhyloSlices", "tree_marginals"]
+from varorder._lazy import attach
 
 # imported on first use: the aligner's command line needs neither SciPy (phylo) nor, for
 # product EM alone, Numba (the aligners)
-_LAZY = {"WordAligner": "varorder.agree.aligner", "PhyloSlices": "varorder.agree.phylo",
-         "tree_marginals": "varorder.agree.phylo"}
-
-
-def __getattr__(name):
-    if name in _LAZY:
-        import importlib
-
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+_EXPORTS = {
+    **dict.fromkeys(("WordAligner",), "varorder.agree.aligner"),
+    **dict.fromkeys(("IBM1", "HMMAligner"), "varorder.agree.align"),
+    **dict.fromkeys(("HMMView", "MultiViewSequences"), "varorder.agree.views"),
+    **dict.fromkeys(("PhyloData", "PhyloSlices", "encode_nucleotides", "parse_newick", "tree_marginals"),
+                    "varorder.agree.phylo"),
+}
+_EAGER = ("MODES", "AgreementEM", "Statistics", "Submodel", "connect_dask", "make_executor")
+__getattr__, __dir__, __all__ = attach(__name__, _EXPORTS, eager=_EAGER)

@@ -34,6 +34,7 @@ from varorder.agree.align import HMMAligner, IBM1
 from varorder.agree.corpus import EncodedBitext, LongPairWarning, PairIndex, Vocabulary, encode_bitext, index_corpus
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.models.persist import check_shapes, load_model, model_loader, save_model
 
 __all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION", "LongPairWarning"]
@@ -121,8 +122,11 @@ _SAVED_PARAMS = ("model", "training", "ibm1_iterations", "iterations", "null_pro
                  "shard_size", "normalization", "band", "max_length")
 
 
-class WordAligner:
+class WordAligner(ParamsMixin):
     """English–French word aligner (IBM Model 1 or HMM in both directions).
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed); decoding before :meth:`fit` raises NotFittedError.
 
     Parameters
     ----------
@@ -151,7 +155,7 @@ class WordAligner:
         of the 100k job and saved no time); counts go straight into the totals
         (one total shared by both directions in the agreement modes).
     executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
-    progress : tqdm bars.
+    progress : report training (bars on a terminal, a summary line per stage otherwise).
     normalization : the text normalisation the training text went through, as a dict
         (:class:`varorder.io.bitext.Normalization`); recorded in the model so that ``apply`` repeats it.
 
@@ -159,7 +163,7 @@ class WordAligner:
     ``models_`` ([f|e model, e|f model]), ``history_`` (list of (phase, objectives)).
     """
 
-    def __init__(self, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
+    def __init__(self, *, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
                  shard_size: int = 5000, executor=None, progress: bool = False, callback=None,
                  normalization: dict | None = None, band: int | None = 100, max_length: int | None = 200):
@@ -180,22 +184,17 @@ class WordAligner:
 
     # -- training ----------------------------------------------------------
     def _check_params(self):
-        if self.model not in ("hmm", "ibm1"):
-            raise ValueError(f"model must be 'hmm' or 'ibm1', got {self.model!r}")
-        if self.training not in TRAINING:
-            raise ValueError(f"training must be one of {sorted(TRAINING)}, got {self.training!r}")
-        for name in ("ibm1_iterations", "iterations", "shard_size"):
-            v = getattr(self, name)
-            if int(v) != v or v < (1 if name == "shard_size" else 0):
-                raise ValueError(f"{name} must be a {'positive' if name == 'shard_size' else 'non-negative'} "
-                                 f"integer, got {v!r}")
-        if self.band is not None and (int(self.band) != self.band or self.band < 1):
-            raise ValueError(f"band must be a positive integer or None, got {self.band!r}")
-        if not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(f"threshold must be in [0, 1], got {self.threshold}")
-        if self.max_length is not None and (isinstance(self.max_length, bool) or int(self.max_length) != self.max_length
-                                            or self.max_length < 1):
-            raise ValueError(f"max_length must be a positive integer or None, got {self.max_length!r}")
+        check_choice(self, "model", ("hmm", "ibm1"))
+        check_choice(self, "training", sorted(TRAINING))
+        check_int(self, "ibm1_iterations", 0)
+        check_int(self, "iterations", 0)
+        check_int(self, "shard_size", 1)
+        check_real(self, "null_prob", 0, 1)
+        check_int(self, "max_jump", 1)
+        check_int(self, "band", 1, allow_none=True)
+        check_real(self, "threshold", 0, 1)
+        check_int(self, "max_length", 1, allow_none=True)
+        check_bool(self, "progress")
 
     def _encoded(self, pairs) -> EncodedBitext:
         """``pairs`` over this aligner's vocabularies: an :class:`~varorder.agree.corpus.EncodedBitext` as
@@ -203,6 +202,7 @@ class WordAligner:
         the list encoded now. Pairs longer than ``max_length`` are cut by
         :func:`~varorder.agree.corpus.encode_bitext` (the one length guard); the result's ``origin``
         puts the pieces back together."""
+        check_is_fitted(self, "models_")
         if isinstance(pairs, EncodedBitext):
             if pairs.e_vocab is not self.e_vocab_ or pairs.f_vocab is not self.f_vocab_:
                 raise ValueError("the EncodedBitext was encoded with other vocabularies than this aligner's; "
@@ -262,7 +262,7 @@ class WordAligner:
         if self.callback is not None:
             def callback(it, est):
                 self.callback(phase, it, self)
-        em = AgreementEM(self.models_, mode=mode, n_iter=n_iter, executor=self.executor,
+        em = AgreementEM(submodels=self.models_, mode=mode, n_iter=n_iter, executor=self.executor,
                          progress=self.progress, callback=callback)
         with ExitStack() as stack:
             if self.executor is None:  # E-steps in this thread: each may take its table's log in place
@@ -369,6 +369,7 @@ class WordAligner:
         only the log, so half a table-sized array per direction is held instead of two. The aligner still
         aligns, scores and decodes (its log-potentials within 2⁻²⁴ relative of the float64 ones: the 100k
         job's alignments were byte-identical) but can no longer be saved; returns self."""
+        check_is_fitted(self, "models_")
         for m in self.models_:
             m.keep_log_table_only()
         return self
@@ -406,6 +407,7 @@ class WordAligner:
 
     def unknown_share(self, pairs) -> tuple[float, float]:
         """Share of English and of French tokens that the model never saw in training."""
+        check_is_fitted(self, "models_")
         if isinstance(pairs, EncodedBitext):
             e_len, f_len = pairs.lengths()
             unknown = pairs.unknown_tokens()
@@ -420,6 +422,7 @@ class WordAligner:
     # -- persistence -------------------------------------------------------
     def save(self, path) -> None:
         """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
+        check_is_fitted(self, "models_")
         if any(m.table_ is None for m in self.models_):
             raise ValueError("this aligner keeps only the logs of its tables (keep_log_tables_only); save it before")
         params = {k: getattr(self, k) for k in _SAVED_PARAMS}

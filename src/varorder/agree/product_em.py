@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int
 from varorder.engine.threads import map_in_order, threads_for
 from varorder.parallel import as_executor, connect_dask, reduce_in_order
 
@@ -342,7 +344,7 @@ def make_executor(workers: int = 1, dask_address: str | None = None, timeout: fl
     return None
 
 
-class AgreementEM:
+class AgreementEM(ParamsMixin):
     """Train submodels jointly (or independently) by EM in one of :data:`MODES`.
 
     Parameters
@@ -353,13 +355,17 @@ class AgreementEM:
     executor : None (serial), a ``concurrent.futures.Executor``, or a
         ``dask.distributed.Client``; shards are the unit of work.
     callback : optional ``callback(iteration, estimator)`` after each M-step.
-    progress : show a tqdm bar over iterations.
+    progress : report the iterations (a bar on a terminal, a summary line otherwise).
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed). Unlike a scikit-learn estimator, ``fit`` trains the submodels
+    given in place (they are the model); ``submodels_`` is that same list.
 
     Attributes after ``fit``: ``submodels_`` and ``objectives_`` (objective of the
     parameters entering each iteration, measured by that iteration's E-step).
     """
 
-    def __init__(self, submodels, mode: str = "domain", n_iter: int = 10, executor=None, callback=None,
+    def __init__(self, *, submodels, mode: str = "domain", n_iter: int = 10, executor=None, callback=None,
                  progress: bool = False):
         self.submodels = submodels
         self.mode = mode
@@ -369,12 +375,12 @@ class AgreementEM:
         self.progress = progress
 
     def _validate(self):
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if not self.submodels:
-            raise ValueError("submodels must be a non-empty list")
-        if int(self.n_iter) != self.n_iter or self.n_iter < 0:
-            raise ValueError(f"n_iter must be a non-negative integer, got {self.n_iter!r}")
+        check_choice(self, "mode", MODES)
+        if isinstance(self.submodels, (str, bytes)) or not self.submodels:
+            raise ValueError(f"AgreementEM: parameter submodels={self.submodels!r:.80} is invalid: expected a "
+                             "non-empty list of Submodel instances")
+        check_int(self, "n_iter", 0)
+        check_bool(self, "progress")
         if self.mode == "exact":
             domains = {m.domain for m in self.submodels}
             if len(domains) != 1 or any(m.has_private_features for m in self.submodels):
@@ -401,11 +407,7 @@ class AgreementEM:
             shards = as_executor(self.executor).scatter(shards)
         self.submodels_ = self.submodels
         self.objectives_ = []
-        iterations = range(int(self.n_iter))
-        if self.progress:
-            from tqdm.auto import tqdm
-
-            iterations = tqdm(iterations, desc=f"EM ({self.mode})", unit="iter")
+        iterations = Progress(range(int(self.n_iter)), enabled=self.progress, desc=f"EM ({self.mode})", unit="iter")
         for it in iterations:
             if self.mode == "independent" and self.executor is None:
                 _, objective = _independent_estep(self.submodels, shards, maximize=True)

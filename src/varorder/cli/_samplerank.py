@@ -136,6 +136,8 @@ def samplerank_models(mode: str):
             seconds = time.perf_counter() - began
             if mode == "predict":
                 write_conllu(kwargs["output"], sentences, tags, kwargs["tag_column"])
+                click.echo(f"tagged {sum(map(len, tags))} tokens in {len(tags)} sentences with SampleRankTagger in "
+                           f"{time.perf_counter() - began:.1f} s -> {kwargs['output']}", err=True)
                 return
             gold = [s.tags(kwargs["tag_column"]) for s in sentences]
             accuracy = token_accuracy(tags, gold)

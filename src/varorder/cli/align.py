@@ -158,7 +158,7 @@ def _output_options(fn):
 @contextmanager
 def _line_sink(path):
     """A text handle on ``path`` (written atomically), or on stdout for None / '-'."""
-    from varorder.io._text import atomic_write_text
+    from varorder.io import atomic_write_text
 
     if path in (None, "-"):
         yield sys.stdout

@@ -71,14 +71,13 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
           seed, shards, workers, dask_address):
     """Learn the emission table from TASK_FOLDER's cipher text and plaintext (the key is read
     only to print the accuracy of each iteration)."""
-    from tqdm.auto import tqdm
-
+    from varorder._progress import Progress
     from varorder.decipher import Decipherer, load
 
     out = Path(output)
     try:
         data = load(task_folder)
-        bar = tqdm(total=iterations, desc=f"EM {inference}-{size} order {order}", unit="iter")
+        bar = Progress(total=iterations, desc=f"EM {inference}-{size} order {order}", unit="iter")
 
         def report(entry, _):
             bar.update(1)
@@ -115,7 +114,7 @@ def evaluate(task_folder, model_path, num_cipher, decoded):
     import numpy as np
 
     from varorder.decipher import Decipherer, load
-    from varorder.decipher.data import _write_atomic
+    from varorder.io import atomic_write_text
     from varorder.eval.metrics import mapping_accuracy
 
     try:
@@ -143,6 +142,6 @@ def evaluate(task_folder, model_path, num_cipher, decoded):
         raise click.ClickException(str(exc))
     if decoded:
         sentences = data.cipher[:num_cipher] if num_cipher else data.cipher
-        _write_atomic(Path(decoded), "".join(" ".join(data.words[w] for w in model.mapping_[s]) + "\n"
-                                             for s in sentences))
+        with atomic_write_text(Path(decoded)) as handle:
+            handle.write("".join(" ".join(data.words[w] for w in model.mapping_[s]) + "\n" for s in sentences))
     click.echo(json.dumps(result, indent=1))

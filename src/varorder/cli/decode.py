@@ -40,7 +40,7 @@ def observations(text, input_file) -> list[str]:
         raise click.UsageError("give exactly one of --text or --input")
     if text is not None:
         return [text]
-    from varorder.io._text import open_text
+    from varorder.io import open_text
 
     with open_text(input_file) as handle:
         return [line.rstrip("\n") for line in handle if line.strip()]

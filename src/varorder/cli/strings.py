@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import time
 
 import click
@@ -66,9 +65,8 @@ def COMMAND():
 def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inner_passes, seed, alphabet_size, top,
           max_variables, holdout_share, em_iterations, em_smoothing, json_path):
     """Infer every morpheme's underlying form; print top strings with probabilities and timing."""
-    from tqdm import tqdm
-
-    from varorder.io._text import atomic_write_text
+    from varorder._progress import Progress
+    from varorder.io import atomic_write_text
     from varorder.strings.em import EditEM, heldout_surface_scores
     from varorder.strings.inference import belief_nll, make_method
     from varorder.strings.model import read_hopkins, synthetic_lexicon
@@ -88,8 +86,8 @@ def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inn
               "prox_penalty": prox_penalty}
     em_history = []
     if em_iterations:
-        bar = tqdm(total=em_iterations, desc=f"EM ({method})", file=sys.stderr, leave=False, disable=None)
-        em = EditEM(method, iterations=em_iterations, smoothing=em_smoothing, method_params=params,
+        bar = Progress(total=em_iterations, desc=f"EM ({method})", unit="round", leave=False)
+        em = EditEM(method=method, iterations=em_iterations, smoothing=em_smoothing, method_params=params,
                     progress=lambda done, total: bar.update(1)).fit(graph)
         bar.close()
         graph, estimator, em_history = em.graph_, em.estimator_, em.history_
@@ -98,7 +96,7 @@ def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inn
             click.echo(f"EM iteration {row['iteration']}: Σ log p(surface | beliefs)={ll} words={row['words']} "
                        f"skipped={row['skipped']} seconds={row['seconds']:.1f}", err=True)
     else:
-        bar = tqdm(total=iterations, desc=method, file=sys.stderr, leave=False, disable=None)
+        bar = Progress(total=iterations, desc=method, unit="sweep", leave=False)
         estimator = make_method(method, **params, progress=lambda done, total: bar.update(1))
         estimator.fit(graph)
         bar.close()

@@ -24,7 +24,7 @@ import click
 from varorder.cli._options import OutputFile, Real
 
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
-from varorder.io._text import atomic_write_text
+from varorder.io import atomic_write_text
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.io.crfsuite import read_crfsuite, write_labels
 from varorder.models.crf import CRF
@@ -35,20 +35,24 @@ from varorder.models.persist import model_kind
 from varorder.models.sequences import token_accuracy
 
 _ESTIMATORS = {"CRF": CRF, "MEMM": MEMM, "HMM": HMM}
+# the options' defaults are the library's (one place states them), except --c1: see its help
+_CRF_DEFAULTS, _HMM_DEFAULTS = CRF().get_params(), HMM().get_params()
 
 
-def _inputs(model, sentences, templates=None):
-    """What the model reads: words for the HMM, feature dicts from the model's templates otherwise
-    (CRFsuite attribute input arrives as feature dicts already)."""
+def _inputs(model, sentences):
+    """What the model reads: words for the HMM and for a CRF or MEMM with feature templates (its
+    ``features`` parameter), feature dicts otherwise (CRFsuite attribute input arrives as feature
+    dicts already; a model trained on dicts without templates gets the 'pos' ones)."""
     if not sentences or isinstance(sentences[0], list):
         if isinstance(model, HMM):
             raise click.UsageError("the HMM reads words: give it CoNLL-U, not a CRFsuite attribute file")
+        if getattr(model, "features", None) is not None:
+            raise click.UsageError(f"this model extracts its own features (features={model.features!r}): give it "
+                                   "CoNLL-U, not a CRFsuite attribute file")
         return sentences
-    if isinstance(model, HMM):
+    if isinstance(model, HMM) or model.features is not None:
         return [s.words for s in sentences]
-    if templates is None:
-        templates = getattr(model, "feature_template_", "pos")
-    parsed = parse_templates(templates)
+    parsed = parse_templates("pos")
     return [template_features(s.words, parsed) for s in sentences]
 
 
@@ -58,7 +62,7 @@ def _templates(spec):
         return "pos"
     try:
         if spec.startswith("@"):
-            from varorder.io._text import open_text
+            from varorder.io import open_text
 
             with open_text(spec[1:]) as handle:
                 text = handle.read()
@@ -105,12 +109,19 @@ def COMMAND():
 @click.option("--dev", "dev_file", type=click.Path(exists=True, dir_okay=False), help="CoNLL-U dev file, scored each iteration")
 @click.option("--model", "model_name", type=click.Choice(["crf", "memm", "hmm"]), default="crf", show_default=True)
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
-@click.option("--algorithm", type=click.Choice(["lbfgs", "adagrad", "sgd"]), default="lbfgs", show_default=True,
-              help="CRF optimiser")
-@click.option("--c1", type=Real(min=0), default=0.1, show_default=True, help="L1 coefficient on the summed NLL (CRF/MEMM)")
-@click.option("--c2", type=Real(min=0), default=0.1, show_default=True, help="L2 coefficient on the summed NLL (CRF/MEMM)")
-@click.option("--max-iterations", type=click.IntRange(min=1), default=100, show_default=True)
-@click.option("--alpha", type=Real(min=0), default=0.1, show_default=True, help="HMM add-alpha smoothing")
+@click.option("--algorithm", type=click.Choice(["lbfgs", "adagrad", "sgd"]), default=_CRF_DEFAULTS["algorithm"],
+              show_default=True, help="CRF optimiser")
+@click.option("--c1", type=Real(min=0), default=0.1, show_default=True,
+              help="L1 coefficient on the summed NLL (CRF/MEMM). Differs from the library's CRF(c1=0) and MEMM(c1=0) "
+                   "on purpose: 0.1 with c2 = 0.1 is the configuration of the documented EWT benchmark (the "
+                   "sklearn-crfsuite tutorial's), whose L1 sets most unseen (feature, label) weights to zero; the "
+                   "library keeps CRFsuite's own default c1 = 0 (a smooth objective, plain L-BFGS)")
+@click.option("--c2", type=Real(min=0), default=_CRF_DEFAULTS["c2"], show_default=True,
+              help="L2 coefficient on the summed NLL (CRF/MEMM)")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=_CRF_DEFAULTS["max_iterations"],
+              show_default=True)
+@click.option("--alpha", type=Real(min=0), default=_HMM_DEFAULTS["alpha_emission"], show_default=True,
+              help="HMM add-alpha smoothing of start, transition and emission counts")
 @click.option("--threads", type=click.IntRange(min=1), default=None, help="Numba threads for CRF training (default: all cores)")
 @click.option("--features", "features", default=None, metavar="TEMPLATES",
               help="CRF/MEMM feature templates: 'pos' (default; the CRFsuite tutorial's), a list such as "
@@ -123,24 +134,22 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
     if input_format == "crfsuite" and (model_name == "hmm" or features is not None):
         raise click.UsageError("a CRFsuite attribute file already holds the features: it trains a CRF or MEMM "
                                "and takes no --features")
-    templates = _templates(features)
+    # the estimator applies the templates itself (its features parameter), and saves them
+    templates = _templates(features) if input_format == "conllu" else None
     sentences, y = _read(train_file, input_format, tag_column)
     began = time.perf_counter()
     if model_name == "hmm":
-        model = HMM(alpha_start=alpha, alpha_transition=alpha, alpha_emission=alpha).fit([s.words for s in sentences], y)
+        model = HMM(alpha_start=alpha, alpha_transition=alpha, alpha_emission=alpha)
     elif model_name == "memm":
-        model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, verbose=verbose).fit(
-            _inputs(None, sentences, templates), y)
+        model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, features=templates, verbose=verbose)
     else:
-        model = CRF(algorithm=algorithm, c1=c1, c2=c2, max_iterations=max_iterations, n_threads=threads,
-                    verbose=verbose)
-        if dev_file:
-            dev, y_dev = _read(dev_file, input_format, tag_column)
-            model.fit(_inputs(model, sentences, templates), y, _inputs(model, dev, templates), y_dev)
-        else:
-            model.fit(_inputs(model, sentences, templates), y)
-    if input_format == "conllu" and model_name != "hmm":
-        model.feature_template_ = templates
+        model = CRF(algorithm=algorithm, c1=c1, c2=c2, max_iterations=max_iterations, features=templates,
+                    n_threads=threads, verbose=verbose)
+    if dev_file and model_name == "crf":
+        dev, y_dev = _read(dev_file, input_format, tag_column)
+        model.fit(_inputs(model, sentences), y, _inputs(model, dev), y_dev)
+    else:
+        model.fit(_inputs(model, sentences), y)
     model.save(output)
     click.echo(f"trained {type(model).__name__} on {len(sentences)} sentences in {time.perf_counter() - began:.1f} s "
                f"-> {output}", err=True)
@@ -161,6 +170,7 @@ def predict(model_file, input_file, output, tag_column, input_format, probabilit
     """Tag INPUT_FILE with MODEL_FILE, writing CoNLL-U with the tag column filled in."""
     model = _load(model_file)
     sentences, _ = _read(input_file, input_format, tag_column)
+    began = time.perf_counter()
     inputs = _inputs(model, sentences)
     tags = model.predict(inputs)
     if input_format == "crfsuite":
@@ -169,6 +179,8 @@ def predict(model_file, input_file, output, tag_column, input_format, probabilit
         write_conllu(output, sentences, tags, tag_column)
     if probabilities:
         _write_probabilities(probabilities, model, sentences, tags, model.predict_marginals(inputs))
+    click.echo(f"tagged {sum(map(len, tags))} tokens in {len(tags)} sentences with {type(model).__name__} in "
+               f"{time.perf_counter() - began:.1f} s -> {output}", err=True)
 
 
 def _write_probabilities(path, model, sentences, tags, marginals):

@@ -74,7 +74,7 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
           step_size, delta, truncation, seed, dev, history):
     """Train on DATA and save the model."""
     from varorder.eval.metrics import character_error_rate, exact_match
-    from varorder.io._text import atomic_write_text
+    from varorder.io import atomic_write_text
     from varorder.transduce.model import AlignmentTransducer
 
     inputs, outputs = _read(data, fmt, limit, sample_seed)
@@ -114,7 +114,7 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
               show_default=True, help="'inputs': one space-separated input per line")
 def apply(model_file, data, output, fmt):
     """Predict the output of every input in DATA."""
-    from varorder.io._text import atomic_write_text, open_text
+    from varorder.io import atomic_write_text, open_text
     from varorder.transduce.model import AlignmentTransducer
 
     model = AlignmentTransducer.load(model_file)

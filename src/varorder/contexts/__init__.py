@@ -9,4 +9,8 @@ Layer: algorithms. Imports :mod:`varorder.lattice`, :mod:`varorder.engine.semiri
 from varorder.contexts.context_set import UNBOUNDED, ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
 
-__all__ = ["ContextLattice", "NgramFeatureSpace", "UNBOUNDED", "build_context_lattice"]
+from varorder._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(
+    __name__, dict.fromkeys(("ReifiedContextModel",), "varorder.contexts.model"),
+    eager=("ContextLattice", "NgramFeatureSpace", "UNBOUNDED", "build_context_lattice"))

@@ -57,9 +57,10 @@ import time
 from dataclasses import dataclass
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from varorder import lattice as lt
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.contexts.context_set import ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
 from varorder.models.optim import AdaGrad
@@ -90,7 +91,7 @@ class SequenceGradient:
         return np.bincount(self.ngram_indices, weights=self.ngram_values, minlength=self.ngram_size)
 
 
-class ReifiedContextModel:
+class ReifiedContextModel(ParamsMixin):
     """A reified context model over label sequences with per-position observation vectors.
 
     Parameters
@@ -113,10 +114,14 @@ class ReifiedContextModel:
     max_updates : stop after this many sequences in total (None: all epochs).
     track_every : record the cumulative context-length average every this many sequences.
     seed : shuffling seed.
-    progress : show a tqdm bar.
+    progress : report training progress (a bar on a terminal, a summary line otherwise).
+
+    Parameters are keyword-only (``num_labels`` is required) and checked by :meth:`fit` (a
+    ValueError names the parameter and the value passed); prediction before :meth:`fit`
+    raises NotFittedError.
     """
 
-    def __init__(self, num_labels: int, order: int = 4, num_contexts: int = 10, mode: str = "rcms",
+    def __init__(self, *, num_labels: int, order: int = 4, num_contexts: int = 10, mode: str = "rcms",
                  coverage: str = "fixed", backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
                  epochs: int = 5, batch_size: int = 1, max_updates: int | None = None, track_every: int = 50,
                  seed: int = 0, progress: bool = False, max_context: int | None = None, off_beam: str = "force",
@@ -141,22 +146,25 @@ class ReifiedContextModel:
 
     # ------------------------------------------------------------------ set-up
     def _check_params(self):
-        if self.mode not in ("rcms", "beam"):
-            raise ValueError(f"mode must be 'rcms' or 'beam', got {self.mode!r}")
-        if self.coverage not in ("fixed", "learned"):
-            raise ValueError(f"coverage must be 'fixed' or 'learned', got {self.coverage!r}")
-        if self.off_beam not in ("force", "skip", "early"):
-            raise ValueError(f"off_beam must be 'force', 'skip' or 'early', got {self.off_beam!r}")
-        if self.context_mass not in ("partial", "posterior"):
-            raise ValueError(f"context_mass must be 'partial' or 'posterior', got {self.context_mass!r}")
-        if self.max_context is not None and (self.mode == "beam" or int(self.max_context) < self.order - 1):
-            raise ValueError(f"max_context must be None or an int >= order - 1 = {self.order - 1} (RCMS only), "
-                             f"got {self.max_context!r}")
+        check_int(self, "num_labels", 1)
+        check_int(self, "order", 1)
+        check_choice(self, "mode", ("rcms", "beam"))
+        check_choice(self, "coverage", ("fixed", "learned"))
+        check_choice(self, "off_beam", ("force", "skip", "early"))
+        check_choice(self, "context_mass", ("partial", "posterior"))
+        if self.max_context is not None and (self.mode == "beam" or isinstance(self.max_context, bool)
+                                             or not isinstance(self.max_context, (int, np.integer))
+                                             or self.max_context < self.order - 1):
+            raise ValueError(f"ReifiedContextModel: parameter max_context={self.max_context!r} is invalid: expected "
+                             f"None or an int >= order - 1 = {self.order - 1} (RCMS only)")
         for name in ("epochs", "batch_size", "num_contexts", "track_every"):
-            value = getattr(self, name)
             # compiled code takes these as int64: a float like 1e308 would overflow there
-            if isinstance(value, bool) or int(value) != value or not 1 <= value < 2 ** 31:
-                raise ValueError(f"{name} must be an integer in [1, 2^31), got {value!r}")
+            check_int(self, name, 1, 2 ** 31 - 1)
+        check_int(self, "max_updates", 1, allow_none=True)
+        check_real(self, "step_size", 0, exclusive_minimum=True)
+        check_real(self, "delta", 0)
+        check_bool(self, "backoff")
+        check_bool(self, "progress")
 
     def _init_state(self, num_inputs: int):
         self.features_ = NgramFeatureSpace(self.num_labels, self.order, self.backoff)
@@ -166,6 +174,7 @@ class ReifiedContextModel:
         self.coverage_weight_ = (-np.inf if self.mode == "beam" else 0.0) if self.coverage == "fixed" else 0.0
 
     def _check_sequence(self, x, name="observations"):
+        check_is_fitted(self, "num_inputs_")
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] != self.num_inputs_:
             raise ValueError(f"{name} must have shape (L >= 1, {self.num_inputs_}), got {x.shape}")
@@ -286,8 +295,8 @@ class ReifiedContextModel:
         self.context_length_trace_ = []  # (updates seen, cumulative average context length)
         ctx_sum, ctx_n, seen = 0.0, 0, 0
         budget = self.max_updates if self.max_updates is not None else self.epochs * len(obs)
-        bar = tqdm(total=budget, disable=not self.progress, desc=f"train {self.mode}({self.num_contexts})",
-                   leave=False)
+        bar = Progress(total=budget, enabled=self.progress, desc=f"train {self.mode}({self.num_contexts})",
+                       leave=False)
         for epoch in range(self.epochs):
             if seen >= budget:
                 break
@@ -337,6 +346,7 @@ class ReifiedContextModel:
     # ------------------------------------------------------------ prediction
     def predict_with_confidence(self, observations):
         """(predictions [(L,) ints], confidences (N,)): Viterbi output and its model probability."""
+        check_is_fitted(self, "num_inputs_")
         preds, conf = [], np.empty(len(observations))
         for k, x in enumerate(observations):
             cl = self.context_lattice(x)
@@ -349,14 +359,9 @@ class ReifiedContextModel:
         return self.predict_with_confidence(observations)[0]
 
     # ------------------------------------------------------------ persistence
-    def get_params(self) -> dict:
-        return {k: getattr(self, k) for k in ("num_labels", "order", "num_contexts", "mode", "coverage", "backoff",
-                                              "step_size", "delta", "epochs", "batch_size", "max_updates",
-                                              "track_every", "seed", "progress", "max_context", "off_beam",
-                                              "context_mass")}
-
     def save(self, path) -> None:
         """Write the fitted model as one .npz (weights + JSON metadata with a format version), atomically."""
+        check_is_fitted(self, "num_inputs_")
         state = {"num_inputs": self.num_inputs_, "format_version": FORMAT_VERSION,
                  "coverage_weight": None if self.coverage_weight_ == -np.inf else self.coverage_weight_}
         save_model(path, _KIND, self.get_params(), state,

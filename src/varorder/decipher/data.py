@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from varorder.io._text import atomic_write_text, open_text
+from varorder.io import atomic_write_text, open_text
 from varorder.engine.validate import as_rng
 
 __all__ = ["DecipherData", "SubstitutionCipher", "prepare", "load", "read_corpus_sentences", "tokenize"]

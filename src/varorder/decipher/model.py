@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted
 from varorder.agree.product_em import AgreementEM, Statistics, Submodel
 from varorder.decipher.context_sets import shard_estep
 from varorder.decipher.data import DecipherData
@@ -170,8 +171,11 @@ def mapping_from_table(emission, log_prior_words) -> np.ndarray:
     return np.argmax(scores, axis=0)
 
 
-class Decipherer:
+class Decipherer(ParamsMixin):
     """Learn a substitution's emission table by EM (see the module docstring).
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed); what needs the learned table raises NotFittedError before :meth:`fit`.
 
     Parameters
     ----------
@@ -184,7 +188,7 @@ class Decipherer:
     init_noise, seed : optional seeded perturbation of the uniform initial table.
     n_shards : E-step work units; executor : None, a ``concurrent.futures`` executor or a
         ``dask.distributed`` client (the :class:`~varorder.agree.AgreementEM` path).
-    progress : tqdm bar over EM iterations.
+    progress : report the EM iterations (a bar on a terminal, a summary line otherwise).
 
     Attributes after ``fit``: ``tables_``, ``model_`` (:class:`DecipherHMM`), ``emission_``
     (K, C), ``mapping_`` (decoded word per symbol), ``history_`` (one dict per iteration:
@@ -192,7 +196,7 @@ class Decipherer:
     context length, arcs, failed sentences, and mapping accuracy when the key is known).
     """
 
-    def __init__(self, order: int = 2, inference: str = "rcms", size: int = 60, n_iter: int = 20,
+    def __init__(self, *, order: int = 2, inference: str = "rcms", size: int = 60, n_iter: int = 20,
                  laplace: float = 0.01, discount: float = 0.25, smoothing: float = 0.01, init_noise: float = 0.0,
                  seed: int = 0, n_shards: int = 1, executor=None, progress: bool = False, callback=None):
         self.order = order
@@ -233,11 +237,13 @@ class Decipherer:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r:.40}")
         as_rng(self.seed)
+        check_int(self, "n_shards", 1)
+        check_bool(self, "progress")
 
     def fit(self, data: DecipherData, num_cipher: int | None = None, tables: TransitionTables | None = None) -> "Decipherer":
         """EM on the first ``num_cipher`` cipher sentences of ``data`` (all by default).
         The key, when ``data`` has it, is used only to report accuracy per iteration."""
-        self._validate()
+        self._check_params()
         self.tables_ = tables if tables is not None else fit_transitions(
             data.words, data.plaintext, self.order, self.discount, self.smoothing)
         if self.tables_.order != self.order:
@@ -277,7 +283,7 @@ class Decipherer:
                 self.callback(entry, self)
 
         self._prior_before = self.model_.log_prior()
-        em = AgreementEM([self.model_], mode="independent", n_iter=int(self.n_iter), executor=self.executor,
+        em = AgreementEM(submodels=[self.model_], mode="independent", n_iter=int(self.n_iter), executor=self.executor,
                          callback=record, progress=self.progress)
         em.fit(shards)
         self.emission_ = self.model_.emission_
@@ -287,6 +293,7 @@ class Decipherer:
 
     def decode_symbols(self) -> np.ndarray:
         """Decoded plaintext word id of every cipher symbol (``mapping_``)."""
+        check_is_fitted(self, "mapping_")
         return self.mapping_
 
     _PARAMS = ("order", "inference", "size", "n_iter", "laplace", "discount", "smoothing", "init_noise", "seed")
@@ -296,6 +303,7 @@ class Decipherer:
         the observed symbols, the word list and the per-iteration history."""
         from varorder.models.persist import save_model
 
+        check_is_fitted(self, "emission_")
         save_model(path, "Decipherer", {name: getattr(self, name) for name in self._PARAMS},
                    {"words": list(words), "history": self.history_},
                    {"emission": self.emission_, "mapping": self.mapping_, "observed_symbols": self.observed_symbols_})
@@ -333,6 +341,7 @@ class Decipherer:
     def write_table(self, path, words, top: int = 3) -> None:
         """The learned table as TSV: symbol, decoded word, its p(c | w), then the next
         ``top - 1`` candidates, for every observed symbol."""
+        check_is_fitted(self, "tables_")
         from varorder.decipher.data import _write_atomic
         from pathlib import Path
 

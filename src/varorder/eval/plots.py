@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import tempfile
 
-from varorder.io._text import umask_mode
+from varorder.io import umask_mode
 
 __all__ = ["plot_precision_recall", "plot_curves", "plot_curve_panels"]
 

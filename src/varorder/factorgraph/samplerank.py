@@ -22,8 +22,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from tqdm.auto import tqdm
 
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.factorgraph import kernels
 from varorder.factorgraph.graph import FactorGraph, ParameterLayout, document_ids, repeated_key_pairs
 from varorder.models import persist
@@ -42,7 +43,7 @@ _PARAMS = ("skip_factors", "second_order", "rule", "proposal", "pairs", "n_epoch
            "min_feature_count", "random_state")
 
 
-class SampleRankTagger:
+class SampleRankTagger(ParamsMixin):
     """Factor-graph sequence labeller trained by SampleRank (scikit-learn conventions).
 
     Parameters
@@ -65,7 +66,11 @@ class SampleRankTagger:
     anneal_sweeps, anneal_start, anneal_end : geometric temperature schedule of annealed decoding.
     min_feature_count : features seen fewer times in training are dropped.
     random_state : seed (an int fixes every result).
-    verbose : tqdm bar with the running objective (training-chain token accuracy) per epoch.
+    verbose : report the running objective (training-chain token accuracy) per epoch: a bar on a
+        terminal, a summary line otherwise.
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed); :meth:`predict` before :meth:`fit` raises NotFittedError.
 
     Learned attributes: ``classes_``, ``feature_names_``, ``n_features_in_``, ``layout_``
     (:class:`ParameterLayout`), ``theta_`` (flat parameters), ``history_``, ``training_time_``.
@@ -73,7 +78,7 @@ class SampleRankTagger:
 
     _MODEL_KIND = "SampleRankTagger"
 
-    def __init__(self, skip_factors: bool = False, second_order: bool = False, rule: str = "perceptron",
+    def __init__(self, *, skip_factors: bool = False, second_order: bool = False, rule: str = "perceptron",
                  proposal: str = "gibbs", pairs: str = "proposal", n_epochs: int = 40, step_size: float = 1.0,
                  C: float = 1.0,
                  margin: float = 0.0, temperature: float = 1.0, average: bool = True, init: str = "random",
@@ -101,15 +106,15 @@ class SampleRankTagger:
 
     def _check_params(self):
         for name, allowed in (("rule", _RULES), ("proposal", _PROPOSALS), ("pairs", _PAIRS), ("init", _INITS), ("decoder", _DECODERS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {tuple(allowed)}, got {getattr(self, name)!r}")
+            check_choice(self, name, tuple(allowed))
         for name in ("step_size", "C", "temperature", "anneal_start", "anneal_end"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.margin < 0:
-            raise ValueError(f"margin must be >= 0, got {self.margin}")
-        if self.n_epochs < 1 or self.anneal_sweeps < 0:
-            raise ValueError("n_epochs must be >= 1 and anneal_sweeps >= 0")
+            check_real(self, name, 0, exclusive_minimum=True)
+        check_real(self, "margin", 0)
+        check_int(self, "n_epochs", 1)
+        check_int(self, "anneal_sweeps", 0)
+        check_int(self, "min_feature_count", 1)
+        for name in ("skip_factors", "second_order", "average", "verbose"):
+            check_bool(self, name)
 
     # -- graphs ---------------------------------------------------------------
 
@@ -172,7 +177,7 @@ class SampleRankTagger:
         no_log = np.zeros((0, 6))
         steps = 0.0
         self.history_ = []
-        progress = tqdm(range(1, self.n_epochs + 1), disable=not self.verbose, desc="SampleRank", unit="epoch")
+        progress = Progress(range(1, self.n_epochs + 1), enabled=self.verbose, desc="SampleRank", unit="epoch")
         for epoch in progress:
             order = _sentence_shuffled_tokens(graph.offsets, rng)
             steps, n_ranked, n_updates, n_moves, objective = kernels.samplerank_epoch(
@@ -194,8 +199,7 @@ class SampleRankTagger:
     # -- prediction ---------------------------------------------------------------
 
     def _check_fitted(self):
-        if not hasattr(self, "theta_"):
-            raise ValueError("this SampleRankTagger is not fitted yet: call fit() or load() first")
+        check_is_fitted(self, "theta_")
 
     def _decoder(self) -> str:
         if self.decoder != "auto":

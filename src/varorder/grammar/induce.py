@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.agree.product_em import AgreementEM
+from varorder.base import ParamsMixin, check_bool, check_is_fitted
 from varorder.grammar.ccm import CCM
 from varorder.grammar.dmv import DMV
 from varorder.grammar.shard import TreeShard, decode, make_shards
@@ -29,13 +30,16 @@ __all__ = ["GrammarInducer", "MODELS"]
 MODELS = ("dmv", "ccm", "product")
 
 
-class GrammarInducer:
+class GrammarInducer(ParamsMixin):
     """Unsupervised parser over POS-tag sequences.
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed); parsing before :meth:`fit` raises NotFittedError.
 
     Parameters
     ----------
     model : "dmv", "ccm" or "product".
-    n_iter : EM iterations.
+    n_iter : EM iterations (50, the documented WSJ10 / UD10 figures'; 20 before varorder 0.3.0).
     dmv_smoothing : additive pseudo-count of the DMV's multinomials.
     ccm_smoothing : (constituent, distituent) pseudo-counts of the CCM (K&M 2002: (2, 8)).
     ccm_empty_spans : give the CCM the empty spans as always-distituents (see :class:`CCM`).
@@ -43,12 +47,12 @@ class GrammarInducer:
     shard_size : sentences per E-step shard.
     executor : passed to :class:`~varorder.agree.AgreementEM` (None = serial).
     callback : ``callback(iteration, inducer)`` after each M-step.
-    progress : tqdm bar over iterations.
+    progress : report the EM iterations (a bar on a terminal, a summary line otherwise).
 
     Learned: ``tags_`` (tag names), ``submodels_``, ``objectives_`` (EM objective per iteration).
     """
 
-    def __init__(self, model: str = "product", n_iter: int = 20, dmv_smoothing: float = 0.0,
+    def __init__(self, *, model: str = "product", n_iter: int = 50, dmv_smoothing: float = 0.0,
                  ccm_smoothing=(2.0, 8.0), dmv_init: str = "harmonic", shard_size: int = 2000, executor=None,
                  callback=None, progress: bool = False, seed=None, ccm_empty_spans: bool = False):
         self.model = model
@@ -66,6 +70,7 @@ class GrammarInducer:
     # ---- data ----------------------------------------------------------------------------------
     def encode(self, sentences):
         """Tag-name sequences → tag-id arrays (a tag outside ``tags_`` is a ValueError naming it)."""
+        check_is_fitted(self, "tags_")
         index = {t: i for i, t in enumerate(self.tags_)}
         out = []
         for k, sentence in enumerate(sentences):
@@ -97,6 +102,7 @@ class GrammarInducer:
 
     def fit(self, sentences):
         """Train on tag-name sequences; returns self."""
+        self._check_params()
         sentences = [list(s) for s in sentences]
         if not sentences:
             raise ValueError("fit needs at least one sentence")
@@ -108,7 +114,7 @@ class GrammarInducer:
                 m.initialize(shards, method=self.dmv_init, seed=self.seed)
             else:
                 m.initialize(shards)
-        em = AgreementEM(self.submodels_, mode="exact" if self.model == "product" else "independent",
+        em = AgreementEM(submodels=self.submodels_, mode="exact" if self.model == "product" else "independent",
                          n_iter=self.n_iter, executor=self.executor, progress=self.progress,
                          callback=None if self.callback is None else (lambda it, _: self.callback(it, self)))
         em.fit(shards)
@@ -117,6 +123,7 @@ class GrammarInducer:
 
     # ---- decoding ------------------------------------------------------------------------------
     def potentials(self, shard):
+        check_is_fitted(self, "submodels_")
         return sum(m.shared_log_potentials(shard) for m in self.submodels_)
 
     def parse_shards(self, shards):
@@ -156,6 +163,7 @@ class GrammarInducer:
     _PARAMS = ("model", "n_iter", "dmv_smoothing", "ccm_smoothing", "dmv_init", "shard_size")
 
     def save(self, path) -> None:
+        check_is_fitted(self, "submodels_")
         arrays, state = {}, {"tags": self.tags_, "objectives": self.objectives_}
         for m in self.submodels_:
             if isinstance(m, DMV):
@@ -235,3 +243,5 @@ class GrammarInducer:
                              f"got {self.dmv_smoothing!r:.20}, {self.ccm_smoothing!r:.40}")
         if self.dmv_init not in ("harmonic", "random"):
             raise ValueError(f"dmv_init must be 'harmonic' or 'random', got {self.dmv_init!r:.40}")
+        check_bool(self, "progress")
+        check_bool(self, "ccm_empty_spans")

@@ -156,10 +156,10 @@ def _read_arpa(path: Path, progress: bool, minus_99: str) -> NgramLM:
         if not declared:
             raise _fail(path, data_line, "\\data\\ lists no 'ngram N=count' lines")
         max_order = len(declared)
-        from tqdm import tqdm
+        from varorder._progress import Progress
 
-        bar = tqdm(total=sum(declared.values()), unit=" n-grams", unit_scale=True, disable=not progress,
-                   desc=f"reading {path.name}")
+        bar = Progress(total=sum(declared.values()), unit=" n-grams", unit_scale=True, enabled=progress,
+                       desc=f"reading {path.name}")
 
         expected_order = 1
         ended = False

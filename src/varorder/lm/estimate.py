@@ -35,6 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from varorder.base import ParamsMixin, check_int, check_real
 from varorder.lm.corpus import PathLike, Vocabulary, read_corpus
 from varorder.lm.model import NgramLM
 
@@ -167,11 +168,13 @@ def merge_counts(parts: Sequence[NgramCounts]) -> NgramCounts:
     return NgramCounts(first.vocabulary, keys, counts, suffix_rows, sum(p.n_sentences for p in parts))
 
 
-class _InterpolatedEstimator:
+class _InterpolatedEstimator(ParamsMixin):
     """Shared fitting: counting, the interpolation recursion, and the back-off form.
 
     Subclasses define :meth:`_terms`, which gives for one order the numerator of every
-    n-gram and the denominator and interpolation weight of every context.
+    n-gram and the denominator and interpolation weight of every context. Their parameters
+    are keyword-only and checked when fitting starts (a ValueError names the parameter and
+    the value passed).
     """
 
     order: int
@@ -179,6 +182,7 @@ class _InterpolatedEstimator:
 
     def fit(self, paths: PathLike | Sequence[PathLike]) -> "_InterpolatedEstimator":
         """Estimate from text files (one sentence per line, ``.gz`` transparently)."""
+        self._validate()
         vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
         return self.fit_ids(ids, lengths, vocabulary)
 
@@ -213,10 +217,8 @@ class _InterpolatedEstimator:
         return self
 
     def _validate(self) -> None:
-        if not isinstance(self.order, (int, np.integer)) or not 1 <= self.order <= MAX_ORDER:
-            raise ValueError(f"order must be an integer between 1 and {MAX_ORDER}, got {self.order!r}")
-        if self.min_count < 1:
-            raise ValueError(f"min_count must be at least 1, got {self.min_count}")
+        check_int(self, "order", 1, MAX_ORDER)
+        check_int(self, "min_count", 1)
         self._prune_thresholds()
 
     def _prune_thresholds(self) -> list[int]:
@@ -425,7 +427,7 @@ class ModifiedKneserNey(_InterpolatedEstimator):
 
     uses_continuation_counts = True
 
-    def __init__(self, order: int = 3, min_count: int = 1,
+    def __init__(self, *, order: int = 3, min_count: int = 1,
                  discount_fallback: tuple[float, float, float] | None = FALLBACK_DISCOUNTS,
                  prune: Sequence[int] | None = None, limit_vocab: Iterable[str] | None = None):
         self.order = order
@@ -525,7 +527,7 @@ class AbsoluteDiscounting(_InterpolatedEstimator):
     min_count : int
     """
 
-    def __init__(self, order: int = 3, discount: float = 0.25, smoothing: float = 0.01, min_count: int = 1):
+    def __init__(self, *, order: int = 3, discount: float = 0.25, smoothing: float = 0.01, min_count: int = 1):
         self.order = order
         self.discount = discount
         self.smoothing = smoothing
@@ -533,8 +535,8 @@ class AbsoluteDiscounting(_InterpolatedEstimator):
 
     def _validate(self) -> None:
         super()._validate()
-        if not self.discount >= 0 or not self.smoothing >= 0:
-            raise ValueError(f"discount and smoothing must be non-negative, got {self.discount!r} and {self.smoothing!r}")
+        check_real(self, "discount", 0)
+        check_real(self, "smoothing", 0)
 
     def _terms(self, m, order_counts, contexts, n_contexts, n_predictable):
         kept = np.maximum(order_counts - self.discount, 0.0)
@@ -566,15 +568,14 @@ class AdditiveSmoothing(_InterpolatedEstimator):
     min_count : int
     """
 
-    def __init__(self, order: int = 3, alpha: float = 1.0, min_count: int = 1):
+    def __init__(self, *, order: int = 3, alpha: float = 1.0, min_count: int = 1):
         self.order = order
         self.alpha = alpha
         self.min_count = min_count
 
     def _validate(self) -> None:
         super()._validate()
-        if not self.alpha > 0:
-            raise ValueError(f"alpha must be positive, got {self.alpha!r}")
+        check_real(self, "alpha", 0, exclusive_minimum=True)
 
     def _terms(self, m, order_counts, contexts, n_contexts, n_predictable):
         pseudo_counts = self.alpha * n_predictable

@@ -390,7 +390,7 @@ def count_to_disk(paths: PathLike | Sequence[PathLike], order: int, folder: Path
     does); this process then merges every run under ``memory``. ``after_counting`` is
     called once every shard's runs are written, before the merge: closing a LocalCluster
     there gives the workers' memory back while this process merges and estimates."""
-    from tqdm import tqdm
+    from varorder._progress import Progress
 
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
@@ -418,8 +418,8 @@ def count_to_disk(paths: PathLike | Sequence[PathLike], order: int, folder: Path
         n_sentences = sum(r[2] for r in results)
     else:
         block_tokens = block_tokens_for(memory, order)
-        blocks = tqdm(_blocks(paths, vocabulary, block_tokens, batch_bytes=_batch_bytes(memory)), disable=not progress, desc="counting blocks",
-                      unit=" blocks")
+        blocks = Progress(_blocks(paths, vocabulary, block_tokens, batch_bytes=_batch_bytes(memory)), enabled=progress,
+                          desc="counting blocks", unit=" blocks")
         unigram_counts, described, n_sentences = _count_blocks(blocks, order, vocabulary, folder, "run")
         runs = [[_DiskRun.described(*run) for run in order_runs] for order_runs in described]
     if after_counting is not None:

@@ -6,3 +6,12 @@ w[s, v]) — one weight per (context suffix, next word) pair observed in trainin
 trie of :mod:`varorder.loglinear.trie`), fitted by accelerated stochastic proximal gradient
 (Algorithm 1) under the penalties of :mod:`varorder.loglinear.prox`.
 """
+
+from varorder._lazy import attach
+
+_EXPORTS = {
+    **dict.fromkeys(("StructuredLogLinear", "LogLinearLM", "is_loglinear_model"), "varorder.loglinear.model"),
+    **dict.fromkeys(("ContextTrie", "build_trie"), "varorder.loglinear.trie"),
+    **dict.fromkeys(("penalty_value",), "varorder.loglinear.prox"),
+}
+__getattr__, __dir__, __all__ = attach(__name__, _EXPORTS)

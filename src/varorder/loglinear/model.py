@@ -25,6 +25,8 @@ import time
 import numba as nb
 import numpy as np
 
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_real
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
@@ -292,8 +294,11 @@ def is_loglinear_model(path) -> bool:
         return False
 
 
-class StructuredLogLinear:
+class StructuredLogLinear(ParamsMixin):
     """Estimator: penalised maximum likelihood for :class:`LogLinearLM` (paper eq. 2).
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed). The fitted model is ``model_`` (a :class:`LogLinearLM`).
 
     Parameters
     ----------
@@ -383,7 +388,7 @@ class StructuredLogLinear:
         Rarer training words become ``<unk>``.
     """
 
-    def __init__(self, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
+    def __init__(self, *, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
                  positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
                  lipschitz_scale: float = 1.0, mu: float = 1e-5, accelerated: bool = True, optimizer: str = "apg",
                  weighting: str = "features", restart: str = "none", penalize_root: bool = True,
@@ -413,40 +418,35 @@ class StructuredLogLinear:
         self.min_count = min_count
         self.progress = progress
 
-    def get_params(self) -> dict:
-        return {name: getattr(self, name) for name in (
-            "order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz", "lipschitz_scale", "mu",
-            "accelerated", "weighting", "restart", "penalize_root", "optimizer", "learning_rate", "average", "polish", "polish_tol", "prox_method", "seed", "min_count")}
+    # the model's own parameters, recorded in the fitted LogLinearLM (progress is not one)
+    _MODEL_PARAMS = ("order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz",
+                     "lipschitz_scale", "mu", "accelerated", "weighting", "restart", "penalize_root", "optimizer",
+                     "learning_rate", "average", "polish", "polish_tol", "prox_method", "seed", "min_count")
 
     def _validate(self) -> None:
-        if self.penalty not in proxlib.PENALTIES:
-            raise ValueError(f"unknown penalty {self.penalty!r}; expected one of {', '.join(proxlib.PENALTIES)}")
-        if not (isinstance(self.order, int) and self.order >= 1):
-            raise ValueError(f"order must be a positive integer, got {self.order!r}")
-        if not self.mu >= 0:
-            raise ValueError(f"mu must be non-negative, got {self.mu}")
-        if not self.lam >= 0:
-            raise ValueError(f"lam must be non-negative, got {self.lam}")
-        if self.batch_size < 1 or self.epochs < 0:
-            raise ValueError("batch_size must be positive and epochs non-negative")
-        if self.optimizer not in ("apg", "adagrad"):
-            raise ValueError(f"optimizer must be 'apg' or 'adagrad', got {self.optimizer!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"learning_rate must be positive, got {self.learning_rate}")
-        if self.prox_method not in ("heap", "pivot"):
-            raise ValueError(f"prox_method must be 'heap' or 'pivot', got {self.prox_method!r}")
-        if self.weighting not in ("features", "groups"):
-            raise ValueError(f"weighting must be 'features' or 'groups', got {self.weighting!r}")
-        if self.restart not in ("none", "epoch"):
-            raise ValueError(f"restart must be 'none' or 'epoch', got {self.restart!r}")
-        if not (isinstance(self.polish, int) and self.polish >= 0) or not self.polish_tol >= 0:
-            raise ValueError(f"polish must be a non-negative integer and polish_tol non-negative, got "
-                             f"{self.polish!r}, {self.polish_tol!r}")
-        if self.alpha is not None and not self.alpha > 0:
-            raise ValueError(f"alpha must be positive, got {self.alpha}")
+        check_int(self, "order", 1)
+        check_choice(self, "penalty", tuple(proxlib.PENALTIES))
+        check_real(self, "lam", 0)
+        check_real(self, "alpha", 0, exclusive_minimum=True, allow_none=True)
+        check_int(self, "batch_size", 1)
+        check_int(self, "epochs", 0)
+        check_real(self, "lipschitz", 0, exclusive_minimum=True, allow_none=True)
+        check_real(self, "lipschitz_scale", 0, exclusive_minimum=True)
+        check_real(self, "mu", 0)
+        check_choice(self, "optimizer", ("apg", "adagrad"))
+        check_real(self, "learning_rate", 0, exclusive_minimum=True)
+        check_choice(self, "prox_method", ("heap", "pivot"))
+        check_choice(self, "weighting", ("features", "groups"))
+        check_choice(self, "restart", ("none", "epoch"))
+        check_int(self, "polish", 0)
+        check_real(self, "polish_tol", 0)
+        check_int(self, "min_count", 1)
+        for name in ("positive", "accelerated", "penalize_root", "average", "progress"):
+            check_bool(self, name)
 
     def fit(self, paths) -> "StructuredLogLinear":
         """Fit on text files (one sentence per line, ``.gz`` read transparently)."""
+        self._validate()
         vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
         return self.fit_ids(ids, lengths, vocabulary)
 
@@ -458,7 +458,7 @@ class StructuredLogLinear:
         alpha = best_alpha if self.alpha is None else float(self.alpha)
         start = time.perf_counter()
         trie, positions, targets = build_trie(ids, lengths, self.order, len(vocabulary), vocabulary.bos_id, vocabulary.eos_id)
-        model = LogLinearLM(vocabulary, trie, np.zeros(trie.n_params), {**self.get_params(), "alpha": alpha})
+        model = LogLinearLM(vocabulary, trie, np.zeros(trie.n_params), {**{k: getattr(self, k) for k in self._MODEL_PARAMS}, "alpha": alpha})
         depth_scale = proxlib.depth_weights(trie.param_depth, alpha)
         if self.weighting == "features" and alpha != 1.0:  # θ is optimised, w = α^depth ⊙ θ scores (see ``weighting``)
             feature_values, node_weights = depth_scale, np.ones(trie.n_params)
@@ -487,11 +487,8 @@ class StructuredLogLinear:
         n = len(targets)
         lam_mean = self.lam / max(n, 1)
         steps = 0
-        iterator = range(self.epochs)
-        if self.progress:
-            from tqdm import tqdm
-
-            iterator = tqdm(iterator, desc=f"loglinear {self.penalty} order {self.order}", unit="epoch")
+        iterator = Progress(range(self.epochs), enabled=self.progress, desc=f"loglinear {self.penalty} order {self.order}",
+                            unit="epoch")
         tail_sum = np.zeros(trie.n_params) if self.average and self.epochs > 0 else None
         tail_steps = 0
         effective = np.zeros(trie.n_params) if feature_values is not None else None

@@ -25,11 +25,12 @@ import time
 
 import numpy as np
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.models import persist
-from varorder.models.estimator import ParamsMixin
-from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
+from varorder.models.features import (FeatureIndexer, apply_templates, check_features, csr_times_dense,
+                                      design_matrix, is_array_input, n_items)
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
                                        token_accuracy)
@@ -122,9 +123,17 @@ class CRF(ParamsMixin):
     delta, period : stop when J improved by < delta (relative) over ``period`` iterations.
     batch_size, step_size : mini-batch size (sequences) and base step for adagrad/sgd.
     min_feature_count : features seen fewer times in training are dropped.
+    features : None (default): X holds feature dicts or arrays, one per item. A template
+        list (:func:`varorder.models.features.parse_templates`: the preset ``"pos"``, or e.g.
+        ``"bias,w[0],w[-1]|w[0],suf3[0]"``): X holds sequences of words and the estimator
+        extracts the features itself, in fit and predict alike (saved with the model).
     random_state : seed for mini-batch shuffling.
     n_threads : Numba threads for training and inference (None: Numba's default, all cores).
-    verbose : progress bar and a per-iteration log line (objective, gradient norm, dev accuracy).
+    verbose : a per-iteration log line (objective, gradient norm, dev accuracy); a progress
+        bar too when stderr is a terminal.
+
+    Every parameter is keyword-only and checked by :meth:`fit` (a ValueError names it and
+    the value passed); :meth:`predict` before :meth:`fit` raises NotFittedError.
 
     Learned attributes: ``classes_``, ``feature_names_`` (None for array input),
     ``n_features_in_``, ``emission_weights_`` (F, K), ``transition_weights_`` (K, K),
@@ -134,10 +143,10 @@ class CRF(ParamsMixin):
 
     _MODEL_KIND = "CRF"
 
-    def __init__(self, algorithm: str = "lbfgs", c1: float = 0.0, c2: float = 0.1, max_iterations: int = 100,
+    def __init__(self, *, algorithm: str = "lbfgs", c1: float = 0.0, c2: float = 0.1, max_iterations: int = 100,
                  delta: float = 1e-5, period: int = 10, batch_size: int = 64, step_size: float = 0.2,
-                 min_feature_count: int = 1, random_state=None, n_threads: int | None = None,
-                 verbose: bool = False):
+                 min_feature_count: int = 1, features: str | None = None, random_state=None,
+                 n_threads: int | None = None, verbose: bool = False):
         self.n_threads = n_threads
         self.algorithm = algorithm
         self.c1 = c1
@@ -148,29 +157,31 @@ class CRF(ParamsMixin):
         self.batch_size = batch_size
         self.step_size = step_size
         self.min_feature_count = min_feature_count
+        self.features = features
         self.random_state = random_state
         self.verbose = verbose
 
     # -- data ---------------------------------------------------------------
 
     def _design(self, X, name="X"):
+        X = apply_templates(X, self.features, name)
         if self.feature_names_ is None:
             return design_matrix(X, None, self.n_features_in_, name)
         return self._indexer.transform(X, name)
 
     def _check_params(self):
-        if self.algorithm not in _ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {_ALGORITHMS}, got {self.algorithm!r}")
-        for name in ("c1", "c2"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.max_iterations < 1:
-            raise ValueError(f"max_iterations must be >= 1, got {self.max_iterations}")
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.n_threads is not None and (isinstance(self.n_threads, bool) or not isinstance(self.n_threads, int)
-                                           or self.n_threads < 1):
-            raise ValueError(f"n_threads must be None or an int >= 1, got {self.n_threads!r}")
+        check_choice(self, "algorithm", _ALGORITHMS)
+        check_real(self, "c1", 0)
+        check_real(self, "c2", 0)
+        check_int(self, "max_iterations", 1)
+        check_real(self, "delta", 0)
+        check_int(self, "period", 1)
+        check_int(self, "batch_size", 1)
+        check_real(self, "step_size", 0, exclusive_minimum=True)
+        check_int(self, "min_feature_count", 1)
+        check_features(self)
+        check_int(self, "n_threads", 1, allow_none=True)
+        check_bool(self, "verbose")
 
     # -- training -------------------------------------------------------------
 
@@ -184,6 +195,7 @@ class CRF(ParamsMixin):
         if len(X) != len(y):
             raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
         began = time.perf_counter()
+        X = apply_templates(X, self.features)
         codec = LabelCodec.fit(y)
         self.classes_ = codec.classes
         if is_array_input(X):
@@ -207,8 +219,8 @@ class CRF(ParamsMixin):
             dev = (dev_matrix, ChunkPlan(dev_lengths), y_dev)
         self.history_ = []
         theta = np.zeros((self.n_features_in_ + K + 2) * K)
-        progress = tqdm(total=self.max_iterations, disable=not self.verbose, desc=f"CRF {self.algorithm}",
-                        unit="it" if self.algorithm == "lbfgs" else "epoch")
+        progress = Progress(total=self.max_iterations, enabled=self.verbose, desc=f"CRF {self.algorithm}",
+                            unit="it" if self.algorithm == "lbfgs" else "epoch")
 
         def record(iteration, params, objective, grad_norm):
             entry = {"iteration": iteration, "objective": objective, "grad_norm": grad_norm,
@@ -219,6 +231,7 @@ class CRF(ParamsMixin):
             self.history_.append(entry)
             progress.update(1)
             if self.verbose:
+                progress.set_postfix(objective=f"{objective:.6g}")
                 extra = f" dev_acc={entry['dev_accuracy']:.4f}" if dev is not None else ""
                 progress.write(f"iter {iteration:4d} objective={objective:.6g} |grad|={grad_norm:.3g}{extra}")
 
@@ -288,8 +301,7 @@ class CRF(ParamsMixin):
     # -- prediction -------------------------------------------------------------
 
     def _check_fitted(self):
-        if not hasattr(self, "emission_weights_"):
-            raise ValueError("this CRF is not fitted yet: call fit() or load() first")
+        check_is_fitted(self, "emission_weights_")
 
     def _predict_design(self, matrix, plan):
         scores = csr_times_dense(matrix, self.emission_weights_)
@@ -326,11 +338,10 @@ class CRF(ParamsMixin):
         """Write the fitted model as npz + JSON metadata (no pickle); atomic."""
         self._check_fitted()
         params = {k: getattr(self, k) for k in ("algorithm", "c1", "c2", "max_iterations", "delta", "period",
-                                                 "batch_size", "step_size", "min_feature_count", "n_threads")}
+                                                 "batch_size", "step_size", "min_feature_count", "features",
+                                                 "n_threads")}
         persist.save_model(path, self._MODEL_KIND, params, {
-            "classes": self.classes_, "feature_names": self.feature_names_,
-            # the templates that made feature dicts from words, when a caller (the CLI) recorded them
-            "feature_template": getattr(self, "feature_template_", None), "n_features_in": self.n_features_in_,
+            "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
         }, {
             "emission_weights": self.emission_weights_, "transition_weights": self.transition_weights_,
             "start_weights": self.start_weights_, "end_weights": self.end_weights_,
@@ -342,12 +353,10 @@ class CRF(ParamsMixin):
         """Read a model written by :meth:`save`; a corrupted or foreign file raises ValueError."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, (
             "emission_weights", "transition_weights", "start_weights", "end_weights"))
-        model = cls(**params)
+        model = cls(**persist.templates_as_parameter(path, params, state))
         model.classes_ = persist.check_labels(path, "classes", state["classes"])
         model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
-        if state.get("feature_template") is not None:
-            model.feature_template_ = str(state["feature_template"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K = len(model.classes_)
         F = model.n_features_in_

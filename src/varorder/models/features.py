@@ -25,7 +25,7 @@ import numpy as np
 import scipy.sparse as sp
 
 __all__ = ["FeatureIndexer", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
-           "parse_templates", "template_features", "format_templates"]
+           "parse_templates", "template_features", "format_templates", "check_features", "apply_templates"]
 
 
 @nb.njit(cache=True, parallel=True)
@@ -328,3 +328,30 @@ def format_templates(templates) -> str:
         return templates
     return ",".join("bias" if t[0][0] == "bias" else "|".join(f"{name}[{offset}]" for name, offset in t)
                     for t in templates)
+
+
+def check_features(owner) -> None:
+    """Validate an estimator's ``features`` parameter: None (the caller gives feature dicts or arrays) or a
+    template list :func:`parse_templates` reads; a ValueError names the parameter and the value passed."""
+    features = owner.features
+    if features is None:
+        return
+    where = f"{type(owner).__name__}: parameter features={features!r}"
+    if not isinstance(features, str):
+        raise ValueError(f"{where} is invalid: expected None, a preset name ('pos') or a template list")
+    parse_templates(features, where)
+
+
+def apply_templates(X, features, name: str = "X"):
+    """What a tagger's design matrix is built from: ``X`` itself when ``features`` is None (feature dicts or
+    arrays), else one feature dict per word of each sequence of words in ``X``, by the templates."""
+    if features is None:
+        return X
+    parsed = parse_templates(features)
+    out = []
+    for i, words in enumerate(X):
+        if isinstance(words, str) or not all(isinstance(word, str) for word in words):
+            raise ValueError(f"{name}[{i}] is not a sequence of words (str): an estimator built with "
+                             f"features={features!r} extracts its own features from words")
+        out.append(template_features(list(words), parsed))
+    return out

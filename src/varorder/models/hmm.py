@@ -25,10 +25,10 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from varorder.models import persist
-from varorder.models.estimator import ParamsMixin
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted, check_real
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
 
 __all__ = ["HMM"]
@@ -47,10 +47,15 @@ class HMM(ParamsMixin):
     Parameters
     ----------
     n_states : number of hidden states, required for unsupervised fitting (ignored when y is given).
-    alpha_start, alpha_transition, alpha_emission : add-α pseudo-counts (≥ 0).
+    alpha_start, alpha_transition, alpha_emission : add-α pseudo-counts (≥ 0). The default 0.1
+        (1 before varorder 0.3.0) tags UD English EWT dev at 87.5% UPOS against 84.6% with
+        add-one (supervised, word forms; docs/notes/31-api.md).
     max_iterations, tol : EM stops after max_iterations or when the log-posterior rises by < tol (relative).
     random_state : seed of the EM initialisation.
-    verbose : progress bar and per-iteration log-likelihood lines.
+    verbose : per-iteration log-likelihood lines (and a progress bar when stderr is a terminal).
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the
+    parameter and the value passed); prediction before :meth:`fit` raises NotFittedError.
 
     Learned: ``classes_`` (state labels), ``symbols_`` (vocabulary; the last emission column
     is for unseen symbols), ``log_start_`` (K,), ``log_transitions_`` (K, K),
@@ -60,8 +65,8 @@ class HMM(ParamsMixin):
     _MODEL_KIND = "HMM"
     _requires_y = False  # fit(X) alone runs Baum–Welch
 
-    def __init__(self, n_states: int | None = None, alpha_start: float = 1.0, alpha_transition: float = 1.0,
-                 alpha_emission: float = 1.0, max_iterations: int = 100, tol: float = 1e-6,
+    def __init__(self, *, n_states: int | None = None, alpha_start: float = 0.1, alpha_transition: float = 0.1,
+                 alpha_emission: float = 0.1, max_iterations: int = 100, tol: float = 1e-6,
                  random_state=None, verbose: bool = False):
         self.n_states = n_states
         self.alpha_start = alpha_start
@@ -86,9 +91,12 @@ class HMM(ParamsMixin):
         return ids, lengths
 
     def _check_params(self):
+        check_int(self, "n_states", 1, allow_none=True)
         for name in ("alpha_start", "alpha_transition", "alpha_emission"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+            check_real(self, name, 0)
+        check_int(self, "max_iterations", 1)
+        check_real(self, "tol", 0)
+        check_bool(self, "verbose")
 
     # -- estimation --------------------------------------------------------------
 
@@ -161,7 +169,7 @@ class HMM(ParamsMixin):
     def _baum_welch(self, ids, plan, K, V1):
         self.history_ = []
         previous = -np.inf
-        progress = tqdm(total=self.max_iterations, disable=not self.verbose, desc="Baum-Welch", unit="it")
+        progress = Progress(total=self.max_iterations, enabled=self.verbose, desc="Baum-Welch", unit="it")
         for iteration in range(1, self.max_iterations + 1):
             start_counts = np.zeros(K)
             transition_counts = np.zeros((K, K))
@@ -193,8 +201,7 @@ class HMM(ParamsMixin):
     # -- inference ---------------------------------------------------------------
 
     def _token_scores(self, X):
-        if not hasattr(self, "log_emissions_"):
-            raise ValueError("this HMM is not fitted yet: call fit() or load() first")
+        check_is_fitted(self, "log_emissions_")
         ids, lengths = self._encode_symbols(X)
         return self.log_emissions_[:, ids].T, ChunkPlan(lengths)
 
@@ -234,8 +241,7 @@ class HMM(ParamsMixin):
     # -- persistence ----------------------------------------------------------------
 
     def save(self, path) -> None:
-        if not hasattr(self, "log_emissions_"):
-            raise ValueError("this HMM is not fitted yet: call fit() first")
+        check_is_fitted(self, "log_emissions_")
         params = {k: getattr(self, k) for k in ("n_states", "alpha_start", "alpha_transition", "alpha_emission",
                                                  "max_iterations", "tol")}
         persist.save_model(path, self._MODEL_KIND, params, {"classes": self.classes_, "symbols": self.symbols_},

@@ -45,9 +45,11 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from varorder import lattice as _lattice
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted, check_real
 from varorder.models import persist
-from varorder.models.estimator import ParamsMixin
-from varorder.models.features import FeatureIndexer, csr_times_dense, design_matrix, is_array_input, n_items
+from varorder.models.features import (FeatureIndexer, apply_templates, check_features, csr_times_dense,
+                                      design_matrix, is_array_input, n_items)
 from varorder.models.optim import lbfgs
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
 
@@ -59,6 +61,12 @@ _BLOCK_ROWS = 8192
 class MEMM(ParamsMixin):
     """Locally normalised chain tagger with the CRF's input conventions (feature dicts or arrays).
 
+    Parameters (keyword-only, checked by :meth:`fit`): ``c1``, ``c2``, ``max_iterations``,
+    ``delta``, ``period``, ``min_feature_count`` and ``features`` as for
+    :class:`varorder.models.crf.CRF`; ``conjoin_previous`` gives each previous label its own
+    copy of the emission weights (the per-state MEMM of McCallum et al. 2000); ``verbose``
+    logs each L-BFGS iteration.
+
     Learned attributes: ``classes_``, ``feature_names_``, ``n_features_in_``,
     ``emission_weights_`` (F, K), ``transition_weights_`` (K, K: previous → current),
     ``start_weights_`` (K,), ``n_iter_``, ``training_time_``.
@@ -66,9 +74,9 @@ class MEMM(ParamsMixin):
 
     _MODEL_KIND = "MEMM"
 
-    def __init__(self, c1: float = 0.0, c2: float = 0.1, max_iterations: int = 100, delta: float = 1e-5,
-                 period: int = 10, min_feature_count: int = 1, conjoin_previous: bool = False,
-                 verbose: bool = False):
+    def __init__(self, *, c1: float = 0.0, c2: float = 0.1, max_iterations: int = 100, delta: float = 1e-5,
+                 period: int = 10, min_feature_count: int = 1, features: str | None = None,
+                 conjoin_previous: bool = False, verbose: bool = False):
         self.conjoin_previous = conjoin_previous
         self.c1 = c1
         self.c2 = c2
@@ -76,15 +84,27 @@ class MEMM(ParamsMixin):
         self.delta = delta
         self.period = period
         self.min_feature_count = min_feature_count
+        self.features = features
         self.verbose = verbose
 
+    def _check_params(self):
+        check_real(self, "c1", 0)
+        check_real(self, "c2", 0)
+        check_int(self, "max_iterations", 1)
+        check_real(self, "delta", 0)
+        check_int(self, "period", 1)
+        check_int(self, "min_feature_count", 1)
+        check_features(self)
+        check_bool(self, "conjoin_previous")
+        check_bool(self, "verbose")
+
     def fit(self, X, y):
+        """Train on sequences X with label sequences y; returns self."""
+        self._check_params()
         if len(X) != len(y):
             raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
-        for name in ("c1", "c2"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
         began = time.perf_counter()
+        X = apply_templates(X, self.features)
         codec = LabelCodec.fit(y)
         self.classes_ = codec.classes
         if is_array_input(X):
@@ -129,8 +149,16 @@ class MEMM(ParamsMixin):
                 grad += 2.0 * self.c2 * theta
             return nll, grad
 
-        theta, info = lbfgs(objective, np.zeros((F + K + 1) * K), c1=self.c1, max_iterations=self.max_iterations,
-                            delta=self.delta, period=self.period)
+        progress = Progress(total=self.max_iterations, enabled=self.verbose, desc="MEMM lbfgs")
+
+        def record(iteration, params, objective_value, grad_norm):
+            progress.update(1)
+            progress.write(f"iter {iteration:4d} objective={objective_value:.6g} |grad|={grad_norm:.3g}")
+
+        with progress:
+            theta, info = lbfgs(objective, np.zeros((F + K + 1) * K), c1=self.c1,
+                                max_iterations=self.max_iterations, delta=self.delta, period=self.period,
+                                callback=record if self.verbose else None)
         self.n_iter_ = info["iterations"]
         self.emission_weights_, self.transition_weights_, self.start_weights_ = (
             a.copy() for a in self._unpack(theta, F, K))
@@ -153,8 +181,8 @@ class MEMM(ParamsMixin):
     # -- the MEMM as a dense chain ----------------------------------------------
 
     def _design(self, X):
-        if not hasattr(self, "emission_weights_"):
-            raise ValueError("this MEMM is not fitted yet: call fit() or load() first")
+        check_is_fitted(self, "emission_weights_")
+        X = apply_templates(X, self.features)
         if self.feature_names_ is None:
             return design_matrix(X, None, self.n_features_in_, "X")
         return self._indexer.transform(X, "X")
@@ -256,15 +284,12 @@ class MEMM(ParamsMixin):
     # -- persistence ------------------------------------------------------------
 
     def save(self, path) -> None:
-        if not hasattr(self, "emission_weights_"):
-            raise ValueError("this MEMM is not fitted yet: call fit() first")
+        check_is_fitted(self, "emission_weights_")
         params = {k: getattr(self, k) for k in ("c1", "c2", "max_iterations", "delta", "period", "min_feature_count",
-                                                 "conjoin_previous")}
+                                                 "features", "conjoin_previous")}
         persist.save_model(path, self._MODEL_KIND, params,
                            {"classes": self.classes_, "feature_names": self.feature_names_,
-                            "n_features_in": self.n_features_in_,
-                            # the templates that made feature dicts from words, when the CLI recorded them
-                            "feature_template": getattr(self, "feature_template_", None)},
+                            "n_features_in": self.n_features_in_},
                            {"emission_weights": self.emission_weights_, "transition_weights": self.transition_weights_,
                             "start_weights": self.start_weights_})
 
@@ -273,12 +298,10 @@ class MEMM(ParamsMixin):
     def load(cls, path) -> "MEMM":
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND,
                                                    ("emission_weights", "transition_weights", "start_weights"))
-        model = cls(**params)
+        model = cls(**persist.templates_as_parameter(path, params, state))
         model.classes_ = persist.check_labels(path, "classes", state["classes"])
         model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
-        if state.get("feature_template") is not None:
-            model.feature_template_ = str(state["feature_template"])
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K, F = len(model.classes_), model.n_features_in_
         rows = (K + 1) * F if model.conjoin_previous else F

@@ -20,7 +20,8 @@ import zlib
 
 import numpy as np
 
-__all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes", "check_labels", "model_loader"]
+__all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes", "check_labels", "model_loader",
+           "templates_as_parameter"]
 
 FORMAT_NAME = "varorder-model"
 FORMAT_VERSION = 1
@@ -78,6 +79,21 @@ def load_model(path, kind: str, array_names) -> tuple[dict, dict, dict[str, np.n
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
             raise ValueError(f"{os.fspath(path)}: model metadata field {field!r} must be a JSON object, got {value!r:.80}")
     return params, state, {name: members[name] for name in array_names}
+
+
+def templates_as_parameter(path, params: dict, state: dict) -> dict:
+    """A tagger's constructor parameters with its feature templates as the ``features`` parameter.
+
+    Files written before varorder 0.3.0 recorded the templates the command line had applied
+    as learned state (``feature_template``); they become the parameter, so such a model
+    reads words, as it did from the command line.
+    """
+    legacy = state.get("feature_template")
+    if legacy is None or params.get("features") is not None:
+        return params
+    if not isinstance(legacy, str):
+        raise ValueError(f"{os.fspath(path)}: metadata 'feature_template' must be a string, got {legacy!r:.80}")
+    return dict(params, features=legacy)
 
 
 def model_loader(load):

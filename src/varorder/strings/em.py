@@ -35,7 +35,8 @@ import time
 
 import numpy as np
 
-from varorder.strings.inference import FactorMessages, make_method
+from varorder.base import ParamsMixin, check_choice, check_int, check_real
+from varorder.strings.inference import METHODS, FactorMessages, make_method
 from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import compose, kbest_strings, linear_acceptor, project
 
@@ -74,7 +75,7 @@ def expected_edit_counts(estimator, graph: PhonologyGraph, factors: FactorMessag
     return {"counts": counts, "words": words, "skipped": skipped, "log_likelihood": log_likelihood}
 
 
-class EditEM:
+class EditEM(ParamsMixin):
     """EM on the edit transducer: ``iterations`` rounds of (inference with ``method``,
     expected edit counts, M step with ``smoothing`` pseudo-counts), then inference once
     more under the final parameters. ``method_params`` go to
@@ -83,9 +84,12 @@ class EditEM:
     After ``fit(graph)``: ``edit_`` (the trained transducer), ``graph_`` (the graph with
     it), ``estimator_`` (inference under it, holding ``beliefs_``), ``history_`` (one
     dict per E step: iteration, log_likelihood, words, skipped, seconds).
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed).
     """
 
-    def __init__(self, method: str = "ep2", iterations: int = 3, smoothing: float = 0.1,
+    def __init__(self, *, method: str = "ep2", iterations: int = 3, smoothing: float = 0.1,
                  method_params: dict | None = None, progress=None):
         self.method = method
         self.iterations = iterations
@@ -96,11 +100,20 @@ class EditEM:
     def _infer(self, graph):
         return make_method(self.method, **(self.method_params or {})).fit(graph)
 
+    def _check_params(self):
+        check_choice(self, "method", METHODS)
+        check_int(self, "iterations", 0)
+        check_real(self, "smoothing", 0)
+        if self.method_params is not None and not isinstance(self.method_params, dict):
+            raise ValueError(f"EditEM: parameter method_params={self.method_params!r} is invalid: expected None or "
+                             "a dict of make_method's keyword arguments")
+        if self.progress is not None and not callable(self.progress):
+            raise ValueError(f"EditEM: parameter progress={self.progress!r} is invalid: expected None or a callable "
+                             "progress(done, total)")
+
     def fit(self, graph: PhonologyGraph) -> "EditEM":
-        if self.iterations < 0:
-            raise ValueError(f"iterations must be ≥ 0, got {self.iterations}")
-        if not self.smoothing >= 0:
-            raise ValueError(f"smoothing must be ≥ 0, got {self.smoothing}")
+        """EM on ``graph``'s observed words; returns self."""
+        self._check_params()
         self.history_ = []
         current = graph
         for it in range(self.iterations):

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.loglinear.prox import prox_tree_l2
 from varorder.strings.features import (FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
@@ -63,10 +64,10 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
     if name == "bp":
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
-        return StringEP("ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
+        return StringEP(family="ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
                         damping=damping, progress=progress)
     if name in ("pep", "pep-prox"):
-        return StringEP("pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
+        return StringEP(family="pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
                         growth_rounds=growth_rounds, damping=damping, cavity_contexts=cavity_contexts,
                         prox_penalty=prox_penalty, progress=progress,
@@ -332,7 +333,7 @@ def _string_score(machine: FeatureMachine, theta, string, log_z: float) -> float
 # ---------------------------------------------------------------------------
 
 
-class StringEP:
+class StringEP(ParamsMixin):
     """EP with a fixed n-gram family (``family="ngram"``, ``order`` 1-3, closed-form
     projections) or penalized EP (``family="pep"``: variable-order substrings, proximal
     gradient with step ``eta`` and penalty ``lam``, ``max_order`` an optional depth cap).
@@ -348,11 +349,14 @@ class StringEP:
     λ·Ω(θ) into (7)" (§4.3), and the θ of eq. 7 is the message θ_{F→V} (the belief there
     is q_θ ⊙ μ_{V→F}), so the proximal operator acts on θ_V − θ_{V→F} and the cavity is
     added back. ``"belief"`` (an option, the default before 24 Nov) penalises θ_V itself.
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
 
     _alpha = 1.0  # the cavity fraction of the product being computed (see _damped)
 
-    def __init__(self, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
+    def __init__(self, *, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
                  damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
@@ -684,15 +688,26 @@ class StringEP:
         return theta_v
 
     # -- driver -----------------------------------------------------------------------
+    def _check_params(self):
+        check_choice(self, "family", ("ngram", "pep"))
+        check_choice(self, "optimizer", ("prox", "greedy"))
+        check_choice(self, "prox_penalty", PROX_PENALTIES)
+        check_int(self, "order", 1, 4)
+        check_real(self, "eta", 0, exclusive_minimum=True)
+        check_real(self, "lam", 0)
+        check_int(self, "iterations", 0)
+        check_int(self, "inner_passes", 1)
+        check_int(self, "max_order", 1, allow_none=True)
+        check_int(self, "growth_rounds", 0, allow_none=True)
+        check_int(self, "passes_sweeps", 0)
+        check_real(self, "greedy_floor", 0)
+        for name in ("unigram_first", "damping", "cavity_contexts"):
+            check_bool(self, name)
+        _check_progress(self)
+
     def fit(self, graph: PhonologyGraph) -> "StringEP":
-        if self.family not in ("ngram", "pep"):
-            raise ValueError(f"family must be 'ngram' or 'pep', got {self.family!r}")
-        if self.optimizer not in ("prox", "greedy"):
-            raise ValueError(f"optimizer must be 'prox' or 'greedy', got {self.optimizer!r}")
-        if self.prox_penalty not in PROX_PENALTIES:
-            raise ValueError(f"prox_penalty must be 'message' or 'belief', got {self.prox_penalty!r}")
-        if self.family == "ngram" and self.order not in (1, 2, 3, 4):
-            raise ValueError(f"order must be 1-4, got {self.order}")
+        """Run inference on ``graph``; returns self (``beliefs_`` holds the result)."""
+        self._check_params()
         started = time.perf_counter()
         self.graph_ = graph
         self.factors_ = FactorMessages(graph)
@@ -754,6 +769,7 @@ class StringEP:
         return result
 
     def belief_machine(self, v) -> FeatureMachine:
+        check_is_fitted(self, "graph_")
         if self.family == "ngram":
             return self.machine_
         return self._support_machine(v, [self._theta(v)])
@@ -769,6 +785,7 @@ class StringEP:
 
     def factor_dfas(self, word_index: int) -> list:
         """The messages m_{V→F} = ENCODE(θ_V − θ_{F→V}) of an observed word's morphemes."""
+        check_is_fitted(self, "graph_")
         f = ("word", word_index)
         return [self._out_dfa(v, f) for v in self.graph_.words[word_index].morphemes]
 
@@ -806,7 +823,7 @@ def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 10
     """Project one normalisable acceptor p onto the substring family (eq. 3): the unigram
     closed form, then ``steps`` proximal-gradient steps (``optimizer="prox"``) or greedy
     growing rounds (``"greedy"``). Returns ``(machine, θ)``; ``machine.encode(θ)`` is q."""
-    ep = StringEP("pep", eta=eta, lam=lam, max_order=max_order, optimizer=optimizer)
+    ep = StringEP(family="pep", eta=eta, lam=lam, max_order=max_order, optimizer=optimizer)
     ep.registry_ = {0: SubstringRegistry(acceptor.alphabet)}
     ep.theta_, ep.msgs_, ep.contexts_ = {0: np.zeros(1)}, {}, {}
     ep.stats_ = {"infeasible": 0}
@@ -835,11 +852,20 @@ def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 10
 # ---------------------------------------------------------------------------
 
 
-class PrunedBP:
-    """Loopy BP whose beliefs live on the union of the ``k``-best strings of each incoming
-    message (Cotterell et al. 2015; Dreyer & Eisner 2009). ``fit(graph)`` returns self."""
+def _check_progress(owner) -> None:
+    if owner.progress is not None and not callable(owner.progress):
+        raise ValueError(f"{type(owner).__name__}: parameter progress={owner.progress!r} is invalid: expected None "
+                         "or a callable progress(done, total)")
 
-    def __init__(self, k: int = 20, iterations: int = 4, max_length: int = 30, progress=None):
+
+class PrunedBP(ParamsMixin):
+    """Loopy BP whose beliefs live on the union of the ``k``-best strings of each incoming
+    message (Cotterell et al. 2015; Dreyer & Eisner 2009). ``fit(graph)`` returns self.
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed)."""
+
+    def __init__(self, *, k: int = 20, iterations: int = 4, max_length: int = 30, progress=None):
         self.k = k
         self.iterations = iterations
         self.max_length = max_length
@@ -856,12 +882,14 @@ class PrunedBP:
 
     def belief_dfa(self, v) -> Dfa:
         """b̂_V as a normalised DFA (the prior for a variable never given a domain)."""
+        check_is_fitted(self, "graph_")
         if v not in self.domain_:
             return self.prior_dfa_
         return dfa_tables(strings_acceptor(self.graph_.alphabet, dict(zip(self.domain_[v], self.belief_[v]))))
 
     def factor_dfas(self, word_index: int) -> list:
         """The messages m_{V→F} (belief ÷ μ_{F→V} on the domain) of an observed word's morphemes."""
+        check_is_fitted(self, "graph_")
         f = ("word", word_index)
         return [self._out_dfa(v, f) for v in self.graph_.words[word_index].morphemes]
 
@@ -892,7 +920,15 @@ class PrunedBP:
             nodes.append(q)
         return logsumexp(alpha[:, nodes] + mu.final[:, None], axis=0)
 
+    def _check_params(self):
+        check_int(self, "k", 1)
+        check_int(self, "iterations", 0)
+        check_int(self, "max_length", 1)
+        _check_progress(self)
+
     def fit(self, graph: PhonologyGraph) -> "PrunedBP":
+        """Run loopy BP on ``graph``; returns self (``beliefs_`` holds the result)."""
+        self._check_params()
         started = time.perf_counter()
         self.graph_ = graph
         self.factors_ = FactorMessages(graph)

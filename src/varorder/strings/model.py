@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from varorder.engine.validate import as_rng
-from varorder.io._text import open_text
+from varorder.io import open_text
 from varorder.strings.features import ngram_closed_form, ngram_machine
 from varorder.wfsa import Wfsa, strings_acceptor
 

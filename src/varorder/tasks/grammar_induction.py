@@ -19,7 +19,7 @@ import numpy as np
 
 from varorder.eval.parsing import attachment_scores, bracket_scores
 from varorder.grammar.treebank import GoldSentence, ud_sentences, wsj_sentences
-from varorder.io._text import atomic_write_text, open_text
+from varorder.io import atomic_write_text, open_text
 from varorder.io.conllu import read_conllu
 from varorder.io.ptb import Tree, format_tree, read_ptb, read_ptb_archive
 

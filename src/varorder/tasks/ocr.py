@@ -31,7 +31,7 @@ import numpy as np
 
 from varorder.contexts.model import ReifiedContextModel
 from varorder.eval.metrics import precision_recall_curve, recall_at_precision, sequence_accuracy
-from varorder.io._text import atomic_write_text
+from varorder.io import atomic_write_text
 from varorder.io.ocr import read_ocr_letters, split_by_fold
 
 __all__ = ["OcrConfig", "PROTOCOLS", "MethodResult", "vendored_data_path", "load_ocr", "word_arrays", "run_ocr_experiment",
@@ -177,7 +177,7 @@ def run_ocr_experiment(config: OcrConfig | None = None, data_path=None, log=prin
             return {"test_letter_acc": acc.token, "test_word_acc": acc.sequence, "test_recall_at_99": r99,
                     "test_recall_at_99_max": r99max}
 
-        model = ReifiedContextModel(len(ALPHABET), order=config.order, num_contexts=size, mode=mode,
+        model = ReifiedContextModel(num_labels=len(ALPHABET), order=config.order, num_contexts=size, mode=mode,
                                     backoff=config.backoff, step_size=config.step_size, delta=config.delta,
                                     epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
                                     progress=config.progress, off_beam=config.off_beam,

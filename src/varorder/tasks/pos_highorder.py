@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_int, check_is_fitted, check_real
 from varorder.exact import FullWFSA, HighOrderTarget, MaxBackoffWeights, decode, full_viterbi, wfsa_viterbi
 from varorder.io.conllu import read_conllu
 from varorder.io.tagged import TaggedSentence, read_tagged
@@ -43,7 +45,7 @@ _RARE = 10
 _FILE_NUMBER = re.compile(r"wsj_(\d+)")
 
 
-class TntEmissions:
+class TntEmissions(ParamsMixin):
     """TnT emission model p(word | tag) with a suffix model for unknown words.
 
     Parameters
@@ -53,20 +55,26 @@ class TntEmissions:
     unknown_min_ratio : an unknown word's candidate tags are those with P(t | suffix) at
         least this fraction of the best one.
 
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed).
+
     Learned: ``tags_`` (sorted), ``lexicon_`` word -> {tag: log p(word | tag)},
     ``theta_``, and the suffix statistics.
     """
 
-    def __init__(self, max_suffix: int = _MAX_SUFFIX, rare_threshold: int = _RARE, unknown_min_ratio: float = 1e-3):
+    def __init__(self, *, max_suffix: int = _MAX_SUFFIX, rare_threshold: int = _RARE, unknown_min_ratio: float = 1e-3):
         self.max_suffix = max_suffix
         self.rare_threshold = rare_threshold
         self.unknown_min_ratio = unknown_min_ratio
 
     def fit(self, sentences: list[tuple[list[str], list[str]]]) -> "TntEmissions":
+        check_int(self, "max_suffix", 0)
+        check_int(self, "rare_threshold", 0)
+        if check_real(self, "unknown_min_ratio", 0, 1) == 1.0:
+            raise ValueError(f"TntEmissions: parameter unknown_min_ratio={self.unknown_min_ratio!r} is invalid: "
+                             "expected a number in [0, 1)")
         if not sentences:
             raise ValueError("no training sentences")
-        if not 0.0 <= self.unknown_min_ratio < 1.0:
-            raise ValueError(f"unknown_min_ratio must be in [0, 1), got {self.unknown_min_ratio}")
         word_tag = defaultdict(Counter)
         tag_count = Counter()
         for words, tags in sentences:
@@ -121,6 +129,7 @@ class TntEmissions:
 
     def log_likelihoods(self, word: str) -> dict[str, float]:
         """Candidate tags of ``word`` with log p(word | tag) (up to a per-word constant)."""
+        check_is_fitted(self, "lexicon_")
         known = self.lexicon_.get(word)
         return known if known is not None else self.unknown_log_likelihoods(word)
 
@@ -204,8 +213,6 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
     (q states, or unrolled full-WFSA / full-lattice states), iterations, and how many
     sentences were decoded.
     """
-    from tqdm.auto import tqdm
-
     sentences = task.test[:max_sentences] if max_sentences else task.test
     correct = total = 0
     seconds = states = iterations = 0.0
@@ -222,7 +229,7 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
             build_seconds = wfsa.build_seconds
         except RuntimeError:
             sentences = []  # too large to build: nothing decoded
-    for sentence in tqdm(sentences, disable=not progress, desc=f"pos {method} n={task.lm.order}"):
+    for sentence in Progress(sentences, enabled=progress, desc=f"pos {method} n={task.lm.order}", unit="sentence"):
         if time_cap is not None and time.perf_counter() - start > time_cap:
             break
         target = task.target(sentence.words)

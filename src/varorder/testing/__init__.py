@@ -1,1 +1,8 @@
-"""Testing support: brute-force oracles and input strategies shared by every test."""
+"""Testing support: brute-force oracles and input strategies shared by every test.
+
+Use the modules: :mod:`varorder.testing.oracle` (brute-force enumeration),
+:mod:`varorder.testing.strategies` (hypothesis strategies; needs the ``test`` extra) and
+:mod:`varorder.testing.hostile` (corrupted-input generators).
+"""
+
+__all__: list[str] = []

@@ -228,7 +228,7 @@ def _rcm(tmp):
     from varorder.contexts.model import ReifiedContextModel
 
     xs, ys = _rcm_task()
-    model = ReifiedContextModel(3, order=2, num_contexts=3, epochs=1).fit(xs, ys)
+    model = ReifiedContextModel(num_labels=3, order=2, num_contexts=3, epochs=1).fit(xs, ys)
 
     def use(m):
         predicted = m.predict(xs)

@@ -21,6 +21,14 @@ import math
 
 import numpy as np
 
+__all__ = ["chain_paths", "lattice_paths", "product_paths", "log_partition", "max_score", "argmax_paths",
+           "probabilities", "kbest_scores", "entropy", "chain_node_marginals", "chain_edge_marginals",
+           "lattice_marginals", "chi_square_pvalue", "alignment_posteriors", "tree_posteriors",
+           "hypergraph_derivations", "projective_trees", "binary_bracketings", "ngram_hmm_posteriors",
+           "loglinear_lm_distribution", "wfsa_paths", "wfsa_string_weights", "all_strings", "substring_counts",
+           "string_graph_marginals", "edit_likelihood", "monotone_alignments", "edit_paths",
+           "ngram_beam_posteriors"]
+
 NEG_INF = -math.inf
 
 

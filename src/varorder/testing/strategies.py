@@ -13,6 +13,8 @@ from hypothesis import strategies as st
 
 from varorder.lattice import Lattice
 
+__all__ = ["ChainCase", "chains", "lattices"]
+
 
 @dataclass
 class ChainCase:

@@ -8,4 +8,8 @@ value of z_i) or by beam search, and each selection is a :class:`varorder.lattic
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import AlignmentLattice, build_alignment_lattice, restrict_to_output
 
-__all__ = ["AlignmentFeatureSpace", "AlignmentLattice", "build_alignment_lattice", "restrict_to_output"]
+from varorder._lazy import attach
+
+__getattr__, __dir__, __all__ = attach(
+    __name__, dict.fromkeys(("AlignmentTransducer",), "varorder.transduce.model"),
+    eager=("AlignmentFeatureSpace", "AlignmentLattice", "build_alignment_lattice", "restrict_to_output"))

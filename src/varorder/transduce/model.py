@@ -48,11 +48,11 @@ import time
 
 import numba as nb
 import numpy as np
-from tqdm.auto import tqdm
 
 from varorder.engine.validate import as_rng
 from varorder import lattice as lt
-from varorder.models.estimator import ParamsMixin
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import check_labels, check_shapes, load_model, model_loader, save_model
 from varorder.transduce.features import AlignmentFeatureSpace
@@ -231,7 +231,7 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
     opt = AdaGrad(step_size, delta)
     gradient = _GradientAccumulator(features.size)
     rng = as_rng(seed)
-    bar = tqdm(total=epochs * len(x_ids) + len(x_ids), disable=not progress, desc="bigram imputation", leave=False)
+    bar = Progress(total=epochs * len(x_ids) + len(x_ids), enabled=progress, desc="bigram imputation", leave=False)
     for _ in range(epochs):
         for k in rng.permutation(len(x_ids)):
             x, y = x_ids[k], y_ids[k]
@@ -280,10 +280,13 @@ class AlignmentTransducer(ParamsMixin):
     bigram_epochs : passes of the forced-decoding bigram model.
     track_every : examples between points of the context-length trace.
     seed : order of the examples (a permutation per pass).
-    progress : tqdm bars on stderr.
+    progress : progress on stderr (bars on a terminal, a summary line per stage otherwise).
+
+    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    and the value passed); prediction before :meth:`fit` raises NotFittedError.
     """
 
-    def __init__(self, method: str = "rcms", num_contexts: int = 20, order: int = 5, max_advance: int = 3,
+    def __init__(self, *, method: str = "rcms", num_contexts: int = 20, order: int = 5, max_advance: int = 3,
                  hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
                  truncation: float = 0.0, epochs: int = 5, length_ratio: float = 2.0, length_slack: int = 2, bigram_epochs: int = 2,
                  track_every: int = 100, seed: int = 0, progress: bool = False):
@@ -321,6 +324,9 @@ class AlignmentTransducer(ParamsMixin):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+        check_int(self, "hash_bits", 4, 30)
+        for name in ("edge_unigrams", "backoff", "progress"):
+            check_bool(self, name)
 
     def _space(self, order=None) -> AlignmentFeatureSpace:
         return AlignmentFeatureSpace(len(self.codec_.letters), len(self.codec_.phonemes),
@@ -439,8 +445,8 @@ class AlignmentTransducer(ParamsMixin):
         if resume and state_path is not None and os.path.exists(state_path):
             first_epoch, ctx_sum, ctx_n, seen = self._restore_training_state(state_path, fingerprint, optimiser, rng,
                                                                              truncation_rng)
-        bar = tqdm(total=self.epochs * len(xs), initial=first_epoch * len(xs), disable=not self.progress,
-                   desc=f"train {self.method}", leave=False)
+        bar = Progress(total=self.epochs * len(xs), initial=first_epoch * len(xs), enabled=self.progress,
+                       desc=f"train {self.method}", leave=False)
         for epoch in range(first_epoch, self.epochs):
             start = time.perf_counter()
             total_ll, updates, no_signal = 0.0, 0, 0
@@ -525,8 +531,7 @@ class AlignmentTransducer(ParamsMixin):
 
     # ------------------------------------------------------------ prediction
     def _check_fitted(self):
-        if not hasattr(self, "weights_"):
-            raise ValueError("this AlignmentTransducer is not fitted; call fit or load first")
+        check_is_fitted(self, "weights_")
 
     def predict_one(self, x) -> str:
         self._check_fitted()
@@ -543,7 +548,7 @@ class AlignmentTransducer(ParamsMixin):
         return self.codec_.decode_output(model.decode_arcs(arcs)[0])
 
     def predict(self, inputs) -> list[str]:
-        return [self.predict_one(x) for x in tqdm(inputs, disable=not self.progress, desc="predict", leave=False)]
+        return [self.predict_one(x) for x in Progress(inputs, enabled=self.progress, desc="predict", leave=False)]
 
     # ------------------------------------------------------------ persistence
     def save(self, path) -> None:

@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from varorder.io._text import atomic_write_text, open_text
+from varorder.io import atomic_write_text, open_text
 from varorder.wfsa.fsa import EPSILON, NEG_INF, Wfsa
 
 __all__ = ["EPSILON_SYMBOL", "format_fst", "read_fst", "write_fst"]
