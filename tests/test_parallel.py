@@ -228,3 +228,63 @@ def test_sharded_objective_equals_the_whole_and_is_the_same_on_every_backend():
         step[i] = 1e-6
         numeric = (objective(theta + step)[0] - objective(theta - step)[0]) / 2e-6
         assert numeric == pytest.approx(g[i], rel=1e-5, abs=1e-6)
+
+
+# ---- learners on executors ---------------------------------------------------------------------
+
+def _tagging_data(seed=0, n=60):
+    rng = np.random.default_rng(seed)
+    words = [f"w{k}" for k in range(15)]
+    X, y = [], []
+    for _ in range(n):
+        length = int(rng.integers(1, 8))
+        sentence = [str(rng.choice(words)) for _ in range(length)]
+        X.append([{"w=" + w: 1.0, "bias": 1.0} for w in sentence])
+        y.append(["A" if int(w[1:]) % 3 == 0 else ("B" if int(w[1:]) % 3 == 1 else "C") for w in sentence])
+    return X, y
+
+
+def _weights(crf):
+    return [crf.emission_weights_, crf.transition_weights_, crf.start_weights_, crf.end_weights_]
+
+
+def test_crf_on_an_executor_trains_the_bit_identical_model():
+    from varorder.models import CRF
+
+    X, y = _tagging_data()
+    params = dict(max_iterations=15, c2=0.1, n_shards=4)
+    serial = CRF(**params).fit(X, y)
+    for executor_kwargs in ({"n_jobs": 2}, {"executor": ThreadExecutor(2)}):
+        parallel = CRF(**params, **executor_kwargs).fit(X, y)
+        for a, b in zip(_weights(serial), _weights(parallel)):
+            assert np.array_equal(a, b)
+    whole = CRF(max_iterations=15, c2=0.1).fit(X, y)  # one shard: only the order of additions differs
+    for a, b in zip(_weights(serial), _weights(whole)):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
+
+
+def test_crf_refuses_executor_settings_that_do_not_apply():
+    from varorder.models import CRF
+
+    X, y = _tagging_data(n=5)
+    with pytest.raises(ValueError, match="n_jobs"):
+        CRF(n_jobs=0).fit(X, y)
+    with pytest.raises(ValueError, match="lbfgs"):
+        CRF(algorithm="sgd", n_jobs=2).fit(X, y)
+    with pytest.raises(ValueError, match="n_shards"):
+        CRF(n_shards=0).fit(X, y)
+
+
+@pytest.mark.slow
+def test_crf_on_a_local_dask_cluster_of_two_processes_trains_the_same_model():
+    distributed = pytest.importorskip("distributed")
+    from varorder.models import CRF
+
+    X, y = _tagging_data()
+    params = dict(max_iterations=10, c2=0.1, n_shards=4)
+    serial = CRF(**params).fit(X, y)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        parallel = CRF(**params, executor=client).fit(X, y)
+    for a, b in zip(_weights(serial), _weights(parallel)):
+        assert np.array_equal(a, b)
