@@ -288,3 +288,55 @@ def test_crf_on_a_local_dask_cluster_of_two_processes_trains_the_same_model():
         parallel = CRF(**params, executor=client).fit(X, y)
     for a, b in zip(_weights(serial), _weights(parallel)):
         assert np.array_equal(a, b)
+
+
+def test_hmm_baum_welch_on_an_executor_gives_the_bit_identical_model():
+    from varorder.models import HMM
+
+    rng = np.random.default_rng(3)
+    X = [[str(s) for s in rng.integers(0, 6, rng.integers(1, 9))] for _ in range(50)]
+    params = dict(n_states=3, max_iterations=8, random_state=0, tol=0.0, n_shards=5)
+    serial = HMM(**params).fit(X)
+    for executor_kwargs in ({"n_jobs": 2}, {"executor": ThreadExecutor(2)}):
+        parallel = HMM(**params, **executor_kwargs).fit(X)
+        for name in ("log_start_", "log_transitions_", "log_emissions_"):
+            assert np.array_equal(getattr(serial, name), getattr(parallel, name))
+        assert [h["log_likelihood"] for h in serial.history_] == [h["log_likelihood"] for h in parallel.history_]
+    whole = HMM(**{**params, "n_shards": None}).fit(X)
+    np.testing.assert_allclose(whole.log_emissions_, serial.log_emissions_, rtol=1e-9, atol=1e-9)
+    with pytest.raises(ValueError, match="n_jobs"):
+        HMM(n_states=2, n_jobs=0).fit(X)
+
+
+class _DiesOnce:
+    """A shard objective whose first evaluation anywhere kills the worker process running it."""
+
+    def __init__(self, objective, marker):
+        self.objective = objective
+        self.marker = marker
+
+    def __call__(self, theta):
+        import os
+
+        if not os.path.exists(self.marker):
+            with open(self.marker, "w"):
+                pass
+            os._exit(1)  # the worker dies mid-iteration, its task unfinished
+        return self.objective(theta)
+
+
+@pytest.mark.slow
+def test_a_worker_lost_mid_iteration_changes_nothing(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from varorder.models.sharded import ShardedObjective
+
+    X, lengths, gold, K, theta = _chain_problem(seed=4)
+    expected = ShardedObjective(_shards(X, lengths, gold, K, 3))(theta)
+    shards = _shards(X, lengths, gold, K, 3)
+    shards[1] = _DiesOnce(shards[1], str(tmp_path / "died"))
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        objective = ShardedObjective(shards, client)
+        value, grad = objective(theta)
+    assert (tmp_path / "died").exists()
+    assert value == expected[0] and np.array_equal(grad, expected[1])

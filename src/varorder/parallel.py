@@ -16,8 +16,9 @@ Backends (all behind :class:`Executor`):
 * :class:`JoblibExecutor` — joblib's ``Parallel`` (processes by default), which honours an active
   ``joblib.parallel_config`` (scikit-learn's ``n_jobs`` convention);
 * :class:`DaskExecutor` — a ``dask.distributed`` client (a scheduler address or a ``Client``):
-  shared arguments are broadcast once per map, every task may be retried when a worker is lost
-  (``retries``), and results are gathered in submission order.
+  shared arguments are broadcast once per map, scattered shards are held by two workers, every
+  task may be retried when a worker is lost (``retries``), and results are gathered in
+  submission order, so a lost worker changes nothing in the result.
 
 :func:`as_executor` builds one from what a user has at hand (``n_jobs``, a scheduler address, a
 ``Client``, a ``concurrent.futures.Executor``, or nothing, in which case an active
@@ -133,7 +134,12 @@ class DaskExecutor(Executor):
             self.n_workers = 1
 
     def scatter(self, items):
-        return self.client.scatter(list(items))
+        """Send ``items`` to the workers once, each on two workers where there are two, so that a
+        worker lost mid-iteration leaves a copy for the rescheduled task (and nothing is kept here)."""
+        futures = self.client.scatter(list(items))
+        if self.n_workers >= 2 and futures:
+            self.client.replicate(futures, n=2)
+        return futures
 
     def map(self, fn, items, *shared):
         shipped = [self.client.scatter(s, broadcast=True) if _worth_scattering(s) else s for s in shared]

@@ -41,6 +41,30 @@ def _normalise_log(counts: np.ndarray) -> np.ndarray:
     return np.where(totals > 0, out, -np.log(counts.shape[-1]))  # a never-seen state: uniform row
 
 
+def _expected_counts(shard, log_start, log_transitions, log_emissions):
+    """One shard's E-step: expected start, transition and emission counts and its log-likelihood."""
+    ids, plan = shard
+    K, V1 = log_emissions.shape
+    start_counts = np.zeros(K)
+    transition_counts = np.zeros((K, K))
+    emission_counts = np.zeros((K, V1))
+    log_likelihood = 0.0
+    token_scores = log_emissions[:, ids].T
+    for _, _, flat_index, valid, node, edge, logz in iter_marginals(
+            plan, token_scores, log_transitions, log_start, edges="sum"):
+        log_likelihood += logz.sum()
+        start_counts += node[:, 0].sum(axis=0)
+        transition_counts += edge.sum(axis=0)
+        flat_node = node[valid]
+        for k in range(K):
+            emission_counts[k] += np.bincount(ids[flat_index[valid]], weights=flat_node[:, k], minlength=V1)
+    return start_counts, transition_counts, emission_counts, log_likelihood
+
+
+def _add_counts(total, part):
+    return tuple(a + b for a, b in zip(total, part))
+
+
 class HMM(ParamsMixin):
     """Discrete-emission HMM estimator (scikit-learn conventions).
 
@@ -67,8 +91,12 @@ class HMM(ParamsMixin):
 
     def __init__(self, *, n_states: int | None = None, alpha_start: float = 0.1, alpha_transition: float = 0.1,
                  alpha_emission: float = 0.1, max_iterations: int = 100, tol: float = 1e-6,
-                 random_state=None, verbose: bool = False):
+                 random_state=None, n_shards: int | None = None, n_jobs: int | None = None, executor=None,
+                 verbose: bool = False):
         self.n_states = n_states
+        self.n_shards = n_shards
+        self.n_jobs = n_jobs
+        self.executor = executor
         self.alpha_start = alpha_start
         self.alpha_transition = alpha_transition
         self.alpha_emission = alpha_emission
@@ -96,6 +124,10 @@ class HMM(ParamsMixin):
             check_real(self, name, 0)
         check_int(self, "max_iterations", 1)
         check_real(self, "tol", 0)
+        check_int(self, "n_shards", 1, allow_none=True)
+        if self.n_jobs is not None and (isinstance(self.n_jobs, bool) or not isinstance(self.n_jobs, int)
+                                        or self.n_jobs == 0):
+            raise ValueError(f"HMM: parameter n_jobs={self.n_jobs!r} is invalid: expected None or a non-zero integer")
         check_bool(self, "verbose")
 
     # -- estimation --------------------------------------------------------------
@@ -166,31 +198,42 @@ class HMM(ParamsMixin):
         self.training_time_ = time.perf_counter() - began
         return self
 
+    def _estep_shards(self, ids, plan):
+        """The executor and the E-step's shards ``(ids, ChunkPlan)``: the whole corpus as one shard
+        serially, else ``n_shards`` token-balanced ranges of sentences (8 by default), cut from the
+        lengths alone so that any executor and worker count give the same sums."""
+        from varorder.parallel import SerialExecutor, as_executor
+
+        executor = as_executor(self.executor, n_jobs=self.n_jobs)
+        n_shards = self.n_shards or (1 if isinstance(executor, SerialExecutor) else 8)
+        if n_shards == 1:
+            return executor, [(ids, plan)]
+        from varorder.models.sharded import shard_bounds
+
+        lengths, offsets = plan.lengths, plan.offsets
+        shards = [(ids[offsets[a]:offsets[b]], ChunkPlan(lengths[a:b])) for a, b in shard_bounds(lengths, n_shards)]
+        return executor, executor.scatter(shards)
+
     def _baum_welch(self, ids, plan, K, V1):
+        from varorder.parallel import reduce_in_order
+
+        began = time.perf_counter()
         self.history_ = []
         previous = -np.inf
         progress = Progress(total=self.max_iterations, enabled=self.verbose, desc="Baum-Welch", unit="it")
+        executor, shards = self._estep_shards(ids, plan)
         for iteration in range(1, self.max_iterations + 1):
-            start_counts = np.zeros(K)
-            transition_counts = np.zeros((K, K))
-            emission_counts = np.zeros((K, V1))
-            log_likelihood = 0.0
-            token_scores = self.log_emissions_[:, ids].T
-            for _, _, flat_index, valid, node, edge, logz in iter_marginals(
-                    plan, token_scores, self.log_transitions_, self.log_start_, edges="sum"):
-                log_likelihood += logz.sum()
-                start_counts += node[:, 0].sum(axis=0)
-                transition_counts += edge.sum(axis=0)
-                flat_node = node[valid]
-                for k in range(K):
-                    emission_counts[k] += np.bincount(ids[flat_index[valid]], weights=flat_node[:, k], minlength=V1)
+            results = executor.map(_expected_counts, shards, self.log_start_, self.log_transitions_,
+                                   self.log_emissions_)
+            start_counts, transition_counts, emission_counts, log_likelihood = reduce_in_order(results, _add_counts)
             log_posterior = log_likelihood + self._log_prior()
             self.history_.append({"iteration": iteration, "log_likelihood": log_likelihood,
                                   "log_posterior": log_posterior})
             progress.update(1)
             if self.verbose:
                 progress.write(f"iter {iteration:4d} log-likelihood={log_likelihood:.6f} "
-                               f"log-posterior={log_posterior:.6f}")
+                               f"log-posterior={log_posterior:.6f} shards={len(shards)} "
+                               f"workers={executor.n_workers} time={time.perf_counter() - began:.2f}s")
             if iteration > 1 and log_posterior - previous < self.tol * abs(log_posterior):
                 break
             previous = log_posterior
