@@ -340,3 +340,19 @@ def test_a_worker_lost_mid_iteration_changes_nothing(tmp_path):
         value, grad = objective(theta)
     assert (tmp_path / "died").exists()
     assert value == expected[0] and np.array_equal(grad, expected[1])
+
+
+@pytest.mark.parametrize("conjoin", [False, True])
+def test_memm_on_an_executor_trains_the_bit_identical_model(conjoin):
+    from varorder.models import MEMM
+
+    X, y = _tagging_data(seed=5)
+    params = dict(max_iterations=12, c2=0.1, n_shards=3, conjoin_previous=conjoin)
+    serial = MEMM(**params).fit(X, y)
+    parallel = MEMM(**params, executor=ThreadExecutor(2)).fit(X, y)
+    joblib_fit = MEMM(**params, n_jobs=2).fit(X, y)
+    for name in ("emission_weights_", "transition_weights_", "start_weights_"):
+        assert np.array_equal(getattr(serial, name), getattr(parallel, name))
+        assert np.array_equal(getattr(serial, name), getattr(joblib_fit, name))
+    whole = MEMM(**{**params, "n_shards": None}).fit(X, y)
+    np.testing.assert_allclose(whole.emission_weights_, serial.emission_weights_, rtol=1e-7, atol=1e-9)

@@ -34,7 +34,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-__all__ = ["Executor", "SerialExecutor", "ThreadExecutor", "JoblibExecutor", "DaskExecutor", "as_executor",
+__all__ = ["check_n_jobs", "Executor", "SerialExecutor", "ThreadExecutor", "JoblibExecutor", "DaskExecutor", "as_executor",
            "connect_dask", "reduce_in_order", "is_dask_client"]
 
 
@@ -239,6 +239,14 @@ def as_executor(executor=None, n_jobs: int | None = None, dask_scheduler: str | 
     if config is not None:
         return JoblibExecutor(None)
     return SerialExecutor()
+
+
+def check_n_jobs(owner) -> None:
+    """Refuse ``owner.n_jobs`` unless None or a non-zero integer (a ValueError naming the value)."""
+    n_jobs = getattr(owner, "n_jobs", None)
+    if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
+        raise ValueError(f"{type(owner).__name__}: parameter n_jobs={n_jobs!r} is invalid: "
+                         "expected None or a non-zero integer")
 
 
 def reduce_in_order(results: Iterable, add: Callable[[Any, Any], Any], start: Any = None) -> Any:

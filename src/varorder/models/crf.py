@@ -29,6 +29,7 @@ import scipy.sparse as sp
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.models import persist
+from varorder.parallel import check_n_jobs
 from varorder.models.features import (FeatureIndexer, apply_templates, check_features, csr_times_dense,
                                       design_matrix, is_array_input, n_items)
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
@@ -194,9 +195,7 @@ class CRF(ParamsMixin):
         check_features(self)
         check_int(self, "n_threads", 1, allow_none=True)
         check_int(self, "n_shards", 1, allow_none=True)
-        if self.n_jobs is not None and (isinstance(self.n_jobs, bool) or not isinstance(self.n_jobs, int)
-                                        or self.n_jobs == 0):
-            raise ValueError(f"CRF: parameter n_jobs={self.n_jobs!r} is invalid: expected None or a non-zero integer")
+        check_n_jobs(self)
         if self.algorithm != "lbfgs" and (self.executor is not None or self.n_jobs not in (None, 1)
                                           or self.n_shards not in (None, 1)):
             raise ValueError(f"CRF: n_shards / n_jobs / executor apply to algorithm='lbfgs', "

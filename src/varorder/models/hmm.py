@@ -27,6 +27,7 @@ import time
 import numpy as np
 
 from varorder.models import persist
+from varorder.parallel import check_n_jobs
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted, check_real
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
@@ -125,9 +126,7 @@ class HMM(ParamsMixin):
         check_int(self, "max_iterations", 1)
         check_real(self, "tol", 0)
         check_int(self, "n_shards", 1, allow_none=True)
-        if self.n_jobs is not None and (isinstance(self.n_jobs, bool) or not isinstance(self.n_jobs, int)
-                                        or self.n_jobs == 0):
-            raise ValueError(f"HMM: parameter n_jobs={self.n_jobs!r} is invalid: expected None or a non-zero integer")
+        check_n_jobs(self)
         check_bool(self, "verbose")
 
     # -- estimation --------------------------------------------------------------

@@ -48,6 +48,7 @@ from varorder import lattice as _lattice
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted, check_real
 from varorder.models import persist
+from varorder.parallel import check_n_jobs
 from varorder.models.features import (FeatureIndexer, apply_templates, check_features, csr_times_dense,
                                       design_matrix, is_array_input, n_items)
 from varorder.models.optim import lbfgs
@@ -56,6 +57,37 @@ from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, ite
 __all__ = ["MEMM", "label_bias_corpus"]
 
 _BLOCK_ROWS = 8192
+
+
+class LocalObjective:
+    """Σ over positions of −log p(yₜ | yₜ₋₁, xₜ) (a multiclass logistic regression per position) and
+    its gradient in θ = (W, T, start), for the positions of some sentences (rows of ``matrix``)."""
+
+    def __init__(self, matrix, is_first, prev_label, gold, F, K):
+        self.matrix = matrix
+        self.XT = matrix.T.tocsr()
+        self.is_first = is_first
+        self.prev_label = prev_label
+        self.gold = gold
+        self.rows = np.arange(gold.size)
+        self.F, self.K = F, K
+
+    def __call__(self, theta):
+        F, K, rows, gold, is_first, prev_label = self.F, self.K, self.rows, self.gold, self.is_first, self.prev_label
+        W, T, start = MEMM._unpack(theta, F, K)
+        logits = csr_times_dense(self.matrix, W)
+        logits += np.where(is_first[:, None], start[None, :], T[prev_label])
+        log_norm = logsumexp(logits, axis=1)
+        nll = float(log_norm.sum() - logits[rows, gold].sum())
+        residual = np.exp(logits - log_norm[:, None])
+        residual[rows, gold] -= 1.0
+        grad = np.empty_like(theta)
+        gW, gT, g_start = MEMM._unpack(grad, F, K)
+        gW[:] = csr_times_dense(self.XT, residual)
+        gT[:] = 0.0
+        np.add.at(gT, prev_label[~is_first], residual[~is_first])
+        g_start[:] = residual[is_first].sum(axis=0)
+        return nll, grad
 
 
 class MEMM(ParamsMixin):
@@ -76,8 +108,12 @@ class MEMM(ParamsMixin):
 
     def __init__(self, *, c1: float = 0.0, c2: float = 0.1, max_iterations: int = 100, delta: float = 1e-5,
                  period: int = 10, min_feature_count: int = 1, features: str | None = None,
-                 conjoin_previous: bool = False, verbose: bool = False):
+                 conjoin_previous: bool = False, n_shards: int | None = None, n_jobs: int | None = None,
+                 executor=None, verbose: bool = False):
         self.conjoin_previous = conjoin_previous
+        self.n_shards = n_shards
+        self.n_jobs = n_jobs
+        self.executor = executor
         self.c1 = c1
         self.c2 = c2
         self.max_iterations = max_iterations
@@ -96,6 +132,8 @@ class MEMM(ParamsMixin):
         check_int(self, "min_feature_count", 1)
         check_features(self)
         check_bool(self, "conjoin_previous")
+        check_int(self, "n_shards", 1, allow_none=True)
+        check_n_jobs(self)
         check_bool(self, "verbose")
 
     def fit(self, X, y):
@@ -123,27 +161,14 @@ class MEMM(ParamsMixin):
         plan = ChunkPlan(lengths)
         is_first = np.zeros(gold.size, dtype=bool)
         is_first[plan.first_tokens()] = True
-        rows = np.arange(gold.size)
         prev_label = np.where(is_first, 0, np.roll(gold, 1))
         if self.conjoin_previous:
             matrix = self._conjoin(matrix, np.where(is_first, K, prev_label), K)
         F = matrix.shape[1]
-        XT = matrix.T.tocsr()
+        nll_and_grad = self._objective(matrix, lengths, is_first, prev_label, gold, F, K)
 
         def objective(theta):
-            W, T, start = self._unpack(theta, F, K)
-            logits = csr_times_dense(matrix, W)
-            logits += np.where(is_first[:, None], start[None, :], T[prev_label])
-            log_norm = logsumexp(logits, axis=1)
-            nll = float(log_norm.sum() - logits[rows, gold].sum())
-            residual = np.exp(logits - log_norm[:, None])
-            residual[rows, gold] -= 1.0
-            grad = np.empty_like(theta)
-            gW, gT, g_start = self._unpack(grad, F, K)
-            gW[:] = csr_times_dense(XT, residual)
-            gT[:] = 0.0
-            np.add.at(gT, prev_label[~is_first], residual[~is_first])
-            g_start[:] = residual[is_first].sum(axis=0)
+            nll, grad = nll_and_grad(theta)
             if self.c2 > 0:
                 nll += self.c2 * float(theta @ theta)
                 grad += 2.0 * self.c2 * theta
@@ -164,6 +189,23 @@ class MEMM(ParamsMixin):
             a.copy() for a in self._unpack(theta, F, K))
         self.training_time_ = time.perf_counter() - began
         return self
+
+    def _objective(self, matrix, lengths, is_first, prev_label, gold, F, K):
+        """Σ of the per-position NLLs and its gradient: one :class:`LocalObjective`, or token-balanced
+        shards of sentences on an executor (``n_shards``; 8 by default with an executor), whose sums
+        come back in shard order — the same model on any executor and worker count."""
+        from varorder.parallel import SerialExecutor, as_executor
+
+        executor = as_executor(self.executor, n_jobs=self.n_jobs)
+        n_shards = self.n_shards or (1 if isinstance(executor, SerialExecutor) else 8)
+        if n_shards == 1 and isinstance(executor, SerialExecutor):
+            return LocalObjective(matrix, is_first, prev_label, gold, F, K)
+        from varorder.models.sharded import ShardedObjective, shard_bounds
+
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        return ShardedObjective([LocalObjective(matrix[offsets[a]:offsets[b]], is_first[offsets[a]:offsets[b]],
+                                                prev_label[offsets[a]:offsets[b]], gold[offsets[a]:offsets[b]], F, K)
+                                 for a, b in shard_bounds(lengths, n_shards)], executor)
 
     @staticmethod
     def _conjoin(matrix, previous, K):
