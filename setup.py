@@ -49,9 +49,10 @@ class build_py_with_compiled_kernels(build_py):
         path = os.pathsep.join(p for p in (os.path.abspath(self.build_lib), os.environ.get("PYTHONPATH")) if p)
         env = dict(os.environ, PYTHONPATH=path, NUMBA_NUM_THREADS="1", VARORDER_THREADS="1", MPLBACKEND="Agg")
         command = [sys.executable, "-m", "varorder._warmup", "--part"]
-        _say("compiling the Numba kernels into the package (two processes; about 2.5 min on an idle "
-             "2-core machine, over 10 min on a busy one; VARORDER_NO_WARMUP=1 skips this and the kernels "
-             "compile on first use instead) ...")
+        # the times are issue #31's measurements of the whole install
+        _say("compiling the Numba kernels into the package (two processes; 146 s on a quiet 2-core "
+             "machine, 13 min on a busy one; VARORDER_NO_WARMUP=1 skips this and the kernels compile "
+             "on first use instead) ...")
         began = time.perf_counter()
         try:
             workers = [subprocess.Popen(command + [f"{i}/2"], env=env, cwd=self.build_lib) for i in range(2)]

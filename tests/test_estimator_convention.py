@@ -205,3 +205,16 @@ def test_crf_predict_before_fit_is_not_fitted_error():
     assert isinstance(info.value, ValueError) and isinstance(info.value, AttributeError)
     sklearn = pytest.importorskip("sklearn.exceptions")
     assert NotFittedError is sklearn.NotFittedError
+
+
+SUPERVISED = {"CRF", "CRF(features)", "MEMM", "HMM", "SampleRankTagger", "ReifiedContextModel", "AlignmentTransducer"}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_target_tag_says_whether_fit_takes_labels(name):
+    pytest.importorskip("sklearn")
+    from sklearn.utils import get_tags
+
+    # the HMM also learns without labels (Baum-Welch), so it does not require them
+    required = name in SUPERVISED and name != "HMM"
+    assert get_tags(CASES[name][0]()).target_tags.required is required

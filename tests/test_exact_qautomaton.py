@@ -30,7 +30,7 @@ def random_lm(seed: int, order: int, estimator: str = "kn", n_words: int = 5, n_
     sentences = [" ".join(rng.choice(words, size=rng.integers(1, 7), p=weights)) for _ in range(n_sentences)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        return ESTIMATORS[estimator](order=order).fit_sentences(sentences).model_
+        return ESTIMATORS[estimator](order).fit_sentences(sentences).model_
 
 
 def random_target(lm, seed: int, length: int, n_candidates: int, eos: bool = True):

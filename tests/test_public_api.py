@@ -53,10 +53,12 @@ KNOWN_WITHOUT_ALL = {
     "varorder.lm.streaming",
 }
 
-# Imports of another package's private module or name that remain. Every one is in the
-# lm <-> io cycle that issue #34 (item 4) breaks; delete the entry with the import.
+# Imports of another package's private module or name that remain; delete an entry with its
+# import. All but the first are the lm <-> io cycle that issue #34 (item 4) breaks.
 KNOWN_PRIVATE_IMPORTS = {
-    ("varorder._warmup", "varorder.lm._kernels"),  # loads the LM scorer's kernels to compile them
+    # the build's warm-up (itself private) imports the LM kernels so that NgramLM scores even a
+    # tiny input with them (it checks sys.modules), which compiles them into the wheel
+    ("varorder._warmup", "varorder.lm._kernels"),
     ("varorder.exact.qautomaton", "varorder.lm._kernels"),
     ("varorder.io._arpa_fast", "varorder.lm._kernels"),
     ("varorder.io._arpa_fast", "varorder.lm._words"),

@@ -296,8 +296,9 @@ def test_cli_infer_prints_top_strings_and_writes_json(tmp_path):
     result = _cli("strings", "infer", "--synthetic", "6", "--alphabet-size", "4", "--method", "ep2",
                   "--iterations", "2", "--inner-passes", "1", "--top", "2", "--json", out)
     assert result.exit_code == 0, result.output
-    first = result.output.splitlines()[0]
+    first = result.stdout.splitlines()[0]  # stderr holds the progress summary ("ep2: 2/2 sweep in ...")
     assert first.startswith("SUF0\t") and "(gold " in first
+    assert "ep2: 2/2 sweep in" in result.stderr
     import json
     data = json.loads(out.read_text())
     assert data["summary"]["method"] == "EP-2gram" and data["summary"]["words"] == 6
@@ -569,9 +570,9 @@ def test_a_greedy_projection_keeps_every_context_of_the_messages_it_divides_by(l
     lexicon to `pppa` (docs/benchmarks.md, issue #14). The old behaviour violates it."""
     graph = synthetic_lexicon(20, seed=3, alphabet_size=6)
     params = dict(optimizer="greedy", lam=lam, iterations=3, inner_passes=2)
-    fixed = _ContextChecked("pep", **params).fit(graph)
+    fixed = _ContextChecked(family="pep", **params).fit(graph)
     assert fixed.stats_["updates"] > 0 and fixed.violations_ == []
-    old = _ContextChecked("pep", cavity_contexts=False, **params).fit(graph)
+    old = _ContextChecked(family="pep", cavity_contexts=False, **params).fit(graph)
     assert old.violations_
     for m in graph.morphemes:  # the belief is still the sum of its messages
         assert fixed._theta(m) == pytest.approx(_message_sum(fixed, m), abs=1e-9), m

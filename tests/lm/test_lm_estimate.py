@@ -38,7 +38,7 @@ def all_contexts(model, length):
 @pytest.mark.parametrize("order", [1, 2, 3, 4])
 def test_every_context_distribution_sums_to_one(method, order):
     rng = np.random.default_rng(order * 7 + len(method))
-    model = fit_quietly(ESTIMATORS[method](order=order), random_corpus(rng, 25, 4)).model_
+    model = fit_quietly(ESTIMATORS[method](order), random_corpus(rng, 25, 4)).model_
     vocabulary = model.vocabulary
     predictable = [w for w in range(len(vocabulary)) if w != vocabulary.bos_id]
     n_checked = 0
@@ -60,7 +60,7 @@ def test_every_context_distribution_sums_to_one(method, order):
 def test_estimators_match_textbook_definitions(seed, method, order, n_sentences):
     rng = np.random.default_rng(seed)
     sentences = random_corpus(rng, n_sentences, 5)
-    model = fit_quietly(ESTIMATORS[method](order=order), sentences).model_
+    model = fit_quietly(ESTIMATORS[method](order), sentences).model_
     reference = InterpolatedReference(sentences, order, method, alpha=0.5)
     words = model.vocabulary.words
     for length in range(order):

@@ -66,7 +66,7 @@ def test_streaming_arpa_equals_in_memory_arpa(tmp_path, seed, method, order, n_s
     vocab_size = n_words + 3
     # The smallest chunks allowed (one context's continuations) and tiny table ranges:
     # many aligned pieces and several passes per lookup.
-    in_memory, on_disk = _both(tmp_path, corpus, lambda: ESTIMATORS[method](order=order),
+    in_memory, on_disk = _both(tmp_path, corpus, lambda: ESTIMATORS[method](order),
                                chunk_rows=vocab_size + 1 + int(rng.integers(0, 20)), table_rows=table_rows)
     assert on_disk == in_memory
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "disk.arpa", "memory.arpa"] \

@@ -163,6 +163,8 @@ class WordAligner(ParamsMixin):
     ``models_`` ([f|e model, e|f model]), ``history_`` (list of (phase, objectives)).
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     def __init__(self, *, model: str = "hmm", training: str = "agreement", ibm1_iterations: int = 5,
                  iterations: int = 5, null_prob: float = 0.05, max_jump: int = 7, threshold: float = 0.6,
                  shard_size: int = 5000, executor=None, progress: bool = False, callback=None,

@@ -365,6 +365,8 @@ class AgreementEM(ParamsMixin):
     parameters entering each iteration, measured by that iteration's E-step).
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     def __init__(self, *, submodels, mode: str = "domain", n_iter: int = 10, executor=None, callback=None,
                  progress: bool = False):
         self.submodels = submodels

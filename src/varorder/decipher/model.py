@@ -196,6 +196,8 @@ class Decipherer(ParamsMixin):
     context length, arcs, failed sentences, and mapping accuracy when the key is known).
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     def __init__(self, *, order: int = 2, inference: str = "rcms", size: int = 60, n_iter: int = 20,
                  laplace: float = 0.01, discount: float = 0.25, smoothing: float = 0.01, init_noise: float = 0.0,
                  seed: int = 0, n_shards: int = 1, executor=None, progress: bool = False, callback=None):

@@ -52,6 +52,8 @@ class GrammarInducer(ParamsMixin):
     Learned: ``tags_`` (tag names), ``submodels_``, ``objectives_`` (EM objective per iteration).
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     def __init__(self, *, model: str = "product", n_iter: int = 50, dmv_smoothing: float = 0.0,
                  ccm_smoothing=(2.0, 8.0), dmv_init: str = "harmonic", shard_size: int = 2000, executor=None,
                  callback=None, progress: bool = False, seed=None, ccm_empty_spans: bool = False):

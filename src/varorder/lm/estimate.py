@@ -177,6 +177,8 @@ class _InterpolatedEstimator(ParamsMixin):
     the value passed).
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     order: int
     min_count: int
 

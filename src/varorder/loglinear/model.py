@@ -388,6 +388,8 @@ class StructuredLogLinear(ParamsMixin):
         Rarer training words become ``<unk>``.
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     def __init__(self, *, order: int = 3, penalty: str = "wlt2", lam: float = 0.3, alpha: float | None = None,
                  positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
                  lipschitz_scale: float = 1.0, mu: float = 1e-5, accelerated: bool = True, optimizer: str = "apg",

@@ -89,6 +89,8 @@ class EditEM(ParamsMixin):
     and the value passed).
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     def __init__(self, *, method: str = "ep2", iterations: int = 3, smoothing: float = 0.1,
                  method_params: dict | None = None, progress=None):
         self.method = method

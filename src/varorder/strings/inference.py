@@ -354,6 +354,8 @@ class StringEP(ParamsMixin):
     and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     _alpha = 1.0  # the cavity fraction of the product being computed (see _damped)
 
     def __init__(self, *, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
@@ -864,6 +866,8 @@ class PrunedBP(ParamsMixin):
 
     Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
     and the value passed)."""
+
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
 
     def __init__(self, *, k: int = 20, iterations: int = 4, max_length: int = 30, progress=None):
         self.k = k

@@ -62,6 +62,8 @@ class TntEmissions(ParamsMixin):
     ``theta_``, and the suffix statistics.
     """
 
+    _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
+
     def __init__(self, *, max_suffix: int = _MAX_SUFFIX, rare_threshold: int = _RARE, unknown_min_ratio: float = 1e-3):
         self.max_suffix = max_suffix
         self.rare_threshold = rare_threshold
