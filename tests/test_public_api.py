@@ -42,6 +42,7 @@ DOCUMENTED = [
     ("varorder.io", "atomic_write_text"), ("varorder.io", "read_arpa"), ("varorder.eval", "alignment_error_rate"),
     ("varorder.engine", "Semiring"), ("varorder.chain", "viterbi"), ("varorder.chain", "kbest"),
     ("varorder.lattice", "Lattice"), ("varorder.hypergraph", "Hypergraph"), ("varorder.base", "ParamsMixin"),
+    ("varorder.parallel", "as_executor"), ("varorder.parallel", "Executor"), ("varorder.lm", "merge_counts"),
 ]
 
 # Public modules without __all__ yet, all in packages being restructured by issue #34
