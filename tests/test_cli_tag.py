@@ -82,3 +82,28 @@ def test_ocr_command_on_generated_letters(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["letter_accuracy"] == 1.0 and report["test_words"] == sum(1 for w in range(1, 41) if w % 3 == 1)
+
+
+def test_tag_train_on_jobs_and_shards_writes_the_same_model(tmp_path):
+    import numpy as np
+
+    from varorder.models import CRF, MEMM
+
+    train = tmp_path / "train.conllu"
+    _write_corpus(train, 30, 3)
+    runner = CliRunner()
+    for model_name, cls in (("crf", CRF), ("memm", MEMM)):
+        models = []
+        for extra in (["--shards", "3"], ["--shards", "3", "--jobs", "2"]):
+            out = tmp_path / f"{model_name}{len(extra)}.npz"
+            result = runner.invoke(main, ["tag", "train", str(train), "-o", str(out), "--model", model_name,
+                                          "--max-iterations", "8", "--quiet", *extra])
+            assert result.exit_code == 0, result.output
+            models.append(cls.load(out))
+        assert np.array_equal(models[0].emission_weights_, models[1].emission_weights_)
+    result = runner.invoke(main, ["tag", "train", str(train), "-o", str(tmp_path / "h.npz"), "--model", "hmm",
+                                  "--jobs", "2"])
+    assert result.exit_code == 2 and "--jobs" in result.output
+    result = runner.invoke(main, ["tag", "train", str(train), "-o", str(tmp_path / "s.npz"), "--algorithm", "sgd",
+                                  "--shards", "2"])
+    assert result.exit_code == 2 and "L-BFGS" in result.output

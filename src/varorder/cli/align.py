@@ -234,8 +234,8 @@ def _write_outputs(aligner, corpus, output, method, threshold, forward_path, rev
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="read at most this many sentence pairs")
 @click.option("--shard-size", type=click.IntRange(min=1), default=5000, show_default=True,
               help="sentence pairs per E-step task (memory grows with it)")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True, help="local E-step threads")
-@click.option("--dask", "dask_address", default=None, help="dask.distributed scheduler address")
+@click.option("--workers", "--jobs", "workers", type=click.IntRange(min=1), default=1, show_default=True, help="local E-step threads")
+@click.option("--dask", "--dask-scheduler", "dask_address", default=None, help="dask.distributed scheduler address")
 @click.option("-a", "--alignments", "alignments_path", type=OutputFile(allow_dash=True), default=None,
               help="also align the training text with the trained model (Pharaoh; '-' = stdout)")
 @_output_options

@@ -21,7 +21,7 @@ import time
 
 import click
 
-from varorder.cli._options import OutputFile, Real
+from varorder.cli._options import OutputFile, Real, executor
 
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
 from varorder.io import atomic_write_text
@@ -127,24 +127,38 @@ def COMMAND():
               help="CRF/MEMM feature templates: 'pos' (default; the CRFsuite tutorial's), a list such as "
                    "'bias,w[0],w[-1]|w[0],suf3[0],shape[0]', or @FILE with one template per line")
 @_FORMAT
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="CRF/MEMM L-BFGS: evaluate the objective in shards on this many local threads")
+@click.option("--dask-scheduler", "dask_address", metavar="ADDRESS", default=None,
+              help="CRF/MEMM L-BFGS: evaluate the objective's shards on this dask.distributed scheduler's workers")
+@click.option("--shards", type=click.IntRange(min=1), default=None,
+              help="CRF/MEMM L-BFGS: shards of the objective (default 1, or 8 with --jobs/--dask-scheduler); "
+                   "a given value trains the same model on any number of workers")
 @click.option("--verbose/--quiet", default=True, show_default=True)
 def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c2, max_iterations, alpha, threads,
-          features, input_format, verbose):
+          features, input_format, jobs, dask_address, shards, verbose):
     """Train a tagger on TRAIN_FILE and write it to --output."""
     if input_format == "crfsuite" and (model_name == "hmm" or features is not None):
         raise click.UsageError("a CRFsuite attribute file already holds the features: it trains a CRF or MEMM "
                                "and takes no --features")
+    parallel = jobs is not None or dask_address is not None or shards is not None
+    if parallel and (model_name == "hmm" or (model_name == "crf" and algorithm != "lbfgs")):
+        raise click.UsageError("--jobs, --dask-scheduler and --shards apply to L-BFGS training of a CRF or MEMM "
+                               f"(got --model {model_name}" + (f" --algorithm {algorithm})" if model_name == "crf" else ")"))
     # the estimator applies the templates itself (its features parameter), and saves them
     templates = _templates(features) if input_format == "conllu" else None
     sentences, y = _read(train_file, input_format, tag_column)
     began = time.perf_counter()
+    sharding = {}
+    if parallel:
+        sharding = {"n_shards": shards, "executor": executor(jobs or 1, dask_address)}
     if model_name == "hmm":
         model = HMM(alpha_start=alpha, alpha_transition=alpha, alpha_emission=alpha)
     elif model_name == "memm":
-        model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, features=templates, verbose=verbose)
+        model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, features=templates, verbose=verbose, **sharding)
     else:
         model = CRF(algorithm=algorithm, c1=c1, c2=c2, max_iterations=max_iterations, features=templates,
-                    n_threads=threads, verbose=verbose)
+                    n_threads=threads, verbose=verbose, **sharding)
     if dev_file and model_name == "crf":
         dev, y_dev = _read(dev_file, input_format, tag_column)
         model.fit(_inputs(model, sentences), y, _inputs(model, dev), y_dev)
