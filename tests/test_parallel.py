@@ -356,3 +356,63 @@ def test_memm_on_an_executor_trains_the_bit_identical_model(conjoin):
         assert np.array_equal(getattr(serial, name), getattr(joblib_fit, name))
     whole = MEMM(**{**params, "n_shards": None}).fit(X, y)
     np.testing.assert_allclose(whole.emission_weights_, serial.emission_weights_, rtol=1e-7, atol=1e-9)
+
+
+def _conllu_files(tmp_path, n_files=3, seed=0):
+    rng = np.random.default_rng(seed)
+    lexicon = {"the": "DET", "a": "DET", "dog": "NOUN", "cat": "NOUN", "runs": "VERB", "sleeps": "VERB",
+               "big": "ADJ", ".": "PUNCT", "old": "ADJ"}
+    paths, all_words, all_tags = [], [], []
+    for f in range(n_files):
+        lines = []
+        for s in range(int(rng.integers(4, 9))):
+            words = [str(rng.choice(["the", "a"]))] + ([str(rng.choice(["big", "old"]))] if rng.random() < .5 else [])
+            words += [str(rng.choice(["dog", "cat"])), str(rng.choice(["runs", "sleeps"])), "."]
+            lines.append(f"# sent_id = {f}-{s}")
+            lines += [f"{i}\t{w}\t{w}\t{lexicon[w]}\t_\t_\t0\tdep\t_\t_" for i, w in enumerate(words, 1)]
+            lines.append("")
+            all_words.append(words)
+            all_tags.append([lexicon[w] for w in words])
+        path = tmp_path / f"part{f}.conllu"
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        paths.append(str(path))
+    return paths, all_words, all_tags
+
+
+def test_crf_fit_sources_reads_shards_where_they_run_and_equals_fit_on_the_concatenation(tmp_path):
+    from varorder.io.conllu import read_tagged
+    from varorder.models import CRF
+
+    paths, words, tags = _conllu_files(tmp_path)
+    params = dict(max_iterations=10, c2=0.1, features="pos", min_feature_count=2)
+    serial = CRF(**params).fit_sources(paths, read_tagged)
+    threaded = CRF(**params, executor=ThreadExecutor(2)).fit_sources(paths, read_tagged)
+    processes = CRF(**params, n_jobs=2).fit_sources(paths, read_tagged)
+    whole = CRF(**params).fit(words, tags)
+    assert serial.feature_names_ == whole.feature_names_ and serial.classes_ == whole.classes_
+    for other in (threaded, processes):
+        for a, b in zip(_weights(serial), _weights(other)):
+            assert np.array_equal(a, b)
+    for a, b in zip(_weights(serial), _weights(whole)):
+        np.testing.assert_allclose(a, b, rtol=1e-7, atol=1e-9)
+    assert serial.predict(words[:3]) == whole.predict(words[:3])
+    with pytest.raises(ValueError, match="sources is empty"):
+        CRF().fit_sources([], read_tagged)
+
+
+@pytest.mark.slow
+def test_crf_fit_sources_on_a_dask_cluster_writes_the_local_model_file(tmp_path):
+    distributed = pytest.importorskip("distributed")
+    from varorder.io.conllu import read_tagged
+    from varorder.models import CRF
+
+    paths, _, _ = _conllu_files(tmp_path, n_files=4, seed=1)
+    params = dict(max_iterations=8, c2=0.1, features="pos")
+    CRF(**params).fit_sources(paths, read_tagged).save(tmp_path / "local.npz")
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+        CRF(**params, executor=client).fit_sources(paths, read_tagged).save(tmp_path / "dask.npz")
+    local, remote = np.load(tmp_path / "local.npz"), np.load(tmp_path / "dask.npz")
+    assert sorted(local.files) == sorted(remote.files)
+    for name in local.files:
+        assert np.array_equal(local[name], remote[name]), name

@@ -52,6 +52,11 @@ class Executor(ABC):
     def map(self, fn: Callable, items: Iterable, *shared: Any) -> list:
         """``[fn(item, *shared) for item in items]``, computed by the backend, in item order."""
 
+    def map_remote(self, fn: Callable, items: Iterable, *shared: Any) -> list:
+        """:meth:`map`, its results left where they were computed (handles for later maps, e.g.
+        shards read and featurised on the workers); local backends return the results."""
+        return self.map(fn, items, *shared)
+
     def scatter(self, items: Sequence) -> list:
         """Place ``items`` (e.g. data shards) where the work runs once, for many later maps; local
         backends return them as they are."""
@@ -136,13 +141,23 @@ class DaskExecutor(Executor):
     def scatter(self, items):
         """Send ``items`` to the workers once, each on two workers where there are two, so that a
         worker lost mid-iteration leaves a copy for the rescheduled task (and nothing is kept here)."""
-        futures = self.client.scatter(list(items))
+        futures = self.client.scatter(list(items), hash=False)
         if self.n_workers >= 2 and futures:
             self.client.replicate(futures, n=2)
         return futures
 
+    def map_remote(self, fn, items, *shared):
+        from distributed import wait
+
+        shipped = [self.client.scatter(s, broadcast=True, hash=False) if _worth_scattering(s) else s for s in shared]
+        futures = [self.client.submit(fn, item, *shipped, pure=False, retries=self.retries) for item in items]
+        wait(futures)
+        if self.n_workers >= 2 and futures:  # a copy on a second worker survives the loss of the first
+            self.client.replicate(futures, n=2)
+        return futures
+
     def map(self, fn, items, *shared):
-        shipped = [self.client.scatter(s, broadcast=True) if _worth_scattering(s) else s for s in shared]
+        shipped = [self.client.scatter(s, broadcast=True, hash=False) if _worth_scattering(s) else s for s in shared]
         futures = [self.client.submit(fn, item, *shipped, pure=False, retries=self.retries) for item in items]
         return self.client.gather(futures)
 
@@ -152,8 +167,10 @@ class DaskExecutor(Executor):
 
 
 def _worth_scattering(obj) -> bool:
-    # small scalars and strings travel inside the task; anything else is sent to the workers once
-    return not isinstance(obj, (int, float, str, bool, type(None)))
+    # small scalars, strings and functions travel inside the task; anything else is sent to the
+    # workers once (scattered without content hashing: two maps scattering equal values would
+    # otherwise share one key, and the first map's release could drop the second's data)
+    return not (isinstance(obj, (int, float, str, bool, type(None))) or callable(obj))
 
 
 def is_dask_client(obj) -> bool:

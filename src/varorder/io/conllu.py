@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from varorder.io._text import atomic_write_text, open_text
 
-__all__ = ["ConlluSentence", "read_conllu", "write_conllu", "TAG_COLUMNS"]
+__all__ = ["ConlluSentence", "read_conllu", "read_tagged", "write_conllu", "TAG_COLUMNS"]
 
 TAG_COLUMNS = {"upos": 3, "xpos": 4}
 _N_COLUMNS = 10
@@ -89,6 +89,13 @@ def read_conllu(path) -> list[ConlluSentence]:
         lineno += 1
         finish()
     return sentences
+
+
+def read_tagged(path, tag_column: str = "upos") -> tuple[list[list[str]], list[list[str]]]:
+    """(words, tags) of every sentence of a CoNLL-U file: the ``read`` of a tagger trained on
+    files shard by shard (:meth:`varorder.models.CRF.fit_sources`)."""
+    sentences = read_conllu(path)
+    return [s.words for s in sentences], [s.tags(tag_column) for s in sentences]
 
 
 def write_conllu(path, sentences: list[ConlluSentence], tags: list[list[str]] | None = None,

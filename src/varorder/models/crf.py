@@ -236,8 +236,78 @@ class CRF(ParamsMixin):
         if X_dev is not None:
             dev_matrix, dev_lengths = self._design(X_dev, "X_dev")
             dev = (dev_matrix, ChunkPlan(dev_lengths), y_dev)
-        self.history_ = []
         theta = np.zeros((self.n_features_in_ + K + 2) * K)
+        progress, record = self._recorder(began, K, dev)
+        if self.algorithm == "lbfgs":
+            theta = self._train_lbfgs(self._objective(matrix, lengths, gold, K), theta, record)
+        else:
+            self._fit_minibatch(theta, matrix, lengths, gold, K, record)
+        progress.close()
+        self._set_params(theta, K)
+        self.training_time_ = time.perf_counter() - began
+        return self
+
+    def fit_sources(self, sources, read):
+        """Train on a corpus kept in pieces (e.g. files) that are read and featurised where the work
+        runs: one shard per source, on the executor of ``n_jobs`` / ``executor``.
+
+        Parameters
+        ----------
+        sources : sequence
+            Picklable descriptions of the pieces (file paths, say), in corpus order.
+        read : callable
+            ``read(source) -> (X, y)``, run where the shard lives (picklable for process and Dask
+            backends, e.g. :func:`varorder.io.conllu.read_tagged` with ``functools.partial``); X
+            holds feature dicts, or words when ``features`` is set.
+
+        Returns
+        -------
+        CRF
+            ``self``. Here only the feature vocabulary (the model's own size), the labels and θ
+            are ever held; each worker keeps its shards' design matrices. The features are
+            numbered in first-seen order over the sources in order, as :meth:`fit` numbers them
+            on the concatenated corpus, so the model equals ``fit`` on the concatenation up to
+            the order of floating-point additions, and is bit-identical on any executor and
+            number of workers (L-BFGS only; no dev scoring).
+        """
+        from collections import Counter
+
+        from varorder.models.sharded import ShardedObjective, featurised_shard, shard_vocabulary
+        from varorder.parallel import as_executor
+
+        self._check_params()
+        if self.algorithm != "lbfgs":
+            raise ValueError(f"CRF: fit_sources trains with algorithm='lbfgs', not algorithm={self.algorithm!r}")
+        sources = list(sources)
+        if not sources:
+            raise ValueError("CRF.fit_sources: sources is empty")
+        began = time.perf_counter()
+        executor = as_executor(self.executor, n_jobs=self.n_jobs)
+        names: Counter = Counter()
+        labels = set()
+        for shard_names, shard_labels in executor.map(shard_vocabulary, sources, read, self.features):
+            names.update(shard_names)  # insertion order: first seen over the sources in order
+            labels |= shard_labels
+        kept = [name for name, count in names.items() if count >= self.min_feature_count]
+        self._indexer = FeatureIndexer.from_names(kept, self.min_feature_count)
+        self.feature_names_ = self._indexer.names_
+        self.n_features_in_ = self._indexer.n_features
+        self.classes_ = LabelCodec.fit([labels]).classes
+        K = len(self.classes_)
+        with numba_threads(self.n_threads):
+            handles = executor.map_remote(featurised_shard, sources, read, self.features, self._indexer,
+                                          self.classes_)
+            progress, record = self._recorder(began, K, None)
+            theta = self._train_lbfgs(ShardedObjective.placed(handles, executor),
+                                      np.zeros((self.n_features_in_ + K + 2) * K), record)
+        progress.close()
+        self._set_params(theta, K)
+        self.training_time_ = time.perf_counter() - began
+        return self
+
+    def _recorder(self, began, K, dev):
+        """The progress display and the per-iteration ``record(iteration, θ, objective, |grad|)``."""
+        self.history_ = []
         progress = Progress(total=self.max_iterations, enabled=self.verbose, desc=f"CRF {self.algorithm}",
                             unit="it" if self.algorithm == "lbfgs" else "epoch")
 
@@ -254,28 +324,25 @@ class CRF(ParamsMixin):
                 extra = f" dev_acc={entry['dev_accuracy']:.4f}" if dev is not None else ""
                 progress.write(f"iter {iteration:4d} objective={objective:.6g} |grad|={grad_norm:.3g}{extra}")
 
-        if self.algorithm == "lbfgs":
-            objective = self._objective(matrix, lengths, gold, K)
+        return progress, record
 
-            def regularised(params):
-                f, g = objective(params)
-                if self.c2 > 0:
-                    f += self.c2 * dot(params, params)
-                    axpy(params, g, 2.0 * self.c2)
-                return f, g
+    def _train_lbfgs(self, objective, theta, record):
+        """L-BFGS (OWL-QN when c1 > 0) on the NLL ``objective`` plus c2‖θ‖²; returns θ."""
 
-            theta, info = lbfgs(regularised, theta, c1=self.c1, max_iterations=self.max_iterations,
-                                delta=self.delta, period=self.period,
-                                callback=lambda it, p, f, gn: record(it, p, f, gn))
-            self.n_iter_ = info["iterations"]
-            self.n_evaluations_ = info["evaluations"]
-            self.stop_reason_ = info["reason"]
-        else:
-            self._fit_minibatch(theta, matrix, lengths, gold, K, record)
-        progress.close()
-        self._set_params(theta, K)
-        self.training_time_ = time.perf_counter() - began
-        return self
+        def regularised(params):
+            f, g = objective(params)
+            if self.c2 > 0:
+                f += self.c2 * dot(params, params)
+                axpy(params, g, 2.0 * self.c2)
+            return f, g
+
+        theta, info = lbfgs(regularised, theta, c1=self.c1, max_iterations=self.max_iterations,
+                            delta=self.delta, period=self.period,
+                            callback=lambda it, p, f, gn: record(it, p, f, gn))
+        self.n_iter_ = info["iterations"]
+        self.n_evaluations_ = info["evaluations"]
+        self.stop_reason_ = info["reason"]
+        return theta
 
     def _objective(self, matrix, lengths, gold, K):
         """The NLL and its gradient: one :class:`ChainObjective`, or shards on an executor."""

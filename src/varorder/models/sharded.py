@@ -22,7 +22,7 @@ import numpy as np
 
 from varorder.parallel import Executor, as_executor, reduce_in_order
 
-__all__ = ["ShardedObjective", "shard_bounds"]
+__all__ = ["ShardedObjective", "featurised_shard", "shard_bounds", "shard_vocabulary"]
 
 
 def shard_bounds(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
@@ -68,7 +68,56 @@ class ShardedObjective:
         self.n_shards = len(shards)
         self._handles = self.executor.scatter(list(shards))
 
+    @classmethod
+    def placed(cls, handles: Sequence, executor: Executor) -> "ShardedObjective":
+        """Shard objectives already where the work runs (``executor.map_remote``'s handles)."""
+        objective = cls.__new__(cls)
+        objective.executor, objective.n_shards, objective._handles = executor, len(handles), list(handles)
+        if not handles:
+            raise ValueError("a sharded objective needs at least one shard")
+        return objective
+
     def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
         results = self.executor.map(_evaluate, self._handles, theta)
         value, grad = reduce_in_order(results, _add, start=(0.0, np.zeros_like(theta)))
         return float(value), grad
+
+
+def _read_items(source, read, features):
+    from varorder.models.features import apply_templates, is_array_input
+
+    X, y = read(source)
+    if len(X) != len(y):
+        raise ValueError(f"{source}: {len(X)} sequences but {len(y)} label sequences")
+    X = apply_templates(X, features, f"{source}")
+    if X and is_array_input(X):
+        raise ValueError(f"{source}: sharded training reads feature dicts (or words with features=...), "
+                         "not arrays")
+    return X, y
+
+
+def shard_vocabulary(source, read, features=None):
+    """One shard's feature-name counts (in first-seen order) and label set, computed where the
+    shard is read: what the driver needs to number the features and labels."""
+    from collections import Counter
+    from itertools import chain
+
+    from varorder.models.features import _flatten
+
+    X, y = _read_items(source, read, features)
+    names, _, _, _ = _flatten(X, f"{source}")
+    return Counter(names), set(chain.from_iterable(y))
+
+
+def featurised_shard(source, read, features, indexer, classes):
+    """One shard read, featurised with the driver's feature numbering and turned into its
+    :class:`~varorder.models.crf.ChainObjective` (kept where it was built)."""
+    from varorder.models.crf import ChainObjective
+    from varorder.models.sequences import LabelCodec
+
+    X, y = _read_items(source, read, features)
+    for i, (xs, ys) in enumerate(zip(X, y)):
+        if len(xs) != len(ys):
+            raise ValueError(f"{source}: sequence {i} has {len(xs)} items but {len(ys)} labels")
+    matrix, lengths = indexer.transform(X, f"{source}")
+    return ChainObjective(matrix, lengths, LabelCodec(classes).encode(y, f"{source}"), len(classes))
