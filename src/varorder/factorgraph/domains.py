@@ -36,7 +36,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
-from varorder.factorgraph.kernels import _gibbs_draw
+from varorder.factorgraph.kernels import _gibbs_draw, _record
 
 __all__ = ["DomainLayout", "DomainGraph", "full_score", "local_scores", "anneal", "samplerank_epoch",
            "sample_sweeps"]
@@ -457,13 +457,7 @@ def _samplerank(order, y, loss, theta, u, c, G, L, rule, step_size, C, margin, k
                     _update(t, better, worse, y, G, L, theta, u, step, c, idx)
                     updated = True
                     n_updates += 1
-        if log.shape[0] > 0:
-            log[i, 0] = t
-            log[i, 1] = k
-            log[i, 2] = k_new
-            log[i, 3] = delta_model
-            log[i, 4] = delta_objective
-            log[i, 5] = 1.0 if updated else 0.0
+        _record(log, i, t, k, k_new, delta_model, delta_objective, updated)
         if accept and k_new != k:
             y[t] = k_new
             n_moves += 1

@@ -34,10 +34,11 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+from varorder.eval.neg import neg_scores
 from varorder.io._text import atomic_write_text, open_text
 
 __all__ = ["ATTRS", "REG08_OF", "Candidate", "Slot", "NegDocument", "build_documents", "save_task", "load_task",
-           "regenerate", "normal_key", "task_counts"]
+           "regenerate", "normal_key", "task_counts", "evaluate"]
 
 ATTRS = ("name-plain", "name-gen", "common-plain", "common-gen", "pron3-nom", "pron3-acc", "pron3-gen",
          "rel-nom", "rel-acc", "rel-gen", "reflex-acc", "pron-nom", "pron-acc", "pron-gen")
@@ -309,6 +310,26 @@ def regenerate(document: NegDocument, choices, mark: bool = False) -> list[str]:
     if pieces:
         sentences.append("".join(pieces).strip())
     return sentences
+
+
+def evaluate(documents, choices) -> dict:
+    """GREC-NEG figures (:func:`varorder.eval.neg.neg_scores`) of chosen RE strings, one list per document.
+
+    A chosen string's type is that of the entity's candidate with the same comparison key
+    (a string outside the candidate list counts as no type).
+    """
+    if len(choices) != len(documents):
+        raise ValueError(f"{len(choices)} choice lists for {len(documents)} documents")
+    slots, hypotheses, references = [], [], []
+    for document, chosen in zip(documents, choices):
+        if len(chosen) != len(document.slots):
+            raise ValueError(f"{document.doc_id}: {len(chosen)} choices for {len(document.slots)} slots")
+        for slot, text in zip(document.slots, chosen):
+            types = {normal_key(c.text): c.reg08 for c in document.candidates[slot.entity]}
+            slots.append((text, types.get(normal_key(text)), slot.gold, slot.gold_type))
+        hypotheses += [s.split() for s in regenerate(document, chosen)]
+        references += [s.split() for s in regenerate(document, [s.gold for s in document.slots])]
+    return neg_scores(slots, hypotheses, references, key=normal_key)
 
 
 # -- the prepared task file -----------------------------------------------------------------
