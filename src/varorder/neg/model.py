@@ -385,11 +385,9 @@ class NegGenerator:
     def load(cls, path) -> "NegGenerator":
         """Read a model written by :meth:`save`; anything damaged or foreign raises ValueError naming the file."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, ("theta",))
-        unknown = set(params) - set(_PARAMS)
-        if unknown:
-            raise ValueError(f"{path}: unknown NegGenerator parameters {sorted(unknown)}")
-        model = cls(**params)
-        model._check_params()
+        if not set(params) <= set(_PARAMS):
+            raise ValueError(f"{path}: unknown NegGenerator parameters {sorted(set(params) - set(_PARAMS))}")
+        model = cls(**params)  # model_loader checks the parameters' values on return
         names = state["feature_names"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
             raise ValueError(f"{path}: feature_names must be a list of distinct strings")
