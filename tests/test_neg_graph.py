@@ -35,7 +35,8 @@ def _random_graph(rng, n=6, F=4, A=3, n_entities=2, max_cands=3, pair_codes=2, b
     sentence = np.sort(rng.integers(0, 5, size=n))
     paragraph = sentence // 2
     graph = domains.DomainGraph(cand_ptr, X, attr, is_name, np.array(pair_list).reshape(-1, 3), prev, sentence,
-                                paragraph, rng.integers(0, buckets, size=3))
+                                paragraph, rng.integers(0, buckets, size=3), rng.integers(0, 2, size=C),
+                                rng.integers(1, 3, size=C))
     layout = domains.DomainLayout(F, A, pair_codes if pairs else 0, buckets if link else 0)
     return graph, layout
 
@@ -126,10 +127,10 @@ def test_samplerank_update_on_a_two_slot_document_matches_hand_computation():
     X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]))
     graph = domains.DomainGraph([0, 2, 4], X, [0, 1, 0, 1], [1, 0, 1, 0], [[0, 1, 0]], [-1, 0], [0, 1], [0, 0],
                                 [0, 1])
-    layout = domains.DomainLayout(2, 2, 1, 2)  # θ: 2 unary, 1·2·2 pair, 5·2 link = 16
-    assert layout.n_params == 16
-    theta = np.zeros(16)
-    u = np.zeros(16)
+    layout = domains.DomainLayout(2, 2, 1, 2)  # θ: 2 unary, 1·2·2 pair, 5·2 link, 5·3 name relation = 31
+    assert layout.n_params == 31
+    theta = np.zeros(31)
+    u = np.zeros(31)
     y = np.array([0, 0])
     loss = np.array([0.0, 2.0, 2.0, 0.0])  # gold candidates cost 0
     log = np.zeros((1, 6))
@@ -138,8 +139,10 @@ def test_samplerank_update_on_a_two_slot_document_matches_hand_computation():
     # the proposal (0, 1) is better by Δo = 2; the model scores both 0 (gap 0 ≤ margin 0) → perceptron step 1:
     # θ += φ(0, 1) − φ(0, 0). φ(0, 1): unary 'pron' of slot 1, pair P[0, a=0, a=1], link of slot 1 with target
     # slot 0 (1 sentence back → bucket 1, same paragraph → code 1 + 2 + 1 = 4) and attr 1; φ(0, 0) the same with
-    # 'name', P[0, 0, 0] and link code 4 with attr 0. Slot 0's own link (code 0, attr 0) is in both and cancels.
-    expected = np.zeros(16)
+    # 'name', P[0, 0, 0], link code 4 with attr 0, and — slot 1 holding a name linked to a name — the name
+    # relation R[4, rel]: different strings (keys default to distinct), equal lengths → rel 2.
+    # Slot 0's own link (code 0, attr 0; no target, so no relation) is in both and cancels.
+    expected = np.zeros(31)
     expected[1] += 1
     expected[0] -= 1
     o_P, o_N = 2, 6
@@ -147,6 +150,8 @@ def test_samplerank_update_on_a_two_slot_document_matches_hand_computation():
     expected[o_P + (0 * 2 + 0) * 2 + 0] -= 1
     expected[o_N + 4 * 2 + 1] += 1
     expected[o_N + 4 * 2 + 0] -= 1
+    o_R = o_N + 5 * 2
+    expected[o_R + 4 * 3 + 2] -= 1
     assert theta.tolist() == expected.tolist()
     assert u.tolist() == expected.tolist()  # u += c·step·Δφ with c = 1 at the first step
     assert (c, ranked, updates) == (1.0, 1, 1)
@@ -154,4 +159,4 @@ def test_samplerank_update_on_a_two_slot_document_matches_hand_computation():
     # the move was accepted (Δs = 0 → MH accepts), so y is the gold configuration, objective 0
     assert y.tolist() == [0, 1] and moves == 1 and objective == 0.0
     assert domains.full_score(graph, layout, theta, np.array([0, 1])) - \
-        domains.full_score(graph, layout, theta, np.array([0, 0])) == pytest.approx(6.0)
+        domains.full_score(graph, layout, theta, np.array([0, 0])) == pytest.approx(7.0)

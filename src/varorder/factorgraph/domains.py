@@ -9,12 +9,16 @@ c = cand_ptr[t] + yₜ; every candidate has a sparse feature row φ(c) and an at
     s(y) = Σₜ φ(cₜ)·θ                                              unary factors
          + Σ_(i, j, e) ∈ pairs  θ_P[e, a(cᵢ), a(cⱼ)]                 binary factors (code e)
          + Σₜ θ_N[link(t, y), a(cₜ)]                                 label-dependent name links
+         + Σₜ: name(cₜ), target  θ_R[link(t, y), rel(cₜ, c_target)]       … and how the two names relate
 
 where link(t, y) codes the distance from slot t back to the *previous slot of the same entity
 whose current value is a name* (0: none): which factor exists depends on the assignment, as
 Bouchard's third factor kind ("activated only between mentions and the previous time the same
 entity was referred to by a name"). Link codes are 1 + 2·bucket(sentence distance) + same
-paragraph, the bucket from a lookup table.
+paragraph, the bucket from a lookup table. When slot t holds a name too, a second indicator of
+the link relates the two names: rel = 0 the same string (equal ``cand_key``), 1 a shorter one
+(fewer words, ``cand_len``), 2 otherwise — a binary potential over both slots' values, as
+Bouchard's factor between a mention and the previous name is.
 
 Changing yₜ changes its unary factor, its binary factors, its own link factor's attribute and
 the links of the later slots of its entity up to and including the first one whose value is a
@@ -38,13 +42,16 @@ import scipy.sparse as sp
 
 from varorder.factorgraph.kernels import _gibbs_draw, _record
 
+N_RELATIONS = 3  # same name, shorter name, other
+
 __all__ = ["DomainLayout", "DomainGraph", "full_score", "local_scores", "anneal", "samplerank_epoch",
            "sample_sweeps"]
 
 
 @dataclass(frozen=True)
 class DomainLayout:
-    """θ's blocks: F unary weights, then pair (n_pair_codes × A × A), then link (n_link_codes × A)."""
+    """θ's blocks: F unary weights, pair (n_pair_codes × A × A), link (n_link_codes × A), name relation
+    (n_link_codes × 3)."""
 
     n_features: int
     n_attrs: int
@@ -60,16 +67,17 @@ class DomainLayout:
         A = self.n_attrs
         o_P = self.n_features if self.n_pair_codes else -1
         o_N = self.n_features + self.n_pair_codes * A * A if self.n_distance_buckets else -1
-        return {"P": o_P, "N": o_N}
+        o_R = o_N + self.n_link_codes * A if self.n_distance_buckets else -1
+        return {"P": o_P, "N": o_N, "R": o_R}
 
     @property
     def n_params(self) -> int:
         A = self.n_attrs
-        return self.n_features + self.n_pair_codes * A * A + self.n_link_codes * A
+        return self.n_features + self.n_pair_codes * A * A + self.n_link_codes * (A + N_RELATIONS)
 
     def kernel_layout(self) -> np.ndarray:
         o = self.offsets
-        return np.array([self.n_attrs, o["P"], o["N"]], dtype=np.int64)
+        return np.array([self.n_attrs, o["P"], o["N"], o["R"]], dtype=np.int64)
 
 
 @dataclass
@@ -77,7 +85,8 @@ class DomainGraph:
     """Structure of a batch of documents: candidates, their features, pairs, entity chains, positions.
 
     ``cand_ptr`` (N+1): variable t's candidates are rows cand_ptr[t]..cand_ptr[t+1]−1 of
-    ``X`` (C × F CSR) with attributes ``attr`` (C,) and name flags ``is_name`` (C,).
+    ``X`` (C × F CSR) with attributes ``attr`` (C,) and name flags ``is_name`` (C,); ``cand_key``
+    (equal for equal strings; default all distinct) and ``cand_len`` (words; default 1) relate names.
     ``pairs`` (M, 3): (i, j, code), i < j, joined by θ_P[code, a(cᵢ), a(cⱼ)]. ``entity_prev``
     (N,): previous variable of the same entity (−1 none; chains never cross documents).
     ``sentence``/``paragraph`` (N,) positions for link codes; ``distance_buckets`` (D,) maps a
@@ -93,6 +102,8 @@ class DomainGraph:
     sentence: np.ndarray
     paragraph: np.ndarray
     distance_buckets: np.ndarray
+    cand_key: np.ndarray | None = None
+    cand_len: np.ndarray | None = None
 
     def __post_init__(self):
         self.cand_ptr = np.asarray(self.cand_ptr, dtype=np.int64)
@@ -106,8 +117,12 @@ class DomainGraph:
             raise ValueError(f"X has {self.X.shape[0]} rows for {C} candidates")
         self.attr = np.asarray(self.attr, dtype=np.int64)
         self.is_name = np.asarray(self.is_name, dtype=np.int64)
-        if self.attr.shape != (C,) or self.is_name.shape != (C,):
-            raise ValueError("attr and is_name need one entry per candidate")
+        self.cand_key = np.arange(C, dtype=np.int64) if self.cand_key is None else np.asarray(self.cand_key,
+                                                                                                dtype=np.int64)
+        self.cand_len = np.ones(C, dtype=np.int64) if self.cand_len is None else np.asarray(self.cand_len,
+                                                                                             dtype=np.int64)
+        if any(a.shape != (C,) for a in (self.attr, self.is_name, self.cand_key, self.cand_len)):
+            raise ValueError("attr, is_name, cand_key and cand_len need one entry per candidate")
         self.pairs = np.asarray(self.pairs, dtype=np.int64).reshape(-1, 3)
         if self.pairs.size and ((self.pairs[:, 0] >= self.pairs[:, 1]).any() or (self.pairs[:, :2] < 0).any()
                                 or (self.pairs[:, :2] >= N).any() or (self.pairs[:, 2] < 0).any()):
@@ -156,7 +171,8 @@ class DomainGraph:
         X = self.X
         return (self.cand_ptr, X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
                 self.attr, self.is_name, self.pair_ptr, self.pair_other, self.pair_first, self.pair_code,
-                self.entity_prev, self.entity_next, self.sentence, self.paragraph, self.distance_buckets)
+                self.entity_prev, self.entity_next, self.sentence, self.paragraph, self.distance_buckets,
+                self.cand_key, self.cand_len)
 
     def scratch_size(self) -> int:
         longest, lengths = 0, {}
@@ -164,7 +180,7 @@ class DomainGraph:
             p = self.entity_prev[t]
             lengths[t] = lengths[p] + 1 if p >= 0 else 1
             longest = max(longest, lengths[t])
-        return 2 + int(np.diff(self.pair_ptr).max(initial=0)) + longest
+        return 3 + int(np.diff(self.pair_ptr).max(initial=0)) + 2 * longest
 
 
 def link_targets(graph: DomainGraph, y) -> np.ndarray:
@@ -199,7 +215,16 @@ def full_score(graph: DomainGraph, layout: DomainLayout, theta: np.ndarray, y) -
             code = 0 if i < 0 else 1 + 2 * graph.distance_buckets[min(graph.sentence[t] - graph.sentence[i], D - 1)] \
                 + int(graph.paragraph[t] == graph.paragraph[i])
             total += theta[o["N"] + code * A + graph.attr[cands[t]]]
+            if i >= 0 and graph.is_name[cands[t]]:
+                total += theta[o["R"] + code * N_RELATIONS + name_relation(graph, cands[t], cands[i])]
     return total
+
+
+def name_relation(graph: DomainGraph, c: int, target: int) -> int:
+    """0: the same string, 1: a shorter name (fewer words), 2: otherwise."""
+    if graph.cand_key[c] == graph.cand_key[target]:
+        return 0
+    return 1 if graph.cand_len[c] < graph.cand_len[target] else 2
 
 
 @nb.njit(cache=True)
@@ -211,6 +236,26 @@ def _link_code(s, i, G):
     if d > buckets.size - 1:
         d = buckets.size - 1
     return 1 + 2 * buckets[d] + (1 if paragraph[s] == paragraph[i] else 0)
+
+
+@nb.njit(cache=True)
+def _relation(c, target_c, G):
+    if G[15][c] == G[15][target_c]:
+        return 0
+    return 1 if G[16][c] < G[16][target_c] else 2
+
+
+@nb.njit(cache=True)
+def _link_terms(s, c, target, target_c, G, L, idx, n):
+    """The link indicators of slot s holding candidate c whose previous name is ``target`` (its candidate target_c)."""
+    A, o_N = L[0], L[2]
+    code = _link_code(s, target, G)  # the relation block at L[3] follows the link block
+    idx[n] = o_N + code * A + G[4][c]
+    n += 1
+    if target >= 0 and G[5][c]:
+        idx[n] = L[3] + code * 3 + _relation(c, target_c, G)
+        n += 1
+    return n
 
 
 @nb.njit(cache=True)
@@ -235,14 +280,13 @@ def _terms(t, k, y, G, L, idx):
         target = entity_prev[t]
         while target >= 0 and is_name[cand_ptr[target] + y[target]] == 0:
             target = entity_prev[target]
-        idx[n] = o_N + _link_code(t, target, G) * A + a
-        n += 1
-        later_target = t if is_name[c] else target
+        target_c = cand_ptr[target] + y[target] if target >= 0 else -1
+        n = _link_terms(t, c, target, target_c, G, L, idx, n)
+        later_target, later_c = (t, c) if is_name[c] else (target, target_c)
         s = entity_next[t]
         while s >= 0:
             cs = cand_ptr[s] + y[s]
-            idx[n] = o_N + _link_code(s, later_target, G) * A + attr[cs]
-            n += 1
+            n = _link_terms(s, cs, later_target, later_c, G, L, idx, n)
             if is_name[cs]:
                 break
             s = entity_next[s]

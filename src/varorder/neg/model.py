@@ -7,9 +7,10 @@ entity's list, the model scores (Bouchard §2; :mod:`varorder.factorgraph.domain
     s(c) = Σₜ θ·φ(xₜ, cₜ)                                  unary: slot context × candidate attribute
          + Σ_(i, j) chain  θ_P[e_ij, a(cᵢ), a(cⱼ)]          contiguous mentions of one entity (distance code)
          + Σ_(t−1, t) other θ_P[e′, a(cₜ₋₁), a(cₜ)]          contiguous slots of different entities
-         + Σₜ θ_N[link(t, c), a(cₜ)]                          link to the entity's previous *name* (label-dependent)
+         + Σₜ θ_N[link(t, c), a(cₜ)] (+ θ_R[link, rel])       link to the entity's previous *name* (label-dependent)
 
-with a(c) the candidate's type × case attribute. φ conjoins every slot feature (relation, case
+with a(c) the candidate's type × case attribute and rel, when slot t holds a name too, whether it
+repeats the previous name, shortens it or neither. φ conjoins every slot feature (relation, case
 from the syntax, previous/next POS and word, position in the sentence, first mention in the
 document / paragraph, sentence distance to the entity's previous mention and whether another
 person was mentioned in between, genre, ...) with a(c) and with its REG08 type, plus
@@ -124,7 +125,7 @@ class _Design:
 
     def __init__(self, documents, indexer: FeatureIndexer | None, fit: bool):
         self.documents = documents
-        items, cand_ptr, attr, is_name, loss, gold = [], [0], [], [], [], []
+        items, cand_ptr, attr, is_name, loss, gold, cand_key, cand_len = [], [0], [], [], [], [], [], []
         pairs, entity_prev, sentence, paragraph, doc_of = [], [], [], [], []
         self.entity_chains = []  # (candidate count, [global slot ids]) per entity per document
         self.slot_cases = []
@@ -142,6 +143,8 @@ class _Design:
                     items.append(_candidate_features(document, slot, candidates, k))
                     attr.append(ATTR_INDEX[c.attr])
                     is_name.append(1 if c.is_name else 0)
+                    cand_key.append(k)  # an entity's slots share its list: same index, same string
+                    cand_len.append(len(c.text.split()))
                     loss.append(float(c.reg08 != gold_type) + float(normal_key(c.text) != gold_key))
                 cand_ptr.append(cand_ptr[-1] + len(candidates))
                 gold.append(gold_index)
@@ -173,6 +176,8 @@ class _Design:
         self.cand_ptr = np.array(cand_ptr, dtype=np.int64)
         self.attr = np.array(attr, dtype=np.int64)
         self.is_name = np.array(is_name, dtype=np.int64)
+        self.cand_key = np.array(cand_key, dtype=np.int64)
+        self.cand_len = np.array(cand_len, dtype=np.int64)
         self.loss = np.array(loss)
         self.gold = np.array(gold, dtype=np.int64)
         self.X = X
@@ -189,7 +194,7 @@ class _Design:
     def graph(self, other_pairs: bool = True) -> domains.DomainGraph:
         pairs = self.pairs if other_pairs else self.pairs[self.pairs[:, 2] < _N_CHAIN_CODES]
         return domains.DomainGraph(self.cand_ptr, self.X, self.attr, self.is_name, pairs, self.entity_prev,
-                                   self.sentence, self.paragraph, _LINK_BUCKETS)
+                                   self.sentence, self.paragraph, _LINK_BUCKETS, self.cand_key, self.cand_len)
 
 
 class NegGenerator:
