@@ -555,13 +555,24 @@ def _chain_objective(design, layout, l2):
     return objective
 
 
+_CHAIN_FITS: dict = {}
+
+
 def _fit_chain(design, layout, l2, max_iter) -> np.ndarray:
+    """The chain's exact fit; deterministic, so kept per design (a warm start after (c) reuses it)."""
+    key = (id(design), layout, l2, max_iter)
+    hit = _CHAIN_FITS.get(key)
+    if hit is not None and hit[0] is design:
+        return hit[1].copy()
     theta0 = np.zeros(layout.n_params)
     if design.n_slots == 0:
         return theta0
     result = scipy.optimize.minimize(_chain_objective(design, layout, l2), theta0, jac=True, method="L-BFGS-B",
                                      options={"maxiter": max_iter})
-    return result.x
+    if len(_CHAIN_FITS) >= 4:
+        _CHAIN_FITS.pop(next(iter(_CHAIN_FITS)))
+    _CHAIN_FITS[key] = (design, result.x)
+    return result.x.copy()
 
 
 def _viterbi_chains(design, layout, theta) -> np.ndarray:
