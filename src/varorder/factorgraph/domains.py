@@ -376,7 +376,9 @@ def _greedy(y, theta, G, L, max_sweeps, scores, idx):
             _local_all(t, y, theta, G, L, scores, idx)
             best = y[t]
             for k in range(G[0][t + 1] - G[0][t]):
-                if scores[k] > scores[best]:
+                # a better value, or an exact tie at a lower index: ties (candidates the features cannot
+                # tell apart) end at the first in the list's order, not wherever the sampler left them
+                if scores[k] > scores[best] or (k < best and scores[k] == scores[best]):
                     best = k
             if best != y[t]:
                 y[t] = best
@@ -396,7 +398,11 @@ def sample_sweeps(graph: DomainGraph, layout: DomainLayout, theta, y, n_sweeps: 
 
 def anneal(graph: DomainGraph, layout: DomainLayout, theta, y, temperatures, kind: int, seed: int,
            max_greedy_sweeps: int = 100) -> int:
-    """Simulated annealing from y (in place), one sweep per temperature, then greedy sweeps; returns those."""
+    """Simulated annealing from y (in place), one sweep per temperature, then greedy sweeps; returns those.
+
+    The greedy sweeps move each variable to its best value, exact ties to the lowest index, so a
+    configuration among equal-scoring ones is chosen by the candidate lists' order, as an argmax does.
+    """
     scores, weights, idx = _buffers(graph)
     G, L = graph.kernel_arrays(), layout.kernel_layout()
     _sweeps(y, theta, G, L, np.asarray(temperatures, dtype=np.float64), kind, seed,

@@ -93,6 +93,14 @@ def _candidate_features(document, slot, candidates, index) -> list:
         rank = min(names.index(len(words)), 2)
         out.append(f"namerank={rank}|{context}")
         out.append(f"namerank={rank}|{attr}|{slot.case}")
+        # how the name relates to the entity's longest one: the same, its last word (surname), its first
+        # word (given name), or another form
+        longest = max((x.text.split() for x in candidates if x.is_name), key=len)
+        core = [w for w in words if w not in ("'s", "’s", "'")]
+        part = "full" if core == longest else "last" if core == longest[-1:] else "first" if core == longest[:1] \
+            else "other"
+        out.append(f"namepart={part}|{context}")
+        out.append(f"namepart={part}|{feats[0]}")
     elif reg08 == "common":
         out.append(f"det={words[0].lower()}|{context}")
     else:

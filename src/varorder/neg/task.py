@@ -24,7 +24,8 @@ From CorefUD-annotated documents (:mod:`varorder.io.coref`):
 
 Strings are compared with the first letter lower-cased unless the first word is a proper noun
 or "I" (so sentence-initial "He" and "he" are one candidate); regenerated text capitalises a
-sentence-initial RE.
+sentence-initial RE. Each list is sorted canonically (attribute, longer first, then alphabetically),
+so that its order carries nothing of the original text.
 """
 
 from __future__ import annotations
@@ -263,6 +264,9 @@ def build_document(coref_doc) -> NegDocument:
             if text not in have:
                 have.add(text)
                 entity_candidates.append(Candidate(text, attr))
+        # a canonical order: the order of first use in the document would tell a tie-breaking argmax
+        # which name the original introduced the entity with
+        entity_candidates.sort(key=lambda c: (ATTR_INDEX[c.attr], -len(c.text.split()), c.text))
     return NegDocument(doc.doc_id, genre, words, space_after, list(doc.sentence_starts), paragraph_of, slots,
                        candidates)
 
