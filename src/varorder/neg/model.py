@@ -117,7 +117,9 @@ def _design(documents, indexer, fit: bool) -> "_Design":
     """The design of a document list, reused while the same list (and feature indexer) is in use:
     a benchmark fits and scores several models on one list, and building the features is the
     slow part of a small model's fit."""
-    key = (id(documents), len(documents), fit, None if fit else id(indexer))
+    # the list's identity and each document's slot list: a list changed in place builds anew
+    key = (id(documents), tuple((id(d.slots), len(d.slots)) for d in documents), fit,
+           None if fit else id(indexer))
     hit = _DESIGNS.get(key)
     if hit is not None and hit[0] is documents:
         return hit[1]
