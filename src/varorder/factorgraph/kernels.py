@@ -279,6 +279,18 @@ def _difference_norm2(t, better, worse, y, G, L, idx, idx2):
 
 
 @nb.njit(cache=True)
+def _record(log, i, t, k, k_new, delta_model, delta_objective, updated):
+    """Row i of a SampleRank log (when it has rows): (t, yₜ, k′, Δs, Δo, updated)."""
+    if log.shape[0] > 0:
+        log[i, 0] = t
+        log[i, 1] = k
+        log[i, 2] = k_new
+        log[i, 3] = delta_model
+        log[i, 4] = delta_objective
+        log[i, 5] = 1.0 if updated else 0.0
+
+
+@nb.njit(cache=True)
 def samplerank_epoch(order, y, gold, loss, theta, u, c, G, L, rule, step_size, C, margin, kind, temperature,
                      pairs, seed, log):
     """One SampleRank pass: one proposal per entry of ``order`` (token ids), y updated in place.
@@ -341,13 +353,7 @@ def samplerank_epoch(order, y, gold, loss, theta, u, c, G, L, rule, step_size, C
                     _sparse_update(t, better, worse, y, G, L, theta, u, step, c, idx)
                     updated = True
                     n_updates += 1
-        if log.shape[0] > 0:
-            log[i, 0] = t
-            log[i, 1] = k
-            log[i, 2] = k_new
-            log[i, 3] = delta_model
-            log[i, 4] = delta_objective
-            log[i, 5] = 1.0 if updated else 0.0
+        _record(log, i, t, k, k_new, delta_model, delta_objective, updated)
         if accept and k_new != k:
             y[t] = k_new
             n_moves += 1

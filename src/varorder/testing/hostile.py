@@ -237,6 +237,22 @@ def _rcm(tmp):
     return model, use
 
 
+def _neg(tmp):
+    from varorder.neg.model import NegGenerator
+    from varorder.neg.task import Candidate, NegDocument, Slot
+
+    candidates = {"1": [Candidate("Ada Lovelace", "name-plain"), Candidate("she", "pron3-nom")]}
+    slots = [Slot(j, j, "1", "she" if j % 2 else "Ada Lovelace", "pronoun" if j % 2 else "name", "nom", j, 0,
+                  ["dep=nsubj"]) for j in range(4)]
+    documents = [NegDocument("d", "bio", ["w"] * 4, [True] * 4, [0, 1, 2, 3], [0] * 4, slots, candidates)]
+    model = NegGenerator(n_epochs=2).fit(documents)
+
+    def use(m):
+        chosen = m.predict_indices(documents)
+        assert [len(c) for c in chosen] == [4] and all(0 <= k < 2 for k in chosen[0])
+    return model, use
+
+
 _WORDS = [["the", "dog"], ["a", "cat", "runs"]]
 
 
@@ -261,7 +277,7 @@ def _tagger(kind):
 
 MODEL_KINDS = {"CRF": _tagger("CRF"), "MEMM": _tagger("MEMM"), "HMM": _tagger("HMM"), "WordAligner": _aligner,
                "SampleRankTagger": _samplerank, "LogLinearLM": _loglinear, "Decipherer": _decipherer,
-               "GrammarInducer": _grammar, "ReifiedContextModel": _rcm}
+               "GrammarInducer": _grammar, "ReifiedContextModel": _rcm, "NegGenerator": _neg}
 
 
 def saved_model(kind: str, folder) -> tuple[type, object, object]:

@@ -1,0 +1,7 @@
+"""Named-entity generation (GREC-NEG'10; Bouchard 2010): choose each person reference's expression.
+
+:mod:`.task` builds the task from CorefUD-annotated CoNLL-U (GUM): slots, gold REs, REG08 types,
+candidate lists, regeneration and scoring; :mod:`.model` holds :class:`~varorder.neg.model.NegGenerator`
+(Bouchard's factor graph learned by SampleRank, and the first-mention, exact unary and exact chain
+baselines).
+"""
