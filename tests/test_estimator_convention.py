@@ -38,6 +38,8 @@ from varorder.models.crf import CRF
 from varorder.models.features import pos_features
 from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
+from varorder.neg.model import NegGenerator
+from varorder.neg.task import Candidate, NegDocument, Slot
 from varorder.strings.em import EditEM
 from varorder.strings.inference import PrunedBP, StringEP
 from varorder.strings.model import synthetic_lexicon
@@ -75,6 +77,14 @@ def _graph():
     return synthetic_lexicon(2, seed=3, alphabet_size=3)
 
 
+def _neg_documents():
+    candidates = {"1": [Candidate("Ada Lovelace", "name-plain"), Candidate("she", "pron3-nom")]}
+    slots = [Slot(j, j, "1", ["she", "Ada Lovelace"][j % 2], ["pronoun", "name"][j % 2], ["nom", "acc"][j % 2], j, 0,
+                  [["dep=nsubj", "dep=obj"][j % 2]]) for j in range(4)]
+    return [NegDocument("d0", "bio", [f"w{i}" for i in range(4)], [True] * 4, list(range(4)), [0] * 4, slots,
+                        candidates)]
+
+
 def _corpus_file(tmp_path):
     path = tmp_path / "corpus.txt"
     path.write_text("a b a\nb a b\na a b\n", encoding="utf-8")
@@ -105,6 +115,8 @@ CASES = {
                             lambda m, _: m.fit([["a", "b"], ["b"]], ["ab", "b"]), [lambda m: m.predict([["a"]])]),
     "StructuredLogLinear": (lambda: StructuredLogLinear(order=2, epochs=1, batch_size=2),
                             lambda m, tmp: m.fit(_corpus_file(tmp)), []),
+    "NegGenerator": (lambda: NegGenerator(n_epochs=2, anneal_sweeps=2), lambda m, _: m.fit(_neg_documents()),
+                     [lambda m: m.predict(_neg_documents())]),
     "ModifiedKneserNey": (lambda: ModifiedKneserNey(order=2), lambda m, tmp: m.fit(_corpus_file(tmp)), []),
     "AbsoluteDiscounting": (lambda: AbsoluteDiscounting(order=2), lambda m, tmp: m.fit(_corpus_file(tmp)), []),
     "AdditiveSmoothing": (lambda: AdditiveSmoothing(order=2), lambda m, tmp: m.fit(_corpus_file(tmp)), []),

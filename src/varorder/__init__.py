@@ -37,9 +37,10 @@ _EXPORTS = {
     **dict.fromkeys(("ReifiedContextModel",), "varorder.contexts"),
     **dict.fromkeys(("Decipherer",), "varorder.decipher"),
     **dict.fromkeys(("AlignmentTransducer",), "varorder.transduce"),
+    **dict.fromkeys(("NegGenerator",), "varorder.neg"),
     **dict.fromkeys(("EditEM", "PhonologyGraph", "PrunedBP", "StringEP"), "varorder.strings"),
 }
 _SUBMODULES = ("agree", "base", "chain", "cli", "contexts", "decipher", "engine", "eval", "exact", "factorgraph",
-               "grammar", "hypergraph", "io", "lattice", "lm", "loglinear", "models", "parallel", "strings", "tasks",
+               "grammar", "hypergraph", "io", "lattice", "lm", "loglinear", "models", "neg", "parallel", "strings", "tasks",
                "testing", "transduce", "wfsa")
 __getattr__, __dir__, __all__ = attach(__name__, _EXPORTS, eager=("__version__",), submodules=_SUBMODULES)

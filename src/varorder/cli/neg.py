@@ -19,7 +19,7 @@ import sys
 import click
 
 from varorder.cli._options import OutputFile, Real
-from varorder.io._text import atomic_write_text
+from varorder.io import atomic_write_text
 
 
 @click.group("neg")

@@ -5,3 +5,12 @@ candidate lists, regeneration and scoring; :mod:`.model` holds :class:`~varorder
 (Bouchard's factor graph learned by SampleRank, and the first-mention, exact unary and exact chain
 baselines).
 """
+
+from varorder._lazy import attach
+
+_EXPORTS = {
+    **dict.fromkeys(("NegGenerator", "METHODS"), "varorder.neg.model"),
+    **dict.fromkeys(("Candidate", "NegDocument", "Slot", "build_documents", "load_task", "save_task"),
+                    "varorder.neg.task"),
+}
+__getattr__, __dir__, __all__ = attach(__name__, _EXPORTS)

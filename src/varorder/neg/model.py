@@ -42,9 +42,10 @@ import time
 import numpy as np
 import scipy.optimize
 import scipy.sparse as sp
-from tqdm.auto import tqdm
 
 from varorder import chain
+from varorder._progress import Progress
+from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.engine.threads import single_threaded_blas
 from varorder.factorgraph import domains
 from varorder.factorgraph.kernels import GIBBS, METROPOLIS
@@ -207,7 +208,7 @@ class _Design:
                                    self.sentence, self.paragraph, _LINK_BUCKETS, self.cand_key, self.cand_len)
 
 
-class NegGenerator:
+class NegGenerator(ParamsMixin):
     """Chooses each slot's referring expression (scikit-learn conventions; see the module docstring).
 
     Parameters
@@ -227,8 +228,9 @@ class NegGenerator:
     """
 
     _MODEL_KIND = "NegGenerator"
+    _requires_y = False  # the gold REs travel inside the documents
 
-    def __init__(self, method: str = "samplerank", link_factors: bool = True, other_pairs: bool = True,
+    def __init__(self, *, method: str = "samplerank", link_factors: bool = True, other_pairs: bool = True,
                  warm_start=None, n_epochs: int = 30, rule: str = "perceptron", proposal: str = "gibbs",
                  pairs: str = "proposal", step_size: float = 1.0, C: float = 1.0, margin: float = 1.0,
                  temperature: float = 1.0, average: bool = True, init: str = "random", anneal_sweeps: int = 30,
@@ -256,22 +258,19 @@ class NegGenerator:
         self.random_state = random_state
         self.verbose = verbose
 
-    def get_params(self) -> dict:
-        return {name: getattr(self, name) for name in _PARAMS}
-
     def _check_params(self):
         for name, allowed in (("method", METHODS), ("rule", _RULES), ("proposal", _PROPOSALS), ("pairs", _PAIRS),
                               ("warm_start", _WARM), ("init", ("random", "gold"))):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"{name} must be one of {tuple(allowed)}, got {getattr(self, name)!r}")
+            check_choice(self, name, tuple(allowed))
         for name in ("step_size", "C", "temperature", "anneal_start", "anneal_end"):
-            if not getattr(self, name) > 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-        if self.margin < 0 or self.l2 < 0:
-            raise ValueError("margin and l2 must be >= 0")
-        if not (isinstance(self.n_epochs, int) and self.n_epochs >= 1 and isinstance(self.max_iter, int)
-                and self.max_iter >= 1 and isinstance(self.anneal_sweeps, int) and self.anneal_sweeps >= 0):
-            raise ValueError("n_epochs and max_iter must be ints >= 1, anneal_sweeps an int >= 0")
+            check_real(self, name, 0, exclusive_minimum=True)
+        check_real(self, "margin", 0)
+        check_real(self, "l2", 0)
+        check_int(self, "n_epochs", 1)
+        check_int(self, "max_iter", 1)
+        check_int(self, "anneal_sweeps", 0)
+        for name in ("link_factors", "other_pairs", "average", "verbose"):
+            check_bool(self, name)
 
     def _layout(self, n_features: int) -> domains.DomainLayout:
         A = len(ATTRS)
@@ -325,7 +324,7 @@ class NegGenerator:
         starts = np.searchsorted(design.doc_of, documents)
         ends = np.searchsorted(design.doc_of, documents, side="right")
         began = time.perf_counter()
-        progress = tqdm(range(1, self.n_epochs + 1), disable=not self.verbose, desc="SampleRank", unit="epoch")
+        progress = Progress(range(1, self.n_epochs + 1), enabled=self.verbose, desc="SampleRank", unit="epoch")
         for epoch in progress:
             # documents in a random order, slots left to right within each (as the tagger's sentences)
             order = np.concatenate([np.arange(starts[i], ends[i]) for i in rng.permutation(documents.size)]) \
@@ -345,8 +344,7 @@ class NegGenerator:
     # -- prediction --------------------------------------------------------------------
 
     def _check_fitted(self):
-        if not hasattr(self, "theta_"):
-            raise ValueError("this NegGenerator is not fitted yet: call fit() or load() first")
+        check_is_fitted(self, "theta_")
 
     def predict_indices(self, documents) -> list[list[int]]:
         """Chosen candidate index per slot, per document."""

@@ -36,7 +36,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from varorder.eval.neg import neg_scores
-from varorder.io._text import atomic_write_text, open_text
+from varorder.io import atomic_write_text, open_text
 
 __all__ = ["ATTRS", "REG08_OF", "Candidate", "Slot", "NegDocument", "build_documents", "save_task", "load_task",
            "regenerate", "normal_key", "task_counts", "evaluate"]
