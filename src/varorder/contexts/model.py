@@ -52,6 +52,7 @@ extension; see :mod:`varorder.contexts.context_set`).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -378,5 +379,15 @@ class ReifiedContextModel:
         model.ngram_weights_ = arrays["ngram"].copy()
         model.observation_weights_ = arrays["observation"].copy()
         cw = state["coverage_weight"]
-        model.coverage_weight_ = -np.inf if cw is None else float(cw)
+        fixed = -np.inf if model.mode == "beam" else 0.0
+        if cw is None:
+            cw = -np.inf
+        elif isinstance(cw, bool) or not isinstance(cw, (int, float)) or not math.isfinite(cw):
+            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' must be a finite number or null, got {cw!r:.40}")
+        if model.coverage == "fixed" and float(cw) != fixed:
+            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' is {cw!r:.40}, but coverage 'fixed' in mode "
+                             f"{model.mode!r} keeps it at {fixed}")
+        if model.coverage == "learned" and cw == -np.inf:
+            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' must be a number when coverage is learned")
+        model.coverage_weight_ = float(cw)
         return model

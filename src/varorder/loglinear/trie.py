@@ -88,8 +88,8 @@ class ContextTrie:
         n_ctx, n_par, V = self.n_contexts, self.n_params, self.vocab_size
         if self.order < 1 or V < 1:
             fail(f"order {self.order} and vocabulary size {V} must be positive")
-        for name, length in (("ctx_word", n_ctx), ("ctx_depth", n_ctx), ("child_start", n_ctx + 1),
-                             ("succ_start", n_ctx + 1), ("succ_word", n_par), ("succ_param", n_par),
+        for name, length in (("ctx_parent", n_ctx), ("param_parent", n_par), ("ctx_word", n_ctx), ("ctx_depth", n_ctx),
+                             ("child_start", n_ctx + 1), ("succ_start", n_ctx + 1), ("succ_word", n_par), ("succ_param", n_par),
                              ("param_word", n_par), ("param_ctx", n_par), ("param_depth", n_par)):
             array = getattr(self, name)
             if array.ndim != 1 or len(array) != length or array.dtype.kind not in "iu":

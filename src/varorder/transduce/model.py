@@ -54,7 +54,7 @@ from varorder.engine.validate import as_rng
 from varorder import lattice as lt
 from varorder.models.estimator import ParamsMixin
 from varorder.models.optim import AdaGrad
-from varorder.models.persist import check_labels, check_shapes, load_model, model_loader, save_model
+from varorder.models.persist import check_keys, check_labels, check_shapes, load_model, model_loader, save_model
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
 
@@ -571,6 +571,10 @@ class AlignmentTransducer(ParamsMixin):
         letters = check_labels(path, "letters", state["letters"])
         if not phonemes or phonemes[0] != _UNK or not letters:
             raise ValueError(f"{where}: phoneme list must start with {_UNK!r} and letters be non-empty")
+        if not all(isinstance(p, str) for p in phonemes) or not all(isinstance(c, str) and len(c) == 1 for c in letters):
+            # outputs are spelled letter by letter: a longer "letter" would change every prediction's length
+            raise ValueError(f"{where}: field 'letters' must be single characters and 'phonemes' strings")
+        check_keys(path, "state", state, ("phonemes", "letters", "weights"))
         model.codec_ = _Codec(phonemes, letters)
         model.features_ = model._space()
         size = model.features_.size
