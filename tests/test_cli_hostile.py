@@ -104,3 +104,63 @@ def test_cli_ngram_order_bound_matches_the_estimators():
     from varorder.lm.estimate import MAX_ORDER
 
     assert NGRAM_MAX_ORDER == MAX_ORDER
+
+
+# options that the model family or method would ignore (#33: exit 0 with the option silently dropped)
+INAPPLICABLE = [
+    (["--model", "loglinear", "--binary"], "--binary"),
+    (["--model", "loglinear", "--max-arpa"], "--max-arpa"),
+    (["--model", "loglinear", "-S", "10M"], "-S"),
+    (["--model", "loglinear", "--method", "additive"], "--method"),
+    (["--model", "loglinear", "--prune", "0 1"], "--prune"),
+    (["--model", "loglinear", "-T", "."], "-T"),
+    (["--model", "loglinear", "--discount-fallback"], "--discount-fallback"),
+    (["--lam", "0.1"], "--lam"),
+    (["--penalty", "l1"], "--penalty"),
+    (["--epochs", "3"], "--epochs"),
+    (["--discount", "0.1"], "--discount"),
+    (["--method", "additive", "--smoothing", "0.1"], "--smoothing"),
+    (["--method", "absolute", "--alpha", "2"], "--alpha"),
+    (["--fallback-discounts", "1 1 1"], "--fallback-discounts"),
+    (["-T", "."], "-T"),
+]
+
+
+@pytest.mark.parametrize("extra, option", INAPPLICABLE, ids=[" ".join(e) for e, _ in INAPPLICABLE])
+def test_lm_train_refuses_options_that_do_not_apply(tmp_path, monkeypatch, extra, option):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.txt").write_text("the cat sat\na dog ran\n")
+    result = CliRunner().invoke(main, ["lm", "train", "c.txt", "-o", "out", *extra])
+    assert result.exit_code == 2, result.output
+    assert option in result.output and "applies to" in result.output
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.fixture(scope="module")
+def loglinear_npz(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("ll")
+    (folder / "c.txt").write_text("the cat sat\na dog ran\nthe dog sat on the cat\n")
+    result = CliRunner().invoke(main, ["lm", "train", str(folder / "c.txt"), "-o", str(folder / "ll.npz"),
+                                       "--model", "loglinear", "--epochs", "1"])
+    assert result.exit_code == 0, result.output
+    return folder / "ll.npz"
+
+
+@pytest.mark.parametrize("args", [["next", "{m}", "the"], ["build-binary", "{m}", "x.bin"], ["maxarpa", "{m}", "m.arpa"]])
+def test_ngram_only_commands_refuse_a_loglinear_model(loglinear_npz, tmp_path, monkeypatch, args):
+    """These were AttributeError tracebacks."""
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["lm", *[a.replace("{m}", str(loglinear_npz)) for a in args]])
+    assert result.exit_code == 2, result.output
+    assert "MODEL" in result.output and "n-gram" in result.output and str(loglinear_npz) in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_lm_score_names_a_damaged_npz_as_a_model_file(loglinear_npz, tmp_path):
+    """It said 'binary file (NUL bytes), not an ARPA text file'."""
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(loglinear_npz.read_bytes()[:300])
+    (tmp_path / "t.txt").write_text("the cat\n")
+    result = CliRunner().invoke(main, ["lm", "score", str(bad), str(tmp_path / "t.txt")])
+    assert result.exit_code == 1 and "ARPA" not in result.output, result.output
+    assert f"{bad}: not a readable varorder model file" in result.output

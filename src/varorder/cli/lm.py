@@ -78,6 +78,53 @@ def _checked_memory(text: str | None, param) -> int | None:
     return budget
 
 
+# which options apply to what: --model's family, then the n-gram --method (#33: given where they do
+# not apply they were silently ignored; now a usage error before any work)
+_NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
+               "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa")
+_METHOD_ONLY = {"discount": "absolute", "smoothing": "absolute", "alpha": "additive"}
+
+
+def _refuse_inapplicable(ctx, model_family: str, method: str) -> None:
+    """A usage error for every option given on the command line (not left at its default)
+    that the chosen model family or method would ignore."""
+    from click.core import ParameterSource
+
+    given = {p.name: p for p in ctx.command.params
+             if ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)}
+
+    def hint(name):
+        return "/".join(given[name].opts)
+
+    if model_family == "loglinear":
+        for name in _NGRAM_ONLY:
+            if name in given:
+                raise click.UsageError(f"{hint(name)} applies to n-gram models only; --model loglinear trains a "
+                                       f"log-linear model and writes it as npz", ctx=ctx)
+        return
+    from varorder.cli._loglinear import LOGLINEAR_ONLY
+
+    for name in LOGLINEAR_ONLY:
+        if name in given:
+            raise click.UsageError(f"{hint(name)} applies to --model loglinear only", ctx=ctx)
+    for name, wanted in _METHOD_ONLY.items():
+        if name in given and method != wanted:
+            raise click.UsageError(f"{hint(name)} applies to --method {wanted} only (the method is {method})", ctx=ctx)
+    if "fallback_discounts" in given and "discount_fallback" not in given:
+        raise click.UsageError("--fallback-discounts applies to --discount-fallback only", ctx=ctx)
+    if "temp_dir" in given and not ({"memory", "dask_scheduler"} & set(given)):
+        raise click.UsageError("-T/--temp-dir applies to -S or --dask-scheduler only (it holds their tables)", ctx=ctx)
+
+
+def _ngram_model_only(model_path: str, command: str) -> None:
+    """Refuse a log-linear model (an npz) where a command needs an n-gram back-off model."""
+    with open(model_path, "rb") as handle:
+        if handle.read(4) != b"PK\x03\x04":
+            return
+    raise click.BadParameter(f"{model_path} is an npz model (log-linear, or another varorder kind); `lm {command}` "
+                             f"needs an n-gram back-off model (ARPA or binary)", param_hint="MODEL")
+
+
 def _no_client():
     import contextlib
 
@@ -129,6 +176,7 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
           discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa,
           model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
+    _refuse_inapplicable(click.get_current_context(), model_family, method)
     if model_family != "loglinear" and order > NGRAM_MAX_ORDER:
         raise click.BadParameter(f"{order} is above {NGRAM_MAX_ORDER}, the largest order of an n-gram model "
                                  f"(--model loglinear goes up to {LOGLINEAR_MAX_ORDER})", param_hint="'-n' / '--order'")
@@ -269,6 +317,7 @@ def build_binary(arpa, output, max_arpa, minus_99):
     """
     from varorder.lm.binary import verify_binary, write_binary
 
+    _ngram_model_only(arpa, "build-binary")
     start = time.perf_counter()
     model = _load(arpa, minus_99)
     _say(f"read {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")
@@ -307,6 +356,7 @@ def next_word(model_path, context, top, bos, minus_99):
     words with their log10 p(word | context), and the total probability printed."""
     import numpy as np
 
+    _ngram_model_only(model_path, "next")
     model = _load(model_path, minus_99)
     words = " ".join(context).split()
     log10probs = model.next_word_log10probs(words, bos=bos)
@@ -327,6 +377,7 @@ def maxarpa(model_path, output):
     """
     from varorder.io.arpa import write_arpa
 
+    _ngram_model_only(model_path, "maxarpa")
     model = _load(model_path)
     start = time.perf_counter()
     model.max_backoff()
