@@ -164,3 +164,35 @@ def test_lm_score_names_a_damaged_npz_as_a_model_file(loglinear_npz, tmp_path):
     result = CliRunner().invoke(main, ["lm", "score", str(bad), str(tmp_path / "t.txt")])
     assert result.exit_code == 1 and "ARPA" not in result.output, result.output
     assert f"{bad}: not a readable varorder model file" in result.output
+
+
+# every command family: an option given where this mode, model or method ignores it
+IGNORED = [
+    (["tag", "train", "t.conllu", "-o", "m.npz", "--model", "hmm", "--c1", "0.5"], "--c1"),
+    (["tag", "train", "t.conllu", "-o", "m.npz", "--model", "memm", "--algorithm", "sgd"], "--algorithm"),
+    (["tag", "train", "t.conllu", "-o", "m.npz", "--alpha", "0.5"], "--alpha"),
+    (["tag", "train", "t.conllu", "-o", "m.npz", "--epochs", "3"], "--epochs"),
+    (["tag", "train", "t.conllu", "-o", "m.npz", "--model", "hmm", "--dev", "t.conllu"], "--dev"),
+    (["tag", "train", "t.conllu", "-o", "m.npz", "--learner", "samplerank", "--max-iterations", "3"], "--max-iterations"),
+    (["strings", "infer", "--synthetic", "5", "--method", "bp", "--lam", "0.1"], "--lam"),
+    (["strings", "infer", "--synthetic", "5", "--method", "pep", "--eta", "0.1"], "--eta"),
+    (["strings", "infer", "--synthetic", "5", "--method", "pep", "--k", "3"], "--k"),
+    (["strings", "infer", "--synthetic", "5", "--em-smoothing", "0.5"], "--em-smoothing"),
+    (["strings", "infer", "--hopkins", "a", "--alphabet-size", "5"], "--alphabet-size"),
+    (["induce", "train", "t.conllu", "-o", "m.npz", "--model", "dmv", "--ccm-smoothing", "1", "1"], "--ccm-smoothing"),
+    (["induce", "train", "t.conllu", "-o", "m.npz", "--model", "ccm", "--dmv-smoothing", "1"], "--dmv-smoothing"),
+    (["transduce", "train", "a", "-o", "m.npz", "--sample-seed", "3"], "--sample-seed"),
+    (["decipher", "train", "folder", "-o", "out", "--order", "1", "--inference", "exact", "--size", "3"], "--size"),
+]
+
+
+@pytest.mark.parametrize("args, option", IGNORED, ids=[" ".join(a) for a, _ in IGNORED])
+def test_options_the_command_would_ignore_are_refused(tmp_path, monkeypatch, args, option):
+    monkeypatch.chdir(tmp_path)
+    for name in ("a", "t.conllu"):
+        (tmp_path / name).write_text("x\n")
+    (tmp_path / "folder").mkdir()
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output
+    assert option in result.output and "applies to" in result.output, result.output
+    assert not (tmp_path / "m.npz").exists() and not (tmp_path / "out").exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from varorder.cli._options import OutputFile, OutputFolder, Real, executor
+from varorder.cli._options import OutputFile, OutputFolder, Real, executor, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -75,6 +75,7 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
 
     from varorder.decipher import Decipherer, load
 
+    refuse_inapplicable(click.get_current_context(), [("size", inference != "exact", "--inference rcms or beam")])
     out = Path(output)
     try:
         data = load(task_folder)

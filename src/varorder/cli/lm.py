@@ -25,7 +25,7 @@ MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRIL
                  "or as the number -99 (KenLM's reading).")
 
 from varorder.cli._loglinear import LOGLINEAR_MAX_ORDER, loglinear_options  # noqa: E402  (light: no model imports)
-from varorder.cli._options import OutputFile, Real, dask_client  # noqa: E402
+from varorder.cli._options import OutputFile, Real, dask_client, refuse_inapplicable  # noqa: E402
 
 
 def _say(message: str) -> None:
@@ -78,42 +78,23 @@ def _checked_memory(text: str | None, param) -> int | None:
     return budget
 
 
-# which options apply to what: --model's family, then the n-gram --method (#33: given where they do
-# not apply they were silently ignored; now a usage error before any work)
+# options that only an n-gram model reads (#33: with --model loglinear they were silently ignored)
 _NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
                "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa")
-_METHOD_ONLY = {"discount": "absolute", "smoothing": "absolute", "alpha": "additive"}
 
 
 def _refuse_inapplicable(ctx, model_family: str, method: str) -> None:
-    """A usage error for every option given on the command line (not left at its default)
-    that the chosen model family or method would ignore."""
-    from click.core import ParameterSource
-
-    given = {p.name: p for p in ctx.command.params
-             if ctx.get_parameter_source(p.name) not in (None, ParameterSource.DEFAULT)}
-
-    def hint(name):
-        return "/".join(given[name].opts)
-
-    if model_family == "loglinear":
-        for name in _NGRAM_ONLY:
-            if name in given:
-                raise click.UsageError(f"{hint(name)} applies to n-gram models only; --model loglinear trains a "
-                                       f"log-linear model and writes it as npz", ctx=ctx)
-        return
     from varorder.cli._loglinear import LOGLINEAR_ONLY
 
-    for name in LOGLINEAR_ONLY:
-        if name in given:
-            raise click.UsageError(f"{hint(name)} applies to --model loglinear only", ctx=ctx)
-    for name, wanted in _METHOD_ONLY.items():
-        if name in given and method != wanted:
-            raise click.UsageError(f"{hint(name)} applies to --method {wanted} only (the method is {method})", ctx=ctx)
-    if "fallback_discounts" in given and "discount_fallback" not in given:
-        raise click.UsageError("--fallback-discounts applies to --discount-fallback only", ctx=ctx)
-    if "temp_dir" in given and not ({"memory", "dask_scheduler"} & set(given)):
-        raise click.UsageError("-T/--temp-dir applies to -S or --dask-scheduler only (it holds their tables)", ctx=ctx)
+    ngram = model_family != "loglinear"
+    given = {name for name in ("memory", "dask_scheduler") if ctx.params.get(name)}
+    refuse_inapplicable(ctx, [(name, ngram, "n-gram models (--model ngram)") for name in _NGRAM_ONLY]
+                        + [(name, not ngram, "--model loglinear") for name in LOGLINEAR_ONLY]
+                        + [("discount", method == "absolute", "--method absolute"),
+                           ("smoothing", method == "absolute", "--method absolute"),
+                           ("alpha", method == "additive", "--method additive"),
+                           ("fallback_discounts", bool(ctx.params.get("discount_fallback")), "--discount-fallback"),
+                           ("temp_dir", bool(given), "-S or --dask-scheduler (it holds their tables)")])
 
 
 def _ngram_model_only(model_path: str, command: str) -> None:
