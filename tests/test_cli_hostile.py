@@ -196,3 +196,39 @@ def test_options_the_command_would_ignore_are_refused(tmp_path, monkeypatch, arg
     assert result.exit_code == 2, result.output
     assert option in result.output and "applies to" in result.output, result.output
     assert not (tmp_path / "m.npz").exists() and not (tmp_path / "out").exists()
+
+
+# inputs with nothing in them, or not what the command needs: an error naming the file
+EMPTY_INPUTS = [
+    (["lm", "train", "empty.txt", "-o", "m.arpa", "--discount-fallback"], 2, "empty.txt is empty"),
+    (["lm", "train", "empty.txt", "-o", "m.npz", "--model", "loglinear"], 2, "empty.txt is empty"),
+    (["lm", "train", "blank.txt", "-o", "m.npz", "--model", "loglinear"], 1, "blank.txt: no sentences"),
+    (["tag", "train", "empty.txt", "-o", "m.npz"], 1, "empty.txt: no sentences"),
+    (["align", "train", "empty.txt", "empty.txt", "-o", "m.npz"], 1, "empty.txt: no sentence pairs"),
+    (["induce", "eval", "g.npz", "tags.txt", "--format", "tags"], 2, "tags.txt has no trees"),
+]
+
+
+@pytest.fixture(scope="module")
+def grammar_npz(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("induce")
+    (folder / "train.txt").write_text("DT NN VB\nDT JJ NN VB\nNN VB\n")
+    result = CliRunner().invoke(main, ["induce", "train", str(folder / "train.txt"), "--format", "tags", "-o",
+                                       str(folder / "g.npz"), "--model", "dmv", "--iterations", "1", "--quiet"])
+    assert result.exit_code == 0, result.output
+    return folder / "g.npz"
+
+
+@pytest.mark.parametrize("args, code, message", EMPTY_INPUTS, ids=[" ".join(a) for a, _, _ in EMPTY_INPUTS])
+def test_empty_or_unsuitable_inputs_are_named(tmp_path, monkeypatch, grammar_npz, args, code, message):
+    """#33: 'need at least one array to concatenate'; "sentence 0: tag 'PUNCT' was not seen in training"
+    for a tags file given to induce eval (the real problem: it has no trees)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.txt").write_text("")
+    (tmp_path / "blank.txt").write_text("\n\n")
+    (tmp_path / "tags.txt").write_text("DT NN PUNCT\n")  # PUNCT unseen in training: no longer what is reported
+    (tmp_path / "g.npz").write_bytes(grammar_npz.read_bytes())
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == code, result.output
+    assert message in result.output and "Traceback" not in result.output, result.output
+    assert not (tmp_path / "m.npz").exists() and not (tmp_path / "m.arpa").exists()

@@ -168,15 +168,9 @@ def test_atomic_writes_respect_umask_and_leave_no_temp(tmp_path, umask):
 
 @pytest.fixture(scope="module")
 def cipher_task(tmp_path_factory):
-    import numpy as np
+    from varorder.testing.hostile import cipher_task as write_task
 
-    from varorder.decipher import prepare, save
-
-    rng = np.random.default_rng(0)
-    sentences = [[["a", "b", "c", "d"][i] for i in rng.choice(4, size=int(rng.integers(1, 6)))] for _ in range(60)]
-    folder = tmp_path_factory.mktemp("cipher") / "task"
-    save(prepare(sentences, num_words=4, num_cipher=10, seed=1), folder)
-    return folder
+    return write_task(tmp_path_factory.mktemp("cipher") / "task", sentences=60, num_cipher=10)
 
 
 @SETTINGS

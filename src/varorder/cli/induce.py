@@ -119,6 +119,9 @@ def evaluate(model_file, gold, fmt, max_length, head_style):
 
     est = _model(model_file)
     sentences = _load(gold, fmt, max_length, head_style)
+    if any(s.heads is None for s in sentences):  # before parsing: an unseen tag would hide the real problem
+        raise click.BadParameter(f"{gold} has no trees (read as format 'tags': one tag sequence per line); "
+                                 f"evaluation needs gold trees: give a CoNLL-U or PTB file", param_hint="GOLD")
     try:
         heads, spans = est.parse([s.tags for s in sentences])
         click.echo(json.dumps(score(heads, spans, sentences)))

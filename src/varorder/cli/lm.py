@@ -158,6 +158,11 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
           model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
     _refuse_inapplicable(click.get_current_context(), model_family, method)
+    import os
+
+    for path in corpus:
+        if path != "-" and os.path.getsize(path) == 0:
+            raise click.BadParameter(f"{path} is empty: nothing to estimate a model from", param_hint="CORPUS")
     if model_family != "loglinear" and order > NGRAM_MAX_ORDER:
         raise click.BadParameter(f"{order} is above {NGRAM_MAX_ORDER}, the largest order of an n-gram model "
                                  f"(--model loglinear goes up to {LOGLINEAR_MAX_ORDER})", param_hint="'-n' / '--order'")

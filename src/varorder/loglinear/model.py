@@ -457,6 +457,9 @@ class StructuredLogLinear:
     def fit(self, paths) -> "StructuredLogLinear":
         """Fit on text files (one sentence per line, ``.gz`` read transparently)."""
         vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
+        if len(lengths) == 0:
+            names = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+            raise ValueError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
         return self.fit_ids(ids, lengths, vocabulary)
 
     def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None) -> "StructuredLogLinear":

@@ -17,7 +17,7 @@ import random
 import numpy as np
 
 __all__ = ["HypothesisChooser", "RandomChooser", "model_members", "write_members", "mutate_bytes", "mutate_metadata",
-           "mutate_array", "HOSTILE_VALUES", "MODEL_KINDS", "saved_model"]
+           "mutate_array", "HOSTILE_VALUES", "MODEL_KINDS", "saved_model", "cipher_task"]
 
 # values that trained models never hold, or that break arithmetic when they do
 HOSTILE_VALUES = (np.inf, -np.inf, np.nan, 1e308, -1e308, 1e5, -1.0, 0.0, 2.0, 2 ** 40)
@@ -214,6 +214,16 @@ def _loglinear(tmp):
         perplexity = m.perplexity(["the cat sat", "a cat on the mat"])
         assert np.isfinite(perplexity) and perplexity >= 1.0 - 1e-9
     return model, use
+
+
+def cipher_task(folder, sentences: int = 80, num_cipher: int = 20):
+    """A tiny prepared ``varorder decipher`` task folder (four words, seeded) written to ``folder``."""
+    from varorder.decipher import prepare, save
+
+    rng = np.random.default_rng(0)
+    corpus = [[["a", "b", "c", "d"][i] for i in rng.choice(4, size=int(rng.integers(1, 6)))] for _ in range(sentences)]
+    save(prepare(corpus, num_words=4, num_cipher=num_cipher, seed=1), folder)
+    return folder
 
 
 def _decipherer(tmp):
