@@ -97,7 +97,10 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
         out.mkdir(parents=True, exist_ok=True)
         model.save(out / "model.npz", data.words)
         model.write_table(out / "table.tsv", data.words)
-        (out / "history.json").write_text(model.history_json() + "\n", encoding="utf-8")
+        from varorder.io._text import atomic_write_text
+
+        with atomic_write_text(out / "history.json") as handle:  # atomic, and a full disk names the file
+            handle.write(model.history_json() + "\n")
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc))
     last = model.history_[-1] if model.history_ else {}

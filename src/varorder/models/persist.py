@@ -81,10 +81,12 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a saved model is an ordinary file
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
+        from varorder.io._text import naming_path
+
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
+        raise naming_path(error, path, "the model file")
 
 
 def model_kind(path) -> str:
