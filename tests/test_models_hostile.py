@@ -175,3 +175,37 @@ def test_forged_fields_refused_naming_file_and_field(kind, edit, field, tmp_path
     with pytest.raises(ValueError, match=f"{bad}.*{field}"):
         cls.load(bad)
 
+
+
+def test_every_field_edit_is_refused_or_harmless(saved, tmp_path):
+    """Each params/state field and each array of the file edited in turn (type, range, length,
+    order, dtype, shape; removed; an unknown key added) and the digest recomputed: the kind's own
+    checks must refuse the file naming it, or the model must work (the contract of
+    docs/model-files.md; consistent edits that still work are the digest's to refuse)."""
+    from varorder.testing.hostile import field_edits
+
+    cls, use, path = saved
+    bad = tmp_path / "field.npz"
+    failures = []
+    for label, members in field_edits(model_members(path)):
+        write_members(bad, members)
+        try:
+            check_load(cls, use, bad)
+        except Exception as error:  # noqa: BLE001 - collected, so that one run lists every gap
+            failures.append(f"{label}: {type(error).__name__}: {error}"[:300])
+    assert not failures, "\n".join(failures)
+
+
+def test_the_contract_page_names_every_field_of_every_kind(saved):
+    """docs/model-files.md lists each state field and array a saved model of each kind holds."""
+    from pathlib import Path
+
+    cls, _, path = saved
+    page = (Path(__file__).resolve().parents[1] / "docs" / "model-files.md").read_text()
+    members = model_members(path)
+    meta = json.loads(members.pop("__meta__").tobytes())
+    kind = meta["kind"]
+    section = page[page.index(f"| **{kind}**"):]
+    section = section[:section.index("\n| **", 1)] if "\n| **" in section[1:] else section
+    missing = [name for name in [*meta["state"], *members] if f"`{name}" not in section and f"{name}`" not in section]
+    assert not missing, f"{kind}: docs/model-files.md does not describe {missing}"

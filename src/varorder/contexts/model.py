@@ -153,6 +153,10 @@ class ReifiedContextModel:
         if self.max_context is not None and (self.mode == "beam" or int(self.max_context) < self.order - 1):
             raise ValueError(f"max_context must be None or an int >= order - 1 = {self.order - 1} (RCMS only), "
                              f"got {self.max_context!r}")
+        # the n-gram table holds (V + 2)^(n − 1)·V weights: past n = 64 no table exists, and a forged
+        # order of 2^63 made even computing that size hang
+        if isinstance(self.order, bool) or not isinstance(self.order, (int, np.integer)) or not 2 <= self.order <= 64:
+            raise ValueError(f"order must be an integer in [2, 64], got {self.order!r:.40}")
         for name in ("epochs", "batch_size", "num_contexts", "track_every"):
             value = getattr(self, name)
             # compiled code takes these as int64: a float like 1e308 would overflow there
@@ -373,6 +377,11 @@ class ReifiedContextModel:
         elif version != FORMAT_VERSION:
             raise ValueError(f"{os.fspath(path)}: unsupported {_KIND} version {version!r}")
         model = cls(**params)
+        model._check_params()  # before the tables are sized from the parameters
+        if isinstance(state["num_inputs"], bool) or not isinstance(state["num_inputs"], int) \
+                or not 1 <= state["num_inputs"] < 2 ** 31:
+            raise ValueError(f"{os.fspath(path)}: field 'num_inputs' must be an integer in [1, 2^31), "
+                             f"got {state['num_inputs']!r:.40}")
         model._init_state(state["num_inputs"])
         check_shapes(path, arrays, {"ngram": model.ngram_weights_.shape,
                                     "observation": model.observation_weights_.shape}, allow_neg_inf=False)

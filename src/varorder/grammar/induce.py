@@ -190,6 +190,8 @@ class GrammarInducer:
         if not isinstance(tags, list) or not tags or not all(isinstance(t, str) for t in tags):
             raise ValueError(f"{path}: state.tags must be a non-empty list of tag names")
         check_labels(path, "tags", tags)
+        if any(not t or any(c.isspace() for c in t) for t in tags):  # tags are read as whitespace-separated words
+            raise ValueError(f"{path}: field 'tags' holds an empty tag or one with whitespace")
         self.tags_ = tags
         self.objectives_ = list(state.get("objectives", []))
         T = len(tags)

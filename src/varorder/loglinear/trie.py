@@ -77,7 +77,13 @@ class ContextTrie:
     def from_arrays(cls, order: int, vocab_size: int, arrays: dict[str, np.ndarray], where: str = "model") -> "ContextTrie":
         """Rebuild from stored arrays, checking every structural invariant (ValueError naming
         ``where`` and the broken array otherwise)."""
-        trie = cls(order, vocab_size, **{name: np.asarray(arrays[name]) for name in _ARRAYS})
+        def stored(name):
+            # integers of any width as int64, the kernels' type (an int32 array would compile them
+            # again, for seconds); a uint64 beyond int64 wraps negative and fails validate's ranges
+            array = np.asarray(arrays[name])
+            return array.astype(np.int64) if array.dtype.kind in "iu" else array
+
+        trie = cls(order, vocab_size, **{name: stored(name) for name in _ARRAYS})
         trie.validate(where)
         return trie
 

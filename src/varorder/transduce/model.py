@@ -311,8 +311,12 @@ class AlignmentTransducer(ParamsMixin):
         for name, low in (("num_contexts", 1), ("order", 2), ("max_advance", 1), ("epochs", 0), ("track_every", 1),
                           ("length_slack", 0), ("bigram_epochs", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            # below 2^31: compiled code takes these as int64 (2^63 overflowed at predict) and each
+            # costs time in proportion (a forged order of 2^63 never finished)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value < 2 ** 31:
+                raise ValueError(f"{name} must be an integer in [{low}, 2^31), got {value!r:.40}")
+        if self.order > 64:
+            raise ValueError(f"order must be at most 64, got {self.order}")
         for name in ("step_size", "length_ratio"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
