@@ -183,6 +183,12 @@ IGNORED = [
     (["induce", "train", "t.conllu", "-o", "m.npz", "--model", "ccm", "--dmv-smoothing", "1"], "--dmv-smoothing"),
     (["transduce", "train", "a", "-o", "m.npz", "--sample-seed", "3"], "--sample-seed"),
     (["decipher", "train", "folder", "-o", "out", "--order", "1", "--inference", "exact", "--size", "3"], "--size"),
+    (["align", "train", "a", "a", "-o", "m.npz", "--method", "union"], "--method"),
+    (["align", "apply", "a", "a", "a", "--method", "intersection", "--threshold", "0.3"], "--threshold"),
+    (["decode", "a", "--task", "t9", "--text", "843", "--train", "a"], "--train"),
+    (["decode", "a", "--task", "candidates", "--text", "[]", "--max-candidates", "3"], "--max-candidates"),
+    (["sample", "a", "--task", "pos", "--train", "a", "--text", "x", "--k", "3"], "--k"),
+    (["sample", "a", "--task", "t9", "--text", "843", "--tag-column", "upos"], "--tag-column"),
 ]
 
 
@@ -232,3 +238,16 @@ def test_empty_or_unsuitable_inputs_are_named(tmp_path, monkeypatch, grammar_npz
     assert result.exit_code == code, result.output
     assert message in result.output and "Traceback" not in result.output, result.output
     assert not (tmp_path / "m.npz").exists() and not (tmp_path / "m.arpa").exists()
+
+
+def test_lm_score_refuses_arpa_options_with_a_loglinear_model(loglinear_npz, tmp_path):
+    (tmp_path / "t.txt").write_text("the cat\n")
+    for option in (["--verify"], ["--minus-99", "literal"]):
+        result = CliRunner().invoke(main, ["lm", "score", str(loglinear_npz), str(tmp_path / "t.txt"), *option])
+        assert result.exit_code == 2 and option[0] in result.output and "applies to" in result.output, result.output
+
+
+def test_decode_pos_without_train_is_refused_before_reading_the_model(tmp_path):
+    (tmp_path / "m.arpa").write_text("not an ARPA file\n")  # never read: the usage error comes first
+    result = CliRunner().invoke(main, ["decode", str(tmp_path / "m.arpa"), "--task", "pos", "--text", "a"])
+    assert result.exit_code == 2 and "--task pos needs --train" in result.output, result.output

@@ -41,6 +41,10 @@ def _load(model_path: str, minus_99: str = "zero", verify: bool = False):
     try:
         loglinear = load_loglinear_if_one(model_path)
         if loglinear is not None:
+            context = click.get_current_context(silent=True)
+            if context is not None:  # options of ARPA text and binary files only
+                refuse_inapplicable(context, [("minus_99", False, "n-gram models (ARPA text)"),
+                                              ("verify", False, "binary n-gram models")])
             return loglinear
         return load_model(model_path, progress=True, minus_99=minus_99, verify=True if verify else None)
     except ValueError as error:
