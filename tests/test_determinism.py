@@ -21,8 +21,10 @@ import pytest
 
 # (family, outputs to compare, command lines); "{d}" is the run's output folder
 COMMANDS = {
-    "lm": (["m.arpa", "ll.npz", "score.stdout"], [
+    "lm": (["m.arpa", "ll.npz", "score.stdout", "max.arpa", "m.bin"], [
         ["lm", "train", "words.txt", "-n", "3", "--discount-fallback", "-o", "{d}/m.arpa"],
+        ["lm", "maxarpa", "{d}/m.arpa", "{d}/max.arpa"],
+        ["lm", "build-binary", "{d}/m.arpa", "{d}/m.bin"],
         ["lm", "train", "words.txt", "-n", "3", "--model", "loglinear", "--epochs", "2", "--batch-size", "7",
          "-o", "{d}/ll.npz"],
         ["lm", "score", "{d}/ll.npz", "words.txt", ">score"]]),
@@ -31,18 +33,21 @@ COMMANDS = {
         ["tag", "train", "train.conllu", "-o", "{d}/sr.npz", "--learner", "samplerank", "--epochs", "2", "--seed", "3",
          "--quiet"],
         ["tag", "predict", "{d}/crf.npz", "train.conllu", "-o", "{d}/crf.conllu"]]),
-    "align": (["al.npz", "out.align"], [
+    "align": (["al.npz", "out.align", "gdf.align"], [
         ["align", "train", "c.e", "c.f", "-o", "{d}/al.npz", "--iterations", "2", "--ibm1-iterations", "2", "-q",
-         "--workers", "2", "--shard-size", "7", "-a", "{d}/out.align"]]),
-    "decipher": (["dec/model.npz", "dec/table.tsv"], [
+         "--workers", "2", "--shard-size", "7", "-a", "{d}/out.align"],
+        ["align", "apply", "{d}/al.npz", "c.e", "c.f", "--method", "grow-diag-final", "-o", "{d}/gdf.align", "-q"]]),
+    "decipher": (["dec/model.npz", "dec/table.tsv", "eval.stdout"], [
         ["decipher", "train", "task", "-o", "{d}/dec", "--order", "2", "--inference", "rcms", "--size", "4",
-         "--iterations", "2", "--init-noise", "0.3", "--seed", "5", "--workers", "2"]]),
+         "--iterations", "2", "--init-noise", "0.3", "--seed", "5", "--workers", "2"],
+        ["decipher", "eval", "task", "{d}/dec/model.npz", ">eval"]]),
     "induce": (["g.npz", "g.trees"], [
         ["induce", "train", "trees.conllu", "-o", "{d}/g.npz", "--iterations", "2", "--quiet"],
         ["induce", "parse", "{d}/g.npz", "trees.conllu", "--trees", "{d}/g.trees"]]),
-    "transduce": (["t.npz"], [
+    "transduce": (["t.npz", "t.tsv"], [
         ["transduce", "train", "pairs.tsv", "-o", "{d}/t.npz", "--size", "2", "--epochs", "2", "--hash-bits", "12",
-         "--order", "3", "--truncation", "0.01", "--seed", "4"]]),
+         "--order", "3", "--truncation", "0.01", "--seed", "4"],
+        ["transduce", "apply", "{d}/t.npz", "pairs.tsv", "-o", "{d}/t.tsv"]]),
     "strings": (["s.json"], [
         ["strings", "infer", "--synthetic", "30", "--method", "pep", "--seed", "3", "--iterations", "2",
          "--json", "{d}/s.json", ">strings"]]),
