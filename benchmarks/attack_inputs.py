@@ -56,7 +56,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402
 
-from varorder.testing.hostile import (MODEL_KINDS, RandomChooser, model_members, mutate_array,  # noqa: E402
+from varorder.testing.hostile import (MODEL_KINDS, RandomChooser, model_members, mutate_array, write_members,  # noqa: E402
                                       mutate_bytes, mutate_metadata, saved_model)
 
 ROWS = ("readers-real", "readers-generated", "model-files", "engine", "cli", "files", "memory")
@@ -335,7 +335,8 @@ def attack_models(tally: Tally, work: Path, scale: float) -> None:
                 if how == "bytes":
                     bad.write_bytes(mutate_bytes(chooser, path.read_bytes()))
                 else:
-                    np.savez(bad, **(mutate_metadata if how == "metadata" else mutate_array)(chooser, members))
+                    # digest recomputed: the kind's field checks are under attack, not the digest
+                    write_members(bad, (mutate_metadata if how == "metadata" else mutate_array)(chooser, members))
             except Exception as exc:  # noqa: BLE001 - a damage the helper cannot make: not a case
                 continue
             tally.case("model-files", _load_and_use(cls, use, bad), f"{kind} {how}")

@@ -18,6 +18,7 @@ from varorder.agree.aligner import WordAligner
 from varorder.agree.corpus import PairIndex, Vocabulary, encode, encode_bitext, index_corpus, shard_bitext
 from varorder.agree.product_em import _estep_many, add_counts, estep_shard
 from varorder.io.bitext import iter_bitext, iter_joint, read_bitext, read_joint
+from varorder.testing.hostile import write_members
 
 from test_agree_aligner import _synthetic
 
@@ -309,8 +310,7 @@ def test_load_rejects_pair_keys_outside_the_vocabularies(tmp_path):
     for bad in ((np.int64(n_e - 1) << 32) | n_f, np.int64(n_e) << 32):
         keys = arrays["pair_keys"].copy()
         keys[-1] = bad
-        with open(tmp_path / "bad.npz", "wb") as out:
-            np.savez(out, **{**arrays, "pair_keys": keys})
+        write_members(tmp_path / "bad.npz", {**arrays, "pair_keys": keys})
         with pytest.raises(ValueError, match="bad.npz.*outside the vocabularies"):
             WordAligner.load(tmp_path / "bad.npz")
 

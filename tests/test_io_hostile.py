@@ -168,15 +168,9 @@ def test_atomic_writes_respect_umask_and_leave_no_temp(tmp_path, umask):
 
 @pytest.fixture(scope="module")
 def cipher_task(tmp_path_factory):
-    import numpy as np
+    from varorder.testing.hostile import cipher_task as write_task
 
-    from varorder.decipher import prepare, save
-
-    rng = np.random.default_rng(0)
-    sentences = [[["a", "b", "c", "d"][i] for i in rng.choice(4, size=int(rng.integers(1, 6)))] for _ in range(60)]
-    folder = tmp_path_factory.mktemp("cipher") / "task"
-    save(prepare(sentences, num_words=4, num_cipher=10, seed=1), folder)
-    return folder
+    return write_task(tmp_path_factory.mktemp("cipher") / "task", sentences=60, num_cipher=10)
 
 
 @SETTINGS
@@ -211,3 +205,34 @@ def test_arpa_announcing_more_ngrams_than_fit_in_the_file(tmp_path):
     path.write_text(text)
     with pytest.raises(ValueError, match=r"huge\.arpa:\d+: .*ngram 2=1000000000000"):
         read_arpa(path)
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(records=st.lists(st.tuples(st.text("abcXY", min_size=1, max_size=4),
+                                  st.lists(st.text("ACGT-", max_size=5), max_size=3)), max_size=5))
+def test_fasta_headers_without_sequences_refused_at_their_line(tmp_path, records):
+    """A header followed by no sequence line (a file of headers only read as sequences of length 0, #33)."""
+    lines, headers = [], []
+    for name, parts in records:
+        headers.append(len(lines) + 1)
+        lines += [f">{name}", *parts]
+    path = tmp_path / "x.fa"
+    path.write_text("".join(line + "\n" for line in lines))
+    empty = [(no, name) for no, (name, parts) in zip(headers, records) if not "".join(parts)]
+    if empty:
+        with pytest.raises(ValueError, match=f"{path}, line {empty[0][0]}: record"):
+            read_fasta(path)
+    else:
+        assert read_fasta(path) == [(name, "".join(parts)) for name, parts in records]
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(line=st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=30),
+       language=st.sampled_from(["en", "fr"]), tokenize=st.booleans())
+def test_normalized_tokens_are_never_empty_or_spaced(line, language, tokenize):
+    """Characters whose decomposition is a space (the spacing accents '¯', '´', '¨') gave the token ' ' (#33)."""
+    from varorder.io.bitext import normalize
+
+    for token in normalize(line, language, tokenize=tokenize):
+        assert token and not any(c.isspace() for c in token), (line, token)
+    assert normalize("a \u00af b", "en") == ["a", "b"] and normalize("x\u00b4y", "fr") == ["x", "y"]

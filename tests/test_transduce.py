@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from varorder import lattice as lt
 from varorder.eval.metrics import character_error_rate, edit_distance, exact_match
+from varorder.testing.hostile import write_members
 from varorder.testing.oracle import monotone_alignments
 from varorder.transduce import AlignmentFeatureSpace, build_alignment_lattice, restrict_to_output
 from varorder.transduce.model import AlignmentTransducer, bigram_viterbi_alignment, truncate_gradient
@@ -383,14 +384,14 @@ def test_training_learns_a_toy_transduction_and_round_trips(tmp_path):
                          ("weight_index", lambda a: a.astype(np.float64))):
         broken = dict(stored)
         broken[name] = damage(broken[name])
-        np.savez(tmp_path / "bad.npz", **broken)
+        write_members(tmp_path / "bad.npz", broken)
         with pytest.raises(ValueError, match="bad.npz"):
             AlignmentTransducer.load(tmp_path / "bad.npz")
     # a file of the earlier dense layout still loads
     meta = json.loads(stored["__meta__"].tobytes())
     del meta["state"]["weights"]
     dense = {"__meta__": np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8), "weights": model.weights_}
-    np.savez(tmp_path / "dense.npz", **dense)
+    write_members(tmp_path / "dense.npz", dense)
     assert AlignmentTransducer.load(tmp_path / "dense.npz").predict(inputs) == predictions
 
 

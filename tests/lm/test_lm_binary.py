@@ -386,3 +386,18 @@ def test_an_unwritable_cache_means_full_verification_every_time(tmp_path, monkey
     open_binary(path)
     open_binary(path)
     assert full_checks == [path, path]
+
+
+def test_nonzero_reserved_preamble_field_is_refused(tmp_path):
+    """The preamble's last field is written as 0; another value is damage (#33), refused naming it."""
+    from varorder.lm.binary import _PREAMBLE
+
+    model, _ = random_model(np.random.default_rng(0), 4, 2)
+    write_binary(model, tmp_path / "m.bin")
+    raw = bytearray((tmp_path / "m.bin").read_bytes())
+    magic, version, length, crc, _ = _PREAMBLE.unpack(bytes(raw[:_PREAMBLE.size]))
+    raw[:_PREAMBLE.size] = _PREAMBLE.pack(magic, version, length, crc, 7)
+    (tmp_path / "bad.bin").write_bytes(bytes(raw))
+    for verify in (False, True):
+        with pytest.raises(BinaryFormatError, match="bad.bin.*reserved"):
+            open_binary(tmp_path / "bad.bin", verify=verify)

@@ -46,6 +46,11 @@ _OPTIONS = [
 ]
 
 
+# the options above that only --model loglinear reads (all but --model): `lm train` refuses them with n-grams
+LOGLINEAR_ONLY = ("penalty", "lam", "depth_alpha", "weighting", "free_root", "epochs", "batch_size", "optimizer",
+                  "learning_rate", "average", "polish", "lipschitz", "mu", "restart", "seed")
+
+
 def loglinear_options(command):
     """Add the log-linear options to a click command."""
     for option in reversed(_OPTIONS):
@@ -85,6 +90,11 @@ def load_loglinear_if_one(path):
     with open(path, "rb") as handle:
         if handle.read(4) != b"PK\x03\x04":  # not an npz archive: an ARPA or binary n-gram model
             return None
-    from varorder.loglinear.model import LogLinearLM, is_loglinear_model
+    from varorder.loglinear.model import KIND, LogLinearLM
+    from varorder.models.persist import model_kind
 
-    return LogLinearLM.load(path) if is_loglinear_model(path) else None
+    # an npz archive is never ARPA text: a damaged one is a damaged model file, said so by model_kind
+    kind = model_kind(path)
+    if kind != KIND:
+        raise ValueError(f"{path}: a varorder {kind} model file, not a language model")
+    return LogLinearLM.load(path)

@@ -85,3 +85,19 @@ def executor(workers: int, dask_address: str | None, timeout: float = 10.0):
         raise click.UsageError(str(exc)) from None
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def refuse_inapplicable(ctx: click.Context, rules) -> None:
+    """A usage error, before any work, for an option given on the command line (not left at
+    its default) that this invocation would ignore — a flag of another model family, mode or
+    method, silently dropped before #33.
+
+    ``rules``: (parameter name, whether it applies here, where it applies — e.g. "--model crf").
+    """
+    from click.core import ParameterSource
+
+    params = {p.name: p for p in ctx.command.params}
+    for name, applies, where in rules:
+        if applies or ctx.get_parameter_source(name) in (None, ParameterSource.DEFAULT):
+            continue
+        raise click.UsageError(f"{'/'.join(params[name].opts)} applies to {where} only", ctx=ctx)

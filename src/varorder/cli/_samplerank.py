@@ -85,6 +85,16 @@ def samplerank_learner(train):
 
     @functools.wraps(train)
     def wrapper(*, learner, skip_factors, second_order, epochs, rule, pairs, seed, **kwargs):
+        from varorder.cli._options import refuse_inapplicable
+
+        model, exact = kwargs.get("model_name", "crf"), learner == "exact"
+        refuse_inapplicable(click.get_current_context(), [
+            *[(name, not exact, "--learner samplerank") for name in ("epochs", "rule", "pairs", "seed")],
+            *[(name, exact and model in ("crf", "memm"), "--model crf or memm")
+              for name in ("c1", "c2", "max_iterations")],
+            *[(name, exact and model == "crf", "--model crf") for name in ("algorithm", "threads")],
+            ("alpha", exact and model == "hmm", "--model hmm"),
+            ("dev_file", model == "crf", "--model crf (either learner)")])
         if learner == "exact":
             if skip_factors or second_order:
                 raise click.UsageError("--skip-factors and --second-order need --learner samplerank")

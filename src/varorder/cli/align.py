@@ -23,7 +23,7 @@ from contextlib import ExitStack, contextmanager
 
 import click
 
-from varorder.cli._options import OutputFile, Real, executor
+from varorder.cli._options import OutputFile, Real, executor, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -252,9 +252,12 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
     extra = (forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities)
     if alignments_path is None and any(extra):
         raise click.UsageError("-f/-r/-F/-R/--link-probabilities describe --alignments: give -a FILE too")
+    refuse_inapplicable(click.get_current_context(), [("method", alignments_path is not None, "-a/--alignments")])
     try:
         pairs = _encode(_iter_pairs(inputs, norm, limit), Vocabulary(), Vocabulary(), shard_size, grow=True,
                         max_length=max_length)
+        if len(pairs) == 0:
+            raise ValueError(f"{', '.join(inputs) or 'stdin'}: no sentence pairs to train on")
         cased = 0.0 if norm.lowercase else _cased_share(pairs)
         if cased > _CASED_WARNING:
             _warn(f"{100 * cased:.1f}% of the tokens contain capitals and the text is not lower-cased: "
@@ -297,6 +300,8 @@ def apply(model_path, inputs, output, method, forward_path, reverse_path, forwar
     from varorder.agree.aligner import WordAligner
     from varorder.io.bitext import Normalization
 
+    # δ decides posterior decoding's links; the symmetrization heuristics ignore it
+    refuse_inapplicable(click.get_current_context(), [("threshold", method == "posterior", "--method posterior")])
     _lean_process()
     try:
         aligner = WordAligner.load(model_path).keep_log_tables_only()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from varorder.cli._options import OutputFile, OutputFolder, Real, executor
+from varorder.cli._options import OutputFile, OutputFolder, Real, executor, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -74,6 +74,7 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
     from varorder._progress import Progress
     from varorder.decipher import Decipherer, load
 
+    refuse_inapplicable(click.get_current_context(), [("size", inference != "exact", "--inference rcms or beam")])
     out = Path(output)
     try:
         data = load(task_folder)
@@ -95,7 +96,10 @@ def train(task_folder, output, order, inference, size, iterations, num_cipher, l
         out.mkdir(parents=True, exist_ok=True)
         model.save(out / "model.npz", data.words)
         model.write_table(out / "table.tsv", data.words)
-        (out / "history.json").write_text(model.history_json() + "\n", encoding="utf-8")
+        from varorder.io import atomic_write_text
+
+        with atomic_write_text(out / "history.json") as handle:  # atomic, and a full disk names the file
+            handle.write(model.history_json() + "\n")
     except (ValueError, FileNotFoundError) as exc:
         raise click.ClickException(str(exc))
     last = model.history_[-1] if model.history_ else {}

@@ -18,7 +18,7 @@ import os
 
 import click
 
-from varorder.cli._options import Real
+from varorder.cli._options import Real, refuse_inapplicable
 import numpy as np
 
 from varorder.exact import HighOrderTarget, MaxBackoffWeights, decode
@@ -101,6 +101,15 @@ class TargetFactory:
         return self.lm.vocabulary.decode(ids)
 
 
+def check_task_options(task: str, train) -> None:
+    """Before the LM is read: --train only for pos (which needs it), --k and --max-candidates only for t9."""
+    refuse_inapplicable(click.get_current_context(), [
+        ("train", task == "pos", "--task pos"), ("tag_column", task == "pos", "--task pos"),
+        ("k", task == "t9", "--task t9"), ("max_candidates", task == "t9", "--task t9")])
+    if task == "pos" and train is None:
+        raise click.UsageError("--task pos needs --train (word<TAB>tag or CoNLL-U) for the emission model")
+
+
 def task_options(function):
     for option in reversed([
         click.argument("lm_file", type=click.Path(exists=True, dir_okay=False)),
@@ -128,6 +137,7 @@ def task_options(function):
 @click.option("--time-limit", type=Real(min=0, min_open=True), default=None, help="seconds per observation")
 def COMMAND(lm_file, task, text, input_file, train, tag_column, k, max_candidates, as_json, max_iterations, time_limit):
     """Exact argmax of p_lm x p_obs for each observation (Algorithm 1, optimisation)."""
+    check_task_options(task, train)
     lm = load_lm(lm_file)
     factory = TargetFactory(lm, task, train, tag_column, k, max_candidates)
     for number, line in enumerate(observations(text, input_file), start=1):

@@ -15,7 +15,7 @@ import json
 
 import click
 
-from varorder.cli._options import OutputFile, Real
+from varorder.cli._options import OutputFile, Real, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -67,6 +67,9 @@ def train(corpus, output, model, iterations, ccm_smoothing, dmv_smoothing, ccm_e
     """Train on the POS tags of CORPUS and save the model."""
     from varorder.grammar.induce import GrammarInducer
 
+    refuse_inapplicable(click.get_current_context(), [
+        ("ccm_smoothing", model != "dmv", "--model ccm or product"), ("ccm_empty_spans", model != "dmv", "--model ccm or product"),
+        ("dmv_smoothing", model != "ccm", "--model dmv or product")])
     sentences = _load(corpus, fmt, max_length)
     est = GrammarInducer(model=model, n_iter=iterations, ccm_smoothing=ccm_smoothing, dmv_smoothing=dmv_smoothing,
                          ccm_empty_spans=ccm_empty_spans, progress=not quiet).fit([s.tags for s in sentences])
@@ -116,6 +119,9 @@ def evaluate(model_file, gold, fmt, max_length, head_style):
 
     est = _model(model_file)
     sentences = _load(gold, fmt, max_length, head_style)
+    if any(s.heads is None for s in sentences):  # before parsing: an unseen tag would hide the real problem
+        raise click.BadParameter(f"{gold} has no trees (read as format 'tags': one tag sequence per line); "
+                                 f"evaluation needs gold trees: give a CoNLL-U or PTB file", param_hint="GOLD")
     try:
         heads, spans = est.parse([s.tags for s in sentences])
         click.echo(json.dumps(score(heads, spans, sentences)))

@@ -25,7 +25,7 @@ MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRIL
                  "or as the number -99 (KenLM's reading).")
 
 from varorder.cli._loglinear import LOGLINEAR_MAX_ORDER, loglinear_options  # noqa: E402  (light: no model imports)
-from varorder.cli._options import OutputFile, Real, dask_client  # noqa: E402
+from varorder.cli._options import OutputFile, Real, dask_client, refuse_inapplicable  # noqa: E402
 
 
 def _say(message: str) -> None:
@@ -41,6 +41,10 @@ def _load(model_path: str, minus_99: str = "zero", verify: bool = False):
     try:
         loglinear = load_loglinear_if_one(model_path)
         if loglinear is not None:
+            context = click.get_current_context(silent=True)
+            if context is not None:  # options of ARPA text and binary files only
+                refuse_inapplicable(context, [("minus_99", False, "n-gram models (ARPA text)"),
+                                              ("verify", False, "binary n-gram models")])
             return loglinear
         return load_model(model_path, progress=True, minus_99=minus_99, verify=True if verify else None)
     except ValueError as error:
@@ -76,6 +80,34 @@ def _checked_memory(text: str | None, param) -> int | None:
     if budget < 1 << 20:
         raise click.BadParameter(f"memory budget {text!r} is below 1 MB", param=param)
     return budget
+
+
+# options that only an n-gram model reads (#33: with --model loglinear they were silently ignored)
+_NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
+               "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa")
+
+
+def _refuse_inapplicable(ctx, model_family: str, method: str) -> None:
+    from varorder.cli._loglinear import LOGLINEAR_ONLY
+
+    ngram = model_family != "loglinear"
+    given = {name for name in ("memory", "dask_scheduler") if ctx.params.get(name)}
+    refuse_inapplicable(ctx, [(name, ngram, "n-gram models (--model ngram)") for name in _NGRAM_ONLY]
+                        + [(name, not ngram, "--model loglinear") for name in LOGLINEAR_ONLY]
+                        + [("discount", method == "absolute", "--method absolute"),
+                           ("smoothing", method == "absolute", "--method absolute"),
+                           ("alpha", method == "additive", "--method additive"),
+                           ("fallback_discounts", bool(ctx.params.get("discount_fallback")), "--discount-fallback"),
+                           ("temp_dir", bool(given), "-S or --dask-scheduler (it holds their tables)")])
+
+
+def _ngram_model_only(model_path: str, command: str) -> None:
+    """Refuse a log-linear model (an npz) where a command needs an n-gram back-off model."""
+    with open(model_path, "rb") as handle:
+        if handle.read(4) != b"PK\x03\x04":
+            return
+    raise click.BadParameter(f"{model_path} is an npz model (log-linear, or another varorder kind); `lm {command}` "
+                             f"needs an n-gram back-off model (ARPA or binary)", param_hint="MODEL")
 
 
 def _no_client():
@@ -129,6 +161,12 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
           discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa,
           model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
+    _refuse_inapplicable(click.get_current_context(), model_family, method)
+    import os
+
+    for path in corpus:
+        if path != "-" and os.path.getsize(path) == 0:
+            raise click.BadParameter(f"{path} is empty: nothing to estimate a model from", param_hint="CORPUS")
     if model_family != "loglinear" and order > NGRAM_MAX_ORDER:
         raise click.BadParameter(f"{order} is above {NGRAM_MAX_ORDER}, the largest order of an n-gram model "
                                  f"(--model loglinear goes up to {LOGLINEAR_MAX_ORDER})", param_hint="'-n' / '--order'")
@@ -269,6 +307,7 @@ def build_binary(arpa, output, max_arpa, minus_99):
     """
     from varorder.lm.binary import verify_binary, write_binary
 
+    _ngram_model_only(arpa, "build-binary")
     start = time.perf_counter()
     model = _load(arpa, minus_99)
     _say(f"read {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")
@@ -307,6 +346,7 @@ def next_word(model_path, context, top, bos, minus_99):
     words with their log10 p(word | context), and the total probability printed."""
     import numpy as np
 
+    _ngram_model_only(model_path, "next")
     model = _load(model_path, minus_99)
     words = " ".join(context).split()
     log10probs = model.next_word_log10probs(words, bos=bos)
@@ -327,6 +367,7 @@ def maxarpa(model_path, output):
     """
     from varorder.io.arpa import write_arpa
 
+    _ngram_model_only(model_path, "maxarpa")
     model = _load(model_path)
     start = time.perf_counter()
     model.max_backoff()

@@ -19,7 +19,7 @@ import click
 
 from varorder.cli._options import Real
 
-from varorder.cli.decode import TargetFactory, load_lm, observations, task_options
+from varorder.cli.decode import TargetFactory, check_task_options, load_lm, observations, task_options
 from varorder.exact import QAutomaton, acceptance_rate, sample
 
 
@@ -34,6 +34,7 @@ from varorder.exact import QAutomaton, acceptance_rate, sample
 def COMMAND(lm_file, task, text, input_file, train, tag_column, k, max_candidates, as_json,
             n_samples, target_ar, batch, seed, max_trials, top):
     """Exact samples of p_lm x p_obs for each observation (adaptive rejection sampling)."""
+    check_task_options(task, train)
     if n_samples is None and target_ar is None:
         target_ar = 0.2
     lm = load_lm(lm_file)

@@ -13,7 +13,7 @@ import time
 
 import click
 
-from varorder.cli._options import OutputFile, Real
+from varorder.cli._options import OutputFile, Real, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -75,6 +75,13 @@ def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inn
         raise click.BadParameter("give exactly one of --synthetic N or --hopkins FILE")
     if holdout_share > 0 and hopkins is None:
         raise click.BadParameter("--holdout-share needs --hopkins (synthetic graphs report gold underlying forms)")
+    refuse_inapplicable(click.get_current_context(), [
+        ("k", method == "bp", "--method bp"), ("lam", method in ("pep", "pep-prox"), "--method pep or pep-prox"),
+        ("eta", method == "pep-prox", "--method pep-prox"), ("prox_penalty", method == "pep-prox", "--method pep-prox"),
+        ("inner_passes", method != "bp", "the EP methods (ep1-3, pep, pep-prox)"),
+        ("alphabet_size", synthetic is not None, "--synthetic"),
+        ("seed", synthetic is not None or holdout_share > 0, "--synthetic or --hopkins with --holdout-share"),
+        ("em_smoothing", em_iterations > 0, "--em-iterations > 0")])
     started = time.perf_counter()
     if synthetic is not None:
         graph = synthetic_lexicon(synthetic, seed=seed, alphabet_size=alphabet_size)

@@ -88,6 +88,8 @@ def _read(path, input_format="conllu", tag_column="upos"):
         if input_format == "crfsuite":
             return read_crfsuite(path)
         sentences = read_conllu(path)
+        if not sentences:
+            raise ValueError(f"{path}: no sentences (an empty CoNLL-U file)")
         return sentences, [s.tags(tag_column) for s in sentences]
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None

@@ -16,7 +16,7 @@ import json
 
 import click
 
-from varorder.cli._options import OutputFile, Real
+from varorder.cli._options import OutputFile, Real, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -77,6 +77,7 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
     from varorder.io import atomic_write_text
     from varorder.transduce.model import AlignmentTransducer
 
+    refuse_inapplicable(click.get_current_context(), [("sample_seed", limit is not None, "--limit")])
     inputs, outputs = _read(data, fmt, limit, sample_seed)
     dev_pairs = _read(dev, "auto", None, 0) if dev else None
 

@@ -52,6 +52,7 @@ extension; see :mod:`varorder.contexts.context_set`).
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ class ReifiedContextModel(ParamsMixin):
     # ------------------------------------------------------------------ set-up
     def _check_params(self):
         check_int(self, "num_labels", 1)
-        check_int(self, "order", 1)
+        check_int(self, "order", 2, 64)  # (V + 2)^(n − 1)·V weights: past 64 no table exists; a forged 2^63 hung
         check_choice(self, "mode", ("rcms", "beam"))
         check_choice(self, "coverage", ("fixed", "learned"))
         check_choice(self, "off_beam", ("force", "skip", "early"))
@@ -377,11 +378,26 @@ class ReifiedContextModel(ParamsMixin):
         elif version != FORMAT_VERSION:
             raise ValueError(f"{os.fspath(path)}: unsupported {_KIND} version {version!r}")
         model = cls(**params)
+        model._check_params()  # before the tables are sized from the parameters
+        if isinstance(state["num_inputs"], bool) or not isinstance(state["num_inputs"], int) \
+                or not 1 <= state["num_inputs"] < 2 ** 31:
+            raise ValueError(f"{os.fspath(path)}: field 'num_inputs' must be an integer in [1, 2^31), "
+                             f"got {state['num_inputs']!r:.40}")
         model._init_state(state["num_inputs"])
         check_shapes(path, arrays, {"ngram": model.ngram_weights_.shape,
                                     "observation": model.observation_weights_.shape}, allow_neg_inf=False)
         model.ngram_weights_ = arrays["ngram"].copy()
         model.observation_weights_ = arrays["observation"].copy()
         cw = state["coverage_weight"]
-        model.coverage_weight_ = -np.inf if cw is None else float(cw)
+        fixed = -np.inf if model.mode == "beam" else 0.0
+        if cw is None:
+            cw = -np.inf
+        elif isinstance(cw, bool) or not isinstance(cw, (int, float)) or not math.isfinite(cw):
+            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' must be a finite number or null, got {cw!r:.40}")
+        if model.coverage == "fixed" and float(cw) != fixed:
+            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' is {cw!r:.40}, but coverage 'fixed' in mode "
+                             f"{model.mode!r} keeps it at {fixed}")
+        if model.coverage == "learned" and cw == -np.inf:
+            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' must be a number when coverage is learned")
+        model.coverage_weight_ = float(cw)
         return model

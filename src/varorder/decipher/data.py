@@ -286,4 +286,28 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
         key = SubstitutionCipher(mapping)
         if (folder / "gold.txt").exists():
             gold = [line.split() for line in _lines(folder / "gold.txt")]
+    _check_folder(folder, words, plaintext, cipher, gold, meta)
     return DecipherData(words, plaintext, cipher, gold, key, meta)
+
+
+def _check_folder(folder: Path, words, plaintext, cipher, gold, meta) -> None:
+    """The folder as a whole (#33): no empty file, and the files agree with each other and with
+    the counts ``meta.json`` announces — a truncated cipher.txt trained silently on fewer sentences."""
+    for name, rows in (("words.txt", words), ("plain.txt", plaintext), ("cipher.txt", cipher)):
+        if not rows or not any(len(row) for row in rows):
+            raise ValueError(f"{folder / name}: empty (the task folder {folder} is incomplete; "
+                             f"rerun `varorder decipher prepare`)")
+    counts = {"cipher_sentences": ("cipher.txt", len(cipher)), "plaintext_sentences": ("plain.txt", len(plaintext)),
+              "cipher_tokens": ("cipher.txt", int(sum(len(s) for s in cipher)))}
+    for field, (name, actual) in counts.items():
+        announced = meta.get(field)
+        if announced is not None and announced != actual:
+            raise ValueError(f"{folder / name}: holds {actual} {field.replace('_', ' ')}, but "
+                             f"{folder / 'meta.json'} field {field!r} announces {announced!r:.20} (a truncated or replaced file?)")
+    if gold is not None:
+        if len(gold) != len(cipher):
+            raise ValueError(f"{folder / 'gold.txt'}: {len(gold)} sentences, but {folder / 'cipher.txt'} has {len(cipher)}")
+        for n, (plain, symbols) in enumerate(zip(gold, cipher), 1):
+            if len(plain) != len(symbols):
+                raise ValueError(f"{folder / 'gold.txt'}:{n}: {len(plain)} words, but line {n} of "
+                                 f"{folder / 'cipher.txt'} has {len(symbols)} symbols")

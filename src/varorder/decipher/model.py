@@ -315,7 +315,11 @@ class Decipherer(ParamsMixin):
     def load(cls, path) -> "Decipherer":
         from varorder.models.persist import check_shapes, load_model
 
+        from varorder.models.persist import check_keys
+
         params, state, arrays = load_model(path, "Decipherer", ("emission", "mapping", "observed_symbols"))
+        check_keys(path, "params", params, cls._PARAMS)
+        check_keys(path, "state", state, ("words", "history"))
         words = state.get("words")
         if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words) \
                 or len(set(words)) != len(words):
@@ -332,6 +336,8 @@ class Decipherer(ParamsMixin):
             raise ValueError(f"{path}: 'mapping' must hold word ids in [0, {K})")
         if observed.ndim != 1 or observed.dtype.kind not in "iu" or (observed < 0).any() or (observed >= C).any():
             raise ValueError(f"{path}: 'observed_symbols' must be a 1-D array of symbols in [0, {C})")
+        if observed.size == 0 or (np.diff(observed.astype(np.int64)) <= 0).any():
+            raise ValueError(f"{path}: 'observed_symbols' must be non-empty, increasing and without repeats")
         model = cls(**{k: params[k] for k in cls._PARAMS if k in params})
         model.emission_ = arrays["emission"]
         model.mapping_ = arrays["mapping"].astype(np.int64)

@@ -23,7 +23,7 @@ from varorder.base import ParamsMixin, check_bool, check_is_fitted
 from varorder.grammar.ccm import CCM
 from varorder.grammar.dmv import DMV
 from varorder.grammar.shard import TreeShard, decode, make_shards
-from varorder.models.persist import check_shapes, load_model, model_loader, save_model
+from varorder.models.persist import check_keys, check_labels, check_shapes, load_model, model_loader, save_model
 
 __all__ = ["GrammarInducer", "MODELS"]
 
@@ -190,6 +190,8 @@ class GrammarInducer(ParamsMixin):
         missing = [k for k in cls._PARAMS if k not in params]
         if missing:
             raise ValueError(f"{path}: model parameters lack {missing}")
+        check_keys(path, "params", params, cls._PARAMS + ("ccm_empty_spans",))
+        check_keys(path, "state", state, ("tags", "objectives", "yields"))
         empty_spans = params.get("ccm_empty_spans", False)  # absent in files written before the option
         if not isinstance(empty_spans, bool):
             raise ValueError(f"{path}: ccm_empty_spans must be true or false, got {empty_spans!r:.40}")
@@ -197,6 +199,9 @@ class GrammarInducer(ParamsMixin):
         tags = state.get("tags")
         if not isinstance(tags, list) or not tags or not all(isinstance(t, str) for t in tags):
             raise ValueError(f"{path}: state.tags must be a non-empty list of tag names")
+        check_labels(path, "tags", tags)
+        if any(not t or any(c.isspace() for c in t) for t in tags):  # tags are read as whitespace-separated words
+            raise ValueError(f"{path}: field 'tags' holds an empty tag or one with whitespace")
         self.tags_ = tags
         self.objectives_ = list(state.get("objectives", []))
         T = len(tags)
@@ -206,6 +211,9 @@ class GrammarInducer(ParamsMixin):
             if not isinstance(yields, list) or not yields or yields[0] != [] or \
                     not all(isinstance(y, list) and all(isinstance(t, int) and 0 <= t < T for t in y) for y in yields):
                 raise ValueError(f"{path}: state.yields must be a list of tag-id lists, the first empty")
+            if len({tuple(y) for y in yields}) != len(yields):
+                # the yield index keeps one row per yield: a repeat would leave a row unreachable
+                raise ValueError(f"{path}: state.yields lists a yield twice")
             shapes.update(ccm_yields=(len(yields), 2), ccm_contexts=((T + 1) ** 2, 2))
         check_shapes(path, arrays, {k: v for k, v in shapes.items() if k in arrays})
         self.submodels_ = self._submodels()

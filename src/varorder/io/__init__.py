@@ -15,6 +15,6 @@ _EXPORTS = {
     **dict.fromkeys(("TaggedSentence", "read_tagged"), "varorder.io.tagged"),
     **dict.fromkeys(("read_arpa", "write_arpa"), "varorder.io.arpa"),
     # the text-file helpers every writer uses: atomic, umask-respecting, gzip by suffix
-    **dict.fromkeys(("atomic_write_text", "open_text", "umask_mode"), "varorder.io._text"),
+    **dict.fromkeys(("atomic_write_text", "naming_path", "open_text", "umask_mode"), "varorder.io._text"),
 }
 __getattr__, __dir__, __all__ = attach(__name__, _EXPORTS)

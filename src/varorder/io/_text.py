@@ -17,7 +17,18 @@ import tempfile
 import zlib
 from contextlib import contextmanager
 
-__all__ = ["open_text", "atomic_write_text", "is_gzip", "umask_mode"]
+__all__ = ["open_text", "atomic_write_text", "is_gzip", "umask_mode", "naming_path"]
+
+
+def naming_path(error: BaseException, path, role: str = "the output") -> BaseException:
+    """``error``, when it is an OSError that names no file (``write`` on a full disk:
+    ``[Errno 28] No space left on device``, a file past ``RLIMIT_FSIZE``: ``[Errno 27]``),
+    made to name ``path`` and what it was (#33: the message did not say whether the output,
+    the ``-T`` folder or an input had failed). Returns it, to be re-raised."""
+    if isinstance(error, OSError) and error.filename is None and error.errno is not None:
+        error.filename = os.fspath(path)
+        error.strerror = f"{error.strerror} while writing {role}"
+    return error
 
 GZIP_MAGIC = b"\x1f\x8b"
 # what a damaged file can raise while being decoded or decompressed
@@ -130,7 +141,7 @@ def atomic_write_text(path):
             yield handle
         os.chmod(tmp, umask_mode())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
+        raise naming_path(error, path)

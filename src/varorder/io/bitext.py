@@ -96,9 +96,31 @@ class _Interner:
         return [types.setdefault(t, t) for t in self.normalization(line, language)]
 
 
+def _spacing_marks() -> dict[int, None]:
+    """Characters whose compatibility decomposition is a space and combining marks only — the
+    spacing diacritics ``¯ ´ ¨ ¸ ˘ ˙ ˚ ˛ ˜ ˝ ΄ ῭`` …: stripped of their accent they are nothing, not
+    a space (``'a ¯ b'`` gave the whitespace token ``' '``, #33). Built once, from the BMP."""
+    global _SPACING
+    if _SPACING is None:
+        _SPACING = {}
+        for code in range(0x10000):
+            char = chr(code)
+            if char.isspace():
+                continue
+            decomposed = unicodedata.normalize("NFKD", char)
+            if " " in decomposed and all(c == " " or unicodedata.combining(c) for c in decomposed):
+                _SPACING[code] = None
+    return _SPACING
+
+
+_SPACING = None
+
+
 def strip_accents(text: str) -> str:
     for k, v in _LIGATURES.items():
         text = text.replace(k, v)
+    if not text.isascii():
+        text = text.translate(_spacing_marks())
     return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
@@ -147,7 +169,8 @@ def normalize(line: str, language: str, lowercase: bool = True, accents: bool = 
     if lowercase:
         text = text.lower()
     if not tokenize:
-        return [strip_accents(t) for t in text.split()] if accents else text.split()
+        # a token of spacing accents only (a lone '¯') strips to nothing: no token
+        return [s for s in map(strip_accents, text.split()) if s] if accents else text.split()
     text = text.replace("’", "'")
     if language == "en":
         for pattern, replacement in _ENGLISH_NEGATIONS:
@@ -159,7 +182,7 @@ def normalize(line: str, language: str, lowercase: bool = True, accents: bool = 
             continue
         out.extend(_TOKEN.findall(raw))
     out = _french_tokens(out) if language == "fr" else _english_tokens(out)
-    return [strip_accents(t) for t in out] if accents else out
+    return [s for s in map(strip_accents, out) if s] if accents else out
 
 
 def _open(path):

@@ -12,7 +12,9 @@ __all__ = ["read_fasta", "read_alignment"]
 
 
 def read_fasta(path) -> list[tuple[str, str]]:
-    records: list[tuple[str, list[str]]] = []
+    """(name, sequence) records; a header without a sequence line is refused at its line (#33:
+    a file of headers only read as that many sequences of length 0)."""
+    records: list[tuple[str, list[str], int]] = []
     with open_text(path) as fh:
         for no, line in enumerate(fh, 1):
             line = line.strip()
@@ -22,12 +24,20 @@ def read_fasta(path) -> list[tuple[str, str]]:
                 name = line[1:].strip()
                 if not name:
                     raise ValueError(f"{path}, line {no}: record header has no name")
-                records.append((name, []))
+                _check_sequence(path, records)
+                records.append((name, [], no))
             elif not records:
                 raise ValueError(f"{path}, line {no}: sequence data before the first '>' header")
             else:
                 records[-1][1].append(line)
-    return [(name, "".join(parts)) for name, parts in records]
+    _check_sequence(path, records)
+    return [(name, "".join(parts)) for name, parts, _ in records]
+
+
+def _check_sequence(path, records) -> None:
+    if records and not records[-1][1]:
+        name, _, no = records[-1]
+        raise ValueError(f"{path}, line {no}: record {name!r} has no sequence (a header with no sequence lines)")
 
 
 def read_alignment(path) -> tuple[list[str], list[str]]:

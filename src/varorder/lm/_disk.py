@@ -29,6 +29,11 @@ class DiskColumn:
         self.length = 0
         self._handle = open(self.path, "wb")
 
+    def _failed(self, error: OSError) -> OSError:
+        from varorder.io import naming_path
+
+        return naming_path(error, self.path, "a temporary table (the -T folder)")
+
     @classmethod
     def existing(cls, path: os.PathLike | str, dtype, width: int, length: int) -> "DiskColumn":
         """A finished column written elsewhere (by another process), to read."""
@@ -48,13 +53,19 @@ class DiskColumn:
         values = np.ascontiguousarray(values, dtype=self.dtype)
         if self.width > 1 and (values.ndim != 2 or values.shape[1] != self.width):
             raise ValueError(f"{self.path.name}: rows of width {self.width} expected, got shape {values.shape}")
-        self._handle.write(values.data)  # the array's own buffer: no copy
+        try:
+            self._handle.write(values.data)  # the array's own buffer: no copy
+        except OSError as error:
+            raise self._failed(error) from None
         self.length += len(values)
 
     def finish(self) -> "DiskColumn":
         if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+            handle, self._handle = self._handle, None
+            try:
+                handle.close()  # flushes the buffer: a full disk may show only here
+            except OSError as error:
+                raise self._failed(error) from None
         return self
 
     def read(self, start: int, stop: int) -> np.ndarray:
@@ -72,9 +83,12 @@ class DiskColumn:
     def write_at(self, start: int, values: np.ndarray) -> None:
         """Overwrite rows from ``start`` (in place)."""
         self.finish()
-        with open(self.path, "r+b") as handle:
-            handle.seek(start * self._row_bytes)
-            handle.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        try:
+            with open(self.path, "r+b") as handle:
+                handle.seek(start * self._row_bytes)
+                handle.write(np.ascontiguousarray(values, dtype=self.dtype).tobytes())
+        except OSError as error:
+            raise self._failed(error) from None
 
     def chunks(self, rows: int) -> Iterator[tuple[int, np.ndarray]]:
         """``(start, rows start:start+rows)`` over the whole column."""

@@ -237,7 +237,9 @@ def _read_header(path, handle, file_size: int) -> dict:
         raise _refuse(path, "not a varorder binary model (wrong magic bytes)")
     if len(preamble) < _PREAMBLE.size:
         raise _refuse(path, f"truncated: {file_size} bytes, shorter than the {_PREAMBLE.size}-byte preamble")
-    _, version, header_length, header_crc, _ = _PREAMBLE.unpack(preamble)
+    _, version, header_length, header_crc, reserved = _PREAMBLE.unpack(preamble)
+    if reserved != 0:  # written as zero; anything else is damage or a format this reader does not know
+        raise _refuse(path, f"field 'reserved' of the preamble is {reserved}, not 0: damaged or not written by varorder")
     if version != FORMAT_VERSION:
         raise _refuse(path, f"binary format version {version}, but this varorder reads version {FORMAT_VERSION}; "
                             "rebuild it from the ARPA file with `varorder lm build-binary`")

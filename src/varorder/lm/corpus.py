@@ -54,10 +54,12 @@ def atomic_output(path: PathLike) -> Iterator[io.BufferedWriter]:
         os.umask(umask)
         os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
-    except BaseException:
+    except BaseException as error:
+        from varorder.io._text import naming_path
+
         if os.path.exists(temporary):
             os.unlink(temporary)
-        raise
+        raise naming_path(error, path)
 
 
 def iter_sentences(path: PathLike) -> Iterator[tuple[int, list[str]]]:

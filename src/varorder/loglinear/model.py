@@ -30,7 +30,7 @@ from varorder.base import ParamsMixin, check_bool, check_choice, check_int, chec
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
-from varorder.models.persist import load_model, model_kind, model_loader, save_model
+from varorder.models.persist import check_keys, load_model, model_kind, model_loader, save_model
 from varorder.engine.validate import as_rng
 
 __all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
@@ -249,6 +249,8 @@ class LogLinearLM:
         names = ("weights",) + tuple(ContextTrie(0, 0, *([np.empty(0)] * 11)).arrays())
         params, state, arrays = load_model(path, KIND, names)
         where = os.fspath(path)
+        check_keys(path, "params", params, StructuredLogLinear().get_params())
+        check_keys(path, "state", state, ("order", "vocab_size", "words"))
         try:
             words = state["words"]
             order = int(state["order"])
@@ -257,9 +259,16 @@ class LogLinearLM:
             vocabulary = Vocabulary(words)
             if len(vocabulary) != len(words):
                 raise ValueError("the stored vocabulary lacks <unk>, <s> or </s>")
+            if "order" in params and params["order"] != order:
+                raise ValueError(f"params.order {params['order']!r:.20} differs from state.order {order}")
         except (KeyError, TypeError, ValueError) as error:
             raise ValueError(f"{where}: bad model metadata ({error})") from None
         trie = ContextTrie.from_arrays(order, len(vocabulary), arrays, where)
+        # a context never holds </s> (it ends the sentence), a predicted word is never <s>
+        if (trie.ctx_word[1:] == vocabulary.eos_id).any():
+            raise ValueError(f"{where}: field 'ctx_word': a context holds </s>")
+        if (trie.succ_word == vocabulary.bos_id).any() or (trie.param_word == vocabulary.bos_id).any():
+            raise ValueError(f"{where}: field 'succ_word'/'param_word': <s> is predicted")
         weights = arrays["weights"]
         if weights.shape != (trie.n_params,) or weights.dtype.kind != "f" or not np.isfinite(weights).all():
             raise ValueError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}")
@@ -450,6 +459,9 @@ class StructuredLogLinear(ParamsMixin):
         """Fit on text files (one sentence per line, ``.gz`` read transparently)."""
         self._validate()
         vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
+        if len(lengths) == 0:
+            names = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
+            raise ValueError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
         return self.fit_ids(ids, lengths, vocabulary)
 
     def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None) -> "StructuredLogLinear":

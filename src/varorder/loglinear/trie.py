@@ -77,7 +77,13 @@ class ContextTrie:
     def from_arrays(cls, order: int, vocab_size: int, arrays: dict[str, np.ndarray], where: str = "model") -> "ContextTrie":
         """Rebuild from stored arrays, checking every structural invariant (ValueError naming
         ``where`` and the broken array otherwise)."""
-        trie = cls(order, vocab_size, **{name: np.asarray(arrays[name]) for name in _ARRAYS})
+        def stored(name):
+            # integers of any width as int64, the kernels' type (an int32 array would compile them
+            # again, for seconds); a uint64 beyond int64 wraps negative and fails validate's ranges
+            array = np.asarray(arrays[name])
+            return array.astype(np.int64) if array.dtype.kind in "iu" else array
+
+        trie = cls(order, vocab_size, **{name: stored(name) for name in _ARRAYS})
         trie.validate(where)
         return trie
 
@@ -88,8 +94,8 @@ class ContextTrie:
         n_ctx, n_par, V = self.n_contexts, self.n_params, self.vocab_size
         if self.order < 1 or V < 1:
             fail(f"order {self.order} and vocabulary size {V} must be positive")
-        for name, length in (("ctx_word", n_ctx), ("ctx_depth", n_ctx), ("child_start", n_ctx + 1),
-                             ("succ_start", n_ctx + 1), ("succ_word", n_par), ("succ_param", n_par),
+        for name, length in (("ctx_parent", n_ctx), ("param_parent", n_par), ("ctx_word", n_ctx), ("ctx_depth", n_ctx),
+                             ("child_start", n_ctx + 1), ("succ_start", n_ctx + 1), ("succ_word", n_par), ("succ_param", n_par),
                              ("param_word", n_par), ("param_ctx", n_par), ("param_depth", n_par)):
             array = getattr(self, name)
             if array.ndim != 1 or len(array) != length or array.dtype.kind not in "iu":

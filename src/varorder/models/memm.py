@@ -38,6 +38,7 @@ letter weights across previous states, is much less prone to it on that example.
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -344,6 +345,10 @@ class MEMM(ParamsMixin):
         model.classes_ = persist.check_labels(path, "classes", state["classes"])
         model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
+        if model.feature_names_ is not None and len(model.feature_names_) != model.n_features_in_:
+            # the names index the weight rows: fewer names would leave rows unreachable, silently
+            raise ValueError(f"{os.fspath(path)}: field 'feature_names' lists {len(model.feature_names_)} names "
+                             f"for n_features_in = {model.n_features_in_}")
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K, F = len(model.classes_), model.n_features_in_
         rows = (K + 1) * F if model.conjoin_previous else F

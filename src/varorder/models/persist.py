@@ -7,6 +7,14 @@ label names and feature names). Files are written atomically (temporary file in 
 same directory, then ``os.replace``) and read with ``allow_pickle=False``; every
 problem on load — truncation (zip CRC), wrong kind, newer format, missing or misshapen
 array — is a ValueError naming the file.
+
+Integrity: ``sha256`` in the metadata is a digest of every other metadata field and of every
+array (name, dtype, shape, bytes). A consistent hand edit — ``params.order`` raised by one,
+a list of tags reordered — passes every range and shape check yet changes the model's
+output; the digest refuses it. It detects damage and edits, it is not a signature: a file
+forged with its digest recomputed is left to the field checks of each kind (the contract
+in docs/model-files.md). Files written before the digest existed (no ``sha256``) load
+under the field checks alone.
 """
 
 from __future__ import annotations
@@ -20,12 +28,28 @@ import zlib
 
 import numpy as np
 
-__all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes", "check_labels", "model_loader",
-           "templates_as_parameter"]
+__all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes", "check_labels", "check_keys",
+           "model_loader", "content_digest", "templates_as_parameter"]
 
 FORMAT_NAME = "varorder-model"
 FORMAT_VERSION = 1
 _META = "__meta__"
+_DIGEST = "sha256"
+
+
+def content_digest(meta: dict, arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 of a model's metadata (less its digest) and arrays, independent of zip layout
+    and JSON spacing: canonical JSON, then each array's name, dtype, shape and C-order bytes."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    body = {key: value for key, value in meta.items() if key != _DIGEST}
+    digest.update(json.dumps(body, sort_keys=True, separators=(",", ":"), default=_json_default).encode("utf-8"))
+    for name in sorted(arrays):
+        array = np.ascontiguousarray(arrays[name])
+        digest.update(f"\x00{name}\x00{array.dtype.str}\x00{array.shape}\x00".encode("utf-8"))
+        digest.update(memoryview(array.reshape(-1).view(np.uint8)) if array.size else b"")
+    return digest.hexdigest()
 
 
 def _json_default(value):
@@ -42,6 +66,9 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
     payload = {name: np.asarray(value) for name, value in arrays.items()}
     if _META in payload:
         raise ValueError(f"array name {_META!r} is reserved")
+    # the JSON round trip first, so that the digest covers what load will read back (tuples as lists)
+    meta = json.loads(json.dumps(meta, default=_json_default))
+    meta[_DIGEST] = content_digest(meta, payload)
     payload[_META] = np.frombuffer(json.dumps(meta, default=_json_default).encode("utf-8"), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
@@ -54,10 +81,12 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
         os.umask(umask)
         os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; a saved model is an ordinary file
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as error:
+        from varorder.io import naming_path
+
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
+        raise naming_path(error, path, "the model file")
 
 
 def model_kind(path) -> str:
@@ -143,6 +172,14 @@ def _read(path) -> tuple[dict[str, np.ndarray], dict]:
     version = meta.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
         raise ValueError(f"{path}: model format version {version!r} is not supported (this varorder reads 1..{FORMAT_VERSION})")
+    if _DIGEST in meta:
+        try:
+            matches = meta[_DIGEST] == content_digest(meta, members)
+        except (TypeError, ValueError):
+            matches = False
+        if not matches:
+            raise ValueError(f"{path}: field {_DIGEST!r}: the content does not match its digest — the file was "
+                             f"damaged or edited after it was saved")
     return members, meta
 
 
@@ -174,6 +211,15 @@ def check_shapes(path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple], 
         if finite.size and float(np.abs(finite).max()) > MAX_WEIGHT_MAGNITUDE:
             raise ValueError(f"{where}: array {name!r} holds a value of magnitude {float(np.abs(finite).max()):.3g}, "
                              f"beyond any trained model's (> {MAX_WEIGHT_MAGNITUDE:g}): the file is damaged")
+
+
+def check_keys(path, section: str, mapping: dict, allowed) -> None:
+    """Refuse keys of ``mapping`` (the metadata's ``params`` or ``state``) that the kind does not define:
+    an unknown key is a file from another program or a typo, never something to ignore."""
+    unknown = sorted(set(mapping) - set(allowed))
+    if unknown:
+        raise ValueError(f"{os.fspath(path)}: {section} field {unknown[0]!r} is not a field of this model kind "
+                         f"(known: {', '.join(sorted(allowed))})")
 
 
 def check_labels(path, name: str, labels, allow_none: bool = False) -> list:

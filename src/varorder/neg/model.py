@@ -266,9 +266,10 @@ class NegGenerator(ParamsMixin):
             check_real(self, name, 0, exclusive_minimum=True)
         check_real(self, "margin", 0)
         check_real(self, "l2", 0)
-        check_int(self, "n_epochs", 1)
-        check_int(self, "max_iter", 1)
-        check_int(self, "anneal_sweeps", 0)
+        # bounded so that a schedule or an iteration count always fits an array (2^63 sweeps did not)
+        check_int(self, "n_epochs", 1, 10**6)
+        check_int(self, "max_iter", 1, 10**6)
+        check_int(self, "anneal_sweeps", 0, 10**6)
         for name in ("link_factors", "other_pairs", "average", "verbose"):
             check_bool(self, name)
 

@@ -561,7 +561,9 @@ class StringEP(ParamsMixin):
         required = frozenset()
         if self.cavity_contexts and not self._unigram_pass:
             required = self._cavity_contexts(v, theta_out, exclude)
-            previous = list(dict.fromkeys([*previous, *sorted(required, key=len)]))
+            # by length, then the strings: a frozenset's order follows string hashing, which differs
+            # per process (PYTHONHASHSEED), and the contexts' order sets the sums' (#33)
+            previous = list(dict.fromkeys([*previous, *sorted(required, key=lambda c: (len(c), c))]))
         for _ in range(rounds):
             new, kept = self._greedy_round(v, mu, theta_out, previous, required)
             grown = not set(kept) <= set(previous)

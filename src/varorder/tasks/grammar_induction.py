@@ -49,13 +49,20 @@ def load_sentences(path, fmt: str = "auto", max_length: int | None = 10, head_st
     fmt = _guess(path) if fmt == "auto" else fmt
     limit = _NO_LIMIT if max_length is None else max_length
     if fmt == "conllu":
-        return ud_sentences(read_conllu(path), max_length=limit, head_style=head_style, tag_column=tag_column)
+        sentences = read_conllu(path)
+        try:  # the treebank's checks (a HEAD that is no word ID) know the sentence, not the file
+            return ud_sentences(sentences, max_length=limit, head_style=head_style, tag_column=tag_column)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
     if fmt == "ptb":
         if path.lower().endswith((".tar", ".tar.gz", ".tgz")):
             trees = [t for _, t in read_ptb_archive(path)]
         else:
             trees = read_ptb(path)
-        return wsj_sentences(trees, max_length=limit)
+        try:
+            return wsj_sentences(trees, max_length=limit)
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from None
     out = []
     with open_text(path) as f:
         for lineno, line in enumerate(f, 1):

@@ -16,8 +16,8 @@ import random
 
 import numpy as np
 
-__all__ = ["HypothesisChooser", "RandomChooser", "model_members", "mutate_bytes", "mutate_metadata",
-           "mutate_array", "HOSTILE_VALUES", "MODEL_KINDS", "saved_model"]
+__all__ = ["HypothesisChooser", "RandomChooser", "model_members", "write_members", "mutate_bytes", "mutate_metadata",
+           "mutate_array", "HOSTILE_VALUES", "MODEL_KINDS", "saved_model", "cipher_task"]
 
 # values that trained models never hold, or that break arithmetic when they do
 HOSTILE_VALUES = (np.inf, -np.inf, np.nan, 1e308, -1e308, 1e5, -1.0, 0.0, 2.0, 2 ** 40)
@@ -84,6 +84,26 @@ def model_members(path) -> dict[str, np.ndarray]:
     """Every member of a model .npz (the metadata too), read without pickle."""
     with np.load(path, allow_pickle=False) as archive:
         return {name: archive[name] for name in archive.files}
+
+
+def write_members(path, members: dict, redigest: bool = True) -> None:
+    """Write model-file members (``__meta__`` included) as an .npz. ``redigest`` recomputes the
+    metadata's content digest, as a forger would: the file then passes the digest and only the
+    kind's own field checks stand between it and a wrong answer — what the hostile tests test.
+    ``redigest=False`` keeps the saved digest (a hand edit or damage: refused by the digest)."""
+    from varorder.models.persist import content_digest
+
+    members = dict(members)
+    if redigest and "__meta__" in members:
+        try:
+            meta = json.loads(members["__meta__"].tobytes())
+        except (ValueError, UnicodeDecodeError):
+            meta = None
+        if isinstance(meta, dict) and "sha256" in meta:
+            arrays = {name: value for name, value in members.items() if name != "__meta__"}
+            meta["sha256"] = content_digest(meta, arrays)
+            members["__meta__"] = np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8)
+    np.savez(path, **members)
 
 
 def mutate_bytes(choose, raw: bytes, max_edits: int = 3) -> bytes:
@@ -196,6 +216,16 @@ def _loglinear(tmp):
     return model, use
 
 
+def cipher_task(folder, sentences: int = 80, num_cipher: int = 20):
+    """A tiny prepared ``varorder decipher`` task folder (four words, seeded) written to ``folder``."""
+    from varorder.decipher import prepare, save
+
+    rng = np.random.default_rng(0)
+    corpus = [[["a", "b", "c", "d"][i] for i in rng.choice(4, size=int(rng.integers(1, 6)))] for _ in range(sentences)]
+    save(prepare(corpus, num_words=4, num_cipher=num_cipher, seed=1), folder)
+    return folder
+
+
 def _decipherer(tmp):
     from varorder.decipher import Decipherer, prepare
 
@@ -218,9 +248,11 @@ def _grammar(tmp):
     model = GrammarInducer(model="product", n_iter=1).fit(_TAGS)
 
     def use(m):
-        heads, spans = m.parse(_TAGS)
-        assert len(heads) == len(spans) == len(_TAGS)
-        assert np.isfinite(m.log_likelihood(_TAGS))
+        # the sentences this model's tags can spell (a forged file may rename a tag: another valid model)
+        known = [s for s in _TAGS if set(s) <= set(m.tags_)] or [[m.tags_[0]] * 3]
+        heads, spans = m.parse(known)
+        assert len(heads) == len(spans) == len(known)
+        assert np.isfinite(m.log_likelihood(known))
     return model, use
 
 
@@ -250,6 +282,19 @@ def _neg(tmp):
     def use(m):
         chosen = m.predict_indices(documents)
         assert [len(c) for c in chosen] == [4] and all(0 <= k < 2 for k in chosen[0])
+
+    return model, use
+
+
+def _transducer(tmp):
+    from varorder.transduce.model import AlignmentTransducer
+
+    inputs = [["K", "AE", "T"], ["B", "AE", "T"], ["K", "AA", "R"], ["T", "AE", "B"]]
+    outputs = ["cat", "bat", "car", "tab"]
+    model = AlignmentTransducer(num_contexts=2, order=2, max_advance=2, hash_bits=10, epochs=1).fit(inputs, outputs)
+
+    def use(m):
+        assert all(isinstance(y, str) and set(y) <= set(m.codec_.letters) for y in m.predict(inputs))
     return model, use
 
 
@@ -268,8 +313,11 @@ def _tagger(kind):
             model, inputs = {"CRF": CRF, "MEMM": MEMM}[kind](max_iterations=5).fit(_FEATURES, _LABELS), _FEATURES
 
         def use(m):
-            predicted = m.predict(inputs)
-            assert [len(p) for p in predicted] == [len(x) for x in inputs]
+            given = inputs
+            if kind != "HMM" and m.feature_names_ is None:  # a model of dense feature arrays (forged or not)
+                given = [np.ones((len(x), m.n_features_in_)) for x in inputs]
+            predicted = m.predict(given)
+            assert [len(p) for p in predicted] == [len(x) for x in given]
             assert all(label in list(m.classes_) for p in predicted for label in p)
         return model, use
     return build
@@ -277,7 +325,8 @@ def _tagger(kind):
 
 MODEL_KINDS = {"CRF": _tagger("CRF"), "MEMM": _tagger("MEMM"), "HMM": _tagger("HMM"), "WordAligner": _aligner,
                "SampleRankTagger": _samplerank, "LogLinearLM": _loglinear, "Decipherer": _decipherer,
-               "GrammarInducer": _grammar, "ReifiedContextModel": _rcm, "NegGenerator": _neg}
+               "GrammarInducer": _grammar, "ReifiedContextModel": _rcm, "NegGenerator": _neg,
+               "AlignmentTransducer": _transducer}
 
 
 def saved_model(kind: str, folder) -> tuple[type, object, object]:
@@ -294,3 +343,73 @@ def saved_model(kind: str, folder) -> tuple[type, object, object]:
     else:
         model.save(path)
     return type(model), use, path
+
+
+# ---- targeted edits of every field of a model file (the contract of docs/model-files.md) --------
+
+def _value_edits(value):
+    """Replacements for one metadata value that keep it JSON but break its type, range or
+    consistency: off by one, sign, NaN, other types, lists shortened, repeated or reordered."""
+    if isinstance(value, bool):
+        return [not value, 0, "true", None]
+    if isinstance(value, int):
+        return [value + 1, value - 1, -1, 0, 2 ** 63, value + 0.5, str(value), None]
+    if isinstance(value, float):
+        return [value * 2 + 1, -value - 1, float("nan"), float("inf"), -1.0, "x", None]
+    if isinstance(value, str):
+        return ["", value + "x", 3, None]
+    if isinstance(value, list):
+        edits = [[], None, "x"]
+        if value:
+            edits += [value[:-1], value + value[-1:], value[::-1], [value[0]] * len(value),
+                      [None] + value[1:], [""] + value[1:]]
+        return edits
+    if isinstance(value, dict):
+        return [{}, None, [value]] + [{k: v for k, v in value.items() if k != key} for key in sorted(value)[:3]]
+    return [0, "x", [], {}]
+
+
+def _array_edits(array: np.ndarray):
+    flat = array.reshape(-1)
+    edits = [flat[:-1], np.concatenate([flat, flat[-1:]]) if flat.size else np.zeros(1, array.dtype), flat[::-1].copy()]
+    if array.ndim == 2:
+        edits.append(array.T.copy())
+    for dtype in ("float16", "int32", "float32", "bool"):
+        try:
+            edits.append(array.astype(dtype))
+        except (ValueError, TypeError):
+            pass
+    if array.dtype.kind in "fiu" and array.size:
+        for value in (np.nan, -1, array.size, 1e6):
+            changed = array.astype(np.float64) if (array.dtype.kind == "f" or value is np.nan) else array.copy()
+            changed.flat[0] = value
+            edits.append(changed)
+    return [e.reshape(array.shape) if e.size == array.size and e.ndim == 1 and array.ndim > 1 and e.dtype != array.dtype
+            else e for e in edits]
+
+
+def field_edits(members: dict):
+    """(label, members) for every targeted edit of every field of a model file: each key of
+    ``params`` and ``state`` (values from :func:`_value_edits`, the key removed, an unknown key
+    added) and each array (:func:`_array_edits`, the array removed)."""
+    meta = json.loads(members["__meta__"].tobytes())
+    for section in ("params", "state"):
+        for key in sorted(meta.get(section) or {}) + [None]:
+            options = [("unknown key", "__colour__", 1)] if key is None else \
+                [(f"{key}={v!r:.30}", key, v) for v in _value_edits(meta[section][key])] + [(f"{key} removed", key, _DROP)]
+            for label, name, value in options:
+                edited = json.loads(json.dumps(meta))
+                if value is _DROP:
+                    del edited[section][name]
+                else:
+                    edited[section][name] = value
+                out = dict(members)
+                out["__meta__"] = np.frombuffer(json.dumps(edited).encode(), dtype=np.uint8)
+                yield f"{section}.{label}", out
+    for name in sorted(k for k in members if k != "__meta__"):
+        for k, array in enumerate(_array_edits(members[name])):
+            yield f"array {name} edit {k} ({array.dtype} {array.shape})", {**members, name: array}
+        yield f"array {name} removed", {k: v for k, v in members.items() if k != name}
+
+
+_DROP = object()

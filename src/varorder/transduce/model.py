@@ -54,7 +54,7 @@ from varorder import lattice as lt
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted
 from varorder.models.optim import AdaGrad
-from varorder.models.persist import check_labels, check_shapes, load_model, model_loader, save_model
+from varorder.models.persist import check_keys, check_labels, check_shapes, load_model, model_loader, save_model
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
 
@@ -314,8 +314,12 @@ class AlignmentTransducer(ParamsMixin):
         for name, low in (("num_contexts", 1), ("order", 2), ("max_advance", 1), ("epochs", 0), ("track_every", 1),
                           ("length_slack", 0), ("bigram_epochs", 0)):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+            # below 2^31: compiled code takes these as int64 (2^63 overflowed at predict) and each
+            # costs time in proportion (a forged order of 2^63 never finished)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value < 2 ** 31:
+                raise ValueError(f"{name} must be an integer in [{low}, 2^31), got {value!r:.40}")
+        if self.order > 64:
+            raise ValueError(f"order must be at most 64, got {self.order}")
         for name in ("step_size", "length_ratio"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
@@ -576,6 +580,10 @@ class AlignmentTransducer(ParamsMixin):
         letters = check_labels(path, "letters", state["letters"])
         if not phonemes or phonemes[0] != _UNK or not letters:
             raise ValueError(f"{where}: phoneme list must start with {_UNK!r} and letters be non-empty")
+        if not all(isinstance(p, str) for p in phonemes) or not all(isinstance(c, str) and len(c) == 1 for c in letters):
+            # outputs are spelled letter by letter: a longer "letter" would change every prediction's length
+            raise ValueError(f"{where}: field 'letters' must be single characters and 'phonemes' strings")
+        check_keys(path, "state", state, ("phonemes", "letters", "weights"))
         model.codec_ = _Codec(phonemes, letters)
         model.features_ = model._space()
         size = model.features_.size
