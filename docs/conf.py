@@ -49,7 +49,7 @@ extensions = [
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 root_doc = "index"
-exclude_patterns = ["_build", "tools", "examples/README.rst", "systems/*.ipynb", "systems/*.py",
+exclude_patterns = ["_build", "tools", "examples/README.rst", "ARCHITECTURE.md", "systems/*.ipynb", "systems/*.py",
                     "systems/*.zip", "systems/*.md5", "systems/*.json", "**/*.codeobj.json"]
 suppress_warnings = ["myst.header"]  # the notebook and ARCHITECTURE.md start below level 1 in places
 
@@ -116,9 +116,9 @@ def escape_plain_bars(app, what, name, obj, options, lines):
                 literal_indent = None
             else:
                 continue
-        if stripped.startswith((">>>", "...", "|", "+")) or "|" not in line:
-            pass
-        else:
+        table_row = stripped.startswith("+-") or stripped.startswith("+=") or (
+            stripped.startswith("|") and stripped.rstrip().endswith("|") and stripped.count("|") > 2)
+        if "|" in line and not table_row and not stripped.startswith((">>>", "...")):
             lines[i] = _escape_bars(line)
         if line.rstrip().endswith("::"):
             literal_indent = indent
