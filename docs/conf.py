@@ -74,7 +74,7 @@ sphinx_gallery_conf = {
     "plot_gallery": "True",
     "abort_on_example_error": True,
     "only_warn_on_example_error": False,
-    "capture_repr": ("_repr_html_", "__repr__"),
+    "capture_repr": ("_repr_html_",),
     "remove_config_comments": True,
     "show_memory": False,
     "show_signature": False,
@@ -87,7 +87,8 @@ sphinx_gallery_conf = {
 
 html_theme = "furo"
 html_title = f"varorder {release}"
-html_static_path: list[str] = []
+html_static_path = ["_static"]
+html_css_files = ["varorder.css"]
 html_show_sourcelink = False
 
 
