@@ -70,7 +70,7 @@ class ResultsTable:
             raise ValueError(f"no results rows for area {area!r}")
 
     def __repr__(self) -> str:
-        return "\n".join(f"{r['system']} | {r['task']} — {r['metric']} | {summarize_results._fmt(r['varorder'])} | "
+        return "\n".join(f"{r['system']} | {r['task']} — {summarize_results._metric(r)} | {summarize_results._fmt(r['varorder'])} | "
                          f"{summarize_results._fmt(r['reference'])} ({r['reference_name']}) | "
                          f"{summarize_results._ratio(r)} | {d['date']}" for _, d, r in self.rows)
 
@@ -79,7 +79,7 @@ class ResultsTable:
         head = "".join(f"<th>{h}</th>" for h in ("system", "task", "varorder", "peer or paper", "ratio", "date"))
         body = []
         for path, doc, row in self.rows:
-            task = f"{row['task']} — {row['metric']}" + (f" ({row['note']})" if row.get("note") else "")
+            task = f"{row['task']} — {summarize_results._metric(row)}" + (f" ({row['note']})" if row.get("note") else "")
             cells = (row["system"], task, summarize_results._fmt(row["varorder"]),
                      f"{summarize_results._fmt(row['reference'])} ({row['reference_name']})",
                      summarize_results._ratio(row), f"{doc['date']} ({path.name})")

@@ -42,6 +42,10 @@ TOP_KEYS = ("schema", "area", "title", "issue", "command", "date", "machine", "r
 MACHINE_KEYS = ("cpu", "cores", "load")
 ROW_KEYS = ("system", "task", "metric", "varorder", "reference", "reference_name", "ratio", "better")
 ROW_OPTIONAL = ("note",)
+# areas in this order on the page (peer-tool comparisons first), any other area after them
+AREA_ORDER = ("Dense-chain engine", "Sequence tagging", "n-gram LMs", "Word alignment", "Reified context models",
+              "Exact high-order HMMs", "Grammar induction", "Decipherment", "Latent-alignment transduction",
+              "Graphical models over strings")
 # a ratio may differ from varorder / reference by this much (figures are rounded in the sources)
 RATIO_RTOL = 0.03
 
@@ -165,10 +169,11 @@ def _cell(text: str) -> str:
 
 
 def _ratio(row) -> str:
-    if row["ratio"] is None:
-        return "—"
-    word = "lower is better" if row["better"] == "lower" else "higher is better"
-    return f"{_fmt(row['ratio'])}× ({word})"
+    return "—" if row["ratio"] is None else f"{row['ratio']:.3g}×"
+
+
+def _metric(row) -> str:
+    return f"{row['metric']} ({row['better']} is better)"
 
 
 def _script(command: str) -> str:
@@ -182,14 +187,17 @@ def _script(command: str) -> str:
 def render(results: list[tuple[Path, dict]]) -> str:
     """The summary page (MyST Markdown): one table per area, a row per results row."""
     areas: "OrderedDict[str, list]" = OrderedDict()
-    for path, doc in sorted(results, key=lambda item: (item[1]["area"].lower(), item[0].name)):
+    first = {area.lower(): i for i, area in enumerate(AREA_ORDER)}
+    for path, doc in sorted(results, key=lambda item: (first.get(item[1]["area"].lower(), len(first)),
+                                                       item[1]["area"].lower(), item[0].name)):
         areas.setdefault(doc["area"], []).append((path, doc))
     out = [
         "# How varorder compares",
         "",
         "Every row below is read from a results file in `benchmarks/results/` by",
         "`docs/tools/summarize_results.py` when the site is built; nothing here is typed by hand.",
-        "The ratio is varorder ÷ reference, where the reference is a peer tool's figure or the paper's.",
+        "The ratio is varorder ÷ reference, where the reference is a peer tool's figure or the paper's;",
+        "each metric says whether lower or higher is better.",
         "Timings come from a shared 2-core machine: the load average of each run is in its results",
         "file, and the lab notebook (`docs/notes/benchmarks-notebook.md`) has the conditions and the",
         "discussion behind each figure.",
@@ -201,7 +209,7 @@ def render(results: list[tuple[Path, dict]]) -> str:
         out.append("|---|---|---|---|---|---|---|")
         for number, (path, doc) in enumerate(docs, 1):
             for row in doc["rows"]:
-                task = f"{row['task']} — {row['metric']}"
+                task = f"{row['task']} — {_metric(row)}"
                 if row.get("note"):
                     task += f" ({row['note']})"
                 ref = f"{_fmt(row['reference'])} ({row['reference_name']})"
