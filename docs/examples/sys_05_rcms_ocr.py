@@ -33,7 +33,7 @@ train_x, train_y = word_arrays([train[k] for k in sorted(subset)])
 test_x, test_y = word_arrays(test)
 
 for mode in ("rcms", "beam"):
-    model = ReifiedContextModel(len(ALPHABET), order=4, num_contexts=10, mode=mode, epochs=1, seed=0)
+    model = ReifiedContextModel(num_labels=len(ALPHABET), order=4, num_contexts=10, mode=mode, epochs=1, seed=0)
     model.fit(train_x, train_y)
     acc, (r99, _), *_ = evaluate(model, test_x, test_y)
     print(f"{mode}(10): letter accuracy {acc.token:.3f}, word accuracy {acc.sequence:.3f}, "
