@@ -74,6 +74,7 @@ sphinx_gallery_conf = {
     "within_subsection_order": "FileNameSortKey",
     "download_all_examples": False,
     "plot_gallery": "True",
+    "run_stale_examples": True,  # every build runs every page: a changed results file or API shows at once
     "abort_on_example_error": True,
     "only_warn_on_example_error": False,
     "capture_repr": ("_repr_html_",),
