@@ -108,7 +108,7 @@ def cli_page() -> str:
     ]
 
     def walk(command, path, parent):
-        ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=100, max_content_width=100)
+        ctx = click.Context(command, info_name=path[-1], parent=parent, terminal_width=80, max_content_width=80)
         depth = min(len(path) + 1, 4)
         lines.extend([f"{'#' * depth} `{' '.join(path)}`", "", "```text", command.get_help(ctx).rstrip(), "```", ""])
         if isinstance(command, click.Group):
