@@ -28,7 +28,7 @@ model that loads and then fails), a wrong file mode, a leftover temporary file, 
     nice -n 10 .venv/bin/python benchmarks/attack_inputs.py --json attack.json [--scale 1.0]
 
 ``--scale`` multiplies the number of random cases per row (1.0: the counts recorded in
-docs/benchmarks.md).
+docs/notes/benchmarks-notebook.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ after every update of ``--variable`` print the belief's log-probability of its g
 and of ``--probe`` strings, and its context count; at the end its 6 best strings and
 contexts. ``--dump-updates`` also prints, around those updates (1-based), the weights of
 every incoming message θ_{F→V} over |θ| > 0.5 — how the diagnosis of issue #14's STEM47
-was made (docs/benchmarks.md, "The 300-word gap").
+was made (docs/notes/benchmarks-notebook.md, "The 300-word gap").
 
     PYTHONPATH=src python benchmarks/strings_trace.py --size 300 --variable STEM47 --probe pppa pap papi pai
     PYTHONPATH=src python benchmarks/strings_trace.py --size 300 --variable STEM47 --drop-cavity-contexts --dump-updates 12

@@ -567,7 +567,7 @@ def test_a_greedy_projection_keeps_every_context_of_the_messages_it_divides_by(l
     (G ≠ F, whose sum is the cavity, and θ_{F→V} = θ_V − cavity itself) lives on the new
     belief's contexts. Dropping one would leave θ_{F→V} carrying the negation of another
     message's weights there: the extrapolation that sent STEM47 of the seed-0 300-word
-    lexicon to `pppa` (docs/benchmarks.md, issue #14). The old behaviour violates it."""
+    lexicon to `pppa` (docs/notes/benchmarks-notebook.md, issue #14). The old behaviour violates it."""
     graph = synthetic_lexicon(20, seed=3, alphabet_size=6)
     params = dict(optimizer="greedy", lam=lam, iterations=3, inner_passes=2)
     fixed = _ContextChecked(family="pep", **params).fit(graph)

@@ -6,15 +6,18 @@ Factorization: for sequence b of length n = lengths[b] a label path y scores
 
 p(y) = exp(s(y) − log Z). Arguments shared by every function:
 
-emissions : (B, L, K) log-potentials (float64 by default; float32 and ints accepted,
-            computed in float64). −inf entries are hard constraints.
-transitions : (K, K) log-potentials, transitions[i, j] for label i followed by j,
-              shared by the batch; or (B, K, K), one matrix per sequence (e.g.
-              alignment HMMs whose jump scores depend on the sentence).
-start, end : optional (K,) log-potentials for the first and last label (default 0).
-lengths : optional (B,) ints in [1, L] for ragged batches (default: all L).
-allowed : optional boolean (B, L, K); False forbids a label at a position
-          (constrained or partial-label decoding).
+emissions : (B, L, K) log-potentials
+    float64 by default; float32 and ints accepted, computed in float64. −inf entries are
+    hard constraints.
+transitions : (K, K) or (B, K, K) log-potentials
+    transitions[i, j] for label i followed by j, shared by the batch; or one matrix per
+    sequence (e.g. alignment HMMs whose jump scores depend on the sentence).
+start, end : optional (K,) log-potentials
+    for the first and last label (default 0).
+lengths : optional (B,) ints in [1, L]
+    for ragged batches (default: all L).
+allowed : optional boolean (B, L, K)
+    False forbids a label at a position (constrained or partial-label decoding).
 
 A sequence with no allowed path has log Z = −inf, Viterbi score −inf and path
 −1, and triggers a :class:`NoPathWarning`. Outputs past each sequence's length
@@ -62,7 +65,22 @@ def _warn_if_impossible(logz: np.ndarray) -> None:
 
 
 def log_partition(emissions, transitions, start=None, end=None, lengths=None, allowed=None) -> np.ndarray:
-    """log Z of each sequence, shape (B,)."""
+    """log Z of each sequence, shape (B,).
+
+    Examples
+    --------
+    A chain of three positions and two labels whose emission rows are probabilities and
+    whose transitions are neutral, so every path's probability is a product of them:
+
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> emissions = np.log([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]])   # (B=1, L=3, K=2)
+    >>> transitions = np.zeros((2, 2))
+    >>> np.exp(chain.log_partition(emissions, transitions))           # Σ over the 8 paths
+    array([1.])
+    >>> chain.log_partition(np.zeros((2, 3, 2)), transitions, lengths=[3, 2])   # log 8, log 4
+    array([2.07944154, 1.38629436])
+    """
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     logz = _engine.log_partition(ci)
     _warn_if_impossible(logz)
@@ -79,7 +97,21 @@ def forward(emissions, transitions, start=None, end=None, lengths=None, allowed=
 
 
 def viterbi(emissions, transitions, start=None, end=None, lengths=None, allowed=None):
-    """Best path per sequence: (paths (B, L) int64 with −1 past each length, scores (B,))."""
+    """Best path per sequence: (paths (B, L) int64 with −1 past each length, scores (B,)).
+
+    Examples
+    --------
+    A chain of three positions and two labels whose emission rows are probabilities and
+    whose transitions are neutral, so every path's probability is a product of them:
+
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> emissions = np.log([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]])   # (B=1, L=3, K=2)
+    >>> transitions = np.zeros((2, 2))
+    >>> paths, scores = chain.viterbi(emissions, transitions)
+    >>> paths, np.exp(scores)                                          # 0.9 · 0.8 · 0.6
+    (array([[0, 1, 0]]), array([0.432]))
+    """
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     paths, scores = _engine.viterbi(ci)
     _warn_if_impossible(scores)
@@ -96,6 +128,24 @@ def marginals(emissions, transitions, start=None, end=None, lengths=None, allowe
     CRF gradient's transition term) without building the B·L·K² array;
     True → (B, L−1, K, K) with edge[b, t, i, j] = p(yₜ = i, yₜ₊₁ = j) — B·(L−1)·K²
     floats (939 MB at B = 2000, L = 25, K = 45), so only on request.
+
+    Examples
+    --------
+    A chain of three positions and two labels whose emission rows are probabilities and
+    whose transitions are neutral, so every path's probability is a product of them:
+
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> emissions = np.log([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]])   # (B=1, L=3, K=2)
+    >>> transitions = np.zeros((2, 2))
+    >>> node, edge = chain.marginals(emissions, transitions)
+    >>> node[0].round(3)                                               # p(y_t = j)
+    array([[0.9, 0.1],
+           [0.2, 0.8],
+           [0.6, 0.4]])
+    >>> node, edge_sum = chain.marginals(emissions, transitions, edges="sum")
+    >>> round(float(edge_sum[0].sum()), 6)                             # L − 1 transitions
+    2.0
     """
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     node, edge, logz = _engine.marginals(ci, edges=edges)
@@ -107,6 +157,21 @@ def sample(emissions, transitions, start=None, end=None, lengths=None, allowed=N
     """n exact samples per sequence: int64 array (B, n, L), −1 past each length.
 
     Forward filtering, backward sampling; ``seed`` makes the draw reproducible.
+
+    Examples
+    --------
+    A chain of three positions and two labels whose emission rows are probabilities and
+    whose transitions are neutral, so every path's probability is a product of them:
+
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> emissions = np.log([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]])   # (B=1, L=3, K=2)
+    >>> transitions = np.zeros((2, 2))
+    >>> draws = chain.sample(emissions, transitions, n=1000, seed=0)
+    >>> draws.shape
+    (1, 1000, 3)
+    >>> float((draws[0] == [0, 1, 0]).all(axis=1).mean())              # p = 0.432
+    0.434
     """
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     paths = _engine.sample(ci, n, seed)
@@ -120,6 +185,23 @@ def kbest(emissions, transitions, start=None, end=None, lengths=None, allowed=No
 
     Where a sequence has fewer than k finite-score paths the remaining rows are
     −1 with score −inf.
+
+    Examples
+    --------
+    A chain of three positions and two labels whose emission rows are probabilities and
+    whose transitions are neutral, so every path's probability is a product of them:
+
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> emissions = np.log([[[0.9, 0.1], [0.2, 0.8], [0.6, 0.4]]])   # (B=1, L=3, K=2)
+    >>> transitions = np.zeros((2, 2))
+    >>> paths, scores = chain.kbest(emissions, transitions, k=3)
+    >>> paths[0]
+    array([[0, 1, 0],
+           [0, 1, 1],
+           [0, 0, 0]])
+    >>> np.exp(scores).round(3)
+    array([[0.432, 0.288, 0.108]])
     """
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     paths, scores = _engine.kbest(ci, k)

@@ -66,6 +66,25 @@ class Lattice:
     arc_weight : (A,) log-weights (−inf allowed).
     final : (N,) log final weights (−inf: not an end node). Default: 0 at the
         nodes of the last position, −inf elsewhere.
+
+    Examples
+    --------
+    Two paths from the root (node 0) to node 3, labelled 0 0 (weight 0.3 · 0.5) and 1 1
+    (weight 0.7 · 1.0):
+
+    >>> import numpy as np
+    >>> from varorder import lattice
+    >>> lat = lattice.Lattice(node_position=[0, 1, 1, 2], arc_source=[0, 0, 1, 2], arc_target=[1, 2, 3, 3],
+    ...                       arc_label=[0, 1, 0, 1], arc_weight=np.log([0.3, 0.7, 0.5, 1.0]))
+    >>> round(float(np.exp(lattice.log_partition(lat))), 6)                 # 0.15 + 0.7
+    0.85
+    >>> labels, score = lattice.viterbi(lat)
+    >>> labels, round(float(np.exp(score)), 6)
+    (array([1, 1]), 0.7)
+    >>> paths, scores = lattice.kbest(lat, 2)
+    >>> paths
+    array([[1, 1],
+           [0, 0]])
     """
 
     __slots__ = ("node_position", "arc_source", "arc_target", "arc_label", "arc_weight", "final",

@@ -136,7 +136,7 @@ class WordAligner(ParamsMixin):
     ibm1_iterations, iterations : EM iterations of IBM 1 and of the final model.
     null_prob, max_jump : HMM p₀ and jump bucket range D. p₀ = 0.05 was chosen on the 37-sentence
         Hansards trial gold (it beat 0.1–0.3 there at 10k and was no worse at 100k and 300k pairs;
-        see docs/benchmarks.md); EM's own estimate of p₀ is about 0.2 but decodes worse.
+        see docs/notes/benchmarks-notebook.md); EM's own estimate of p₀ is about 0.2 but decodes worse.
     band : jump band B of long sentences: a pair whose source side has more than B words prunes jumps
         longer than B words (O(T·S·B) instead of O(T·S²); None: never). The default 100 leaves every
         Hansards sentence (≤ 80 words) to the full computation. An extension (not in Liang et al. 2008).

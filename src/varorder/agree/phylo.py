@@ -117,14 +117,24 @@ def parse_newick(text: str) -> Tree:
 def tree_marginals(parent, node_log, edge_log, edges=True):
     """Sum-product on a rooted tree for a batch of C instances.
 
-    parent : (N,) parent index, −1 for the root; parents precede children.
-    node_log : (C, N, V) log-potentials φ_v.
-    edge_log : (C, N, V, V) log-potentials ψ_v(x_parent, x_v) (the root's row is ignored);
-        a (N, V, V) array is shared by the batch.
-    edges : True (return them), False, or a function ``f(v, edge_v)`` called with each
+    Parameters
+    ----------
+    parent : (N,) ints
+        Parent index, −1 for the root; parents precede children.
+    node_log : (C, N, V) array
+        Log-potentials φ_v.
+    edge_log : (C, N, V, V) array
+        Log-potentials ψ_v(x_parent, x_v) (the root's row is ignored); a (N, V, V) array
+        is shared by the batch.
+    edges : bool or callable
+        True (return them), False, or a function ``f(v, edge_v)`` called with each
         non-root node's (C, V, V) edge marginals instead of storing all of them.
-    Returns (log Z (C,), node marginals (C, N, V), edge marginals (C, N, V, V) or None),
-    edge[c, v, a, b] = p(x_parent(v) = a, x_v = b).
+
+    Returns
+    -------
+    tuple
+        (log Z (C,), node marginals (C, N, V), edge marginals (C, N, V, V) or None),
+        edge[c, v, a, b] = p(x_parent(v) = a, x_v = b).
     """
     parent = np.asarray(parent)
     node_log = np.asarray(node_log, dtype=np.float64)

@@ -35,7 +35,7 @@ def COMMAND():
               help="bp: loopy BP with k-best pruning; ep1/ep2/ep3: EP with n-gram families; "
                    "pep: penalized EP, our adaptation of the closed form with greedy growing (App. B.8-B.9); "
                    "pep-prox: the paper's penalized EP by proximal gradient (§6.1; slow to converge, see "
-                   "docs/benchmarks.md)")
+                   "docs/notes/benchmarks-notebook.md)")
 @click.option("--lam", type=Real(0.0, None), default=None,
               help="PEP penalty λ [default: 0.001 for pep, chosen on a held-apart graph; 0.01 for pep-prox, the "
                    "paper's] (the two variants' λ are on different scales)")

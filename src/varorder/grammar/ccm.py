@@ -26,7 +26,7 @@ bracketing and only rescales every other P(α|d) by one constant, so it changes 
 posterior and is left out; the contexts are what matter (their distituent counts
 reshape P(β|d)). The default (False) is the span set of non-empty spans only — possibly a
 deviation from K&M 2002, whose span table seems to include the empty spans (not verified:
-the paper is not at hand; see docs/benchmarks.md).
+the paper is not at hand; see docs/notes/benchmarks-notebook.md).
 
 Yields are indexed by a vocabulary built from the training shards; id 0 is an
 unseen yield, whose factor is dropped (φ = 0, no bias term). Smoothing adds

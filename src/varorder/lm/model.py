@@ -101,6 +101,17 @@ class NgramLM:
     duplicates and closes the tables. ``hashes`` (internal): per order, the hash table
     :func:`varorder.lm._kernels.build_hash_into` already made of ``keys[m]``, as slices of
     one array laid out as the model keeps them.
+
+    Examples
+    --------
+    >>> from varorder.lm import AbsoluteDiscounting
+    >>> lm = AbsoluteDiscounting(order=2).fit_sentences(["the cat sat", "the dog sat", "a cat ran"]).model_
+    >>> lm.order, len(lm.vocabulary)
+    (2, 9)
+    >>> lm.score_sentences(["the cat sat", "a dog ran"]).round(3)         # log10 p, with </s>
+    array([-1.019, -4.057])
+    >>> round(lm.perplexity(["the cat sat"]), 3)
+    1.798
     """
 
     # Set by :func:`varorder.lm.binary.open_binary`: the file the tables are mapped from,

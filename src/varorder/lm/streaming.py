@@ -37,7 +37,7 @@ of a lower table (``memory / 64`` rows), and the ARPA write block (at most
 of runs (a larger table costs more passes, not memory). Not in the budget: the fixed
 floor of the interpreter, NumPy and Numba's compiled kernels (~156 MB) and the
 vocabulary (its words, which grow with the vocabulary, not the corpus); the peak is
-measured below ``floor + memory`` in docs/benchmarks.md. Freed arrays go back to the
+measured below ``floor + memory`` in docs/notes/benchmarks-notebook.md. Freed arrays go back to the
 system at once (:func:`varorder.lm._disk.release_freed_arrays`). Files are read with
 explicit reads, never memory-mapped (mapped pages that were read count as resident).
 ``--binary`` / ``--max-arpa`` output is not

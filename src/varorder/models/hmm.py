@@ -85,6 +85,18 @@ class HMM(ParamsMixin):
     Learned: ``classes_`` (state labels), ``symbols_`` (vocabulary; the last emission column
     is for unseen symbols), ``log_start_`` (K,), ``log_transitions_`` (K, K),
     ``log_emissions_`` (K, V + 1), ``history_``, ``n_iter_``.
+
+    Examples
+    --------
+    Supervised (relative frequencies with add-α smoothing) when ``y`` is given; Baum–Welch
+    on ``fit(X)`` alone:
+
+    >>> from varorder.models.hmm import HMM
+    >>> X = [["the", "dog", "barks"], ["a", "cat", "sleeps"]]
+    >>> y = [["DET", "NOUN", "VERB"], ["DET", "NOUN", "VERB"]]
+    >>> hmm = HMM(alpha_start=0.1, alpha_transition=0.1, alpha_emission=0.1).fit(X, y)
+    >>> hmm.predict([["the", "cat", "sleeps"]])
+    [['DET', 'NOUN', 'VERB']]
     """
 
     _MODEL_KIND = "HMM"

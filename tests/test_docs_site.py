@@ -1,0 +1,122 @@
+"""The documentation site: the Sphinx build (system pages run as examples, warnings as errors),
+the docstring examples as doctests, and the built pages opened in headless Chromium.
+
+The build is the one ``docs/about-these-docs.md`` gives (``python -m sphinx -W --keep-going
+-b html docs OUT``); it writes its generated sources into ``docs/_generated`` and
+``docs/systems`` (both ignored by git).
+"""
+
+import doctest
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+sys.path.insert(0, str(DOCS / "tools"))
+import generate_pages  # noqa: E402  (docs/tools)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """Build the site once for this module; the HTML folder."""
+    pytest.importorskip("sphinx", reason="the docs build needs the 'docs' extra (pip install -e '.[docs]')")
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, MPLBACKEND="Agg", VARORDER_THREADS="1", PYTHONPATH=os.pathsep.join(
+        p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p))
+    command = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+               "-d", str(out / "doctrees"), str(DOCS), str(out / "html")]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1800)
+    assert result.returncode == 0, f"docs build failed:\n{result.stdout[-5000:]}\n{result.stderr[-10000:]}"
+    return out / "html"
+
+
+def test_the_site_builds_with_every_page(site):
+    for page in ("index.html", "getting-started.html", "file-formats.html", "architecture.html",
+                 "_generated/summary.html", "_generated/cli.html", "_generated/api/index.html",
+                 "notes/benchmarks-notebook.html", "systems/index.html"):
+        assert (site / page).is_file(), page
+    for name, _ in generate_pages.PUBLIC:
+        assert (site / "_generated" / "api" / f"{name}.html").is_file(), name
+    systems = sorted(p.name for p in (site / "systems").glob("sys_*.html"))
+    assert len(systems) == len(list((DOCS / "examples").glob("sys_*.py"))) >= 12
+    # the examples ran: their printed output is on the pages
+    engine = (site / "systems" / "sys_01_engine.html").read_text(encoding="utf-8")
+    assert "$ varorder demo --engine" in engine and "Viterbi scores" in engine
+    # the summary holds every results row; the CLI reference every command
+    summary = (site / "_generated" / "summary.html").read_text(encoding="utf-8")
+    assert "How varorder compares" in summary and "KenLM" in summary and "eflomal" in summary
+    cli = (site / "_generated" / "cli.html").read_text(encoding="utf-8")
+    for command in ("varorder tag train", "varorder lm score", "varorder align apply", "varorder demo"):
+        assert command in cli, command
+
+
+def _public_modules():
+    names = []
+    for package, _ in generate_pages.PUBLIC:
+        names += generate_pages.public_modules(package)
+    return names
+
+
+@pytest.mark.parametrize("module_name", _public_modules())
+def test_docstring_examples(module_name):
+    """Every ``>>>`` example in a public module's docstrings runs and prints what it shows."""
+    module = importlib.import_module(module_name)
+    finder = doctest.DocTestFinder(exclude_empty=True)
+    runner = doctest.DocTestRunner(optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    tests = [t for t in finder.find(module, module_name) if t.examples]
+    for test in tests:
+        runner.run(test)
+    results = runner.summarize(verbose=False)
+    assert results.failed == 0, f"{results.failed} of {results.attempted} doctest examples failed in {module_name}"
+
+
+def test_the_main_entry_points_have_running_examples():
+    from varorder import chain, lattice
+    from varorder.lm.model import NgramLM
+    from varorder.models.crf import CRF
+    from varorder.models.hmm import HMM
+
+    for obj in (chain.log_partition, chain.viterbi, chain.marginals, chain.kbest, chain.sample, CRF, HMM, NgramLM,
+                lattice.Lattice):
+        assert ">>> " in (obj.__doc__ or ""), obj
+
+
+def _chromium():
+    found = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+    if found:
+        return found
+    script = DOCS / "tools" / "install_chromium.sh"
+    result = subprocess.run(["bash", str(script)], capture_output=True, text=True, timeout=900)
+    if result.returncode != 0:
+        pytest.skip(f"headless Chromium not available: {result.stderr.strip()[-300:]}")
+    return result.stdout.strip().splitlines()[-1]
+
+
+def _dump_dom(browser, page: Path) -> str:
+    with tempfile.TemporaryDirectory(prefix="varorder-chromium-") as profile:
+        result = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
+             "--dump-dom", page.as_uri()],
+            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    return result.stdout
+
+
+def test_the_built_pages_open_in_a_browser(site):
+    browser = _chromium()
+    index = _dump_dom(browser, site / "index.html")
+    assert "<title>varorder" in index and "How varorder compares" in index
+    api = _dump_dom(browser, site / "_generated" / "api" / "varorder.models.html")
+    # the CRF class and its fit method are listed, with their documentation
+    assert 'id="varorder.models.crf.CRF"' in api
+    assert 'id="varorder.models.crf.CRF.fit"' in api
+    fit = api[api.index('id="varorder.models.crf.CRF.fit"'):]
+    assert '<span class="pre">fit</span>' in fit[:2000]
