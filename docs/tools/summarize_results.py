@@ -39,6 +39,8 @@ RESULTS_DIR = ROOT / "benchmarks" / "results"
 SUMMARY_PATH = ROOT / "docs" / "_generated" / "summary.md"
 
 TOP_KEYS = ("schema", "area", "title", "issue", "command", "date", "machine", "rows")
+# free-form supporting data (per-seed runs, counts) kept beside the summary rows; not rendered
+TOP_OPTIONAL = ("details",)
 MACHINE_KEYS = ("cpu", "cores", "load")
 ROW_KEYS = ("system", "task", "metric", "varorder", "reference", "reference_name", "ratio", "better")
 ROW_OPTIONAL = ("note",)
@@ -90,7 +92,9 @@ def _text(path, where, value):
 
 def validate(doc, path: Path) -> dict:
     """Check one parsed results file against schema 1; return it unchanged."""
-    _check_keys(path, "top level", doc, TOP_KEYS)
+    _check_keys(path, "top level", doc, TOP_KEYS, TOP_OPTIONAL)
+    if "details" in doc and not isinstance(doc["details"], dict):
+        _fail(path, "details", f"expected an object, got {type(doc['details']).__name__}")
     if doc["schema"] != 1 or isinstance(doc["schema"], bool):
         _fail(path, "schema", f"expected 1, got {doc['schema']!r}")
     for key in ("area", "title", "command"):
