@@ -36,6 +36,8 @@ PUBLIC = [
     ("varorder.strings", "Graphical models over strings"),
     ("varorder.wfsa", "Weighted finite-state automata"),
     ("varorder.factorgraph", "Factor graphs and SampleRank"),
+    ("varorder.neg", "Named-entity generation (GREC-NEG on GUM)"),
+    ("varorder.parallel", "Executors: shards on threads, joblib or Dask"),
     ("varorder.io", "File formats: readers and writers"),
     ("varorder.eval", "Evaluation metrics"),
 ]
