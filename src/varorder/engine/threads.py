@@ -12,6 +12,13 @@ otherwise compete with Numba's).
 Set the policy with :func:`set_threads` (an int, or "auto"), the environment variable
 ``VARORDER_THREADS``, or ``varorder --threads``. Results never depend on the thread
 count: every kernel reduces per sequence, and sampling draws its uniforms up front.
+
+Every ``parallel=True`` kernel in the package is under this policy: the engine's chain kernels
+through :func:`uses_engine_threads` at their entry points, every other one declared with
+:func:`parallel_kernel`, which compiles it twice (parallel and serial) and runs the serial twin
+whenever the policy gives the call one thread. A small input (one sentence, one pair) so never
+starts Numba's thread pool nor enters a parallel region, whose launch alone costs more than
+the work (``tests/test_thread_policy.py`` lists the parallel kernels and fails on one outside).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numba
 
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
            "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
-           "map_in_order"]
+           "map_in_order", "parallel_kernel", "runs_serial", "PARALLEL_KERNELS"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
@@ -107,6 +114,56 @@ def threads_for(num_sequences: int) -> int:
     if num_sequences < MIN_PARALLEL_SEQUENCES or _machine_busy():
         return 1
     return current
+
+
+def runs_serial(num_sequences: int) -> bool:
+    """Whether a kernel over ``num_sequences`` sequences runs on one thread now, decided without starting
+    Numba's thread pool where the answer does not need it (``numba.get_num_threads`` starts it): a
+    policy of one thread, one item, a small batch under "auto", or a worker of :func:`map_in_order`."""
+    if num_sequences < 2 or getattr(_on_pool, "active", False):
+        return True
+    policy = get_threads()
+    if policy == 1 or (policy == _AUTO and num_sequences < MIN_PARALLEL_SEQUENCES):
+        return True
+    return threads_for(num_sequences) == 1
+
+
+# every kernel declared with parallel_kernel, by "module.name" (the thread-policy test reads it)
+PARALLEL_KERNELS: dict[str, object] = {}
+
+
+def parallel_kernel(work, **options):
+    """Declare a Numba ``prange`` kernel under the thread policy: ``@parallel_kernel(work, cache=True)``
+    compiles the function as ``numba.njit(parallel=True, **options)`` and, lazily, as a serial twin
+    (``prange`` runs as ``range``, the same loop bodies, so the same numbers bit for bit); a call runs
+    the serial one when :func:`runs_serial` says so for ``work(*args)`` sequences, else the parallel one
+    on :func:`threads_for` threads. ``work`` counts the call's independent units of work in the
+    policy's unit (sequences, or sentences). The twin has its own ``__qualname__`` so that Numba's
+    on-disk cache, which keys entries by function name and bytecode but not by the ``parallel``
+    flag, keeps the two compilations apart."""
+    import types
+
+    def declare(function):
+        serial_function = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                             function.__defaults__, function.__closure__)
+        serial_function.__qualname__ = function.__qualname__ + "__serial"
+        serial_function.__module__ = function.__module__
+        parallel = numba.njit(parallel=True, **options)(function)
+        serial = numba.njit(**options)(serial_function)
+
+        @functools.wraps(function)
+        def run(*args):
+            units = work(*args)
+            if runs_serial(units):
+                return serial(*args)
+            with sequence_threads(units):
+                return parallel(*args)
+
+        run.parallel, run.serial = parallel, serial
+        PARALLEL_KERNELS[f"{function.__module__}.{function.__qualname__}"] = run
+        return run
+
+    return declare
 
 
 _CYTHON_BLAS = "scipy.linalg.cython_blas"

@@ -11,7 +11,8 @@ Items (tokens) may be given as
 :class:`FeatureIndexer` assigns column ids to feature names seen in training (optionally
 only those seen ``min_count`` times); unseen names at prediction time are dropped, as
 in CRFsuite. Emission log-potentials are then ``X @ W`` for a weight matrix W (F, K),
-computed by :func:`csr_times_dense` (Numba, parallel over rows).
+computed by :func:`csr_times_dense` (Numba, parallel over rows for big inputs, serial for small ones:
+the engine's thread policy, :func:`varorder.engine.threads.parallel_kernel`).
 """
 
 from __future__ import annotations
@@ -24,11 +25,14 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from varorder.engine.threads import parallel_kernel
+
 __all__ = ["FeatureIndexer", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
            "parse_templates", "template_features", "format_templates"]
 
 
-@nb.njit(cache=True, parallel=True)
+# a chunk of 16 rows (tokens) counts as one sequence for the thread policy
+@parallel_kernel(lambda indptr, *_: (indptr.size - 1) // 16, cache=True)
 def _csr_dense_kernel(indptr, indices, data, dense, out):
     n_rows = indptr.size - 1
     K = dense.shape[1]
