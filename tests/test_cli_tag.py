@@ -82,3 +82,10 @@ def test_ocr_command_on_generated_letters(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["letter_accuracy"] == 1.0 and report["test_words"] == sum(1 for w in range(1, 41) if w % 3 == 1)
+
+
+def test_samplerank_model_kind_named_in_the_cli_is_the_models():
+    from varorder.cli._samplerank import MODEL_KIND
+    from varorder.factorgraph import SampleRankTagger
+
+    assert MODEL_KIND == SampleRankTagger._MODEL_KIND

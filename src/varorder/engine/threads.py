@@ -269,10 +269,18 @@ def single_threaded_blas():
             _blas_pinned -= 1
 
 
+# OpenBLAS runs a product of m·n·k multiply-adds at most SMP_THRESHOLD_MIN (65536) × GEMM_MULTITHREAD_THRESHOLD
+# (4) on one thread by itself; below a quarter of that, pinning BLAS (~25 µs through threadpoolctl, more than
+# a one-sentence Viterbi) changes nothing
+_BLAS_SERIAL_WORK = 1 << 16
+
+
 @contextmanager
-def engine_threads(num_sequences: int):
-    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS."""
-    controller = _blas_controller() if not _blas_pinned else False
+def engine_threads(num_sequences: int, labels: int | None = None):
+    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS (left as it
+    is for a small batch, ``num_sequences`` · ``labels``² under ``_BLAS_SERIAL_WORK``: see there)."""
+    small = labels is not None and num_sequences * labels * labels < _BLAS_SERIAL_WORK
+    controller = _blas_controller() if not (_blas_pinned or small) else False
     with sequence_threads(num_sequences) as wanted:
         if controller:
             with controller.limit(limits=1, user_api="blas"):
@@ -286,7 +294,8 @@ def uses_engine_threads(operation):
 
     @functools.wraps(operation)
     def run(ci, *args, **kwargs):
-        with engine_threads(ci.shape[0]):
+        shape = ci.shape
+        with engine_threads(shape[0], shape[-1]):
             return operation(ci, *args, **kwargs)
 
     return run

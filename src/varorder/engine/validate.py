@@ -17,6 +17,7 @@ __all__ = ["as_potentials", "potentials_and_bound", "check_int_at_least", "check
 _MAX_PATH_MAGNITUDE = 1e306
 # Arrays at least this large are checked in one compiled pass (engine.potential_scan).
 _SCAN_SIZE = 1 << 14
+_FLOAT64 = np.dtype(np.float64)
 
 
 def first_index(mask: np.ndarray) -> tuple[int, ...]:
@@ -41,9 +42,10 @@ def potentials_and_bound(name: str, value, shape: tuple[int | None, ...],
     """:func:`as_potentials` and the largest finite magnitude of the array (0 if none),
     which the validation pass finds anyway (the chain kernels use it to skip shifts)."""
     arr = np.asarray(value)
-    if arr.dtype == object or not (
+    # float64 (the common case) skips the dtype classification: ~2 µs of a one-sentence call's budget
+    if arr.dtype != _FLOAT64 and (arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
+    )):
         raise ValueError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
     if arr.ndim != len(shape):
         raise ValueError(

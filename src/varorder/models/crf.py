@@ -153,10 +153,10 @@ class CRF(ParamsMixin):
 
     # -- data ---------------------------------------------------------------
 
-    def _design(self, X, name="X"):
+    def _design(self, X, name="X", csr=True):
         if self.feature_names_ is None:
             return design_matrix(X, None, self.n_features_in_, name)
-        return self._indexer.transform(X, name)
+        return self._indexer.transform(X, name, csr)
 
     def _check_params(self):
         if self.algorithm not in _ALGORITHMS:
@@ -293,20 +293,21 @@ class CRF(ParamsMixin):
 
     def _predict_design(self, matrix, plan):
         scores = csr_times_dense(matrix, self.emission_weights_)
-        ids = decode_viterbi(plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_)
-        return [[self.classes_[i] for i in ids[plan.offsets[s]:plan.offsets[s + 1]]] for s in range(plan.lengths.size)]
+        ids = decode_viterbi(plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_).tolist()
+        classes, offsets = self.classes_, plan.offsets.tolist()
+        return [[classes[i] for i in ids[offsets[s]:offsets[s + 1]]] for s in range(plan.lengths.size)]
 
     def predict(self, X) -> list[list]:
         """Viterbi label sequence for each input sequence."""
         self._check_fitted()
-        matrix, lengths = self._design(X)
+        matrix, lengths = self._design(X, csr=False)
         with numba_threads(self.n_threads):
             return self._predict_design(matrix, ChunkPlan(lengths))
 
     def predict_marginals(self, X) -> list[np.ndarray]:
         """Posterior p(yₜ = k | x) per sequence, arrays (n, K) with columns in ``classes_`` order."""
         self._check_fitted()
-        matrix, lengths = self._design(X)
+        matrix, lengths = self._design(X, csr=False)
         plan = ChunkPlan(lengths)
         scores = csr_times_dense(matrix, self.emission_weights_)
         node_flat = np.empty_like(scores)

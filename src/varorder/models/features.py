@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from itertools import chain, repeat
+from typing import NamedTuple
 
 import numba as nb
 import numpy as np
@@ -27,7 +28,7 @@ import scipy.sparse as sp
 
 from varorder.engine.threads import parallel_kernel
 
-__all__ = ["FeatureIndexer", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
+__all__ = ["FeatureIndexer", "Rows", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
            "parse_templates", "template_features", "format_templates"]
 
 
@@ -46,8 +47,19 @@ def _csr_dense_kernel(indptr, indices, data, dense, out):
                 out[r, k] += v * dense[c, k]
 
 
-def csr_times_dense(matrix: sp.csr_matrix, dense: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """matrix @ dense as a C-contiguous float64 array (written into ``out`` when given), parallel over rows."""
+class Rows(NamedTuple):
+    """A CSR matrix's arrays without the scipy object (whose checked construction costs more than a
+    one-sentence product): what :meth:`FeatureIndexer.transform` gives with ``csr=False``."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple[int, int]
+
+
+def csr_times_dense(matrix: sp.csr_matrix | Rows, dense: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """matrix @ dense as a C-contiguous float64 array (written into ``out`` when given), parallel over rows
+    (big inputs). ``matrix``: a scipy CSR matrix or :class:`Rows`."""
     if out is None:
         out = np.empty((matrix.shape[0], dense.shape[1]))
     _csr_dense_kernel(matrix.indptr, matrix.indices, matrix.data, np.ascontiguousarray(dense, dtype=np.float64), out)
@@ -141,8 +153,9 @@ class FeatureIndexer:
     def n_features(self) -> int:
         return len(self.names_)
 
-    def transform(self, sequences, name: str = "X") -> tuple[sp.csr_matrix, np.ndarray]:
-        """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped."""
+    def transform(self, sequences, name: str = "X", csr: bool = True) -> tuple[sp.csr_matrix | Rows, np.ndarray]:
+        """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped. ``csr=False``:
+        the matrix as :class:`Rows` (for :func:`csr_times_dense`; no scipy object is built)."""
         names, values, counts, lengths = _flatten(sequences, name)
         # map() with the bound dict.get runs the lookups without a Python frame per feature
         columns = np.fromiter(map(self.vocabulary_.get, names, repeat(-1)), dtype=np.int64, count=len(names))
@@ -152,6 +165,8 @@ class FeatureIndexer:
         np.cumsum(np.bincount(rows, minlength=counts.size), out=indptr[1:])
         # Entries are already grouped by row; a repeated name within one item stays as two
         # entries, which every product sums correctly.
+        if not csr:
+            return Rows(indptr, columns[known], values[known], (counts.size, self.n_features)), lengths
         matrix = sp.csr_matrix((values[known], columns[known], indptr), shape=(counts.size, self.n_features))
         return matrix, lengths
 

@@ -1,0 +1,79 @@
+"""Small-input paths give the batch paths' numbers (issue #32).
+
+One sentence takes its own path through the models (one chunk, no sorting or masks, the serial twin of
+the feature product, no scipy matrix, no BLAS pinning); a batch of many takes the chunked, parallel one.
+Each model's one-sentence answers are checked against the same sentences' answers inside a big batch
+(forced onto two threads, so the batch really runs the parallel kernels).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+import pytest
+
+from varorder.engine import threads
+from varorder.models.crf import CRF
+from varorder.models.hmm import HMM
+from varorder.models.memm import MEMM
+
+WORDS = [f"w{i}" for i in range(12)]
+
+
+def _tagged(seed, n, max_len=12):
+    rng = np.random.default_rng(seed)
+    sentences, tags = [], []
+    for _ in range(n):
+        length = int(rng.integers(1, max_len + 1))
+        ids = rng.integers(0, len(WORDS), length)
+        sentences.append([WORDS[i] for i in ids])
+        tags.append(["A" if i % 3 == 0 else "B" if i % 3 == 1 else "C" for i in (ids + rng.integers(0, 2, length))])
+    return sentences, tags
+
+
+def _features(sentence):
+    return [{"bias": 1.0, "w=" + w: 1.0, "prev=" + (sentence[i - 1] if i else "<s>"): 1.0, "len": len(w) / 3.0}
+            for i, w in enumerate(sentence)]
+
+
+@pytest.fixture
+def two_threads():
+    before = threads.get_threads()
+    threads.set_threads(2)
+    yield
+    threads.set_threads(before)
+
+
+def _one_by_one_equals_batch(predict, marginals, X):
+    batch_paths, batch_marginals = predict(X), marginals(X)
+    for x, path, node in zip(X, batch_paths, batch_marginals):
+        assert predict([x]) == [path]
+        np.testing.assert_allclose(marginals([x])[0], node, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs NUMBA_NUM_THREADS >= 2")
+def test_crf_one_sentence_equals_batch(two_threads):
+    sentences, tags = _tagged(0, 80)
+    X = [_features(s) for s in sentences]
+    model = CRF(c2=0.1, max_iterations=8).fit(X, tags)
+    test = [_features(s) for s in _tagged(1, 70)[0]]  # 70 sentences, ~450 rows: the parallel product
+    _one_by_one_equals_batch(model.predict, model.predict_marginals, test)
+
+
+def test_hmm_and_memm_one_sentence_equals_batch(two_threads):
+    sentences, tags = _tagged(2, 60)
+    test = _tagged(3, 50)[0] + [["w1", "unseen", "w2"]]
+    hmm = HMM(alpha_emission=0.5).fit(sentences, tags)
+    _one_by_one_equals_batch(hmm.predict, hmm.predict_marginals, test)
+    memm = MEMM(c2=0.1, max_iterations=8).fit([_features(s) for s in sentences], tags)
+    _one_by_one_equals_batch(memm.predict, memm.predict_marginals, [_features(s) for s in test])
+
+
+def test_one_sentence_path_refuses_bad_input_like_the_batch_path():
+    sentences, tags = _tagged(4, 20)
+    model = CRF(max_iterations=3).fit([_features(s) for s in sentences], tags)
+    for bad in ([[]], [[{"w=w1": float("nan")}]], [["w1"]]):
+        with pytest.raises(ValueError):
+            model.predict(bad)
+        with pytest.raises(ValueError):
+            model.predict(bad + [_features(sentences[0])])
