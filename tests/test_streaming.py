@@ -101,6 +101,8 @@ def test_lm_score_stream(tmp_path):
     result = CliRunner().invoke(main, ["lm", "build-binary", str(model), str(binary)])
     assert result.exit_code == 0, result.output
     lines = ["the dog runs", "a cat sleeps sleeps", "unknown words here", "the"]
+    # long lines: past 2,000 tokens the stream switches to the compiled scorer (the same numbers)
+    lines += [" ".join(rng.choice(words + ["oov"], 450)) for _ in range(6)] + ["a dog", "cat"]
     text = tmp_path / "text.txt"
     text.write_text("\n".join(lines) + "\n")
     batch = CliRunner().invoke(main, ["lm", "score", str(binary), str(text)]).output.splitlines()
