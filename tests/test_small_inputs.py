@@ -77,3 +77,18 @@ def test_one_sentence_path_refuses_bad_input_like_the_batch_path():
             model.predict(bad)
         with pytest.raises(ValueError):
             model.predict(bad + [_features(sentences[0])])
+
+
+def test_rows_skip_unknown_features_like_the_csr_matrix():
+    from varorder.models.features import FeatureIndexer, csr_times_dense
+
+    rng = np.random.default_rng(7)
+    indexer = FeatureIndexer().fit([[{"a": 1.0, "b": 2.0}, {"c": 0.5}]])
+    X = [[{"a": 1.5, "zz": 3.0}, {"yy": float("nan")}, {"c": -2.0, "b": 1.0, "a": 0.25}], [{"b": 4.0}]]
+    W = rng.standard_normal((indexer.n_features, 4))
+    matrix, lengths = indexer.transform(X)
+    rows, rows_lengths = indexer.transform(X, csr=False)
+    np.testing.assert_array_equal(lengths, rows_lengths)
+    assert (rows.indices == -1).sum() == 2  # the unknown features stay, marked
+    np.testing.assert_array_equal(csr_times_dense(rows, W), csr_times_dense(matrix, W))
+    np.testing.assert_allclose(csr_times_dense(rows, W), matrix @ W, rtol=1e-15)

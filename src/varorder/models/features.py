@@ -42,6 +42,8 @@ def _csr_dense_kernel(indptr, indices, data, dense, out):
             out[r, k] = 0.0
         for p in range(indptr[r], indptr[r + 1]):
             c = indices[p]
+            if c < 0:  # an unknown feature in Rows (never in a scipy matrix)
+                continue
             v = data[p]
             for k in range(K):
                 out[r, k] += v * dense[c, k]
@@ -49,7 +51,9 @@ def _csr_dense_kernel(indptr, indices, data, dense, out):
 
 class Rows(NamedTuple):
     """A CSR matrix's arrays without the scipy object (whose checked construction costs more than a
-    one-sentence product): what :meth:`FeatureIndexer.transform` gives with ``csr=False``."""
+    one-sentence product): what :meth:`FeatureIndexer.transform` gives with ``csr=False``. A column
+    index of −1 is an unknown feature, which :func:`csr_times_dense` skips (so that no masked copies
+    are made per call)."""
 
     indptr: np.ndarray
     indices: np.ndarray
@@ -159,14 +163,16 @@ class FeatureIndexer:
         names, values, counts, lengths = _flatten(sequences, name)
         # map() with the bound dict.get runs the lookups without a Python frame per feature
         columns = np.fromiter(map(self.vocabulary_.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        if not csr:
+            indptr = np.zeros(counts.size + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr[1:])
+            return Rows(indptr, columns, values, (counts.size, self.n_features)), lengths
         known = columns >= 0
         rows = np.repeat(np.arange(counts.size), counts)[known]
         indptr = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(np.bincount(rows, minlength=counts.size), out=indptr[1:])
         # Entries are already grouped by row; a repeated name within one item stays as two
         # entries, which every product sums correctly.
-        if not csr:
-            return Rows(indptr, columns[known], values[known], (counts.size, self.n_features)), lengths
         matrix = sp.csr_matrix((values[known], columns[known], indptr), shape=(counts.size, self.n_features))
         return matrix, lengths
 
