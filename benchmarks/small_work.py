@@ -47,7 +47,10 @@ SENTENCE = "the stock market fell sharply on friday after the report ."
 
 
 def _env(src: Path) -> dict:
-    return dict(os.environ, PYTHONPATH=str(src))
+    # bytecode written and reused, as after an install (PYTHONDONTWRITEBYTECODE would charge every process
+    # ~0.1 s of compiling varorder's sources)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return dict(env, PYTHONPATH=str(src))
 
 
 def _process(command, src: Path, stdin=None) -> dict:
@@ -87,10 +90,12 @@ def _per_call(function, items, repeat=1) -> tuple[float, float]:
     return (time.process_time() - c0) / n, (time.perf_counter() - w0) / n
 
 
-def _once(function) -> tuple[float, float]:
+def _once(function, repeat: int = 3) -> tuple[float, float]:
+    """Mean CPU and wall seconds of ``repeat`` calls (after the caller's warm-up call)."""
     c0, w0 = time.process_time(), time.perf_counter()
-    function()
-    return time.process_time() - c0, time.perf_counter() - w0
+    for _ in range(repeat):
+        function()
+    return (time.process_time() - c0) / repeat, (time.perf_counter() - w0) / repeat
 
 
 def _dev_features(work: Path):
@@ -113,7 +118,7 @@ def child_crf(work: Path, peer: bool) -> dict:
         from varorder.models.crf import CRF
 
         model = CRF.load(work / "crf.npz")
-        model.predict(X[:50])  # the batch path's kernels loaded, as CRFsuite's are precompiled
+        model.predict(X)  # the batch path's kernels loaded, as CRFsuite's are precompiled
         call_cpu, call_wall = _per_call(model.predict, one)
         batch_cpu, batch_wall = _once(lambda: model.predict(X))
     return {"call_cpu_s": call_cpu, "call_wall_s": call_wall, "batch_cpu_s": batch_cpu, "batch_wall_s": batch_wall,
@@ -137,22 +142,24 @@ def child_chain(work: Path, peer: bool) -> dict:
                          ("log_partition", lambda e: _hmmc.forward_log(S, T, e[0]))):
             out[f"{name}_call_cpu_s"], out[f"{name}_call_wall_s"] = _per_call(fn, ones, 5)
             fn(E[:1])
-            out[f"{name}_batch_cpu_s"], out[f"{name}_batch_wall_s"] = _once(lambda: [fn(e[None]) for e in E])
+            out[f"{name}_batch_cpu_s"], out[f"{name}_batch_wall_s"] = _once(lambda: [fn(e[None]) for e in E], 5)
     else:
         from varorder import chain
 
         for name, fn in (("viterbi", lambda e: chain.viterbi(e, T, S)), ("log_partition",
                                                                         lambda e: chain.log_partition(e, T, S))):
             out[f"{name}_call_cpu_s"], out[f"{name}_call_wall_s"] = _per_call(fn, ones, 5)
-            fn(E[:64])
-            out[f"{name}_batch_cpu_s"], out[f"{name}_batch_wall_s"] = _once(lambda: fn(E))
+            fn(E)
+            out[f"{name}_batch_cpu_s"], out[f"{name}_batch_wall_s"] = _once(lambda: fn(E), 5)
     return out
 
 
 def child_stream(work: Path, peer: bool) -> dict:
     """Per-line answer time of ``lm score --stream`` (varorder) or the kenlm module's ``score`` (peer), after
     the model is loaded: one line written, its answer read, then the next."""
-    lines = [line for line in (work / "dev.txt").read_text().splitlines()[:300] if line.strip()]
+    # 150 lines first (~3,000 tokens: past the switch to the compiled scorer), then 300 timed
+    lines = [line for line in (work / "dev.txt").read_text().splitlines()[:480] if line.strip()]
+    warm, lines = lines[:150], lines[150:450]
     if peer:
         import kenlm
 
@@ -162,7 +169,7 @@ def child_stream(work: Path, peer: bool) -> dict:
     proc = subprocess.Popen([PYTHON, "-m", "varorder", "lm", "score", "--stream", str(work / "lm.bin"), "-"],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=os.environ)
     proc.stdout.readline()  # the header
-    for line in lines[:5]:
+    for line in warm:
         proc.stdin.write(line + "\n")
         proc.stdin.flush()
         proc.stdout.readline()
@@ -180,7 +187,7 @@ def child_stream(work: Path, peer: bool) -> dict:
     # visible from here, so report its whole CPU per line beside the wall figure (an upper bound)
     del before
     return {"line_wall_s": wall / len(lines), "process_cpu_s": usage.ru_utime + usage.ru_stime,
-            "lines": len(lines) + 5}
+            "lines": len(lines) + len(warm)}
 
 
 CHILDREN = {"crf": child_crf, "chain": child_chain, "stream": child_stream}
@@ -292,7 +299,34 @@ def main():
               "medians": medians}
     _print(report, list(trees))
     if args.json:
-        args.json.write_text(json.dumps(report, indent=1) + "\n")
+        _record(args.json, report, " ".join(sys.argv))
+
+
+def _record(path: Path, report: dict, command: str) -> None:
+    """Add this run's rows to ``path`` (the results schema of benchmarks/results; one file, runs appended)."""
+    import datetime
+    import math
+
+    data = json.loads(path.read_text()) if path.exists() else {
+        "schema": 1, "area": "small work", "issue": 32,
+        "title": "one sentence, one call, one process: varorder vs the C/C++ tools, and the same code on batches",
+        "command": command, "date": datetime.date.today().isoformat(), "machine": {}, "rows": []}
+    run = 1 + max((r.get("run", 0) for r in data["rows"]), default=0)
+    data["machine"] = {**report["machine"], "load": report["machine"]["load"]}
+    data.setdefault("runs", []).append({"run": run, "command": command, "load": report["machine"]["load"],
+                                        "rounds": report["rounds"]})
+    names = {"varorder": "varorder", "baseline": "varorder before #32 (--baseline tree)"}
+    for label, tree, c_ours, c_peer, w_ours, w_peer, unit, peer_name in report["rows"]:
+        per = "per process" if "process" in label else ("per line" if "line" in label else "per call")
+        for metric, ours, peer in ((f"CPU {unit} {per}", c_ours, c_peer), (f"wall {unit} {per}", w_ours, w_peer)):
+            if math.isnan(ours):
+                continue
+            data["rows"].append({"run": run, "system": names[tree], "task": label, "metric": metric,
+                                 "varorder": round(ours, 6), "reference": None if math.isnan(peer) else round(peer, 6),
+                                 "reference_name": peer_name,
+                                 "ratio": None if math.isnan(peer) else round(ours / peer, 3), "better": "lower",
+                                 "note": f"median of {report['rounds']} interleaved rounds, load {report['machine']['load']}"})
+    path.write_text(json.dumps(data, indent=1) + "\n")
 
 
 def _median_dicts(dicts):
@@ -308,32 +342,34 @@ def _print(report, trees):
     print(f"CPU: {report['machine']['cpu']} ({report['machine']['cores']} cores); 1-min load during the runs "
           f"{report['machine']['load']}; medians of {report['rounds']} interleaved rounds")
     rows = []
-    for label, case, key, scale, unit in (
-            ("CRF one sentence", "crf", "call", 1e3, "ms"), ("CRF dev batch", "crf", "batch", 1, "s"),
-            ("chain B=1 viterbi", "chain", "viterbi_call", 1e3, "ms"),
-            ("chain B=1 log Z", "chain", "log_partition_call", 1e3, "ms"),
-            ("chain B=2000 viterbi", "chain", "viterbi_batch", 1, "s"),
-            ("chain B=2000 log Z", "chain", "log_partition_batch", 1, "s")):
+    for label, case, key, scale, unit, peer_name in (
+            ("CRF one sentence", "crf", "call", 1e3, "ms", "python-crfsuite Tagger.tag"),
+            ("CRF dev batch", "crf", "batch", 1, "s", "python-crfsuite Tagger.tag"),
+            ("chain B=1 viterbi", "chain", "viterbi_call", 1e3, "ms", "hmmlearn _hmmc.viterbi"),
+            ("chain B=1 log Z", "chain", "log_partition_call", 1e3, "ms", "hmmlearn _hmmc.forward_log"),
+            ("chain B=2000 viterbi", "chain", "viterbi_batch", 1, "s", "hmmlearn _hmmc.viterbi"),
+            ("chain B=2000 log Z", "chain", "log_partition_batch", 1, "s", "hmmlearn _hmmc.forward_log")):
         for tree in trees:
             ours, peer = m[f"{case}/{tree}"], m[f"{case}/peer"]
-            rows.append((f"{label} [{tree}]", ours[f"{key}_cpu_s"] * scale, peer[f"{key}_cpu_s"] * scale,
-                         ours[f"{key}_wall_s"] * scale, peer[f"{key}_wall_s"] * scale, unit))
-    for label, key in (("lm score one sentence (process)", "lm"), ("tag train 200 x 5 (process)", "train")):
+            rows.append((label, tree, ours[f"{key}_cpu_s"] * scale, peer[f"{key}_cpu_s"] * scale,
+                         ours[f"{key}_wall_s"] * scale, peer[f"{key}_wall_s"] * scale, unit, peer_name))
+    for label, key, peer_name in (("lm score one sentence (process)", "lm", "python + kenlm module, ARPA load"),
+                                  ("tag train 200 x 5 (process)", "train", "python + python-crfsuite")):
         for tree in trees:
             ours, peer = m[f"process/{tree}"][key], m["process/peer"][key]
-            rows.append((f"{label} [{tree}]", ours["process_cpu_s"], peer["process_cpu_s"], ours["process_wall_s"],
-                         peer["process_wall_s"], "s"))
+            rows.append((label, tree, ours["process_cpu_s"], peer["process_cpu_s"], ours["process_wall_s"],
+                         peer["process_wall_s"], "s", peer_name))
     for tree in trees:
         ours = m[f"process/{tree}"]["help"]
-        rows.append((f"varorder --help (process) [{tree}]", ours["process_cpu_s"], float("nan"),
-                     ours["process_wall_s"], float("nan"), "s"))
+        rows.append(("varorder --help (process)", tree, ours["process_cpu_s"], float("nan"),
+                     ours["process_wall_s"], float("nan"), "s", "none"))
     stream, peer = m["stream/varorder"], m["stream/peer"]
-    rows.append(("lm score --stream per line vs kenlm module score", float("nan"), peer["line_cpu_s"] * 1e3,
-                 stream["line_wall_s"] * 1e3, peer["line_wall_s"] * 1e3, "ms"))
+    rows.append(("lm score --stream per line", "varorder", float("nan"), peer["line_cpu_s"] * 1e3,
+                 stream["line_wall_s"] * 1e3, peer["line_wall_s"] * 1e3, "ms", "kenlm module Model.score"))
     print(f"{'case':48s} {'CPU ours':>10s} {'CPU peer':>10s} {'ratio':>7s} {'wall ours':>10s} {'wall peer':>10s} "
           f"{'ratio':>7s}")
-    for label, c_ours, c_peer, w_ours, w_peer, unit in rows:
-        print(f"{label:48s} {c_ours:9.4g}{unit:>1s} {c_peer:9.4g}{unit:>1s} {c_ours / c_peer:7.2f} "
+    for label, tree, c_ours, c_peer, w_ours, w_peer, unit, _ in rows:
+        print(f"{label + ' [' + tree + ']':48s} {c_ours:9.4g}{unit:>1s} {c_peer:9.4g}{unit:>1s} {c_ours / c_peer:7.2f} "
               f"{w_ours:9.4g}{unit:>1s} {w_peer:9.4g}{unit:>1s} {w_ours / w_peer:7.2f}")
     report["rows"] = rows
 

@@ -259,3 +259,15 @@ def test_aligner_serial_twins_equal_the_parallel_kernels(training, monkeypatch):
         for name in ("table_", "null_", "jumps_"):
             np.testing.assert_array_equal(getattr(m, name), getattr(n, name))
     assert links_a == links_b
+
+
+def test_warm_up_compiles_both_twins(monkeypatch):
+    """The install-time warm-up (VARORDER_COMPILE_TWINS=1) runs small inputs, i.e. the serial twins: each such
+    call compiles the parallel twin for the same argument types too."""
+    from varorder.models.features import _csr_dense_kernel, csr_times_dense
+
+    monkeypatch.setattr(threads, "_COMPILE_TWINS", True)
+    matrix = sp.csr_matrix(np.eye(3, dtype=np.float32).astype(np.float64))
+    csr_times_dense(matrix, np.ones((3, 2)))
+    assert set(_csr_dense_kernel.serial.signatures) <= set(_csr_dense_kernel.parallel.signatures)
+    assert _csr_dense_kernel.serial.signatures

@@ -130,6 +130,15 @@ def runs_serial(num_sequences: int) -> bool:
 
 # every kernel declared with parallel_kernel, by "module.name" (the thread-policy test reads it)
 PARALLEL_KERNELS: dict[str, object] = {}
+# set by the install-time warm-up (varorder._warmup): a call on one twin compiles the other for the same
+# argument types too, so that a small warm-up input also leaves the parallel twin in Numba's cache
+_COMPILE_TWINS = os.environ.get("VARORDER_COMPILE_TWINS") == "1"
+
+
+def _compile_twin(done, twin) -> None:
+    for signature in done.signatures:
+        if signature not in twin.signatures:
+            twin.compile(signature)
 
 
 def parallel_kernel(work, **options):
@@ -155,9 +164,15 @@ def parallel_kernel(work, **options):
         def run(*args):
             units = work(*args)
             if runs_serial(units):
-                return serial(*args)
+                result = serial(*args)
+                if _COMPILE_TWINS:
+                    _compile_twin(serial, parallel)
+                return result
             with sequence_threads(units):
-                return parallel(*args)
+                result = parallel(*args)
+            if _COMPILE_TWINS:
+                _compile_twin(parallel, serial)
+            return result
 
         run.parallel, run.serial = parallel, serial
         PARALLEL_KERNELS[f"{function.__module__}.{function.__qualname__}"] = run
