@@ -151,6 +151,7 @@ def test_stream_refuses_file_outputs(tmp_path):
     model = tmp_path / "m.npz"
     model.write_bytes(b"")
     for args in (["tag", "predict", "--stream", str(model), "-", "-o", str(tmp_path / "o")],
+                 ["lm", "score", "--stream", "--no-sentences", str(model), "-"],
                  ["transduce", "apply", "--stream", str(model), "-", "-o", str(tmp_path / "o")]):
         result = runner.invoke(main, args)
         assert result.exit_code == 2 and "--stream" in result.output, result.output

@@ -221,6 +221,9 @@ def score(model_path, text, sentences, per_token, minus_99, verify, stream):
     """
     from varorder.lm.corpus import iter_sentences
 
+    if stream and not (sentences or per_token):
+        raise click.UsageError("--stream answers each line: give it --sentences (the default) or --per-token, "
+                               "not --no-sentences")
     model = _load(model_path, minus_99, verify)
     out = sys.stdout
     header = "log10prob\ttokens\toovs\n" if sentences and not per_token else ""
