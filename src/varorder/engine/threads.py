@@ -291,10 +291,11 @@ _BLAS_SERIAL_WORK = 1 << 16
 
 
 @contextmanager
-def engine_threads(num_sequences: int, labels: int | None = None):
-    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS (left as it
-    is for a small batch, ``num_sequences`` · ``labels``² under ``_BLAS_SERIAL_WORK``: see there)."""
-    small = labels is not None and num_sequences * labels * labels < _BLAS_SERIAL_WORK
+def engine_threads(num_sequences: int, blas_work: int | None = None):
+    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS, which is left
+    as it is when ``blas_work`` — a bound on the multiply-adds of any one BLAS product in the enclosed
+    kernels — is under ``_BLAS_SERIAL_WORK`` (see there)."""
+    small = blas_work is not None and blas_work < _BLAS_SERIAL_WORK
     controller = _blas_controller() if not (_blas_pinned or small) else False
     with sequence_threads(num_sequences) as wanted:
         if controller:
@@ -309,8 +310,9 @@ def uses_engine_threads(operation):
 
     @functools.wraps(operation)
     def run(ci, *args, **kwargs):
-        shape = ci.shape
-        with engine_threads(shape[0], shape[-1]):
+        B, L, K = ci.shape
+        # the chain kernels' products are (rows ≤ B, K)·(K, K) per step and (K, n ≤ L)·(n, K) per sequence
+        with engine_threads(B, B * L * K * K):
             return operation(ci, *args, **kwargs)
 
     return run
