@@ -92,3 +92,28 @@ def test_rows_skip_unknown_features_like_the_csr_matrix():
     assert (rows.indices == -1).sum() == 2  # the unknown features stay, marked
     np.testing.assert_array_equal(csr_times_dense(rows, W), csr_times_dense(matrix, W))
     np.testing.assert_allclose(csr_times_dense(rows, W), matrix @ W, rtol=1e-15)
+
+
+def test_tagging_feature_dicts_imports_no_scipy_sparse(tmp_path):
+    """A process that loads a CRF and tags feature dicts never imports SciPy's sparse package (issue #32:
+    each command's start imports what it needs; scipy.sparse costs ~0.3 CPU s)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import varorder
+
+    sentences, tags = _tagged(5, 20)
+    path = tmp_path / "crf.npz"
+    model = CRF(max_iterations=3).fit([_features(s) for s in sentences], tags)
+    model.save(path)
+    code = ("import json, sys; from varorder.models.crf import CRF; "
+            f"print(json.dumps(CRF.load({str(path)!r}).predict(json.loads(sys.argv[1])))); "
+            "print('scipy.sparse' in sys.modules)")
+    env = dict(os.environ, PYTHONPATH=str(Path(varorder.__file__).parents[1]))
+    out = subprocess.run([sys.executable, "-c", code, json.dumps([_features(sentences[0])])], env=env,
+                         capture_output=True, text=True, check=True).stdout.splitlines()
+    assert json.loads(out[0]) == model.predict([_features(sentences[0])])
+    assert out[1] == "False"

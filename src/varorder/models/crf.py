@@ -22,9 +22,9 @@ or mini-batch AdaGrad / SGD with a proximal ℓ1 step.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 from tqdm.auto import tqdm
 
 from varorder.models import persist
@@ -33,6 +33,9 @@ from varorder.models.features import FeatureIndexer, csr_times_dense, design_mat
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
                                        token_accuracy)
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["CRF", "ChainObjective"]
 
@@ -49,6 +52,8 @@ class ChainObjective:
 
     def __init__(self, X: sp.csr_matrix, lengths: np.ndarray, gold: np.ndarray, n_labels: int,
                  max_cells: int | None = None):
+        import scipy.sparse as sp  # training only: tagging never imports SciPy's sparse package
+
         K = n_labels
         self.X = X.tocsr()
         self.XT = self.X.T.tocsr()

@@ -18,15 +18,18 @@ the engine's thread policy, :func:`varorder.engine.threads.parallel_kernel`).
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from itertools import chain, repeat
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numba as nb
 import numpy as np
-import scipy.sparse as sp
 
 from varorder.engine.threads import parallel_kernel
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["FeatureIndexer", "Rows", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
            "parse_templates", "template_features", "format_templates"]
@@ -70,14 +73,22 @@ def csr_times_dense(matrix: sp.csr_matrix | Rows, dense: np.ndarray, out: np.nda
     return out
 
 
+def _issparse(value) -> bool:
+    """``scipy.sparse.issparse`` without importing SciPy's sparse package (~0.3 CPU s, with the parts of
+    NumPy its array-API layer loads, that a process tagging feature dicts never needs): no sparse matrix
+    exists before that package is imported."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(value)
+
+
 def n_items(sequence) -> int:
     """Number of items (rows) in one input sequence, whether a list, an array or a sparse matrix."""
-    return sequence.shape[0] if sp.issparse(sequence) or isinstance(sequence, np.ndarray) else len(sequence)
+    return sequence.shape[0] if _issparse(sequence) or isinstance(sequence, np.ndarray) else len(sequence)
 
 
 def is_array_input(sequences) -> bool:
     """True when sequences are given as per-sequence arrays rather than lists of feature items."""
-    return len(sequences) > 0 and (isinstance(sequences[0], np.ndarray) or sp.issparse(sequences[0]))
+    return len(sequences) > 0 and (isinstance(sequences[0], np.ndarray) or _issparse(sequences[0]))
 
 
 def _item_pairs(item, where: str):
@@ -167,6 +178,8 @@ class FeatureIndexer:
             indptr = np.zeros(counts.size + 1, dtype=np.int64)
             np.cumsum(counts, out=indptr[1:])
             return Rows(indptr, columns, values, (counts.size, self.n_features)), lengths
+        import scipy.sparse as sp
+
         known = columns >= 0
         rows = np.repeat(np.arange(counts.size), counts)[known]
         indptr = np.zeros(counts.size + 1, dtype=np.int64)
@@ -185,6 +198,8 @@ def design_matrix(sequences, indexer: FeatureIndexer | None, n_features: int | N
         raise ValueError(f"{name} holds no sequences")
     if indexer is not None:
         return indexer.transform(sequences, name)
+    import scipy.sparse as sp
+
     blocks = []
     for i, seq in enumerate(sequences):
         try:

@@ -41,7 +41,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-import scipy.sparse as sp
 
 from varorder import lattice as _lattice
 from varorder.models import persist
@@ -148,6 +147,8 @@ class MEMM(ParamsMixin):
     @staticmethod
     def _conjoin(matrix, previous, K):
         """Shift each row's columns into the block of its previous label (K = sentence start)."""
+        import scipy.sparse as sp
+
         matrix = matrix.tocsr()
         F = matrix.shape[1]
         row_of_entry = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))
