@@ -117,3 +117,22 @@ def test_tagging_feature_dicts_imports_no_scipy_sparse(tmp_path):
                          capture_output=True, text=True, check=True).stdout.splitlines()
     assert json.loads(out[0]) == model.predict([_features(sentences[0])])
     assert out[1] == "False"
+
+
+@pytest.mark.parametrize("value", [[1], [1, 2], None, 1 + 2j, {"x": 1}])
+def test_feature_values_that_are_not_numbers_or_strings_are_refused_by_item(value):
+    from varorder.models.features import FeatureIndexer
+
+    indexer = FeatureIndexer().fit([[{"a": 1.0}]])
+    with pytest.raises(ValueError, match=r"X\[1\]\[0\]: feature 'b' has value"):
+        indexer.transform([[{"a": 1.0}], [{"a": 2.0, "b": value}]], csr=False)
+
+
+def test_numeric_and_string_feature_values_mix():
+    from varorder.models.features import FeatureIndexer, csr_times_dense
+
+    X = [[{"a": 1, "b": True, "c": 2.5}, {"w": "dog", "a": np.float32(0.5)}]]
+    indexer = FeatureIndexer().fit(X)
+    assert indexer.names_ == ["a", "b", "c", "w:dog"]
+    rows, _ = indexer.transform(X, csr=False)
+    np.testing.assert_array_equal(csr_times_dense(rows, np.eye(4)), [[1, 1, 2.5, 0], [0.5, 0, 0, 1]])

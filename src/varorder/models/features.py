@@ -126,9 +126,14 @@ def _flatten(sequences, name: str):
     if items and set(map(type, items)) == {dict}:
         counts = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
         names = list(chain.from_iterable(map(dict.keys, items)))
-        raw_values = list(chain.from_iterable(map(dict.values, items)))
-        if set(map(type, raw_values)) <= {float, int, bool}:
-            return names, np.asarray(raw_values, dtype=np.float64), counts, lengths
+        # numbers only give a numeric array (one pass, no per-value type test); a string or other
+        # object anywhere gives a str / object one
+        try:
+            raw_values = np.array(list(chain.from_iterable(map(dict.values, items))))
+        except (ValueError, TypeError):  # ragged sequence values: the general path names the bad item
+            raw_values = None
+        if raw_values is not None and raw_values.ndim == 1 and raw_values.dtype.kind in "fiub":
+            return names, raw_values.astype(np.float64, copy=False), counts, lengths
         # string (or odd) values somewhere: the general path below names the bad item
     names, values, counts = [], [], np.empty(len(items), dtype=np.int64)
     seq_of_item = np.repeat(np.arange(len(sequences)), lengths)
