@@ -108,3 +108,10 @@ def test_tag_train_on_jobs_and_shards_writes_the_same_model(tmp_path):
     result = runner.invoke(main, ["tag", "train", str(train), "-o", str(tmp_path / "s.npz"), "--algorithm", "sgd",
                                   "--shards", "2"])
     assert result.exit_code == 2 and "L-BFGS" in result.output
+
+
+def test_samplerank_model_kind_named_in_the_cli_is_the_models():
+    from varorder.cli._samplerank import MODEL_KIND
+    from varorder.factorgraph import SampleRankTagger
+
+    assert MODEL_KIND == SampleRankTagger._MODEL_KIND

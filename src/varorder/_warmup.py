@@ -309,6 +309,8 @@ def main(argv=None):
     if "--part" in argv:
         part, parts = (int(x) for x in argv[argv.index("--part") + 1].split("/"))
     os.environ.setdefault("VARORDER_THREADS", "auto")
+    # small inputs run the serial twins of engine.threads.parallel_kernel: compile the parallel ones too
+    os.environ.setdefault("VARORDER_COMPILE_TWINS", "1")
     return 1 if run(part, parts) else 0
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from varorder import chain
 from varorder.engine.banded import banded_marginals, banded_viterbi
-from varorder.engine.threads import map_in_order, sequence_threads, threads_for
+from varorder.engine.threads import map_in_order, parallel_kernel, sequence_threads, threads_for
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
 
@@ -107,7 +107,7 @@ def _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, p
         per_sentence[s] += m + math.log(z) + scale * prior
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
+@parallel_kernel(lambda src_off, *_: src_off.size - 1, cache=True, nogil=True)
 def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_ids, floor_log, null_logp, scale, mu,
                 null_mu, add):
     """IBM 1's E-step on a shard: ``shared`` holds the edges' log-potentials, or (when ``pair_ids`` is not
@@ -156,7 +156,8 @@ def _ibm1_estep_counts(src_off, tgt_ids, tgt_off, edge_off, transposed, log_tabl
     return per_sentence
 
 
-@numba.njit(cache=True, parallel=True)
+# a sentence pair has a few hundred edges: 256 of them count as one sequence for the thread policy
+@parallel_kernel(lambda log_table, edge_pairs, *_: edge_pairs.size // 256, cache=True)
 def _gather_log_table(log_table, edge_pairs, floor_log):
     out = np.empty(edge_pairs.size)
     for k in numba.prange(edge_pairs.size):
@@ -507,7 +508,7 @@ def _jump_potentials(S, log_jump, log_p0, log_stay, D, scale):
     return trans, start
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
+@parallel_kernel(lambda sents, *_: sents.size, cache=True, nogil=True)
 def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shared, null_logp, scale, E, lengths):
     """Emissions (B, L, K = 2S) of a batch of sentences with S source words: state u < S emits
     through the edge (u, t), state S + u (NULL remembering u) through τ(t | NULL)."""
@@ -528,7 +529,7 @@ def _fill_emissions(sents, src_off, tgt_ids, tgt_off, edge_off, transposed, shar
                 E[b, t, k] = 0.0
 
 
-@numba.njit(cache=True, parallel=True, nogil=True)
+@parallel_kernel(lambda sents, *_: sents.size, cache=True, nogil=True)
 def _scatter_posteriors(sents, src_off, tgt_off, edge_off, transposed, node, mu, null_mu, add):
     # a batch's sentences are distinct: each b writes its own edges and target words
     B, L, K = node.shape

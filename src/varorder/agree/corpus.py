@@ -26,6 +26,8 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
+from varorder.engine.threads import parallel_kernel
+
 __all__ = ["NULL", "Vocabulary", "PairIndex", "BitextShard", "EncodedBitext", "encode", "shard_bitext",
            "encode_bitext", "index_corpus"]
 
@@ -89,7 +91,7 @@ def _slot(key, mask):
 _ABSENT = 0xFFFF  # a direct row's entry for a French word not paired with its English word
 
 
-@numba.njit(cache=True, parallel=True)
+@parallel_kernel(lambda e_ids, e_off, *_: e_off.size - 1, cache=True)
 def _search_pair_ids(e_ids, e_off, f_ids, f_off, edge_off, rows, f_words, direct_of, direct):
     """Rank of every edge's pair (e, f) among the pairs (−1: an edge touching an unknown word, or a pair not
     indexed): read from ``direct[direct_of[e], f]`` (f's offset in e's row) for the few longest rows,

@@ -20,13 +20,15 @@ import time
 
 import click
 
-from varorder.factorgraph import SampleRankTagger
-from varorder.factorgraph.samplerank import conllu_inputs
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.models.persist import model_kind
 from varorder.models.sequences import token_accuracy
 
 __all__ = ["samplerank_learner", "samplerank_models"]
+
+# SampleRankTagger._MODEL_KIND, named here so that `tag` commands on other models do not import the factor
+# graph package (~0.3 CPU s of Numba loading at start; tests/test_cli_tag.py checks the two agree)
+MODEL_KIND = "SampleRankTagger"
 
 _OPTIONS = [
     click.option("--learner", type=click.Choice(["exact", "samplerank"]), default="exact", show_default=True,
@@ -60,6 +62,9 @@ def _read(path):
 
 
 def _train(train_file, output, dev_file, tag_column, verbose, skip_factors, second_order, epochs, rule, pairs, seed):
+    from varorder.factorgraph import SampleRankTagger
+    from varorder.factorgraph.samplerank import conllu_inputs
+
     sentences = _read(train_file)
     y = [s.tags(tag_column) for s in sentences]
     began = time.perf_counter()
@@ -125,11 +130,16 @@ def samplerank_models(mode: str):
         def wrapper(**kwargs):
             path = kwargs["model_file"]
             try:
-                is_ours = model_kind(path) == SampleRankTagger._MODEL_KIND
+                is_ours = model_kind(path) == MODEL_KIND
             except (ValueError, FileNotFoundError):
                 is_ours = False  # the command's own loader reports the problem
             if not is_ours:
                 return command(**kwargs)
+            from varorder.factorgraph import SampleRankTagger
+            from varorder.factorgraph.samplerank import conllu_inputs
+
+            if kwargs.get("stream"):
+                raise click.UsageError("a SampleRankTagger tags whole CoNLL-U files: no --stream")
             if kwargs.get("input_format", "conllu") != "conllu" or kwargs.get("probabilities"):
                 raise click.UsageError("a SampleRankTagger reads CoNLL-U and gives no probabilities")
             try:

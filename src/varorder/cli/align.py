@@ -291,8 +291,11 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
 @click.option("--normalize", is_flag=True,
               help="NAACL normalisation even if the model was trained without it (default: the model's own)")
 @click.option("-q", "--quiet", is_flag=True, help="no summary line (warnings are still shown)")
+@click.option("--stream", is_flag=True,
+              help="Align each input line as it is read and write its Pharaoh line to stdout at once (flushed), "
+                   "so a pipeline loads the model once; no -o, -f, -r, -F, -R or --link-probabilities.")
 def apply(model_path, inputs, output, method, forward_path, reverse_path, forward_scores, reverse_scores,
-          link_probabilities, threshold, normalize, quiet):
+          link_probabilities, threshold, normalize, quiet, stream):
     """Align INPUT (one 'english ||| french' file, default stdin, or ENGLISH FRENCH) with a trained model.
 
     The text is normalised as the model's training text was. Writes Pharaoh 'i-j' lines (0-based, English first).
@@ -309,6 +312,12 @@ def apply(model_path, inputs, output, method, forward_path, reverse_path, forwar
         norm = Normalization.naacl() if normalize else recorded
         if norm != recorded:
             _warn(f"normalising with {norm.describe()} but the model was trained with {recorded.describe()}")
+        if stream:
+            if output not in (None, "-") or forward_path or reverse_path or forward_scores or reverse_scores \
+                    or link_probabilities:
+                raise click.UsageError("--stream writes Pharaoh lines to stdout only: no -o, -f, -r, -F, -R or "
+                                       "--link-probabilities")
+            return _stream_alignments(aligner, _iter_pairs(inputs, norm), method, threshold)
         text = _CaseCount(_iter_pairs(inputs, norm))
         pairs = _encode(text, aligner.e_vocab_, aligner.f_vocab_, aligner.shard_size, grow=False,
                         max_length=aligner.max_length)
@@ -324,6 +333,22 @@ def apply(model_path, inputs, output, method, forward_path, reverse_path, forwar
         raise click.ClickException(str(exc))
     if not quiet and output not in (None, "-"):
         click.echo(f"aligned {len(pairs)} sentence pairs -> {output}", err=True)
+
+
+def _stream_alignments(aligner, pairs, method, threshold):
+    """``apply --stream``: each pair aligned and its line written (flushed) before the next is read."""
+    from varorder.io.pharaoh import format_line
+
+    for pair in pairs:
+        corpus = _encode(iter([pair]), aligner.e_vocab_, aligner.f_vocab_, aligner.shard_size, grow=False,
+                         max_length=aligner.max_length)
+        if method == "posterior":
+            text = "".join(aligner.iter_pharaoh_text(corpus, threshold=threshold))
+        else:
+            text = "".join(format_line(links) + "\n" for links in aligner.iter_align(corpus, method=method,
+                                                                                     threshold=threshold))
+        sys.stdout.write(text)
+        sys.stdout.flush()
 
 
 @COMMAND.command("eval")

@@ -21,6 +21,7 @@ import time
 
 import click
 
+import varorder._numba_start  # noqa: F401,I001  (before Numba's import: no SciPy version check, no scipy.linalg)
 from varorder.cli._options import OutputFile, Real, executor
 
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
@@ -174,16 +175,28 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
 @COMMAND.command("predict")
 @samplerank_models("predict")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
-@click.argument("input_file", type=click.Path(exists=True, dir_okay=False))
-@click.option("-o", "--output", required=True, type=OutputFile(),
+@click.argument("input_file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option("-o", "--output", type=OutputFile(),
               help="CoNLL-U file to write (.gz compresses); with --format crfsuite, one label per line")
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
 @_FORMAT
 @click.option("--probabilities", "probabilities", type=OutputFile(), default=None,
               help="also write each token's marginal label probabilities (TSV: sentence, token, form, tag, "
                    "p(tag), then one column per label)")
-def predict(model_file, input_file, output, tag_column, input_format, probabilities):
+@click.option("--stream", is_flag=True,
+              help="Read INPUT_FILE (- for stdin) as one sentence of space-separated words per line and write "
+                   "each line's tags (space-separated) to stdout as soon as the line is read (flushed), so a "
+                   "pipeline loads the model once. No -o.")
+def predict(model_file, input_file, output, tag_column, input_format, probabilities, stream):
     """Tag INPUT_FILE with MODEL_FILE, writing CoNLL-U with the tag column filled in."""
+    if stream:
+        if output or probabilities or input_format != "conllu":
+            raise click.UsageError("--stream writes tags to stdout: give no -o, --probabilities or --format")
+        return _stream_tags(_load(model_file), input_file)
+    if output is None:
+        raise click.UsageError("Missing option '-o' / '--output'.")
+    if input_file == "-":
+        raise click.UsageError("INPUT_FILE - (stdin) is read with --stream")
     model = _load(model_file)
     sentences, _ = _read(input_file, input_format, tag_column)
     began = time.perf_counter()
@@ -197,6 +210,26 @@ def predict(model_file, input_file, output, tag_column, input_format, probabilit
         _write_probabilities(probabilities, model, sentences, tags, model.predict_marginals(inputs))
     click.echo(f"tagged {sum(map(len, tags))} tokens in {len(tags)} sentences with {type(model).__name__} in "
                f"{time.perf_counter() - began:.1f} s -> {output}", err=True)
+
+
+def _stream_tags(model, input_file):
+    """``predict --stream``: one line of tags per line of words, each flushed before the next line is read."""
+    import sys
+
+    from varorder.cli._stream import stream_lines
+
+    templates = None if isinstance(model, HMM) else parse_templates(getattr(model, "feature_template_", "pos"))
+    out = sys.stdout
+    for where, line in stream_lines(input_file):
+        words = line.split()
+        if words:
+            try:
+                tags = model.predict([words if templates is None else template_features(words, templates)])[0]
+            except ValueError as err:
+                raise click.ClickException(f"{where}: {err}") from None
+            out.write(" ".join(map(str, tags)))
+        out.write("\n")
+        out.flush()
 
 
 def _write_probabilities(path, model, sentences, tags, marginals):

@@ -108,17 +108,27 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
 
 @COMMAND.command("apply")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
-@click.argument("data", type=click.Path(exists=True, dir_okay=False))
+@click.argument("data", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
 @click.option("-o", "--output", type=OutputFile(allow_dash=True), default="-", show_default=True,
               help="'input<TAB>prediction' lines")
 @click.option("--format", "fmt", type=click.Choice(["auto", "cmudict", "pairs", "inputs"]), default="auto",
               show_default=True, help="'inputs': one space-separated input per line")
-def apply(model_file, data, output, fmt):
+@click.option("--stream", is_flag=True,
+              help="Read DATA (- for stdin) as one space-separated input per line and write each line's "
+                   "'input<TAB>prediction' to stdout as soon as the line is read (flushed), so a pipeline "
+                   "loads the model once (a blank line gets a blank line).")
+def apply(model_file, data, output, fmt, stream):
     """Predict the output of every input in DATA."""
     from varorder.io import atomic_write_text, open_text
     from varorder.transduce.model import AlignmentTransducer
 
+    if stream and (output != "-" or fmt not in ("auto", "inputs")):
+        raise click.UsageError("--stream reads inputs, one per line, and writes to stdout: no -o or --format")
+    if not stream and data == "-":
+        raise click.UsageError("DATA - (stdin) is read with --stream")
     model = AlignmentTransducer.load(model_file)
+    if stream:
+        return _stream_predictions(model, data)
     if fmt == "inputs":
         with open_text(data) as handle:
             inputs = [line.split() for line in handle if line.strip()]
@@ -131,6 +141,25 @@ def apply(model_file, data, output, fmt):
     else:
         with atomic_write_text(output) as handle:
             handle.writelines(lines)
+
+
+def _stream_predictions(model, data):
+    """``apply --stream``: each line's prediction written (flushed) before the next line is read."""
+    import sys
+
+    from varorder.cli._stream import stream_lines
+
+    model.progress = False
+    for where, line in stream_lines(data):
+        symbols = line.split()
+        if symbols:
+            try:
+                prediction = model.predict([symbols])[0]
+            except ValueError as err:
+                raise click.ClickException(f"{where}: {err}") from None
+            sys.stdout.write(f"{' '.join(symbols)}\t{prediction}")
+        sys.stdout.write("\n")
+        sys.stdout.flush()
 
 
 @COMMAND.command("eval")

@@ -12,6 +12,13 @@ otherwise compete with Numba's).
 Set the policy with :func:`set_threads` (an int, or "auto"), the environment variable
 ``VARORDER_THREADS``, or ``varorder --threads``. Results never depend on the thread
 count: every kernel reduces per sequence, and sampling draws its uniforms up front.
+
+Every ``parallel=True`` kernel in the package is under this policy: the engine's chain kernels
+through :func:`uses_engine_threads` at their entry points, every other one declared with
+:func:`parallel_kernel`, which compiles it twice (parallel and serial) and runs the serial twin
+whenever the policy gives the call one thread. A small input (one sentence, one pair) so never
+starts Numba's thread pool nor enters a parallel region, whose launch alone costs more than
+the work (``tests/test_thread_policy.py`` lists the parallel kernels and fails on one outside).
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numba
 
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
            "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
-           "map_in_order"]
+           "map_in_order", "parallel_kernel", "runs_serial", "PARALLEL_KERNELS"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
@@ -107,6 +114,71 @@ def threads_for(num_sequences: int) -> int:
     if num_sequences < MIN_PARALLEL_SEQUENCES or _machine_busy():
         return 1
     return current
+
+
+def runs_serial(num_sequences: int) -> bool:
+    """Whether a kernel over ``num_sequences`` sequences runs on one thread now, decided without starting
+    Numba's thread pool where the answer does not need it (``numba.get_num_threads`` starts it): a
+    policy of one thread, one item, a small batch under "auto", or a worker of :func:`map_in_order`."""
+    if num_sequences < 2 or getattr(_on_pool, "active", False):
+        return True
+    policy = get_threads()
+    if policy == 1 or (policy == _AUTO and num_sequences < MIN_PARALLEL_SEQUENCES):
+        return True
+    return threads_for(num_sequences) == 1
+
+
+# every kernel declared with parallel_kernel, by "module.name" (the thread-policy test reads it)
+PARALLEL_KERNELS: dict[str, object] = {}
+# set by the install-time warm-up (varorder._warmup): a call on one twin compiles the other for the same
+# argument types too, so that a small warm-up input also leaves the parallel twin in Numba's cache
+_COMPILE_TWINS = os.environ.get("VARORDER_COMPILE_TWINS") == "1"
+
+
+def _compile_twin(done, twin) -> None:
+    for signature in done.signatures:
+        if signature not in twin.signatures:
+            twin.compile(signature)
+
+
+def parallel_kernel(work, **options):
+    """Declare a Numba ``prange`` kernel under the thread policy: ``@parallel_kernel(work, cache=True)``
+    compiles the function as ``numba.njit(parallel=True, **options)`` and, lazily, as a serial twin
+    (``prange`` runs as ``range``, the same loop bodies, so the same numbers bit for bit); a call runs
+    the serial one when :func:`runs_serial` says so for ``work(*args)`` sequences, else the parallel one
+    on :func:`threads_for` threads. ``work`` counts the call's independent units of work in the
+    policy's unit (sequences, or sentences). The twin has its own ``__qualname__`` so that Numba's
+    on-disk cache, which keys entries by function name and bytecode but not by the ``parallel``
+    flag, keeps the two compilations apart."""
+    import types
+
+    def declare(function):
+        serial_function = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                                             function.__defaults__, function.__closure__)
+        serial_function.__qualname__ = function.__qualname__ + "__serial"
+        serial_function.__module__ = function.__module__
+        parallel = numba.njit(parallel=True, **options)(function)
+        serial = numba.njit(**options)(serial_function)
+
+        @functools.wraps(function)
+        def run(*args):
+            units = work(*args)
+            if runs_serial(units):
+                result = serial(*args)
+                if _COMPILE_TWINS:
+                    _compile_twin(serial, parallel)
+                return result
+            with sequence_threads(units):
+                result = parallel(*args)
+            if _COMPILE_TWINS:
+                _compile_twin(parallel, serial)
+            return result
+
+        run.parallel, run.serial = parallel, serial
+        PARALLEL_KERNELS[f"{function.__module__}.{function.__qualname__}"] = run
+        return run
+
+    return declare
 
 
 _CYTHON_BLAS = "scipy.linalg.cython_blas"
@@ -212,10 +284,19 @@ def single_threaded_blas():
             _blas_pinned -= 1
 
 
+# OpenBLAS runs a product of m·n·k multiply-adds at most SMP_THRESHOLD_MIN (65536) × GEMM_MULTITHREAD_THRESHOLD
+# (4) on one thread by itself; below a quarter of that, pinning BLAS (~25 µs through threadpoolctl, more than
+# a one-sentence Viterbi) changes nothing
+_BLAS_SERIAL_WORK = 1 << 16
+
+
 @contextmanager
-def engine_threads(num_sequences: int):
-    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS."""
-    controller = _blas_controller() if not _blas_pinned else False
+def engine_threads(num_sequences: int, blas_work: int | None = None):
+    """Run the enclosed engine kernels with :func:`threads_for` threads and single-threaded BLAS, which is left
+    as it is when ``blas_work`` — a bound on the multiply-adds of any one BLAS product in the enclosed
+    kernels — is under ``_BLAS_SERIAL_WORK`` (see there)."""
+    small = blas_work is not None and blas_work < _BLAS_SERIAL_WORK
+    controller = _blas_controller() if not (_blas_pinned or small) else False
     with sequence_threads(num_sequences) as wanted:
         if controller:
             with controller.limit(limits=1, user_api="blas"):
@@ -229,7 +310,9 @@ def uses_engine_threads(operation):
 
     @functools.wraps(operation)
     def run(ci, *args, **kwargs):
-        with engine_threads(ci.shape[0]):
+        B, L, K = ci.shape
+        # the chain kernels' products are (rows ≤ B, K)·(K, K) per step and (K, n ≤ L)·(n, K) per sequence
+        with engine_threads(B, B * L * K * K):
             return operation(ci, *args, **kwargs)
 
     return run

@@ -8,6 +8,8 @@ of surfacing later as a wrong answer or a Numba type error.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 __all__ = ["as_potentials", "potentials_and_bound", "check_int_at_least", "check_no_overflow", "as_rng", "as_index_array", "first_index"]
@@ -17,6 +19,8 @@ __all__ = ["as_potentials", "potentials_and_bound", "check_int_at_least", "check
 _MAX_PATH_MAGNITUDE = 1e306
 # Arrays at least this large are checked in one compiled pass (engine.potential_scan).
 _SCAN_SIZE = 1 << 14
+_SMALL_SCAN_SIZE = 32
+_FLOAT64 = np.dtype(np.float64)
 
 
 def first_index(mask: np.ndarray) -> tuple[int, ...]:
@@ -41,9 +45,10 @@ def potentials_and_bound(name: str, value, shape: tuple[int | None, ...],
     """:func:`as_potentials` and the largest finite magnitude of the array (0 if none),
     which the validation pass finds anyway (the chain kernels use it to skip shifts)."""
     arr = np.asarray(value)
-    if arr.dtype == object or not (
+    # float64 (the common case) skips the dtype classification: ~2 µs of a one-sentence call's budget
+    if arr.dtype != _FLOAT64 and (arr.dtype == object or not (
         np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)
-    ):
+    )):
         raise ValueError(f"{name} must be a real-valued array, got dtype {arr.dtype}")
     if arr.ndim != len(shape):
         raise ValueError(
@@ -55,7 +60,9 @@ def potentials_and_bound(name: str, value, shape: tuple[int | None, ...],
                 f"{name} must have shape {_fmt(shape)}, got {arr.shape} (axis {axis} differs)"
             )
     arr = np.ascontiguousarray(arr, dtype=np.float64)
-    if arr.size >= _SCAN_SIZE:
+    # the compiled pass beats NumPy's three reductions from a few dozen entries (2.5 vs 4.5 µs on a
+    # one-sentence chain's emissions) once Numba is loaded, as it is for every engine call
+    if arr.size >= _SCAN_SIZE or (arr.size >= _SMALL_SCAN_SIZE and "numba" in sys.modules):
         from varorder.engine.potential_scan import scan
 
         has_nan, has_posinf, top = scan(arr)

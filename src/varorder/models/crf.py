@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.sparse as sp
 
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
@@ -36,6 +36,9 @@ from varorder.models.features import (FeatureIndexer, apply_templates, check_fea
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
                                        token_accuracy)
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = ["CRF", "ChainObjective"]
 
@@ -52,6 +55,8 @@ class ChainObjective:
 
     def __init__(self, X: sp.csr_matrix, lengths: np.ndarray, gold: np.ndarray, n_labels: int,
                  max_cells: int | None = None):
+        import scipy.sparse as sp  # training only: tagging never imports SciPy's sparse package
+
         K = n_labels
         self.X = X.tocsr()
         self.XT = self.X.T.tocsr()
@@ -191,11 +196,11 @@ class CRF(ParamsMixin):
 
     # -- data ---------------------------------------------------------------
 
-    def _design(self, X, name="X"):
+    def _design(self, X, name="X", csr=True):
         X = apply_templates(X, self.features, name)
         if self.feature_names_ is None:
             return design_matrix(X, None, self.n_features_in_, name)
-        return self._indexer.transform(X, name)
+        return self._indexer.transform(X, name, csr)
 
     def _check_params(self):
         check_choice(self, "algorithm", _ALGORITHMS)
@@ -421,20 +426,21 @@ class CRF(ParamsMixin):
 
     def _predict_design(self, matrix, plan):
         scores = csr_times_dense(matrix, self.emission_weights_)
-        ids = decode_viterbi(plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_)
-        return [[self.classes_[i] for i in ids[plan.offsets[s]:plan.offsets[s + 1]]] for s in range(plan.lengths.size)]
+        ids = decode_viterbi(plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_).tolist()
+        classes, offsets = self.classes_, plan.offsets.tolist()
+        return [[classes[i] for i in ids[offsets[s]:offsets[s + 1]]] for s in range(plan.lengths.size)]
 
     def predict(self, X) -> list[list]:
         """Viterbi label sequence for each input sequence."""
         self._check_fitted()
-        matrix, lengths = self._design(X)
+        matrix, lengths = self._design(X, csr=False)
         with numba_threads(self.n_threads):
             return self._predict_design(matrix, ChunkPlan(lengths))
 
     def predict_marginals(self, X) -> list[np.ndarray]:
         """Posterior p(yₜ = k | x) per sequence, arrays (n, K) with columns in ``classes_`` order."""
         self._check_fitted()
-        matrix, lengths = self._design(X)
+        matrix, lengths = self._design(X, csr=False)
         plan = ChunkPlan(lengths)
         scores = csr_times_dense(matrix, self.emission_weights_)
         node_flat = np.empty_like(scores)

@@ -11,24 +11,32 @@ Items (tokens) may be given as
 :class:`FeatureIndexer` assigns column ids to feature names seen in training (optionally
 only those seen ``min_count`` times); unseen names at prediction time are dropped, as
 in CRFsuite. Emission log-potentials are then ``X @ W`` for a weight matrix W (F, K),
-computed by :func:`csr_times_dense` (Numba, parallel over rows).
+computed by :func:`csr_times_dense` (Numba, parallel over rows for big inputs, serial for small ones:
+the engine's thread policy, :func:`varorder.engine.threads.parallel_kernel`).
 """
 
 from __future__ import annotations
 
 import re
+import sys
 from collections import Counter
 from itertools import chain, repeat
+from typing import TYPE_CHECKING, NamedTuple
 
 import numba as nb
 import numpy as np
-import scipy.sparse as sp
 
-__all__ = ["FeatureIndexer", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
+from varorder.engine.threads import parallel_kernel
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+
+__all__ = ["FeatureIndexer", "Rows", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
            "parse_templates", "template_features", "format_templates", "check_features", "apply_templates"]
 
 
-@nb.njit(cache=True, parallel=True)
+# a chunk of 16 rows (tokens) counts as one sequence for the thread policy
+@parallel_kernel(lambda indptr, *_: (indptr.size - 1) // 16, cache=True)
 def _csr_dense_kernel(indptr, indices, data, dense, out):
     n_rows = indptr.size - 1
     K = dense.shape[1]
@@ -37,27 +45,50 @@ def _csr_dense_kernel(indptr, indices, data, dense, out):
             out[r, k] = 0.0
         for p in range(indptr[r], indptr[r + 1]):
             c = indices[p]
+            if c < 0:  # an unknown feature in Rows (never in a scipy matrix)
+                continue
             v = data[p]
             for k in range(K):
                 out[r, k] += v * dense[c, k]
 
 
-def csr_times_dense(matrix: sp.csr_matrix, dense: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """matrix @ dense as a C-contiguous float64 array (written into ``out`` when given), parallel over rows."""
+class Rows(NamedTuple):
+    """A CSR matrix's arrays without the scipy object (whose checked construction costs more than a
+    one-sentence product): what :meth:`FeatureIndexer.transform` gives with ``csr=False``. A column
+    index of −1 is an unknown feature, which :func:`csr_times_dense` skips (so that no masked copies
+    are made per call)."""
+
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
+    shape: tuple[int, int]
+
+
+def csr_times_dense(matrix: sp.csr_matrix | Rows, dense: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """matrix @ dense as a C-contiguous float64 array (written into ``out`` when given), parallel over rows
+    (big inputs). ``matrix``: a scipy CSR matrix or :class:`Rows`."""
     if out is None:
         out = np.empty((matrix.shape[0], dense.shape[1]))
     _csr_dense_kernel(matrix.indptr, matrix.indices, matrix.data, np.ascontiguousarray(dense, dtype=np.float64), out)
     return out
 
 
+def _issparse(value) -> bool:
+    """``scipy.sparse.issparse`` without importing SciPy's sparse package (~0.3 CPU s, with the parts of
+    NumPy its array-API layer loads, that a process tagging feature dicts never needs): no sparse matrix
+    exists before that package is imported."""
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(value)
+
+
 def n_items(sequence) -> int:
     """Number of items (rows) in one input sequence, whether a list, an array or a sparse matrix."""
-    return sequence.shape[0] if sp.issparse(sequence) or isinstance(sequence, np.ndarray) else len(sequence)
+    return sequence.shape[0] if _issparse(sequence) or isinstance(sequence, np.ndarray) else len(sequence)
 
 
 def is_array_input(sequences) -> bool:
     """True when sequences are given as per-sequence arrays rather than lists of feature items."""
-    return len(sequences) > 0 and (isinstance(sequences[0], np.ndarray) or sp.issparse(sequences[0]))
+    return len(sequences) > 0 and (isinstance(sequences[0], np.ndarray) or _issparse(sequences[0]))
 
 
 def _item_pairs(item, where: str):
@@ -95,9 +126,14 @@ def _flatten(sequences, name: str):
     if items and set(map(type, items)) == {dict}:
         counts = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
         names = list(chain.from_iterable(map(dict.keys, items)))
-        raw_values = list(chain.from_iterable(map(dict.values, items)))
-        if set(map(type, raw_values)) <= {float, int, bool}:
-            return names, np.asarray(raw_values, dtype=np.float64), counts, lengths
+        # numbers only give a numeric array (one pass, no per-value type test); a string or other
+        # object anywhere gives a str / object one
+        try:
+            raw_values = np.array(list(chain.from_iterable(map(dict.values, items))))
+        except (ValueError, TypeError):  # ragged sequence values: the general path names the bad item
+            raw_values = None
+        if raw_values is not None and raw_values.ndim == 1 and raw_values.dtype.kind in "fiub":
+            return names, raw_values.astype(np.float64, copy=False), counts, lengths
         # string (or odd) values somewhere: the general path below names the bad item
     names, values, counts = [], [], np.empty(len(items), dtype=np.int64)
     seq_of_item = np.repeat(np.arange(len(sequences)), lengths)
@@ -137,11 +173,18 @@ class FeatureIndexer:
     def n_features(self) -> int:
         return len(self.names_)
 
-    def transform(self, sequences, name: str = "X") -> tuple[sp.csr_matrix, np.ndarray]:
-        """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped."""
+    def transform(self, sequences, name: str = "X", csr: bool = True) -> tuple[sp.csr_matrix | Rows, np.ndarray]:
+        """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped. ``csr=False``:
+        the matrix as :class:`Rows` (for :func:`csr_times_dense`; no scipy object is built)."""
         names, values, counts, lengths = _flatten(sequences, name)
         # map() with the bound dict.get runs the lookups without a Python frame per feature
         columns = np.fromiter(map(self.vocabulary_.get, names, repeat(-1)), dtype=np.int64, count=len(names))
+        if not csr:
+            indptr = np.zeros(counts.size + 1, dtype=np.int64)
+            np.cumsum(counts, out=indptr[1:])
+            return Rows(indptr, columns, values, (counts.size, self.n_features)), lengths
+        import scipy.sparse as sp
+
         known = columns >= 0
         rows = np.repeat(np.arange(counts.size), counts)[known]
         indptr = np.zeros(counts.size + 1, dtype=np.int64)
@@ -160,6 +203,8 @@ def design_matrix(sequences, indexer: FeatureIndexer | None, n_features: int | N
         raise ValueError(f"{name} holds no sequences")
     if indexer is not None:
         return indexer.transform(sequences, name)
+    import scipy.sparse as sp
+
     blocks = []
     for i, seq in enumerate(sequences):
         try:

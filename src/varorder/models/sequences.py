@@ -95,6 +95,11 @@ class ChunkPlan:
         if lengths.ndim != 1 or (lengths < 1).any():
             raise ValueError("every sequence must have at least one item")
         self.lengths = lengths
+        if lengths.size == 1:  # one sequence (a tagger's one sentence): one chunk, no sorting or masks
+            n = int(lengths[0])
+            self.offsets = np.array([0, n], dtype=np.int64)
+            self.chunks = [(np.zeros(1, dtype=np.int64), lengths, np.arange(n)[None], np.ones((1, n), dtype=bool))]
+            return
         self.offsets = np.concatenate([[0], np.cumsum(lengths)])
         order = np.argsort(lengths, kind="stable")
         self.chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
@@ -133,6 +138,9 @@ class ChunkPlan:
 
 def decode_viterbi(plan: ChunkPlan, token_scores: np.ndarray, transitions, start=None, end=None) -> np.ndarray:
     """Best label per flat token row under the chain (token_scores (N, K) as emissions)."""
+    if plan.lengths.size == 1:  # one sequence: its scores are the padded batch as they are
+        ci = _engine.prepare(token_scores[None], transitions, start, end, plan.lengths)
+        return _engine.viterbi(ci)[0][0]
     out = np.empty(plan.n_tokens, dtype=np.int64)
     for seq_ids, lengths, flat_index, valid in plan.chunks:
         ci = _engine.prepare(token_scores[flat_index], transitions, start, end, lengths)
