@@ -21,7 +21,7 @@ def stream_lines(path: str) -> Iterator[tuple[str, str]]:
         name, handle = "<stdin>", sys.stdin
         yield from ((f"{name}:{number}", line.rstrip("\r\n")) for number, line in enumerate(handle, 1))
         return
-    from varorder.io._text import open_text
+    from varorder.io import open_text
 
     with open_text(path) as handle:
         for number, line in enumerate(handle, 1):

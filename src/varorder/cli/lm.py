@@ -282,7 +282,9 @@ def score(model_path, text, sentences, per_token, minus_99, verify, stream):
             if totals[2] > _STREAM_COMPILED_AFTER and "varorder.lm._kernels" not in sys.modules:
                 # a long stream: the compiled scorer (loaded once, ~0.3 s) from here on; ~30x faster per line
                 # than the Python one that spares a short run Numba's start (the same numbers)
-                import varorder.lm._kernels  # noqa: F401
+                from varorder.lm.model import use_compiled_scoring
+
+                use_compiled_scoring()
         n_sentences, total, n_tokens, n_oov = totals
     else:
         try:

@@ -218,7 +218,9 @@ def _stream_tags(model, input_file):
 
     from varorder.cli._stream import stream_lines
 
-    templates = None if isinstance(model, HMM) else parse_templates(getattr(model, "feature_template_", "pos"))
+    # words for the HMM and for a model with its own templates (its features parameter), else the 'pos' dicts
+    own_features = isinstance(model, HMM) or getattr(model, "features", None) is not None
+    templates = None if own_features else parse_templates("pos")
     out = sys.stdout
     for where, line in stream_lines(input_file):
         words = line.split()

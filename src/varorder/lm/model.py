@@ -876,3 +876,11 @@ def _keys_if_closed(rows: Sequence[np.ndarray], vocab_size: int):
         _kernels().build_hash_into(keys[m], table)
         hashes.append(table)
     return keys, permutations, hashes
+
+
+def use_compiled_scoring() -> None:
+    """Load the compiled scoring kernels now (~0.3 s once per process): every later
+    :meth:`NgramLM.score_sentences` call uses them, however small its input. Short runs skip this
+    and score small inputs in Python, sparing Numba's start; a long stream pays it once."""
+    import varorder.lm._kernels  # noqa: F401  (NgramLM checks whether they are loaded)
+
