@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.engine import hypergraph as _k
-from varorder.engine.semiring import SEMIRINGS
+from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_rng, as_potentials, check_int_at_least, first_index
 
 __all__ = [
@@ -217,10 +217,9 @@ def _check(hypergraph) -> Hypergraph:
 def inside(hypergraph: Hypergraph, semiring: str = "log"):
     """(inside values per node (N,), goal values per graph (G,)) in a named semiring."""
     hg = _check(hypergraph)
-    if semiring not in SEMIRINGS:
-        raise ValueError(f"semiring must be one of {sorted(SEMIRINGS)}, got {semiring!r}")
+    kernel = _k.inside_kernel(resolve(semiring))
     beta = np.empty(hg.num_nodes)
-    goal = _k.INSIDES[semiring](*hg._args(), beta)
+    goal = kernel(*hg._args(), beta)
     return beta, goal
 
 

@@ -33,13 +33,14 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.lattice import _draw_log
-from varorder.engine.semiring import log_plus, max_plus
+from varorder.engine.semiring import LOG, MAX, Semiring, compiled
 
 NEG_INF = -np.inf
 
 
-def make_inside(plus):
-    """inside[v] = ⊕ over edges e into v of weight(e) + Σ_{t ∈ tails(e)} inside[t]; returns goal values (G,)."""
+def make_inside(semiring: Semiring):
+    """inside[v] = ⊕ over edges e into v of weight(e) ⊗ ⨂_{t ∈ tails(e)} inside[t]; returns goal values (G,)."""
+    plus, times, zero = semiring.plus, semiring.times, semiring.zero
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
@@ -48,12 +49,12 @@ def make_inside(plus):
         goal = np.empty(n_graphs)
         for g in range(n_graphs):
             for v in range(node_offsets[g], node_offsets[g + 1]):
-                acc = NEG_INF
+                acc = zero
                 for q in range(in_offsets[v], in_offsets[v + 1]):
                     e = in_edges[q]
                     s = edge_weight[e]
                     for r in range(tail_offsets[e], tail_offsets[e + 1]):
-                        s += beta[tails[r]]
+                        s = times(s, beta[tails[r]])
                     acc = plus(acc, s)
                 beta[v] = acc
             goal[g] = beta[node_offsets[g + 1] - 1]
@@ -62,8 +63,8 @@ def make_inside(plus):
     return inside
 
 
-generic_log_inside = make_inside(log_plus)
-max_inside = make_inside(max_plus)
+generic_log_inside = compiled(make_inside, LOG)
+max_inside = compiled(make_inside, MAX)
 
 
 @nb.njit(cache=True)
@@ -119,7 +120,15 @@ def _log_inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_we
     return goal
 
 
-INSIDES = {"log": log_inside, "max": max_inside}
+# Registered specialisations of the generic inside (tested equal to it).
+SPECIALISED_INSIDE = {LOG: log_inside}
+
+
+def inside_kernel(semiring: Semiring):
+    """The inside kernel for ``semiring``: its registered specialisation, else the generic
+    recursion compiled for it."""
+    found = SPECIALISED_INSIDE.get(semiring)
+    return found if found is not None else compiled(make_inside, semiring)
 
 
 @nb.njit(cache=True)
