@@ -108,6 +108,20 @@ def test_hypergraph_log_specialisation_is_registered_and_equal_to_generic(seed):
     assert _same(fast, generic, rtol=1e-13)
 
 
+def test_a_registered_semiring_is_found_by_name_and_a_name_is_not_taken_twice():
+    from varorder.engine.semiring import register
+
+    register(HALF)
+    try:
+        E = np.array([[[0.0, 1.0], [0.5, -1.0]]])
+        T = np.zeros((2, 2))
+        assert chain.forward(E, T, semiring="test-log-half")[0] == chain.forward(E, T, semiring=HALF)[0]
+        with pytest.raises(ValueError, match="already registered"):
+            register(Semiring("test-log-half", _half_plus))
+    finally:
+        SEMIRINGS.pop("test-log-half")
+
+
 def test_semirings_resolve_by_name_and_refuse_unknown_ones():
     assert resolve("log") is LOG and resolve("max") is MAX and resolve(HALF) is HALF
     assert SEMIRINGS["log"] is LOG
