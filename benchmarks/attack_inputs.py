@@ -127,7 +127,7 @@ def _ptb_member() -> str:
 def readers():
     """name -> (reader(path), real sample text or None, alphabet for generated text)."""
     from varorder.decipher.data import read_corpus_sentences
-    from varorder.io.arpa import load_model, read_arpa
+    from varorder.lm.arpa import load_model, read_arpa
     from varorder.io.bitext import read_bitext, read_joint
     from varorder.io.conllu import read_conllu
     from varorder.io.crfsuite import read_crfsuite
@@ -262,7 +262,7 @@ def attack_arpa_fields(tally: Tally, work: Path, rng: random.Random, scale: floa
     to an extreme, non-finite or junk value, a line dropped or repeated, a section header
     beyond the declared orders. A ValueError naming the file, or a model whose scores are
     finite or -inf (never NaN or +inf, the float32 overflow of a 1e39 back-off)."""
-    from varorder.io.arpa import read_arpa
+    from varorder.lm.arpa import read_arpa
 
     source = DATA / "arpa" / "kenlm" / "test.arpa"
     if not source.exists():
@@ -720,7 +720,7 @@ def attack_cli(tally: Tally, work: Path) -> None:
 def attack_files(tally: Tally, work: Path) -> None:
     from varorder.decipher import prepare, save
     from varorder.eval.plots import plot_curves
-    from varorder.io.arpa import write_arpa
+    from varorder.lm.arpa import write_arpa
     from varorder.io.conllu import ConlluSentence, write_conllu
     from varorder.io.pharaoh import write_pharaoh
     from varorder.io.ptb import read_ptb, write_ptb

@@ -178,7 +178,7 @@ LOAD_CHILD = textwrap.dedent("""
         model = kenlm.Model(path)
     else:
         import numpy
-        from varorder.io.arpa import load_model
+        from varorder.lm.arpa import load_model
         before = rss(); start = time.perf_counter(); cpu = time.process_time()
         model = load_model(path)
     seconds = time.perf_counter() - start; cpu = time.process_time() - cpu
@@ -203,10 +203,10 @@ COLD_CHILD = textwrap.dedent("""
     cpu = mark("import numpy", cpu)
     import varorder._numba_start  # imports numba as varorder does (without SciPy's version check)
     cpu = mark("import numba", cpu)
-    from varorder.io.arpa import read_arpa
-    from varorder.io import _arpa_fast
+    from varorder.lm.arpa import read_arpa
+    from varorder.lm import _arpa_fast
     from varorder.lm import _words
-    cpu = mark("import varorder.io.arpa", cpu)
+    cpu = mark("import varorder.lm.arpa", cpu)
     _words.word_table(["a"])  # the first call of a cached kernel: Numba's runtime, the code loaded
     cpu = mark("first call of a cached Numba kernel", cpu)
     read_arpa(sys.argv[1])
@@ -288,7 +288,7 @@ SCORE_CHILD = textwrap.dedent("""
     import json, sys, time
     import numpy as np
     import kenlm
-    from varorder.io.arpa import load_model
+    from varorder.lm.arpa import load_model
     from varorder.lm import iter_sentences
     arpa, binary, valid, rounds = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     sentences = [" ".join(tokens) for _, tokens in iter_sentences(valid)]
@@ -436,7 +436,7 @@ def _sample_corpus(n_tokens, seed, order, vocab_size, bos, eos, keys, values_bas
 
 def make_large_corpus(path: Path, n_tokens: int, model_path: Path, seed: int = 0) -> int:
     """``n_tokens`` tokens of sentences sampled from the PTB 5-gram (see _sample_corpus)."""
-    from varorder.io.arpa import load_model
+    from varorder.lm.arpa import load_model
 
     model = load_model(model_path)
     vocab_size, order = model.vocab_size, model.order

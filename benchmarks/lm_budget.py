@@ -51,7 +51,7 @@ def main():
     parser.add_argument("--json", help="append the row to this JSON-lines file")
     args = parser.parse_args()
 
-    from varorder.io import arpa
+    from varorder.lm import arpa
     from varorder.lm import ModifiedKneserNey, _disk, external, streaming
     from varorder.lm.external import parse_memory
 

@@ -10,6 +10,7 @@ import pytest
 from varorder.agree.phylo import PhyloData, PhyloSlices, Tree, encode_nucleotides, parse_newick, tree_marginals
 from varorder.agree.product_em import AgreementEM, estep_shard
 from varorder.testing import oracle
+from scipy.special import logsumexp as _logsumexp
 
 
 def _random_tree(rng, N):
@@ -31,6 +32,108 @@ def test_tree_marginals_match_enumeration(seed):
     assert logz[0] == pytest.approx(want_z, rel=1e-12)
     np.testing.assert_allclose(mn[0], want_n, atol=1e-12)
     np.testing.assert_allclose(me[0, 1:], want_e[1:], atol=1e-12)
+
+
+# The NumPy recursion phylo.py ran before it built a hypergraph for the engine, kept
+# here as a second reference on batches too large to enumerate.
+def _numpy_tree_marginals(parent, node_log, edge_log, edges=True):
+    """The NumPy message passing phylo.py ran before it built a hypergraph (scaled exp
+    space; inputs as in tree_marginals, edges stored)."""
+    C, N, V = node_log.shape
+    shared = edge_log.ndim == 3
+    # Messages are products with exp(ψ) in scaled exp space: x ↦ log(exp(x − max) · W) + max.
+    # A batch-shared ψ makes each message one (C, V) @ (V, V) product.
+    weights = _exp_rows(edge_log)
+
+    def send(x, v, transpose):
+        m = np.max(x, axis=1, keepdims=True)
+        m = np.where(np.isfinite(m), m, 0.0)
+        ex = np.exp(x - m)
+        W = weights[v] if shared else weights[:, v]
+        if transpose:  # Σ_b W[a, b] ex[b]  (towards the parent)
+            prod = ex @ W.T if shared else np.einsum("cab,cb->ca", W, ex)
+        else:  # Σ_a ex[a] W[a, b]  (towards the child)
+            prod = ex @ W if shared else np.einsum("ca,cab->cb", ex, W)
+        with np.errstate(divide="ignore"):
+            return np.log(prod) + m
+
+    inside = node_log.copy()  # φ_v + Σ up-messages from v's children
+    up = np.zeros((C, N, V))  # up[v](x_parent)
+    for v in range(N - 1, 0, -1):
+        up[:, v] = send(inside[:, v], v, transpose=True)
+        inside[:, parent[v]] += up[:, v]
+    logz = _logsumexp(inside[:, 0], axis=1)
+    outside = np.zeros((C, N, V))  # log Σ over everything outside v's subtree, as a function of x_v
+    above = np.zeros((C, N, V))  # parent's belief without v's own message
+    for v in range(1, N):
+        p = parent[v]
+        with np.errstate(invalid="ignore"):
+            above[:, v] = outside[:, p] + inside[:, p] - up[:, v]
+        above[:, v] = np.where(np.isnan(above[:, v]), -np.inf, above[:, v])
+        outside[:, v] = send(above[:, v], v, transpose=False)
+    with np.errstate(invalid="ignore"):
+        node = np.nan_to_num(np.exp(inside + outside - logz[:, None, None]))
+    edge = np.zeros((C, N, V, V)) if edges is True else None
+    if edges is not False:
+        for v in range(1, N):
+            W = weights[v][None] if shared else weights[:, v]
+            shift = np.max(inside[:, v], axis=1, keepdims=True)
+            shift = np.where(np.isfinite(shift), shift, 0.0)
+            with np.errstate(invalid="ignore", over="ignore"):
+                a = np.nan_to_num(np.exp(above[:, v] - logz[:, None] + shift))
+                b = np.exp(inside[:, v] - shift)
+            ev = a[:, :, None] * W * b[:, None, :]
+            if edge is not None:
+                edge[:, v] = ev
+            else:
+                edges(v, ev)
+    return logz, node, edge
+
+
+def _exp_rows(edge_log):
+    with np.errstate(under="ignore"):
+        return np.exp(edge_log)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_tree_marginals_equal_the_former_numpy_recursion_on_batches(seed, monkeypatch):
+    rng = np.random.default_rng(100 + seed)
+    N, V, C = int(rng.integers(1, 9)), int(rng.integers(2, 6)), int(rng.integers(1, 40))
+    parent = _random_tree(rng, N)
+    node = rng.normal(size=(C, N, V)) * 3
+    node[rng.random((C, N, V)) < 0.15] = -np.inf
+    shared = seed % 2 == 0
+    edge = rng.normal(size=(N, V, V) if shared else (C, N, V, V)) * 2
+    if seed == 5:
+        node[0] = -np.inf  # an instance without a finite assignment: zeros, log Z = −inf
+    monkeypatch.setattr("varorder.agree.phylo._PIECE_EDGES", 1 + int(rng.integers(0, 5)) * V * V * N)
+    logz, mn, me = tree_marginals(parent, node, edge)
+    want_z, want_n, want_e = _numpy_tree_marginals(parent, node, edge)
+    np.testing.assert_allclose(logz, want_z, rtol=1e-12)
+    np.testing.assert_allclose(mn, want_n, atol=1e-12)
+    np.testing.assert_allclose(me[:, 1:], want_e[:, 1:], atol=1e-12)
+    seen = np.zeros((C, N, V, V))
+
+    def keep(v, ev, rows):
+        assert not seen[rows, v].any()
+        seen[rows, v] = ev
+
+    tree_marginals(parent, node, edge, edges=keep)
+    np.testing.assert_array_equal(seen, me)
+
+
+def test_hypergraph_repeat_equals_the_batch_built_from_scratch():
+    from varorder.hypergraph import Hypergraph, marginals
+
+    heads, tails, weights = [0, 1, 2, 2], [[], [], [0, 1], [1]], [0.5, -1.0, 0.25, 2.0]
+    one = Hypergraph(3, heads, tails, weights)
+    many = Hypergraph([3] * 4, [h + 3 * k for k in range(4) for h in heads],
+                      [[t + 3 * k for t in ts] for k in range(4) for ts in tails], weights * 4)
+    rep = one.repeat(4)
+    for name in Hypergraph.__slots__:
+        np.testing.assert_array_equal(getattr(rep, name), getattr(many, name), err_msg=name)
+    for got, want in zip(marginals(rep), marginals(many)):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_parse_newick_and_encode():

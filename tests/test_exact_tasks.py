@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from varorder.cli.main import main
 from varorder.exact import decode
-from varorder.io.arpa import write_arpa
+from varorder.lm.arpa import write_arpa
 from varorder.lm import ModifiedKneserNey
 from varorder.tasks.pos_highorder import PosTask, TntEmissions
 from varorder.tasks.t9 import T9Task, key_distance, num
@@ -117,7 +117,7 @@ def _candidate_line(lm, target):
 
 def test_cli_decode_candidates_json(arpa_file, tmp_path):
     lm, path = arpa_file
-    from varorder.io.arpa import read_arpa
+    from varorder.lm.arpa import read_arpa
 
     lm = read_arpa(path)
     target = random_target(lm, 3, length=4, n_candidates=3)
@@ -133,7 +133,7 @@ def test_cli_decode_candidates_json(arpa_file, tmp_path):
 
 def test_cli_sample_and_errors(arpa_file, tmp_path):
     lm, path = arpa_file
-    from varorder.io.arpa import read_arpa
+    from varorder.lm.arpa import read_arpa
 
     lm = read_arpa(path)
     target = random_target(lm, 4, length=3, n_candidates=2)
@@ -158,7 +158,7 @@ def test_cli_decode_and_sample_on_the_t9_and_pos_tasks(tmp_path):
     lm = small_word_lm(4)
     lm_path = tmp_path / "words.arpa"
     write_arpa(lm, lm_path)
-    from varorder.io.arpa import read_arpa
+    from varorder.lm.arpa import read_arpa
 
     task = T9Task(read_arpa(lm_path), max_candidates=100)
     digits = " ".join(task.observe(["the", "dog", "barked"]))

@@ -54,6 +54,17 @@ def test_inside_matches_enumeration(hg):
 
 
 @SETTINGS
+@given(hypergraph_batches(max_graphs=4, max_nodes=9))
+def test_the_specialised_log_inside_equals_the_generic_recursion(hg):
+    from varorder.engine import hypergraph as kernels
+
+    fast, generic = np.empty(hg.num_nodes), np.empty(hg.num_nodes)
+    goal_fast = kernels.log_inside(*hg._args(), fast)
+    goal_generic = kernels.generic_log_inside(*hg._args(), generic)
+    assert _close(fast, generic, tol=1e-13) and _close(goal_fast, goal_generic, tol=1e-13)
+
+
+@SETTINGS
 @given(hypergraph_batches())
 def test_outside_marginals_match_enumeration(hg):
     logz, edge, node = hypergraph.marginals(hg)

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from varorder.decipher.data import read_corpus_sentences
-from varorder.io.arpa import read_arpa
+from varorder.lm.arpa import read_arpa
 from varorder.io.bitext import read_bitext, read_joint
 from varorder.io.crfsuite import read_crfsuite
 from varorder.io.ptb import read_ptb

@@ -89,7 +89,7 @@ def test_a_cache_miss_compiles_as_usual_and_a_hit_loads_without_the_registries(t
 
 @pytest.mark.filterwarnings("ignore:modified Kneser-Ney")  # a tiny corpus: fallback discounts
 def test_arpa_read_on_the_light_path_scores_as_after_a_full_refresh(tmp_path):
-    from varorder.io.arpa import write_arpa
+    from varorder.lm.arpa import write_arpa
     from varorder.lm import ModifiedKneserNey
 
     text = tmp_path / "train.txt"
@@ -98,7 +98,7 @@ def test_arpa_read_on_the_light_path_scores_as_after_a_full_refresh(tmp_path):
     write_arpa(ModifiedKneserNey(order=3).fit(str(text)).model_, arpa)
     read = ("import sys\n"
             "{refresh}"
-            "from varorder.io.arpa import read_arpa\n"
+            "from varorder.lm.arpa import read_arpa\n"
             "model = read_arpa(sys.argv[1])\n"
             "print(repr(model.score_sentences(['the cat sat', 'a dog sat on the mat', 'zebra']).tolist()))\n"
             "print('numba.np.linalg' in sys.modules)")

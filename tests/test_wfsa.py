@@ -55,7 +55,7 @@ seeds = st.integers(0, 2**31 - 1)
 
 
 @settings(max_examples=40, deadline=None)
-@given(seeds, st.sampled_from(["log", "tropical"]))
+@given(seeds, st.sampled_from(["log", "max"]))
 def test_compose_equals_enumerated_relation_product(seed, semiring):
     rng = np.random.default_rng(seed)
     a, b = random_acyclic(rng), random_acyclic(rng)
@@ -97,7 +97,7 @@ def test_shortest_distance_on_a_cycle_matches_the_geometric_series():
     assert np.exp(beta) == pytest.approx([f / (1 - p * r), r * f / (1 - p * r)])
     alpha = shortest_distance(fsa, "log")
     assert np.exp(alpha) == pytest.approx([1 / (1 - p * r), p / (1 - p * r)])
-    assert log_total_weight(fsa, "tropical") == pytest.approx(math.log(f))
+    assert log_total_weight(fsa, "max") == pytest.approx(math.log(f))
     # a universal acceptor: Σ_n (|Σ| q)^n · f
     q = 0.2
     u = universal_acceptor(ALPHABET, math.log(q), math.log(f))
@@ -110,11 +110,11 @@ def test_divergent_machine_raises():
         log_total_weight(u)
     positive = universal_acceptor(ALPHABET, 0.1)
     with pytest.raises(ValueError, match="positive weight"):
-        log_total_weight(positive, "tropical")
+        log_total_weight(positive, "max")
 
 
 @settings(max_examples=30, deadline=None)
-@given(seeds, st.sampled_from(["log", "tropical"]))
+@given(seeds, st.sampled_from(["log", "max"]))
 def test_shortest_distance_cyclic_against_truncated_enumeration(seed, semiring):
     rng = np.random.default_rng(seed)
     fsa = random_cyclic_acceptor(rng, scale=-4.0)
@@ -161,14 +161,14 @@ def test_arc_posteriors_sum_to_expected_length():
 def test_kbest_strings_against_enumeration(seed, k):
     rng = np.random.default_rng(seed)
     fsa = random_acyclic(rng, n_states=5, n_arcs=10, acceptor=True)
-    best = oracle.wfsa_string_weights(oracle.wfsa_paths(fsa, 20), "tropical", tape="input")
+    best = oracle.wfsa_string_weights(oracle.wfsa_paths(fsa, 20), "max", tape="input")
     assume(best)
     want = sorted(best.values(), reverse=True)[:k]
     got = kbest_strings(fsa, k)
     assert [w for _, w in got] == pytest.approx(want)
     for string, w in got:
         assert best[tuple(fsa.encode(string))] == pytest.approx(w)
-        assert string_weight(fsa, string, "tropical") == pytest.approx(w)
+        assert string_weight(fsa, string, "max") == pytest.approx(w)
 
 
 def test_string_weight_on_a_cyclic_transducer():
@@ -302,3 +302,10 @@ def test_reachable_states_match_a_plain_graph_search(n, m, seed):
     forward = _reachable(n, src[live], dst[live], np.array([0]))
     backward = _reachable(n, dst[live], src[live], np.flatnonzero(final > -np.inf))
     assert np.array_equal(connected_states(fsa), forward & backward)
+
+
+def test_tropical_is_a_deprecated_alias_of_max():
+    fsa = linear_acceptor(ALPHABET, "cab", -1.5)
+    with pytest.warns(DeprecationWarning, match="max-plus"):
+        old = log_total_weight(fsa, "tropical")
+    assert old == log_total_weight(fsa, "max") == -1.5

@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 
 from varorder.engine import chain as _engine
-from varorder.engine.semiring import SEMIRINGS
+from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_index_array
 
 __all__ = [
@@ -89,11 +89,11 @@ def log_partition(emissions, transitions, start=None, end=None, lengths=None, al
 
 def forward(emissions, transitions, start=None, end=None, lengths=None, allowed=None,
             semiring: str = "log") -> np.ndarray:
-    """⊕ over all paths in a named semiring ("log" → log Z, "max" → best score), shape (B,)."""
-    if semiring not in SEMIRINGS:
-        raise ValueError(f"semiring must be one of {sorted(SEMIRINGS)}, got {semiring!r}")
+    """⊕ over all paths in a semiring, shape (B,): a registered name ("log" → log Z, "max" →
+    best score) or a :class:`varorder.engine.semiring.Semiring`."""
+    semiring = resolve(semiring)
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
-    return _engine.forward_values(ci, SEMIRINGS[semiring])
+    return _engine.forward_values(ci, semiring)
 
 
 def viterbi(emissions, transitions, start=None, end=None, lengths=None, allowed=None):

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.engine import hypergraph as _k
-from varorder.engine.semiring import SEMIRINGS
+from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_rng, as_potentials, check_int_at_least, first_index
 
 __all__ = [
@@ -163,6 +163,29 @@ class Hypergraph:
         new.edge_weight = as_potentials("edge_weight", edge_weight, (self.num_edges,))
         return new
 
+    def repeat(self, copies: int) -> "Hypergraph":
+        """A batch of ``copies`` copies of this batch, graph after graph (copy k's ids shifted
+        by k times this batch's node, edge and tail counts); the structure is not validated
+        again, so building a batch of many equal graphs costs only the index arithmetic."""
+        copies = check_int_at_least("copies", copies, 1)
+        shift = np.arange(copies, dtype=np.int64)[:, None]
+        n_nodes, n_edges, n_tails = self.num_nodes, self.num_edges, self.tails.shape[0]
+
+        def offsets(values, step):
+            return np.concatenate([values[:1], (values[1:][None] + step * shift).ravel()])
+
+        new = object.__new__(Hypergraph)
+        new.node_offsets = offsets(self.node_offsets, n_nodes)
+        new.edge_offsets = offsets(self.edge_offsets, n_edges)
+        new.edge_head = (self.edge_head[None] + n_nodes * shift).ravel()
+        new.tail_offsets = offsets(self.tail_offsets, n_tails)
+        new.tails = (self.tails[None] + n_nodes * shift).ravel()
+        new.edge_weight = np.tile(self.edge_weight, copies)
+        # Copy k's heads all exceed copy k-1's, so the stable sort by head is copy after copy.
+        new.in_edges = (self.in_edges[None] + n_edges * shift).ravel()
+        new.in_offsets = offsets(self.in_offsets, n_edges)
+        return new
+
     @classmethod
     def from_lattice(cls, lattice) -> "Hypergraph":
         """The one-tail hypergraph of a :class:`varorder.lattice.Lattice`.
@@ -194,10 +217,9 @@ def _check(hypergraph) -> Hypergraph:
 def inside(hypergraph: Hypergraph, semiring: str = "log"):
     """(inside values per node (N,), goal values per graph (G,)) in a named semiring."""
     hg = _check(hypergraph)
-    if semiring not in SEMIRINGS:
-        raise ValueError(f"semiring must be one of {sorted(SEMIRINGS)}, got {semiring!r}")
+    kernel = _k.inside_kernel(resolve(semiring))
     beta = np.empty(hg.num_nodes)
-    goal = _k.INSIDES[semiring](*hg._args(), beta)
+    goal = kernel(*hg._args(), beta)
     return beta, goal
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.engine import lattice as _k
-from varorder.engine.semiring import SEMIRINGS
+from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index
 
 __all__ = [
@@ -201,17 +201,17 @@ def path_labels(lattice: Lattice, arcs: np.ndarray) -> np.ndarray:
 
 
 def forward(lattice: Lattice, semiring: str = "log") -> float:
-    """⊕ over all paths in a named semiring ("log" → log Z, "max" → best score)."""
+    """⊕ over all paths in a semiring: a registered name ("log" → log Z, "max" → best
+    score) or a :class:`varorder.engine.semiring.Semiring`."""
     return float(alphas(lattice, semiring)[1])
 
 
 def alphas(lattice: Lattice, semiring: str = "log"):
     """(alpha (N,), total): forward values per node in the named semiring."""
     lat = _check(lattice)
-    if semiring not in SEMIRINGS:
-        raise ValueError(f"semiring must be one of {sorted(SEMIRINGS)}, got {semiring!r}")
+    kernel = _k.forward_kernel(resolve(semiring))
     alpha = np.empty(lat.num_nodes)
-    total = _k.FORWARDS[semiring](*lat._args(), alpha)
+    total = kernel(*lat._args(), alpha)
     return alpha, total
 
 

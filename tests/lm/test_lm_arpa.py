@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from _lm_oracle import random_corpus, random_model, shared_data
-from varorder.io.arpa import read_arpa, write_arpa
+from varorder.lm.arpa import read_arpa, write_arpa
 from varorder.lm import AbsoluteDiscounting, ModifiedKneserNey
 
 GOOD = """\\data\\

@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from _lm_oracle import random_model, shared_data
-from varorder.io import _arpa_fast
-from varorder.io.arpa import _read_arpa, read_arpa, write_arpa
+from varorder.lm import _arpa_fast
+from varorder.lm.arpa import _read_arpa, read_arpa, write_arpa
 from varorder.lm import _words
 
 

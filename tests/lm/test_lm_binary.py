@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _lm_oracle import random_corpus, random_model, shared_data
-from varorder.io.arpa import load_model, read_arpa, write_arpa
+from varorder.lm.arpa import load_model, read_arpa, write_arpa
 from varorder.lm import ModifiedKneserNey
 from varorder.lm import _kernels
 from varorder.lm.binary import BinaryFormatError, is_binary_model, open_binary, verify_binary, write_binary

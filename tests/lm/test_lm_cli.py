@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from _lm_oracle import random_corpus
 from varorder.cli.main import main
-from varorder.io.arpa import read_arpa
+from varorder.lm.arpa import read_arpa
 
 
 @pytest.fixture()

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from _lm_oracle import shared_data
-from varorder.io.arpa import read_arpa, write_arpa
+from varorder.lm.arpa import read_arpa, write_arpa
 from varorder.lm import ModifiedKneserNey, iter_sentences
 
 kenlm = pytest.importorskip("kenlm")

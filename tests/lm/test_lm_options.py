@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from _lm_oracle import random_corpus, table_of
-from varorder.io.arpa import read_arpa
+from varorder.lm.arpa import read_arpa
 from varorder.lm import ModifiedKneserNey, count_ngrams, read_corpus
 
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from _lm_oracle import random_corpus
 from varorder.cli.main import main
-from varorder.io.arpa import write_arpa
+from varorder.lm.arpa import write_arpa
 from varorder.lm import AbsoluteDiscounting, AdditiveSmoothing, ModifiedKneserNey
 from varorder.lm._disk import DiskColumn, aligned_ranges, find_rows, gather, occurrences, search_sorted
 from varorder.lm.streaming import train_on_disk
@@ -129,7 +129,7 @@ def test_cli_streams_with_memory_budget(tmp_path):
         assert result.exit_code == 0, result.output
         outputs[name] = out
     assert outputs["disk"].read_bytes() == outputs["memory"].read_bytes()
-    from varorder.io.arpa import load_model
+    from varorder.lm.arpa import load_model
 
     ids = (np.array([1, 2, 3], dtype=np.int32), np.array([3], dtype=np.int64))
     assert load_model(outputs["disk-binary"]).perplexity(ids) == load_model(outputs["memory"]).perplexity(ids)

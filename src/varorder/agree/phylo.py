@@ -1,11 +1,12 @@
 """Tree message passing and the two-slice phylogenetic HMM of Liang, Klein & Jordan (2008, §5.3).
 
-**Tree DP.** :func:`tree_marginals` runs sum-product on a rooted tree
+**Tree DP.** :func:`tree_marginals` computes sum-product on a rooted tree
 (Felsenstein 1981 pruning upward, then the downward pass) for a batch of
 independent instances: p(x) ∝ Π_v exp φ_v(x_v) Π_{v≠root} exp ψ_v(x_{parent(v)}, x_v).
-It returns log Z, node marginals and (parent, child) edge marginals. There is
-no chain here, so this is the one tree DP of varorder; it is tested against
-enumeration (:func:`varorder.testing.oracle.tree_posteriors`).
+It returns log Z, node marginals and (parent, child) edge marginals. It builds the
+hypergraph of the pruning recursion (:class:`_TreeGraph`) and runs the engine's
+inside–outside on it (:mod:`varorder.engine.hypergraph`), so varorder has no tree DP
+of its own; it is tested against enumeration (:func:`varorder.testing.oracle.tree_posteriors`).
 
 **Two-slice phylogenetic HMM (paper eq. 15).** Species sit on a fixed tree (hidden
 ancestors, observed leaves); d_{s,j} is the nucleotide of species s at column j.
@@ -31,12 +32,13 @@ Shared vector of a :class:`PhyloSlices` E-step = both submodels' expected counts
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import logsumexp
 
+from varorder import hypergraph as _hypergraph
 from varorder.agree.product_em import Statistics, Submodel
 from varorder.engine.validate import as_rng
 
@@ -115,7 +117,9 @@ def parse_newick(text: str) -> Tree:
 
 
 def tree_marginals(parent, node_log, edge_log, edges=True):
-    """Sum-product on a rooted tree for a batch of C instances.
+    """Sum-product on a rooted tree for a batch of C instances, run by the engine's
+    hypergraph inside–outside (:mod:`varorder.engine.hypergraph`; the hypergraph is
+    built by :func:`_tree_hypergraph`).
 
     Parameters
     ----------
@@ -127,8 +131,10 @@ def tree_marginals(parent, node_log, edge_log, edges=True):
         Log-potentials ψ_v(x_parent, x_v) (the root's row is ignored); a (N, V, V) array
         is shared by the batch.
     edges : bool or callable
-        True (return them), False, or a function ``f(v, edge_v)`` called with each
-        non-root node's (C, V, V) edge marginals instead of storing all of them.
+        True (return them), False, or a function ``f(v, edge_v, rows)`` called with each
+        non-root node's edge marginals ``edge_v`` (len(rows), V, V) for the instances
+        ``rows`` (a slice of the batch; the batch is run in pieces of bounded size, so a
+        callback sees every (v, piece) once) instead of storing all of them.
 
     Returns
     -------
@@ -147,58 +153,104 @@ def tree_marginals(parent, node_log, edge_log, edges=True):
                          f"got {parent.shape} and {edge_log.shape}")
     if (parent[0] != -1) or np.any(parent[1:] >= np.arange(1, N)) or np.any(parent[1:] < 0):
         raise ValueError("parent must list the root first (−1) and every parent before its children")
-    # Messages are products with exp(ψ) in scaled exp space: x ↦ log(exp(x − max) · W) + max.
-    # A batch-shared ψ makes each message one (C, V) @ (V, V) product.
-    weights = _exp_rows(edge_log)
-
-    def send(x, v, transpose):
-        m = np.max(x, axis=1, keepdims=True)
-        m = np.where(np.isfinite(m), m, 0.0)
-        ex = np.exp(x - m)
-        W = weights[v] if shared else weights[:, v]
-        if transpose:  # Σ_b W[a, b] ex[b]  (towards the parent)
-            prod = ex @ W.T if shared else np.einsum("cab,cb->ca", W, ex)
-        else:  # Σ_a ex[a] W[a, b]  (towards the child)
-            prod = ex @ W if shared else np.einsum("ca,cab->cb", ex, W)
-        with np.errstate(divide="ignore"):
-            return np.log(prod) + m
-
-    inside = node_log.copy()  # φ_v + Σ up-messages from v's children
-    up = np.zeros((C, N, V))  # up[v](x_parent)
-    for v in range(N - 1, 0, -1):
-        up[:, v] = send(inside[:, v], v, transpose=True)
-        inside[:, parent[v]] += up[:, v]
-    logz = logsumexp(inside[:, 0], axis=1)
-    outside = np.zeros((C, N, V))  # log Σ over everything outside v's subtree, as a function of x_v
-    above = np.zeros((C, N, V))  # parent's belief without v's own message
-    for v in range(1, N):
-        p = parent[v]
-        with np.errstate(invalid="ignore"):
-            above[:, v] = outside[:, p] + inside[:, p] - up[:, v]
-        above[:, v] = np.where(np.isnan(above[:, v]), -np.inf, above[:, v])
-        outside[:, v] = send(above[:, v], v, transpose=False)
-    with np.errstate(invalid="ignore"):
-        node = np.nan_to_num(np.exp(inside + outside - logz[:, None, None]))
+    graph = _tree_hypergraph(tuple(int(p) for p in parent), V)
+    piece = max(1, _PIECE_EDGES // graph.n_edges)
+    logz = np.empty(C)
+    node = np.empty((C, N, V))
     edge = np.zeros((C, N, V, V)) if edges is True else None
-    if edges is not False:
-        for v in range(1, N):
-            W = weights[v][None] if shared else weights[:, v]
-            shift = np.max(inside[:, v], axis=1, keepdims=True)
-            shift = np.where(np.isfinite(shift), shift, 0.0)
-            with np.errstate(invalid="ignore", over="ignore"):
-                a = np.nan_to_num(np.exp(above[:, v] - logz[:, None] + shift))
-                b = np.exp(inside[:, v] - shift)
-            ev = a[:, :, None] * W * b[:, None, :]
+    weights = np.zeros((min(piece, C), graph.n_edges))
+    if shared:
+        weights[:, graph.fan_edges] = edge_log[1:]
+    for lo in range(0, C, piece):
+        rows = slice(lo, min(lo + piece, C))
+        count = rows.stop - lo
+        w = weights[:count]
+        w[:, graph.belief_edges] = node_log[rows]
+        if not shared:
+            w[:, graph.fan_edges] = edge_log[rows, 1:]
+        batch = graph.batch(count).with_weights(w.ravel())
+        logz[rows], edge_marginals, node_marginals = _hypergraph.marginals(batch)
+        node[rows] = node_marginals.reshape(count, graph.n_nodes)[:, graph.belief_nodes]
+        if edges is not False:
+            fan = edge_marginals.reshape(count, graph.n_edges)[:, graph.fan_edges]  # (count, N-1, V, V)
             if edge is not None:
-                edge[:, v] = ev
+                edge[rows, 1:] = fan
             else:
-                edges(v, ev)
+                for v in range(1, N):
+                    edges(v, fan[:, v - 1], rows)
     return logz, node, edge
 
 
-def _exp_rows(edge_log):
-    with np.errstate(under="ignore"):
-        return np.exp(edge_log)
+# Edges per engine call: bounds the flat arrays of one piece of the batch (about 50 bytes
+# per edge) while keeping the per-call overhead negligible.
+_PIECE_EDGES = 1 << 20
+
+
+class _TreeGraph:
+    """The hypergraph of tree sum-product on one instance, with where its weights go.
+
+    Nodes, in topological order (children before parents: v from N−1 down to 0):
+    b(v, x) = φ_v(x) + Σ_{c ∈ CH(v)} m(c, x), the belief of v's subtree; then, for v ≠ root,
+    m(v, x) = log Σ_y exp(ψ_v(x, y) + b(v, y)), the message to v's parent; and a goal
+    summing b(root, x). So b(v, x) has one edge whose tails are its children's messages
+    (an axiom at a leaf), m(v, x) has V one-tail edges (the "fan", weight ψ_v(x, y)), and
+    the goal V edges of weight 0. Inside = the upward pass, outside = the downward pass;
+    node marginals of b(v, ·) are p(x_v), edge marginals of the fan of v are
+    p(x_parent(v) = x, x_v = y).
+    """
+
+    def __init__(self, parent: tuple, V: int):
+        N = len(parent)
+        children = [[] for _ in range(N)]
+        for v in range(1, N):
+            children[parent[v]].append(v)
+        belief = np.empty(N, dtype=np.int64)
+        message = np.full(N, -1, dtype=np.int64)
+        k = 0
+        for v in range(N - 1, -1, -1):
+            belief[v] = k
+            k += V
+            if v:
+                message[v] = k
+                k += V
+        self.n_nodes = k + 1
+        heads, tails = [], []
+        belief_edges = np.empty((N, V), dtype=np.int64)
+        fan_edges = np.empty((max(N - 1, 0), V, V), dtype=np.int64)
+        for v in range(N - 1, -1, -1):
+            for x in range(V):
+                belief_edges[v, x] = len(heads)
+                heads.append(belief[v] + x)
+                tails.append([message[c] + x for c in children[v]])
+            if v:
+                for x in range(V):
+                    for y in range(V):
+                        fan_edges[v - 1, x, y] = len(heads)
+                        heads.append(message[v] + x)
+                        tails.append([belief[v] + y])
+        for x in range(V):
+            heads.append(self.n_nodes - 1)
+            tails.append([belief[0] + x])
+        self.n_edges = len(heads)
+        self.belief_nodes = belief[:, None] + np.arange(V)  # (N, V) node ids of b(v, x)
+        self.belief_edges = belief_edges
+        self.fan_edges = fan_edges
+        self.template = _hypergraph.Hypergraph(self.n_nodes, heads, tails, np.zeros(self.n_edges))
+        self._batches: dict[int, object] = {}
+
+    def batch(self, count: int):
+        """``count`` copies of the graph (kept for the last two sizes asked for)."""
+        found = self._batches.get(count)
+        if found is None:
+            if len(self._batches) >= 2:
+                self._batches.pop(next(iter(self._batches)))
+            found = self._batches[count] = self.template.repeat(count)
+        return found
+
+
+@functools.lru_cache(maxsize=8)
+def _tree_hypergraph(parent: tuple, V: int) -> _TreeGraph:
+    return _TreeGraph(parent, V)
 
 
 # ---------------------------------------------------------------------------
@@ -326,25 +378,21 @@ class PhyloSlices(Submodel):
     def expected_statistics(self, data, shared_log_potentials, private_scale: float = 1.0) -> Statistics:
         N = self.tree.n_nodes
         own_p1, own_p2 = np.zeros((N, 4, 4)), np.zeros((N, 4, 4, 4))
-        q_pair_first = np.zeros((0, N, 4, 4))
-        q_pair_second = np.zeros((0, N, 4, 4))
 
-        def reduce_edge(v, ev):
-            nonlocal q_pair_first, q_pair_second
-            if not q_pair_first.size:
-                q_pair_first = np.zeros((ev.shape[0], N, 4, 4))
-                q_pair_second = np.zeros((ev.shape[0], N, 4, 4))
-            e4 = ev.reshape(-1, 4, 4, 4, 4)  # (C, a_p, b_p, a_c, b_c)
+        n_slices = _slice_starts(data.n_columns, self.parity).size
+        q_pair_first = np.zeros((n_slices, N, 4, 4))
+        q_pair_second = np.zeros((n_slices, N, 4, 4))
+
+        def reduce_edge(v, ev, rows):
+            e4 = ev.reshape(-1, 4, 4, 4, 4)  # (rows, a_p, b_p, a_c, b_c)
             tot = e4.sum(axis=0)
-            own_p1[v] = tot.sum(axis=(1, 3))
-            own_p2[v] = np.einsum("pqrs->rqs", tot)  # (a_c, b_p, b_c)
-            q_pair_first[:, v] = e4.sum(axis=(2, 4))  # (C, a_p, a_c): column j of the slice
-            q_pair_second[:, v] = e4.sum(axis=(1, 3))  # (C, b_p, b_c): column j+1
+            own_p1[v] += tot.sum(axis=(1, 3))
+            own_p2[v] += np.einsum("pqrs->rqs", tot)  # (a_c, b_p, b_c)
+            q_pair_first[rows, v] = e4.sum(axis=(2, 4))  # (rows, a_p, a_c): column j of the slice
+            q_pair_second[rows, v] = e4.sum(axis=(1, 3))  # (rows, b_p, b_c): column j+1
 
         logz, _, node, _ = self.posteriors(data, shared_log_potentials, edges=reduce_edge)
         n4 = node.reshape(-1, N, 4, 4)  # (C, v, a, b)
-        if not q_pair_first.size:
-            q_pair_first = q_pair_second = np.zeros((n4.shape[0], N, 4, 4))
         own = {"root": n4[:, 0].sum(axis=(0, 2)), "root2": n4[:, 0].sum(axis=0), "p1": own_p1, "p2": own_p2}
         # the other parity's slices (j+1, j+2) straddle this parity's slices s and s+1
         child_second = n4.sum(axis=2)  # (C, v, b)

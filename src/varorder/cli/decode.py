@@ -27,7 +27,7 @@ TASKS = ("t9", "pos", "candidates")
 
 
 def load_lm(path):
-    from varorder.io.arpa import read_arpa
+    from varorder.lm.arpa import read_arpa
 
     try:
         return read_arpa(path)

@@ -36,7 +36,7 @@ def _load(model_path: str, minus_99: str = "zero", verify: bool = False):
     # --verify forces the full check; without it a binary model is checked in full only
     # the first time this version of the file is opened (open_binary's default)
     from varorder.cli._loglinear import load_loglinear_if_one
-    from varorder.io.arpa import load_model
+    from varorder.lm.arpa import load_model
 
     try:
         loglinear = load_loglinear_if_one(model_path)
@@ -231,7 +231,7 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
 
         write_binary(estimator.model_, output, max_arpa=max_arpa)
     elif not streaming:
-        from varorder.io.arpa import write_arpa
+        from varorder.lm.arpa import write_arpa
 
         write_arpa(estimator.model_, output, max_arpa=max_arpa)
     _say(f"wrote {output}")
@@ -403,7 +403,7 @@ def maxarpa(model_path, output):
     Each n-gram line gains two columns: the max log10 probability over all left
     extensions of its context (mf) and the max back-off (mbow), Carter et al. (2012) §2.3.
     """
-    from varorder.io.arpa import write_arpa
+    from varorder.lm.arpa import write_arpa
 
     _ngram_model_only(model_path, "maxarpa")
     model = _load(model_path)

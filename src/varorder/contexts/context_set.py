@@ -23,8 +23,10 @@ Selecting 𝒞_i (RCMS), during a forward pass, as in the paper's Appendix A:
    every inactive expansion into its least active ancestor (or 𝒴_{1:i}), summing the
    forward scores; the actives, reversed, are 𝒞_i in order with its lcs list.
 
-Cost per position: O(|𝒞_{i−1}|·|𝒴|) to expand and merge plus one sort of the
-B·|𝒴| forward scores, i.e. O(L·B·|𝒴| log(B·|𝒴|)) in all (n, the model order, is a
+Step 2 is the engine's shared selection (:func:`varorder.engine.selection.keep_best`);
+this module supplies the state (suffix patterns in lexicographic order, step 3's merge)
+and the scorer (θᵀφ of the n-gram patterns). Cost per position: O(|𝒞_{i−1}|·|𝒴|) to
+expand and merge plus O(B·|𝒴| log B) to select, i.e. O(L·B·|𝒴| log B) in all (n, the model order, is a
 constant). The forward scores computed here only *select* contexts; inference on the
 selected model is the engine's job.
 
@@ -57,6 +59,7 @@ import numba as nb
 import numpy as np
 
 from varorder.contexts.features import NgramFeatureSpace
+from varorder.engine.selection import keep_best
 from varorder.engine.semiring import log_plus
 from varorder.lattice import Lattice
 
@@ -119,25 +122,15 @@ def _select_and_merge(pc, num_labels, cap, e_parent, e_lcs, e_fwd, e_len, parent
         g_lcs[g] = e_lcs[e]
         if e == forced_expansion:
             g_forced[g] = True
-    # step 2: the B candidates with the largest forward score become active
+    # step 2: the B candidates with the largest forward score become active (ties: the
+    # earlier expansion); beam search keeps singletons only
     active = np.zeros(n_groups, np.bool_)
-    cand = np.empty(n_groups, np.int64)
-    n_cand = 0
-    for g in range(n_groups):
-        if g_fwd[g] == _NEG_INF:
-            continue
-        if beam_mode and parent_is_root[e_parent[g_first[g]]]:
-            continue  # beam search keeps singletons only
-        cand[n_cand] = g
-        n_cand += 1
-    cand = cand[:n_cand]
-    if n_cand > num_contexts:
-        order = np.argsort(-g_fwd[cand], kind="mergesort")  # stable: ties go to the earlier expansion
-        for t in range(num_contexts):
-            active[cand[order[t]]] = True
-    else:
-        for t in range(n_cand):
-            active[cand[t]] = True
+    classes = np.zeros(n_groups, np.int64)
+    if beam_mode:
+        for g in range(n_groups):
+            if parent_is_root[e_parent[g_first[g]]]:
+                classes[g] = -1
+    keep_best(g_fwd, n_groups, classes, 1, num_contexts, active)
     for g in range(n_groups):
         if g_forced[g]:
             active[g] = True

@@ -28,7 +28,9 @@ Beam search (select-by-model, §4.1) is the degenerate case ``mode="beam"``: con
 singleton prefixes (no recombination), only expansions of kept prefixes compete, and
 the rest are dropped (coverage weight −∞).
 
-The forward scores computed here only *select*; log Z and marginals come from the
+Grouping and selection are the engine's shared pass (:mod:`varorder.engine.selection`);
+this module supplies the state (n-gram contexts) and the scorer (the chain's transition
+rows). The forward scores computed here only *select*; log Z and marginals come from the
 engine's lattice kernel (:func:`varorder.engine.lattice.marginals_kernel`), called on
 arrays this module already holds in CSR order (arcs are emitted source-major, and a
 counting pass orders them by target), as :mod:`varorder.exact` does.
@@ -44,6 +46,7 @@ import numpy as np
 
 from varorder.decipher.transitions import TransitionTables, context_row_weights
 from varorder.engine.lattice import marginals_kernel
+from varorder.engine.selection import group_of_slot, keep_best
 from varorder.engine.semiring import log_plus
 from varorder.lattice import Lattice
 
@@ -54,69 +57,14 @@ _NEG_INF = -np.inf
 
 
 @nb.njit(cache=True, nogil=True)
-def _better(fwd, a, b):
-    return fwd[a] > fwd[b] or (fwd[a] == fwd[b] and a < b)
-
-
-@nb.njit(cache=True, nogil=True)
-def _sift_down(heap, size, fwd, start):
-    """Min-heap of candidate ids, the *worst* kept candidate on top."""
-    i = start
-    while True:
-        left = 2 * i + 1
-        if left >= size:
-            return
-        worst = left
-        right = left + 1
-        if right < size and _better(fwd, heap[worst], heap[right]):
-            worst = right
-        if _better(fwd, heap[i], heap[worst]):
-            heap[i], heap[worst] = heap[worst], heap[i]
-            i = worst
-        else:
-            return
-
-
-@nb.njit(cache=True, nogil=True)
-def _top_b(fwd, n, budget, active):
-    """Mark the ``budget`` best of fwd[:n] (finite only) in ``active``."""
-    heap = np.empty(max(budget, 1), np.int64)
-    size = 0
-    for g in range(n):
-        active[g] = False
-        if fwd[g] == _NEG_INF:
-            continue
-        if size < budget:
-            heap[size] = g
-            size += 1
-            j = size - 1
-            while j > 0:  # sift up: keep the worst on top
-                parent = (j - 1) // 2
-                if _better(fwd, heap[parent], heap[j]):
-                    heap[parent], heap[j] = heap[j], heap[parent]
-                    j = parent
-                else:
-                    break
-        elif _better(fwd, g, heap[0]):
-            heap[0] = g
-            _sift_down(heap, size, fwd, 0)
-    for t in range(size):
-        active[heap[t]] = True
-
-
-@nb.njit(cache=True, nogil=True)
 def _merge_candidate(slot_group, slot, f, length, u, v, n_groups, g_fwd, g_len, g_u, g_v):
     """Add forward score f to the candidate pattern in ``slot`` (created on first use)."""
-    g = slot_group[slot]
-    if g >= 0:
-        g_fwd[g] = log_plus(g_fwd[g], f)
-        return g, n_groups
-    slot_group[slot] = n_groups
-    g_fwd[n_groups] = f
-    g_len[n_groups] = length
-    g_u[n_groups] = u
-    g_v[n_groups] = v
-    return n_groups, n_groups + 1
+    g, n_groups, new = group_of_slot(slot_group, slot, f, n_groups, g_fwd)
+    if new:
+        g_len[g] = length
+        g_u[g] = u
+        g_v[g] = v
+    return g, n_groups
 
 
 @nb.njit(cache=True, nogil=True)
@@ -148,6 +96,7 @@ def _build(obs, order, budget, beam, K, log_unigram, log_bigram, log_bigram_raw,
     g_v = np.empty(n_cand_max, np.int64)
     g_target = np.empty(n_cand_max, np.int64)
     active = np.zeros(n_cand_max, np.bool_)
+    one_class = np.zeros(n_cand_max, np.int64)  # decipherment keeps the B best overall
     node_u[0] = K
     node_v[0] = K
     node_len[0] = order
@@ -182,7 +131,9 @@ def _build(obs, order, budget, beam, K, log_unigram, log_bigram, log_bigram_raw,
                     else:
                         g, n_groups = _merge_candidate(star_group, y, f, 1, -1, y, n_groups, g_fwd, g_len, g_u, g_v)
                 e_group[e] = g
-        _top_b(g_fwd, n_groups, budget, active)
+        for g in range(n_groups):
+            active[g] = False
+        keep_best(g_fwd, n_groups, one_class, 1, budget, active)
         first = n_nodes
         for g in range(n_groups):
             if active[g]:

@@ -33,13 +33,14 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.lattice import _draw_log
-from varorder.engine.semiring import log_plus, max_plus
+from varorder.engine.semiring import LOG, MAX, Semiring, compiled
 
 NEG_INF = -np.inf
 
 
-def make_inside(plus):
-    """inside[v] = ⊕ over edges e into v of weight(e) + Σ_{t ∈ tails(e)} inside[t]; returns goal values (G,)."""
+def make_inside(semiring: Semiring):
+    """inside[v] = ⊕ over edges e into v of weight(e) ⊗ ⨂_{t ∈ tails(e)} inside[t]; returns goal values (G,)."""
+    plus, times, zero = semiring.plus, semiring.times, semiring.zero
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
@@ -48,12 +49,12 @@ def make_inside(plus):
         goal = np.empty(n_graphs)
         for g in range(n_graphs):
             for v in range(node_offsets[g], node_offsets[g + 1]):
-                acc = NEG_INF
+                acc = zero
                 for q in range(in_offsets[v], in_offsets[v + 1]):
                     e = in_edges[q]
                     s = edge_weight[e]
                     for r in range(tail_offsets[e], tail_offsets[e + 1]):
-                        s += beta[tails[r]]
+                        s = times(s, beta[tails[r]])
                     acc = plus(acc, s)
                 beta[v] = acc
             goal[g] = beta[node_offsets[g + 1] - 1]
@@ -62,9 +63,72 @@ def make_inside(plus):
     return inside
 
 
-log_inside = make_inside(log_plus)
-max_inside = make_inside(max_plus)
-INSIDES = {"log": log_inside, "max": max_inside}
+generic_log_inside = compiled(make_inside, LOG)
+max_inside = compiled(make_inside, MAX)
+
+
+@nb.njit(cache=True)
+def log_inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta):
+    """The LOG inside of :func:`make_inside`, specialised: per node the incoming edge
+    scores are gathered once, then beta[v] = top + log Σ exp(s_e − top), one exp per
+    edge and one log per node instead of a log1p and an exp per edge (tested equal to
+    ``generic_log_inside``)."""
+    return _log_inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta,
+                       np.empty(0))
+
+
+@nb.njit(cache=True)
+def _log_inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta, local):
+    """:func:`log_inside`; when ``local`` has a slot per edge it also receives each edge's
+    share of its head's inside, exp(s_e − beta[head]) (0 where the head has none), which
+    is all the outside pass needs."""
+    n_graphs = node_offsets.shape[0] - 1
+    keep = local.shape[0] > 0
+    goal = np.empty(n_graphs)
+    most = 0
+    for v in range(node_offsets[n_graphs]):
+        most = max(most, in_offsets[v + 1] - in_offsets[v])
+    scores = np.empty(most)
+    for g in range(n_graphs):
+        for v in range(node_offsets[g], node_offsets[g + 1]):
+            lo = in_offsets[v]
+            hi = in_offsets[v + 1]
+            top = NEG_INF
+            for q in range(lo, hi):
+                e = in_edges[q]
+                s = edge_weight[e]
+                for r in range(tail_offsets[e], tail_offsets[e + 1]):
+                    s += beta[tails[r]]
+                scores[q - lo] = s
+                if s > top:
+                    top = s
+            if top == NEG_INF:
+                beta[v] = NEG_INF
+                if keep:
+                    for q in range(lo, hi):
+                        local[in_edges[q]] = 0.0
+                continue
+            acc = 0.0
+            for q in range(hi - lo):
+                scores[q] = np.exp(scores[q] - top)
+                acc += scores[q]
+            beta[v] = top + np.log(acc)
+            if keep:
+                for q in range(lo, hi):
+                    local[in_edges[q]] = scores[q - lo] / acc
+        goal[g] = beta[node_offsets[g + 1] - 1]
+    return goal
+
+
+# Registered specialisations of the generic inside (tested equal to it).
+SPECIALISED_INSIDE = {LOG: log_inside}
+
+
+def inside_kernel(semiring: Semiring):
+    """The inside kernel for ``semiring``: its registered specialisation, else the generic
+    recursion compiled for it."""
+    found = SPECIALISED_INSIDE.get(semiring)
+    return found if found is not None else compiled(make_inside, semiring)
 
 
 @nb.njit(cache=True)
@@ -79,43 +143,35 @@ def _edge_score(e, tail_offsets, tails, edge_weight, beta):
 def marginals_kernel(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight):
     """(log Z (G,), edge marginals (E,), node marginals (N,)); a graph with log Z = −inf gets zeros.
 
-    Outside: alpha[goal] = 0; for each edge e (heads visited in decreasing id)
-    and each tail t of e, alpha[t] ⊕= alpha[head] + w(e) + Σ_{t' ≠ t} beta[t'].
-    Node marginals count expected uses (a node used twice in a derivation counts twice).
+    Outside in the probability domain: with μ(v) the expected uses of node v (μ(goal) = 1),
+    an edge's marginal is μ(e) = μ(head) · exp(w(e) + Σ_{t ∈ tails} beta[t] − beta[head])
+    (= exp(alpha[head] + w(e) + Σ beta[tails] − log Z), since alpha[head] = log μ(head) −
+    beta[head] + log Z), where the exp factor is the edge's share of its head's inside,
+    kept by the inside pass; and μ(t) = Σ over the edges e with t among their tails (once
+    per occurrence) of μ(e). Heads are visited in decreasing id, so μ(head) is complete
+    before it is used: no exp or log in this pass. Node marginals count expected uses (a
+    node used twice in a derivation counts twice).
     """
     n_nodes = node_offsets[node_offsets.shape[0] - 1]
     beta = np.empty(n_nodes)
-    logz = log_inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta)
-    alpha = np.full(n_nodes, NEG_INF)
-    edge = np.zeros(edge_weight.shape[0])
+    edge = np.empty(edge_weight.shape[0])
+    logz = _log_inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta, edge)
     node = np.zeros(n_nodes)
     for g in range(node_offsets.shape[0] - 1):
-        z = logz[g]
-        if z == NEG_INF:
+        if logz[g] == NEG_INF:
+            for e in range(in_offsets[node_offsets[g]], in_offsets[node_offsets[g + 1]]):
+                edge[in_edges[e]] = 0.0
             continue
-        alpha[node_offsets[g + 1] - 1] = 0.0
+        node[node_offsets[g + 1] - 1] = 1.0
         for v in range(node_offsets[g + 1] - 1, node_offsets[g] - 1, -1):
-            av = alpha[v]
-            if av == NEG_INF:
-                continue
-            node[v] = np.exp(av + beta[v] - z)
+            mv = node[v]
             for q in range(in_offsets[v], in_offsets[v + 1]):
                 e = in_edges[q]
-                lo = tail_offsets[e]
-                hi = tail_offsets[e + 1]
-                s = av + edge_weight[e]
-                for r in range(lo, hi):
-                    s += beta[tails[r]]
-                if s == NEG_INF:
-                    continue
-                edge[e] = np.exp(s - z)
-                for r in range(lo, hi):
-                    other = av + edge_weight[e]
-                    for r2 in range(lo, hi):
-                        if r2 != r:
-                            other += beta[tails[r2]]
-                    t = tails[r]
-                    alpha[t] = log_plus(alpha[t], other)
+                me = mv * edge[e]
+                edge[e] = me
+                if me != 0.0:
+                    for r in range(tail_offsets[e], tail_offsets[e + 1]):
+                        node[tails[r]] += me
     return logz, edge, node
 
 

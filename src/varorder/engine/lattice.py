@@ -26,34 +26,36 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from varorder.engine.semiring import log_plus, max_plus
+from varorder.engine.semiring import LOG, MAX, Semiring, compiled
 
 NEG_INF = -np.inf
 
 
-def make_lattice_forward(plus):
-    """alpha[v] = ⊕ over root→v arc paths of their weight; returns ⊕ᵥ alpha[v] + final[v]."""
+def make_lattice_forward(semiring: Semiring):
+    """alpha[v] = ⊕ over root→v arc paths of their weight; returns ⊕ᵥ alpha[v] ⊗ final[v]."""
+    plus, times, zero, one = semiring.plus, semiring.times, semiring.zero, semiring.one
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
     def forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha):
-        alpha[0] = 0.0
+        alpha[0] = one
         for v in range(1, num_nodes):
-            acc = NEG_INF
+            acc = zero
             for q in range(in_offsets[v], in_offsets[v + 1]):
                 a = in_arcs[q]
-                acc = plus(acc, alpha[arc_source[a]] + arc_weight[a])
+                acc = plus(acc, times(alpha[arc_source[a]], arc_weight[a]))
             alpha[v] = acc
-        total = NEG_INF
+        total = zero
         for v in range(num_nodes):
-            total = plus(total, alpha[v] + final[v])
+            total = plus(total, times(alpha[v], final[v]))
         return total
 
     return forward
 
 
-def make_lattice_backward(plus):
+def make_lattice_backward(semiring: Semiring):
     """beta[v] = ⊕ over v→end continuations (final weight included)."""
+    plus, times = semiring.plus, semiring.times
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
@@ -62,17 +64,22 @@ def make_lattice_backward(plus):
             acc = final[v]
             for q in range(out_offsets[v], out_offsets[v + 1]):
                 a = out_arcs[q]
-                acc = plus(acc, arc_weight[a] + beta[arc_target[a]])
+                acc = plus(acc, times(arc_weight[a], beta[arc_target[a]]))
             beta[v] = acc
         return beta[0]
 
     return backward
 
 
-log_forward = make_lattice_forward(log_plus)
-max_forward = make_lattice_forward(max_plus)
-log_backward = make_lattice_backward(log_plus)
-FORWARDS = {"log": log_forward, "max": max_forward}
+log_forward = compiled(make_lattice_forward, LOG)
+max_forward = compiled(make_lattice_forward, MAX)
+log_backward = compiled(make_lattice_backward, LOG)
+
+
+def forward_kernel(semiring: Semiring):
+    """The generic lattice forward in ``semiring`` (compiled once; no specialisation is
+    registered for lattices: the generic recursion is already a single sweep)."""
+    return compiled(make_lattice_forward, semiring)
 
 
 @nb.njit(cache=True)

@@ -5,7 +5,7 @@ Factorization: p(x_1 .. x_T) = prod_i p(x_i | x_{i-n+1} .. x_{i-1}) over ``<s> x
 "Exact Sampling and Decoding in High-Order Hidden Markov Models", eq. 7). Estimators are
 interpolated modified Kneser-Ney (Chen & Goodman 1999), interpolated absolute discounting
 and additive smoothing. :mod:`varorder.lm.maxarpa` computes the paper's max-backoff
-weights (eq. 2-8, §2.3); :mod:`varorder.io.arpa` reads and writes ARPA and MAX-ARPA;
+weights (eq. 2-8, §2.3); :mod:`varorder.lm.arpa` reads and writes ARPA and MAX-ARPA;
 :mod:`varorder.lm.binary` is the memory-mapped binary model format (``varorder lm
 build-binary``); :mod:`varorder.lm.external` counts corpora larger than memory (sorted
 runs on disk, or sharded across Dask workers) and :mod:`varorder.lm.streaming`
@@ -14,7 +14,7 @@ estimates from those tables on disk, writing ARPA as it goes (``varorder lm trai
 Typical use::
 
     from varorder.lm import ModifiedKneserNey
-    from varorder.io.arpa import write_arpa, read_arpa
+    from varorder.lm.arpa import write_arpa, read_arpa
 
     lm = ModifiedKneserNey(order=3).fit("train.txt.gz").model_
     write_arpa(lm, "model.arpa")

@@ -20,7 +20,7 @@ Tables may come from a file that was only checked structurally on open
 (:mod:`varorder.lm.binary`), so the lookups never trust what they read from a slot: a
 probe visits at most the table's capacity (a table with no empty slot cannot loop), and
 a row read from a slot is checked against its order's size before it indexes anything
-(:data:`~varorder.lm.model.CORRUPT_ROW`, a ValueError the model re-raises naming the
+(:data:`CORRUPT_ROW`, a ValueError the model re-raises naming the
 file). A slot's row only ever serves as the next lookup's key in :func:`score_flat`,
 where no check is needed.
 """
@@ -37,7 +37,9 @@ from numba.extending import intrinsic
 
 import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
 
-from varorder.lm.model import CORRUPT_ROW
+# What a lookup kernel raises when a hash slot names a row outside its order (a damaged
+# binary file); the model adds the file's name (``NgramLM._corrupt``).
+CORRUPT_ROW = "corrupt n-gram model: a hash slot names a row outside its order"
 
 _EMPTY = -1
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)

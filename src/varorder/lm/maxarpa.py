@@ -25,10 +25,14 @@ whole table costs time linear in the model size.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from varorder.lm import _kernels
-from varorder.lm.model import MaxBackoffTable, NgramLM
+
+if TYPE_CHECKING:  # the model calls this module (``NgramLM.max_backoff``): no import back at run time
+    from varorder.lm.model import NgramLM
 
 
 def suffix_rows(model: NgramLM) -> list[np.ndarray | None]:
@@ -58,8 +62,9 @@ def first_words(model: NgramLM) -> list[np.ndarray]:
     return first
 
 
-def compute_max_backoff(model: NgramLM) -> MaxBackoffTable:
-    """The mf and mbow columns (log10, float64) of every stored n-gram of ``model``."""
+def compute_max_backoff(model: NgramLM) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """The mf and mbow columns (log10, float64) of every stored n-gram of ``model``, one
+    array per order each (the fields of :class:`varorder.lm.model.MaxBackoffTable`)."""
     order = model.order
     vocab_size = model.vocab_size
     eos = model.vocabulary.eos_id
@@ -119,7 +124,7 @@ def compute_max_backoff(model: NgramLM) -> MaxBackoffTable:
         with np.errstate(invalid="ignore"):
             max_prob[index] = np.maximum(best_stored, log10_probs[index] + best_unstored)
 
-    return MaxBackoffTable(tuple(max_prob), tuple(max_backoff))
+    return tuple(max_prob), tuple(max_backoff)
 
 
 def _group_max(groups: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:

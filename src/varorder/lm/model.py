@@ -40,9 +40,6 @@ def _kernels():
 
 
 LN10 = math.log(10.0)
-# What a lookup kernel raises when a hash slot names a row outside its order (a damaged
-# binary file; see :mod:`varorder.lm._kernels`); the model adds the file's name.
-CORRUPT_ROW = "corrupt n-gram model: a hash slot names a row outside its order"
 # Hash tables are sized for this load factor: linear probing stays at about 1.5 probes
 # for a hit and 2.5 for a miss, while the table costs 16 / 0.67 = 24 bytes per n-gram.
 _LOAD_FACTOR = 0.67
@@ -85,7 +82,7 @@ class NgramLM:
     """A back-off n-gram language model over integer word ids.
 
     Build one with an estimator (:mod:`varorder.lm.estimate`), with
-    :func:`varorder.io.arpa.read_arpa`, or with :meth:`from_ngrams`.
+    :func:`varorder.lm.arpa.read_arpa`, or with :meth:`from_ngrams`.
 
     Parameters
     ----------
@@ -394,7 +391,8 @@ class NgramLM:
 
     def _corrupt(self, error: ValueError) -> ValueError:
         """``error`` naming the model's file when it is a kernel's bounds-check failure."""
-        if self._source is not None and str(error) == CORRUPT_ROW:
+        # Only an error path reaches here, so importing the kernels (which own the message) is cheap enough.
+        if self._source is not None and str(error) == _kernels().CORRUPT_ROW:
             return ValueError(f"{self._source}: {error} (run `varorder lm verify` on it)")
         return error
 
@@ -423,7 +421,7 @@ class NgramLM:
         row = int(_kernels().find_ngram(np.asarray(ngram, dtype=np.int64), self.vocab_size, self._hash_rows,
                                         self._hash_base, self._hash_cap))
         if row >= self.ngram_counts[len(ngram) - 1]:
-            raise self._corrupt(ValueError(CORRUPT_ROW))
+            raise self._corrupt(ValueError(_kernels().CORRUPT_ROW))
         return max(row, -1)
 
     def _context_array(self, context: Iterable[int]) -> np.ndarray:
@@ -602,7 +600,8 @@ class NgramLM:
             from varorder.lm.maxarpa import compute_max_backoff
 
             self._ensure_keys()
-            self._max_backoff = compute_max_backoff(self)
+            max_prob, max_backoff = compute_max_backoff(self)
+            self._max_backoff = MaxBackoffTable(max_prob, max_backoff)
         return self._max_backoff
 
     def set_max_backoff(self, table: MaxBackoffTable) -> None:

@@ -103,7 +103,7 @@ class _Sizes:
 def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory: int, folder: PathLike,
                      chunk_rows: int | None = None, table_rows: int | None = None) -> list[int]:
     """Steps 1-5 of the module docstring on counts already on disk (in ``folder``)."""
-    from varorder.io.arpa import _WRITE_BLOCK_BYTES, write_arpa_stream
+    from varorder.lm.arpa import _WRITE_BLOCK_BYTES, write_arpa_stream
 
     folder = Path(folder)
     vocabulary = counts.vocabulary

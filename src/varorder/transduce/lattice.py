@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from varorder.engine.selection import group_of_slot, keep_best
 from varorder.engine.semiring import log_plus
 from varorder.lattice import Lattice
 from varorder.transduce.features import AlignmentFeatureSpace
@@ -299,69 +300,17 @@ def _kept_ancestor(u, lab, node_anc, node_root, node_j, prev_roots, child, prev_
 
 
 @nb.njit(cache=True)
-def _worse(fwd, a, b):
-    """Candidate a ranks below b: lower forward score, ties broken by the later index."""
-    return fwd[a] < fwd[b] or (fwd[a] == fwd[b] and a > b)
-
-
-@nb.njit(cache=True)
-def _heap_offer(fwd, heap, base, size, capacity, g):
-    """Offer candidate g to the bounded min-heap ``heap[base : base + capacity]`` (worst at the top)
-    holding ``size`` entries; returns the new size. Candidates arrive in increasing index order."""
-    if size < capacity:
-        k = size
-        heap[base + k] = g
-        while k > 0:
-            parent = (k - 1) // 2
-            if not _worse(fwd, heap[base + k], heap[base + parent]):
-                break
-            heap[base + k], heap[base + parent] = heap[base + parent], heap[base + k]
-            k = parent
-        return size + 1
-    if not _worse(fwd, heap[base], g):
-        return size
-    heap[base] = g
-    k = 0
-    while True:
-        child = 2 * k + 1
-        if child >= size:
-            break
-        if child + 1 < size and _worse(fwd, heap[base + child + 1], heap[base + child]):
-            child += 1
-        if not _worse(fwd, heap[base + child], heap[base + k]):
-            break
-        heap[base + k], heap[base + child] = heap[base + child], heap[base + k]
-        k = child
-    return size
-
-
-@nb.njit(cache=True)
 def _select(g_fwd, g_j, g_gold, g_forced, n_g, groups, B, beam, extra_k):
     """Kept candidates: the B best per z_i (RCMS; ``groups`` = L′ + 1) or overall (beam), the
-    ``extra_k`` best that spell the gold prefix, and the forced one; −∞ candidates never.
-
-    "Best" orders by forward score, ties by the earlier index — the same set as a stable sort
-    by −score scanned from the top, found with bounded heaps in O(n log B) instead of a sort.
-    """
+    ``extra_k`` best that spell the gold prefix, and the forced one; −∞ candidates never
+    (:func:`varorder.engine.selection.keep_best`, ties to the earlier candidate)."""
     active = np.zeros(n_g, np.bool_)
-    heap = np.empty(groups * B, np.int64)
-    size = np.zeros(groups, np.int64)
-    gold_heap = np.empty(max(extra_k, 1), np.int64)
-    gold_size = 0
+    keep_best(g_fwd, n_g, np.zeros(n_g, np.int64) if beam else g_j, groups, B, active)
+    if extra_k > 0:
+        keep_best(g_fwd, n_g, np.where(g_gold[:n_g], 0, -1), 1, extra_k, active)
     for g in range(n_g):
-        if not g_fwd[g] > _NEG_INF:
-            continue
-        k = 0 if beam else g_j[g]
-        size[k] = _heap_offer(g_fwd, heap, k * B, size[k], B, g)
-        if g_gold[g] and extra_k > 0:
-            gold_size = _heap_offer(g_fwd, gold_heap, 0, gold_size, extra_k, g)
-        if g_forced[g]:
+        if g_forced[g] and g_fwd[g] > _NEG_INF:
             active[g] = True
-    for k in range(groups):
-        for t in range(size[k]):
-            active[heap[k * B + t]] = True
-    for t in range(gold_size):
-        active[gold_heap[t]] = True
     return active
 
 
@@ -507,28 +456,19 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
                         a_feat[a, t] = y_feats[y, m, t]
                     c_fwd[c] = node_fwd[u] + w
                     if bigram_exact:
-                        slot_key = (j2 * 2 + f2) * V + y
-                        g = bigram_table[slot_key]
+                        g, n_g, new = group_of_slot(bigram_table, (j2 * 2 + f2) * V + y, c_fwd[c], n_g, g_fwd)
                         new_len = 1
                     elif node_root[u] or u == 0:
-                        slot_key = (j2 * 2 + f2) * NL + lab
-                        g = root_table[slot_key]
+                        g, n_g, new = group_of_slot(root_table, (j2 * 2 + f2) * NL + lab, c_fwd[c], n_g, g_fwd)
                         new_len = 1
-                    else:
-                        slot_key = -1
-                        g = -1
-                        new_len = u_len + 1
-                    if g >= 0:
-                        g_fwd[g] = log_plus(g_fwd[g], c_fwd[c])
-                    else:
+                    else:  # a longer context than its parent's is new at this position
                         g = n_g
                         n_g += 1
-                        if bigram_exact:
-                            bigram_table[slot_key] = g
-                        elif slot_key >= 0:
-                            root_table[slot_key] = g
-                        g_rep[g] = c
                         g_fwd[g] = c_fwd[c]
+                        new = True
+                        new_len = u_len + 1
+                    if new:
+                        g_rep[g] = c
                         g_j[g] = j2
                         g_f[g] = f2
                         g_len[g] = new_len

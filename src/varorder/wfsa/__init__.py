@@ -1,4 +1,4 @@
-"""Weighted finite-state acceptors and transducers in the log and tropical semirings
+"""Weighted finite-state acceptors and transducers in the log and max-plus semirings
 (Mohri, Pereira & Riley 2002): construction, composition and intersection, projection,
 shortest distance on cyclic machines by a sparse linear solve, arc posteriors and
 expected n-gram counts, k-best strings, sampling, OpenFst text format.

@@ -4,10 +4,10 @@ A machine is a set of arcs (source, input label, output label, weight, target), 
 state and a final weight per state (Mohri, Pereira & Riley 2002, "Weighted finite-state
 transducers in speech recognition"). The weight of a path is the sum of its arc weights
 plus the final weight of its last state; the weight of a string pair is the ⊕ over its
-accepting paths: log-sum-exp in the log semiring, max in the tropical semiring.
+accepting paths: log-sum-exp in the log semiring, max in the max-plus semiring.
 
-Weights are stored as natural-log scores (higher is better), so the tropical semiring's
-⊕ is max here; OpenFst's costs are the negated values (:mod:`varorder.wfsa.textio`
+Weights are stored as natural-log scores (higher is better), so the Viterbi semiring is
+max-plus here (OpenFst's tropical semiring is min-plus on costs, the negated values (:mod:`varorder.wfsa.textio`
 converts). Label 0 is ε; label i ≥ 1 is ``alphabet[i - 1]``. An acceptor is a transducer
 whose input and output labels agree on every arc.
 """

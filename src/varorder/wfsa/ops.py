@@ -1,4 +1,8 @@
-"""Operations on :class:`varorder.wfsa.Wfsa` in the log and tropical semirings.
+"""Operations on :class:`varorder.wfsa.Wfsa` in the log and max-plus semirings.
+
+Weights are log scores (higher is better), so the Viterbi semiring is max-plus ("max");
+OpenFst's *tropical* semiring is its min-plus mirror on negated costs. The name
+``"tropical"`` is still accepted for ``"max"``, with a DeprecationWarning.
 
 * composition with the ε-sequencing filter (Mohri, Pereira & Riley 2002; OpenFst's
   ``SequenceComposeFilter``): between two matched symbols, the left machine's output-ε
@@ -11,12 +15,12 @@
   closure (I − M)⁻¹ is exact whenever the series converges); a non-convergent machine
   (spectral radius ≥ 1 on the trimmed part) has no nonnegative solution (Perron–Frobenius)
   and raises ValueError; the Neumann series Σ Mᵏ r is summed first when it converges
-  fast (machines read against one string are nearly acyclic), the LU solve otherwise; in the tropical semiring by Bellman–Ford relaxation (a positive
+  fast (machines read against one string are nearly acyclic), the LU solve otherwise; in the max-plus semiring by Bellman–Ford relaxation (a positive
   cycle raises ValueError);
 * arc posteriors (expected arc counts) α(src)·w·β(dst)/Z and expected n-gram counts;
 * the product with a complete deterministic automaton given as a transition table (the
   n-gram and variable-order feature machines of Cotterell & Eisner 2015, §3.4);
-* k-best strings by A* over paths with the exact tropical completion as heuristic
+* k-best strings by A* over paths with the exact max-plus completion as heuristic
   (each string scored by its best path, the usual "k-best strings" of pruned BP);
 * ancestral sampling of strings with the backward weights (log semiring).
 """
@@ -24,6 +28,7 @@
 from __future__ import annotations
 
 import heapq
+import warnings
 from collections import deque
 
 import numba as nb
@@ -41,10 +46,15 @@ __all__ = [
     "shortest_distance", "string_weight", "trim",
 ]
 
-SEMIRINGS = ("log", "tropical")
+SEMIRINGS = ("log", "max")
 
 
 def _check_semiring(semiring: str) -> str:
+    if semiring == "tropical":
+        warnings.warn('semiring "tropical" is deprecated: with log scores (higher is better) this is the '
+                      'max-plus semiring, named "max" (OpenFst\'s tropical semiring is min-plus on costs)',
+                      DeprecationWarning, stacklevel=3)
+        return "max"
     if semiring not in SEMIRINGS:
         raise ValueError(f"semiring must be one of {SEMIRINGS}, got {semiring!r}")
     return semiring
@@ -228,7 +238,7 @@ def shortest_distance(fsa: Wfsa, semiring: str = "log", reverse: bool = False, i
     state including its final weight (β, ``reverse=True``). ``initial`` (log weights per
     state) replaces the start state by an initial weight vector for α. States off every
     initial-to-final path get −inf. Raises ValueError when the ⊕-sum diverges."""
-    _check_semiring(semiring)
+    semiring = _check_semiring(semiring)
     if initial is None:
         initial = np.full(fsa.n_states, NEG_INF)
         initial[fsa.start] = 0.0
@@ -266,7 +276,7 @@ def _bellman_ford(n, src, dst, weight, rhs, reverse: bool) -> np.ndarray:
         if np.array_equal(new, d):
             return d
         d = new
-    raise ValueError("the machine has a cycle of positive weight: its tropical shortest distance is unbounded")
+    raise ValueError("the machine has a cycle of positive weight: its max-plus shortest distance is unbounded")
 
 
 def log_total_weight(fsa: Wfsa, semiring: str = "log") -> float:
@@ -417,12 +427,12 @@ def product_with_dfa(fsa: Wfsa, next_state: np.ndarray, start: int, cell_weight:
 def kbest_strings(fsa: Wfsa, k: int, max_pops: int = 200_000) -> list:
     """The ``k`` strings (input tape) of highest best-path weight, best first, as
     ``(symbols tuple, best-path log weight)``. A* over paths; the heuristic is the exact
-    tropical completion, so complete paths pop in order of weight. ``max_pops`` bounds the
+    max-plus completion, so complete paths pop in order of weight. ``max_pops`` bounds the
     work on machines whose many paths share few strings (fewer than k may come back)."""
     if k < 1:
         raise ValueError(f"k must be ≥ 1, got {k}")
     machine = project(fsa, "input") if not fsa.is_acceptor else fsa
-    h = shortest_distance(machine, "tropical", reverse=True)
+    h = shortest_distance(machine, "max", reverse=True)
     if h[machine.start] == NEG_INF:
         return []
     out_arcs: list[list] = [[] for _ in range(machine.n_states)]

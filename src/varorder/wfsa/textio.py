@@ -3,7 +3,8 @@
 One arc per line, ``src dst ilabel olabel [cost]`` (a transducer) or ``src dst label
 [cost]`` (an acceptor); a final state is ``state [cost]``; the first arc's source is the
 start state (a machine with no arcs starts at the first final line's state). Costs are
-negated log weights, as in OpenFst's log and tropical semirings (``Infinity`` = weight
+negated log weights, as in OpenFst's log and tropical (min-plus) semirings, whose
+mirrors here are the log and max-plus semirings on log scores (``Infinity`` = weight
 zero). Labels are symbols spelled as in the alphabet, ``<eps>`` for ε — the text that
 ``fstprint --isymbols --osymbols`` writes and ``fstcompile`` reads. Fields are separated by
 tabs or spaces. The reader is strict: every problem is a ValueError naming file and line.

@@ -1,4 +1,4 @@
-"""The compiled path of :func:`varorder.io.arpa.read_arpa`: n-gram sections parsed from
+"""The compiled path of :func:`varorder.lm.arpa.read_arpa`: n-gram sections parsed from
 the file's bytes by one Numba kernel (:func:`_parse_section_lines`: words looked up in a
 byte-level hash of the unigram section, numbers by :func:`varorder.lm._words.scan_decimal`,
 Clinger's exact fast path), so no Python object is made per line. The file is read once
@@ -470,7 +470,7 @@ def _huge_pages(enabled: bool):
 def read_closed(data: bytes, minus_99_zero: bool) -> dict | None:
     """The tables of a model whose file (``data``, its bytes) lists every n-gram's prefix
     and suffix (what varorder and KenLM write), parsed with no Python object per line:
-    the unigram section's fields and lines (for :func:`varorder.io.arpa._parse_section`)
+    the unigram section's fields and lines (for :func:`varorder.lm.arpa._parse_section`)
     and, for orders >= 2, ``keys``, ``values``, ``hash_rows``, ``hash_base``,
     ``hash_cap``, ``extends`` in :class:`~varorder.lm.model.NgramLM`'s layout, the unigram
     rows of ``values`` left for the caller (``vocab_size`` counts a ``<unk>`` the file
@@ -548,7 +548,7 @@ def _read_closed(data: bytes, minus_99_zero: bool, huge: bool) -> dict | None:
 
 def read_sections(data: bytes, minus_99_zero: bool) -> list[dict] | None:
     """The sections of an ARPA file (``data``, its bytes) as
-    :func:`varorder.io.arpa._build_model` takes them: the unigram section as field lists,
+    :func:`varorder.lm.arpa._build_model` takes them: the unigram section as field lists,
     every other as word-id rows (ids = unigram positions in the file) with float32-exact
     ``probs``/``backoffs`` and the MAX-ARPA columns; None when the Python reader must read
     the file (see the module)."""

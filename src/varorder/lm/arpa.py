@@ -108,7 +108,7 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero",
         # Every caller that reads a model file accepts varorder's binary format too.
         return open_binary(path, verify=verify)
     _check_not_binary(path)
-    from varorder.io import _arpa_fast
+    from varorder.lm import _arpa_fast
 
     # Millions of small field lists would trigger repeated full garbage collections
     # (they hold no cycles), which dominate the reading time on large files.
@@ -421,12 +421,12 @@ def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero"
 
 def _read_arpa_fast(path: Path, data: bytes, minus_99: str) -> NgramLM | None:
     """Read a well-formed ARPA file with compiled kernels over its bytes
-    (:mod:`varorder.io._arpa_fast`): the unigram section is parsed in Python as before,
+    (:mod:`varorder.lm._arpa_fast`): the unigram section is parsed in Python as before,
     the n-gram sections without a Python object per line. Returns None on anything
     unusual — a malformed line, a count mismatch, an unknown word, a duplicate, text the
     byte tokenizer would split differently — and :func:`read_arpa` then reads the file the
     slow way, which gives the precise error (file and line) when there is one."""
-    from varorder.io import _arpa_fast
+    from varorder.lm import _arpa_fast
 
     sections = _arpa_fast.read_sections(data, minus_99 == "zero")
     if sections is None:
@@ -450,10 +450,10 @@ def _read_arpa_fast(path: Path, data: bytes, minus_99: str) -> NgramLM | None:
 def _read_arpa_closed(path: Path, data: bytes, minus_99: str) -> NgramLM | None:
     """Read a well-formed ARPA file whose n-grams' prefixes and suffixes are all listed
     (every file varorder or KenLM writes) straight into the model's tables
-    (:func:`varorder.io._arpa_fast.read_closed`): no word-id rows, no sorting when the
+    (:func:`varorder.lm._arpa_fast.read_closed`): no word-id rows, no sorting when the
     file is in key order, each hash slot written once. None when the file needs the
     general readers (which insert missing prefixes, or report the error)."""
-    from varorder.io import _arpa_fast
+    from varorder.lm import _arpa_fast
 
     tables = _arpa_fast.read_closed(data, minus_99 == "zero")
     if tables is None:

@@ -1,0 +1,61 @@
+"""Exact sampling from dense chains: forward filtering (generic LOG forward), backward
+sampling with uniforms drawn outside the kernel from a seeded generator.
+See :mod:`varorder.engine.chain`."""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from varorder.engine.chain_generic import NEG_INF, _log_forward
+
+@nb.njit(cache=True)
+def _draw(weights, u):
+    """Index i with probability weights[i] / Σ weights, by inverse CDF at u ∈ [0, 1)."""
+    total = 0.0
+    for i in range(weights.shape[0]):
+        total += weights[i]
+    target = u * total
+    c = 0.0
+    last = -1
+    for i in range(weights.shape[0]):
+        if weights[i] > 0.0:
+            last = i
+            c += weights[i]
+            if target < c:
+                return i
+    return last
+
+
+@nb.njit(cache=True, parallel=True)
+def _sample_kernel(E, T, start, end, lengths, uniforms):
+    B, L, K = E.shape
+    n_samples = uniforms.shape[1]
+    paths = np.full((B, n_samples, L), -1, dtype=np.int64)
+    for b in nb.prange(B):
+        n = lengths[b]
+        alpha = np.empty((n, K))
+        Tb = T[b % T.shape[0]]
+        z = _log_forward(E[b], Tb, start, end, n, alpha)
+        if z == NEG_INF:
+            continue
+        w = np.empty(K)
+        for s in range(n_samples):
+            for j in range(K):
+                w[j] = np.exp(alpha[n - 1, j] + end[j] - z)
+            y = _draw(w, uniforms[b, s, n - 1])
+            paths[b, s, n - 1] = y
+            for t in range(n - 1, 0, -1):
+                m = NEG_INF
+                for i in range(K):
+                    v = alpha[t - 1, i] + Tb[i, y]
+                    w[i] = v
+                    if v > m:
+                        m = v
+                for i in range(K):
+                    w[i] = np.exp(w[i] - m)
+                y = _draw(w, uniforms[b, s, t - 1])
+                paths[b, s, t - 1] = y
+    return paths
+
+
