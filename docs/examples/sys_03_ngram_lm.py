@@ -18,7 +18,7 @@ scoring, lmplz for estimation.
 # ------
 import numpy as np
 
-from varorder.io.arpa import read_arpa, write_arpa
+from varorder.lm.arpa import read_arpa, write_arpa
 from varorder.lm import ModifiedKneserNey
 
 # a toy corpus: words drawn from a Zipf law with a preference for repeating bigrams

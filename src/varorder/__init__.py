@@ -24,7 +24,7 @@ _EXPORTS = {
     # n-gram and log-linear language models
     **dict.fromkeys(("AbsoluteDiscounting", "AdditiveSmoothing", "ModifiedKneserNey", "NgramLM", "Vocabulary"),
                     "varorder.lm"),
-    **dict.fromkeys(("read_arpa", "write_arpa"), "varorder.io"),
+    **dict.fromkeys(("read_arpa", "write_arpa"), "varorder.lm"),
     **dict.fromkeys(("LogLinearLM", "StructuredLogLinear"), "varorder.loglinear"),
     # structures run by the engine
     **dict.fromkeys(("Lattice",), "varorder.lattice"),

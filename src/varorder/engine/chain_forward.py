@@ -10,6 +10,9 @@ import numpy as np
 from varorder.engine.chain_generic import NEG_INF, _TINY, _log_forward
 from varorder.engine.chain_scaled import _CHUNK, _LN2_HI, _LN2_LO, _MIN_SHIFTED, _block_bounds, _exp_chunk, _exp_matrix, _plane, _pow2_scale, _product_rows, _vec_mat_rows
 
+__all__ = []  # kernels for engine.chain only
+
+
 @nb.njit(cache=True)
 def _block_forward(E, seqs, lengths, shared, expT, tshift, min_expT, dense, start, exp_end, min_exp_end,
                    end_shift, emission_low, store, a_buf, ev_buf, acc_buf, bits, logz, ok, amin, low):

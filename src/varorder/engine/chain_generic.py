@@ -11,6 +11,9 @@ import numpy as np
 
 from varorder.engine.semiring import LOG, Semiring, compiled
 
+__all__ = ["NEG_INF", "make_chain_forward", "make_chain_backward", "make_forward_batch", "generic_forward"]  # kernels for engine.chain only
+
+
 NEG_INF = -np.inf
 # Products below this bound are treated as a potential underflow: the scaled
 # recursion stops and the sequence is redone in log space.

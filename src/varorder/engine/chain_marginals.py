@@ -11,6 +11,9 @@ from varorder.engine.chain_generic import NEG_INF, _TINY, _log_backward, _log_fo
 from varorder.engine.chain_scaled import _CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _plane, _pow2_scale, _product_rows, _vec_mat_rows
 from varorder.engine.chain_forward import _block_forward, _block_transitions, _chain_blocks
 
+__all__ = []  # kernels for engine.chain only
+
+
 @nb.njit(cache=True, fastmath=_FAST_REDUCE)
 def _node_row(a, ta, bb, tb, s, node, b, t):
     """node[b, t] = a[ta, s] ⊙ bb[tb, s] normalised (a, bb: (positions, rows, K)); returns

@@ -9,6 +9,9 @@ import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF, _log_forward
 
+__all__ = []  # kernels for engine.chain only
+
+
 @nb.njit(cache=True)
 def _draw(weights, u):
     """Index i with probability weights[i] / Σ weights, by inverse CDF at u ∈ [0, 1)."""

@@ -13,6 +13,9 @@ import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF
 
+__all__ = []  # kernels for engine.chain only
+
+
 # ---------------------------------------------------------------------------
 # scaled exp-space kernels (LOG semiring fast path), blocked over sequences
 # ---------------------------------------------------------------------------

@@ -10,6 +10,9 @@ import numpy as np
 from varorder.engine.chain_generic import NEG_INF
 from varorder.engine.chain_scaled import _FAST, _chunk
 
+__all__ = []  # kernels for engine.chain only
+
+
 # ---------------------------------------------------------------------------
 # Viterbi, k-best, sampling
 # ---------------------------------------------------------------------------

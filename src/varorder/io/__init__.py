@@ -13,7 +13,6 @@ _EXPORTS = {
     **dict.fromkeys(("read_naacl",), "varorder.io.naacl"),
     **dict.fromkeys(("OcrWord", "read_ocr_letters"), "varorder.io.ocr"),
     **dict.fromkeys(("TaggedSentence", "read_tagged"), "varorder.io.tagged"),
-    **dict.fromkeys(("read_arpa", "write_arpa"), "varorder.io.arpa"),
     # the text-file helpers every writer uses: atomic, umask-respecting, gzip by suffix
     **dict.fromkeys(("atomic_write_text", "naming_path", "open_text", "umask_mode"), "varorder.io._text"),
 }

@@ -42,16 +42,23 @@ _ESTIMATION_NAMES = frozenset(
      "merge_counts"})
 
 
+_FORMAT_NAMES = frozenset({"read_arpa", "write_arpa"})
+
+
 def __getattr__(name: str):
     if name in _ESTIMATION_NAMES:
         from varorder.lm import estimate
 
         return getattr(estimate, name)
+    if name in _FORMAT_NAMES:
+        from varorder.lm import arpa
+
+        return getattr(arpa, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _ESTIMATION_NAMES)
+    return sorted(set(globals()) | _ESTIMATION_NAMES | _FORMAT_NAMES)
 
 __all__ = [
     "BOS",
@@ -70,4 +77,6 @@ __all__ = [
     "iter_sentences",
     "open_text",
     "read_corpus",
+    "read_arpa",
+    "write_arpa",
 ]

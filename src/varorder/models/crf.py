@@ -31,7 +31,7 @@ from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.models import persist
 from varorder.parallel import check_n_jobs
-from varorder.models.features import (FeatureIndexer, apply_templates, check_features, csr_times_dense,
+from varorder.models.features import (FeatureIndexer, _flatten, apply_templates, check_features, csr_times_dense,
                                       design_matrix, is_array_input, n_items)
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
@@ -40,7 +40,7 @@ from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, it
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-__all__ = ["CRF", "ChainObjective"]
+__all__ = ["CRF", "ChainObjective", "featurised_shard", "shard_vocabulary"]
 
 _ALGORITHMS = ("lbfgs", "adagrad", "sgd")
 
@@ -292,7 +292,7 @@ class CRF(ParamsMixin):
         """
         from collections import Counter
 
-        from varorder.models.sharded import ShardedObjective, featurised_shard, shard_vocabulary
+        from varorder.models.sharded import ShardedObjective
         from varorder.parallel import as_executor
 
         self._check_params()
@@ -491,3 +491,36 @@ class CRF(ParamsMixin):
         for name, value in arrays.items():
             setattr(model, name + "_", value)
         return model
+
+
+def _read_items(source, read, features):
+    X, y = read(source)
+    if len(X) != len(y):
+        raise ValueError(f"{source}: {len(X)} sequences but {len(y)} label sequences")
+    X = apply_templates(X, features, f"{source}")
+    if X and is_array_input(X):
+        raise ValueError(f"{source}: sharded training reads feature dicts (or words with features=...), "
+                         "not arrays")
+    return X, y
+
+
+def shard_vocabulary(source, read, features=None):
+    """One shard's feature-name counts (in first-seen order) and label set, computed where the
+    shard is read: what the driver needs to number the features and labels."""
+    from collections import Counter
+    from itertools import chain
+
+    X, y = _read_items(source, read, features)
+    names, _, _, _ = _flatten(X, f"{source}")
+    return Counter(names), set(chain.from_iterable(y))
+
+
+def featurised_shard(source, read, features, indexer, classes):
+    """One shard read, featurised with the driver's feature numbering and turned into its
+    :class:`~varorder.models.crf.ChainObjective` (kept where it was built)."""
+    X, y = _read_items(source, read, features)
+    for i, (xs, ys) in enumerate(zip(X, y)):
+        if len(xs) != len(ys):
+            raise ValueError(f"{source}: sequence {i} has {len(xs)} items but {len(ys)} labels")
+    matrix, lengths = indexer.transform(X, f"{source}")
+    return ChainObjective(matrix, lengths, LabelCodec(classes).encode(y, f"{source}"), len(classes))

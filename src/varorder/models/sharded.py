@@ -22,7 +22,7 @@ import numpy as np
 
 from varorder.parallel import Executor, as_executor, reduce_in_order
 
-__all__ = ["ShardedObjective", "featurised_shard", "shard_bounds", "shard_vocabulary"]
+__all__ = ["ShardedObjective", "shard_bounds"]
 
 
 def shard_bounds(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
@@ -82,42 +82,3 @@ class ShardedObjective:
         value, grad = reduce_in_order(results, _add, start=(0.0, np.zeros_like(theta)))
         return float(value), grad
 
-
-def _read_items(source, read, features):
-    from varorder.models.features import apply_templates, is_array_input
-
-    X, y = read(source)
-    if len(X) != len(y):
-        raise ValueError(f"{source}: {len(X)} sequences but {len(y)} label sequences")
-    X = apply_templates(X, features, f"{source}")
-    if X and is_array_input(X):
-        raise ValueError(f"{source}: sharded training reads feature dicts (or words with features=...), "
-                         "not arrays")
-    return X, y
-
-
-def shard_vocabulary(source, read, features=None):
-    """One shard's feature-name counts (in first-seen order) and label set, computed where the
-    shard is read: what the driver needs to number the features and labels."""
-    from collections import Counter
-    from itertools import chain
-
-    from varorder.models.features import _flatten
-
-    X, y = _read_items(source, read, features)
-    names, _, _, _ = _flatten(X, f"{source}")
-    return Counter(names), set(chain.from_iterable(y))
-
-
-def featurised_shard(source, read, features, indexer, classes):
-    """One shard read, featurised with the driver's feature numbering and turned into its
-    :class:`~varorder.models.crf.ChainObjective` (kept where it was built)."""
-    from varorder.models.crf import ChainObjective
-    from varorder.models.sequences import LabelCodec
-
-    X, y = _read_items(source, read, features)
-    for i, (xs, ys) in enumerate(zip(X, y)):
-        if len(xs) != len(ys):
-            raise ValueError(f"{source}: sequence {i} has {len(xs)} items but {len(ys)} labels")
-    matrix, lengths = indexer.transform(X, f"{source}")
-    return ChainObjective(matrix, lengths, LabelCodec(classes).encode(y, f"{source}"), len(classes))
