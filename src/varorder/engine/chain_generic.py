@@ -11,7 +11,8 @@ import numpy as np
 
 from varorder.engine.semiring import LOG, Semiring, compiled
 
-__all__ = ["NEG_INF", "make_chain_forward", "make_chain_backward", "make_forward_batch", "generic_forward"]  # kernels for engine.chain only
+# kernels for engine.chain only
+__all__ = ["NEG_INF", "make_chain_forward", "make_chain_backward", "make_forward_batch", "generic_forward"]
 
 
 NEG_INF = -np.inf
