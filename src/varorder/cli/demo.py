@@ -76,8 +76,8 @@ def ocr_demo(full: bool, epochs: int | None, max_train_words: int | None, extens
              as_json: bool) -> None:
     from dataclasses import replace
 
-    from varorder.tasks.ocr import (DEMO_EPOCHS, PROTOCOLS, OcrConfig, format_table, run_ocr_experiment, write_json,
-                                    write_plots)
+    from varorder.tasks.ocr import (DEMO_EPOCHS, GAP_NOTE, PROTOCOLS, OcrConfig, format_table, run_ocr_experiment,
+                                    write_json, write_plots)
 
     config = OcrConfig(epochs=OcrConfig.epochs if full else DEMO_EPOCHS, max_train_words=max_train_words)
     if epochs is not None:
@@ -91,6 +91,8 @@ def ocr_demo(full: bool, epochs: int | None, max_train_words: int | None, extens
         results += run_ocr_experiment(variant, log=click.echo, protocol=name)
     click.echo("")
     click.echo(format_table(results))
+    click.echo("")
+    click.echo(GAP_NOTE.format(epochs=config.epochs, words=max_train_words or "all"))
     try:
         paths = write_plots(results, out)
     except ImportError as err:  # matplotlib is the `plot` extra
