@@ -57,7 +57,7 @@ GAP_NOTE = (
     "all 6,173\n"
     "  * beam(10): the paper does not say how training treats a gold spelling that falls off the beam. "
     "Kept on the beam\n"
-    "    (the default, off_beam='force'): word acc 0.779 ± 0.010; early update (off_beam='early', "
+    "    (the default, --off-beam force): word acc 0.779 ± 0.010; early update (--off-beam early, "
     "Collins & Roark 2004):\n"
     "    0.872 ± 0.006 — the paper's 0.871\n"
     "  * rcms(10): 0.867 ± 0.006 with the paper's definitions; back-off features + contexts capped at n − 1 + "
