@@ -791,6 +791,7 @@ def test_prox_pep_at_lambda_zero_converges_to_the_exact_marginals_on_a_tree(seed
     assert distance[1] <= min(distance[0] / 10, 5e-3)
 
 
+@pytest.mark.slow
 def test_prox_pep_at_lambda_zero_equals_exact_enumeration_on_a_tree():
     """The same, run until the first-order steps have converged: TV ≤ 1e-6."""
     graph, support = _random_tree_graph(0)
