@@ -83,6 +83,9 @@ def main(argv=None):
     parser.add_argument("--epochs", type=int, default=OcrConfig.epochs)
     parser.add_argument("--off-beam", default="force", choices=("force", "skip", "early"))
     parser.add_argument("--methods", default="beam:10,rcms:10,beam:200")
+    parser.add_argument("--dev-fold", type=int, default=None,
+                        help="evaluate on this fold, train on the others except the test fold 1 (held back)")
+    parser.add_argument("--step-size", type=float, default=OcrConfig.step_size, help="AdaGrad η (the paper's 0.2)")
     parser.add_argument("--out", default=None, help="folder for the plots of the first seed")
     parser.add_argument("--json", default=None)
     parser.add_argument("--speed", action="store_true")
@@ -99,13 +102,17 @@ def main(argv=None):
     for protocol in protocols:
         for seed in seeds:
             config = replace(OcrConfig(epochs=args.epochs, methods=methods, progress=False, seed=seed,
-                                       off_beam=args.off_beam), **PROTOCOLS[protocol])
+                                       off_beam=args.off_beam, dev_fold=args.dev_fold, step_size=args.step_size),
+                             **PROTOCOLS[protocol])
             label = protocol if args.off_beam == "force" else f"{protocol}, off-beam {args.off_beam}"
+            label += f", η {args.step_size:g}" if args.step_size != OcrConfig.step_size else ""
             results = run_ocr_experiment(config, data_path=args.data, protocol=label)
             if seed == seeds[0]:
                 first_results += results
             for r in results:
-                rows.append(r.summary() | {"seed": seed, "epochs": args.epochs, "load_avg_1min": load})
+                rows.append(r.summary() | {"seed": seed, "epochs": args.epochs, "load_avg_1min": load,
+                                           "evaluated_on": "test fold 1" if args.dev_fold is None
+                                           else f"dev fold {args.dev_fold}"})
             load = os.getloadavg()[0]
             if args.json:
                 _write_json(args.json, {"runs": rows})

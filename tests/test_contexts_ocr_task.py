@@ -56,3 +56,34 @@ def test_demo_command_prints_the_table_and_writes_the_plot(tmp_path):
     rows = [line for line in result.output.splitlines() if line.startswith("| rcms(10) |")]
     assert [r.split("|")[2].strip() for r in rows] == ["paper", "+backoff", "+cap"]
     assert (out / "ocr_precision_recall.png").stat().st_size > 1000
+
+
+def test_plots_share_colours_and_keep_every_precision_recall_tail(tmp_path, monkeypatch):
+    """Issue #31 item 6: one colour per method across the three OCR plots, the precision axis
+    low enough for the lowest curve (beam(10)'s tail ends near its word accuracy, below 0.8),
+    and a one-epoch training plot with its x axis from 0 (not 0.96-1.04 around one dot)."""
+    pytest.importorskip("matplotlib")
+    from varorder.eval import plots
+    from varorder.tasks.ocr import MethodResult
+
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig))
+    monkeypatch.setattr(plots._pyplot(), "close", lambda fig: None)
+    recall = np.linspace(0.0, 1.0, 11)
+
+    def result(name, mode, final):
+        return MethodResult(name, mode, 10, 0.9, final, 0.2, 0.3, 1.0, 1.0, recall,
+                            np.linspace(1.0, final, 11), [{"epoch": 1, "test_word_acc": final}], [(10, 1.0), (20, 1.5)],
+                            None, "paper")
+
+    write_plots([result("beam(10)", "beam", 0.72), result("rcms(10)", "rcms", 0.86)], tmp_path)
+    pr, training, context = figures
+    assert pr.axes[0].get_ylim()[0] <= 0.72
+    assert training.axes[0].get_xlim()[0] <= 0.0 and "one test point per epoch" in training.axes[0].get_title()
+    colour = {}
+    for fig in figures:
+        for line in fig.axes[0].get_lines():
+            if line.get_label().startswith(("beam", "rcms")):
+                assert colour.setdefault(line.get_label(), line.get_color()) == line.get_color()
+    assert colour["beam(10) [paper]"] != colour["rcms(10) [paper]"]
+    assert context.axes[0].get_lines()[0].get_color() == colour["rcms(10) [paper]"]

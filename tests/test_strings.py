@@ -702,3 +702,100 @@ def test_a_message_penalised_prox_update_is_the_cavity_plus_the_prox_of_the_mess
         assert not np.allclose(updated[penalty][ids], other + _tree_group_shrink(reference.registry_[v], ids, y - other,
                                                                                    eta * ep.lam), atol=1e-6)
     assert np.abs(updated["message"] - updated["belief"]).max() > 1e-3
+
+
+# -- proximal PEP at λ = 0 against exact enumeration (issue #30) -----------------------------
+
+
+def _flat_finite(rng, n=4, max_len=2):
+    """A finite distribution whose probabilities are at least 1/(2n): first-order steps reach
+    1e-6 on it in tens of steps (a probability of 1e-3 takes thousands: a rate, not a bias)."""
+    strings = sorted({tuple(rng.choice(AB, size=int(rng.integers(0, max_len + 1)))) for _ in range(n)})
+    w = 0.5 * rng.dirichlet(np.ones(len(strings))) + 0.5 / len(strings)
+    return {s: math.log(p) for s, p in zip(strings, w)}
+
+
+def _total_variation(log_q: dict, log_p: dict) -> float:
+    """TV between q (scored on the strings of ``log_q``, the rest of its mass counted as
+    outside) and p (zero outside ``log_p``)."""
+    q = {s: math.exp(v) for s, v in log_q.items()}
+    inside = sum(abs(q[s] - math.exp(log_p.get(s, -math.inf))) for s in q)
+    missing = sum(math.exp(v) for s, v in log_p.items() if s not in q)
+    return 0.5 * (inside + missing + abs(1.0 - sum(q.values())))
+
+
+@settings(max_examples=8, deadline=None)
+@given(seeds)
+def test_prox_projection_at_lambda_zero_is_exact_on_a_finite_distribution(seed):
+    """λ = 0, depth 4 (every ^ x y $ of a string of length ≤ 2 is a feature): proximal steps
+    reach p itself and EP's 4-gram closed form. Needs the start-anchored n-grams ^a, ^b, …
+    (θ_^ has no gradient, so they were never opened: the family could not tell a string's
+    first symbol from a later one) and footnote 1's −∞ for n-grams p never fires (without
+    it the mass outside p's support decays like 1/steps: TV 1e-2 after 200 steps)."""
+    rng = np.random.default_rng(seed)
+    table = _flat_finite(rng)
+    p = strings_acceptor(AB, table)
+    machine, theta = project_acceptor(p, optimizer="prox", steps=100, eta=1.0, lam=0.0, max_order=4)
+    strings = list(oracle.all_strings(AB, 2))
+    got = _q_table(machine, theta, strings)
+    assert _total_variation(got, table) <= 1e-6
+    ngram = ngram_machine(AB, 4)
+    counts, _ = ngram.expected_counts(p, np.zeros(ngram.n_cells))
+    ep = _q_table(ngram, ngram_closed_form(ngram, counts), strings)
+    assert _total_variation(got, ep) <= 1e-6
+
+
+def _random_tree_graph(seed):
+    """2-4 morphemes joined by two-morpheme words along a random tree (plus maybe one
+    one-morpheme word), a finite prior support with probabilities ≥ 1/8, a flat edit model."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 5))
+    names = [f"V{i}" for i in range(n)]
+    words = []
+    for i in range(1, n):
+        j = int(rng.integers(0, i))
+        pair = (names[j], names[i]) if rng.random() < 0.5 else (names[i], names[j])
+        words.append(Word(pair, tuple(rng.choice(AB, size=int(rng.integers(1, 4))))))
+    if rng.random() < 0.5:
+        words.append(Word((names[int(rng.integers(0, n))],), tuple(rng.choice(AB, size=int(rng.integers(0, 3))))))
+    support = _flat_finite(rng)
+    edit = EditTransducer.uniform(AB, copy=0.6, delete=0.15, insert=0.15)
+    return PhonologyGraph(AB, names, words, edit, bigram_prior(AB), prior_strings=support), support
+
+
+def _worst_tv(beliefs, exact, strings):
+    return max(_total_variation({s: beliefs.score(m, s) for s in strings},
+                                {s: math.log(p) for s, p in table.items() if p > 0}) for m, table in exact.items())
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_prox_pep_at_lambda_zero_converges_to_the_exact_marginals_on_a_tree(seed):
+    """A tree with finite supports: BP is exact, and so is EP with a family that contains the
+    marginals (EP-3gram, and PEP at λ = 0). PEP-prox takes one proximal step per message
+    update (§7), so it gets there by sweeps: no mass outside the support (footnote 1's −∞),
+    and the distance to the exact marginals (and to EP-3gram's beliefs) falls tenfold from
+    10 to 40 sweeps (η = 1 with backtracking; the paper's η = 0.05 is ~20× slower)."""
+    graph, support = _random_tree_graph(seed)
+    exact = _enumerate(graph, support)
+    strings = list(oracle.all_strings(AB, 2))
+    ep3 = StringEP("ngram", order=3, iterations=4, inner_passes=3).fit(graph)
+    assert _worst_tv(ep3.beliefs_, exact, strings) <= 1e-9
+    distance = []
+    for sweeps in (10, 40):
+        pep = StringEP("pep", optimizer="prox", lam=0.0, eta=1.0, iterations=sweeps, inner_passes=3).fit(graph)
+        for m in graph.morphemes:
+            inside = sum(math.exp(pep.beliefs_.score(m, s)) for s in support)
+            assert inside == pytest.approx(1.0, abs=1e-12), m
+        distance.append(_worst_tv(pep.beliefs_, exact, strings))
+        ep_beliefs = {m: {s: math.exp(ep3.beliefs_.score(m, s)) for s in support} for m in graph.morphemes}
+        assert _worst_tv(pep.beliefs_, ep_beliefs, strings) == pytest.approx(distance[-1], abs=1e-8)
+    assert distance[1] <= min(distance[0] / 10, 5e-3)
+
+
+@pytest.mark.slow
+def test_prox_pep_at_lambda_zero_equals_exact_enumeration_on_a_tree():
+    """The same, run until the first-order steps have converged: TV ≤ 1e-6."""
+    graph, support = _random_tree_graph(0)
+    exact = _enumerate(graph, support)
+    pep = StringEP("pep", optimizer="prox", lam=0.0, eta=1.0, iterations=140, inner_passes=3).fit(graph)
+    assert _worst_tv(pep.beliefs_, exact, list(oracle.all_strings(AB, 2))) <= 1e-6

@@ -38,14 +38,16 @@ _OPTIONS = [
                                                       "of a document"),
     click.option("--second-order", is_flag=True, help="samplerank: factors over three consecutive tags"),
     click.option("--epochs", type=click.IntRange(min=1), default=40, show_default=True,
-                 help="samplerank: passes over the tokens (40: within 0.5 points of the exact CRF on UD-EWT with the "
-                      "default pairs; 10 suffice with --pairs neighbourhood)"),
+                 help="samplerank: passes over the tokens. With Wick et al.'s pairs (the default) no configuration "
+                      "tried reaches the exact CRF on UD-EWT dev: 40 passes end 0.45 points below it (93.93% vs "
+                      "94.38%), 80 passes 0.44; the extension --pairs neighbourhood comes within 0.10 in 10"),
     click.option("--rule", type=click.Choice(["perceptron", "mira"]), default="perceptron", show_default=True,
                  help="samplerank: update step"),
     click.option("--pairs", type=click.Choice(["proposal", "neighbourhood"]), default="proposal",
-                 show_default=True, help="samplerank: ranked pair per step — the current and proposed "
-                                         "configuration (Wick et al.), or the model's and the objective's best "
-                                         "values of the proposed variable (FACTORIE's rule)"),
+                 show_default=True, help="samplerank: ranked pair per step — proposal: the current and proposed "
+                                         "configuration (Wick et al. 2009, the paper's); neighbourhood: the model's "
+                                         "and the objective's best values of the proposed variable (an extension, "
+                                         "FACTORIE's rule)"),
     click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True, help="samplerank: random seed"),
 ]
 

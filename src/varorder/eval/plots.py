@@ -6,6 +6,7 @@ Every figure is written atomically (temporary file in the target folder, then
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 
@@ -40,12 +41,17 @@ def _save(fig, path):
             os.unlink(tmp)
 
 
-def plot_precision_recall(curves: dict, path, title: str = "Precision–recall", min_precision: float | None = None):
-    """Plot {name: (recall, precision)} as step curves to ``path`` (PNG)."""
+def plot_precision_recall(curves: dict, path, title: str = "Precision–recall", min_precision: float | None = None,
+                          colors: dict | None = None):
+    """Plot {name: (recall, precision)} as step curves to ``path`` (PNG). ``min_precision``
+    is lowered to below the lowest curve point, so no curve's tail is cut off; ``colors``
+    ({name: colour}) keeps one colour per name across figures."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.0))
     for name, (recall, precision) in curves.items():
-        ax.step(recall, precision, where="post", label=name)
+        ax.step(recall, precision, where="post", label=name, **_color(colors, name))
+        if min_precision is not None and len(precision):
+            min_precision = min(min_precision, math.floor(20 * float(min(precision)) - 0.5) / 20)
     ax.axhline(0.99, color="grey", lw=0.8, ls="--")
     ax.set_xlabel("recall (fraction of examples answered)")
     ax.set_ylabel("precision (accuracy on answered)")
@@ -59,12 +65,17 @@ def plot_precision_recall(curves: dict, path, title: str = "Precision–recall",
     plt.close(fig)
 
 
-def plot_curves(curves: dict, path, xlabel: str, ylabel: str, title: str = ""):
-    """Plot {name: (x, y)} as lines to ``path`` (PNG)."""
+def plot_curves(curves: dict, path, xlabel: str, ylabel: str, title: str = "", colors: dict | None = None,
+                xlim: tuple | None = None):
+    """Plot {name: (x, y)} as lines to ``path`` (PNG); ``colors`` as in :func:`plot_precision_recall`,
+    ``xlim`` fixes the x range (e.g. from 0, where a curve has one point)."""
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5.5, 4.0))
     for name, (x, y) in curves.items():
-        ax.plot(x, y, marker="." if len(x) < 30 else None, label=name)
+        ax.plot(x, y, marker="o" if len(x) < 2 else ("." if len(x) < 30 else None), label=name,
+                **_color(colors, name))
+    if xlim is not None:
+        ax.set_xlim(*xlim)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:
@@ -73,6 +84,10 @@ def plot_curves(curves: dict, path, xlabel: str, ylabel: str, title: str = ""):
     ax.grid(alpha=0.3)
     _save(fig, path)
     plt.close(fig)
+
+
+def _color(colors, name) -> dict:
+    return {} if colors is None or name not in colors else {"color": colors[name]}
 
 
 def plot_curve_panels(panels: dict, path, xlabel: str, ncols: int = 3):

@@ -16,9 +16,11 @@ Variable updates (EP, eqs. 4-7): θ_{V→F} = θ_V − θ_{F→V}; p̂ = μ_{F�
 gradient step on eq. 7 + λΩ(θ_{F→V}) (§4.3: the penalty on the message),
 θ_V ← θ_{V→F} + prox_{ηλΩ}(θ_V + η (E_p̂[f] − E_{q_θV}[f]) − θ_{V→F}), with Ω the
 tree-structured group lasso over substring prefixes, eq. 9, on the active set: the nonzero
-substrings, their prefixes and their one-symbol extensions, Fig. 2; ``prox_penalty="belief"``
-is the option prox_{ηλΩ}(θ_V + η(…))); then θ_{F→V} = θ_V − θ_{V→F} (eq. 6). PEP's first
-pass is restricted to unigram features (closed form), as §7 does.
+substrings, their prefixes and their one-symbol extensions, Fig. 2, with the children of ^
+always on the frontier since ^ itself fires on no cell; ``prox_penalty="belief"`` is the
+option prox_{ηλΩ}(θ_V + η(…))); then θ_{F→V} = θ_V − θ_{V→F} (eq. 6). At λ = 0 a feature
+that p̂ never fires gets the −∞ weight of footnote 1 (kept finite, :data:`LOG_ZERO`). PEP's
+first pass is restricted to unigram features (closed form), as §7 does.
 
 Pruned BP (the baseline of Cotterell et al. 2015, §5 here): every variable's domain is
 the union of the k-best strings of its incoming μ_{F→V}; messages are exact BP messages
@@ -40,7 +42,7 @@ from scipy.special import logsumexp
 
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.loglinear.prox import prox_tree_l2
-from varorder.strings.features import (FeatureMachine, SubstringRegistry, ngram_closed_form,
+from varorder.strings.features import (BOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
 from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
@@ -77,6 +79,9 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
 NEG_INF = -math.inf
 GREEDY_FLOOR = 1e-6  # pseudo-count of an unseen n-gram in a greedy projection, per unit of its state's mass
 DAMPING = (1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625, 0.0)  # cavity fractions α tried in turn
+# the −∞ weight of footnote 1, kept finite: exp(LOG_ZERO) is 0.0 in float64, yet sums and differences
+# of messages stay exact (−∞ − (−∞) would be NaN in the cavities θ_V − θ_{F→V}; footnote 4)
+LOG_ZERO = -1e4
 
 
 def _visit_order(graph: PhonologyGraph, variables) -> list:
@@ -404,8 +409,15 @@ class StringEP(ParamsMixin):
             ids.update(np.flatnonzero(x).tolist())
         # unigrams (children of the root) are always active
         ids.update(registry.extend(()))
+        if frontier_of is not None and (self.max_order is None or self.max_order > 1):
+            # so are the children of ^: reading ^ is not a cell (every string starts with it), so
+            # θ_^ has no gradient, stays 0 and would never open ^a, ^b, … (the start-anchored
+            # n-grams, which EP's n-gram family has from the start)
+            ids.update(registry.extend((BOS,)))
         if frontier_of is not None:
-            for i in np.flatnonzero(frontier_of).tolist():
+            # a feature at the −∞ weight (footnote 1) rules out every string it fires in; so do
+            # its extensions, which are never worth activating
+            for i in np.flatnonzero((frontier_of != 0) & (frontier_of > LOG_ZERO / 2)).tolist():
                 w = registry.strings[i]
                 if self.max_order is None or len(w) < self.max_order:
                     ids.update(registry.extend(w))
@@ -686,10 +698,26 @@ class StringEP(ParamsMixin):
                 step = values - current
                 f_new = z - float(counts_p @ new[machine.feature_ids])
                 if f_new <= f_current - float(grad[take] @ step) + float(step @ step) / (2 * eta) + 1e-12:
-                    return new
+                    return self._footnote_zero(registry, machine, new, counts_p)
             eta *= 0.5
         self.stats_["infeasible"] += 1
         return theta_v
+
+    def _footnote_zero(self, registry, machine, theta, counts_p):
+        """Unpenalised (λ = 0), a feature that no string of p̂ fires has optimal weight −∞
+        (footnote 1: "we allow −∞ since it is a feature's optimal weight if p(v) = 0 for all
+        v with that feature"); gradient steps only approach it, the mass q_θ keeps outside
+        p̂'s support decaying like 1/steps, and at λ = 0 the active set then grows by one
+        level of every such feature per step without end. Such features are set to
+        :data:`LOG_ZERO` (never raised: a lower weight is as good), which only lowers log Z
+        (their p̂-count is 0). Under λ > 0 a −∞ weight has infinite penalty: not applied.
+        The feature ^ fires on no cell (every string starts with it) and is left alone."""
+        if self.lam != 0:
+            return theta
+        dead = machine.feature_ids[counts_p <= 0.0]
+        dead = dead[dead != registry.ids[(BOS,)]]
+        theta[dead] = np.minimum(theta[dead], LOG_ZERO)
+        return theta
 
     # -- driver -----------------------------------------------------------------------
     def _check_params(self):
