@@ -64,8 +64,8 @@ def main(argv=None):
     graph, support = tree_graph(args.seed)
     exact = exact_marginals(graph, support)
     print("| method | η | sweeps | worst TV to the exact marginals | CPU s |\n|---|---|---|---|---|")
-    for label, estimator in (("EP-3gram", StringEP("ngram", order=3, iterations=4, inner_passes=3)),
-                             (f"PEP-greedy(λ={args.lam:g})", StringEP("pep", optimizer="greedy", lam=args.lam,
+    for label, estimator in (("EP-3gram", StringEP(family="ngram", order=3, iterations=4, inner_passes=3)),
+                             (f"PEP-greedy(λ={args.lam:g})", StringEP(family="pep", optimizer="greedy", lam=args.lam,
                                                                       iterations=4, inner_passes=3))):
         cpu = time.process_time()
         estimator.fit(graph)
@@ -73,7 +73,7 @@ def main(argv=None):
     for eta in args.etas:
         for sweeps in args.sweeps:
             cpu = time.process_time()
-            pep = StringEP("pep", optimizer="prox", lam=args.lam, eta=eta, iterations=sweeps, inner_passes=3,
+            pep = StringEP(family="pep", optimizer="prox", lam=args.lam, eta=eta, iterations=sweeps, inner_passes=3,
                            max_order=args.max_order).fit(graph)
             print(f"| PEP-prox(λ={args.lam:g}) | {eta:g} | {sweeps} | {worst_tv(pep.beliefs_, exact):.2e} | "
                   f"{time.process_time() - cpu:.1f} |", flush=True)

@@ -778,11 +778,11 @@ def test_prox_pep_at_lambda_zero_converges_to_the_exact_marginals_on_a_tree(seed
     graph, support = _random_tree_graph(seed)
     exact = _enumerate(graph, support)
     strings = list(oracle.all_strings(AB, 2))
-    ep3 = StringEP("ngram", order=3, iterations=4, inner_passes=3).fit(graph)
+    ep3 = StringEP(family="ngram", order=3, iterations=4, inner_passes=3).fit(graph)
     assert _worst_tv(ep3.beliefs_, exact, strings) <= 1e-9
     distance = []
     for sweeps in (10, 40):
-        pep = StringEP("pep", optimizer="prox", lam=0.0, eta=1.0, iterations=sweeps, inner_passes=3).fit(graph)
+        pep = StringEP(family="pep", optimizer="prox", lam=0.0, eta=1.0, iterations=sweeps, inner_passes=3).fit(graph)
         for m in graph.morphemes:
             inside = sum(math.exp(pep.beliefs_.score(m, s)) for s in support)
             assert inside == pytest.approx(1.0, abs=1e-12), m
@@ -797,5 +797,5 @@ def test_prox_pep_at_lambda_zero_equals_exact_enumeration_on_a_tree():
     """The same, run until the first-order steps have converged: TV ≤ 1e-6."""
     graph, support = _random_tree_graph(0)
     exact = _enumerate(graph, support)
-    pep = StringEP("pep", optimizer="prox", lam=0.0, eta=1.0, iterations=140, inner_passes=3).fit(graph)
+    pep = StringEP(family="pep", optimizer="prox", lam=0.0, eta=1.0, iterations=140, inner_passes=3).fit(graph)
     assert _worst_tv(pep.beliefs_, exact, list(oracle.all_strings(AB, 2))) <= 1e-6
