@@ -250,3 +250,23 @@ def test_real_data_tree_and_alignment_load():
 
     names, seqs = read_alignment(root / "hpmrc.fa.gz")
     assert len(names) == 5 and len(seqs[0]) == 20608
+
+
+@pytest.mark.parametrize("mode", ["independent", "parameter"])
+def test_phylo_training_on_executors_gives_the_serial_model(mode):
+    # issue #35: the phylogenetic HMM's E-steps run through varorder.parallel like every AgreementEM learner
+    from varorder.parallel import JoblibExecutor, ThreadExecutor
+
+    shards = [_synthetic_alignment(0), _synthetic_alignment(1), _synthetic_alignment(2)]
+
+    def fitted(executor):
+        models = [PhyloSlices(m, shards[0].tree).initialize(1 + m) for m in (0, 1)]
+        est = AgreementEM(submodels=models, mode=mode, n_iter=3, executor=executor).fit(shards)
+        return est.objectives_, [(m.root_, m.p1_, m.p2_) for m in models]
+
+    serial = fitted(None)
+    for executor in (ThreadExecutor(2), JoblibExecutor(2)):
+        objectives, tables = fitted(executor)
+        assert objectives == serial[0]
+        for a, b in zip(tables, serial[1]):
+            assert all(np.array_equal(x, y) for x, y in zip(a, b))
