@@ -103,3 +103,17 @@ def test_atomic_text_write_on_a_full_disk_names_the_output(tmp_path):
         with atomic_write_text(target):
             raise OSError(errno.ENOSPC, "No space left on device")
     assert target.read_text() == "old\n" and sorted(p.name for p in tmp_path.iterdir()) == ["out.txt"]
+
+
+def test_a_broken_pipe_is_not_blamed_on_a_file_being_written(tmp_path):
+    # the body of a file writer also printed to a closed pipe: the error is the pipe's
+    import errno
+
+    from varorder.io import atomic_write_text
+
+    with pytest.raises(BrokenPipeError) as info:
+        with atomic_write_text(tmp_path / "side.txt") as fh:
+            fh.write("x\n")
+            raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+    assert info.value.filename is None and "while writing" not in str(info.value)
+    assert not (tmp_path / "side.txt").exists()

@@ -10,6 +10,7 @@ ordinary ``open`` would give under the current umask.
 
 from __future__ import annotations
 
+import errno
 import gzip
 import io
 import os
@@ -25,7 +26,10 @@ def naming_path(error: BaseException, path, role: str = "the output") -> BaseExc
     ``[Errno 28] No space left on device``, a file past ``RLIMIT_FSIZE``: ``[Errno 27]``),
     made to name ``path`` and what it was (#33: the message did not say whether the output,
     the ``-T`` folder or an input had failed). Returns it, to be re-raised."""
-    if isinstance(error, OSError) and error.filename is None and error.errno is not None:
+    # EPIPE comes from a pipe (stdout read by `head`), never from writing a file: a writer whose
+    # body also printed to stdout must not claim it
+    if (isinstance(error, OSError) and error.filename is None and error.errno is not None
+            and error.errno != errno.EPIPE):
         error.filename = os.fspath(path)
         error.strerror = f"{error.strerror} while writing {role}"
     return error
