@@ -146,10 +146,14 @@ class DaskExecutor(Executor):
             self.client.replicate(futures, n=2)
         return futures
 
+    def _ship(self, shared) -> list:
+        """Shared arguments as the workers will get them: each sizeable one broadcast once."""
+        return [self.client.scatter(s, broadcast=True, hash=False) if _worth_scattering(s) else s for s in shared]
+
     def map_remote(self, fn, items, *shared):
         from distributed import wait
 
-        shipped = [self.client.scatter(s, broadcast=True, hash=False) if _worth_scattering(s) else s for s in shared]
+        shipped = self._ship(shared)
         futures = [self.client.submit(fn, item, *shipped, pure=False, retries=self.retries) for item in items]
         wait(futures)
         if self.n_workers >= 2 and futures:  # a copy on a second worker survives the loss of the first
@@ -157,7 +161,7 @@ class DaskExecutor(Executor):
         return futures
 
     def map(self, fn, items, *shared):
-        shipped = [self.client.scatter(s, broadcast=True, hash=False) if _worth_scattering(s) else s for s in shared]
+        shipped = self._ship(shared)
         futures = [self.client.submit(fn, item, *shipped, pure=False, retries=self.retries) for item in items]
         return self.client.gather(futures)
 

@@ -366,18 +366,13 @@ class CRF(ParamsMixin):
 
     def _objective(self, matrix, lengths, gold, K):
         """The NLL and its gradient: one :class:`ChainObjective`, or shards on an executor."""
-        from varorder.parallel import SerialExecutor, as_executor
+        from varorder.models.sharded import ShardedObjective, shard_plan
 
-        executor = as_executor(self.executor, n_jobs=self.n_jobs)
-        n_shards = self.n_shards or (1 if isinstance(executor, SerialExecutor) else 8)
-        if n_shards == 1 and isinstance(executor, SerialExecutor):
+        executor, shards = shard_plan(self, lengths)
+        if shards is None:
             return ChainObjective(matrix, lengths, gold, K)
-        from varorder.models.sharded import ShardedObjective, shard_bounds
-
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        shards = [ChainObjective(matrix[offsets[a]:offsets[b]], lengths[a:b], gold[offsets[a]:offsets[b]], K)
-                  for a, b in shard_bounds(lengths, n_shards)]
-        return ShardedObjective(shards, executor)
+        return ShardedObjective([ChainObjective(matrix[tokens], lengths[seqs], gold[tokens], K)
+                                 for seqs, tokens in shards], executor)
 
     def _fit_minibatch(self, theta, matrix, lengths, gold, K, record):
         rng = np.random.default_rng(self.random_state)

@@ -213,17 +213,12 @@ class HMM(ParamsMixin):
         """The executor and the E-step's shards ``(ids, ChunkPlan)``: the whole corpus as one shard
         serially, else ``n_shards`` token-balanced ranges of sentences (8 by default), cut from the
         lengths alone so that any executor and worker count give the same sums."""
-        from varorder.parallel import SerialExecutor, as_executor
+        from varorder.models.sharded import shard_plan
 
-        executor = as_executor(self.executor, n_jobs=self.n_jobs)
-        n_shards = self.n_shards or (1 if isinstance(executor, SerialExecutor) else 8)
-        if n_shards == 1:
+        executor, shards = shard_plan(self, plan.lengths)
+        if shards is None:
             return executor, [(ids, plan)]
-        from varorder.models.sharded import shard_bounds
-
-        lengths, offsets = plan.lengths, plan.offsets
-        shards = [(ids[offsets[a]:offsets[b]], ChunkPlan(lengths[a:b])) for a, b in shard_bounds(lengths, n_shards)]
-        return executor, executor.scatter(shards)
+        return executor, executor.scatter([(ids[tokens], ChunkPlan(plan.lengths[seqs])) for seqs, tokens in shards])
 
     def _baum_welch(self, ids, plan, K, V1):
         from varorder.parallel import reduce_in_order

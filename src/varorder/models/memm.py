@@ -202,18 +202,13 @@ class MEMM(ParamsMixin):
         """Σ of the per-position NLLs and its gradient: one :class:`LocalObjective`, or token-balanced
         shards of sentences on an executor (``n_shards``; 8 by default with an executor), whose sums
         come back in shard order — the same model on any executor and worker count."""
-        from varorder.parallel import SerialExecutor, as_executor
+        from varorder.models.sharded import ShardedObjective, shard_plan
 
-        executor = as_executor(self.executor, n_jobs=self.n_jobs)
-        n_shards = self.n_shards or (1 if isinstance(executor, SerialExecutor) else 8)
-        if n_shards == 1 and isinstance(executor, SerialExecutor):
+        executor, shards = shard_plan(self, lengths)
+        if shards is None:
             return LocalObjective(matrix, is_first, prev_label, gold, F, K)
-        from varorder.models.sharded import ShardedObjective, shard_bounds
-
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        return ShardedObjective([LocalObjective(matrix[offsets[a]:offsets[b]], is_first[offsets[a]:offsets[b]],
-                                                prev_label[offsets[a]:offsets[b]], gold[offsets[a]:offsets[b]], F, K)
-                                 for a, b in shard_bounds(lengths, n_shards)], executor)
+        return ShardedObjective([LocalObjective(matrix[tokens], is_first[tokens], prev_label[tokens], gold[tokens],
+                                                F, K) for _, tokens in shards], executor)
 
     @staticmethod
     def _conjoin(matrix, previous, K):

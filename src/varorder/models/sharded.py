@@ -20,9 +20,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from varorder.parallel import Executor, as_executor, reduce_in_order
+from varorder.parallel import Executor, SerialExecutor, as_executor, reduce_in_order
 
-__all__ = ["ShardedObjective", "shard_bounds"]
+__all__ = ["DEFAULT_SHARDS", "ShardedObjective", "shard_bounds", "shard_plan"]
+
+#: shards of an estimator given an executor but no ``n_shards``: a constant, never the worker
+#: count, so the model does not depend on how many workers there are
+DEFAULT_SHARDS = 8
 
 
 def shard_bounds(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
@@ -39,6 +43,20 @@ def shard_bounds(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
     cuts = np.unique(np.clip(np.searchsorted(ends, targets, side="left") + 1, 1, n))
     edges = [0, *[int(c) for c in cuts if 0 < c < n], n]
     return [(a, b) for a, b in zip(edges[:-1], edges[1:]) if b > a]
+
+
+def shard_plan(owner, lengths: np.ndarray) -> tuple[Executor, list[tuple[slice, slice]] | None]:
+    """The executor of an estimator's ``executor`` / ``n_jobs`` and its shards as (sequence slice,
+    token slice) pairs, from ``owner.n_shards`` (1 serially, :data:`DEFAULT_SHARDS` with an
+    executor, when not set); the shards are None when the fit runs serially in one piece."""
+    executor = as_executor(owner.executor, n_jobs=owner.n_jobs)
+    serial = isinstance(executor, SerialExecutor)
+    n_shards = owner.n_shards or (1 if serial else DEFAULT_SHARDS)
+    if n_shards == 1 and serial:
+        return executor, None
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    return executor, [(slice(a, b), slice(int(offsets[a]), int(offsets[b])))
+                      for a, b in shard_bounds(lengths, n_shards)]
 
 
 def _evaluate(objective, theta):
