@@ -151,6 +151,11 @@ class _LazyGroup(click.Group):
         except click.ClickException:
             _close_progress_bars()
             raise
+        except BrokenPipeError:
+            # the reader of stdout went away (`| head -1`): no fault of the input or of any file,
+            # so no message; click's standalone main exits 1 quietly and pacifies the final flush
+            _close_progress_bars()
+            raise
         except (ValueError, OSError) as exc:
             _close_progress_bars()
             if os.environ.get("VARORDER_DEBUG"):
