@@ -268,7 +268,8 @@ class WordAligner(ParamsMixin):
         bit for bit on any executor (see :mod:`varorder.agree.sources`). Returns self."""
         from varorder.agree.sources import fit_sources
 
-        return fit_sources(self, sources, read)
+        self._check_params()
+        return fit_sources(self, sources, read, TRAINING[self.training])
 
     def _train(self, shards, mode, n_iter, phase):
         callback = None

@@ -18,8 +18,9 @@ changes. Four rounds on the executor of :mod:`varorder.parallel`:
 So the driver holds the vocabularies, the pair table and the model's tables, never the corpus; on Dask
 the pieces stay on the workers (each on two of them, so that a lost worker loses no piece). Equal
 pieces and parameters give the bit-identical model on any executor and worker count; a single piece
-gives the model of ``fit`` on the whole corpus bit for bit, several pieces the same up to the order in
-which their counts are added (≤ 1e-12 relative per E-step).
+gives the model of ``fit`` on the whole corpus bit for bit; several pieces give ``fit``'s vocabularies
+and pair table exactly and its tables up to the order in which the pieces' counts are added (within
+1e-9 relative after a few iterations in the tests).
 """
 
 from __future__ import annotations
@@ -93,12 +94,10 @@ def _train(aligner, executor, pieces, mode, n_iter, phase):
     aligner.history_.append((f"{phase}/{mode}", list(em.objectives_)))
 
 
-def fit_sources(aligner, sources, read):
+def fit_sources(aligner, sources, read, mode: str):
     """Train ``aligner`` (a :class:`~varorder.agree.WordAligner`) on the pairs ``read(source)`` yields for
-    every source, each read on the workers of ``aligner.executor``; returns the aligner (see the module
-    docstring)."""
-    from varorder.agree.aligner import TRAINING
-
+    every source, each read on the workers of ``aligner.executor``, its final model in the
+    :class:`AgreementEM` ``mode`` of its ``training``; returns the aligner (see the module docstring)."""
     aligner._check_params()
     sources = list(sources)
     if not sources:
@@ -133,11 +132,11 @@ def fit_sources(aligner, sources, read):
     ibm1 = [IBM1("f|e", pairs, len(f_vocab)).initialize(), IBM1("e|f", pairs, len(e_vocab)).initialize()]
     aligner.models_ = ibm1
     if aligner.model == "ibm1":
-        _train(aligner, executor, pieces, TRAINING[aligner.training], aligner.ibm1_iterations, "ibm1")
+        _train(aligner, executor, pieces, mode, aligner.ibm1_iterations, "ibm1")
         return aligner
     _train(aligner, executor, pieces, "independent", aligner.ibm1_iterations, "ibm1")
     aligner.models_ = [HMMAligner(m.direction, pairs, m.n_target_words, aligner.null_prob, aligner.max_jump,
                                   aligner.band).initialize().copy_tables_from(m) for m in ibm1]
     del ibm1
-    _train(aligner, executor, pieces, TRAINING[aligner.training], aligner.iterations, "hmm")
+    _train(aligner, executor, pieces, mode, aligner.iterations, "hmm")
     return aligner
