@@ -30,12 +30,50 @@ local/Slurm executors.
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import socket
+import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["check_n_jobs", "Executor", "SerialExecutor", "ThreadExecutor", "JoblibExecutor", "DaskExecutor", "as_executor",
-           "connect_dask", "reduce_in_order", "is_dask_client"]
+           "connect_dask", "reduce_in_order", "is_dask_client", "MapStats", "progress_note"]
+
+
+@dataclass
+class MapStats:
+    """What an executor's maps did since the last :meth:`Executor.take_stats`: for the progress line
+    of a distributed learner (per iteration: workers busy, time)."""
+
+    maps: int = 0
+    tasks: int = 0
+    #: the workers (host, process, thread) that ran at least one task
+    workers: set = field(default_factory=set)
+    #: wall time spent inside maps, here
+    seconds: float = 0.0
+    #: the tasks' own run times summed over the workers
+    task_seconds: float = 0.0
+
+    def describe(self, n_workers: int) -> str:
+        """``workers busy 2/2, 16 tasks in 0.31 s`` (compute summed over the tasks in brackets)."""
+        return (f"workers busy {len(self.workers)}/{n_workers}, {self.tasks} tasks in {self.seconds:.2f} s "
+                f"(compute {self.task_seconds:.2f} s)")
+
+
+class _Tagged:
+    """``fn`` run where the task runs, returning (result, the worker that ran it, its run time):
+    the executor counts the workers that were busy without changing the result."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, item, *shared):
+        began = time.perf_counter()
+        result = self.fn(item, *shared)
+        return result, (socket.gethostname(), os.getpid(), threading.get_ident()), time.perf_counter() - began
 
 
 class Executor(ABC):
@@ -48,9 +86,34 @@ class Executor(ABC):
     #: workers the backend runs tasks on (1 for the serial backend)
     n_workers: int = 1
 
-    @abstractmethod
     def map(self, fn: Callable, items: Iterable, *shared: Any) -> list:
-        """``[fn(item, *shared) for item in items]``, computed by the backend, in item order."""
+        """``[fn(item, *shared) for item in items]``, computed by the backend, in item order (the
+        workers busy and the time are added to :meth:`take_stats`'s record)."""
+        began = time.perf_counter()
+        tagged = self._map(_Tagged(fn), items, *shared)
+        stats = self._stats()
+        stats.maps += 1
+        stats.tasks += len(tagged)
+        stats.workers.update(worker for _, worker, _ in tagged)
+        stats.task_seconds += sum(seconds for _, _, seconds in tagged)
+        stats.seconds += time.perf_counter() - began
+        return [result for result, _, _ in tagged]
+
+    @abstractmethod
+    def _map(self, fn: Callable, items: Iterable, *shared: Any) -> list:
+        """The backend's ``[fn(item, *shared) for item in items]``, in item order."""
+
+    def _stats(self) -> MapStats:
+        stats = getattr(self, "_map_stats", None)
+        if stats is None:
+            stats = self._map_stats = MapStats()
+        return stats
+
+    def take_stats(self) -> MapStats:
+        """What the maps did since the last call (workers busy, tasks, time), and start a new record."""
+        stats = self._stats()
+        self._map_stats = MapStats()
+        return stats
 
     def map_remote(self, fn: Callable, items: Iterable, *shared: Any) -> list:
         """:meth:`map`, its results left where they were computed (handles for later maps, e.g.
@@ -78,7 +141,7 @@ class Executor(ABC):
 class SerialExecutor(Executor):
     """Here, in this thread, one item after another."""
 
-    def map(self, fn, items, *shared):
+    def _map(self, fn, items, *shared):
         return [fn(item, *shared) for item in items]
 
 
@@ -95,7 +158,7 @@ class ThreadExecutor(Executor):
     def pool(self) -> concurrent.futures.Executor:
         return self._pool
 
-    def map(self, fn, items, *shared):
+    def _map(self, fn, items, *shared):
         futures = [self._pool.submit(fn, item, *shared) for item in items]
         return [f.result() for f in futures]
 
@@ -118,7 +181,7 @@ class JoblibExecutor(Executor):
         self.n_workers = max(1, int(parallel.n_jobs if parallel.n_jobs and parallel.n_jobs > 0
                                     else joblib.cpu_count()))
 
-    def map(self, fn, items, *shared):
+    def _map(self, fn, items, *shared):
         delayed = self._joblib.delayed
         return list(self._joblib.Parallel(n_jobs=self.n_jobs, backend=self.backend)(
             delayed(fn)(item, *shared) for item in items))
@@ -140,34 +203,65 @@ class DaskExecutor(Executor):
 
     def scatter(self, items):
         """Send ``items`` to the workers once, each on two workers where there are two, so that a
-        worker lost mid-iteration leaves a copy for the rescheduled task (and nothing is kept here)."""
-        futures = self.client.scatter(list(items), hash=False)
+        worker lost mid-iteration leaves a copy for the rescheduled task (and nothing is kept here).
+        Items already on the workers (:meth:`map_remote`'s futures) are returned as they are."""
+        items = list(items)
+        if items and all(_is_future(item) for item in items):
+            return items
+        futures = self.client.scatter(items, hash=False)
         if self.n_workers >= 2 and futures:
             self.client.replicate(futures, n=2)
         return futures
 
     def _ship(self, shared) -> list:
-        """Shared arguments as the workers will get them: each sizeable one broadcast once."""
-        return [self.client.scatter(s, broadcast=True, hash=False) if _worth_scattering(s) else s for s in shared]
+        """Shared arguments as the workers will get them: each sizeable one broadcast once, as one
+        pickle. Dask serializes a list element by element, so each is sent inside a :class:`_Bundle`:
+        objects its elements share stay shared, as in a process pool (e.g. two aligner directions'
+        one pair table, which their summed E-step relies on)."""
+        return [self.client.scatter([_Bundle(s)], broadcast=True, hash=False)[0] if _worth_scattering(s) else s
+                for s in shared]
 
     def map_remote(self, fn, items, *shared):
         from distributed import wait
 
         shipped = self._ship(shared)
-        futures = [self.client.submit(fn, item, *shipped, pure=False, retries=self.retries) for item in items]
+        futures = [self.client.submit(_Unbundled(fn), item, *shipped, pure=False, retries=self.retries)
+                   for item in items]
         wait(futures)
         if self.n_workers >= 2 and futures:  # a copy on a second worker survives the loss of the first
             self.client.replicate(futures, n=2)
         return futures
 
-    def map(self, fn, items, *shared):
+    def _map(self, fn, items, *shared):
         shipped = self._ship(shared)
-        futures = [self.client.submit(fn, item, *shipped, pure=False, retries=self.retries) for item in items]
+        futures = [self.client.submit(_Unbundled(fn), item, *shipped, pure=False, retries=self.retries)
+                   for item in items]
         return self.client.gather(futures)
 
     def close(self):
         if self._own:
             self.client.close()
+
+
+class _Bundle:
+    """One shared argument sent to Dask workers as a single pickle (see :meth:`DaskExecutor._ship`)."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class _Unbundled:
+    """``fn`` with its :class:`_Bundle` arguments unwrapped where the task runs."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, item, *shared):
+        return self.fn(item, *[s.value if isinstance(s, _Bundle) else s for s in shared])
+
+
+def _is_future(obj) -> bool:
+    return type(obj).__name__ == "Future" and hasattr(obj, "key") and hasattr(obj, "result")
 
 
 def _worth_scattering(obj) -> bool:
@@ -260,6 +354,15 @@ def as_executor(executor=None, n_jobs: int | None = None, dask_scheduler: str | 
     if config is not None:
         return JoblibExecutor(None)
     return SerialExecutor()
+
+
+def progress_note(executor) -> str:
+    """``", workers busy 2/2, 16 tasks in 0.31 s (compute 0.52 s)"``: what ``executor``'s maps did since
+    the last note (the per-iteration progress line of a learner on an executor); "" for none or the
+    serial executor."""
+    if executor is None or isinstance(executor, SerialExecutor):
+        return ""
+    return ", " + executor.take_stats().describe(executor.n_workers)
 
 
 def check_n_jobs(owner) -> None:

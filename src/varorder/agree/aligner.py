@@ -154,7 +154,8 @@ class WordAligner(ParamsMixin):
         into) and its int32 pair ids: 5k Hansards pairs ≈ 15 MB (10k held 15 MB more at the peak
         of the 100k job and saved no time); counts go straight into the totals
         (one total shared by both directions in the agreement modes).
-    executor : None, a ``concurrent.futures`` executor, or a ``dask.distributed.Client``.
+    executor : None, a ``concurrent.futures`` executor, a ``dask.distributed.Client`` or a
+        :class:`varorder.parallel.Executor` (:meth:`fit_sources` reads the corpus on its workers).
     progress : report training (bars on a terminal, a summary line per stage otherwise).
     normalization : the text normalisation the training text went through, as a dict
         (:class:`varorder.io.bitext.Normalization`); recorded in the model so that ``apply`` repeats it.
@@ -258,6 +259,17 @@ class WordAligner(ParamsMixin):
         del ibm1
         self._train(shards, TRAINING[self.training], self.iterations, "hmm")
         return self
+
+    def fit_sources(self, sources, read):
+        """Train on a corpus in pieces, each read, encoded and kept where it runs (the workers of
+        ``executor``; here without one): ``read(source)`` yields the (English tokens, French tokens)
+        pairs of one source, e.g. :func:`varorder.io.bitext.iter_joint` over file names (picklable for
+        process and Dask workers). The driver never holds the corpus; the model equals a local run's
+        bit for bit on any executor (see :mod:`varorder.agree.sources`). Returns self."""
+        from varorder.agree.sources import fit_sources
+
+        self._check_params()
+        return fit_sources(self, sources, read, TRAINING[self.training])
 
     def _train(self, shards, mode, n_iter, phase):
         callback = None

@@ -394,19 +394,27 @@ class AgreementEM(ParamsMixin):
         shards = list(shards)
         if self.executor is None:
             return _estep_many(self.submodels, shards, self.mode)
-        results = as_executor(self.executor).map(_estep_one, shards, self.submodels, self.mode)
+        results = self._map_estep(getattr(self, "_executor", None) or as_executor(self.executor), shards)
 
         def add(total, result):
             return [add_counts(t, c) for t, c in zip(total[0], result[0])], total[1] + result[1]
 
         return reduce_in_order(results, add, start=([None] * len(self.submodels), 0.0))
 
+    def _map_estep(self, executor, shards) -> list:
+        """Every shard's (counts, objective term), in shard order, computed on ``executor``."""
+        return executor.map(_estep_one, shards, self.submodels, self.mode)
+
     def fit(self, shards):
-        """Run ``n_iter`` EM iterations over ``shards`` (a list of data shards); returns self."""
+        """Run ``n_iter`` EM iterations over ``shards`` (a list of data shards); returns self.
+
+        On an executor, with ``progress``, each iteration writes a line: objective, workers busy, time."""
         self._validate()
         shards = list(shards)
+        self._executor = None
         if self.executor is not None:
-            shards = as_executor(self.executor).scatter(shards)
+            self._executor = as_executor(self.executor)
+            shards = self._executor.scatter(shards)
         self.submodels_ = self.submodels
         self.objectives_ = []
         iterations = Progress(range(int(self.n_iter)), enabled=self.progress, desc=f"EM ({self.mode})", unit="iter")
@@ -419,6 +427,9 @@ class AgreementEM(ParamsMixin):
                     model.maximize(c)
                 del counts
             self.objectives_.append(objective)
+            if self.progress and self._executor is not None:
+                iterations.write(f"EM ({self.mode}) iteration {it + 1}: objective {objective:.6f}, "
+                                 f"{self._executor.take_stats().describe(self._executor.n_workers)}")
             if self.callback is not None:
                 self.callback(it, self)
         return self

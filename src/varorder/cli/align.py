@@ -236,13 +236,17 @@ def _write_outputs(aligner, corpus, output, method, threshold, forward_path, rev
               help="sentence pairs per E-step task (memory grows with it)")
 @click.option("--workers", "--jobs", "workers", type=click.IntRange(min=1), default=1, show_default=True, help="local E-step threads")
 @click.option("--dask", "--dask-scheduler", "dask_address", default=None, help="dask.distributed scheduler address")
+@click.option("--parts", is_flag=True,
+              help="INPUTs are pieces of one corpus, each an 'english ||| french' file, read and kept where the "
+                   "E-steps run: on the workers of --dask-scheduler (which must reach the files at the same paths) "
+                   "the corpus is never held here; the model equals a local run's")
 @click.option("-a", "--alignments", "alignments_path", type=OutputFile(allow_dash=True), default=None,
               help="also align the training text with the trained model (Pharaoh; '-' = stdout)")
 @_output_options
 @click.option("-q", "--quiet", is_flag=True, help="no progress bars or summary (warnings are still shown)")
 def train(inputs, output, model, training, iterations, ibm1_iterations, null_prob, max_jump, band, threshold,
-          max_length, normalize, lowercase, strip_accents, tokenize, limit, shard_size, workers, dask_address, alignments_path,
-          method, forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities, quiet):
+          max_length, normalize, lowercase, strip_accents, tokenize, limit, shard_size, workers, dask_address, parts,
+          alignments_path, method, forward_path, reverse_path, forward_scores, reverse_scores, link_probabilities, quiet):
     """Train an aligner on INPUT: one 'english ||| french' file (default stdin) or ENGLISH FRENCH files (.gz accepted)."""
     from varorder.agree.aligner import WordAligner
     from varorder.agree.corpus import Vocabulary
@@ -253,6 +257,12 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
     if alignments_path is None and any(extra):
         raise click.UsageError("-f/-r/-F/-R/--link-probabilities describe --alignments: give -a FILE too")
     refuse_inapplicable(click.get_current_context(), [("method", alignments_path is not None, "-a/--alignments")])
+    if parts:
+        return _train_parts(inputs, output, norm, limit, alignments_path, quiet, dict(
+            model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
+            null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold, max_length=max_length,
+            shard_size=shard_size, executor=executor(workers, dask_address), progress=not quiet,
+            normalization=norm.to_dict()))
     try:
         pairs = _encode(_iter_pairs(inputs, norm, limit), Vocabulary(), Vocabulary(), shard_size, grow=True,
                         max_length=max_length)
@@ -278,6 +288,33 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
         for phase, objectives in aligner.history_:
             click.echo(f"{phase}: objective " + " ".join(f"{o:.6g}" for o in objectives), err=True)
         click.echo(f"wrote {output} ({len(pairs)} sentence pairs, {len(aligner.pairs_)} word pairs, "
+                   f"normalization: {norm.describe()})", err=True)
+
+
+def _train_parts(inputs, output, norm, limit, alignments_path, quiet, params):
+    """``train --parts``: :meth:`WordAligner.fit_sources` over the INPUT files, each read where it is kept."""
+    import functools
+
+    from varorder.agree.aligner import WordAligner
+    from varorder.io.bitext import iter_joint
+
+    if not inputs or "-" in inputs:
+        raise click.UsageError("--parts reads 'english ||| french' files named as INPUTs (not stdin)")
+    if limit is not None or alignments_path is not None:
+        raise click.UsageError("--parts trains on every pair of the INPUT files: no --limit or -a/--alignments")
+    try:
+        aligner = WordAligner(**params).fit_sources(list(inputs), functools.partial(iter_joint, normalize_text=norm))
+        aligner.save(output)
+    except ValueError as exc:
+        raise click.ClickException(str(exc))
+    finally:
+        close = getattr(params["executor"], "close", None) or getattr(params["executor"], "shutdown", None)
+        if close is not None:
+            close()
+    if not quiet:
+        for phase, objectives in aligner.history_:
+            click.echo(f"{phase}: objective " + " ".join(f"{o:.6g}" for o in objectives), err=True)
+        click.echo(f"wrote {output} ({len(inputs)} parts, {len(aligner.pairs_)} word pairs, "
                    f"normalization: {norm.describe()})", err=True)
 
 

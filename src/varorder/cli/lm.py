@@ -91,14 +91,13 @@ def _refuse_inapplicable(ctx, model_family: str, method: str) -> None:
     from varorder.cli._loglinear import LOGLINEAR_ONLY
 
     ngram = model_family != "loglinear"
-    given = {name for name in ("memory", "dask_scheduler") if ctx.params.get(name)}
     refuse_inapplicable(ctx, [(name, ngram, "n-gram models (--model ngram)") for name in _NGRAM_ONLY]
                         + [(name, not ngram, "--model loglinear") for name in LOGLINEAR_ONLY]
                         + [("discount", method == "absolute", "--method absolute"),
                            ("smoothing", method == "absolute", "--method absolute"),
                            ("alpha", method == "additive", "--method additive"),
                            ("fallback_discounts", bool(ctx.params.get("discount_fallback")), "--discount-fallback"),
-                           ("temp_dir", bool(given), "-S or --dask-scheduler (it holds their tables)")])
+                           ("temp_dir", bool(ctx.params.get("memory")), "-S (it holds its tables, with --dask-scheduler too)")])
 
 
 def _ngram_model_only(model_path: str, command: str) -> None:
@@ -150,10 +149,12 @@ def lm():
                    "and writing ARPA as it goes; with --binary or --max-arpa only the counting is on "
                    "disk. Without it, everything is in memory.")
 @click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True),
-              help="Folder for the tables of -S (and of --dask-scheduler: the workers must reach it).")
+              help="Folder for the tables of -S (with --dask-scheduler the workers must reach it).")
 @click.option("--dask-scheduler", metavar="ADDRESS",
-              help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files and "
-                   "-T must be reachable there at the same paths); then estimated as -S does.")
+              help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files "
+                   "must be reachable there at the same paths): one shard of the sentences per worker, the shards' "
+                   "counts merged here in memory (exactly the counts of one pass). With -S the shards write sorted "
+                   "runs into -T instead (reachable by the workers), merged on disk under -S.")
 @click.option("--binary", "binary", is_flag=True, help="Write the binary format instead of ARPA.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
 @loglinear_options
@@ -197,11 +198,20 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
         estimator = AdditiveSmoothing(order=order, alpha=alpha, min_count=min_count)
     start = time.perf_counter()
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
-    # -S / --dask-scheduler stream the whole estimation through disk and write ARPA as they
-    # go; the binary and MAX-ARPA writers need the model in memory (counting still on disk).
-    streaming = (memory or dask_scheduler) and not (binary or max_arpa)
+    # -S streams the whole estimation through disk and writes ARPA as it goes (its counting on the
+    # workers with --dask-scheduler); the binary and MAX-ARPA writers need the model in memory
+    # (counting still on disk). --dask-scheduler alone merges the workers' counts in memory.
+    streaming = memory and not (binary or max_arpa)
     try:
-        if streaming:
+        if dask_scheduler and not memory:
+            from varorder.lm.sharded import count_ngrams_sharded
+            from varorder.parallel import DaskExecutor
+
+            with dask_client(dask_scheduler) as client:
+                executor = DaskExecutor(client)
+                estimator.fit_counts(count_ngrams_sharded(list(corpus), order, executor, min_count=min_count))
+            _say(f"counted on {executor.n_workers} Dask workers, shard counts merged in memory")
+        elif streaming:
             from varorder.lm.streaming import train_on_disk
 
             with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:

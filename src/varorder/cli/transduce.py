@@ -16,7 +16,7 @@ import json
 
 import click
 
-from varorder.cli._options import OutputFile, Real, refuse_inapplicable
+from varorder.cli._options import OutputFile, Real, dask_client, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -70,14 +70,26 @@ def COMMAND():
 @click.option("--dev", type=click.Path(exists=True, dir_okay=False), default=None,
               help="report CER / exact match on this file after every pass")
 @click.option("--history", type=OutputFile(), default=None, help="write the per-pass history as JSON")
+@click.option("--batch-size", type=click.IntRange(min=1), default=None,
+              help="mini-batch mode (an extension; default: the paper's one AdaGrad step per example): one step "
+                   "per BATCH_SIZE examples on their summed gradient, computed in --shards pieces, which "
+                   "--jobs / --dask-scheduler spread over workers")
+@click.option("--shards", type=click.IntRange(min=1), default=None,
+              help="--batch-size: pieces per batch (default 1, or 8 with --jobs/--dask-scheduler); a given value "
+                   "trains the same model on any executor and number of workers")
+@click.option("--jobs", type=click.IntRange(min=1), default=None,
+              help="--batch-size: compute the pieces on this many local worker processes")
+@click.option("--dask-scheduler", "dask_address", metavar="ADDRESS", default=None,
+              help="--batch-size: compute the pieces on this dask.distributed scheduler's workers")
 def train(data, output, fmt, limit, sample_seed, method, size, order, max_advance, hash_bits, unigrams, backoff, epochs,
-          step_size, delta, truncation, seed, dev, history):
+          step_size, delta, truncation, seed, dev, history, batch_size, shards, jobs, dask_address):
     """Train on DATA and save the model."""
     from varorder.eval.metrics import character_error_rate, exact_match
     from varorder.io import atomic_write_text
     from varorder.transduce.model import AlignmentTransducer
 
-    refuse_inapplicable(click.get_current_context(), [("sample_seed", limit is not None, "--limit")])
+    refuse_inapplicable(click.get_current_context(), [("sample_seed", limit is not None, "--limit")] + [
+        (name, batch_size is not None, "--batch-size") for name in ("shards", "jobs", "dask_address")])
     inputs, outputs = _read(data, fmt, limit, sample_seed)
     dev_pairs = _read(dev, "auto", None, 0) if dev else None
 
@@ -94,8 +106,14 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
     model = AlignmentTransducer(method=method, num_contexts=size, order=order, max_advance=max_advance,
                                 hash_bits=hash_bits, edge_unigrams=unigrams, backoff=backoff,
                                 step_size=step_size, delta=delta, truncation=truncation,
-                                epochs=epochs, seed=seed, progress=True)
-    model.fit(inputs, outputs, callback=report)
+                                epochs=epochs, seed=seed, progress=True, batch_size=batch_size, n_shards=shards,
+                                n_jobs=jobs)
+    client = dask_client(dask_address) if dask_address else None
+    try:
+        model.set_params(executor=client).fit(inputs, outputs, callback=report)
+    finally:
+        if client is not None:
+            client.close()
     model.progress = False  # a setting of this run, not of the saved model
     model.save(output)
     if history:

@@ -257,10 +257,12 @@ class CRF(ParamsMixin):
             dev_matrix, dev_lengths = self._design(X_dev, "X_dev")
             dev = (dev_matrix, ChunkPlan(dev_lengths), y_dev)
         theta = np.zeros((self.n_features_in_ + K + 2) * K)
-        progress, record = self._recorder(began, K, dev)
         if self.algorithm == "lbfgs":
-            theta = self._train_lbfgs(self._objective(matrix, lengths, gold, K), theta, record)
+            objective = self._objective(matrix, lengths, gold, K)
+            progress, record = self._recorder(began, K, dev, getattr(objective, "executor", None))
+            theta = self._train_lbfgs(objective, theta, record)
         else:
+            progress, record = self._recorder(began, K, dev)
             self._fit_minibatch(theta, matrix, lengths, gold, K, record)
         progress.close()
         self._set_params(theta, K)
@@ -317,7 +319,7 @@ class CRF(ParamsMixin):
         with numba_threads(self.n_threads):
             handles = executor.map_remote(featurised_shard, sources, read, self.features, self._indexer,
                                           self.classes_)
-            progress, record = self._recorder(began, K, None)
+            progress, record = self._recorder(began, K, None, executor)
             theta = self._train_lbfgs(ShardedObjective.placed(handles, executor),
                                       np.zeros((self.n_features_in_ + K + 2) * K), record)
         progress.close()
@@ -325,8 +327,11 @@ class CRF(ParamsMixin):
         self.training_time_ = time.perf_counter() - began
         return self
 
-    def _recorder(self, began, K, dev):
-        """The progress display and the per-iteration ``record(iteration, θ, objective, |grad|)``."""
+    def _recorder(self, began, K, dev, executor=None):
+        """The progress display and the per-iteration ``record(iteration, θ, objective, |grad|)`` (on an
+        executor, its line also says the workers busy and the time in the iteration's maps)."""
+        from varorder.parallel import progress_note
+
         self.history_ = []
         progress = Progress(total=self.max_iterations, enabled=self.verbose, desc=f"CRF {self.algorithm}",
                             unit="it" if self.algorithm == "lbfgs" else "epoch")
@@ -342,7 +347,8 @@ class CRF(ParamsMixin):
             if self.verbose:
                 progress.set_postfix(objective=f"{objective:.6g}")
                 extra = f" dev_acc={entry['dev_accuracy']:.4f}" if dev is not None else ""
-                progress.write(f"iter {iteration:4d} objective={objective:.6g} |grad|={grad_norm:.3g}{extra}")
+                progress.write(f"iter {iteration:4d} objective={objective:.6g} |grad|={grad_norm:.3g}{extra}"
+                               f"{progress_note(executor)}")
 
         return progress, record
 

@@ -221,7 +221,7 @@ class HMM(ParamsMixin):
         return executor, executor.scatter([(ids[tokens], ChunkPlan(plan.lengths[seqs])) for seqs, tokens in shards])
 
     def _baum_welch(self, ids, plan, K, V1):
-        from varorder.parallel import reduce_in_order
+        from varorder.parallel import progress_note, reduce_in_order
 
         began = time.perf_counter()
         self.history_ = []
@@ -239,7 +239,8 @@ class HMM(ParamsMixin):
             if self.verbose:
                 progress.write(f"iter {iteration:4d} log-likelihood={log_likelihood:.6f} "
                                f"log-posterior={log_posterior:.6f} shards={len(shards)} "
-                               f"workers={executor.n_workers} time={time.perf_counter() - began:.2f}s")
+                               f"workers={executor.n_workers} time={time.perf_counter() - began:.2f}s"
+                               f"{progress_note(executor)}")
             if iteration > 1 and log_posterior - previous < self.tol * abs(log_posterior):
                 break
             previous = log_posterior

@@ -185,8 +185,11 @@ class MEMM(ParamsMixin):
         progress = Progress(total=self.max_iterations, enabled=self.verbose, desc="MEMM lbfgs")
 
         def record(iteration, params, objective_value, grad_norm):
+            from varorder.parallel import progress_note
+
             progress.update(1)
-            progress.write(f"iter {iteration:4d} objective={objective_value:.6g} |grad|={grad_norm:.3g}")
+            progress.write(f"iter {iteration:4d} objective={objective_value:.6g} |grad|={grad_norm:.3g}"
+                           f"{progress_note(getattr(nll_and_grad, 'executor', None))}")
 
         with progress:
             theta, info = lbfgs(objective, np.zeros((F + K + 1) * K), c1=self.c1,

@@ -29,7 +29,15 @@ How the two lattices are chosen is the training ``method``:
   its single gold path.
 
 Updates: one AdaGrad step per example (η = 0.2, δ = 10⁻⁴ as in the paper;
-:meth:`varorder.models.optim.AdaGrad.step_sparse`), weights start at zero, B = 20.
+:meth:`varorder.models.optim.AdaGrad.step_sparse`), weights start at zero, B = 20. That online
+protocol is the default. An extension (``batch_size``, not in the paper) steps once per mini-batch of
+``batch_size`` examples (the same permutation per pass, cut into consecutive batches) on the sum of
+their gradients at the batch's starting weights; the batch is cut into ``n_shards`` consecutive
+pieces whose gradients are computed on an executor (:mod:`varorder.parallel`: ``n_jobs`` /
+``executor``, a Dask client included) and added in piece order, so a given ``n_shards`` trains the
+bit-identical model on any executor and worker count (the serial run of the same mini-batch mode
+included). Each batch ships θ (2^hash_bits floats) to the workers and gets back one sparse gradient
+per piece.
 Prediction: the Viterbi (y, z) of the model lattice (RCMS contexts for ``"rcms"``, the
 beam otherwise); an input whose beam holds no complete path predicts the empty string.
 Output length is bounded by ``ceil(length_ratio · |x|) + length_slack`` letters (and by
@@ -42,6 +50,7 @@ cumulative average every ``track_every`` examples.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import time
@@ -55,6 +64,7 @@ from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import check_keys, check_labels, check_shapes, load_model, model_loader, save_model
+from varorder.parallel import SerialExecutor, as_executor, check_n_jobs
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
 
@@ -189,19 +199,36 @@ class _GradientAccumulator:
         touched = self.touched[:self.count]
         if truncation > 0:  # the truncation draws follow the coordinates' order: sort them
             touched = np.sort(touched)
+        sums = self.take(touched)
+        _adagrad_step(optimiser, weights, touched, sums, truncation, rng)
+
+    def take(self, touched) -> np.ndarray:
+        """The sums at ``touched`` (the coordinates added to, in any order), and clear the scratch."""
         sums = self.dense[touched]
         self.dense[touched] = 0.0
         self.seen[touched] = False
         self.count = 0
-        nonzero = sums != 0
-        touched, grad = touched[nonzero], sums[nonzero]
-        if truncation <= 0:
-            # distinct coordinates, each updated on its own: order does not matter
-            optimiser.step_distinct(weights, touched, grad)
-            return
-        grad = truncate_gradient(grad, truncation, rng)
-        keep = grad != 0
-        optimiser.step_sparse(weights, touched[keep], grad[keep])
+        return sums
+
+    def take_sorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """(coordinates added to, ascending; their sums), and clear the scratch: one shard's part
+        of a mini-batch gradient."""
+        touched = np.sort(self.touched[:self.count])
+        return touched, self.take(touched)
+
+
+def _adagrad_step(optimiser: AdaGrad, weights, touched, sums, truncation: float = 0.0, rng=None) -> None:
+    """AdaGrad step on distinct coordinates ``touched`` (ascending when ``truncation`` > 0) with
+    gradient ``sums``, exact zeros dropped; ``truncation`` > 0 applies :func:`truncate_gradient`."""
+    nonzero = sums != 0
+    touched, grad = touched[nonzero], sums[nonzero]
+    if truncation <= 0:
+        # distinct coordinates, each updated on its own: order does not matter
+        optimiser.step_distinct(weights, touched, grad)
+        return
+    grad = truncate_gradient(grad, truncation, rng)
+    keep = grad != 0
+    optimiser.step_sparse(weights, touched[keep], grad[keep])
 
 
 def bigram_viterbi_alignment(x, y, weights, features: AlignmentFeatureSpace, max_length: int = 1):
@@ -256,6 +283,59 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
     return moves
 
 
+class _Tally:
+    """A pass's counts (examples seen, updates, examples without signal, log-likelihood) and the
+    running context length with its trace, example by example in the permutation's order."""
+
+    def __init__(self, ctx_sum, ctx_n, seen, track_every, trace):
+        self.ctx_sum, self.ctx_n, self.seen = ctx_sum, ctx_n, seen
+        self.track_every, self.trace = track_every, trace
+        self.new_pass()
+
+    def new_pass(self):
+        self.total_ll, self.updates, self.no_signal, self.pass_start = 0.0, 0, 0, self.seen
+
+    def skip(self) -> bool:
+        """An example that cannot give a signal (no output, or no imputed alignment)."""
+        self.seen += 1
+        self.no_signal += 1
+        return False
+
+    def count(self, ll, ctx) -> bool:
+        """An example's ℓ and context length; True when it gives an update (ℓ finite)."""
+        self.seen += 1
+        if np.isfinite(ctx):
+            self.ctx_sum += ctx
+            self.ctx_n += 1
+        if self.seen % self.track_every == 0 and self.ctx_n:
+            self.trace.append((self.seen, self.ctx_sum / self.ctx_n))
+        if ll == -np.inf:
+            self.no_signal += 1
+            return False
+        self.total_ll += ll
+        self.updates += 1
+        return True
+
+
+def _batch_piece(examples, worker, theta):
+    """One piece of a mini-batch, where it runs: per example (ℓ, or None for no signal to look for;
+    context length) and the piece's summed gradient of −ℓ as (ascending coordinates, sums)."""
+    model = copy.copy(worker)
+    model.weights_ = theta
+    gradient = _GradientAccumulator(theta.size)
+    outcomes = []
+    for x, y, moves in examples:
+        if y is None or (model.method == "forced" and moves is None):
+            outcomes.append((None, float("nan")))
+            continue
+        ll, ctx, terms = model._example_terms(x, y, moves)
+        outcomes.append((ll, ctx))
+        for lattice, marginals, sign in terms:
+            gradient.add(lattice, marginals, sign)
+    index, sums = gradient.take_sorted()
+    return outcomes, index, sums
+
+
 class AlignmentTransducer(ParamsMixin):
     """Phonemes → spelling (any symbol sequence → string) through a latent monotone alignment.
 
@@ -280,7 +360,17 @@ class AlignmentTransducer(ParamsMixin):
     bigram_epochs : passes of the forced-decoding bigram model.
     track_every : examples between points of the context-length trace.
     seed : order of the examples (a permutation per pass).
-    progress : progress on stderr (bars on a terminal, a summary line per stage otherwise).
+    progress : progress on stderr (bars on a terminal, a summary line per stage otherwise); in the
+        mini-batch mode on an executor, a line per pass (log-likelihood, workers busy, time).
+    batch_size : None (the default, the paper's protocol): one AdaGrad step per example. An integer:
+        the mini-batch mode (extension), one step per ``batch_size`` examples on their summed
+        gradient, computed in ``n_shards`` pieces on an executor (see the module docstring). Forced
+        decoding's bigram imputation stays online and serial.
+    n_shards, n_jobs, executor : the mini-batch mode's pieces per batch (default: 1 serially, 8 with an
+        executor; the model depends on it, never on the executor or the worker count) and the
+        executor :func:`varorder.parallel.as_executor` builds from ``executor`` (a Dask ``Client``, a
+        ``concurrent.futures`` pool, a :class:`varorder.parallel.Executor`) or ``n_jobs`` (local
+        joblib workers). They apply to the mini-batch mode only (a ValueError otherwise).
 
     Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
     and the value passed); prediction before :meth:`fit` raises NotFittedError.
@@ -289,7 +379,8 @@ class AlignmentTransducer(ParamsMixin):
     def __init__(self, *, method: str = "rcms", num_contexts: int = 20, order: int = 5, max_advance: int = 3,
                  hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
                  truncation: float = 0.0, epochs: int = 5, length_ratio: float = 2.0, length_slack: int = 2, bigram_epochs: int = 2,
-                 track_every: int = 100, seed: int = 0, progress: bool = False):
+                 track_every: int = 100, seed: int = 0, progress: bool = False, batch_size: int | None = None,
+                 n_shards: int | None = None, n_jobs: int | None = None, executor=None):
         self.method = method
         self.num_contexts = num_contexts
         self.order = order
@@ -307,6 +398,10 @@ class AlignmentTransducer(ParamsMixin):
         self.track_every = track_every
         self.seed = seed
         self.progress = progress
+        self.batch_size = batch_size
+        self.n_shards = n_shards
+        self.n_jobs = n_jobs
+        self.executor = executor
 
     def _check_params(self):
         if self.method not in METHODS:
@@ -331,6 +426,24 @@ class AlignmentTransducer(ParamsMixin):
         check_int(self, "hash_bits", 4, 30)
         for name in ("edge_unigrams", "backoff", "progress"):
             check_bool(self, name)
+        check_int(self, "batch_size", 1, 2 ** 31 - 1, allow_none=True)
+        check_int(self, "n_shards", 1, 2 ** 31 - 1, allow_none=True)
+        check_n_jobs(self)
+        if self.batch_size is None and (self.executor is not None or self.n_jobs not in (None, 1)
+                                        or self.n_shards not in (None, 1)):
+            raise ValueError("AlignmentTransducer: n_shards / n_jobs / executor apply to the mini-batch mode "
+                             "(batch_size=...); the default online training steps once per example, in order")
+
+    def _saved_params(self) -> dict:
+        """The parameters a model or training-state file records (not where it was trained)."""
+        return {k: v for k, v in self.get_params().items() if k not in ("n_jobs", "executor")}
+
+    def _worker_copy(self) -> "AlignmentTransducer":
+        """What a worker needs to compute an example's gradient: parameters, codec, feature space
+        (no weights, no executor)."""
+        copy = type(self)(**{k: v for k, v in self._saved_params().items() if k != "progress"})
+        copy.codec_, copy.features_ = self.codec_, self.features_
+        return copy
 
     def _space(self, order=None) -> AlignmentFeatureSpace:
         return AlignmentFeatureSpace(len(self.codec_.letters), len(self.codec_.phonemes),
@@ -451,46 +564,88 @@ class AlignmentTransducer(ParamsMixin):
                                                                              truncation_rng)
         bar = Progress(total=self.epochs * len(xs), initial=first_epoch * len(xs), enabled=self.progress,
                        desc=f"train {self.method}", leave=False)
+        tally = _Tally(ctx_sum, ctx_n, seen, self.track_every, self.context_length_trace_)
+        batches = None if self.batch_size is None else self._batch_plan()
         for epoch in range(first_epoch, self.epochs):
             start = time.perf_counter()
-            total_ll, updates, no_signal = 0.0, 0, 0
-            pass_start = seen
-            for k in rng.permutation(len(xs)):
-                if checkpoint is not None and checkpoint_every > 0 and seen > pass_start and seen % checkpoint_every == 0:
-                    checkpoint(self, seen)
-                bar.update(1)
-                seen += 1
-                x, y = xs[k], ys[k]
-                if y is None or (self.method == "forced" and moves[k] is None):
-                    no_signal += 1
-                    continue
-                ll, ctx, terms = self._example_terms(x, y, moves[k])
-                if np.isfinite(ctx):
-                    ctx_sum += ctx
-                    ctx_n += 1
-                if seen % self.track_every == 0 and ctx_n:
-                    self.context_length_trace_.append((seen, ctx_sum / ctx_n))
-                if ll == -np.inf:
-                    no_signal += 1
-                    continue
-                total_ll += ll
-                updates += 1
-                for lattice, marginals, sign in terms:
-                    gradient.add(lattice, marginals, sign)
-                gradient.step(optimiser, self.weights_, self.truncation, truncation_rng)
-            row = {"epoch": epoch + 1, "examples": seen, "updates": updates, "no_signal": no_signal,
-                   "train_log_likelihood": total_ll / max(updates, 1),
-                   "context_length": ctx_sum / ctx_n if ctx_n else float("nan"),
+            tally.new_pass()
+            order = rng.permutation(len(xs))
+            if batches is not None:
+                self._batched_pass(order, xs, ys, moves, batches, optimiser, truncation_rng, tally, bar, checkpoint,
+                                   checkpoint_every)
+            else:
+                self._online_pass(order, xs, ys, moves, gradient, optimiser, truncation_rng, tally, bar, checkpoint,
+                                  checkpoint_every)
+            row = {"epoch": epoch + 1, "examples": tally.seen, "updates": tally.updates, "no_signal": tally.no_signal,
+                   "train_log_likelihood": tally.total_ll / max(tally.updates, 1),
+                   "context_length": tally.ctx_sum / tally.ctx_n if tally.ctx_n else float("nan"),
                    "seconds": time.perf_counter() - start,
                    "nonzero_weights": int(np.count_nonzero(self.weights_))}
+            if batches is not None and not isinstance(batches[0], SerialExecutor):
+                bar.write(f"pass {epoch + 1}: log-likelihood {row['train_log_likelihood']:.6g}, "
+                          f"{batches[0].take_stats().describe(batches[0].n_workers)}")
             if callback is not None:
                 row.update(callback(self, epoch + 1) or {})
             self.history_.append(row)
             if state_path is not None:
                 self._save_training_state(state_path, fingerprint, epoch + 1, optimiser, rng, truncation_rng,
-                                          (ctx_sum, ctx_n, seen))
+                                          (tally.ctx_sum, tally.ctx_n, tally.seen))
         bar.close()
         return self
+
+    def _online_pass(self, order, xs, ys, moves, gradient, optimiser, truncation_rng, tally, bar, checkpoint,
+                     checkpoint_every):
+        """One pass of the paper's protocol: an AdaGrad step after each example, in ``order``."""
+        for k in order:
+            if (checkpoint is not None and checkpoint_every > 0 and tally.seen > tally.pass_start
+                    and tally.seen % checkpoint_every == 0):
+                checkpoint(self, tally.seen)
+            bar.update(1)
+            x, y = xs[k], ys[k]
+            if y is None or (self.method == "forced" and moves[k] is None):
+                tally.skip()
+                continue
+            ll, ctx, terms = self._example_terms(x, y, moves[k])
+            if not tally.count(ll, ctx):
+                continue
+            for lattice, marginals, sign in terms:
+                gradient.add(lattice, marginals, sign)
+            gradient.step(optimiser, self.weights_, self.truncation, truncation_rng)
+
+    def _batch_plan(self):
+        """(executor, pieces per batch, the workers' copy of the model) of the mini-batch mode."""
+        from varorder.models.sharded import DEFAULT_SHARDS
+
+        executor = as_executor(self.executor, n_jobs=self.n_jobs)
+        pieces = self.n_shards or (1 if isinstance(executor, SerialExecutor) else DEFAULT_SHARDS)
+        return executor, pieces, self._worker_copy()
+
+    def _batched_pass(self, order, xs, ys, moves, batches, optimiser, truncation_rng, tally, bar, checkpoint,
+                      checkpoint_every):
+        """One pass of the mini-batch mode: per batch, the pieces' gradients at the same θ computed on
+        the executor, added in piece order, one AdaGrad step on the sum."""
+        executor, n_pieces, worker = batches
+        scratch = np.zeros(self.weights_.size)
+        for first in range(0, order.size, self.batch_size):
+            if (checkpoint is not None and checkpoint_every > 0 and tally.seen > tally.pass_start
+                    and first and tally.seen // checkpoint_every > (tally.seen - self.batch_size) // checkpoint_every):
+                checkpoint(self, tally.seen)
+            batch = order[first:first + self.batch_size]
+            pieces = [[(xs[k], ys[k], moves[k]) for k in piece] for piece in np.array_split(batch, n_pieces) if piece.size]
+            signal = False
+            touched = []
+            for outcomes, index, sums in executor.map(_batch_piece, pieces, worker, self.weights_):
+                for ll, ctx in outcomes:
+                    bar.update(1)
+                    signal = (tally.skip() if ll is None else tally.count(ll, ctx)) or signal
+                scratch[index] += sums  # distinct coordinates within a piece: exact, in piece order
+                touched.append(index)
+            if not signal:
+                continue
+            touched = np.unique(np.concatenate(touched))  # ascending, as the truncation draws need
+            sums = scratch[touched]
+            scratch[touched] = 0.0
+            _adagrad_step(optimiser, self.weights_, touched, sums, self.truncation, truncation_rng)
 
     def _save_training_state(self, path, fingerprint, epochs_done, optimiser, rng, truncation_rng, counters):
         """Everything :meth:`fit` needs to go on after pass ``epochs_done`` (sparse weights and accumulator)."""
@@ -502,7 +657,7 @@ class AlignmentTransducer(ParamsMixin):
                  "context_length_trace": [list(p) for p in self.context_length_trace_],
                  "imputation_seconds": self.imputation_seconds_,
                  "rng": rng.bit_generator.state, "truncation_rng": truncation_rng.bit_generator.state}
-        save_model(path, _STATE_KIND, self.get_params(), state,
+        save_model(path, _STATE_KIND, self._saved_params(), state,
                    {"index": touched.astype(np.int64), "weight": self.weights_[touched],
                     "sum_squared_grad": squared[touched] if touched.size else np.zeros(0)})
 
@@ -510,7 +665,7 @@ class AlignmentTransducer(ParamsMixin):
         """Load a :meth:`_save_training_state` file into this fit; returns (first epoch, ctx_sum, ctx_n, seen)."""
         where = os.fspath(path)
         params, state, arrays = load_model(path, _STATE_KIND, ("index", "weight", "sum_squared_grad"))
-        mine = {k: v for k, v in self.get_params().items() if k not in ("epochs", "progress")}
+        mine = {k: v for k, v in self._saved_params().items() if k not in ("epochs", "progress")}
         theirs = {k: v for k, v in params.items() if k not in ("epochs", "progress")}
         if theirs != mine:
             raise ValueError(f"{where}: training state of other parameters {theirs}, not {mine}")
@@ -562,7 +717,7 @@ class AlignmentTransducer(ParamsMixin):
         self._check_fitted()
         touched = np.flatnonzero(self.weights_)
         state = {"phonemes": self.codec_.phonemes, "letters": self.codec_.letters, "weights": "sparse"}
-        save_model(path, _KIND, self.get_params(), state,
+        save_model(path, _KIND, self._saved_params(), state,
                    {"weight_index": touched.astype(np.int32 if touched.size and touched[-1] < 2**31 else np.int64),
                     "weight_value": self.weights_[touched]})
 
