@@ -184,6 +184,13 @@ def test_person_cues_see_the_context_but_not_the_holes():
     assert "cue:quoted=True|p=1" in feats and "cue:ctx2=True|p=1|genre=bio" in feats
     feats = neg_model._candidate_features(document, slots[2], document.candidates["1"], 1, ["quoted=True"])
     assert "cue:quoted=True|p=3" in feats
+    for slot in slots:  # the cues only add features: every candidate keeps its features without them
+        candidates = document.candidates[slot.entity]
+        for k in range(len(candidates)):
+            plain = neg_model._candidate_features(document, slot, candidates, k)
+            cued = neg_model._candidate_features(document, slot, candidates, k, neg_model._slot_cues(document, slot,
+                                                                                                     holes))
+            assert cued[:len(plain)] == plain and all(f.startswith("cue:") for f in cued[len(plain):])
     model = NegGenerator(method="unary", cues=True).fit([document])
     assert "cue:quoted=True|p=1|A=pron-nom" not in model.feature_names_  # cues conjoin the person only
     assert "cue:quoted=True|p=1" in model.feature_names_

@@ -137,15 +137,15 @@ def _candidate_features(document, slot, candidates, index, cues=None) -> list:
         out.append(f"namepart={part}|{feats[0]}")
     elif reg08 == "common":
         out.append(f"det={words[0].lower()}|{context}")
+    else:
+        subtype, case = attr.split("-")
+        out.append(f"casematch={case == slot.case}|{subtype}")
+        out.append(f"casematch={case == slot.case}|{subtype}|{feats[0]}")
     if cues is not None:
         person = _person(c.text) if attr.startswith("pron-") else "3"
         out += [f"cue:{cue}|p={person}" for cue in cues]
         genre = next((f for f in feats if f.startswith("genre=")), "genre=?")
         out += [f"cue:{cue}|p={person}|{genre}" for cue in cues]
-    else:
-        subtype, case = attr.split("-")
-        out.append(f"casematch={case == slot.case}|{subtype}")
-        out.append(f"casematch={case == slot.case}|{subtype}|{feats[0]}")
     return out
 
 
