@@ -17,7 +17,8 @@ from varorder.factorgraph.kernels import GIBBS, METROPOLIS
 from varorder.testing import oracle
 
 
-def _random_graph(rng, n=6, F=4, A=3, n_entities=2, max_cands=3, pair_codes=2, buckets=2, link=True, pairs=True):
+def _random_graph(rng, n=6, F=4, A=3, n_entities=2, max_cands=3, pair_codes=2, buckets=2, link=True, pairs=True,
+                  between=False):
     sizes = rng.integers(1, max_cands + 1, size=n)
     cand_ptr = np.concatenate([[0], np.cumsum(sizes)])
     C = int(cand_ptr[-1])
@@ -37,7 +38,7 @@ def _random_graph(rng, n=6, F=4, A=3, n_entities=2, max_cands=3, pair_codes=2, b
     graph = domains.DomainGraph(cand_ptr, X, attr, is_name, np.array(pair_list).reshape(-1, 3), prev, sentence,
                                 paragraph, rng.integers(0, buckets, size=3), rng.integers(0, 2, size=C),
                                 rng.integers(1, 3, size=C))
-    layout = domains.DomainLayout(F, A, pair_codes if pairs else 0, buckets if link else 0)
+    layout = domains.DomainLayout(F, A, pair_codes if pairs else 0, buckets if link else 0, link and between)
     return graph, layout
 
 
@@ -47,10 +48,10 @@ def _configs(graph):
 
 @settings(max_examples=40, deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1), n=st.integers(1, 7), entities=st.integers(1, 3), link=st.booleans(),
-       pairs=st.booleans())
-def test_incremental_scores_equal_full_rescore(seed, n, entities, link, pairs):
+       pairs=st.booleans(), between=st.booleans())
+def test_incremental_scores_equal_full_rescore(seed, n, entities, link, pairs, between):
     rng = np.random.default_rng(seed)
-    graph, layout = _random_graph(rng, n=n, n_entities=entities, link=link, pairs=pairs)
+    graph, layout = _random_graph(rng, n=n, n_entities=entities, link=link, pairs=pairs, between=between)
     theta = rng.normal(size=layout.n_params)
     G, L = graph.kernel_arrays(), layout.kernel_layout()
     y = np.array([rng.integers(s) for s in graph.domain_sizes])
@@ -80,6 +81,36 @@ def test_name_link_moves_with_the_assignment():
     theta[o + (1 + 2 * 2 + 0) * 2 + 1] = 5.0
     assert domains.full_score(graph, layout, theta, np.array([0, 1, 1])) == 5.0
     assert domains.full_score(graph, layout, theta, np.array([0, 0, 1])) == 0.0  # now links to slot 1: 1 back, same paragraph
+
+
+def test_link_code_tells_a_competitor_in_between():
+    """With ``link_between`` the link's code doubles its distance bucket by whether another entity's slot lies
+    between the slot and its entity's previous name; a full rescore and the kernel's local score agree."""
+    # slots: 0 entity A (name), 1 entity B, 2 entity A (pronoun), 3 entity A (pronoun); one candidate pair each
+    cand_ptr = np.array([0, 2, 4, 6, 8])
+    X = sp.csr_matrix((8, 1))
+    graph = domains.DomainGraph(cand_ptr, X, [0, 1] * 4, [1, 0] * 4, np.zeros((0, 3)), [-1, -1, 0, 2], [0, 0, 1, 1],
+                                [0, 0, 0, 0], [0, 1])
+    assert graph.chain_rank.tolist() == [0, 0, 1, 2]
+    layout = domains.DomainLayout(1, 2, 0, 2, link_between=True)
+    assert layout.n_link_codes == 1 + 2 * 2 * 2
+    # slot 2 → slot 0: 1 sentence (bucket 1), slot 1 of B between → 1 + 2·(2·1 + 1) + 1 (same paragraph) = 8
+    assert domains.link_code(graph, layout, 2, 0) == 8
+    # slot 3 → slot 2 (when slot 2 is a name): no one between, same sentence → 1 + 2·0 + 1 = 2
+    assert domains.link_code(graph, layout, 3, 2) == 2
+    # slot 3 → slot 0: B's slot between → 1 + 2·3 + 1 = 8
+    assert domains.link_code(graph, layout, 3, 0) == 8
+    plain = domains.DomainLayout(1, 2, 0, 2)
+    assert domains.link_code(graph, plain, 2, 0) == 1 + 2 * 1 + 1
+    theta = np.zeros(layout.n_params)
+    o = layout.offsets["N"]
+    theta[o + 8 * 2 + 1] = 3.0  # a pronoun (attr 1) linked past a competitor
+    theta[o + 2 * 2 + 1] = -1.0
+    y = np.array([0, 0, 1, 1])  # slots 2 and 3 pronouns, both linked to slot 0 past B
+    assert domains.full_score(graph, layout, theta, y) == 6.0
+    assert domains.full_score(graph, layout, theta, np.array([0, 0, 0, 1])) == -1.0  # slot 3 now links to slot 2
+    local = domains.local_scores(2, y, theta, graph.kernel_arrays(), layout.kernel_layout(), graph.scratch_size())
+    assert local[1] - local[0] == pytest.approx(7.0)
 
 
 def _counts(samples):
@@ -160,3 +191,34 @@ def test_samplerank_update_on_a_two_slot_document_matches_hand_computation():
     assert y.tolist() == [0, 1] and moves == 1 and objective == 0.0
     assert domains.full_score(graph, layout, theta, np.array([0, 1])) - \
         domains.full_score(graph, layout, theta, np.array([0, 0])) == pytest.approx(7.0)
+
+
+def test_samplerank_with_the_unary_weights_held():
+    """unary_scale 0 moves only the pair and link weights; unary_scale ½ halves the unary part of the step,
+    and MIRA's ‖Δφ‖² counts the unary part at that weight (the step that closes the margin)."""
+    X = sp.csr_matrix(np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 0.0], [0.0, 1.0]]))
+    graph = domains.DomainGraph([0, 2, 4], X, [0, 1, 0, 1], [1, 0, 1, 0], [[0, 1, 0]], [-1, 0], [0, 1], [0, 0],
+                                [0, 1])
+    layout = domains.DomainLayout(2, 2, 1, 2)
+    loss = np.array([0.0, 2.0, 2.0, 0.0])
+
+    def step(rule, unary_scale, C=10.0):
+        theta, u, y = np.zeros(31), np.zeros(31), np.array([0, 0])
+        domains.samplerank_epoch(graph, layout, [1], y, loss, theta, u, 0.0, rule, 1.0, C, 0.0, METROPOLIS, 1.0, 0,
+                                 5, unary_scale=unary_scale)
+        return theta
+
+    full = step(0, 1.0)
+    held = step(0, 0.0)
+    assert held[:2].tolist() == [0.0, 0.0] and held[2:].tolist() == full[2:].tolist()
+    half = step(0, 0.5)
+    assert half[:2].tolist() == [-0.5, 0.5] and half[2:].tolist() == full[2:].tolist()
+    # MIRA: Δφ has 2 unary entries (±1) and 5 others (±1: pair ×2, link ×2, relation) → ‖Δφ‖² = 2·s + 5;
+    # the step τ = (Δo − gap) / ‖Δφ‖² = 2 / (2s + 5) makes the new gap s·2τ + 5τ = 2 = Δo
+    for s in (1.0, 0.5, 0.0):
+        theta = step(1, s)
+        tau = 2.0 / (2.0 * s + 5.0)
+        assert theta[1] == pytest.approx(s * tau) and theta[2 + 1] == pytest.approx(tau)
+        gap = domains.full_score(graph, layout, theta, np.array([0, 1])) - \
+            domains.full_score(graph, layout, theta, np.array([0, 0]))
+        assert gap == pytest.approx(2.0)

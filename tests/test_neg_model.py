@@ -122,12 +122,78 @@ def _separable_documents(n_docs=6):
 
 @pytest.mark.parametrize("kwargs", [{"method": "samplerank"}, {"method": "samplerank", "proposal": "mh"},
                                     {"method": "samplerank", "warm_start": "chain", "n_epochs": 3},
+                                    {"method": "samplerank", "link_between": True, "rule": "mira", "C": 0.01},
+                                    {"method": "samplerank", "warm_start": "unary", "unary_step": 0.0,
+                                     "step_size": 0.1},
                                     {"method": "chain"}, {"method": "unary"}])
 def test_models_learn_a_separable_task(kwargs):
     documents = _separable_documents()
     model = NegGenerator(**({"n_epochs": 10} | kwargs)).fit(documents)
     predicted = model.predict(documents)
     assert predicted == [[s.gold for s in d.slots] for d in documents]
+
+
+def test_warm_start_from_the_unary_fit_with_its_weights_held():
+    """warm_start="unary" with unary_step 0: the unary block stays (b)'s exact fit; the rest learns."""
+    documents = _random_documents(np.random.default_rng(4), n_docs=4, max_slots=6)
+    unary = NegGenerator(method="unary").fit(documents)
+    model = NegGenerator(warm_start="unary", unary_step=0.0, n_epochs=3, margin=100.0).fit(documents)
+    F = model.layout_.n_features
+    # (two L-BFGS fits of one design may differ in the last bits: compared to round-off)
+    np.testing.assert_allclose(model.theta_[:F], unary.theta_, rtol=0, atol=1e-12)
+    assert np.any(model.theta_[F:] != 0.0)
+    moved = NegGenerator(warm_start="unary", unary_step=1.0, n_epochs=3, margin=100.0).fit(documents)
+    assert np.abs(moved.theta_[:F] - unary.theta_).max() > 1e-3
+
+
+def test_samplerank_with_unary_factors_only_scores_the_unary_sum():
+    """chain_pairs, other_pairs and link_factors off: the graph's score is the candidates' unary scores' sum."""
+    documents = _random_documents(np.random.default_rng(6), n_docs=3, max_slots=5)
+    model = NegGenerator(chain_pairs=False, other_pairs=False, link_factors=False, n_epochs=3).fit(documents)
+    full = NegGenerator(n_epochs=3).fit(documents)
+    design = neg_model._Design(documents, model._indexer, fit=False)
+    assert design.graph(False, False).pairs.shape == (0, 3) and design.graph().pairs.shape[0] > 0
+    chosen = model.predict_indices(documents)
+    flat = np.array([k for c in chosen for k in c])
+    unary = design.X @ model.theta_[:design.X.shape[1]]
+    assert model.score_configuration(documents, chosen) == pytest.approx(unary[design.cand_ptr[:-1] + flat].sum())
+    assert full.score_configuration(documents, chosen) != pytest.approx(
+        (design.X @ full.theta_[:design.X.shape[1]])[design.cand_ptr[:-1] + flat].sum())
+
+
+def test_person_cues_see_the_context_but_not_the_holes():
+    """_slot_cues reads the sentence around a slot without any slot's words (the holes' REs are what is
+    generated) and counts the quote marks since the paragraph's start; the cue features carry the
+    candidate's grammatical person."""
+    words = ["I", "told", "him", '"', "you", "know", "me", '"', ".", "She", "left", "."]
+    slots = [Slot(0, 0, "1", "I", "pronoun", "nom", 0, 0, ["genre=bio"]),
+             Slot(2, 2, "2", "him", "pronoun", "acc", 0, 0, ["genre=bio"]),
+             Slot(6, 6, "1", "me", "pronoun", "acc", 0, 0, ["genre=bio"]),
+             Slot(9, 9, "1", "She", "pronoun", "nom", 1, 0, ["genre=bio"])]
+    document = NegDocument("d", "bio", words, [True] * 12, [0, 9], [0, 0], slots,
+                           {"1": [Candidate("I", "pron-nom"), Candidate("she", "pron3-nom"),
+                                  Candidate("me", "pron-acc")],
+                            "2": [Candidate("him", "pron3-acc")]})
+    holes = {0, 2, 6, 9}
+    # sentence 0 without its holes: told " you know " . → a 2nd person word, no 1st person one
+    assert neg_model._slot_cues(document, slots[0], holes) == ["ctx1=False", "ctx2=True", "quoted=False"]
+    assert neg_model._slot_cues(document, slots[2], holes) == ["ctx1=False", "ctx2=True", "quoted=True"]
+    assert neg_model._slot_cues(document, slots[3], holes) == ["ctx1=False", "ctx2=False", "quoted=False"]
+    feats = neg_model._candidate_features(document, slots[2], document.candidates["1"], 0,
+                                          ["ctx1=False", "ctx2=True", "quoted=True"])
+    assert "cue:quoted=True|p=1" in feats and "cue:ctx2=True|p=1|genre=bio" in feats
+    feats = neg_model._candidate_features(document, slots[2], document.candidates["1"], 1, ["quoted=True"])
+    assert "cue:quoted=True|p=3" in feats
+    for slot in slots:  # the cues only add features: every candidate keeps its features without them
+        candidates = document.candidates[slot.entity]
+        for k in range(len(candidates)):
+            plain = neg_model._candidate_features(document, slot, candidates, k)
+            cued = neg_model._candidate_features(document, slot, candidates, k, neg_model._slot_cues(document, slot,
+                                                                                                     holes))
+            assert cued[:len(plain)] == plain and all(f.startswith("cue:") for f in cued[len(plain):])
+    model = NegGenerator(method="unary", cues=True).fit([document])
+    assert "cue:quoted=True|p=1|A=pron-nom" not in model.feature_names_  # cues conjoin the person only
+    assert "cue:quoted=True|p=1" in model.feature_names_
 
 
 def test_samplerank_is_reproducible_and_persists(tmp_path):
@@ -194,6 +260,14 @@ def test_cli_train_predict_eval(tmp_path):
     assert result.exit_code == 0 and "reg08 type accuracy : 1.000000" in result.output
     result = runner.invoke(COMMAND, ["eval", str(task), str(task)])
     assert result.exit_code != 0 and "Traceback" not in result.output
+    # the extensions' options reach the saved model
+    result = runner.invoke(COMMAND, ["train", str(task), "-o", str(tmp_path / "x.npz"), "--epochs", "2", "--cues",
+                                     "--link-between", "--warm-start", "unary", "--unary-step", "0", "--step-size",
+                                     "0.1", "--rule", "mira", "-C", "0.01"])
+    assert result.exit_code == 0, result.output
+    params = NegGenerator.load(tmp_path / "x.npz").get_params()
+    assert (params["cues"], params["link_between"], params["warm_start"], params["unary_step"], params["step_size"],
+            params["C"]) == (True, True, "unary", 0.0, 0.1, 0.01)
 
 
 GUM = "/work/shared/data/gum"

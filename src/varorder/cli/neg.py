@@ -72,21 +72,32 @@ def prepare(conllu_file, output):
 @click.option("--link/--no-link", default=True, show_default=True, help="the label-dependent link to the previous name")
 @click.option("--other-pairs/--no-other-pairs", default=True, show_default=True,
               help="pair factors between contiguous slots of different entities")
-@click.option("--warm-start", type=click.Choice(["none", "chain"]), default="none", show_default=True,
-              help="start SampleRank from the exactly trained chain's weights")
+@click.option("--link-between", is_flag=True,
+              help="extension: the link's code also tells whether another entity's slot lies between")
+@click.option("--cues", is_flag=True, help="extension: unary person cues (1st/2nd person words around, quotes)")
+@click.option("--warm-start", type=click.Choice(["none", "chain", "unary"]), default="none", show_default=True,
+              help="start SampleRank from the exactly trained chain's (or unary model's) weights")
+@click.option("--unary-step", type=Real(min=0), default=1.0, show_default=True,
+              help="scale of the unary weights' SampleRank step (0 holds them at the warm start)")
+@click.option("--step-size", type=Real(0, min_open=True), default=1.0, show_default=True,
+              help="SampleRank's perceptron step")
+@click.option("-C", "C", type=Real(0, min_open=True), default=1.0, show_default=True,
+              help="MIRA's largest step")
 @click.option("--epochs", type=click.IntRange(min=1), default=30, show_default=True)
 @click.option("--rule", type=click.Choice(["perceptron", "mira"]), default="perceptron", show_default=True)
 @click.option("--proposal", type=click.Choice(["gibbs", "mh"]), default="gibbs", show_default=True)
 @click.option("--margin", type=Real(min=0), default=1.0, show_default=True)
 @click.option("--l2", type=Real(min=0), default=1.0, show_default=True, help="L2 weight of the exact models")
 @click.option("--seed", type=int, default=0, show_default=True)
-def train(task_file, output, method, link, other_pairs, warm_start, epochs, rule, proposal, margin, l2, seed):
+def train(task_file, output, method, link, other_pairs, link_between, cues, warm_start, unary_step, step_size, C,
+          epochs, rule, proposal, margin, l2, seed):
     """Train a referring-expression chooser on a prepared task."""
     from varorder.neg.model import NegGenerator
 
     documents = _task(task_file)
-    model = NegGenerator(method=method, link_factors=link, other_pairs=other_pairs,
-                         warm_start=None if warm_start == "none" else warm_start, n_epochs=epochs, rule=rule,
+    model = NegGenerator(method=method, link_factors=link, other_pairs=other_pairs, link_between=link_between,
+                         cues=cues, warm_start=None if warm_start == "none" else warm_start, unary_step=unary_step,
+                         step_size=step_size, C=C, n_epochs=epochs, rule=rule,
                          proposal=proposal, margin=margin, l2=l2, random_state=seed, verbose=sys.stderr.isatty())
     model.fit(documents)
     model.save(output)

@@ -15,7 +15,9 @@ where link(t, y) codes the distance from slot t back to the *previous slot of th
 whose current value is a name* (0: none): which factor exists depends on the assignment, as
 Bouchard's third factor kind ("activated only between mentions and the previous time the same
 entity was referred to by a name"). Link codes are 1 + 2·bucket(sentence distance) + same
-paragraph, the bucket from a lookup table. When slot t holds a name too, a second indicator of
+paragraph, the bucket from a lookup table; with ``link_between`` (an extension: the classic REG
+cue of a competing referent) the bucket is doubled by whether another entity's slot lies between
+the two. When slot t holds a name too, a second indicator of
 the link relates the two names: rel = 0 the same string (equal ``cand_key``), 1 a shorter one
 (fewer words, ``cand_len``), 2 otherwise — a binary potential over both slots' values, as
 Bouchard's factor between a mention and the previous name is.
@@ -57,10 +59,11 @@ class DomainLayout:
     n_attrs: int
     n_pair_codes: int = 0
     n_distance_buckets: int = 0  # 0: no name-link factors
+    link_between: bool = False  # link codes also tell whether another entity's slot lies between (an extension)
 
     @property
     def n_link_codes(self) -> int:
-        return 1 + 2 * self.n_distance_buckets if self.n_distance_buckets else 0
+        return 1 + 2 * self.n_distance_buckets * (2 if self.link_between else 1) if self.n_distance_buckets else 0
 
     @property
     def offsets(self) -> dict:
@@ -77,7 +80,7 @@ class DomainLayout:
 
     def kernel_layout(self) -> np.ndarray:
         o = self.offsets
-        return np.array([self.n_attrs, o["P"], o["N"], o["R"]], dtype=np.int64)
+        return np.array([self.n_attrs, o["P"], o["N"], o["R"], int(self.link_between)], dtype=np.int64)
 
 
 @dataclass
@@ -135,6 +138,9 @@ class DomainGraph:
         if np.unique(self.entity_prev[has]).size != has.size:
             raise ValueError("entity_prev must form chains (no two variables share a predecessor)")
         self.entity_next[self.entity_prev[has]] = has
+        self.chain_rank = np.zeros(N, dtype=np.int64)  # position in the entity's chain
+        for t in has:
+            self.chain_rank[t] = self.chain_rank[self.entity_prev[t]] + 1
         self.sentence = np.asarray(self.sentence, dtype=np.int64)
         self.paragraph = np.asarray(self.paragraph, dtype=np.int64)
         self.distance_buckets = np.asarray(self.distance_buckets, dtype=np.int64)
@@ -172,7 +178,7 @@ class DomainGraph:
         return (self.cand_ptr, X.indptr.astype(np.int64), X.indices.astype(np.int64), X.data.astype(np.float64),
                 self.attr, self.is_name, self.pair_ptr, self.pair_other, self.pair_first, self.pair_code,
                 self.entity_prev, self.entity_next, self.sentence, self.paragraph, self.distance_buckets,
-                self.cand_key, self.cand_len)
+                self.cand_key, self.cand_len, self.chain_rank)
 
     def scratch_size(self) -> int:
         longest, lengths = 0, {}
@@ -209,15 +215,25 @@ def full_score(graph: DomainGraph, layout: DomainLayout, theta: np.ndarray, y) -
             total += theta[o["P"] + (e * A + graph.attr[cands[i]]) * A + graph.attr[cands[j]]]
     if o["N"] >= 0:
         targets = link_targets(graph, y)
-        D = graph.distance_buckets.size
         for t in range(graph.n_variables):
             i = targets[t]
-            code = 0 if i < 0 else 1 + 2 * graph.distance_buckets[min(graph.sentence[t] - graph.sentence[i], D - 1)] \
-                + int(graph.paragraph[t] == graph.paragraph[i])
+            code = link_code(graph, layout, t, i)
             total += theta[o["N"] + code * A + graph.attr[cands[t]]]
             if i >= 0 and graph.is_name[cands[t]]:
                 total += theta[o["R"] + code * N_RELATIONS + name_relation(graph, cands[t], cands[i])]
     return total
+
+
+def link_code(graph: DomainGraph, layout: DomainLayout, t: int, i: int) -> int:
+    """Code of slot t's link to the earlier slot i (−1: none → 0): 1 + 2·(bucket of the sentence
+    distance [× 2 + another entity's slot in between, with ``layout.link_between``]) + same paragraph."""
+    if i < 0:
+        return 0
+    bucket = int(graph.distance_buckets[min(graph.sentence[t] - graph.sentence[i], graph.distance_buckets.size - 1)])
+    if layout.link_between:
+        # the slots between i and t are the entity's own (chain ranks apart − 1) or another's
+        bucket = 2 * bucket + int(t - i > graph.chain_rank[t] - graph.chain_rank[i])
+    return 1 + 2 * bucket + int(graph.paragraph[t] == graph.paragraph[i])
 
 
 def name_relation(graph: DomainGraph, c: int, target: int) -> int:
@@ -228,14 +244,17 @@ def name_relation(graph: DomainGraph, c: int, target: int) -> int:
 
 
 @nb.njit(cache=True)
-def _link_code(s, i, G):
+def _link_code(s, i, G, L):
     if i < 0:
         return 0
-    sentence, paragraph, buckets = G[12], G[13], G[14]
+    sentence, paragraph, buckets, rank = G[12], G[13], G[14], G[17]
     d = sentence[s] - sentence[i]
     if d > buckets.size - 1:
         d = buckets.size - 1
-    return 1 + 2 * buckets[d] + (1 if paragraph[s] == paragraph[i] else 0)
+    bucket = buckets[d]
+    if L[4]:
+        bucket = 2 * bucket + (1 if s - i > rank[s] - rank[i] else 0)
+    return 1 + 2 * bucket + (1 if paragraph[s] == paragraph[i] else 0)
 
 
 @nb.njit(cache=True)
@@ -249,7 +268,7 @@ def _relation(c, target_c, G):
 def _link_terms(s, c, target, target_c, G, L, idx, n):
     """The link indicators of slot s holding candidate c whose previous name is ``target`` (its candidate target_c)."""
     A, o_N = L[0], L[2]
-    code = _link_code(s, target, G)  # the relation block at L[3] follows the link block
+    code = _link_code(s, target, G, L)  # the relation block at L[3] follows the link block
     idx[n] = o_N + code * A + G[4][c]
     n += 1
     if target >= 0 and G[5][c]:
@@ -411,16 +430,18 @@ def anneal(graph: DomainGraph, layout: DomainLayout, theta, y, temperatures, kin
 
 
 @nb.njit(cache=True)
-def _update(t, better, worse, y, G, L, theta, u, step, c, idx):
-    """θ += step·(φ(yₜ = better) − φ(yₜ = worse)) and u += c·step·(same)."""
+def _update(t, better, worse, y, G, L, theta, u, step, c, idx, unary_scale):
+    """θ += step·(φ(yₜ = better) − φ(yₜ = worse)) and u += c·step·(same); the unary block's step is
+    scaled by ``unary_scale`` (1: the plain update; 0: unary weights held)."""
     indptr, indices, data = G[1], G[2], G[3]
     for j in range(2):
         sign = 1.0 if j == 0 else -1.0
         k = better if j == 0 else worse
         row = G[0][t] + k
-        for p in range(indptr[row], indptr[row + 1]):
-            theta[indices[p]] += sign * step * data[p]
-            u[indices[p]] += sign * c * step * data[p]
+        if unary_scale != 0.0:
+            for p in range(indptr[row], indptr[row + 1]):
+                theta[indices[p]] += sign * step * unary_scale * data[p]
+                u[indices[p]] += sign * c * step * unary_scale * data[p]
         n = _terms(t, k, y, G, L, idx)
         for i in range(n):
             theta[idx[i]] += sign * step
@@ -428,8 +449,9 @@ def _update(t, better, worse, y, G, L, theta, u, step, c, idx):
 
 
 @nb.njit(cache=True)
-def _difference_norm2(t, better, worse, y, G, L, idx):
-    """‖φ(yₜ = better) − φ(yₜ = worse)‖² (shared features cancel)."""
+def _difference_norm2(t, better, worse, y, G, L, idx, unary_scale):
+    """‖φ(yₜ = better) − φ(yₜ = worse)‖² of the updated blocks (shared features cancel; the unary
+    block weighted by ``unary_scale``, as :func:`_update` moves it)."""
     indptr, indices, data = G[1], G[2], G[3]
     keys = []
     values = []
@@ -439,7 +461,7 @@ def _difference_norm2(t, better, worse, y, G, L, idx):
         row = G[0][t] + k
         for p in range(indptr[row], indptr[row + 1]):
             keys.append(indices[p])
-            values.append(sign * data[p])
+            values.append(sign * data[p] * np.sqrt(unary_scale))
         n = _terms(t, k, y, G, L, idx)
         for i in range(n):
             keys.append(idx[i])
@@ -459,7 +481,7 @@ def _difference_norm2(t, better, worse, y, G, L, idx):
 
 @nb.njit(cache=True)
 def _samplerank(order, y, loss, theta, u, c, G, L, rule, step_size, C, margin, kind, temperature, pairs, seed, log,
-                scores, weights, idx):
+                scores, weights, idx, unary_scale):
     np.random.seed(seed)
     cand_ptr = G[0]
     n_ranked = 0
@@ -501,10 +523,10 @@ def _samplerank(order, y, loss, theta, u, c, G, L, rule, step_size, C, margin, k
                 if rule == 0:
                     step = step_size
                 else:
-                    norm2 = _difference_norm2(t, better, worse, y, G, L, idx)
+                    norm2 = _difference_norm2(t, better, worse, y, G, L, idx, unary_scale)
                     step = min(C, (abs(delta_objective) - gap) / norm2) if norm2 > 0.0 else 0.0
                 if step > 0.0:
-                    _update(t, better, worse, y, G, L, theta, u, step, c, idx)
+                    _update(t, better, worse, y, G, L, theta, u, step, c, idx, unary_scale)
                     updated = True
                     n_updates += 1
         _record(log, i, t, k, k_new, delta_model, delta_objective, updated)
@@ -519,17 +541,19 @@ def _samplerank(order, y, loss, theta, u, c, G, L, rule, step_size, C, margin, k
 
 def samplerank_epoch(graph: DomainGraph, layout: DomainLayout, order, y, loss, theta, u, c: float, rule: int,
                      step_size: float, C: float, margin: float, kind: int, temperature: float, pairs: int, seed: int,
-                     log=None):
+                     log=None, unary_scale: float = 1.0):
     """One SampleRank pass, one proposal per entry of ``order`` (y, θ, u updated in place).
 
     ``loss`` (C,) is each candidate's loss (the objective is −Σ loss); ``pairs`` 0 ranks the
     current and proposed configurations (Wick et al. 2009), 1 the model-best and objective-best
     values of the proposed variable (FACTORIE's neighbourhood rule, an extension). ``rule`` 0
-    perceptron, 1 MIRA. Returns (c, ranked, updates, moves, objective); ``log`` rows as in
-    :func:`varorder.factorgraph.kernels.samplerank_epoch`.
+    perceptron, 1 MIRA. ``unary_scale`` scales the step of the unary weights (1: Wick et al.'s
+    update of every factor; 0: the unary weights are held, e.g. at an exact fit's, and only the
+    pair and link weights learn; an extension). Returns (c, ranked, updates, moves, objective);
+    ``log`` rows as in :func:`varorder.factorgraph.kernels.samplerank_epoch`.
     """
     scores, weights, idx = _buffers(graph)
     log = np.zeros((0, 6)) if log is None else log
     return _samplerank(np.asarray(order, dtype=np.int64), y, np.asarray(loss, dtype=np.float64), theta, u, float(c),
                        graph.kernel_arrays(), layout.kernel_layout(), rule, float(step_size), float(C), float(margin),
-                       kind, float(temperature), pairs, seed, log, scores, weights, idx)
+                       kind, float(temperature), pairs, seed, log, scores, weights, idx, float(unary_scale))

@@ -33,6 +33,13 @@ Methods (``method``):
   ``warm_start="chain"`` (e) first fits (c) and starts SampleRank from its weights.
 
 Training objective of SampleRank: o(c) = −Σₜ [type(cₜ) ≠ gold type] + [string(cₜ) ≠ gold string].
+
+Extensions (options, off by default; issue #29's error analysis in docs/notes/29-neg.md):
+``link_between`` (the name link's code also tells whether another entity's slot lies between),
+``warm_start="unary"`` with ``unary_step`` (start from the exact unary fit, its weights held or
+moved by a scaled step), ``cues`` (unary person cues: 1st/2nd person words in the slot's sentence
+outside every slot, inside quotes), ``chain_pairs=False`` (with ``other_pairs=False`` and
+``link_factors=False``: SampleRank over unary factors only, an ablation of the structure).
 """
 
 from __future__ import annotations
@@ -59,15 +66,16 @@ METHODS = ("first-mention", "unary", "chain", "samplerank")
 _PROPOSALS = {"gibbs": GIBBS, "mh": METROPOLIS}
 _RULES = {"perceptron": 0, "mira": 1}
 _PAIRS = {"proposal": 0, "neighbourhood": 1}
-_WARM = (None, "chain")
+_WARM = (None, "chain", "unary")
 _CHAIN_DISTANCE = (0, 1, 3)  # sentence distance buckets of chain edges: 0, 1, 2-3, 4+
 _N_CHAIN_CODES = 2 * (len(_CHAIN_DISTANCE) + 1)
 _N_OTHER_CODES = 3  # contiguous slots of different entities: same sentence, next, farther
 _LINK_BUCKETS = np.array([0, 1, 2, 2, 3, 3, 3, 3, 4], dtype=np.int64)  # sentence distance → link bucket
 _N_LINK_BUCKETS = int(_LINK_BUCKETS.max()) + 1
-_PARAMS = ("method", "link_factors", "other_pairs", "warm_start", "n_epochs", "rule", "proposal", "pairs",
+_PARAMS = ("method", "link_factors", "link_between", "chain_pairs", "other_pairs", "warm_start", "n_epochs", "rule",
+           "proposal", "pairs",
            "step_size", "C", "margin", "temperature", "average", "init", "anneal_sweeps", "anneal_start",
-           "anneal_end", "l2", "max_iter", "random_state", "verbose")
+           "anneal_end", "l2", "max_iter", "unary_step", "cues", "random_state", "verbose")
 
 
 def _bucket(value, edges) -> int:
@@ -77,8 +85,33 @@ def _bucket(value, edges) -> int:
     return len(edges)
 
 
-def _candidate_features(document, slot, candidates, index) -> list:
-    """Feature names of candidate ``index`` at ``slot`` (slot features conjoined with its attribute and type)."""
+_FIRST_PERSON = frozenset("i me my mine myself we us our ours ourselves".split())
+_SECOND_PERSON = frozenset("you your yours yourself yourselves".split())
+_QUOTES = frozenset(('"', "“", "”", "``", "''"))
+
+
+def _person(text: str) -> str:
+    first = text.split(" ", 1)[0].lower()
+    return "1" if first in _FIRST_PERSON else "2" if first in _SECOND_PERSON else "3"
+
+
+def _slot_cues(document, slot, holes) -> list:
+    """Person cues of a slot's surroundings (the ``cues`` extension): whether its sentence holds a 1st or
+    2nd person word outside every slot (the other holes' words are not known at generation time), and
+    whether it stands inside double quotes (an odd number of quote marks since its paragraph began)."""
+    starts = document.sentence_starts
+    sentence_start = starts[slot.sentence]
+    sentence_end = starts[slot.sentence + 1] if slot.sentence + 1 < len(starts) else len(document.words)
+    words = [document.words[p].lower() for p in range(sentence_start, sentence_end) if p not in holes]
+    paragraph_start = starts[document.paragraph_of_sentence.index(slot.paragraph)]
+    quotes = sum(1 for p in range(paragraph_start, slot.start) if p not in holes and document.words[p] in _QUOTES)
+    return [f"ctx1={any(w in _FIRST_PERSON for w in words)}", f"ctx2={any(w in _SECOND_PERSON for w in words)}",
+            f"quoted={quotes % 2 == 1}"]
+
+
+def _candidate_features(document, slot, candidates, index, cues=None) -> list:
+    """Feature names of candidate ``index`` at ``slot`` (slot features conjoined with its attribute and type;
+    ``cues`` (:func:`_slot_cues`) conjoined with the candidate's grammatical person)."""
     c = candidates[index]
     attr, reg08 = c.attr, c.reg08
     feats = slot.features
@@ -108,23 +141,28 @@ def _candidate_features(document, slot, candidates, index) -> list:
         subtype, case = attr.split("-")
         out.append(f"casematch={case == slot.case}|{subtype}")
         out.append(f"casematch={case == slot.case}|{subtype}|{feats[0]}")
+    if cues is not None:
+        person = _person(c.text) if attr.startswith("pron-") else "3"
+        out += [f"cue:{cue}|p={person}" for cue in cues]
+        genre = next((f for f in feats if f.startswith("genre=")), "genre=?")
+        out += [f"cue:{cue}|p={person}|{genre}" for cue in cues]
     return out
 
 
 _DESIGNS: dict = {}
 
 
-def _design(documents, indexer, fit: bool) -> "_Design":
+def _design(documents, indexer, fit: bool, cues: bool = False) -> "_Design":
     """The design of a document list, reused while the same list (and feature indexer) is in use:
     a benchmark fits and scores several models on one list, and building the features is the
     slow part of a small model's fit."""
     # the list's identity and each document's slot list: a list changed in place builds anew
     key = (id(documents), tuple((id(d.slots), len(d.slots)) for d in documents), fit,
-           None if fit else id(indexer))
+           None if fit else id(indexer), cues)
     hit = _DESIGNS.get(key)
     if hit is not None and hit[0] is documents:
         return hit[1]
-    design = _Design(documents, indexer, fit)
+    design = _Design(documents, indexer, fit, cues)
     if len(_DESIGNS) >= 8:
         _DESIGNS.pop(next(iter(_DESIGNS)))
     _DESIGNS[key] = (documents, design)
@@ -134,7 +172,7 @@ def _design(documents, indexer, fit: bool) -> "_Design":
 class _Design:
     """Everything the models read about a list of documents, built once."""
 
-    def __init__(self, documents, indexer: FeatureIndexer | None, fit: bool):
+    def __init__(self, documents, indexer: FeatureIndexer | None, fit: bool, cues: bool = False):
         self.documents = documents
         items, cand_ptr, attr, is_name, loss, gold, cand_key, cand_len = [], [0], [], [], [], [], [], []
         pairs, entity_prev, sentence, paragraph, doc_of = [], [], [], [], []
@@ -145,13 +183,15 @@ class _Design:
         for d, document in enumerate(documents):
             last: dict[str, int] = {}
             chains: dict[str, list] = {}
+            holes = {p for slot in document.slots for p in range(slot.start, slot.end + 1)} if cues else set()
             for j, slot in enumerate(document.slots):
                 t = offset + j
                 candidates = document.candidates[slot.entity]
                 gold_index = document.gold_index(slot)
                 gold_key, gold_type = normal_key(slot.gold), slot.gold_type
+                slot_cues = _slot_cues(document, slot, holes) if cues else None
                 for k, c in enumerate(candidates):
-                    items.append(_candidate_features(document, slot, candidates, k))
+                    items.append(_candidate_features(document, slot, candidates, k, slot_cues))
                     attr.append(ATTR_INDEX[c.attr])
                     is_name.append(1 if c.is_name else 0)
                     cand_key.append(k)  # an entity's slots share its list: same index, same string
@@ -202,8 +242,9 @@ class _Design:
     def n_slots(self) -> int:
         return self.cand_ptr.size - 1
 
-    def graph(self, other_pairs: bool = True) -> domains.DomainGraph:
-        pairs = self.pairs if other_pairs else self.pairs[self.pairs[:, 2] < _N_CHAIN_CODES]
+    def graph(self, other_pairs: bool = True, chain_pairs: bool = True) -> domains.DomainGraph:
+        chain = self.pairs[:, 2] < _N_CHAIN_CODES
+        pairs = self.pairs[(chain & chain_pairs) | (~chain & other_pairs)]
         return domains.DomainGraph(self.cand_ptr, self.X, self.attr, self.is_name, pairs, self.entity_prev,
                                    self.sentence, self.paragraph, _LINK_BUCKETS, self.cand_key, self.cand_len)
 
@@ -215,12 +256,22 @@ class NegGenerator(ParamsMixin):
     ----------
     method : "first-mention", "unary", "chain" or "samplerank".
     link_factors : (samplerank) the label-dependent link to the entity's previous name.
+    link_between : (samplerank, an extension) the link's code also tells whether another entity's slot
+        lies between the slot and that previous name (a competing referent).
+    chain_pairs : (samplerank) pair factors between contiguous slots of one entity (off: an ablation).
     other_pairs : (samplerank) pair factors between contiguous slots of different entities.
-    warm_start : None or "chain" (samplerank from the exactly trained chain's weights, baseline e).
+    warm_start : None, "chain" (samplerank from the exactly trained chain's weights, baseline e) or
+        "unary" (from the exact unary model's weights; an extension).
     n_epochs, rule, proposal, pairs, step_size, C, margin, temperature, average, init : SampleRank
         (as :class:`varorder.factorgraph.SampleRankTagger`).
     anneal_sweeps, anneal_start, anneal_end : annealed MH decoding's geometric schedule.
     l2, max_iter : L2 weight and L-BFGS iterations of the exact models (unary, chain).
+    unary_step : (samplerank) scale of the unary weights' SampleRank step (1: every factor's weights
+        take the same step, Wick et al.; 0: the unary weights stay at their start, e.g. the exact
+        fit's with ``warm_start``; an extension).
+    cues : (every method but first-mention; an extension) unary person cues: whether the slot's sentence
+        holds a 1st / 2nd person word outside the slots and whether the slot is inside quotes, conjoined
+        with the candidate's grammatical person (and the genre).
     random_state : seed; verbose : progress bar over epochs.
 
     Learned: ``feature_names_``, ``layout_`` (:class:`~varorder.factorgraph.domains.DomainLayout`),
@@ -230,14 +281,17 @@ class NegGenerator(ParamsMixin):
     _MODEL_KIND = "NegGenerator"
     _requires_y = False  # the gold REs travel inside the documents
 
-    def __init__(self, *, method: str = "samplerank", link_factors: bool = True, other_pairs: bool = True,
+    def __init__(self, *, method: str = "samplerank", link_factors: bool = True, link_between: bool = False,
+                 chain_pairs: bool = True, other_pairs: bool = True,
                  warm_start=None, n_epochs: int = 30, rule: str = "perceptron", proposal: str = "gibbs",
                  pairs: str = "proposal", step_size: float = 1.0, C: float = 1.0, margin: float = 1.0,
                  temperature: float = 1.0, average: bool = True, init: str = "random", anneal_sweeps: int = 30,
                  anneal_start: float = 1.0, anneal_end: float = 0.05, l2: float = 1.0, max_iter: int = 150,
-                 random_state=0, verbose: bool = False):
+                 unary_step: float = 1.0, cues: bool = False, random_state=0, verbose: bool = False):
         self.method = method
         self.link_factors = link_factors
+        self.link_between = link_between
+        self.chain_pairs = chain_pairs
         self.other_pairs = other_pairs
         self.warm_start = warm_start
         self.n_epochs = n_epochs
@@ -255,6 +309,8 @@ class NegGenerator(ParamsMixin):
         self.anneal_end = anneal_end
         self.l2 = l2
         self.max_iter = max_iter
+        self.unary_step = unary_step
+        self.cues = cues
         self.random_state = random_state
         self.verbose = verbose
 
@@ -265,12 +321,13 @@ class NegGenerator(ParamsMixin):
         for name in ("step_size", "C", "temperature", "anneal_start", "anneal_end"):
             check_real(self, name, 0, exclusive_minimum=True)
         check_real(self, "margin", 0)
+        check_real(self, "unary_step", 0)
         check_real(self, "l2", 0)
         # bounded so that a schedule or an iteration count always fits an array (2^63 sweeps did not)
         check_int(self, "n_epochs", 1, 10**6)
         check_int(self, "max_iter", 1, 10**6)
         check_int(self, "anneal_sweeps", 0, 10**6)
-        for name in ("link_factors", "other_pairs", "average", "verbose"):
+        for name in ("link_factors", "link_between", "cues", "chain_pairs", "other_pairs", "average", "verbose"):
             check_bool(self, name)
 
     def _layout(self, n_features: int) -> domains.DomainLayout:
@@ -280,7 +337,8 @@ class NegGenerator(ParamsMixin):
         if self.method == "chain":
             return domains.DomainLayout(n_features, A, _N_CHAIN_CODES)
         return domains.DomainLayout(n_features, A, _N_CHAIN_CODES + (_N_OTHER_CODES if self.other_pairs else 0),
-                                    _N_LINK_BUCKETS if self.link_factors else 0)
+                                    _N_LINK_BUCKETS if self.link_factors else 0,
+                                    self.link_factors and self.link_between)
 
     # -- training ------------------------------------------------------------------
 
@@ -288,7 +346,7 @@ class NegGenerator(ParamsMixin):
         """Learn from prepared documents (:class:`~varorder.neg.task.NegDocument`, gold REs known)."""
         self._check_params()
         began = time.perf_counter()
-        design = _design(documents, None, fit=True)
+        design = _design(documents, None, fit=True, cues=self.cues)
         self.feature_names_ = design.indexer.names_
         self._indexer = design.indexer
         self.layout_ = self._layout(len(self.feature_names_))
@@ -309,13 +367,15 @@ class NegGenerator(ParamsMixin):
 
     def _fit_samplerank(self, design) -> np.ndarray:
         layout = self.layout_
-        graph = design.graph(self.other_pairs)
+        graph = design.graph(self.other_pairs, self.chain_pairs)
         graph.check_layout(layout)
         theta = np.zeros(layout.n_params)
         if self.warm_start == "chain":
             chain_layout = domains.DomainLayout(layout.n_features, layout.n_attrs, _N_CHAIN_CODES)
             start = _fit_chain(design, chain_layout, self.l2, self.max_iter)
             theta[:start.size] = start  # unary, then the chain codes' pair block: the same offsets
+        elif self.warm_start == "unary":
+            theta[:layout.n_features] = _fit_unary(design, self.l2, self.max_iter)
         accumulated = np.zeros_like(theta)
         rng = np.random.default_rng(self.random_state)
         sizes = graph.domain_sizes
@@ -333,7 +393,7 @@ class NegGenerator(ParamsMixin):
             steps, n_ranked, n_updates, n_moves, objective = domains.samplerank_epoch(
                 graph, layout, order, y, design.loss, theta, accumulated, steps, _RULES[self.rule],
                 self.step_size, self.C, self.margin, _PROPOSALS[self.proposal], self.temperature,
-                _PAIRS[self.pairs], int(rng.integers(2 ** 31)))
+                _PAIRS[self.pairs], int(rng.integers(2 ** 31)), unary_scale=self.unary_step)
             entry = {"epoch": epoch, "chain_loss": -objective / max(design.n_slots, 1), "ranked": n_ranked,
                      "updates": n_updates, "moves": n_moves, "time": time.perf_counter() - began}
             self.history_.append(entry)
@@ -350,7 +410,7 @@ class NegGenerator(ParamsMixin):
     def predict_indices(self, documents) -> list[list[int]]:
         """Chosen candidate index per slot, per document."""
         self._check_fitted()
-        design = _design(documents, self._indexer, fit=False)
+        design = _design(documents, self._indexer, fit=False, cues=self.cues)
         if self.method == "first-mention":
             flat = _first_mention(documents)
         elif self.method == "unary":
@@ -358,7 +418,7 @@ class NegGenerator(ParamsMixin):
         elif self.method == "chain":
             flat = _viterbi_chains(design, self.layout_, self.theta_)
         else:
-            graph = design.graph(self.other_pairs)
+            graph = design.graph(self.other_pairs, self.chain_pairs)
             graph.check_layout(self.layout_)
             flat = _argmax_unary(design, self.theta_[:self.layout_.n_features])
             temperatures = np.geomspace(self.anneal_start, self.anneal_end, self.anneal_sweeps) \
@@ -379,9 +439,9 @@ class NegGenerator(ParamsMixin):
 
     def score_configuration(self, documents, indices) -> float:
         """Model score s(c) of a full assignment (the SampleRank graph's; for checks and diagnostics)."""
-        design = _design(documents, self._indexer, fit=False)
+        design = _design(documents, self._indexer, fit=False, cues=self.cues)
         flat = np.array([k for chosen in indices for k in chosen], dtype=np.int64)
-        return domains.full_score(design.graph(self.other_pairs), self.layout_, self.theta_, flat)
+        return domains.full_score(design.graph(self.other_pairs, self.chain_pairs), self.layout_, self.theta_, flat)
 
     # -- persistence ---------------------------------------------------------------------
 
