@@ -7,8 +7,8 @@ per call, one thread (NUMBA_NUM_THREADS=1, BLAS pinned), median over rounds; the
 this tree / baseline. Small configurations (a few minutes in all):
 
 * aligner: ``WordAligner(training="agreement", ibm1_iterations=1, iterations=2)`` on the
-  first 600 Hansards train10k pairs (HMM E-steps: ``chain.marginals(edges="sum")``, banded);
-* CRF: ``CRF(max_iterations=8)`` on the first 300 UD EWT training sentences (POS features);
+  first 3,000 Hansards train10k pairs (HMM E-steps: ``chain.marginals(edges="sum")``, banded);
+* CRF: ``CRF(max_iterations=8)`` on the first 1,000 UD EWT training sentences (POS features);
 * RCMS: ``ReifiedContextModel(num_labels=26, num_contexts=10, epochs=1)`` on 120 OCR words
   of the training folds, then ``predict_with_confidence`` on 200 test words (lattice
   forward–backward and Viterbi on the built context sets);
@@ -53,8 +53,8 @@ def load_data():
     from varorder.tasks.ocr import load_ocr, word_arrays
 
     hans = DATA / "hansards-en-fr" / "normalized"
-    pairs = list(zip(_lines(hans / "train10k.e.gz", 600), _lines(hans / "train10k.f.gz", 600)))
-    sents = read_conllu(DATA / "ud-english-ewt" / "en_ewt-ud-train.conllu.gz")[:300]
+    pairs = list(zip(_lines(hans / "train10k.e.gz", 3000), _lines(hans / "train10k.f.gz", 3000)))
+    sents = read_conllu(DATA / "ud-english-ewt" / "en_ewt-ud-train.conllu.gz")[:1000]
     crf = ([pos_features(s.words) for s in sents], [s.tags("upos") for s in sents])
     train, test = load_ocr()
     xs, ys = word_arrays(train[:120])

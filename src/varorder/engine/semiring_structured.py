@@ -78,8 +78,8 @@ def _exp_plus(dst, a, b):
 
 
 @nb.njit(cache=True, inline="always")
-def _exp_times(dst, a, b):
-    a0, a1, b0, b1 = a[0], a[1], b[0], b[1]
+def _exp_product(dst, a0, a1, b0, b1):
+    """dst = (a0, a1) ⊗ (b0, b1): log weights add, means add; zero if either is zero."""
     if a0 == NEG_INF or b0 == NEG_INF:
         dst[0] = NEG_INF
         dst[1] = 0.0
@@ -90,15 +90,13 @@ def _exp_times(dst, a, b):
 
 
 @nb.njit(cache=True, inline="always")
+def _exp_times(dst, a, b):
+    return _exp_product(dst, a[0], a[1], b[0], b[1])
+
+
+@nb.njit(cache=True, inline="always")
 def _exp_times_weight(dst, a, w):
-    a0, a1 = a[0], a[1]
-    if a0 == NEG_INF or w == NEG_INF:
-        dst[0] = NEG_INF
-        dst[1] = 0.0
-    else:
-        dst[0] = a0 + w
-        dst[1] = a1 + w
-    return dst
+    return _exp_product(dst, a[0], a[1], w, w)  # the lift of w is (w, w)
 
 
 EXPECTATION = register(Semiring("expectation", _exp_plus, _exp_times, _exp_zero, _exp_one, None, 2,
