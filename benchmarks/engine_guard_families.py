@@ -147,10 +147,49 @@ def main():
                          "base_all_s": [round(t, 4) for t in times["base"]]})
             print(f"{name:15s} new {new:8.3f} s  base {base:8.3f} s  ratio {new / base:.3f}", flush=True)
     if args.json:
-        payload = {"rows": rows, "load_average": [round(x, 2) for x in load], "cpu": platform.processor()
-                   or platform.machine(), "rounds": args.rounds}
-        Path(args.json).write_text(json.dumps(payload, indent=1))
+        Path(args.json).write_text(json.dumps(results_file(rows, load, args), indent=1) + "\n")
 
+
+TASKS = {"aligner": "WordAligner agreement, IBM 1 x1 + HMM x2, 3,000 Hansards pairs (fit)",
+         "crf": "CRF L-BFGS 8 iterations, 1,000 EWT sentences (fit)",
+         "rcms": "RCMS(10) 1 epoch on 120 OCR words + predict 200",
+         "lm": "modified Kneser-Ney order 4 on 20k PTB sentences + perplexity of 2k (no engine code: control)",
+         "chain-ops": "chain kbest(k=5), entropy, sample(n=5) on B=200, L=30, K=12, x5",
+         "lattice-ops": "lattice kbest(5), entropy, marginals, viterbi on 20 chain lattices (L=20, K=12), x10",
+         "hypergraph-ops": "hypergraph log Z, Viterbi, marginals of a chain lattice's hypergraph + lattice MAX "
+                           "forward, x200"}
+
+
+def _cpu() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def results_file(rows, load, args) -> dict:
+    """Schema 1 (docs/tools/summarize_results.py): one row per workload."""
+    return {
+        "schema": 1, "area": "Engine structure (issue #34 guards)",
+        "title": "model families on the engine after #34 (structured semirings, operations as generic recursion + "
+                 "registered specialisations) vs before (82815f1)",
+        "issue": 34,
+        "command": "git archive 82815f1 src | tar -x -C /tmp/s54/base; cp -r /tmp/s54/base/src/varorder "
+                   "/tmp/s54/basepkg/varorder_base (imports renamed to varorder_base); NUMBA_NUM_THREADS=1 "
+                   "PYTHONPATH=src:/tmp/s54/basepkg flock /tmp/varorder-bench.lock nice -n 5 python "
+                   f"benchmarks/engine_guard_families.py --rounds {args.rounds} --json {args.json}",
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "machine": {"cpu": f"{_cpu()} (cores shared with other sessions)",
+                    "cores": os.cpu_count() or 1,
+                    "load": f"{min(load):.2f}-{max(load):.2f} (1-min, sampled after each workload)"},
+        "rows": [{"system": f"varorder {r['workload']}", "task": TASKS[r["workload"]],
+                  "metric": "CPU s per unit (median)", "varorder": r["new_s"], "reference": r["base_s"],
+                  "reference_name": "varorder before #34 (82815f1, same process, interleaved)",
+                  "ratio": r["ratio"], "better": "lower",
+                  "note": f"one thread; rounds new {r['new_all_s']}, before {r['base_all_s']}"} for r in rows]}
 
 if __name__ == "__main__":
     main()
