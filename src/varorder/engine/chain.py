@@ -31,7 +31,9 @@ Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
   (position, label);
 * sampling is forward filtering, backward sampling with uniforms drawn from a
   seeded NumPy generator, so results do not depend on thread scheduling;
-* entropy is log Z − E[s(y)], the expectation taken with the marginals.
+* entropy is log Z − E[s(y)], the expectation taken with the marginals;
+* these last three fused kernels are registered specialisations (``SPECIALISED``) of the
+  generic recursion in KBEST, LOG and EXPECTATION (:mod:`varorder.engine.chain_generic_ops`).
 
 Kernels run one chunk of sequences (or of blocks) per Numba ``prange``
 iteration; blocks and reductions never depend on the thread count, so neither do
