@@ -88,12 +88,13 @@ def log_partition(emissions, transitions, start=None, end=None, lengths=None, al
 
 
 def forward(emissions, transitions, start=None, end=None, lengths=None, allowed=None,
-            semiring: str = "log") -> np.ndarray:
-    """⊕ over all paths in a semiring, shape (B,): a registered name ("log" → log Z, "max" →
-    best score) or a :class:`varorder.engine.semiring.Semiring`."""
+            semiring: str = "log", width: int | None = None) -> np.ndarray:
+    """⊕ over all paths in a semiring, shape (B,) — or (B, d) for a structured semiring: a
+    registered name ("log" → log Z, "max" → best score, "expectation" → (log Z, E[score]),
+    "kbest" → the ``width`` best scores) or a :class:`varorder.engine.semiring.Semiring`."""
     semiring = resolve(semiring)
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
-    return _engine.forward_values(ci, semiring)
+    return _engine.forward_values(ci, semiring, width=width)
 
 
 def viterbi(emissions, transitions, start=None, end=None, lengths=None, allowed=None):

@@ -35,6 +35,8 @@ __all__ = [
     "marginals",
     "expected_counts",
     "sample",
+    "kbest",
+    "entropy",
 ]
 
 
@@ -214,11 +216,14 @@ def _check(hypergraph) -> Hypergraph:
     return hypergraph
 
 
-def inside(hypergraph: Hypergraph, semiring: str = "log"):
-    """(inside values per node (N,), goal values per graph (G,)) in a named semiring."""
+def inside(hypergraph: Hypergraph, semiring: str = "log", width: int | None = None):
+    """(inside values per node, goal values per graph) in a named semiring: (N,) and (G,) for
+    a scalar semiring, (N, d) and (G, d) for a structured one (``width`` = d where the
+    call chooses it, e.g. k for "kbest")."""
     hg = _check(hypergraph)
-    kernel = _k.inside_kernel(resolve(semiring))
-    beta = np.empty(hg.num_nodes)
+    semiring = resolve(semiring)
+    kernel = _k.inside_kernel(semiring)
+    beta = np.empty((hg.num_nodes,) + semiring.value_shape(width))
     goal = kernel(*hg._args(), beta)
     return beta, goal
 
@@ -281,3 +286,22 @@ def sample(hypergraph: Hypergraph, n: int = 1, seed=None, graph: int = 0):
     if logz == -np.inf:
         return []
     return [edges[offsets[s]:offsets[s + 1]] for s in range(n)]
+
+
+def kbest(hypergraph: Hypergraph, k: int):
+    """The k best derivations of every graph: (scores (G, k) best first, −inf past the number
+    of derivations; a list of G lists of edge-id arrays in preorder, goal edge first, one per
+    finite score). The inside pass in the k-best semiring plus a backtrack; equal scores
+    keep the order of the heads' incoming edge lists, then of the tails' ranks."""
+    hg = _check(hypergraph)
+    k = check_int_at_least("k", k, 1)
+    scores, edges, offsets = _k.kbest(*hg._args(), k)
+    found = [[edges[offsets[g * k + r]:offsets[g * k + r + 1]] for r in range(k) if scores[g, r] > -np.inf]
+             for g in range(hg.num_graphs)]
+    return scores, found
+
+
+def entropy(hypergraph: Hypergraph) -> np.ndarray:
+    """Entropy (nats) of each graph's derivation distribution (G,); NaN where the goal has no
+    derivation. The inside pass in the expectation semiring (log Z, E[score])."""
+    return _k.entropy(*_check(hypergraph)._args())

@@ -197,20 +197,26 @@ def _check(lattice) -> Lattice:
 def path_labels(lattice: Lattice, arcs: np.ndarray) -> np.ndarray:
     """Map arc ids (any shape, −1 = padding) to their labels (−1 kept)."""
     arcs = np.asarray(arcs)
+    if lattice.num_arcs == 0:  # every entry is padding
+        return np.full(arcs.shape, -1, dtype=np.int64)
     return np.where(arcs >= 0, lattice.arc_label[np.maximum(arcs, 0)], -1)
 
 
-def forward(lattice: Lattice, semiring: str = "log") -> float:
+def forward(lattice: Lattice, semiring: str = "log", width: int | None = None):
     """⊕ over all paths in a semiring: a registered name ("log" → log Z, "max" → best
-    score) or a :class:`varorder.engine.semiring.Semiring`."""
-    return float(alphas(lattice, semiring)[1])
+    score, "expectation" → (log Z, E[score]), "kbest" → the ``width`` best scores) or a
+    :class:`varorder.engine.semiring.Semiring`. A float for a scalar semiring, an array
+    of the value's width for a structured one."""
+    total = alphas(lattice, semiring, width)[1]
+    return total if isinstance(total, np.ndarray) else float(total)
 
 
-def alphas(lattice: Lattice, semiring: str = "log"):
-    """(alpha (N,), total): forward values per node in the named semiring."""
+def alphas(lattice: Lattice, semiring: str = "log", width: int | None = None):
+    """(alpha (N,) or (N, d), total): forward values per node in the named semiring."""
     lat = _check(lattice)
-    kernel = _k.forward_kernel(resolve(semiring))
-    alpha = np.empty(lat.num_nodes)
+    semiring = resolve(semiring)
+    kernel = _k.forward_kernel(semiring)
+    alpha = np.empty((lat.num_nodes,) + semiring.value_shape(width))
     total = kernel(*lat._args(), alpha)
     return alpha, total
 
@@ -283,7 +289,7 @@ def kbest_arcs(lattice: Lattice, k: int):
     """(arc ids (k, max_length) −1 padded, scores (k,)), best first; −inf rows if fewer paths."""
     lat = _check(lattice)
     k = check_int_at_least("k", k, 1)
-    return _k.kbest_kernel(*lat._args(), lat.node_position, k)
+    return _k.operation("kbest")(lat, k)
 
 
 def kbest(lattice: Lattice, k: int):
@@ -294,13 +300,4 @@ def kbest(lattice: Lattice, k: int):
 
 def entropy(lattice: Lattice) -> float:
     """Entropy (nats) of the path distribution; NaN if there is no path."""
-    lat = _check(lattice)
-    logz, _, arc, fin = _k.marginals_kernel(lat.num_nodes, lat.in_offsets, lat.in_arcs, lat.out_offsets,
-                                            lat.out_arcs, lat.arc_source, lat.arc_target, lat.arc_weight,
-                                            lat.final)
-    if logz == -np.inf:
-        return float("nan")
-    used = arc > 0
-    ends = fin > 0
-    expected = float((arc[used] * lat.arc_weight[used]).sum() + (fin[ends] * lat.final[ends]).sum())
-    return max(float(logz) - expected, 0.0)
+    return _k.operation("entropy")(_check(lattice))

@@ -31,7 +31,9 @@ Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
   (position, label);
 * sampling is forward filtering, backward sampling with uniforms drawn from a
   seeded NumPy generator, so results do not depend on thread scheduling;
-* entropy is log Z − E[s(y)], the expectation taken with the marginals.
+* entropy is log Z − E[s(y)], the expectation taken with the marginals;
+* these last three fused kernels are registered specialisations (``SPECIALISED``) of the
+  generic recursion in KBEST, LOG and EXPECTATION (:mod:`varorder.engine.chain_generic_ops`).
 
 Kernels run one chunk of sequences (or of blocks) per Numba ``prange``
 iteration; blocks and reductions never depend on the thread count, so neither do
@@ -45,7 +47,9 @@ import math
 import numba as nb
 import numpy as np
 
-from varorder.engine.semiring import LOG, MAX, Semiring, resolve
+from varorder.engine.semiring import LOG, MAX, Semiring, operation, resolve
+from varorder.engine.semiring_structured import EXPECTATION, KBEST
+from varorder.engine.chain_generic_ops import generic_entropy, generic_kbest, generic_sample
 from varorder.engine.threads import uses_engine_threads
 from varorder.engine.chain_generic import NEG_INF, generic_forward
 from varorder.engine.chain_scaled import _MIN_SHIFTED
@@ -253,15 +257,16 @@ SPECIALISED_FORWARD = {LOG: _scaled_log_z, MAX: _viterbi_scores}
 
 
 @uses_engine_threads
-def forward_values(ci: ChainInput, semiring: Semiring = LOG, specialised: bool = True) -> np.ndarray:
+def forward_values(ci: ChainInput, semiring: Semiring = LOG, specialised: bool = True, width=None) -> np.ndarray:
     """⊕ over all paths of each sequence in ``semiring`` (a Semiring or a registered name):
     its registered specialisation when there is one (and ``specialised``), else the
-    generic recursion compiled for the semiring."""
+    generic recursion compiled for the semiring; (B,), or (B, d) for a structured semiring
+    (``width`` = d where the call chooses it, e.g. k for KBEST)."""
     semiring = resolve(semiring)
     fast = SPECIALISED_FORWARD.get(semiring) if specialised else None
     if fast is not None:
         return fast(ci)
-    return generic_forward(semiring)(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths)
+    return generic_forward(semiring, width)(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths)
 
 
 def log_partition(ci: ChainInput) -> np.ndarray:
@@ -303,21 +308,40 @@ def marginals(ci: ChainInput, edges=True):
     return node, (edge if want_edges else edge_sum if want_sum else None), logz
 
 
-@uses_engine_threads
-def entropy(ci: ChainInput) -> np.ndarray:
+def _entropy_fused(ci: ChainInput) -> np.ndarray:
     node, _, _, texp, logz = _marginals(ci, False, False, True)
     return _entropy_finish(ci.emissions, ci.start, ci.end, ci.lengths, node, logz, texp)
 
 
-@uses_engine_threads
-def kbest(ci: ChainInput, k: int):
-    k = check_int_at_least("k", k, 1)
+def _kbest_fused(ci: ChainInput, k: int):
     return _kbest_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, k)
 
 
+def _sample_fused(ci: ChainInput, uniforms: np.ndarray):
+    return _sample_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, uniforms)
+
+
+# Operations = the generic recursion in a semiring plus a finishing step
+# (engine/chain_generic_ops.py); their fused kernels are registered specialisations,
+# tested equal (tests/test_engine_semiring_structured.py).
+SPECIALISED = {"entropy": (EXPECTATION, _entropy_fused), "kbest": (KBEST, _kbest_fused), "sample": (LOG, _sample_fused)}
+GENERIC = {"entropy": generic_entropy, "kbest": generic_kbest, "sample": generic_sample}
+
+
 @uses_engine_threads
-def sample(ci: ChainInput, n: int, seed=None):
+def entropy(ci: ChainInput, specialised: bool = True) -> np.ndarray:
+    return operation("entropy", GENERIC, SPECIALISED, specialised)(ci)
+
+
+@uses_engine_threads
+def kbest(ci: ChainInput, k: int, specialised: bool = True):
+    k = check_int_at_least("k", k, 1)
+    return operation("kbest", GENERIC, SPECIALISED, specialised)(ci, k)
+
+
+@uses_engine_threads
+def sample(ci: ChainInput, n: int, seed=None, specialised: bool = True):
     n = check_int_at_least("n", n, 1)
     B, L, _ = ci.shape
     uniforms = as_rng(seed).random((B, n, L))
-    return _sample_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, uniforms)
+    return operation("sample", GENERIC, SPECIALISED, specialised)(ci, uniforms)

@@ -18,7 +18,9 @@ and tail ids are global); tails are CSR (``tail_offsets``, ``tails``) and edges
 are indexed by head in CSR form (``in_offsets``, ``in_edges``), so each pass is
 one sweep over nodes in id order.
 
-Algorithms: semiring-generic inside (⊕ from :mod:`varorder.engine.semiring`);
+Algorithms: one semiring-generic inside (⊕, ⊗ from :mod:`varorder.engine.semiring`,
+scalar or structured): log Z in LOG, entropy in EXPECTATION (log Z − E[score]), the k
+best derivations in KBEST plus the k-best backtrack (:mod:`varorder.engine.kbest`);
 outside and edge/node marginals in the LOG semiring (the expected counts of
 EM are sums of edge marginals); Viterbi as the MAX inside plus a top-down
 re-maximising backtrack; sampling top-down over the LOG inside values with a
@@ -33,31 +35,37 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.lattice import _draw_log
-from varorder.engine.semiring import LOG, MAX, Semiring, compiled
+from varorder.engine.kbest import hypergraph_derivations
+from varorder.engine.semiring import LOG, MAX, Semiring, cells, compiled
+from varorder.engine.semiring_structured import EXPECTATION, KBEST, entropy_of
 
 NEG_INF = -np.inf
 
 
 def make_inside(semiring: Semiring):
-    """inside[v] = ⊕ over edges e into v of weight(e) ⊗ ⨂_{t ∈ tails(e)} inside[t]; returns goal values (G,)."""
-    plus, times, zero = semiring.plus, semiring.times, semiring.zero
+    """inside[v] = ⊕ over edges e into v of lift(weight(e)) ⊗ ⨂_{t ∈ tails(e)} inside[t];
+    returns goal values (G,) or (G, d). beta is (N,) for a scalar semiring, (N, d) for a
+    structured one."""
+    c = cells(semiring)
+    zero, plus, times, lift, put = c.zero, c.plus, c.times, c.lift, c.put
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
     def inside(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta):
         n_graphs = node_offsets.shape[0] - 1
-        goal = np.empty(n_graphs)
+        goal = np.empty_like(beta[:n_graphs])
+        s = np.empty_like(beta[:1])[0]  # a float (unused) or a row of scratch
         for g in range(n_graphs):
             for v in range(node_offsets[g], node_offsets[g + 1]):
-                acc = zero
+                acc = zero(beta[v])
                 for q in range(in_offsets[v], in_offsets[v + 1]):
                     e = in_edges[q]
-                    s = edge_weight[e]
+                    s = lift(s, edge_weight[e])
                     for r in range(tail_offsets[e], tail_offsets[e + 1]):
-                        s = times(s, beta[tails[r]])
-                    acc = plus(acc, s)
-                beta[v] = acc
-            goal[g] = beta[node_offsets[g + 1] - 1]
+                        s = times(s, s, beta[tails[r]])
+                    acc = plus(acc, acc, s)
+                put(beta, v, acc)
+            put(goal, g, beta[node_offsets[g + 1] - 1])
         return goal
 
     return inside
@@ -281,3 +289,22 @@ def sample_kernel(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_
                 depth += 1
         offsets[s + 1] = k
     return out[:k].copy(), offsets, logz
+
+
+def kbest(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, k):
+    """The k best derivations of every graph: (scores (G, k) best first, −inf padded; edge
+    ids in preorder; offsets (G·k + 1,)), from the generic inside in the KBEST semiring."""
+    beta = np.empty((node_offsets[-1], k))
+    scores = compiled(make_inside, KBEST)(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight, beta)
+    edges, offsets = hypergraph_derivations(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight,
+                                            beta)
+    return scores, edges, offsets
+
+
+def entropy(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight):
+    """Entropy (nats) of each graph's derivation distribution (G,), NaN without a
+    derivation: the generic inside in the EXPECTATION semiring, log Z − E[score]."""
+    beta = np.empty((node_offsets[-1], 2))
+    goal = compiled(make_inside, EXPECTATION)(node_offsets, in_offsets, in_edges, tail_offsets, tails, edge_weight,
+                                              beta)
+    return entropy_of(goal)

@@ -15,10 +15,13 @@ Storage is flat arrays; arcs are indexed twice in CSR form (by target for the
 forward pass, by source for the backward pass). Node ids must be in
 topological (position) order, so each pass is one sweep over nodes.
 
-Algorithms: semiring-generic forward and backward (⊕ from
-:mod:`varorder.engine.semiring`); Viterbi as the MAX forward plus a re-maximising
-backtrack; k-best as a top-k list per node; sampling by backward sampling over
-forward values with externally drawn uniforms; entropy as log Z − E[score].
+Algorithms: one semiring-generic forward and backward (⊕, ⊗ from
+:mod:`varorder.engine.semiring`, scalar or structured); every operation is it in a
+chosen semiring: Viterbi as the MAX forward plus a re-maximising backtrack; k-best as the
+KBEST forward plus the k-best backtrack (:mod:`varorder.engine.kbest`); sampling by
+backward sampling over LOG forward values with externally drawn uniforms; entropy as the
+EXPECTATION forward, log Z − E[score]. The list-Viterbi k-best kernel and the entropy
+from marginals are registered specialisations (``SPECIALISED``), tested equal.
 """
 
 from __future__ import annotations
@@ -26,28 +29,35 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from varorder.engine.semiring import LOG, MAX, Semiring, compiled
+from varorder.engine.kbest import lattice_arcs
+from varorder.engine.semiring import LOG, MAX, Semiring, cells, compiled
+from varorder.engine.semiring import operation as choose
+from varorder.engine.semiring_structured import EXPECTATION, KBEST, entropy_of
 
 NEG_INF = -np.inf
 
 
 def make_lattice_forward(semiring: Semiring):
-    """alpha[v] = ⊕ over root→v arc paths of their weight; returns ⊕ᵥ alpha[v] ⊗ final[v]."""
-    plus, times, zero, one = semiring.plus, semiring.times, semiring.zero, semiring.one
+    """alpha[v] = ⊕ over root→v arc paths of their weight; returns ⊕ᵥ alpha[v] ⊗ final[v].
+    alpha is (N,) for a scalar semiring, (N, d) for a structured one."""
+    c = cells(semiring)
+    zero, one, plus, times_weight, put = c.zero, c.one, c.plus, c.times_weight, c.put
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
     def forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha):
-        alpha[0] = one
+        tmp = np.empty_like(alpha[:1])[0]  # floats (unused) or rows of scratch
+        total = np.empty_like(alpha[:1])[0]
+        put(alpha, 0, one(alpha[0]))
         for v in range(1, num_nodes):
-            acc = zero
+            acc = zero(alpha[v])
             for q in range(in_offsets[v], in_offsets[v + 1]):
                 a = in_arcs[q]
-                acc = plus(acc, times(alpha[arc_source[a]], arc_weight[a]))
-            alpha[v] = acc
-        total = zero
+                acc = plus(acc, acc, times_weight(tmp, alpha[arc_source[a]], arc_weight[a]))
+            put(alpha, v, acc)
+        total = zero(total)
         for v in range(num_nodes):
-            total = plus(total, times(alpha[v], final[v]))
+            total = plus(total, total, times_weight(tmp, alpha[v], final[v]))
         return total
 
     return forward
@@ -55,17 +65,19 @@ def make_lattice_forward(semiring: Semiring):
 
 def make_lattice_backward(semiring: Semiring):
     """beta[v] = ⊕ over v→end continuations (final weight included)."""
-    plus, times = semiring.plus, semiring.times
+    c = cells(semiring)
+    plus, times_weight, lift, put = c.plus, c.times_weight, c.lift, c.put
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
     def backward(num_nodes, out_offsets, out_arcs, arc_target, arc_weight, final, beta):
+        tmp = np.empty_like(beta[:1])[0]
         for v in range(num_nodes - 1, -1, -1):
-            acc = final[v]
+            acc = lift(beta[v], final[v])
             for q in range(out_offsets[v], out_offsets[v + 1]):
                 a = out_arcs[q]
-                acc = plus(acc, times(arc_weight[a], beta[arc_target[a]]))
-            beta[v] = acc
+                acc = plus(acc, acc, times_weight(tmp, beta[arc_target[a]], arc_weight[a]))
+            put(beta, v, acc)
         return beta[0]
 
     return backward
@@ -77,8 +89,9 @@ log_backward = compiled(make_lattice_backward, LOG)
 
 
 def forward_kernel(semiring: Semiring):
-    """The generic lattice forward in ``semiring`` (compiled once; no specialisation is
-    registered for lattices: the generic recursion is already a single sweep)."""
+    """The generic lattice forward in ``semiring`` (compiled once). The public operations
+    run it with the semiring they need (:func:`kbest`, :func:`entropy`); fused kernels
+    registered in ``SPECIALISED`` stand in for some (tested equal)."""
     return compiled(make_lattice_forward, semiring)
 
 
@@ -256,3 +269,55 @@ def kbest_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, 
             rank = bp_rank[v, rank]
             v = arc_source[a]
     return paths, scores
+
+
+# ---------------------------------------------------------------------------
+# operations = the generic forward in a semiring, a finishing step; specialisations
+# ---------------------------------------------------------------------------
+
+
+def _forward_args(lat):
+    return lat.num_nodes, lat.in_offsets, lat.in_arcs, lat.arc_source, lat.arc_weight, lat.final
+
+
+def generic_kbest(lat, k: int):
+    """The KBEST forward (k-best score lists per node) and the k-best backtrack: (arc ids
+    (k, max_len), scores (k,)), as ``kbest_kernel``. ``lat`` is a validated
+    :class:`varorder.lattice.Lattice` (its flat arrays are read)."""
+    alphas = np.empty((lat.num_nodes, k))
+    forward_kernel(KBEST)(*_forward_args(lat), alphas)
+    return lattice_arcs(*_forward_args(lat), lat.node_position, alphas)
+
+
+def generic_entropy(lat) -> float:
+    """The EXPECTATION forward: (log Z, E[score]) → entropy (NaN without a path)."""
+    alphas = np.empty((lat.num_nodes, 2))
+    return float(entropy_of(forward_kernel(EXPECTATION)(*_forward_args(lat), alphas)))
+
+
+def _kbest_fused(lat, k: int):
+    """List Viterbi in one kernel (back-pointers kept during the forward pass)."""
+    return kbest_kernel(*_forward_args(lat), lat.node_position, k)
+
+
+def _entropy_fused(lat) -> float:
+    """log Z − E[score] with E[score] from the LOG forward–backward marginals."""
+    logz, _, arc, fin = marginals_kernel(lat.num_nodes, lat.in_offsets, lat.in_arcs, lat.out_offsets, lat.out_arcs,
+                                         lat.arc_source, lat.arc_target, lat.arc_weight, lat.final)
+    if logz == NEG_INF:
+        return float("nan")
+    used = arc > 0
+    ends = fin > 0
+    expected = float((arc[used] * lat.arc_weight[used]).sum() + (fin[ends] * lat.final[ends]).sum())
+    return max(float(logz) - expected, 0.0)
+
+
+# Registered specialisations of the operations: name → (semiring, fused kernel with the
+# generic operation's signature and results; tests/test_engine_semiring_structured.py).
+SPECIALISED = {"kbest": (KBEST, _kbest_fused), "entropy": (EXPECTATION, _entropy_fused)}
+GENERIC = {"kbest": generic_kbest, "entropy": generic_entropy}
+
+
+def operation(name: str, specialised: bool = True):
+    """The function computing operation ``name`` (see :func:`varorder.engine.semiring.operation`)."""
+    return choose(name, GENERIC, SPECIALISED, specialised)
