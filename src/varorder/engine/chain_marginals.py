@@ -8,7 +8,8 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF, _TINY
-from varorder.engine.chain_scaled import _CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _plane, _pow2_scale, _product_rows, _vec_mat_rows
+from varorder.engine.chain_scaled import (_CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _normalised_log_forward, _plane,
+                                          _pow2_scale, _product_rows, _shifted_logsumexp_row, _vec_mat_rows)
 from varorder.engine.chain_forward import _block_forward, _block_transitions, _chain_blocks
 
 __all__ = []  # kernels for engine.chain only
@@ -171,64 +172,6 @@ def _scaled_posteriors(a, ev, bb, bscale, s, n, expT, T, edge, edge_sum, want_ed
                 if want_texp and w > 0.0:
                     texp += w * T[i, j]
     return texp
-
-
-@nb.njit(cache=True)
-def _shifted_logsumexp_row(x):
-    """(largest entry m of x, log Σ exp(x − m)); m = −inf when every entry is −inf."""
-    m = NEG_INF
-    for j in range(x.shape[0]):
-        m = max(m, x[j])
-    if m == NEG_INF:
-        return m, 0.0
-    s = 0.0
-    for j in range(x.shape[0]):
-        s += np.exp(x[j] - m)
-    return m, np.log(s)
-
-
-@nb.njit(cache=True)
-def _normalised_log_forward(E, T, start, end, n, a, row):
-    """The log-space forward with every row shifted to a largest entry of 0: a[t] = log
-    alpha[t] − (its maximum); returns log Z, −inf if no path has a nonzero weight.
-
-    Unshifted, log alpha[t] grows like t (|log alpha| ≈ 5·10⁴ at L = 10⁴), and each
-    entry's rounding (ε·|log alpha|, independent per label) becomes noise in the row's
-    shape that per-position normalisation cannot remove: node marginals 1.5e-11 relative
-    off at L = 10⁴ (#33 item 6). Shifted rows keep every rounding at ε times the row's
-    own spread; the shifts are summed with Kahan's compensation for log Z. ``row`` is
-    K scratch."""
-    K = E.shape[1]
-    for j in range(K):
-        row[j] = start[j] + E[0, j]
-    total = 0.0
-    comp = 0.0
-    for t in range(n):
-        if t > 0:
-            for j in range(K):
-                for i in range(K):
-                    row[i] = a[t - 1, i] + T[i, j]
-                m, ls = _shifted_logsumexp_row(row)
-                a[t, j] = m + ls + E[t, j] if m != NEG_INF else NEG_INF
-            for j in range(K):
-                row[j] = a[t, j]
-        m = NEG_INF
-        for j in range(K):
-            m = max(m, row[j])
-        if m == NEG_INF:
-            return NEG_INF
-        for j in range(K):
-            a[t, j] = row[j] - m
-        y = m - comp
-        summed = total + y
-        comp = (summed - total) - y
-        total = summed
-    for j in range(K):
-        row[j] = a[n - 1, j] + end[j]
-    m, ls = _shifted_logsumexp_row(row)
-    if m == NEG_INF:
-        return NEG_INF
-    return total + (m + ls - comp)
 
 
 @nb.njit(cache=True)
