@@ -1,14 +1,14 @@
 """The blocked scaled forward pass and the log Z kernel of dense chains (LOG semiring
-fast path; a sequence whose products could underflow is redone by the generic log-space
-recursion of :mod:`varorder.engine.chain_generic`). See :mod:`varorder.engine.chain`."""
+fast path; a sequence whose products could underflow is redone in log space, rows shifted
+to a largest entry of 0: ``chain_scaled._normalised_log_forward``). See :mod:`varorder.engine.chain`."""
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
 
-from varorder.engine.chain_generic import NEG_INF, _TINY, _log_forward
-from varorder.engine.chain_scaled import _CHUNK, _LN2_HI, _LN2_LO, _MIN_SHIFTED, _block_bounds, _exp_chunk, _exp_matrix, _plane, _pow2_scale, _product_rows, _vec_mat_rows
+from varorder.engine.chain_generic import NEG_INF, _TINY
+from varorder.engine.chain_scaled import _CHUNK, _LN2_HI, _LN2_LO, _MIN_SHIFTED, _block_bounds, _exp_chunk, _exp_matrix, _normalised_log_forward, _plane, _pow2_scale, _product_rows, _vec_mat_rows
 
 __all__ = []  # kernels for engine.chain only
 
@@ -189,6 +189,7 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
         min_expT_s = np.empty(tb)
         dense_s = np.empty(tb, dtype=np.bool_)
         fallback = np.empty((L, K))
+        row = np.empty(K)
         for k in range(k0, k1):
             lo, hi = _block_bounds(k, num_blocks, B)
             seqs = order[lo:hi]
@@ -204,7 +205,7 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
                 if ok[s]:
                     out[b] = logz[s]
                 else:
-                    out[b] = _log_forward(E[b], T[0 if shared else b], start, end, lengths[b], fallback)
+                    out[b] = _normalised_log_forward(E[b], T[0 if shared else b], start, end, lengths[b], fallback, row)
     return out
 
 

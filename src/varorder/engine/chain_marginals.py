@@ -7,8 +7,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
-from varorder.engine.chain_generic import NEG_INF, _TINY, _log_backward, _log_forward
-from varorder.engine.chain_scaled import _CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _plane, _pow2_scale, _product_rows, _vec_mat_rows
+from varorder.engine.chain_generic import NEG_INF, _TINY
+from varorder.engine.chain_scaled import (_CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _normalised_log_forward, _plane,
+                                          _pow2_scale, _product_rows, _shifted_logsumexp_row, _vec_mat_rows)
 from varorder.engine.chain_forward import _block_forward, _block_transitions, _chain_blocks
 
 __all__ = []  # kernels for engine.chain only
@@ -174,21 +175,47 @@ def _scaled_posteriors(a, ev, bb, bscale, s, n, expT, T, edge, edge_sum, want_ed
 
 
 @nb.njit(cache=True)
+def _normalised_log_backward(E, T, end, n, bb, row):
+    """The log-space backward with every row shifted to a largest entry of 0 (as
+    ``_normalised_log_forward``; called only when log Z is finite, so every row has a
+    finite entry). ``row`` is K scratch."""
+    K = E.shape[1]
+    m = NEG_INF
+    for j in range(K):
+        m = max(m, end[j])
+    for j in range(K):
+        bb[n - 1, j] = end[j] - m
+    for t in range(n - 1, 0, -1):
+        for i in range(K):
+            for j in range(K):
+                row[j] = T[i, j] + E[t, j] + bb[t, j]
+            m, ls = _shifted_logsumexp_row(row)
+            bb[t - 1, i] = m + ls if m != NEG_INF else NEG_INF
+        m = NEG_INF
+        for i in range(K):
+            m = max(m, bb[t - 1, i])
+        for i in range(K):
+            bb[t - 1, i] -= m
+
+
+@nb.njit(cache=True)
 def _log_marginals_one(E, T, start, end, n, node, edge, edge_sum, want_edges, want_sum, want_texp, work):
     """The log-space path of one sequence (no scaling, no underflow): (log Z, E[Σ transition score]).
 
-    ``work`` is (2, L, K) scratch. Outputs as in ``_scaled_posteriors``.
+    ``work`` is (2, L, K) scratch. Outputs as in ``_scaled_posteriors``. Forward and
+    backward rows are kept shifted to a largest entry of 0 (``_normalised_log_forward``),
+    and marginals normalised per position, so that long chains lose nothing to the size
+    of log alpha.
     """
     K = E.shape[1]
     a = work[0]
     bb = work[1]
+    row = np.empty(K)
     texp = 0.0
-    z = _log_forward(E, T, start, end, n, a)
+    z = _normalised_log_forward(E, T, start, end, n, a, row)
     if z == NEG_INF:
         return z, texp
-    _log_backward(E, T, end, n, bb)
-    # Normalising per position (rather than subtracting the global log Z)
-    # keeps rounding drift of long log-space recursions out of the marginals.
+    _normalised_log_backward(E, T, end, n, bb, row)
     for t in range(n):
         m = NEG_INF
         for j in range(K):
