@@ -25,6 +25,7 @@ from varorder.engine import threads
 PACKAGE = Path(varorder.__file__).parent
 GOVERNING_DECORATORS = {"uses_engine_threads"}
 GOVERNING_BLOCKS = {"engine_threads", "sequence_threads"}
+SERIAL_TWIN = {"serial_twin"}
 
 
 def _name(node) -> str | None:
@@ -75,6 +76,9 @@ class _Module:
             for node in ast.walk(top):
                 if isinstance(node, ast.With) and any(_name(i.context_expr) in GOVERNING_BLOCKS for i in node.items):
                     guarded.update(id(n) for n in ast.walk(node))
+                # threads.serial_twin(kernel) compiles the kernel's loops without parallel=True: no parallel call
+                if isinstance(node, ast.Call) and _name(node) in SERIAL_TWIN and node.args:
+                    guarded.add(id(node.args[0]))
             for node in ast.walk(top):
                 if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
                     out.append((top, governed_def or id(node) in guarded))
