@@ -273,7 +273,9 @@ def main():
     parser.add_argument("--work", type=Path, required=True, help="folder for the models and inputs (kept)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another varorder source tree (its src folder) to run too")
-    parser.add_argument("--json", type=Path, help="write the medians and ratios here")
+    parser.add_argument("--baseline-name", default="varorder before #32 (--baseline tree)",
+                        help="the system name of the --baseline tree's rows in --json")
+    parser.add_argument("--json", type=Path, help="write the medians and ratios here (runs appended)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -299,10 +301,10 @@ def main():
               "medians": medians}
     _print(report, list(trees))
     if args.json:
-        _record(args.json, report, " ".join(sys.argv))
+        _record(args.json, report, " ".join(sys.argv), args.baseline_name)
 
 
-def _record(path: Path, report: dict, command: str) -> None:
+def _record(path: Path, report: dict, command: str, baseline_name: str) -> None:
     """Add this run's rows to ``path`` (the results schema of benchmarks/results; one file, runs appended)."""
     import datetime
     import math
@@ -315,7 +317,7 @@ def _record(path: Path, report: dict, command: str) -> None:
     data["machine"] = {**report["machine"], "load": report["machine"]["load"]}
     data.setdefault("runs", []).append({"run": run, "command": command, "load": report["machine"]["load"],
                                         "rounds": report["rounds"]})
-    names = {"varorder": "varorder", "baseline": "varorder before #32 (--baseline tree)"}
+    names = {"varorder": "varorder", "baseline": baseline_name}
     for label, tree, c_ours, c_peer, w_ours, w_peer, unit, peer_name in report["rows"]:
         per = "per process" if "process" in label else ("per line" if "line" in label else "per call")
         for metric, ours, peer in ((f"CPU {unit} {per}", c_ours, c_peer), (f"wall {unit} {per}", w_ours, w_peer)):
