@@ -50,8 +50,8 @@ from varorder.engine.semiring import LOG, MAX, Semiring, resolve
 from varorder.engine.threads import (_BLAS_SERIAL_WORK, MIN_PARALLEL_SEQUENCES, load_cython_blas, runs_serial,
                                      serial_twin, single_threaded_blas, uses_engine_threads)
 from varorder.engine.chain_generic import NEG_INF, generic_forward
-from varorder.engine.chain_forward import (_end_scaling, _logz_kernel, _logz_serial, _logz_small, _shared_scaling,
-                                           emission_low)
+from varorder.engine.chain_forward import (_DIRECT_LIMIT, _end_scaling, _logz_kernel, _logz_serial, _logz_small,
+                                           _shared_scaling)
 from varorder.engine.chain_marginals import _entropy_finish, _marginals_kernel
 from varorder.engine.chain_viterbi import _kbest_kernel, _viterbi_kernel, _viterbi_serial, _viterbi_small
 from varorder.engine.chain_sample import _sample_kernel
@@ -208,7 +208,10 @@ def _emission_low(ci: ChainInput, min_expT) -> float:
         t_range = -math.log(float(min_expT[0])) if min_expT[0] > 0.0 else math.inf
     else:
         t_range = 2.0 * ci.transition_bound
-    return emission_low(ci.emission_bound, t_range, K)  # compiled: the small-input path's decision too
+    # the test of chain_forward.emission_low_of (the small-input path's, compiled), in the same operations
+    if 4.0 * ci.emission_bound + 2.0 * t_range + math.log(4.0 * K) <= _DIRECT_LIMIT:
+        return -2.0 * ci.emission_bound
+    return 1.0
 
 
 @contextmanager

@@ -224,15 +224,21 @@ _logz_serial = serial_twin(_logz_kernel, cache=True)
 
 @nb.njit(cache=True)
 def _end_scaling(end):
-    """(exp(end − c), its smallest nonzero entry (1 if none), c): c the largest finite entry of end (0 if none)."""
-    c = end.max()
+    """(exp(end − c), its smallest nonzero entry (1 if none), c): c the largest finite entry of end (0 if none).
+    Scalar loops and ``math.exp`` (no array expressions: the cached code loads in a few ms)."""
+    K = end.shape[0]
+    c = NEG_INF
+    for j in range(K):
+        c = max(c, end[j])
     if not np.isfinite(c):
         c = 0.0
-    exp_end = np.exp(end - c)
+    exp_end = np.empty(K)
     smallest = np.inf
-    for j in range(exp_end.shape[0]):
-        if exp_end[j] > 0.0:
-            smallest = min(smallest, exp_end[j])
+    for j in range(K):
+        e = math.exp(end[j] - c)
+        exp_end[j] = e
+        if e > 0.0:
+            smallest = min(smallest, e)
     return exp_end, smallest if smallest < np.inf else 1.0, c
 
 
@@ -255,7 +261,7 @@ def _shared_scaling(T, end):
     for i in range(K):
         for j in range(K):
             shifted = T[i, j] - top
-            e = np.exp(shifted)
+            e = math.exp(shifted)
             expT[0, i, j] = e
             if e > 0.0:
                 smallest = min(smallest, e)
@@ -267,16 +273,18 @@ def _shared_scaling(T, end):
     elif smallest == np.inf:
         smallest = 1.0
     exp_end, min_exp_end, end_shift = _end_scaling(end)
-    return (expT, np.full(1, top), np.full(1, smallest), np.full(1, dense), exp_end, min_exp_end, end_shift)
+    tshift, min_expT, dense_out = np.empty(1), np.empty(1), np.empty(1, dtype=np.bool_)
+    tshift[0], min_expT[0], dense_out[0] = top, smallest, dense
+    return expT, tshift, min_expT, dense_out, exp_end, min_exp_end, end_shift
 
 
 # Unshifted exp-emissions are used while this bound on the underflow guard's exponent
-# (see ``emission_low``) stays this far above log(_TINY) ≈ −645: the guard never fires.
+# (see ``emission_low_of``) stays this far above log(_TINY) ≈ −645: the guard never fires.
 _DIRECT_LIMIT = 400.0
 
 
 @nb.njit(cache=True)
-def emission_low(emission_bound, transition_range, K):
+def emission_low_of(emission_bound, transition_range, K):
     """A lower bound (≤ 0) on every row's smallest log-emission minus its largest when the kernels may
     exponentiate emissions without shifting them, +1 when they must shift (see ``engine.chain._emission_low``);
     ``transition_range`` bounds the log-range of the exp-transitions (inf: unbounded)."""
@@ -298,7 +306,7 @@ def _logz_small(E, T, start, end, block, limit):
         return False, np.empty(0), 0
     expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift = _shared_scaling(T, end)
     t_range = -math.log(min_expT[0]) if min_expT[0] > 0.0 else np.inf
-    low = emission_low(e_top + s_top, t_range, K)
+    low = emission_low_of(e_top + s_top, t_range, K)
     lengths = np.full(B, L, dtype=np.int64)
     order = np.arange(B)
     logz = _logz_serial(E, T.reshape((1, K, K)), start, end, lengths, order, block, expT, tshift, min_expT, dense,

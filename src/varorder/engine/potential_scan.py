@@ -63,5 +63,5 @@ def within(x, limit):
     bad = False
     for i in range(flat.shape[0]):
         v = flat[i]
-        bad |= not ((v < limit and v > -limit) or v == -np.inf)
+        bad |= ~((v < limit) & (v > -limit) | (v == -np.inf))  # no branches: the loop vectorises
     return not bad
