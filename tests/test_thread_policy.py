@@ -342,7 +342,10 @@ def test_a_short_job_runs_serially_without_starting_the_pool(monkeypatch):
         threads.set_threads("auto")
         monkeypatch.setattr(threads, "_parallel_since", [None, False])
         monkeypatch.setattr(threads, "threads_for", lambda n: pytest.fail("asked Numba for its threads"))
-        assert threads.runs_serial(10_000)
+        assert threads.runs_serial(10_000) and threads.runs_serial(10_000, threads.SHORT_JOB_WORK - 1)
+        monkeypatch.setattr(threads, "threads_for", lambda n: 2)
+        assert not threads.runs_serial(10_000, threads.SHORT_JOB_WORK)  # a big call: the parallel kernels at once
+        monkeypatch.setattr(threads, "threads_for", lambda n: pytest.fail("asked Numba for its threads"))
         threads._parallel_since[0] -= threads.PARALLEL_START_CPU_S + 1.0  # as if the job had run that long
         monkeypatch.setattr(threads, "threads_for", lambda n: 2)
         assert not threads.runs_serial(10_000)

@@ -214,6 +214,12 @@ def _emission_low(ci: ChainInput, min_expT) -> float:
     return 1.0
 
 
+def _runs_serial(ci: ChainInput) -> bool:
+    """threads.runs_serial for a chain call (its work: B·L·K² multiply-adds, the order of every chain kernel's)."""
+    B, L, K = ci.shape
+    return runs_serial(B, B * L * K * K)
+
+
 @contextmanager
 def _serial_blas(ci: ChainInput, block: int, per_sequence_products: bool):
     """BLAS as the serial kernels need it: ``scipy.linalg.cython_blas`` loaded without ``scipy.linalg`` (what
@@ -241,7 +247,7 @@ def _serial_log_z(ci: ChainInput) -> np.ndarray:
 
 def _scaled_log_z(ci: ChainInput) -> np.ndarray:
     """log Z by the blocked scaled exp-space recursion (LOG specialisation)."""
-    if runs_serial(ci.shape[0]):
+    if _runs_serial(ci):
         return _serial_log_z(ci)
     block = _block_size(ci)
     order, chunks = _blocking(ci, block)
@@ -279,7 +285,7 @@ def forward_values(ci: ChainInput, semiring: Semiring = LOG, specialised: bool =
 def log_partition(ci: ChainInput) -> np.ndarray:
     """log Z (B,): the forward in the LOG semiring (a batch the policy runs on one thread, whose BLAS products
     are too small to thread, without entering the thread policy's block: the kernel's serial twin)."""
-    if runs_serial(ci.shape[0]):
+    if _runs_serial(ci):
         return _serial_log_z(ci)
     return forward_values(ci, LOG)
 
@@ -289,7 +295,7 @@ def viterbi(ci: ChainInput):
     (no thread-count change, no parallel region, no BLAS pinning: Viterbi makes no BLAS call)."""
     B, L, _ = ci.shape
     paths, scores = np.empty((B, L), dtype=np.int64), np.empty(B)
-    if runs_serial(B):
+    if _runs_serial(ci):
         _viterbi_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, 1, paths, scores)
     else:
         _viterbi_batch(ci, paths, scores)
@@ -427,7 +433,7 @@ def marginals(ci: ChainInput, edges=True):
         raise ValueError(f"edges must be True, False or 'sum', got {edges!r}")
     want_edges = edges is True
     want_sum = edges == "sum"
-    run = _serial_marginals if runs_serial(ci.shape[0]) else _parallel_marginals
+    run = _serial_marginals if _runs_serial(ci) else _parallel_marginals
     node, edge, edge_sum, _, logz = run(ci, want_edges, want_sum)
     return node, (edge if want_edges else edge_sum if want_sum else None), logz
 

@@ -139,16 +139,23 @@ def _short_job() -> bool:
     return False
 
 
-def runs_serial(num_sequences: int) -> bool:
+# a call of at least this many multiply-adds (~5 ms on one core) takes the parallel kernels at once: the start-up
+# cost is then paid by a job big enough to amortise it (a batch prediction), not in the middle of it
+SHORT_JOB_WORK = 1 << 23
+
+
+def runs_serial(num_sequences: int, work: int | None = None) -> bool:
     """Whether a kernel over ``num_sequences`` sequences runs on one thread now, decided without starting
     Numba's thread pool where the answer does not need it (``numba.get_num_threads`` starts it): a
     policy of one thread, one item, a small batch under "auto", a process under "auto" whose kernels
     have not yet taken :data:`PARALLEL_START_CPU_S` since its first batch (a short job never starts the
-    parallel machinery), or a worker of :func:`map_in_order`. The numbers never depend on the answer."""
+    parallel machinery) unless this call's ``work`` (multiply-adds, when the caller knows them) reaches
+    :data:`SHORT_JOB_WORK`, or a worker of :func:`map_in_order`. The numbers never depend on the answer."""
     if num_sequences < 2 or getattr(_on_pool, "active", False):
         return True
     policy = get_threads()
-    if policy == 1 or (policy == _AUTO and (num_sequences < MIN_PARALLEL_SEQUENCES or _short_job())):
+    if policy == 1 or (policy == _AUTO and (num_sequences < MIN_PARALLEL_SEQUENCES or (
+            (work is None or work < SHORT_JOB_WORK) and _short_job()))):
         return True
     return threads_for(num_sequences) == 1
 
