@@ -353,3 +353,18 @@ def test_a_short_job_runs_serially_without_starting_the_pool(monkeypatch):
         assert threads.runs_serial(threads.MIN_PARALLEL_SEQUENCES - 1)
     finally:
         threads.set_threads(before)
+
+
+def test_warm_up_compiles_the_chain_kernels_parallel_twins(monkeypatch):
+    """A chain call on a kernel's serial twin (a small input) under the warm-up compiles the parallel kernel for
+    the same argument types: a first big batch after install loads it instead of compiling it."""
+    from varorder import chain
+    from varorder.engine.chain_forward import _logz_serial
+    from varorder.engine.chain_viterbi import _viterbi_serial
+
+    monkeypatch.setattr(threads, "_COMPILE_TWINS", True)
+    E = np.zeros((2, 3, 2), dtype=np.float64)
+    chain.viterbi(E, np.zeros((2, 2)))
+    chain.log_partition(E, np.zeros((2, 2)))
+    for twin in (_viterbi_serial, _logz_serial):
+        assert twin.signatures and set(twin.signatures) <= set(twin.parallel_twin.signatures)

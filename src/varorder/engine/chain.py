@@ -46,9 +46,10 @@ from contextlib import contextmanager
 import numba as nb
 import numpy as np
 
+from varorder.engine import threads as _threads
 from varorder.engine.semiring import LOG, MAX, Semiring, resolve
 from varorder.engine.threads import (_BLAS_SERIAL_WORK, MIN_PARALLEL_SEQUENCES, load_cython_blas, runs_serial,
-                                     serial_twin, single_threaded_blas, uses_engine_threads)
+                                     serial_twin, single_threaded_blas, uses_engine_threads, warm_parallel_twin)
 from varorder.engine.chain_generic import NEG_INF, generic_forward
 from varorder.engine.chain_forward import (_DIRECT_LIMIT, _end_scaling, _logz_kernel, _logz_serial, _logz_small,
                                            _shared_scaling)
@@ -241,8 +242,10 @@ def _serial_log_z(ci: ChainInput) -> np.ndarray:
     block = _block_size(ci)
     order = np.argsort(-ci.lengths, kind="stable").astype(np.int64)
     with _serial_blas(ci, block, False):
-        return _logz_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block,
+        logz = _logz_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block,
                             *_scaling(ci), 1)
+    warm_parallel_twin(_logz_serial)
+    return logz
 
 
 def _scaled_log_z(ci: ChainInput) -> np.ndarray:
@@ -297,6 +300,7 @@ def viterbi(ci: ChainInput):
     paths, scores = np.empty((B, L), dtype=np.int64), np.empty(B)
     if _runs_serial(ci):
         _viterbi_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, 1, paths, scores)
+        warm_parallel_twin(_viterbi_serial)
     else:
         _viterbi_batch(ci, paths, scores)
     return paths, scores
@@ -365,6 +369,8 @@ def small_viterbi(emissions, transitions, start=None, end=None):
     B, L, _ = emissions.shape
     paths, scores = np.empty((B, L), dtype=np.int64), np.empty(B)
     impossible = _viterbi_small(*args, paths, scores)
+    if _threads._COMPILE_TWINS:  # the install-time warm-up: the checked path's kernels (both twins) too
+        viterbi(prepare(*args))
     return None if impossible < 0 else (paths, scores, impossible)
 
 
@@ -381,6 +387,8 @@ def small_log_partition(emissions, transitions, start=None, end=None):
     if B * K * K >= _BLAS_SERIAL_WORK:  # the checked path pins BLAS around the forward's (rows, K)·(K, K) products
         return None
     accepted, logz, impossible = _logz_small(*args, _shared_block_size(B, K), _overflow_limit(2 * L + 1))
+    if _threads._COMPILE_TWINS:  # the install-time warm-up: the checked path's kernels (both twins) too
+        log_partition(prepare(*args))
     return (logz, impossible) if accepted else None
 
 
@@ -414,6 +422,7 @@ def _serial_marginals(ci: ChainInput, want_edges: bool, want_sum: bool):
     with _serial_blas(ci, block, True):
         logz = _marginals_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block,
                                  *_scaling(ci), node, edge, edge_sum, texp, want_edges, want_sum, False, 1)
+    warm_parallel_twin(_marginals_serial)
     return node, edge, edge_sum, texp, logz
 
 

@@ -33,7 +33,7 @@ import numba
 
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
            "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
-           "map_in_order", "parallel_kernel", "serial_twin", "runs_serial", "PARALLEL_KERNELS", "PARALLEL_START_CPU_S"]
+           "map_in_order", "parallel_kernel", "serial_twin", "warm_parallel_twin", "runs_serial", "PARALLEL_KERNELS", "PARALLEL_START_CPU_S"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
@@ -192,7 +192,17 @@ def serial_twin(kernel, **options):
     pool and no parallel region. For compiled small-input paths that call a parallel kernel's body
     directly (e.g. the chain's one-sentence Viterbi): the policy's decision is :func:`runs_serial`, made
     by their Python entry point."""
-    return numba.njit(**options)(_serial_copy(kernel.py_func))
+    twin = numba.njit(**options)(_serial_copy(kernel.py_func))
+    twin.parallel_twin = kernel  # for warm_parallel_twin
+    return twin
+
+
+def warm_parallel_twin(twin) -> None:
+    """Under the install-time warm-up (``VARORDER_COMPILE_TWINS=1``), compile a :func:`serial_twin`'s parallel
+    kernel for every argument types the twin has been compiled for: the warm-up's small inputs run the
+    twins, and a first big batch after install should not compile the parallel kernels."""
+    if _COMPILE_TWINS:
+        _compile_twin(twin, twin.parallel_twin)
 
 
 def parallel_kernel(work, **options):
