@@ -166,7 +166,8 @@ def test_chain_small_paths_equal_the_parallel_kernels(B, ends, monkeypatch):
         assert engine.small_viterbi(E, T, S, F) is not None and engine.small_log_partition(E, T, S, F) is not None
         small = chain.viterbi(E, T, S, F), chain.log_partition(E, T, S, F), chain.marginals(E, T, S, F, edges="sum")
         threads.set_threads(2)
-        monkeypatch.setattr(engine, "runs_serial", lambda n, work=None: False)  # every engine call on the parallel kernels
+        # every engine call on the parallel kernels
+        monkeypatch.setattr(engine, "runs_serial", lambda n, work=None: False)
         lengths = np.full(B, E.shape[1])  # lengths given: the checked path
         batch = (chain.viterbi(E, T, S, F, lengths=lengths), chain.log_partition(E, T, S, F, lengths=lengths),
                  chain.marginals(E, T, S, F, lengths=lengths, edges="sum"))
