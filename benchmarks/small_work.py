@@ -273,7 +273,9 @@ def main():
     parser.add_argument("--work", type=Path, required=True, help="folder for the models and inputs (kept)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--baseline", type=Path, help="another varorder source tree (its src folder) to run too")
-    parser.add_argument("--json", type=Path, help="write the medians and ratios here")
+    parser.add_argument("--baseline-name", default="varorder before #32 (--baseline tree)",
+                        help="the system name of the --baseline tree's rows in --json")
+    parser.add_argument("--json", type=Path, help="write the medians and ratios here (runs appended)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -299,33 +301,43 @@ def main():
               "medians": medians}
     _print(report, list(trees))
     if args.json:
-        _record(args.json, report, " ".join(sys.argv))
+        _record(args.json, report, " ".join(sys.argv), args.baseline_name)
 
 
-def _record(path: Path, report: dict, command: str) -> None:
-    """Add this run's rows to ``path`` (the results schema of benchmarks/results; one file, runs appended)."""
+def _record(path: Path, report: dict, command: str, baseline_name: str) -> None:
+    """Add this run to ``path`` in the results schema of benchmarks/results: ``rows`` are the latest run's, every
+    run's rows and loads are kept under ``details`` (``rows_every_run``, ``runs``); a file without
+    ``details`` is started afresh."""
     import datetime
     import math
 
-    data = json.loads(path.read_text()) if path.exists() else {
-        "schema": 1, "area": "small work", "issue": 32,
-        "title": "one sentence, one call, one process: varorder vs the C/C++ tools, and the same code on batches",
-        "command": command, "date": datetime.date.today().isoformat(), "machine": {}, "rows": []}
-    run = 1 + max((r.get("run", 0) for r in data["rows"]), default=0)
-    data["machine"] = {**report["machine"], "load": report["machine"]["load"]}
-    data.setdefault("runs", []).append({"run": run, "command": command, "load": report["machine"]["load"],
-                                        "rounds": report["rounds"]})
-    names = {"varorder": "varorder", "baseline": "varorder before #32 (--baseline tree)"}
+    data = json.loads(path.read_text()) if path.exists() else {}
+    details = data.get("details") if isinstance(data.get("details"), dict) else None
+    if not details or "runs" not in details:
+        details = {"runs": [], "rows_every_run": []}
+    run = 1 + max((r["run"] for r in details["runs"]), default=0)
+    details["runs"].append({"run": run, "command": command, "load": report["machine"]["load"],
+                            "rounds": report["rounds"]})
+    names = {"varorder": "varorder", "baseline": baseline_name}
+    rows = []
     for label, tree, c_ours, c_peer, w_ours, w_peer, unit, peer_name in report["rows"]:
         per = "per process" if "process" in label else ("per line" if "line" in label else "per call")
         for metric, ours, peer in ((f"CPU {unit} {per}", c_ours, c_peer), (f"wall {unit} {per}", w_ours, w_peer)):
             if math.isnan(ours):
                 continue
-            data["rows"].append({"run": run, "system": names[tree], "task": label, "metric": metric,
-                                 "varorder": round(ours, 6), "reference": None if math.isnan(peer) else round(peer, 6),
-                                 "reference_name": peer_name,
-                                 "ratio": None if math.isnan(peer) else round(ours / peer, 3), "better": "lower",
-                                 "note": f"median of {report['rounds']} interleaved rounds, load {report['machine']['load']}"})
+            rows.append({"system": names[tree], "task": label, "metric": metric, "varorder": round(ours, 6),
+                         "reference": None if math.isnan(peer) else round(peer, 6), "reference_name": peer_name,
+                         "ratio": None if math.isnan(peer) else round(ours / peer, 3), "better": "lower",
+                         "note": f"median of {report['rounds']} interleaved rounds, load {report['machine']['load']}"})
+    details["rows_every_run"] += [{"run": run, **row} for row in rows]
+    loads = "; ".join(f"run {r['run']}: {r['load']}" for r in details["runs"])
+    for row in rows:
+        row["note"] += f"; run {run} of {run} (every run under details)"
+    data = {"schema": 1, "area": "Small work (one call, one process)", "issue": 32,
+            "title": "one sentence, one call, one process: varorder vs the C/C++ tools, and the same code on batches",
+            "command": data.get("command", command), "date": datetime.date.today().isoformat(),
+            "machine": {"cpu": report["machine"]["cpu"], "cores": report["machine"]["cores"], "load": loads},
+            "rows": rows, "details": details}
     path.write_text(json.dumps(data, indent=1) + "\n")
 
 

@@ -136,3 +136,112 @@ def test_numeric_and_string_feature_values_mix():
     assert indexer.names_ == ["a", "b", "c", "w:dog"]
     rows, _ = indexer.transform(X, csr=False)
     np.testing.assert_array_equal(csr_times_dense(rows, np.eye(4)), [[1, 1, 2.5, 0], [0.5, 0, 0, 1]])
+
+
+# -- the chain's small-input paths (one compiled call) and serial routes against the parallel kernels --------
+
+
+def _chain_case(seed, B, L=7, K=5, ends=True):
+    rng = np.random.default_rng(seed)
+    E = rng.normal(size=(B, L, K)) * 3.0
+    T = rng.normal(size=(K, K))
+    T[1, 2] = -np.inf  # a hard zero
+    S, F = (rng.normal(size=K), rng.normal(size=K)) if ends else (None, None)
+    return E, T, S, F
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs NUMBA_NUM_THREADS >= 2")
+@pytest.mark.parametrize("B", [1, 5])
+@pytest.mark.parametrize("ends", [False, True])
+def test_chain_small_paths_equal_the_parallel_kernels(B, ends, monkeypatch):
+    """chain.viterbi / log_partition of a few plain sequences take one compiled call (the kernels' serial twins),
+    marginals the serial route; each gives the parallel kernels' numbers (two threads) bit for bit."""
+    from varorder import chain
+    from varorder.engine import chain as engine
+
+    E, T, S, F = _chain_case(B, B, ends=ends)
+    before = threads.get_threads()
+    try:
+        threads.set_threads("auto")
+        assert engine.small_viterbi(E, T, S, F) is not None and engine.small_log_partition(E, T, S, F) is not None
+        small = chain.viterbi(E, T, S, F), chain.log_partition(E, T, S, F), chain.marginals(E, T, S, F, edges="sum")
+        threads.set_threads(2)
+        # every engine call on the parallel kernels
+        monkeypatch.setattr(engine, "runs_serial", lambda n, work=None: False)
+        lengths = np.full(B, E.shape[1])  # lengths given: the checked path
+        batch = (chain.viterbi(E, T, S, F, lengths=lengths), chain.log_partition(E, T, S, F, lengths=lengths),
+                 chain.marginals(E, T, S, F, lengths=lengths, edges="sum"))
+    finally:
+        threads.set_threads(before)
+    for a, b in zip(small[0] + small[2], batch[0] + batch[2]):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(small[1], batch[1])
+    np.testing.assert_allclose(np.exp(small[1]), np.exp(chain.forward(E, T, S, F, semiring="log", )), rtol=1e-12)
+
+
+@pytest.mark.parametrize("where, value, message", [
+    ("E", np.nan, "emissions contains NaN"), ("T", np.inf, r"transitions contains \+inf"),
+    ("S", 1e305, "start has a finite potential of magnitude"), ("F", np.nan, "end contains NaN")])
+def test_chain_small_paths_refuse_bad_input_like_the_checked_path(where, value, message):
+    from varorder import chain
+
+    E, T, S, F = _chain_case(0, 1)
+    {"E": E[0, 3], "T": T[2], "S": S, "F": F}[where][1] = value
+    for function in (chain.viterbi, chain.log_partition):
+        with pytest.raises(ValueError, match=message):
+            function(E, T, S, F)
+        with pytest.raises(ValueError, match=message):
+            function(E, T, S, F, lengths=[E.shape[1]])
+
+
+def test_chain_small_paths_warn_of_no_path_and_leave_other_inputs_to_the_checked_path():
+    from varorder import chain
+    from varorder.engine import chain as engine
+
+    E, T, S, F = _chain_case(1, 2)
+    E[1, 4] = -np.inf  # sequence 1 has no path
+    with pytest.warns(chain.NoPathWarning):
+        paths, scores = chain.viterbi(E, T, S, F)
+    assert scores[1] == -np.inf and (paths[1] == -1).all() and np.isfinite(scores[0])
+    with pytest.warns(chain.NoPathWarning):
+        assert chain.log_partition(E, T, S, F)[1] == -np.inf
+    # not for the compiled paths: other dtypes, non-contiguous arrays, per-sequence matrices
+    E, T, S, F = _chain_case(2, 2)
+    for args in ((E.astype(np.float32), T), (E[:, ::2], T), (E, np.asfortranarray(T)), (E, np.stack([T, T])),
+                 (E, T, [0.0] * 5)):
+        assert engine.small_viterbi(*args) is None and engine.small_log_partition(*args) is None
+    paths, scores = chain.viterbi(E.astype(np.float32), T)
+    np.testing.assert_array_equal(paths, chain.viterbi(E.astype(np.float32).astype(np.float64), T)[0])
+
+
+def test_training_on_rows_equals_training_on_the_scipy_matrix():
+    """A serial CRF fit builds its design matrix as Rows (no scipy): transpose, empirical counts, objective and
+    gradient equal the scipy matrix's bit for bit, with an unknown feature (as min_count drops them)."""
+    import scipy.sparse as sp
+
+    from varorder.models.crf import ChainObjective
+    from varorder.models.features import FeatureIndexer, label_counts, rows_to_csr, transpose_rows
+    from varorder.models.sequences import LabelCodec
+
+    sentences, tags = _tagged(6, 40)
+    X = [_features(s) for s in sentences]
+    indexer = FeatureIndexer().fit(X)
+    X[3] = X[3][:-1] + [{"unseen": 1.0, **X[3][-1]}]  # as after a min_count cut: a feature the vocabulary lacks
+    rows, lengths = indexer.transform(X, csr=False)
+    matrix, _ = indexer.transform(X)
+    assert (rows.indices < 0).sum() == 1
+    assert (rows_to_csr(rows) != matrix).nnz == 0
+    t = transpose_rows(rows)
+    mt = matrix.T.tocsr()
+    for a, b in ((t.indptr, mt.indptr), (t.indices, mt.indices), (t.data, mt.data)):
+        np.testing.assert_array_equal(a, b)
+    codec = LabelCodec.fit(tags)
+    gold = codec.encode(tags)
+    K = len(codec.classes)
+    onehot = sp.csr_matrix((np.ones(gold.size), (np.arange(gold.size), gold)), shape=(gold.size, K))
+    np.testing.assert_array_equal(label_counts(rows, gold, K), (mt @ onehot).toarray())
+    theta = np.random.default_rng(0).normal(size=(indexer.n_features + K + 2) * K) * 0.3
+    f_rows, g_rows = ChainObjective(rows, lengths, gold, K)(theta)
+    f_csr, g_csr = ChainObjective(matrix, lengths, gold, K)(theta)
+    assert f_rows == f_csr
+    np.testing.assert_array_equal(g_rows, g_csr)

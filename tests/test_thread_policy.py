@@ -25,6 +25,7 @@ from varorder.engine import threads
 PACKAGE = Path(varorder.__file__).parent
 GOVERNING_DECORATORS = {"uses_engine_threads"}
 GOVERNING_BLOCKS = {"engine_threads", "sequence_threads"}
+SERIAL_TWIN = {"serial_twin"}
 
 
 def _name(node) -> str | None:
@@ -75,6 +76,9 @@ class _Module:
             for node in ast.walk(top):
                 if isinstance(node, ast.With) and any(_name(i.context_expr) in GOVERNING_BLOCKS for i in node.items):
                     guarded.update(id(n) for n in ast.walk(node))
+                # threads.serial_twin(kernel) compiles the kernel's loops without parallel=True: no parallel call
+                if isinstance(node, ast.Call) and _name(node) in SERIAL_TWIN and node.args:
+                    guarded.add(id(node.args[0]))
             for node in ast.walk(top):
                 if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load):
                     out.append((top, governed_def or id(node) in guarded))
@@ -302,3 +306,65 @@ def test_warm_up_compiles_both_twins(monkeypatch):
     csr_times_dense(matrix, np.ones((3, 2)))
     assert set(_csr_dense_kernel.serial.signatures) <= set(_csr_dense_kernel.parallel.signatures)
     assert _csr_dense_kernel.serial.signatures
+
+
+def test_the_scan_accepts_a_serial_twin_and_still_flags_a_plain_read():
+    source = '''
+import numba
+from varorder.engine.threads import serial_twin, uses_engine_threads
+
+@numba.njit(parallel=True)
+def _kernel(x):
+    return x
+
+_kernel_serial = serial_twin(_kernel, cache=True)
+
+@uses_engine_threads
+def entry(x):
+    return _kernel(x)
+
+def small(x):
+    return _kernel_serial(x)
+'''
+    module = _Module(PACKAGE / "_probe_twin.py", source, "varorder._probe_twin")
+    assert [k for k, _ in module.jit_parallel] == ["_kernel"]
+    assert _governed(module, "_kernel", [module])  # the twin's compilation is no parallel call
+    loose = _Module(PACKAGE / "_probe_twin2.py", source + "\ndef loose(x):\n    return _kernel(x)\n",
+                    "varorder._probe_twin2")
+    assert not _governed(loose, "_kernel", [loose])
+
+
+def test_a_short_job_runs_serially_without_starting_the_pool(monkeypatch):
+    """Under "auto" a process runs even a big batch on one thread until it has used PARALLEL_START_CPU_S since
+    its first batch; then the policy asks Numba (the numbers never depend on it)."""
+    before = threads.get_threads()
+    try:
+        threads.set_threads("auto")
+        monkeypatch.setattr(threads, "_parallel_since", [None, False])
+        monkeypatch.setattr(threads, "threads_for", lambda n: pytest.fail("asked Numba for its threads"))
+        assert threads.runs_serial(10_000) and threads.runs_serial(10_000, threads.SHORT_JOB_WORK - 1)
+        monkeypatch.setattr(threads, "threads_for", lambda n: 2)
+        assert not threads.runs_serial(10_000, threads.SHORT_JOB_WORK)  # a big call: the parallel kernels at once
+        monkeypatch.setattr(threads, "threads_for", lambda n: pytest.fail("asked Numba for its threads"))
+        threads._parallel_since[0] -= threads.PARALLEL_START_CPU_S + 1.0  # as if the job had run that long
+        monkeypatch.setattr(threads, "threads_for", lambda n: 2)
+        assert not threads.runs_serial(10_000)
+        assert threads._parallel_since[1]
+        assert threads.runs_serial(threads.MIN_PARALLEL_SEQUENCES - 1)
+    finally:
+        threads.set_threads(before)
+
+
+def test_warm_up_compiles_the_chain_kernels_parallel_twins(monkeypatch):
+    """A chain call on a kernel's serial twin (a small input) under the warm-up compiles the parallel kernel for
+    the same argument types: a first big batch after install loads it instead of compiling it."""
+    from varorder import chain
+    from varorder.engine.chain_forward import _logz_serial
+    from varorder.engine.chain_viterbi import _viterbi_serial
+
+    monkeypatch.setattr(threads, "_COMPILE_TWINS", True)
+    E = np.zeros((2, 3, 2), dtype=np.float64)
+    chain.viterbi(E, np.zeros((2, 2)))
+    chain.log_partition(E, np.zeros((2, 2)))
+    for twin in (_viterbi_serial, _logz_serial):
+        assert twin.signatures and set(twin.signatures) <= set(twin.parallel_twin.signatures)

@@ -81,6 +81,12 @@ def log_partition(emissions, transitions, start=None, end=None, lengths=None, al
     >>> chain.log_partition(np.zeros((2, 3, 2)), transitions, lengths=[3, 2])   # log 8, log 4
     array([2.07944154, 1.38629436])
     """
+    if lengths is None and allowed is None:  # a few plain sequences: one compiled call (same numbers)
+        small = _engine.small_log_partition(emissions, transitions, start, end)
+        if small is not None:
+            if small[1]:
+                _warn_if_impossible(small[0])
+            return small[0]
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     logz = _engine.log_partition(ci)
     _warn_if_impossible(logz)
@@ -113,6 +119,12 @@ def viterbi(emissions, transitions, start=None, end=None, lengths=None, allowed=
     >>> paths, np.exp(scores)                                          # 0.9 · 0.8 · 0.6
     (array([[0, 1, 0]]), array([0.432]))
     """
+    if lengths is None and allowed is None:  # a few plain sequences: one compiled call (same numbers)
+        small = _engine.small_viterbi(emissions, transitions, start, end)
+        if small is not None:
+            if small[2]:
+                _warn_if_impossible(small[1])
+            return small[0], small[1]
     ci = _engine.prepare(emissions, transitions, start, end, lengths, allowed)
     paths, scores = _engine.viterbi(ci)
     _warn_if_impossible(scores)

@@ -16,6 +16,8 @@ every token's marginal label probabilities.
 
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import time
 
@@ -34,6 +36,11 @@ from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
 from varorder.models.persist import model_kind
 from varorder.models.sequences import token_accuracy
+
+# The interpreter's last garbage collection at exit walks every object Numba and LLVM made (~0.2 CPU s, a
+# fifth of a tiny training run). Python does not promise finalizers for objects still alive at exit, and the
+# command's files are closed by then: freeze them out of that collection.
+atexit.register(gc.freeze)
 
 _ESTIMATORS = {"CRF": CRF, "MEMM": MEMM, "HMM": HMM}
 # the options' defaults are the library's (one place states them), except --c1: see its help

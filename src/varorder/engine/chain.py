@@ -43,22 +43,25 @@ the results.
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numba as nb
 import numpy as np
 
+from varorder.engine import threads as _threads
 from varorder.engine.semiring import LOG, MAX, Semiring, operation, resolve
 from varorder.engine.semiring_structured import EXPECTATION, KBEST
 from varorder.engine.chain_generic_ops import generic_entropy, generic_kbest, generic_sample
-from varorder.engine.threads import uses_engine_threads
+from varorder.engine.threads import (_BLAS_SERIAL_WORK, MIN_PARALLEL_SEQUENCES, load_cython_blas, runs_serial,
+                                     serial_twin, single_threaded_blas, uses_engine_threads, warm_parallel_twin)
 from varorder.engine.chain_generic import NEG_INF, generic_forward
-from varorder.engine.chain_scaled import _MIN_SHIFTED
-from varorder.engine.chain_forward import _logz_kernel
+from varorder.engine.chain_forward import (_DIRECT_LIMIT, _end_scaling, _logz_kernel, _logz_serial, _logz_small,
+                                           _shared_scaling)
 from varorder.engine.chain_marginals import _entropy_finish, _marginals_kernel
-from varorder.engine.chain_viterbi import _kbest_kernel, _viterbi_kernel
+from varorder.engine.chain_viterbi import _kbest_kernel, _viterbi_kernel, _viterbi_serial, _viterbi_small
 from varorder.engine.chain_sample import _sample_kernel
-from varorder.engine.validate import (as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index,
-                                      potentials_and_bound)
+from varorder.engine.validate import (_overflow_limit, as_potentials, as_rng, check_int_at_least, check_no_overflow,
+                                      first_index, potentials_and_bound)
 
 __all__ = [
     "ChainInput",
@@ -70,6 +73,8 @@ __all__ = [
     "kbest",
     "entropy",
     "forward_values",
+    "small_viterbi",
+    "small_log_partition",
 ]
 
 
@@ -147,27 +152,6 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
     return ChainInput(E, T, S, F, n, e_top + s_top, t_top)
 
 
-def _exp_transitions(T: np.ndarray):
-    """exp(T − c) for (Bt, K, K) transitions, c the largest finite entry of each matrix.
-
-    Returns (expT (Bt, K, K), c (Bt,), smallest nonzero entry per matrix (Bt,), dense
-    (Bt,): no zero entry). The smallest entry is 0 — never take the scaled path — when a
-    finite entry lies more than 600 nats below c.
-    """
-    flat = T.reshape(T.shape[0], -1)
-    top = flat.max(axis=1) if flat.shape[1] else np.zeros(T.shape[0])
-    top = np.where(np.isfinite(top), top, 0.0)
-    shifted = T - top[:, None, None]
-    expT = np.exp(shifted)
-    masked = np.where(expT > 0, expT, np.inf).reshape(T.shape[0], -1)
-    min_nz = masked.min(axis=1) if masked.shape[1] else np.ones(T.shape[0])
-    min_nz = np.where(np.isfinite(min_nz), min_nz, 1.0)
-    too_small = ((shifted < _MIN_SHIFTED) & np.isfinite(shifted)).reshape(T.shape[0], -1).any(axis=1)
-    min_nz = np.where(too_small, 0.0, min_nz)
-    dense = (expT > 0).reshape(T.shape[0], -1).all(axis=1)
-    return (np.ascontiguousarray(expT), np.ascontiguousarray(top), np.ascontiguousarray(min_nz),
-            np.ascontiguousarray(dense))
-
 # ---------------------------------------------------------------------------
 # public operations on a prepared ChainInput
 # ---------------------------------------------------------------------------
@@ -187,6 +171,10 @@ def _block_size(ci: ChainInput) -> int:
     B, L, K = ci.shape
     if ci.transitions.shape[0] > 1:
         return max(1, min(B, 16, 8192 // (K * K)))
+    return _shared_block_size(B, K)
+
+
+def _shared_block_size(B: int, K: int) -> int:
     return max(1, min(B, 64 if K <= 16 else 32 if K <= 128 else 16))
 
 
@@ -201,21 +189,13 @@ def _scaling(ci: ChainInput):
     """exp-transitions, column maxima, smallest nonzero entry (shared matrix; placeholders
     when per sequence: the kernels exponentiate per block), exp(end) shifted, its smallest
     nonzero entry and the shift."""
-    if ci.transitions.shape[0] == 1:
-        expT, tshift, min_expT, dense = _exp_transitions(ci.transitions)
+    if ci.transitions.shape[0] == 1:  # compiled, shared with the small-input path (the same bits)
+        expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift = _shared_scaling(ci.transitions[0], ci.end)
     else:
         K = ci.shape[2]
         expT, tshift, min_expT, dense = np.zeros((1, K, K)), np.zeros(1), np.zeros(1), np.zeros(1, bool)
-    end_shift = float(ci.end.max()) if np.isfinite(ci.end.max()) else 0.0
-    exp_end = np.exp(ci.end - end_shift)
-    nz = exp_end[exp_end > 0]
-    min_exp_end = float(nz.min()) if nz.size else 1.0
+        exp_end, min_exp_end, end_shift = _end_scaling(ci.end)
     return expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift, _emission_low(ci, min_expT)
-
-
-# Unshifted exp-emissions are used while this bound on the underflow guard's exponent
-# (see ``_emission_low``) stays this far above log(_TINY) ≈ −645: the guard never fires.
-_DIRECT_LIMIT = 400.0
 
 
 def _emission_low(ci: ChainInput, min_expT) -> float:
@@ -225,20 +205,57 @@ def _emission_low(ci: ChainInput, min_expT) -> float:
     Unshifted, exp(x) lies in [e^−M, e^M] for M = ``emission_bound`` (start included): no
     overflow and, with rows rescaled every step, the underflow guard's bound (two such
     row ranges, twice log min exp-transition, log 4K) stays above _TINY by a margin —
-    so skipping the shift never sends a sequence to the log-space path. Typical
+    so skipping the shift never sends a sequence to the log-space path (the bound:
+    ``chain_forward._DIRECT_LIMIT``). Typical
     potentials (all within about ±30) take this path; larger ones are shifted chunk by chunk."""
     K = ci.shape[2]
     if ci.transitions.shape[0] == 1:
         t_range = -math.log(float(min_expT[0])) if min_expT[0] > 0.0 else math.inf
     else:
         t_range = 2.0 * ci.transition_bound
+    # the test of chain_forward.emission_low_of (the small-input path's, compiled), in the same operations
     if 4.0 * ci.emission_bound + 2.0 * t_range + math.log(4.0 * K) <= _DIRECT_LIMIT:
         return -2.0 * ci.emission_bound
     return 1.0
 
 
+def _runs_serial(ci: ChainInput) -> bool:
+    """threads.runs_serial for a chain call (its work: B·L·K² multiply-adds, the order of every chain kernel's)."""
+    B, L, K = ci.shape
+    return runs_serial(B, B * L * K * K)
+
+
+@contextmanager
+def _serial_blas(ci: ChainInput, block: int, per_sequence_products: bool):
+    """BLAS as the serial kernels need it: ``scipy.linalg.cython_blas`` loaded without ``scipy.linalg`` (what
+    Numba's ``np.dot`` calls), and pinned to one thread only when a product could be big enough for BLAS
+    to thread it (threads.engine_threads' bound, here per product: the forward's (rows ≤ block, K)·(K, K)
+    and, with ``per_sequence_products``, the marginals' (K, n ≤ L)·(n, K))."""
+    B, L, K = ci.shape
+    load_cython_blas()
+    if max(min(B, block), L if per_sequence_products else 0) * K * K < _BLAS_SERIAL_WORK:
+        yield
+    else:
+        with single_threaded_blas():
+            yield
+
+
+def _serial_log_z(ci: ChainInput) -> np.ndarray:
+    """:func:`_scaled_log_z` on the kernel's serial twin: the same blocks in one chunk (blocks never depend on
+    the chunks), so the same numbers bit for bit."""
+    block = _block_size(ci)
+    order = np.argsort(-ci.lengths, kind="stable").astype(np.int64)
+    with _serial_blas(ci, block, False):
+        logz = _logz_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block,
+                            *_scaling(ci), 1)
+    warm_parallel_twin(_logz_serial)
+    return logz
+
+
 def _scaled_log_z(ci: ChainInput) -> np.ndarray:
     """log Z by the blocked scaled exp-space recursion (LOG specialisation)."""
+    if _runs_serial(ci):
+        return _serial_log_z(ci)
     block = _block_size(ci)
     order, chunks = _blocking(ci, block)
     return _logz_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block, *_scaling(ci),
@@ -247,7 +264,11 @@ def _scaled_log_z(ci: ChainInput) -> np.ndarray:
 
 def _viterbi_scores(ci: ChainInput) -> np.ndarray:
     """Best path scores by the max-plus Viterbi kernel (MAX specialisation)."""
-    return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci))[1]
+    B, L, _ = ci.shape
+    scores = np.empty(B)
+    _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci),
+                    np.empty((B, L), dtype=np.int64), scores)
+    return scores
 
 
 # Registered specialisations of the generic forward (⊕ over the paths of each sequence):
@@ -270,21 +291,126 @@ def forward_values(ci: ChainInput, semiring: Semiring = LOG, specialised: bool =
 
 
 def log_partition(ci: ChainInput) -> np.ndarray:
-    """log Z (B,): the forward in the LOG semiring."""
+    """log Z (B,): the forward in the LOG semiring (a batch the policy runs on one thread, whose BLAS products
+    are too small to thread, without entering the thread policy's block: the kernel's serial twin)."""
+    if _runs_serial(ci):
+        return _serial_log_z(ci)
     return forward_values(ci, LOG)
 
 
-@uses_engine_threads
 def viterbi(ci: ChainInput):
-    return _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci))
+    """(paths (B, L), scores (B,)); a batch the policy runs on one thread takes the kernel's serial twin
+    (no thread-count change, no parallel region, no BLAS pinning: Viterbi makes no BLAS call)."""
+    B, L, _ = ci.shape
+    paths, scores = np.empty((B, L), dtype=np.int64), np.empty(B)
+    if _runs_serial(ci):
+        _viterbi_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, 1, paths, scores)
+        warm_parallel_twin(_viterbi_serial)
+    else:
+        _viterbi_batch(ci, paths, scores)
+    return paths, scores
 
 
-def _marginals(ci: ChainInput, want_edges: bool, want_sum: bool, want_texp: bool):
+@uses_engine_threads
+def _viterbi_batch(ci: ChainInput, paths, scores):
+    _viterbi_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, _num_chunks(ci), paths, scores)
+
+
+# ---------------------------------------------------------------------------
+# small inputs: checks and inference in one compiled call
+# ---------------------------------------------------------------------------
+
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _plain(x, shape) -> bool:
+    return type(x) is np.ndarray and x.dtype == _FLOAT64 and x.shape == shape and x.flags.c_contiguous
+
+
+def _small_input(emissions, transitions, start, end):
+    """(E, T, start, end) as the compiled small-input paths take them, or None when the call is not one for
+    them: emissions not a C-contiguous float64 (B, L, K) array with B, L, K ≥ 1 that the policy runs on one
+    thread, or transitions not one shared C-contiguous float64 (K, K) matrix, or start/end not None or
+    C-contiguous float64 (K,). Anything else (other dtypes, lengths, masks, per-sequence matrices) takes
+    the checked path, which converts it; so do values the compiled checks refuse, to be named there."""
+    E, T = emissions, transitions
+    if type(E) is not np.ndarray or type(T) is not np.ndarray or E.dtype != _FLOAT64 or T.dtype != _FLOAT64 \
+            or E.ndim != 3:
+        return None
+    B, L, K = E.shape
+    if T.shape != (K, K) or B < 1 or L < 1 or K < 1 or not (E.flags.c_contiguous and T.flags.c_contiguous) \
+            or (B > 1 and not (B < MIN_PARALLEL_SEQUENCES and runs_serial(B))):  # runs_serial(1) is always True
+        return None
+    if start is None:
+        start = _zeros(K)
+    elif not _plain(start, (K,)):
+        return None
+    if end is None:
+        end = _zeros(K)
+    elif not _plain(end, (K,)):
+        return None
+    return emissions, transitions, start, end
+
+
+_ZEROS: dict[int, np.ndarray] = {}
+
+
+def _zeros(K: int) -> np.ndarray:
+    """A zero (K,) start or end for the compiled small-input paths (which only read it), made once per K."""
+    zeros = _ZEROS.get(K)
+    if zeros is None:
+        zeros = _ZEROS[K] = np.zeros(K)
+    return zeros
+
+
+def small_viterbi(emissions, transitions, start=None, end=None):
+    """``viterbi(prepare(emissions, transitions, start, end))`` of a small batch of full-length sequences in
+    one compiled call (the checks included), or None when the call is not one for it (see
+    :func:`_small_input`): (paths, scores, number of sequences with no path). The same loops as the batch
+    kernel, so the same paths and scores bit for bit."""
+    args = _small_input(emissions, transitions, start, end)
+    if args is None:
+        return None
+    B, L, _ = emissions.shape
+    paths, scores = np.empty((B, L), dtype=np.int64), np.empty(B)
+    impossible = _viterbi_small(*args, paths, scores)
+    if _threads._COMPILE_TWINS:  # the install-time warm-up: the checked path's kernels (both twins) too
+        viterbi(prepare(*args))
+    return None if impossible < 0 else (paths, scores, impossible)
+
+
+def small_log_partition(emissions, transitions, start=None, end=None):
+    """``log_partition(prepare(emissions, transitions, start, end))`` of a small batch of full-length
+    sequences in one compiled call (the checks included), or None when the call is not one for it (see
+    :func:`_small_input`; also when a product of the forward could be large enough for BLAS to thread):
+    (log Z, number of sequences with log Z = −inf). The same blocks, scaling and kernel as the checked
+    path, so the same numbers bit for bit."""
+    args = _small_input(emissions, transitions, start, end)
+    if args is None:
+        return None
+    B, L, K = emissions.shape
+    if B * K * K >= _BLAS_SERIAL_WORK:  # the checked path pins BLAS around the forward's (rows, K)·(K, K) products
+        return None
+    accepted, logz, impossible = _logz_small(*args, _shared_block_size(B, K), _overflow_limit(2 * L + 1))
+    if _threads._COMPILE_TWINS:  # the install-time warm-up: the checked path's kernels (both twins) too
+        log_partition(prepare(*args))
+    return (logz, impossible) if accepted else None
+
+
+# the same loops without a parallel region, for batches the policy runs on one thread
+_marginals_serial = serial_twin(_marginals_kernel, cache=True)
+
+
+def _marginal_outputs(ci: ChainInput, want_edges: bool, want_sum: bool):
     B, L, K = ci.shape
     node = np.empty((B, L, K))  # every entry is written by the kernel
     edge = np.zeros((B, max(L - 1, 0), K, K)) if want_edges else np.zeros((B, 0, K, K))
     edge_sum = np.zeros((B, K, K)) if want_sum else np.zeros((B, 0, 0))
-    texp = np.zeros(B)
+    return node, edge, edge_sum, np.zeros(B)
+
+
+def _marginals(ci: ChainInput, want_edges: bool, want_sum: bool, want_texp: bool):
+    node, edge, edge_sum, texp = _marginal_outputs(ci, want_edges, want_sum)
     block = _block_size(ci)
     order, chunks = _blocking(ci, block)
     logz = _marginals_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block,
@@ -292,19 +418,37 @@ def _marginals(ci: ChainInput, want_edges: bool, want_sum: bool, want_texp: bool
     return node, edge, edge_sum, texp, logz
 
 
+def _serial_marginals(ci: ChainInput, want_edges: bool, want_sum: bool):
+    """:func:`_marginals` on the kernel's serial twin: the same blocks in one chunk (blocks never depend on the
+    chunks), so the same numbers bit for bit."""
+    node, edge, edge_sum, texp = _marginal_outputs(ci, want_edges, want_sum)
+    block = _block_size(ci)
+    order = np.argsort(-ci.lengths, kind="stable").astype(np.int64)
+    with _serial_blas(ci, block, True):
+        logz = _marginals_serial(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, order, block,
+                                 *_scaling(ci), node, edge, edge_sum, texp, want_edges, want_sum, False, 1)
+    warm_parallel_twin(_marginals_serial)
+    return node, edge, edge_sum, texp, logz
+
+
 @uses_engine_threads
+def _parallel_marginals(ci: ChainInput, want_edges: bool, want_sum: bool):
+    return _marginals(ci, want_edges, want_sum, False)
+
+
 def marginals(ci: ChainInput, edges=True):
     """(node (B, L, K), edge, log Z (B,)).
 
     edges=True: edge (B, L−1, K, K) per position; edges="sum": (B, K, K) summed
     over positions (expected transition counts, without the B·L·K² array);
-    edges=False: None.
+    edges=False: None. A batch the policy runs on one thread takes the kernel's serial twin.
     """
     if edges not in (True, False, "sum"):
         raise ValueError(f"edges must be True, False or 'sum', got {edges!r}")
     want_edges = edges is True
     want_sum = edges == "sum"
-    node, edge, edge_sum, _, logz = _marginals(ci, want_edges, want_sum, False)
+    run = _serial_marginals if _runs_serial(ci) else _parallel_marginals
+    node, edge, edge_sum, _, logz = run(ci, want_edges, want_sum)
     return node, (edge if want_edges else edge_sum if want_sum else None), logz
 
 
@@ -345,3 +489,16 @@ def sample(ci: ChainInput, n: int, seed=None, specialised: bool = True):
     B, L, _ = ci.shape
     uniforms = as_rng(seed).random((B, n, L))
     return operation("sample", GENERIC, SPECIALISED, specialised)(ci, uniforms)
+
+
+def _register_serial_kernels() -> None:
+    """Cached serial kernels of the chain load without refreshing Numba's registries (varorder._numba_start)."""
+    import sys
+
+    from varorder import _numba_start
+    from varorder.engine import chain_forward, chain_viterbi, potential_scan
+
+    _numba_start.load_without_refresh(sys.modules[__name__], chain_forward, chain_viterbi, potential_scan)
+
+
+_register_serial_kernels()

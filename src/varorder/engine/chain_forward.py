@@ -1,14 +1,22 @@
 """The blocked scaled forward pass and the log Z kernel of dense chains (LOG semiring
 fast path; a sequence whose products could underflow is redone in log space, rows shifted
-to a largest entry of 0: ``chain_scaled._normalised_log_forward``). See :mod:`varorder.engine.chain`."""
+to a largest entry of 0: ``chain_scaled._normalised_log_forward``). See :mod:`varorder.engine.chain`.
+``_shared_scaling`` exponentiates a shared transition matrix and the end potentials for every
+path (batch and small input, so both see the same bits); ``_logz_small`` is the small-input path:
+checks and sums a batch of a few equal-length sequences in one compiled call, on the serial twin
+of ``_logz_kernel``."""
 
 from __future__ import annotations
+
+import math
 
 import numba as nb
 import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF, _TINY
 from varorder.engine.chain_scaled import _CHUNK, _LN2_HI, _LN2_LO, _MIN_SHIFTED, _block_bounds, _exp_chunk, _exp_matrix, _normalised_log_forward, _plane, _pow2_scale, _product_rows, _vec_mat_rows
+from varorder.engine.potential_scan import checked_top
+from varorder.engine.threads import serial_twin
 
 __all__ = []  # kernels for engine.chain only
 
@@ -209,3 +217,102 @@ def _logz_kernel(E, T, start, end, lengths, order, block, expT, tshift, min_expT
     return out
 
 
+
+
+# the same loops without a parallel region (engine.chain decides with threads.runs_serial)
+_logz_serial = serial_twin(_logz_kernel, cache=True)
+
+
+@nb.njit(cache=True)
+def _end_scaling(end):
+    """(exp(end − c), its smallest nonzero entry (1 if none), c): c the largest finite entry of end (0 if none).
+    Scalar loops and ``math.exp`` (no array expressions: the cached code loads in a few ms)."""
+    K = end.shape[0]
+    c = NEG_INF
+    for j in range(K):
+        c = max(c, end[j])
+    if not np.isfinite(c):
+        c = 0.0
+    exp_end = np.empty(K)
+    smallest = np.inf
+    for j in range(K):
+        e = math.exp(end[j] - c)
+        exp_end[j] = e
+        if e > 0.0:
+            smallest = min(smallest, e)
+    return exp_end, smallest if smallest < np.inf else 1.0, c
+
+
+@nb.njit(cache=True)
+def _shared_scaling(T, end):
+    """exp(T − c) of one shared (K, K) matrix, c its largest finite entry (0 if none), as (1, K, K); c (1,); the
+    smallest nonzero entry (1,) — 1 if none, 0 when a finite entry lies more than 600 nats below c (never the
+    scaled path); whether no entry is zero (1,); then :func:`_end_scaling` of end."""
+    K = T.shape[0]
+    top = NEG_INF
+    for i in range(K):
+        for j in range(K):
+            top = max(top, T[i, j])
+    if not np.isfinite(top):
+        top = 0.0
+    expT = np.empty((1, K, K))
+    smallest = np.inf
+    too_small = False
+    dense = True
+    for i in range(K):
+        for j in range(K):
+            shifted = T[i, j] - top
+            e = math.exp(shifted)
+            expT[0, i, j] = e
+            if e > 0.0:
+                smallest = min(smallest, e)
+            else:
+                dense = False
+            too_small = too_small or (shifted < _MIN_SHIFTED and shifted != NEG_INF)
+    if too_small:
+        smallest = 0.0
+    elif smallest == np.inf:
+        smallest = 1.0
+    exp_end, min_exp_end, end_shift = _end_scaling(end)
+    tshift, min_expT, dense_out = np.empty(1), np.empty(1), np.empty(1, dtype=np.bool_)
+    tshift[0], min_expT[0], dense_out[0] = top, smallest, dense
+    return expT, tshift, min_expT, dense_out, exp_end, min_exp_end, end_shift
+
+
+# Unshifted exp-emissions are used while this bound on the underflow guard's exponent
+# (see ``emission_low_of``) stays this far above log(_TINY) ≈ −645: the guard never fires.
+_DIRECT_LIMIT = 400.0
+
+
+@nb.njit(cache=True)
+def emission_low_of(emission_bound, transition_range, K):
+    """A lower bound (≤ 0) on every row's smallest log-emission minus its largest when the kernels may
+    exponentiate emissions without shifting them, +1 when they must shift (see ``engine.chain._emission_low``);
+    ``transition_range`` bounds the log-range of the exp-transitions (inf: unbounded)."""
+    if 4.0 * emission_bound + 2.0 * transition_range + math.log(4.0 * K) <= _DIRECT_LIMIT:
+        return -2.0 * emission_bound
+    return 1.0
+
+
+@nb.njit(cache=True)
+def _logz_small(E, T, start, end, block, limit):
+    """log Z of B sequences of the full length L under one shared (K, K) matrix, the checks of
+    ``engine.chain.prepare`` included (NaN, +inf, a finite magnitude ≥ ``limit``), by the blocked kernel's
+    serial twin with ``block`` sequences a block (``engine.chain._block_size``): the numbers of the checked
+    path, in one compiled call. Returns (accepted, log Z, number of sequences with log Z = −inf); not
+    accepted (an empty array): the caller takes the checked path, which names the entry."""
+    B, L, K = E.shape
+    e_top, s_top = checked_top(E, limit), checked_top(start, limit)
+    if min(e_top, s_top, checked_top(T, limit), checked_top(end, limit)) < 0.0:
+        return False, np.empty(0), 0
+    expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift = _shared_scaling(T, end)
+    t_range = -math.log(min_expT[0]) if min_expT[0] > 0.0 else np.inf
+    low = emission_low_of(e_top + s_top, t_range, K)
+    lengths = np.full(B, L, dtype=np.int64)
+    order = np.arange(B)
+    logz = _logz_serial(E, T.reshape((1, K, K)), start, end, lengths, order, block, expT, tshift, min_expT, dense,
+                        exp_end, min_exp_end, end_shift, low, 1)
+    impossible = 0
+    for b in range(B):
+        impossible += logz[b] == NEG_INF
+    return True, logz, impossible

@@ -1,6 +1,7 @@
 """Viterbi (the MAX-semiring forward, four rows per sweep, path by re-maximising one
 column per position) and list-Viterbi k-best of dense chains (Seshadri & Sundberg 1994).
-See :mod:`varorder.engine.chain`."""
+See :mod:`varorder.engine.chain`. ``_viterbi_small`` is the small-input path: checks and decodes a
+batch of a few equal-length sequences in one compiled call, on the serial twin of ``_viterbi_kernel``."""
 
 from __future__ import annotations
 
@@ -9,6 +10,9 @@ import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF
 from varorder.engine.chain_scaled import _FAST, _chunk
+from varorder.engine.potential_scan import within
+from varorder.engine.validate import _MAX_PATH_MAGNITUDE
+from varorder.engine.threads import serial_twin
 
 __all__ = []  # kernels for engine.chain only
 
@@ -52,16 +56,17 @@ def _max_vec_mat(d, M, out):
 
 
 @nb.njit(cache=True, parallel=True)
-def _viterbi_kernel(E, T, start, end, lengths, num_chunks):
+def _viterbi_kernel(E, T, start, end, lengths, num_chunks, paths, scores):
+    """Fills paths (B, L) (−1 past each length, and throughout a sequence with no path) and scores (B,)."""
     B, L, K = E.shape
-    paths = np.full((B, L), -1, dtype=np.int64)
-    scores = np.empty(B)
     for c in nb.prange(num_chunks):
         lo, hi = _chunk(c, num_chunks, B)
         delta = np.empty((L, K))
         acc = np.empty(K)
         for b in range(lo, hi):
             n = lengths[b]
+            for t in range(L):
+                paths[b, t] = -1
             Tb = T[b % T.shape[0]]
             for j in range(K):
                 delta[0, j] = start[j] + E[b, 0, j]
@@ -90,7 +95,28 @@ def _viterbi_kernel(E, T, start, end, lengths, num_chunks):
                         arg = i
                 y = arg
                 paths[b, t - 1] = y
-    return paths, scores
+
+
+# the same loops without a parallel region (engine.chain decides with threads.runs_serial)
+_viterbi_serial = serial_twin(_viterbi_kernel, cache=True)
+
+
+@nb.njit(cache=True)
+def _viterbi_small(E, T, start, end, paths, scores):
+    """Viterbi of B sequences of the full length L under one shared (K, K) matrix into paths (B, L) and
+    scores (B,), the checks of ``engine.chain.prepare`` included (NaN, +inf, a finite magnitude a path of
+    2L + 1 potentials could overflow with): one compiled call where the checked path makes a dozen.
+    Returns the number of sequences with no path, or −1 when the checks refuse the input (nothing
+    written): the caller then takes the checked path, which names the entry."""
+    B, L, K = E.shape
+    limit = _MAX_PATH_MAGNITUDE / (2 * L + 1)
+    if not (within(E, limit) and within(T, limit) and within(start, limit) and within(end, limit)):
+        return -1
+    _viterbi_serial(E, T.reshape((1, K, K)), start, end, np.full(B, L, dtype=np.int64), 1, paths, scores)
+    impossible = 0
+    for b in range(B):
+        impossible += scores[b] == NEG_INF
+    return impossible
 
 
 @nb.njit(cache=True)

@@ -16,7 +16,8 @@ count: every kernel reduces per sequence, and sampling draws its uniforms up fro
 Every ``parallel=True`` kernel in the package is under this policy: the engine's chain kernels
 through :func:`uses_engine_threads` at their entry points, every other one declared with
 :func:`parallel_kernel`, which compiles it twice (parallel and serial) and runs the serial twin
-whenever the policy gives the call one thread. A small input (one sentence, one pair) so never
+whenever the policy gives the call one thread; a compiled small-input path calls a chain kernel's
+:func:`serial_twin` when :func:`runs_serial` says so. A small input (one sentence, one pair) so never
 starts Numba's thread pool nor enters a parallel region, whose launch alone costs more than
 the work (``tests/test_thread_policy.py`` lists the parallel kernels and fails on one outside).
 """
@@ -32,7 +33,8 @@ import numba
 
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
            "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
-           "map_in_order", "parallel_kernel", "runs_serial", "PARALLEL_KERNELS"]
+           "map_in_order", "parallel_kernel", "serial_twin", "warm_parallel_twin", "runs_serial", "PARALLEL_KERNELS",
+           "PARALLEL_START_CPU_S", "SHORT_JOB_WORK"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
@@ -116,14 +118,45 @@ def threads_for(num_sequences: int) -> int:
     return current
 
 
-def runs_serial(num_sequences: int) -> bool:
+# Under "auto", a process runs its kernels on one thread until its engine work has taken this much CPU time:
+# its first parallel kernel costs ~0.15-0.3 CPU s (Numba refreshes its typing and target registries to load a
+# parallel kernel, and starts the thread pool), more than a short job's whole kernel time (a 200-sentence
+# CRF training run: ~0.1 s), while a long job pays it once and then runs parallel.
+PARALLEL_START_CPU_S = 0.25
+_parallel_since = [None, False]  # CPU time at the process's first batch a parallel kernel could take; started?
+
+
+def _short_job() -> bool:
+    if _parallel_since[1]:
+        return False
+    import time
+
+    now = time.process_time()
+    if _parallel_since[0] is None:
+        _parallel_since[0] = now
+    if now - _parallel_since[0] < PARALLEL_START_CPU_S:
+        return True
+    _parallel_since[1] = True
+    return False
+
+
+# a call of at least this many multiply-adds (~5 ms on one core) takes the parallel kernels at once: the start-up
+# cost is then paid by a job big enough to amortise it (a batch prediction), not in the middle of it
+SHORT_JOB_WORK = 1 << 23
+
+
+def runs_serial(num_sequences: int, work: int | None = None) -> bool:
     """Whether a kernel over ``num_sequences`` sequences runs on one thread now, decided without starting
     Numba's thread pool where the answer does not need it (``numba.get_num_threads`` starts it): a
-    policy of one thread, one item, a small batch under "auto", or a worker of :func:`map_in_order`."""
+    policy of one thread, one item, a small batch under "auto", a process under "auto" whose kernels
+    have not yet taken :data:`PARALLEL_START_CPU_S` since its first batch (a short job never starts the
+    parallel machinery) unless this call's ``work`` (multiply-adds, when the caller knows them) reaches
+    :data:`SHORT_JOB_WORK`, or a worker of :func:`map_in_order`. The numbers never depend on the answer."""
     if num_sequences < 2 or getattr(_on_pool, "active", False):
         return True
     policy = get_threads()
-    if policy == 1 or (policy == _AUTO and num_sequences < MIN_PARALLEL_SEQUENCES):
+    if policy == 1 or (policy == _AUTO and (num_sequences < MIN_PARALLEL_SEQUENCES or (
+            (work is None or work < SHORT_JOB_WORK) and _short_job()))):
         return True
     return threads_for(num_sequences) == 1
 
@@ -141,6 +174,38 @@ def _compile_twin(done, twin) -> None:
             twin.compile(signature)
 
 
+def _serial_copy(function):
+    """``function`` again under the qualified name ``<name>__serial``: Numba's on-disk cache keys entries
+    by function name and bytecode but not by the ``parallel`` flag, so a serial compilation of a
+    ``prange`` kernel needs a name of its own."""
+    import types
+
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)
+    copy.__qualname__ = function.__qualname__ + "__serial"
+    copy.__module__ = function.__module__
+    return copy
+
+
+def serial_twin(kernel, **options):
+    """The serial twin of a ``parallel=True`` Numba kernel (a dispatcher), compiled as ``numba.njit(**options)``:
+    ``prange`` runs as ``range`` over the same loop bodies, so the same numbers bit for bit, with no thread
+    pool and no parallel region. For compiled small-input paths that call a parallel kernel's body
+    directly (e.g. the chain's one-sentence Viterbi): the policy's decision is :func:`runs_serial`, made
+    by their Python entry point."""
+    twin = numba.njit(**options)(_serial_copy(kernel.py_func))
+    twin.parallel_twin = kernel  # for warm_parallel_twin
+    return twin
+
+
+def warm_parallel_twin(twin) -> None:
+    """Under the install-time warm-up (``VARORDER_COMPILE_TWINS=1``), compile a :func:`serial_twin`'s parallel
+    kernel for every argument types the twin has been compiled for: the warm-up's small inputs run the
+    twins, and a first big batch after install should not compile the parallel kernels."""
+    if _COMPILE_TWINS:
+        _compile_twin(twin, twin.parallel_twin)
+
+
 def parallel_kernel(work, **options):
     """Declare a Numba ``prange`` kernel under the thread policy: ``@parallel_kernel(work, cache=True)``
     compiles the function as ``numba.njit(parallel=True, **options)`` and, lazily, as a serial twin
@@ -150,15 +215,9 @@ def parallel_kernel(work, **options):
     policy's unit (sequences, or sentences). The twin has its own ``__qualname__`` so that Numba's
     on-disk cache, which keys entries by function name and bytecode but not by the ``parallel``
     flag, keeps the two compilations apart."""
-    import types
-
     def declare(function):
-        serial_function = types.FunctionType(function.__code__, function.__globals__, function.__name__,
-                                             function.__defaults__, function.__closure__)
-        serial_function.__qualname__ = function.__qualname__ + "__serial"
-        serial_function.__module__ = function.__module__
         parallel = numba.njit(parallel=True, **options)(function)
-        serial = numba.njit(**options)(serial_function)
+        serial = numba.njit(**options)(_serial_copy(function))
 
         @functools.wraps(function)
         def run(*args):

@@ -27,12 +27,14 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from varorder import _numba_start
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
-from varorder.models import persist
+from varorder.models import optim, persist
 from varorder.parallel import check_n_jobs
-from varorder.models.features import (FeatureIndexer, _flatten, apply_templates, check_features, csr_times_dense,
-                                      design_matrix, is_array_input, n_items)
+from varorder.models.features import (FeatureIndexer, Rows, _flatten, apply_templates, check_features,
+                                      csr_times_dense, design_matrix, is_array_input, label_counts, n_items,
+                                      rows_to_csr, transpose_rows)
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
 from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
                                        token_accuracy)
@@ -41,6 +43,9 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 __all__ = ["CRF", "ChainObjective", "featurised_shard", "shard_vocabulary"]
+
+# the optimiser's cached kernels load without refreshing Numba's registries (varorder._numba_start)
+_numba_start.load_without_refresh(optim)
 
 _ALGORITHMS = ("lbfgs", "adagrad", "sgd")
 
@@ -53,13 +58,19 @@ class ChainObjective:
     only recomputes emissions X @ W, runs the engine, and forms the gradient.
     """
 
-    def __init__(self, X: sp.csr_matrix, lengths: np.ndarray, gold: np.ndarray, n_labels: int,
+    def __init__(self, X: sp.csr_matrix | Rows, lengths: np.ndarray, gold: np.ndarray, n_labels: int,
                  max_cells: int | None = None):
-        import scipy.sparse as sp  # training only: tagging never imports SciPy's sparse package
-
         K = n_labels
-        self.X = X.tocsr()
-        self.XT = self.X.T.tocsr()
+        if isinstance(X, Rows):  # no scipy (its sparse package costs a short training run ~0.1-0.3 CPU s)
+            self.X, self.XT = X, transpose_rows(X)
+            self.empirical_W = label_counts(X, gold, K)
+        else:
+            import scipy.sparse as sp
+
+            self.X = X.tocsr()
+            self.XT = self.X.T.tocsr()
+            onehot = sp.csr_matrix((np.ones(gold.size), (np.arange(gold.size), gold)), shape=(gold.size, K))
+            self.empirical_W = np.asarray((self.XT @ onehot).todense())
         self.K = K
         self.F = X.shape[1]
         self.n_sequences = lengths.size
@@ -68,8 +79,6 @@ class ChainObjective:
         cells = max_cells or max(4096, (1 << 21) // (K * K))
         self.plan = ChunkPlan(lengths, max_cells=cells)
         self.gold = gold
-        onehot = sp.csr_matrix((np.ones(gold.size), (np.arange(gold.size), gold)), shape=(gold.size, K))
-        self.empirical_W = np.asarray((self.XT @ onehot).todense())
         prev, nxt = self.plan.next_pairs()
         self.gold_prev, self.gold_next = gold[prev], gold[nxt]
         self.empirical_T = np.zeros((K, K))
@@ -246,7 +255,7 @@ class CRF(ParamsMixin):
             self._indexer = FeatureIndexer(self.min_feature_count).fit(X)
             self.feature_names_ = self._indexer.names_
             self.n_features_in_ = self._indexer.n_features
-            matrix, lengths = self._indexer.transform(X)
+            matrix, lengths = self._indexer.transform(X, csr=False)  # Rows: scipy only if shards need it
         for i, (xs, ys) in enumerate(zip(X, y)):
             if n_items(xs) != len(ys):
                 raise ValueError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels")
@@ -254,7 +263,7 @@ class CRF(ParamsMixin):
         K = len(self.classes_)
         dev = None
         if X_dev is not None:
-            dev_matrix, dev_lengths = self._design(X_dev, "X_dev")
+            dev_matrix, dev_lengths = self._design(X_dev, "X_dev", csr=False)
             dev = (dev_matrix, ChunkPlan(dev_lengths), y_dev)
         theta = np.zeros((self.n_features_in_ + K + 2) * K)
         if self.algorithm == "lbfgs":
@@ -263,7 +272,7 @@ class CRF(ParamsMixin):
             theta = self._train_lbfgs(objective, theta, record)
         else:
             progress, record = self._recorder(began, K, dev)
-            self._fit_minibatch(theta, matrix, lengths, gold, K, record)
+            self._fit_minibatch(theta, rows_to_csr(matrix), lengths, gold, K, record)
         progress.close()
         self._set_params(theta, K)
         self.training_time_ = time.perf_counter() - began
@@ -377,6 +386,7 @@ class CRF(ParamsMixin):
         executor, shards = shard_plan(self, lengths)
         if shards is None:
             return ChainObjective(matrix, lengths, gold, K)
+        matrix = rows_to_csr(matrix)
         return ShardedObjective([ChainObjective(matrix[tokens], lengths[seqs], gold[tokens], K)
                                  for seqs, tokens in shards], executor)
 

@@ -31,7 +31,8 @@ from varorder.engine.threads import parallel_kernel
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-__all__ = ["FeatureIndexer", "Rows", "design_matrix", "csr_times_dense", "is_array_input", "n_items", "pos_features",
+__all__ = ["FeatureIndexer", "Rows", "design_matrix", "csr_times_dense", "transpose_rows", "label_counts",
+           "rows_to_csr", "is_array_input", "n_items", "pos_features",
            "parse_templates", "template_features", "format_templates", "check_features", "apply_templates"]
 
 
@@ -62,6 +63,71 @@ class Rows(NamedTuple):
     indices: np.ndarray
     data: np.ndarray
     shape: tuple[int, int]
+
+
+@nb.njit(cache=True)
+def _transpose_kernel(indptr, indices, data, n_cols):
+    """CSR arrays of the transpose (a counting sort by column, rows ascending within a column, entries of a
+    row in their order: what scipy's ``X.T.tocsr()`` gives); columns −1 (unknown features) are dropped."""
+    n_rows = indptr.size - 1
+    t_indptr = np.zeros(n_cols + 1, dtype=np.int64)
+    for p in range(indptr[0], indptr[n_rows]):
+        if indices[p] >= 0:
+            t_indptr[indices[p] + 1] += 1
+    for c in range(n_cols):
+        t_indptr[c + 1] += t_indptr[c]
+    t_indices = np.empty(t_indptr[n_cols], dtype=np.int64)
+    t_data = np.empty(t_indptr[n_cols])
+    fill = t_indptr[:-1].copy()
+    for r in range(n_rows):
+        for p in range(indptr[r], indptr[r + 1]):
+            c = indices[p]
+            if c >= 0:
+                q = fill[c]
+                t_indices[q] = r
+                t_data[q] = data[p]
+                fill[c] = q + 1
+    return t_indptr, t_indices, t_data
+
+
+def transpose_rows(matrix: Rows) -> Rows:
+    """The transpose of a :class:`Rows` matrix as :class:`Rows` (unknown features dropped): the CRF gradient's
+    Xᵀ without scipy, entry for entry the matrix ``X.T.tocsr()`` of the same data."""
+    indptr, indices, data = _transpose_kernel(matrix.indptr, matrix.indices, matrix.data, matrix.shape[1])
+    return Rows(indptr, indices, data, (matrix.shape[1], matrix.shape[0]))
+
+
+@nb.njit(cache=True)
+def _label_counts_kernel(indptr, indices, data, labels, n_cols, K):
+    out = np.zeros((n_cols, K))
+    for r in range(indptr.size - 1):
+        k = labels[r]
+        for p in range(indptr[r], indptr[r + 1]):
+            if indices[p] >= 0:
+                out[indices[p], k] += data[p]
+    return out
+
+
+def label_counts(matrix: Rows, labels: np.ndarray, n_labels: int) -> np.ndarray:
+    """Xᵀ · onehot(labels) (F, K): each feature's summed values over the rows of each label (the CRF's empirical
+    counts), added row by row in order, as scipy's ``(X.T.tocsr() @ onehot).todense()`` adds them."""
+    return _label_counts_kernel(matrix.indptr, matrix.indices, matrix.data, np.asarray(labels, dtype=np.int64),
+                                matrix.shape[1], n_labels)
+
+
+def rows_to_csr(matrix) -> sp.csr_matrix:
+    """A scipy CSR matrix of :class:`Rows` (unknown features dropped); a scipy matrix is returned as it is."""
+    if not isinstance(matrix, Rows):
+        return matrix
+    import scipy.sparse as sp
+
+    known = matrix.indices >= 0
+    if known.all():
+        return sp.csr_matrix((matrix.data, matrix.indices, matrix.indptr), shape=matrix.shape)
+    rows = np.repeat(np.arange(matrix.shape[0]), np.diff(matrix.indptr))[known]
+    indptr = np.zeros(matrix.shape[0] + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rows, minlength=matrix.shape[0]), out=indptr[1:])
+    return sp.csr_matrix((matrix.data[known], matrix.indices[known], indptr), shape=matrix.shape)
 
 
 def csr_times_dense(matrix: sp.csr_matrix | Rows, dense: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -179,20 +245,12 @@ class FeatureIndexer:
         names, values, counts, lengths = _flatten(sequences, name)
         # map() with the bound dict.get runs the lookups without a Python frame per feature
         columns = np.fromiter(map(self.vocabulary_.get, names, repeat(-1)), dtype=np.int64, count=len(names))
-        if not csr:
-            indptr = np.zeros(counts.size + 1, dtype=np.int64)
-            np.cumsum(counts, out=indptr[1:])
-            return Rows(indptr, columns, values, (counts.size, self.n_features)), lengths
-        import scipy.sparse as sp
-
-        known = columns >= 0
-        rows = np.repeat(np.arange(counts.size), counts)[known]
         indptr = np.zeros(counts.size + 1, dtype=np.int64)
-        np.cumsum(np.bincount(rows, minlength=counts.size), out=indptr[1:])
+        np.cumsum(counts, out=indptr[1:])
+        rows = Rows(indptr, columns, values, (counts.size, self.n_features))
         # Entries are already grouped by row; a repeated name within one item stays as two
         # entries, which every product sums correctly.
-        matrix = sp.csr_matrix((values[known], columns[known], indptr), shape=(counts.size, self.n_features))
-        return matrix, lengths
+        return (rows_to_csr(rows) if csr else rows), lengths
 
 
 def design_matrix(sequences, indexer: FeatureIndexer | None, n_features: int | None = None,
@@ -400,3 +458,9 @@ def apply_templates(X, features, name: str = "X"):
                              f"features={features!r} extracts its own features from words")
         out.append(template_features(list(words), parsed))
     return out
+
+
+# cached serial kernels (the product's serial twin included) load without refreshing Numba's registries
+import varorder._numba_start  # noqa: E402
+
+varorder._numba_start.load_without_refresh(sys.modules[__name__])

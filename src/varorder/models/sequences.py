@@ -139,6 +139,9 @@ class ChunkPlan:
 def decode_viterbi(plan: ChunkPlan, token_scores: np.ndarray, transitions, start=None, end=None) -> np.ndarray:
     """Best label per flat token row under the chain (token_scores (N, K) as emissions)."""
     if plan.lengths.size == 1:  # one sequence: its scores are the padded batch as they are
+        small = _engine.small_viterbi(token_scores[None], transitions, start, end)  # one compiled call
+        if small is not None:
+            return small[0][0]
         ci = _engine.prepare(token_scores[None], transitions, start, end, plan.lengths)
         return _engine.viterbi(ci)[0][0]
     out = np.empty(plan.n_tokens, dtype=np.int64)
