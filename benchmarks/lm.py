@@ -667,7 +667,11 @@ def main():
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--models", help="a folder holding ptb5.arpa and ptb5.bin (`varorder lm train -n 5` on PTB "
                                          "train, then `build-binary`) to use instead of making them")
+    parser.add_argument("--data", help="the ptb-lm folder (default: ../shared/data/ptb-lm beside the project)")
     args = parser.parse_args()
+    if args.data:
+        global DATA
+        DATA = Path(args.data)
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs ../shared/data/ptb-lm")
     rows: dict = {"load average before": os.getloadavg()}
