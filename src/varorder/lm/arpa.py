@@ -368,6 +368,9 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
     """
     table = model.max_backoff() if max_arpa else None
     width = max(len(w.encode("utf-8", errors="surrogateescape")) for w in model.vocabulary.words)
+    from varorder._malloc import release_free_heap
+
+    release_free_heap()  # what estimating the model freed, before the compiled writer loads Numba
 
     def section(order):
         values = model._order_values(order)
