@@ -21,7 +21,10 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
   times every peer in turn (best of 5 calls), and the ratio is given per round too;
 * ``estimate``: ``varorder lm train -n N`` (read, count, estimate, write ARPA) per
   order, in memory and with ``-S`` (sorted runs on disk): wall time and peak RSS of the
-  process; with ``--lmplz PATH`` also lmplz ``-o N -S 20%`` on the same text;
+  process; with ``--lmplz PATH`` also lmplz ``-o N -S M`` (each ``--lmplz-memory`` M) on the same text;
+* ``binary``: ``varorder lm build-binary`` on the PTB 5-gram ARPA, with ``--build-binary
+  PATH`` against KenLM's ``build_binary`` (probing and trie) in interleaved rounds: wall,
+  CPU and peak RSS of each process;
 * ``large``: a synthetic corpus of ``--large-tokens`` tokens sampled from the PTB 5-gram
   (seed 0) estimated with ``-S 2G`` (streamed through disk): time and peak RSS of the
   process and of its whole process tree; then a ``--compare-tokens`` sample (seed 1)
@@ -33,6 +36,9 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
 
     python benchmarks/lm.py --json lm.json                 # every section
     python benchmarks/lm.py --sections load cli score      # some
+    benchmarks/peers/install_peers.sh                      # KenLM's lmplz, build_binary (and eflomal)
+    python benchmarks/lm.py --sections estimate binary --orders 5 --lmplz /tmp/peers/bin/lmplz \
+        --lmplz-memory 100M 20% --build-binary /tmp/peers/bin/build_binary
 """
 
 from __future__ import annotations
@@ -336,7 +342,8 @@ def section_score(folder: Path, rounds: int, rows: dict) -> None:
     rows["score max |sentence log10 difference| vs KenLM"] = out["max_sentence_difference"]
 
 
-def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str | None) -> None:
+def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str | None,
+                     lmplz_memory=("20%",)) -> None:
     train = DATA / "ptb.train.txt.gz"
     for order in orders:
         peers = {
@@ -349,7 +356,9 @@ def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str |
             if not plain.exists():
                 with gzip.open(train, "rt") as source:
                     plain.write_text(source.read().replace("<unk>", "<ptb-unk>"))
-            peers["lmplz"] = ["sh", "-c", f"{lmplz} -o {order} -S 20% -T {folder} < {plain} > {folder / 'l.arpa'}"]
+            for memory in lmplz_memory:  # lmplz's -S: its sorting buffers, which set its peak RSS
+                peers[f"lmplz -S {memory}"] = ["sh", "-c", f"{lmplz} -o {order} -S {memory} -T {folder} < {plain} "
+                                                           f"> {folder / 'l.arpa'} 2>/dev/null"]
         results: dict[str, list[dict]] = {name: [] for name in peers}
         for _ in range(rounds):
             for name, command in peers.items():
@@ -357,9 +366,54 @@ def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str |
         for name, runs in results.items():
             rows[f"estimate {order}-gram, {name}"] = {
                 "seconds": min(r["wall_s"] for r in runs), "cpu_s": min(r["cpu_s"] for r in runs),
-                "peak_rss_mb": min(r["peak_rss_mb"] for r in runs)}
+                "peak_rss_mb": min(r["peak_rss_mb"] for r in runs), "cpu_s_per_round": [r["cpu_s"] for r in runs],
+                "peak_rss_mb_per_round": [r["peak_rss_mb"] for r in runs]}
+        for name in results:
+            if name.startswith("lmplz"):
+                ours, theirs = rows[f"estimate {order}-gram, in memory"], rows[f"estimate {order}-gram, {name}"]
+                rows[f"estimate {order}-gram, in memory / {name}"] = {
+                    "cpu": ours["cpu_s"] / theirs["cpu_s"], "peak_rss": ours["peak_rss_mb"] / theirs["peak_rss_mb"],
+                    "cpu per round": [a / b for a, b in zip(ours["cpu_s_per_round"], theirs["cpu_s_per_round"])]}
         same = filecmp.cmp(folder / "e.arpa", folder / "d.arpa", shallow=False)  # chunked: this process stays small
         rows[f"estimate {order}-gram, -S output identical to in-memory"] = same
+
+
+def section_binary(folder: Path, rounds: int, rows: dict, build_binary: str | None) -> None:
+    """``varorder lm build-binary ptb5.arpa`` against KenLM's ``build_binary`` (probing, its
+    default, and trie) on the same ARPA file, whole processes in interleaved rounds: wall,
+    CPU (user + system) and peak RSS (``/usr/bin/time``). The binary files differ (each
+    tool its own format): their sizes are given."""
+    arpa = folder / "ptb5.arpa"
+    peers = {"varorder lm build-binary": [PYTHON, "-m", "varorder", "lm", "build-binary", str(arpa),
+                                          str(folder / "bb.bin")]}
+    if build_binary:
+        peers["KenLM build_binary (probing)"] = [build_binary, str(arpa), str(folder / "kenlm.probing")]
+        peers["KenLM build_binary trie"] = [build_binary, "trie", str(arpa), str(folder / "kenlm.trie")]
+    run_with_rusage(peers["varorder lm build-binary"])  # compiles/caches the reader's kernels
+    results: dict[str, list[dict]] = {name: [] for name in peers}
+    for _ in range(rounds):
+        for name, command in peers.items():
+            results[name].append(run_with_rusage(command))
+    for name, runs in results.items():
+        rows[f"binary {name}"] = {"seconds": min(r["wall_s"] for r in runs), "cpu_s": min(r["cpu_s"] for r in runs),
+                                  "peak_rss_mb": min(r["peak_rss_mb"] for r in runs),
+                                  "seconds_per_round": [r["wall_s"] for r in runs],
+                                  "cpu_s_per_round": [r["cpu_s"] for r in runs],
+                                  "peak_rss_mb_per_round": [r["peak_rss_mb"] for r in runs]}
+    rows["binary varorder file MB"] = (folder / "bb.bin").stat().st_size / 2**20
+    if build_binary:
+        for kind in ("probing", "trie"):
+            rows[f"binary KenLM {kind} file MB"] = (folder / f"kenlm.{kind}").stat().st_size / 2**20
+        ours, theirs = results["varorder lm build-binary"], results["KenLM build_binary (probing)"]
+        rows["binary varorder / KenLM probing"] = {
+            "wall": rows["binary varorder lm build-binary"]["seconds"] / rows["binary KenLM build_binary (probing)"]["seconds"],
+            "cpu": rows["binary varorder lm build-binary"]["cpu_s"] / rows["binary KenLM build_binary (probing)"]["cpu_s"],
+            "peak_rss": rows["binary varorder lm build-binary"]["peak_rss_mb"]
+            / rows["binary KenLM build_binary (probing)"]["peak_rss_mb"],
+            "cpu per round": [a["cpu_s"] / b["cpu_s"] for a, b in zip(ours, theirs)],
+            "wall per round": [a["wall_s"] / b["wall_s"] for a, b in zip(ours, theirs)]}
+    for path in (folder / "bb.bin", folder / "kenlm.probing", folder / "kenlm.trie"):
+        path.unlink(missing_ok=True)
 
 
 @numba.njit(cache=True)
@@ -590,8 +644,8 @@ def prepare(folder: Path) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sections", nargs="+", default=["load", "cli", "score", "estimate", "large"],
-                        choices=["load", "cli", "score", "estimate", "large"])
+    parser.add_argument("--sections", nargs="+", default=["load", "cli", "score", "estimate", "binary", "large"],
+                        choices=["load", "cli", "score", "estimate", "binary", "large"])
     parser.add_argument("--orders", type=int, nargs="+", default=[3, 4, 5, 6])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--large-tokens", type=int, default=200_000_000, help="0: skip the large run")
@@ -604,11 +658,20 @@ def main():
                         help="how the large corpus is estimated: -S in one process, and/or Dask-sharded")
     parser.add_argument("--worker-memory", help="the -S of each Dask worker in the large run (default: --large-memory)")
     parser.add_argument("--large-corpus", help="keep the large corpus in this file (reused if it exists)")
-    parser.add_argument("--lmplz", help="path to KenLM's lmplz, for the estimation peer")
+    parser.add_argument("--lmplz", help="path to KenLM's lmplz, for the estimation peer "
+                                        "(benchmarks/peers/install_peers.sh builds it into /tmp/peers/bin)")
+    parser.add_argument("--lmplz-memory", nargs="+", default=["20%"],
+                        help="lmplz's -S values, each a peer of its own (its memory follows -S)")
+    parser.add_argument("--build-binary", help="path to KenLM's build_binary, the peer of the binary section "
+                                               "(benchmarks/peers/install_peers.sh)")
     parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--models", help="a folder holding ptb5.arpa and ptb5.bin (`varorder lm train -n 5` on PTB "
                                          "train, then `build-binary`) to use instead of making them")
+    parser.add_argument("--data", help="the ptb-lm folder (default: ../shared/data/ptb-lm beside the project)")
     args = parser.parse_args()
+    if args.data:
+        global DATA
+        DATA = Path(args.data)
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs ../shared/data/ptb-lm")
     rows: dict = {"load average before": os.getloadavg()}
@@ -629,7 +692,9 @@ def main():
             elif section == "score":
                 section_score(folder, args.rounds, rows)
             elif section == "estimate":
-                section_estimate(folder, max(1, args.rounds // 2), rows, args.orders, args.lmplz)
+                section_estimate(folder, max(1, args.rounds // 2), rows, args.orders, args.lmplz, args.lmplz_memory)
+            elif section == "binary":
+                section_binary(folder, args.rounds, rows, args.build_binary)
             else:
                 section_large(folder, rows, args.large_tokens, args.large_order, args.large_memory,
                               args.compare_tokens, args.dask_workers, args.large_paths, args.large_corpus,

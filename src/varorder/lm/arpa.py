@@ -368,6 +368,9 @@ def write_arpa(model: NgramLM, path: PathLike, *, max_arpa: bool = False) -> Non
     """
     table = model.max_backoff() if max_arpa else None
     width = max(len(w.encode("utf-8", errors="surrogateescape")) for w in model.vocabulary.words)
+    from varorder._malloc import release_free_heap
+
+    release_free_heap()  # what estimating the model freed, before the compiled writer loads Numba
 
     def section(order):
         values = model._order_values(order)
@@ -509,6 +512,33 @@ def _value_strings(values: np.ndarray, dtype) -> tuple[np.ndarray, np.ndarray]:
     return np.frombuffer(text.tobytes(), dtype=np.uint8).reshape(len(text), text.dtype.itemsize), index.reshape(-1)
 
 
+def _format_lines_compiled(rows: np.ndarray, matrix: np.ndarray, columns: list[tuple[np.ndarray, type]]) -> bytes:
+    """:func:`_format_lines` for float32 columns by one compiled kernel
+    (:mod:`varorder.lm._arpa_write`), the few values it leaves to NumPy (see there)
+    formatted by :func:`_value_strings`: the same bytes. None for a block whose column
+    holds both 0.0 and -0.0, which NumPy's path writes alike (whichever its sort puts first)."""
+    from varorder.lm import _arpa_write
+
+    n, order = rows.shape
+    bits = np.empty((n, len(columns)), dtype=np.float32)
+    for c, (column, _) in enumerate(columns):
+        bits[:, c] = column  # float64 columns are rounded to float32 as _value_strings does
+    bits = bits.view(np.uint32)
+    if _arpa_write.mixed_zeros(bits):
+        return None
+    odd = _arpa_write.needs_numpy(bits)
+    fallback_index = np.full(bits.shape, -1, dtype=np.int32)
+    if odd.any():
+        fallback, index = _value_strings(bits.view(np.float32)[odd], np.float32)
+        fallback_index[odd] = index
+    else:
+        fallback = np.zeros((1, 1), dtype=np.uint8)
+    value_width = max(_arpa_write.FAST_WIDTH, fallback.shape[1])
+    out = np.empty(n * (len(columns) * (value_width + 1) + order * (matrix.shape[1] + 1) + 1), dtype=np.uint8)
+    length = _arpa_write.format_lines(np.ascontiguousarray(rows), matrix, bits, fallback, fallback_index, out)
+    return out[:length].tobytes()
+
+
 def _format_lines(rows: np.ndarray, words: tuple[np.ndarray, list[bytes] | None],
                   columns: list[tuple[np.ndarray, type]]) -> bytes:
     """ARPA n-gram lines ``v0 <TAB> w1 .. wn [<TAB> v]* <NEWLINE>`` for word-id ``rows``:
@@ -518,6 +548,10 @@ def _format_lines(rows: np.ndarray, words: tuple[np.ndarray, list[bytes] | None]
     with an empty word or a NUL byte, written a line at a time)."""
     matrix, unusual_words = words
     n, order = rows.shape
+    if unusual_words is None and all(dtype is np.float32 for _, dtype in columns):
+        text = _format_lines_compiled(rows, matrix, columns)
+        if text is not None:
+            return text
     values = [_value_strings(v, dtype) for v, dtype in columns]
     if unusual_words is not None:
         text = [[bytes(row).rstrip(b"\0") for row in table] for table, _ in values]
