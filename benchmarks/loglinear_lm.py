@@ -39,7 +39,7 @@ from varorder.loglinear import prox as P
 from varorder.loglinear.model import StructuredLogLinear
 from varorder.loglinear.trie import build_trie, ngram_counts
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb-lm"
+DATA = Path(os.environ.get("VARORDER_PTB_LM", Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb-lm"))
 TRAIN_WORDS, EVAL_WORDS = 100_000, 20_000
 
 
@@ -161,6 +161,113 @@ def cmd_tune(args):
             best = min(mine, key=lambda r: r["perplexity"])
             print(f"best for {args.penalty} order {order}: lam {best['lam']:g} alpha {best['alpha']:g} "
                   f"({best['perplexity']:.2f})")
+
+
+SWEEP_TUNE_SKIP = 480_000  # words of PTB train before the tuning split: after the four 120K-word subsets
+
+
+def train_subsets(n_subsets=4):
+    """Issue #30's protocol, everything from PTB train (its test set is held back, its valid set
+    unused): subset k is the k-th run of whole sentences reaching 120K words, its first sentences
+    reaching 100K words train and the rest (~20K words) evaluate."""
+    runs = word_runs(_sentences(DATA / "ptb.train.txt.gz"), TRAIN_WORDS + EVAL_WORDS, n_subsets)
+    out = []
+    for run in runs:
+        seen, cut = 0, len(run)
+        for i, tokens in enumerate(run):
+            seen += len(tokens)
+            if seen >= TRAIN_WORDS:
+                cut = i + 1
+                break
+        out.append((run[:cut], run[cut:]))
+    return out
+
+
+def cmd_sweep(args):
+    """λ (and wℓT2's α) tuned on a 30K / 10K split of PTB train (§6, :mod:`varorder.loglinear.tune`,
+    every grid point converged to ``--tol``), then each penalty × order fitted at its tuned
+    setting on the 100K-word training part of each subset and scored on its 20K-word part,
+    beside modified and one-discount interpolated Kneser-Ney. The JSON is rewritten after
+    every cell; a rerun resumes (cells already in it are skipped)."""
+    from varorder.loglinear.tune import DEFAULT_LAMS, split_for_tuning, tune_loglinear
+
+    out = Path(args.json)
+    state = json.loads(out.read_text()) if out.exists() else {"tuning": [], "cells": [], "alpha": {}}
+    save = lambda: out.write_text(json.dumps(state, indent=1))  # noqa: E731
+    sentences = _sentences(DATA / "ptb.train.txt.gz")
+    tune_run = word_runs(sentences, 40_000, 1, SWEEP_TUNE_SKIP)[0]
+    vocabulary = Vocabulary(sorted({w for s in tune_run[:len(tune_run)] for w in s}))
+    tune_train, tune_valid = split_for_tuning(*vocabulary.encode_sentences(tune_run))
+    # the vocabulary of the 30K training part only (validation words unseen there are <unk>)
+    n_train = len(tune_train[1])
+    vocabulary, tune_train, tune_valid = encode(tune_run[:n_train], tune_run[n_train:n_train + len(tune_valid[1])])
+    print(f"tuning split: {int(tune_train[1].sum())} / {int(tune_valid[1].sum())} words, {len(vocabulary)} types", flush=True)
+    settings = {"weighting": args.weighting}
+    lams = [float(x) for x in args.lams.split(",")] if args.lams else DEFAULT_LAMS
+
+    def tuned(penalty, order, alphas):
+        for row in state["tuning"]:
+            if row["penalty"] == penalty and row["order"] == order:
+                return row
+        start = time.time()
+        result = tune_loglinear(tune_train, tune_valid, vocabulary, order=order, penalty=penalty, lams=lams,
+                                alphas=alphas, tol=args.tol, max_iter=args.max_iter, settings=settings,
+                                stop_past_minimum=True,
+                                report=lambda r: print(f"   tune {penalty} order {order} alpha {r['alpha']:g} lam {r['lam']:.4g}: "
+                                                       f"{r['perplexity']:.2f} ({r['iterations']} its, converged "
+                                                       f"{r['converged']}, {r['cpu_seconds']:.1f} cpu-s)", flush=True))
+        row = {**result.to_dict(), "wall_seconds": time.time() - start, "load": os.getloadavg()[0]}
+        if len(lams) and row["order"] != order:
+            raise AssertionError
+        if (mkn := [r for r in state["tuning"] if r.get("model") == "MKN" and r["order"] == order]) == [] and order <= 10:
+            model = ModifiedKneserNey(order=order).fit_ids(*tune_train, vocabulary).model_
+            state["tuning"].append({"model": "MKN", "order": order, "perplexity": model.perplexity(tune_valid)})
+        state["tuning"].append(row)
+        save()
+        print(f"tuned {penalty} order {order}: lam {row['lam']:.4g} alpha {row['alpha']:g} valid {row['perplexity']:.2f} "
+              f"(lam interior {row['lam_interior']}, alpha interior {row['alpha_interior']})", flush=True)
+        return row
+
+    # α of each weighted penalty: jointly with λ at the reference order, then fixed (the paper gives one α per penalty)
+    for penalty in args.penalties:
+        if penalty.startswith("w") and penalty not in state["alpha"]:
+            alphas = [float(a) for a in args.alphas.split(",")] if args.alphas else None
+            state["alpha"][penalty] = tuned(penalty, args.alpha_order, alphas)["alpha"]
+            save()
+    runs = train_subsets(max(args.subsets) + 1)
+    for k in args.subsets:
+        vocabulary_k, train, held = encode(*runs[k])
+        print(f"subset {k}: {int(train[1].sum())} train words, {int(held[1].sum())} test words, {len(vocabulary_k)} types", flush=True)
+        for order in args.orders:
+            for name, cls in (("MKN", ModifiedKneserNey), ("KN", InterpolatedKneserNey)):
+                if any(c["subset"] == k and c["order"] == order and c["model"] == name for c in state["cells"]):
+                    continue
+                kn_order = min(order, 10)  # varorder.lm's largest order
+                model = cls(order=kn_order).fit_ids(*train, vocabulary_k).model_
+                state["cells"].append({"subset": k, "order": order, "model": name, "kn_order": kn_order,
+                                       "perplexity": model.perplexity(held)})
+                save()
+            for penalty in args.penalties:
+                if any(c["subset"] == k and c["order"] == order and c["model"] == penalty for c in state["cells"]):
+                    continue
+                alphas = [state["alpha"][penalty]] if penalty.startswith("w") else None
+                setting = tuned(penalty, order, alphas)
+                start, cpu = time.time(), time.process_time()
+                fit = StructuredLogLinear(order=order, penalty=penalty, lam=setting["lam"], alpha=setting["alpha"], epochs=0,
+                                          polish=args.max_iter, polish_tol=args.tol, **settings).fit_ids(*train, vocabulary_k)
+                cell = {"subset": k, "order": order, "model": penalty, "lam": setting["lam"], "alpha": setting["alpha"],
+                        "perplexity": fit.model_.perplexity(held), "iterations": len(fit.polish_history_) - 1,
+                        "converged": fit.polish_converged_, "objective": fit.objective_, "residual": fit.polish_residual_,
+                        "parameters": fit.model_.n_parameters(), "trie_weights": fit.model_.trie.n_params,
+                        "cpu_seconds": time.process_time() - cpu, "wall_seconds": time.time() - start,
+                        "load": os.getloadavg()[0]}
+                state["cells"].append(cell)
+                save()
+                kn = {c["model"]: c["perplexity"] for c in state["cells"] if c["subset"] == k and c["order"] == order
+                      and c["model"] in ("MKN", "KN")}
+                print(f"  subset {k} order {order} {penalty} (lam {cell['lam']:.4g}, alpha {cell['alpha']:g}): "
+                      f"{cell['perplexity']:.2f} (MKN {kn['MKN']:.2f}, KN {kn['KN']:.2f}; {cell['iterations']} its, "
+                      f"converged {cell['converged']}, {cell['cpu_seconds']:.0f} cpu-s, load {cell['load']:.1f})", flush=True)
 
 
 def tuned_settings(path, penalty, args):
@@ -493,6 +600,17 @@ def main():
     x.add_argument("--lam", type=float, default=0.5)
     x.add_argument("--repeat", type=int, default=3)
     x.add_argument("--json")
+    w = sub.add_parser("sweep", help="issue #30: tune on 30K/10K of PTB train, then 4 x 100K/20K PTB-train subsets")
+    w.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 2, 3])
+    w.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=[2, 3, 4, 6, 9, 12])
+    w.add_argument("--penalties", type=lambda s: s.split(","), default=["l1", "l2sq", "lt2", "wlt2"])
+    w.add_argument("--lams", default="", help="the λ grid [varorder.loglinear.tune.DEFAULT_LAMS]")
+    w.add_argument("--alpha-order", type=int, default=4, help="order at which a weighted penalty's α is tuned")
+    w.add_argument("--alphas", default="", help="the α grid of a weighted penalty [varorder.loglinear.tune.default_alphas]")
+    w.add_argument("--weighting", choices=["features", "groups"], default="features")
+    w.add_argument("--tol", type=float, default=1e-6, help="relative objective decrease at which a fit stops")
+    w.add_argument("--max-iter", type=int, default=20000)
+    w.add_argument("--json", required=True)
     g = sub.add_parser("plot")
     g.add_argument("results", nargs="+", help="perplexity JSON files")
     g.add_argument("--prox", help="prox-time JSON")
@@ -504,7 +622,7 @@ def main():
     b.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], help="only these orders")
     args = parser.parse_args()
     {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
-     "table": cmd_table, "gap": cmd_gap}[args.command](args)
+     "table": cmd_table, "gap": cmd_gap, "sweep": cmd_sweep}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,175 @@ def _loss_and_grad(weights, positions, targets, ctx_parent, succ_start, succ_wor
 
 
 @nb.njit(cache=True)
+def _aggregated_loss_and_grad(weights, ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param,
+                              param_parent, param_ctx, root_param, bos_id, grad, want_grad):
+    """The full-batch mean −log p and its gradient from counts alone, in O(weights + contexts + V).
+
+    Tokens with the same deepest context x share p(· | x), and the loss is linear in the counts:
+    Σ_i −log p(y_i | x_i) = Σ_x n_x (top + log Z(x)) − Σ_p N_p w_p, with n_x the tokens whose
+    deepest context is x and N_p the training count of weight p's (context, word) pair. With
+    c_p = Σ of the weights on p's path to its root (the score of p's word after p's context) and
+    e_p = exp(c_p − top), Z(x) = Z(parent(x)) + Σ_{p after x} (e_p − e_{parent(p)}) — one pass over
+    the contexts, parents first. The gradient Σ_{x under p's context} n_x p(word | x) − N_p is
+    G_p − N_p with G_p = e_p S(ctx p) + Σ_{children q} (G_q − e_p S(ctx q)), S(c) = Σ_{x under c}
+    n_x / Z(x): one pass over the weights, children first (the forest is in preorder). Exactly
+    the per-token :func:`_loss_and_grad` over all tokens, regrouped."""
+    V = len(root_param)
+    u, top, e, base = _root_scores(weights, root_param, bos_id)
+    P = len(param_parent)
+    C = len(ctx_parent)
+    ex = np.empty(P)
+    cum = np.empty(P)
+    total = 0.0
+    for p in range(P):
+        parent = param_parent[p]
+        cum[p] = weights[p] + (cum[parent] if parent >= 0 else 0.0)
+        ex[p] = np.exp(cum[p] - top)
+        total -= param_count[p] * weights[p]
+    z = np.empty(C)
+    z[0] = base
+    for c in range(1, C):
+        value = z[ctx_parent[c]]
+        for k in range(succ_start[c], succ_start[c + 1]):
+            p = succ_param[k]
+            value += ex[p] - ex[param_parent[p]]
+        z[c] = value
+    for c in range(C):
+        if ctx_count[c] > 0:
+            total += ctx_count[c] * (top + np.log(z[c]))
+    scale = 1.0 / n_tokens if n_tokens > 0 else 0.0
+    if want_grad:
+        s = np.empty(C)
+        for c in range(C):
+            s[c] = ctx_count[c] / z[c]
+        for c in range(C - 1, 0, -1):
+            s[ctx_parent[c]] += s[c]
+        g = np.zeros(P)
+        for p in range(P - 1, -1, -1):
+            own = s[param_ctx[p]]
+            g[p] += ex[p] * own
+            parent = param_parent[p]
+            if parent >= 0:
+                g[parent] += g[p] - ex[parent] * own
+            grad[p] += scale * (g[p] - param_count[p])
+    return total * scale
+
+
+# the penalties whose full-batch FISTA runs compiled (ℓT∞'s heap prox stays on the Python path)
+_FISTA_CODES = {"l2sq": 0, "l1": 1, "tree_l2": 2}
+
+
+@nb.njit(cache=True)
+def _prox_code(code, v, parent, thresholds):
+    if code == 0:
+        for i in range(len(v)):
+            v[i] /= 1.0 + thresholds[i]
+    elif code == 1:
+        for i in range(len(v)):
+            mag = abs(v[i]) - thresholds[i]
+            v[i] = (mag if v[i] > 0 else -mag) if mag > 0.0 else 0.0
+    else:
+        proxlib._tree_l2_kernel(v, parent, thresholds)
+
+
+@nb.njit(cache=True)
+def _penalty_code(code, w, parent, weights):
+    if code == 0:
+        total = 0.0
+        for i in range(len(w)):
+            total += 0.5 * weights[i] * w[i] * w[i]
+        return total
+    if code == 1:
+        total = 0.0
+        for i in range(len(w)):
+            total += weights[i] * abs(w[i])
+        return total
+    return proxlib._tree_penalty_kernel(w, parent, weights, False)
+
+
+@nb.njit(cache=True)
+def _smooth(theta, feature_values, grad, want_grad, ctx_count, param_count, n_tokens, ctx_parent, succ_start,
+            succ_param, param_parent, param_ctx, root_param, bos_id):
+    w = theta * feature_values
+    if want_grad:
+        grad[:] = 0.0
+    value = _aggregated_loss_and_grad(w, ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param,
+                                      param_parent, param_ctx, root_param, bos_id, grad, want_grad)
+    if want_grad:
+        grad *= feature_values
+    return value
+
+
+@nb.njit(cache=True)
+def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_iter, tol, positive, history,
+                  ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
+                  root_param, bos_id):
+    """Compiled :meth:`StructuredLogLinear._polish` for ℓ2², ℓ1 and ℓT2 (the same iterations:
+    backtracking, step growth 1.25, function-value restart, stop below ``tol`` relative
+    decrease). Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
+    n = len(theta)
+    args = (ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
+            root_param, bos_id)
+    empty = np.empty(0)
+    x = theta.copy()
+    objective = _smooth(x, feature_values, empty, False, *args) + _penalty_code(code, x, param_parent, penalty_weights)
+    y = x.copy()
+    z = np.empty(n)
+    grad = np.empty(n)
+    thresholds = np.empty(n)
+    momentum = 1.0
+    step = 1.0 / lipschitz
+    history[0] = objective
+    h = 1
+    converged = False
+    for _ in range(max_iter):
+        f_y = _smooth(y, feature_values, grad, True, *args)
+        while True:
+            for i in range(n):
+                v = y[i] - step * grad[i]
+                z[i] = v if (v > 0.0 or not positive) else 0.0
+                thresholds[i] = step * penalty_weights[i]
+            _prox_code(code, z, param_parent, thresholds)
+            f_z = _smooth(z, feature_values, empty, False, *args)
+            linear, quadratic = 0.0, 0.0
+            for i in range(n):
+                move = z[i] - y[i]
+                linear += grad[i] * move
+                quadratic += move * move
+            if f_z <= f_y + linear + quadratic / (2.0 * step) + 1e-13 * abs(f_y):
+                break
+            step *= 0.5
+        objective_z = f_z + _penalty_code(code, z, param_parent, penalty_weights)
+        if objective_z > objective:  # momentum overshot: restart from x
+            same = momentum == 1.0
+            if same:
+                for i in range(n):
+                    if y[i] != x[i]:
+                        same = False
+                        break
+            if same:
+                break  # rounding: no descent left at this step size
+            y[:] = x
+            momentum = 1.0
+            continue
+        momentum_next = (1.0 + np.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
+        coef = (momentum - 1.0) / momentum_next
+        for i in range(n):
+            y[i] = z[i] + coef * (z[i] - x[i])
+            x[i] = z[i]
+        decrease = objective - objective_z
+        objective = objective_z
+        momentum = momentum_next
+        history[h] = objective
+        h += 1
+        step *= 1.25
+        if decrease <= tol * abs(objective):
+            converged = True
+            break
+    return x, h, step, converged
+
+
+@nb.njit(cache=True)
 def _adagrad_step(w, grad, squares, rate, lam, node_weights, positive, out, thresholds):
     """AdaGrad's gradient half-step and the prox thresholds λ·step·a; zeroes ``grad``."""
     for i in range(len(w)):
@@ -464,9 +633,11 @@ class StructuredLogLinear(ParamsMixin):
             raise ValueError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
         return self.fit_ids(ids, lengths, vocabulary)
 
-    def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None) -> "StructuredLogLinear":
+    def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None, init=None) -> "StructuredLogLinear":
         """Fit on encoded sentences; ``on_epoch(epoch, model)`` is called after each pass
-        (the model then holds the current weights), e.g. to follow validation perplexity."""
+        (the model then holds the current weights), e.g. to follow validation perplexity.
+        ``init``: a starting point in the optimised variable (``theta_`` of an earlier fit on
+        the same sentences and order — a warm start along a λ path), zeros by default."""
         self._validate()
         kind, best_alpha = proxlib.PENALTIES[self.penalty]
         alpha = best_alpha if self.alpha is None else float(self.alpha)
@@ -490,8 +661,16 @@ class StructuredLogLinear(ParamsMixin):
         self.history_ = []
         self.prox_seconds_ = 0.0
         rng = as_rng(self.seed)
-        W = np.zeros(trie.n_params)
-        Z = np.zeros(trie.n_params)
+        if init is None:
+            W = np.zeros(trie.n_params)
+        else:
+            W = np.array(init, dtype=np.float64)
+            if W.shape != (trie.n_params,) or not np.isfinite(W).all():
+                raise ValueError(f"init must hold {trie.n_params} finite weights (an earlier fit's theta_ on the same "
+                                 f"sentences and order), got shape {W.shape}")
+            if self.positive:
+                np.maximum(W, 0.0, out=W)
+        Z = W.copy()
         grad = np.zeros(trie.n_params)
         squares = np.zeros(trie.n_params)
         W_new = np.zeros(trie.n_params)
@@ -548,15 +727,14 @@ class StructuredLogLinear(ParamsMixin):
                 model.weights = W if feature_values is None else W * feature_values
                 on_epoch(len(self.history_), model)
         theta = tail_sum / tail_steps if tail_steps else W
-        self.polish_history_, self.polish_residual_ = [], None
+        self.polish_history_, self.polish_residual_, self.polish_converged_ = [], None, False
+        smooth = _FullBatchLoss(positions, targets, trie, model.root_param, vocabulary.bos_id, feature_values)
         if self.polish:
-            smooth = _FullBatchLoss(positions, targets, trie, model.root_param, vocabulary.bos_id, feature_values)
             theta = self._polish(theta, smooth, kind, trie.param_parent, lam_mean * node_weights, sizes, L)
         model.weights = theta if feature_values is None else theta * feature_values
+        self.theta_ = theta
         # eq. 2 at the returned point, in the optimised variable θ (w itself under "groups")
-        self.train_loss_ = n * _loss_and_grad(model.weights, positions, targets, trie.ctx_parent, trie.succ_start,
-                                              trie.succ_word, trie.succ_param, model.root_param, vocabulary.bos_id,
-                                              grad, False, np.empty(0))
+        self.train_loss_ = n * smooth.value(theta)
         self.objective_ = self.train_loss_ + self.lam * proxlib.penalty_value(kind, theta, parent=trie.param_parent,
                                                                               weights=node_weights)
         self.steps_ = steps
@@ -579,6 +757,17 @@ class StructuredLogLinear(ParamsMixin):
         def penalty(values):
             return proxlib.penalty_value(kind, values, parent=parent, weights=penalty_weights)
 
+        if kind in _FISTA_CODES:  # the same iterations, compiled
+            history = np.empty(self.polish + 1)
+            fv = smooth.feature_values if smooth.feature_values is not None else np.ones(len(theta))
+            x, h, step, converged = _fista_kernel(
+                np.ascontiguousarray(theta, dtype=np.float64), fv, _FISTA_CODES[kind], penalty_weights,
+                float(lipschitz), int(self.polish), float(self.polish_tol), bool(self.positive), history, *smooth.args)
+            _, grad_x = smooth.value_and_grad(x)
+            self.polish_residual_ = float(np.abs(x - prox_step(x, grad_x, step)).max() / step)
+            self.polish_history_ = history[:h].tolist()
+            self.polish_converged_ = bool(converged)
+            return x
         x = theta.copy()
         f_x = smooth.value(x)
         objective = f_x + penalty(x)
@@ -607,6 +796,7 @@ class StructuredLogLinear(ParamsMixin):
             history.append(objective)
             step *= 1.25
             if decrease <= self.polish_tol * abs(objective):
+                self.polish_converged_ = True
                 break
         _, grad_x = smooth.value_and_grad(x)
         self.polish_residual_ = float(np.abs(x - prox_step(x, grad_x, step)).max() / step)
@@ -616,11 +806,17 @@ class StructuredLogLinear(ParamsMixin):
 
 class _FullBatchLoss:
     """The mean training log-loss f(θ)/n over every token and its gradient in θ (w = θ, or
-    α^depth ⊙ θ under ``weighting="features"``): the smooth part that ``polish`` minimises."""
+    α^depth ⊙ θ under ``weighting="features"``): the smooth part that ``polish`` minimises,
+    evaluated from context and n-gram counts (:func:`_aggregated_loss_and_grad`), so one
+    evaluation costs O(weights), not O(tokens × successors)."""
 
     def __init__(self, positions, targets, trie, root_param, bos_id, feature_values):
-        self.args = (positions, targets, trie.ctx_parent, trie.succ_start, trie.succ_word, trie.succ_param,
-                     root_param, bos_id)
+        from varorder.loglinear.trie import ngram_counts
+
+        ctx_count = np.bincount(np.asarray(positions, dtype=np.int64), minlength=trie.n_contexts).astype(np.float64)
+        param_count = ngram_counts(trie, positions, targets).astype(np.float64)
+        self.args = (ctx_count, param_count, float(len(targets)), trie.ctx_parent, trie.succ_start, trie.succ_param,
+                     trie.param_parent, trie.param_ctx, root_param, bos_id)
         self.feature_values = feature_values
         self.n_params = trie.n_params
 
@@ -628,11 +824,11 @@ class _FullBatchLoss:
         return theta if self.feature_values is None else theta * self.feature_values
 
     def value(self, theta) -> float:
-        return _loss_and_grad(self._weights(theta), *self.args, np.empty(0), False, np.empty(0))
+        return _aggregated_loss_and_grad(self._weights(theta), *self.args, np.empty(0), False)
 
     def value_and_grad(self, theta):
         grad = np.zeros(self.n_params)
-        value = _loss_and_grad(self._weights(theta), *self.args, grad, True, np.empty(0))
+        value = _aggregated_loss_and_grad(self._weights(theta), *self.args, grad, True)
         if self.feature_values is not None:
             grad *= self.feature_values
         return value, grad
