@@ -209,6 +209,17 @@ def cmd_sweep(args):
         for row in state["tuning"]:
             if row.get("penalty") == penalty and row["order"] == order:
                 return row
+        while args.tuning_from:  # another sweep process tunes: wait for its row
+            other = json.loads(Path(args.tuning_from).read_text())
+            for row in other["tuning"]:
+                if (row.get("penalty") == penalty or row.get("model") == "MKN") and row["order"] == order:
+                    if row not in state["tuning"]:
+                        state["tuning"].append(row)
+            state["alpha"].update(other["alpha"])
+            for row in state["tuning"]:
+                if row.get("penalty") == penalty and row["order"] == order:
+                    return row
+            time.sleep(30)
         start = time.time()
         result = tune_loglinear(tune_train, tune_valid, vocabulary, order=order, penalty=penalty, lams=lams,
                                 alphas=alphas, tol=args.tol, max_iter=args.max_iter, settings=settings,
@@ -230,7 +241,7 @@ def cmd_sweep(args):
 
     # α of each weighted penalty: jointly with λ at the reference order, then fixed (the paper gives one α per penalty)
     for penalty in args.penalties:
-        if penalty.startswith("w") and penalty not in state["alpha"]:
+        if penalty.startswith("w") and penalty not in state["alpha"] and not args.tuning_from:
             alphas = [float(a) for a in args.alphas.split(",")] if args.alphas else None
             state["alpha"][penalty] = tuned(penalty, args.alpha_order, alphas)["alpha"]
             save()
@@ -250,7 +261,7 @@ def cmd_sweep(args):
             for penalty in args.penalties:
                 if any(c["subset"] == k and c["order"] == order and c["model"] == penalty for c in state["cells"]):
                     continue
-                alphas = [state["alpha"][penalty]] if penalty.startswith("w") else None
+                alphas = [state["alpha"][penalty]] if penalty.startswith("w") and penalty in state["alpha"] else None
                 setting = tuned(penalty, order, alphas)
                 start, cpu = time.time(), time.process_time()
                 fit = StructuredLogLinear(order=order, penalty=penalty, lam=setting["lam"], alpha=setting["alpha"], epochs=0,
@@ -274,22 +285,26 @@ SWEEP_NAMES = {"l1": "ℓ1", "l2sq": "ℓ2²", "lt2": "ℓT2", "wlt2": "wℓT2"}
 
 
 def sweep_table(state, subsets=None):
-    """{(model, order): mean perplexity over the subsets every model of that order has}, orders, models."""
-    cells = [c for c in state["cells"] if subsets is None or c["subset"] in subsets]
+    """The mean perplexity over one set of subsets at every order shown: the orders that the
+    ``subsets`` (default: the first subset) have complete (every model), and the subsets that
+    have all those orders — so a row never mixes subsets across orders. Returns
+    ``(table {(model, order): mean}, orders, models, subsets)``."""
+    cells = state["cells"]
     models = [m for m in ("MKN", "KN", "l1", "l2sq", "lt2", "wlt2") if any(c["model"] == m for c in cells)]
-    orders = sorted({c["order"] for c in cells})
-    table, used = {}, {}
-    for order in orders:
-        complete = None
-        for m in models:
-            have = {c["subset"] for c in cells if c["order"] == order and c["model"] == m}
-            complete = have if complete is None else complete & have
-        for m in models:
-            values = [c["perplexity"] for c in cells if c["order"] == order and c["model"] == m and c["subset"] in complete]
-            if values:
-                table[m, order] = float(np.mean(values))
-        used[order] = sorted(complete or [])
-    return table, orders, models, used
+    have = {}
+    for c in cells:
+        have.setdefault((c["subset"], c["order"]), set()).add(c["model"])
+    complete = {(k, o) for (k, o), ms in have.items() if set(models) <= ms}
+    all_subsets = sorted({k for k, _ in complete})
+    lead = all_subsets[:1] if subsets is None else subsets
+    orders = sorted({o for k, o in complete if k in lead and all((j, o) in complete for j in lead)})
+    chosen = [k for k in all_subsets if all((k, o) in complete for o in orders)] if subsets is None else list(subsets)
+    table = {}
+    for m in models:
+        for o in orders:
+            values = [c["perplexity"] for c in cells if c["model"] == m and c["order"] == o and c["subset"] in chosen]
+            table[m, o] = float(np.mean(values))
+    return table, orders, models, chosen
 
 
 def shape_verdicts(table, orders):
@@ -312,22 +327,40 @@ def shape_verdicts(table, orders):
             text = f"best at order {best}, order {last} {100 * rise:+.1f} % from it"
         else:
             lower = [o for o in series if o < 6]
-            ok = 6 in series and all(series[6] < series[o] for o in lower)
+            ok = all(series[6] < series[o] for o in lower) if 6 in series else None  # None: order 6 not measured
             text = f"best at order {best}; order 6 {series.get(6, float('nan')):.2f} vs lower orders' best " \
                    f"{min((series[o] for o in lower), default=float('nan')):.2f}"
-        out[m] = {"reproduced": bool(ok), "best_order": best, "detail": text}
+        out[m] = {"reproduced": None if ok is None else bool(ok), "best_order": best, "detail": text}
     return out
+
+
+def _verdict(v):
+    return "not measured" if v["reproduced"] is None else "reproduced" if v["reproduced"] else "NOT reproduced"
 
 
 def cmd_report(args):
     """Markdown table, shape verdicts and the schema-1 results file of a ``sweep`` JSON."""
     state = json.loads(Path(args.sweep).read_text())
-    table, orders, models, used = sweep_table(state)
+    table, orders, models, chosen = sweep_table(state)
+    used = {o: chosen for o in orders}
+    print(f"mean over subsets {chosen}:\n")
     print("| model | " + " | ".join(str(o) for o in orders) + " |")
     print("|---|" + "---:|" * len(orders))
     for m in models:
         print(f"| {SWEEP_NAMES.get(m, m)} | " + " | ".join(f"{table[m, o]:.2f}" if (m, o) in table else "" for o in orders) + " |")
-    print("\nsubsets per order: " + ", ".join(f"{o}: {used[o]}" for o in orders))
+    per_subset = {}
+    for k in sorted({c["subset"] for c in state["cells"]}):
+        t, o_k, _, _ = sweep_table(state, [k])
+        if not o_k:
+            continue
+        per_subset[k] = (t, o_k)
+        print(f"\nsubset {k}:\n")
+        print("| model | " + " | ".join(str(o) for o in o_k) + " |")
+        print("|---|" + "---:|" * len(o_k))
+        for m in models:
+            print(f"| {SWEEP_NAMES.get(m, m)} | " + " | ".join(f"{t[m, o]:.2f}" for o in o_k) + " |")
+        for m, v in shape_verdicts(t, o_k).items():
+            print(f"subset {k} {SWEEP_NAMES[m]}: shape {_verdict(v)} ({v['detail']})")
     tuning = [r for r in state["tuning"] if "penalty" in r]
     print("\n| penalty | order | λ | α | λ grid measured | interior | valid ppl | MKN valid |")
     print("|---|---:|---:|---:|---|---|---:|---:|")
@@ -339,7 +372,7 @@ def cmd_report(args):
     verdicts = shape_verdicts(table, orders)
     print()
     for m, v in verdicts.items():
-        print(f"{SWEEP_NAMES[m]}: shape {'reproduced' if v['reproduced'] else 'NOT reproduced'} ({v['detail']})")
+        print(f"{SWEEP_NAMES[m]}: shape {_verdict(v)} ({v['detail']})")
     print("\n| penalty | order | perplexity | KN | MKN | beats KN | beats MKN |")
     print("|---|---:|---:|---:|---:|---|---|")
     rows = []
@@ -372,7 +405,8 @@ def cmd_report(args):
             "machine": {"cpu": args.cpu, "cores": os.cpu_count(),
                         "load": f"{min(loads):.1f}-{max(loads):.1f} (quality figures, not timed)" if loads else "n/a"},
             "rows": rows,
-            "details": {"shape": verdicts, "alpha": state["alpha"], "subsets_per_order": {str(o): used[o] for o in orders},
+            "details": {"shape": verdicts, "alpha": state["alpha"], "subsets": chosen,
+                        "shape_per_subset": {str(k): shape_verdicts(t, o_k) for k, (t, o_k) in per_subset.items()},
                         "tuning": [{k: v for k, v in r.items() if k != "grid"} for r in tuning],
                         "tuning_grids": {f"{r['penalty']}-{r['order']}": r["grid"] for r in tuning},
                         "tuning_mkn_valid": mkn_valid,
@@ -722,6 +756,7 @@ def main():
     w.add_argument("--weighting", choices=["features", "groups"], default="features")
     w.add_argument("--tol", type=float, default=1e-6, help="relative objective decrease at which a fit stops")
     w.add_argument("--max-iter", type=int, default=20000)
+    w.add_argument("--tuning-from", help="take λ and α from another sweep's JSON (waiting for them), tuning nothing")
     w.add_argument("--json", required=True)
     r = sub.add_parser("report", help="tables, shape verdicts and the results file of a sweep JSON")
     r.add_argument("sweep")

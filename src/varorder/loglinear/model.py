@@ -202,6 +202,13 @@ def _aggregated_loss_and_grad(weights, ctx_count, param_count, n_tokens, ctx_par
                              root_param, bos_id, grad, want_grad)
 
 
+# polish stops after this many consecutive accepted iterations below polish_tol: one small
+# decrease is no proof (a warm start's first steps, at the cautious step 1/L, can be tiny)
+_STOP_AFTER = 3
+# ... nor before this many accepted iterations (the step, which starts at 1/L and grows by 1.25
+# per iteration, is then large enough for a decrease to say something)
+_MIN_ITERATIONS = 20
+
 # the penalties whose full-batch FISTA runs compiled (ℓT∞'s heap prox stays on the Python path)
 _FISTA_CODES = {"l2sq": 0, "l1": 1, "tree_l2": 2}
 
@@ -253,7 +260,7 @@ def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_i
                   root_param, bos_id):
     """Compiled :meth:`StructuredLogLinear._polish` for ℓ2², ℓ1 and ℓT2 (the same iterations:
     backtracking, step growth 1.25, function-value restart, stop below ``tol`` relative
-    decrease). Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
+    decrease three times running). Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
     n = len(theta)
     args = (ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
             root_param, bos_id)
@@ -269,6 +276,7 @@ def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_i
     history[0] = objective
     h = 1
     converged = False
+    small = 0
     for _ in range(max_iter):
         f_y = _smooth(y, feature_values, grad, True, *args)
         while True:
@@ -295,7 +303,8 @@ def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_i
                         same = False
                         break
             if same:
-                break  # rounding: no descent left at this step size
+                converged = True  # a plain prox-gradient step from x rises: stationary to rounding
+                break
             y[:] = x
             momentum = 1.0
             continue
@@ -310,7 +319,8 @@ def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_i
         history[h] = objective
         h += 1
         step *= 1.25
-        if decrease <= tol * abs(objective):
+        small = small + 1 if decrease <= tol * abs(objective) else 0
+        if small >= _STOP_AFTER and h > _MIN_ITERATIONS:
             converged = True
             break
     return x, h, step, converged
@@ -587,7 +597,8 @@ class StructuredLogLinear(ParamsMixin):
         2's optimum for λ, as the tuned default λ assumes; ``polish=0`` gives Algorithm 1 alone.
     polish_tol : float
         Stop polishing once an iteration lowers the mean objective by less than
-        ``polish_tol`` × its value (``polish_converged_`` says whether it did, before the cap).
+        ``polish_tol`` × its value in three consecutive iterations, after at least 20
+        (``polish_converged_`` says whether it did, before the cap).
     prox_method : str
         For ℓT∞: ``heap`` (Algorithm 4) or ``pivot`` (Algorithm 3 on the trie).
     seed : int
@@ -828,6 +839,7 @@ class StructuredLogLinear(ParamsMixin):
         y, momentum = x.copy(), 1.0
         step = 1.0 / lipschitz
         history = [objective]
+        small = 0
         for _ in range(self.polish):
             f_y, grad_y = smooth.value_and_grad(y)
             while True:
@@ -840,7 +852,8 @@ class StructuredLogLinear(ParamsMixin):
             objective_z = f_z + penalty(z)
             if objective_z > objective:  # momentum overshot: restart from x (a plain step from x cannot rise)
                 if momentum == 1.0 and np.array_equal(y, x):
-                    break  # rounding: no descent left at this step size
+                    self.polish_converged_ = True  # a plain prox-gradient step from x rises: stationary to rounding
+                    break
                 y, momentum = x.copy(), 1.0
                 continue
             momentum_next = (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
@@ -849,7 +862,8 @@ class StructuredLogLinear(ParamsMixin):
             x, objective, momentum = z, objective_z, momentum_next
             history.append(objective)
             step *= 1.25
-            if decrease <= self.polish_tol * abs(objective):
+            small = small + 1 if decrease <= self.polish_tol * abs(objective) else 0
+            if small >= _STOP_AFTER and len(history) > _MIN_ITERATIONS:
                 self.polish_converged_ = True
                 break
         _, grad_x = smooth.value_and_grad(x)
