@@ -39,7 +39,7 @@ from varorder.loglinear import prox as P
 from varorder.loglinear.model import StructuredLogLinear
 from varorder.loglinear.trie import build_trie, ngram_counts
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb-lm"
+DATA = Path(os.environ.get("VARORDER_PTB_LM", Path(__file__).resolve().parents[2] / "shared" / "data" / "ptb-lm"))
 TRAIN_WORDS, EVAL_WORDS = 100_000, 20_000
 
 
@@ -161,6 +161,259 @@ def cmd_tune(args):
             best = min(mine, key=lambda r: r["perplexity"])
             print(f"best for {args.penalty} order {order}: lam {best['lam']:g} alpha {best['alpha']:g} "
                   f"({best['perplexity']:.2f})")
+
+
+SWEEP_TUNE_SKIP = 480_000  # words of PTB train before the tuning split: after the four 120K-word subsets
+
+
+def train_subsets(n_subsets=4):
+    """Issue #30's protocol, everything from PTB train (its test set is held back, its valid set
+    unused): subset k is the k-th run of whole sentences reaching 120K words, its first sentences
+    reaching 100K words train and the rest (~20K words) evaluate."""
+    runs = word_runs(_sentences(DATA / "ptb.train.txt.gz"), TRAIN_WORDS + EVAL_WORDS, n_subsets)
+    out = []
+    for run in runs:
+        seen, cut = 0, len(run)
+        for i, tokens in enumerate(run):
+            seen += len(tokens)
+            if seen >= TRAIN_WORDS:
+                cut = i + 1
+                break
+        out.append((run[:cut], run[cut:]))
+    return out
+
+
+def cmd_sweep(args):
+    """λ (and wℓT2's α) tuned on a 30K / 10K split of PTB train (§6, :mod:`varorder.loglinear.tune`,
+    every grid point converged to ``--tol``), then each penalty × order fitted at its tuned
+    setting on the 100K-word training part of each subset and scored on its 20K-word part,
+    beside modified and one-discount interpolated Kneser-Ney. The JSON is rewritten after
+    every cell; a rerun resumes (cells already in it are skipped)."""
+    from varorder.loglinear.tune import DEFAULT_LAMS, split_for_tuning, tune_loglinear
+
+    out = Path(args.json)
+    state = json.loads(out.read_text()) if out.exists() else {"tuning": [], "cells": [], "alpha": {}}
+    save = lambda: out.write_text(json.dumps(state, indent=1))  # noqa: E731
+    sentences = _sentences(DATA / "ptb.train.txt.gz")
+    tune_run = word_runs(sentences, 40_000, 1, SWEEP_TUNE_SKIP)[0]
+    vocabulary = Vocabulary(sorted({w for s in tune_run[:len(tune_run)] for w in s}))
+    tune_train, tune_valid = split_for_tuning(*vocabulary.encode_sentences(tune_run))
+    # the vocabulary of the 30K training part only (validation words unseen there are <unk>)
+    n_train = len(tune_train[1])
+    vocabulary, tune_train, tune_valid = encode(tune_run[:n_train], tune_run[n_train:n_train + len(tune_valid[1])])
+    print(f"tuning split: {int(tune_train[1].sum())} / {int(tune_valid[1].sum())} words, {len(vocabulary)} types", flush=True)
+    settings = {"weighting": args.weighting}
+    lams = [float(x) for x in args.lams.split(",")] if args.lams else DEFAULT_LAMS
+
+    def tuned(penalty, order, alphas):
+        for row in state["tuning"]:
+            if row.get("penalty") == penalty and row["order"] == order:
+                return row
+        while args.tuning_from:  # another sweep process tunes: wait for its row
+            other = json.loads(Path(args.tuning_from).read_text())
+            for row in other["tuning"]:
+                if (row.get("penalty") == penalty or row.get("model") == "MKN") and row["order"] == order:
+                    if row not in state["tuning"]:
+                        state["tuning"].append(row)
+            state["alpha"].update(other["alpha"])
+            for row in state["tuning"]:
+                if row.get("penalty") == penalty and row["order"] == order:
+                    return row
+            time.sleep(30)
+        start = time.time()
+        result = tune_loglinear(tune_train, tune_valid, vocabulary, order=order, penalty=penalty, lams=lams,
+                                alphas=alphas, tol=args.tol, max_iter=args.max_iter, settings=settings,
+                                stop_past_minimum=True,
+                                report=lambda r: print(f"   tune {penalty} order {order} alpha {r['alpha']:g} lam {r['lam']:.4g}: "
+                                                       f"{r['perplexity']:.2f} ({r['iterations']} its, converged "
+                                                       f"{r['converged']}, {r['cpu_seconds']:.1f} cpu-s)", flush=True))
+        row = {**result.to_dict(), "wall_seconds": time.time() - start, "load": os.getloadavg()[0]}
+        if len(lams) and row["order"] != order:
+            raise AssertionError
+        if (mkn := [r for r in state["tuning"] if r.get("model") == "MKN" and r["order"] == order]) == [] and order <= 10:
+            model = ModifiedKneserNey(order=order).fit_ids(*tune_train, vocabulary).model_
+            state["tuning"].append({"model": "MKN", "order": order, "perplexity": model.perplexity(tune_valid)})
+        state["tuning"].append(row)
+        save()
+        print(f"tuned {penalty} order {order}: lam {row['lam']:.4g} alpha {row['alpha']:g} valid {row['perplexity']:.2f} "
+              f"(lam interior {row['lam_interior']}, alpha interior {row['alpha_interior']})", flush=True)
+        return row
+
+    # α of each weighted penalty: jointly with λ at the reference order, then fixed (the paper gives one α per penalty)
+    for penalty in args.penalties:
+        if penalty.startswith("w") and penalty not in state["alpha"] and not args.tuning_from:
+            alphas = [float(a) for a in args.alphas.split(",")] if args.alphas else None
+            state["alpha"][penalty] = tuned(penalty, args.alpha_order, alphas)["alpha"]
+            save()
+    runs = train_subsets(max(args.subsets) + 1)
+    for k in args.subsets:
+        vocabulary_k, train, held = encode(*runs[k])
+        print(f"subset {k}: {int(train[1].sum())} train words, {int(held[1].sum())} test words, {len(vocabulary_k)} types", flush=True)
+        for order in args.orders:
+            for name, cls in (("MKN", ModifiedKneserNey), ("KN", InterpolatedKneserNey)):
+                if any(c["subset"] == k and c["order"] == order and c["model"] == name for c in state["cells"]):
+                    continue
+                kn_order = min(order, 10)  # varorder.lm's largest order
+                model = cls(order=kn_order).fit_ids(*train, vocabulary_k).model_
+                state["cells"].append({"subset": k, "order": order, "model": name, "kn_order": kn_order,
+                                       "perplexity": model.perplexity(held)})
+                save()
+            for penalty in args.penalties:
+                if any(c["subset"] == k and c["order"] == order and c["model"] == penalty for c in state["cells"]):
+                    continue
+                alphas = [state["alpha"][penalty]] if penalty.startswith("w") and penalty in state["alpha"] else None
+                setting = tuned(penalty, order, alphas)
+                start, cpu = time.time(), time.process_time()
+                fit = StructuredLogLinear(order=order, penalty=penalty, lam=setting["lam"], alpha=setting["alpha"], epochs=0,
+                                          polish=args.max_iter, polish_tol=args.tol, **settings).fit_ids(*train, vocabulary_k)
+                cell = {"subset": k, "order": order, "model": penalty, "lam": setting["lam"], "alpha": setting["alpha"],
+                        "perplexity": fit.model_.perplexity(held), "iterations": len(fit.polish_history_) - 1,
+                        "converged": fit.polish_converged_, "objective": fit.objective_, "residual": fit.polish_residual_,
+                        "parameters": fit.model_.n_parameters(), "trie_weights": fit.model_.trie.n_params,
+                        "cpu_seconds": time.process_time() - cpu, "wall_seconds": time.time() - start,
+                        "load": os.getloadavg()[0]}
+                state["cells"].append(cell)
+                save()
+                kn = {c["model"]: c["perplexity"] for c in state["cells"] if c["subset"] == k and c["order"] == order
+                      and c["model"] in ("MKN", "KN")}
+                print(f"  subset {k} order {order} {penalty} (lam {cell['lam']:.4g}, alpha {cell['alpha']:g}): "
+                      f"{cell['perplexity']:.2f} (MKN {kn['MKN']:.2f}, KN {kn['KN']:.2f}; {cell['iterations']} its, "
+                      f"converged {cell['converged']}, {cell['cpu_seconds']:.0f} cpu-s, load {cell['load']:.1f})", flush=True)
+
+
+SWEEP_NAMES = {"l1": "ℓ1", "l2sq": "ℓ2²", "lt2": "ℓT2", "wlt2": "wℓT2"}
+
+
+def sweep_table(state, subsets=None):
+    """The mean perplexity over one set of subsets at every order shown: the orders that the
+    ``subsets`` (default: the first subset) have complete (every model), and the subsets that
+    have all those orders — so a row never mixes subsets across orders. Returns
+    ``(table {(model, order): mean}, orders, models, subsets)``."""
+    cells = state["cells"]
+    models = [m for m in ("MKN", "KN", "l1", "l2sq", "lt2", "wlt2") if any(c["model"] == m for c in cells)]
+    have = {}
+    for c in cells:
+        have.setdefault((c["subset"], c["order"]), set()).add(c["model"])
+    complete = {(k, o) for (k, o), ms in have.items() if set(models) <= ms}
+    all_subsets = sorted({k for k, _ in complete})
+    lead = all_subsets[:1] if subsets is None else subsets
+    orders = sorted({o for k, o in complete if k in lead and all((j, o) in complete for j in lead)})
+    chosen = [k for k in all_subsets if all((k, o) in complete for o in orders)] if subsets is None else list(subsets)
+    table = {}
+    for m in models:
+        for o in orders:
+            values = [c["perplexity"] for c in cells if c["model"] == m and c["order"] == o and c["subset"] in chosen]
+            table[m, o] = float(np.mean(values))
+    return table, orders, models, chosen
+
+
+def shape_verdicts(table, orders):
+    """The issue's shape checks on the subset means: ℓ1 / ℓ2² degrade after a low order (best at
+    order ≤ 4 and the largest order > 0.5 % worse than the best); ℓT2 does not (largest order within
+    0.5 % of its best); wℓT2 improves to at least order 6 (order 6 below every lower order)."""
+    out = {}
+    for m in ("l1", "l2sq", "lt2", "wlt2"):
+        series = {o: table[m, o] for o in orders if (m, o) in table}
+        if len(series) < 2:
+            continue
+        best = min(series, key=series.get)
+        last = max(series)
+        rise = series[last] / series[best] - 1.0
+        if m in ("l1", "l2sq"):
+            ok = best <= 4 and rise > 0.005
+            text = f"best at order {best}, order {last} {100 * rise:+.1f} % from it"
+        elif m == "lt2":
+            ok = rise <= 0.005
+            text = f"best at order {best}, order {last} {100 * rise:+.1f} % from it"
+        else:
+            lower = [o for o in series if o < 6]
+            ok = all(series[6] < series[o] for o in lower) if 6 in series else None  # None: order 6 not measured
+            text = f"best at order {best}; order 6 {series.get(6, float('nan')):.2f} vs lower orders' best " \
+                   f"{min((series[o] for o in lower), default=float('nan')):.2f}"
+        out[m] = {"reproduced": None if ok is None else bool(ok), "best_order": best, "detail": text}
+    return out
+
+
+def _verdict(v):
+    return "not measured" if v["reproduced"] is None else "reproduced" if v["reproduced"] else "NOT reproduced"
+
+
+def cmd_report(args):
+    """Markdown table, shape verdicts and the schema-1 results file of a ``sweep`` JSON."""
+    state = json.loads(Path(args.sweep).read_text())
+    table, orders, models, chosen = sweep_table(state)
+    used = {o: chosen for o in orders}
+    print(f"mean over subsets {chosen}:\n")
+    print("| model | " + " | ".join(str(o) for o in orders) + " |")
+    print("|---|" + "---:|" * len(orders))
+    for m in models:
+        print(f"| {SWEEP_NAMES.get(m, m)} | " + " | ".join(f"{table[m, o]:.2f}" if (m, o) in table else "" for o in orders) + " |")
+    per_subset = {}
+    for k in sorted({c["subset"] for c in state["cells"]}):
+        t, o_k, _, _ = sweep_table(state, [k])
+        if not o_k:
+            continue
+        per_subset[k] = (t, o_k)
+        print(f"\nsubset {k}:\n")
+        print("| model | " + " | ".join(str(o) for o in o_k) + " |")
+        print("|---|" + "---:|" * len(o_k))
+        for m in models:
+            print(f"| {SWEEP_NAMES.get(m, m)} | " + " | ".join(f"{t[m, o]:.2f}" for o in o_k) + " |")
+        for m, v in shape_verdicts(t, o_k).items():
+            print(f"subset {k} {SWEEP_NAMES[m]}: shape {_verdict(v)} ({v['detail']})")
+    tuning = [r for r in state["tuning"] if "penalty" in r]
+    print("\n| penalty | order | λ | α | λ grid measured | interior | valid ppl | MKN valid |")
+    print("|---|---:|---:|---:|---|---|---:|---:|")
+    mkn_valid = {r["order"]: r["perplexity"] for r in state["tuning"] if r.get("model") == "MKN"}
+    for r in sorted(tuning, key=lambda r: (r["penalty"], r["order"])):
+        print(f"| {SWEEP_NAMES[r['penalty']]} | {r['order']} | {r['lam']:.4g} | {r['alpha']:g} | "
+              f"{', '.join(f'{x:.3g}' for x in r['lams'])} | {r['lam_interior'] and r['alpha_interior']} | "
+              f"{r['perplexity']:.2f} | {mkn_valid.get(r['order'], float('nan')):.2f} |")
+    verdicts = shape_verdicts(table, orders)
+    print()
+    for m, v in verdicts.items():
+        print(f"{SWEEP_NAMES[m]}: shape {_verdict(v)} ({v['detail']})")
+    print("\n| penalty | order | perplexity | KN | MKN | beats KN | beats MKN |")
+    print("|---|---:|---:|---:|---:|---|---|")
+    rows = []
+    for m in models:
+        if m in ("MKN", "KN"):
+            continue
+        for o in orders:
+            if (m, o) not in table:
+                continue
+            kn, mkn = table["KN", o], table["MKN", o]
+            print(f"| {SWEEP_NAMES[m]} | {o} | {table[m, o]:.2f} | {kn:.2f} | {mkn:.2f} | "
+                  f"{'yes' if table[m, o] < kn else 'no'} | {'yes' if table[m, o] < mkn else 'no'} |")
+            cells = [c for c in state["cells"] if c["model"] == m and c["order"] == o and c["subset"] in used[o]]
+            rows.append({"system": f"{SWEEP_NAMES[m]}, λ (and α) tuned as §6, converged eq. 2",
+                         "task": f"PTB-train 100K/20K subsets {used[o]} (mean), order {o}"
+                                 + (" (KN at order 10, varorder.lm's largest)" if o > 10 else ""),
+                         "metric": "test perplexity", "varorder": round(table[m, o], 2), "reference": round(kn, 2),
+                         "reference_name": "interpolated KN, one discount per order (varorder.lm)",
+                         "ratio": round(table[m, o] / kn, 4), "better": "lower",
+                         "note": f"MKN {mkn:.2f}; λ {cells[0]['lam']:.3g}, α {cells[0]['alpha']:g}; "
+                                 f"outperforms KN: {'yes' if table[m, o] < kn else 'no'}, "
+                                 f"MKN: {'yes' if table[m, o] < mkn else 'no'}"})
+    if args.results:
+        loads = [c["load"] for c in state["cells"] if "load" in c]
+        document = {
+            "schema": 1, "area": "n-gram LMs",
+            "title": "Log-linear LMs tuned as Nelakanti et al. §6 (λ by CV on 30K/10K, α on its validation words, "
+                     "every fit converged) on 100K/20K PTB-train subsets, vs KN and MKN",
+            "issue": 30, "command": args.sweep_command, "date": time.strftime("%Y-%m-%d"),
+            "machine": {"cpu": args.cpu, "cores": os.cpu_count(),
+                        "load": f"{min(loads):.1f}-{max(loads):.1f} (quality figures, not timed)" if loads else "n/a"},
+            "rows": rows,
+            "details": {"shape": verdicts, "alpha": state["alpha"], "subsets": chosen,
+                        "shape_per_subset": {str(k): shape_verdicts(t, o_k) for k, (t, o_k) in per_subset.items()},
+                        "tuning": [{k: v for k, v in r.items() if k != "grid"} for r in tuning],
+                        "tuning_grids": {f"{r['penalty']}-{r['order']}": r["grid"] for r in tuning},
+                        "tuning_mkn_valid": mkn_valid,
+                        "cells": state["cells"]},
+        }
+        Path(args.results).write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+        print(f"wrote {args.results}")
 
 
 def tuned_settings(path, penalty, args):
@@ -493,6 +746,23 @@ def main():
     x.add_argument("--lam", type=float, default=0.5)
     x.add_argument("--repeat", type=int, default=3)
     x.add_argument("--json")
+    w = sub.add_parser("sweep", help="issue #30: tune on 30K/10K of PTB train, then 4 x 100K/20K PTB-train subsets")
+    w.add_argument("--subsets", type=lambda s: [int(x) for x in s.split(",")], default=[0, 1, 2, 3])
+    w.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], default=[2, 3, 4, 6, 9, 12])
+    w.add_argument("--penalties", type=lambda s: s.split(","), default=["l1", "l2sq", "lt2", "wlt2"])
+    w.add_argument("--lams", default="", help="the λ grid [varorder.loglinear.tune.DEFAULT_LAMS]")
+    w.add_argument("--alpha-order", type=int, default=4, help="order at which a weighted penalty's α is tuned")
+    w.add_argument("--alphas", default="", help="the α grid of a weighted penalty [varorder.loglinear.tune.default_alphas]")
+    w.add_argument("--weighting", choices=["features", "groups"], default="features")
+    w.add_argument("--tol", type=float, default=1e-6, help="relative objective decrease at which a fit stops")
+    w.add_argument("--max-iter", type=int, default=20000)
+    w.add_argument("--tuning-from", help="take λ and α from another sweep's JSON (waiting for them), tuning nothing")
+    w.add_argument("--json", required=True)
+    r = sub.add_parser("report", help="tables, shape verdicts and the results file of a sweep JSON")
+    r.add_argument("sweep")
+    r.add_argument("--results", help="write the schema-1 results file here")
+    r.add_argument("--sweep-command", default="", help="the sweep's command line, recorded in the results file")
+    r.add_argument("--cpu", default="AMD EPYC")
     g = sub.add_parser("plot")
     g.add_argument("results", nargs="+", help="perplexity JSON files")
     g.add_argument("--prox", help="prox-time JSON")
@@ -504,7 +774,8 @@ def main():
     b.add_argument("--orders", type=lambda s: [int(x) for x in s.split(",")], help="only these orders")
     args = parser.parse_args()
     {"tune": cmd_tune, "perplexity": cmd_perplexity, "prox-time": cmd_prox_time, "plot": cmd_plot,
-     "table": cmd_table, "gap": cmd_gap}[args.command](args)
+     "table": cmd_table, "gap": cmd_gap, "sweep": cmd_sweep,
+     "report": cmd_report}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -13,5 +13,6 @@ _EXPORTS = {
     **dict.fromkeys(("StructuredLogLinear", "LogLinearLM", "is_loglinear_model"), "varorder.loglinear.model"),
     **dict.fromkeys(("ContextTrie", "build_trie"), "varorder.loglinear.trie"),
     **dict.fromkeys(("penalty_value",), "varorder.loglinear.prox"),
+    **dict.fromkeys(("tune_loglinear", "fit_tuned", "split_for_tuning", "TuneResult"), "varorder.loglinear.tune"),
 }
 __getattr__, __dir__, __all__ = attach(__name__, _EXPORTS)
