@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from varorder.strings.inference import PROX_PENALTIES, belief_nll, make_method
+from varorder.strings.inference import PROX_PENALTIES, UNIGRAM_STARTS, belief_nll, make_method
 from varorder.strings.model import synthetic_lexicon
 
 
@@ -33,12 +33,17 @@ def run(size, method, args, lam=None, growth_rounds=None):
     estimator = make_method(method, k=args.k, lam=lam, eta=args.eta, iterations=args.iterations,
                             inner_passes=args.inner_passes, growth_rounds=rounds, greedy_floor=args.greedy_floor,
                             damping=not args.no_damping, cavity_contexts=not args.drop_cavity_contexts,
-                            prox_penalty=args.prox_penalty)
+                            prox_penalty=args.prox_penalty, prox_steps=args.prox_steps,
+                            unigram_start=args.unigram_start)
     started, cpu = time.perf_counter(), time.process_time()
     estimator.fit(graph)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     scores = belief_nll(estimator.beliefs_, graph.gold)
     label = estimator.beliefs_.method + (f"×{rounds} rounds" if method == "pep" and rounds is not None else "")
+    if method == "pep-prox":
+        label += f" η={args.eta:g}" if args.eta != 0.05 else ""
+        label += f" ×{args.prox_steps} steps" if args.prox_steps != 1 else ""
+        label += " [closed-form unigram start]" if args.unigram_start == "closed-form" else ""
     label += " [no damping]" if args.no_damping else ""
     label += " [cavity contexts dropped]" if args.drop_cavity_contexts and method == "pep" else ""
     row = {"size": size, "method": method, "label": label, "seconds": round(seconds, 2),
@@ -119,7 +124,12 @@ def main(argv=None):
     parser.add_argument("--prox-penalty", choices=PROX_PENALTIES, default="message",
                         help="pep-prox: penalise the message θ_{F→V} (the paper's eq. 7 + λΩ) or the belief θ_V "
                              "(an option)")
-    parser.add_argument("--eta", type=float, default=0.05)
+    parser.add_argument("--eta", type=float, default=0.05, help="pep-prox step size (the paper's 0.05)")
+    parser.add_argument("--prox-steps", type=int, default=1,
+                        help="pep-prox: proximal steps per message update (1: the paper's; more: an extension)")
+    parser.add_argument("--unigram-start", choices=UNIGRAM_STARTS, default="gradient",
+                        help="pep-prox's unigram first sweep: gradient steps from the uniform unigram model (the "
+                             "paper's, the default since s60) or the closed form (before s60)")
     parser.add_argument("--growth-rounds", type=int, default=None,
                         help="pep: growing rounds per projection (default: until no context is added; 1: one "
                              "symbol deeper per update)")
