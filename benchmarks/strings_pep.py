@@ -34,7 +34,7 @@ def run(size, method, args, lam=None, growth_rounds=None):
                             inner_passes=args.inner_passes, growth_rounds=rounds, greedy_floor=args.greedy_floor,
                             damping=not args.no_damping, cavity_contexts=not args.drop_cavity_contexts,
                             prox_penalty=args.prox_penalty, prox_steps=args.prox_steps,
-                            unigram_start=args.unigram_start)
+                            unigram_start=args.unigram_start, passes_sweeps=args.passes_sweeps)
     started, cpu = time.perf_counter(), time.process_time()
     estimator.fit(graph)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
@@ -139,8 +139,11 @@ def main(argv=None):
     parser.add_argument("--drop-cavity-contexts", action="store_true",
                         help="pep: let a projection drop the cavity's contexts (the behaviour before 24 Nov)")
     parser.add_argument("--k", type=int, default=20)
-    parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--inner-passes", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=3, help="sweeps (the paper does not state how many)")
+    parser.add_argument("--inner-passes", type=int, default=20, help="K on the first --passes-sweeps sweeps (the "
+                        "paper's 20 'for the first few iterations')")
+    parser.add_argument("--passes-sweeps", type=int, default=2, help="sweeps with K passes, then K = 1 (the paper: "
+                        "'the first few iterations', unstated)")
     parser.add_argument("--alphabet-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-o", "--output", default=None)

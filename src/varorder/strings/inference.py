@@ -20,7 +20,12 @@ substrings, their prefixes and their one-symbol extensions, Fig. 2, with the chi
 always on the frontier since ^ itself fires on no cell; ``prox_penalty="belief"`` is the
 option prox_{ηλΩ}(θ_V + η(…))); then θ_{F→V} = θ_V − θ_{V→F} (eq. 6). At λ = 0 a feature
 that p̂ never fires gets the −∞ weight of footnote 1 (kept finite, :data:`LOG_ZERO`). PEP's
-first pass is restricted to unigram features (closed form), as §7 does.
+first pass is restricted to unigram features, as §7 does; PEP-prox takes its gradient steps
+there too, from the uniform unigram model (θ = 0, the paper's start, is outside the family:
+Z = ∞; the start is held as the prior's message so that eq. 4 holds) — the closed form
+(``unigram_start="closed-form"``, the behaviour before s60) set unseen unigrams to
+log 1e-12, from which η = 0.05 steps cannot climb (issue #30: suffixes stuck at ε). One
+proximal step per update is the paper's (§7); ``prox_steps`` > 1 is an option.
 
 Pruned BP (the baseline of Cotterell et al. 2015, §5 here): every variable's domain is
 the union of the k-best strings of its incoming μ_{F→V}; messages are exact BP messages
@@ -60,7 +65,7 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
                 greedy_floor: float | None = None, damping: bool = True, cavity_contexts: bool = True,
                 prox_penalty: str = "message", prox_steps: int = 1, prox_tol: float = 1e-3,
-                unigram_start: str = "gradient", progress=None):
+                unigram_start: str = "gradient", passes_sweeps: int = 1, progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1; ``prox_penalty``
@@ -69,13 +74,13 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
         return StringEP(family="ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
-                        damping=damping, progress=progress)
+                        passes_sweeps=passes_sweeps, damping=damping, progress=progress)
     if name in ("pep", "pep-prox"):
         return StringEP(family="pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
                         growth_rounds=growth_rounds, damping=damping, cavity_contexts=cavity_contexts,
                         prox_penalty=prox_penalty, prox_steps=prox_steps, prox_tol=prox_tol,
-                        unigram_start=unigram_start, progress=progress,
+                        unigram_start=unigram_start, passes_sweeps=passes_sweeps, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
