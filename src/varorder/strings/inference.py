@@ -53,12 +53,14 @@ from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
                            strings_acceptor)
 
-__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "prox_objective", "Beliefs", "Dfa", "FactorMessages", "PrunedBP", "StringEP",
-           "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor"]
+__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "Beliefs", "Dfa", "FactorMessages",
+           "PrunedBP", "StringEP", "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor",
+           "prox_objective"]
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 PROX_PENALTIES = ("message", "belief")  # what PEP-prox's group lasso penalises; the first is the paper's (eq. 7)
-UNIGRAM_STARTS = ("gradient", "closed-form")  # PEP-prox's unigram first sweep: the paper's gradient steps, or the old closed form
+# PEP-prox's unigram first sweep: the paper's gradient steps, or the closed form (before s60)
+UNIGRAM_STARTS = ("gradient", "closed-form")
 
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
