@@ -378,6 +378,11 @@ class StringEP(ParamsMixin):
     is q_θ ⊙ μ_{V→F}), so the proximal operator acts on θ_V − θ_{V→F} and the cavity is
     added back. ``"belief"`` (an option, the default before 24 Nov) penalises θ_V itself.
 
+    ``unigram_start`` (``optimizer="prox"``): ``"gradient"`` (the default) fits the unigram
+    first sweep by the paper's gradient steps from the uniform unigram model; ``"closed-form"``
+    is the behaviour before s60. ``prox_steps`` proximal steps per message update (1, the
+    paper's; more is an extension, stopping once the objective falls by less than ``prox_tol``).
+
     Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
     and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
@@ -385,7 +390,7 @@ class StringEP(ParamsMixin):
     _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
 
     _alpha = 1.0  # the cavity fraction of the product being computed (see _damped)
-    trace_ = None  # a list to record (variable, factor, step, objective) of every proximal step in
+    trace_ = None  # set to a list to record (variable, factor, step, objective) of every proximal step
 
     def __init__(self, *, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
