@@ -21,7 +21,7 @@ import os
 import sys
 import time
 
-from varorder.strings.inference import PROX_PENALTIES, belief_nll, make_method
+from varorder.strings.inference import PROX_PENALTIES, UNIGRAM_STARTS, belief_nll, make_method
 from varorder.strings.model import synthetic_lexicon
 
 
@@ -33,12 +33,18 @@ def run(size, method, args, lam=None, growth_rounds=None):
     estimator = make_method(method, k=args.k, lam=lam, eta=args.eta, iterations=args.iterations,
                             inner_passes=args.inner_passes, growth_rounds=rounds, greedy_floor=args.greedy_floor,
                             damping=not args.no_damping, cavity_contexts=not args.drop_cavity_contexts,
-                            prox_penalty=args.prox_penalty)
+                            prox_penalty=args.prox_penalty, prox_steps=args.prox_steps,
+                            unigram_start=args.unigram_start, passes_sweeps=args.passes_sweeps)
     started, cpu = time.perf_counter(), time.process_time()
     estimator.fit(graph)
     seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
     scores = belief_nll(estimator.beliefs_, graph.gold)
     label = estimator.beliefs_.method + (f"×{rounds} rounds" if method == "pep" and rounds is not None else "")
+    if method == "pep-prox":
+        label += f" η={args.eta:g}" if args.eta != 0.05 else ""
+        label += f" ×{args.prox_steps} steps" if args.prox_steps != 1 else ""
+        label += " [closed-form unigram start]" if args.unigram_start == "closed-form" else ""
+    label += f" {args.iterations} sweeps" if args.iterations != 3 else ""
     label += " [no damping]" if args.no_damping else ""
     label += " [cavity contexts dropped]" if args.drop_cavity_contexts and method == "pep" else ""
     row = {"size": size, "method": method, "label": label, "seconds": round(seconds, 2),
@@ -54,15 +60,25 @@ def run(size, method, args, lam=None, growth_rounds=None):
     return row
 
 
-def report(paths, plot=None, drop=()):
-    """A markdown table (size × method: seconds, NLL, accuracy) from result JSONs; rows of
-    the same (size, label) in later files replace earlier ones. ``plot``: Fig. 3-style PNG."""
+def _load_rows(paths, drop=()) -> dict:
+    """(size, label) → row from result JSONs, later files replacing earlier rows."""
     rows = {}
     for path in paths:
         with open(path, encoding="utf-8") as handle:
-            for row in json.load(handle)["rows"]:
-                if row["label"] not in drop:
-                    rows[(row["size"], row["label"])] = row
+            document = json.load(handle)
+        sweeps = document.get("args", {}).get("iterations", 3)
+        for row in document["rows"]:
+            if sweeps != 3 and "sweeps" not in row["label"]:  # runs from before the label said so
+                row["label"] += f" {sweeps} sweeps"
+            if row["label"] not in drop:
+                rows[(row["size"], row["label"])] = row
+    return rows
+
+
+def report(paths, plot=None, drop=()):
+    """A markdown table (size × method: seconds, NLL, accuracy) from result JSONs; rows of
+    the same (size, label) in later files replace earlier ones. ``plot``: Fig. 3-style PNG."""
+    rows = _load_rows(paths, drop)
     lines = ["| words | method | wall s | CPU s | NLL of gold (nats) | 1-best acc. | capped | belief size | load |",
              "|---|---|---|---|---|---|---|---|---|"]
     rank = ("PEP-prox", "PEP-greedy", "BP-prune", "EP-3gram", "EP-2gram", "EP-1gram")  # the paper's method first
@@ -105,6 +121,63 @@ def report(paths, plot=None, drop=()):
         os.chmod(plot, umask_mode())
 
 
+NOTES = {
+    "PEP-prox": "paper protocol (§6.1, §7: one proximal step of η 0.05 per message update, λ {lam:g} on the "
+                "message, unigram features only on the first sweep, by gradient steps from the uniform unigram model "
+                "[start unstated: θ = 0 has Z = ∞]; K = 20 on the first 2 sweeps, then K = 1, 3 sweeps [how many: "
+                "unstated]); the paper's Fig. 3: PEP about as accurate as trigram EP (ratio ≈ 1), much faster",
+    "PEP-greedy": "extension: closed form with greedy growing (PEP-greedy), λ {lam:g}",
+    "EP-3gram": "paper's baseline: EP with the trigram family",
+    "EP-2gram": "paper's baseline: EP with the bigram family (the paper: fast, 'terrible accuracy')",
+    "EP-1gram": "paper's baseline: EP with the unigram family",
+    "BP-prune": "paper's baseline: pruned BP, k = 20 (Cotterell et al. 2015; the paper: PEP faster, about as accurate)",
+}
+
+
+def results_document(paths, command, date, load, main_lam=0.01):
+    """Schema-1 rows (docs/tools/summarize_results.py) from result JSONs: NLL and CPU s of every
+    method against EP-3gram of the same size (the paper's Fig. 3 comparator), the paper's method
+    first; λ-sweep rows (Fig. 4) also give belief states against PEP-prox at ``main_lam``."""
+    rows = _load_rows(paths)
+    rank = ("PEP-prox", "PEP-greedy", "BP-prune", "EP-3gram", "EP-2gram", "EP-1gram")
+    out = []
+    for (size, label), row in sorted(rows.items(), key=lambda kv: (
+            kv[0][0], next(i for i, p in enumerate(rank) if kv[0][1].startswith(p)), kv[0][1])):
+        ep3 = next(r for (s, l), r in rows.items() if s == size and l == "EP-3gram")
+        prefix = next(p for p in rank if label.startswith(p))
+        lam = float(label.split("λ=")[1].split(")")[0]) if "λ=" in label else None
+        note = NOTES[prefix].format(lam=lam if lam is not None else 0)
+        sweep = prefix == "PEP-prox" and lam != main_lam
+        if "sweeps" in label:
+            sweeps = label.rsplit(" ", 2)[-2]
+            note = note.replace(", 3 sweeps [how many: unstated]", f", {sweeps} sweeps [how many: unstated]")
+        if sweep:
+            note = f"Fig. 4 λ sweep: the paper protocol of the PEP-prox(λ={main_lam:g}) row at λ {lam:g}"
+        note += f"; 1-best acc {row['accuracy']:.3f}, capped {row['capped']}, belief {row['mean_states']:.1f} states" \
+            if "mean_states" in row else f"; 1-best acc {row['accuracy']:.3f}, capped {row['capped']}"
+        note += f", load {row['load']}"
+        task = f"synthetic lexicon, {size} observed words, seed 0, 16 symbols"
+        for metric, key, digits in (("mean −log b(gold), nats (capped at 50)", "nll", 4), ("inference CPU s",
+                                                                                          "cpu_seconds", 2)):
+            value, reference = round(row[key], digits), round(ep3[key], digits)
+            out.append({"system": label, "task": task, "metric": metric, "varorder": value, "reference": reference,
+                        "reference_name": "varorder EP-3gram (the paper's Fig. 3 compares PEP to trigram EP)",
+                        "ratio": round(value / reference, 3), "better": "lower", "note": note})
+        if prefix == "PEP-prox":
+            base = next((r for (s, l), r in rows.items() if s == size and l == f"PEP-prox(λ={main_lam:g})"), None)
+            if base is not None and sweep:
+                out.append({"system": label, "task": task, "metric": "mean belief states (Fig. 4's size axis)",
+                            "varorder": round(row["mean_states"], 1), "reference": round(base["mean_states"], 1),
+                            "reference_name": f"varorder PEP-prox(λ={main_lam:g}) (the paper's Fig. 4: larger λ, "
+                                              "fewer features, accuracy degrading gracefully)",
+                            "ratio": round(row["mean_states"] / base["mean_states"], 3), "better": "lower",
+                            "note": note})
+    return {"schema": 1, "area": "Graphical models over strings",
+            "title": "Cotterell & Eisner 2015 Fig. 3/4 with PEP-prox (the paper's method, the default) first",
+            "issue": 30, "command": command, "date": date,
+            "machine": {"cpu": "AMD EPYC", "cores": 2, "load": load}, "rows": out}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 300])
@@ -119,7 +192,12 @@ def main(argv=None):
     parser.add_argument("--prox-penalty", choices=PROX_PENALTIES, default="message",
                         help="pep-prox: penalise the message θ_{F→V} (the paper's eq. 7 + λΩ) or the belief θ_V "
                              "(an option)")
-    parser.add_argument("--eta", type=float, default=0.05)
+    parser.add_argument("--eta", type=float, default=0.05, help="pep-prox step size (the paper's 0.05)")
+    parser.add_argument("--prox-steps", type=int, default=1,
+                        help="pep-prox: proximal steps per message update (1: the paper's; more: an extension)")
+    parser.add_argument("--unigram-start", choices=UNIGRAM_STARTS, default="gradient",
+                        help="pep-prox's unigram first sweep: gradient steps from the uniform unigram model (the "
+                             "paper's, the default since s60) or the closed form (before s60)")
     parser.add_argument("--growth-rounds", type=int, default=None,
                         help="pep: growing rounds per projection (default: until no context is added; 1: one "
                              "symbol deeper per update)")
@@ -129,17 +207,29 @@ def main(argv=None):
     parser.add_argument("--drop-cavity-contexts", action="store_true",
                         help="pep: let a projection drop the cavity's contexts (the behaviour before 24 Nov)")
     parser.add_argument("--k", type=int, default=20)
-    parser.add_argument("--iterations", type=int, default=3)
-    parser.add_argument("--inner-passes", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=3, help="sweeps (the paper does not state how many)")
+    parser.add_argument("--inner-passes", type=int, default=20, help="K on the first --passes-sweeps sweeps (the "
+                        "paper's 20 'for the first few iterations')")
+    parser.add_argument("--passes-sweeps", type=int, default=2, help="sweeps with K passes, then K = 1 (the paper: "
+                        "'the first few iterations', unstated)")
     parser.add_argument("--alphabet-size", type=int, default=16)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-o", "--output", default=None)
     parser.add_argument("--report", nargs="+", default=None, help="print a table from result JSONs instead")
     parser.add_argument("--plot", default=None, help="with --report: write a PNG")
     parser.add_argument("--drop", nargs="*", default=(), help="with --report: leave out rows with these labels")
+    parser.add_argument("--results", default=None, help="with --report: also write the schema-1 results file here")
+    parser.add_argument("--results-command", default="", help="with --results: the command lines that made the rows")
+    parser.add_argument("--results-load", default="", help="with --results: the machine's load during the runs")
     args = parser.parse_args(argv)
     if args.report:
         report(args.report, args.plot, args.drop)
+        if args.results:
+            from varorder.io import atomic_write_text
+            document = results_document(args.report, args.results_command, time.strftime("%Y-%m-%d"),
+                                        args.results_load)
+            with atomic_write_text(args.results) as handle:
+                handle.write(json.dumps(document, ensure_ascii=False, indent=1) + "\n")
         return 0
     rows = []
 

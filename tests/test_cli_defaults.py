@@ -50,7 +50,8 @@ MAPPINGS = {
         "hash_bits": "hash_bits", "unigrams": "edge_unigrams", "epochs": "epochs", "step_size": "step_size",
         "delta": "delta", "truncation": "truncation", "seed": "seed"})],
     # --em-iterations 0 switches EM off (inference only): a mode, not EditEM's iteration count
-    ("strings", "infer"): [(StringEP, {"eta": "eta", "prox_penalty": "prox_penalty", "iterations": "iterations",
+    ("strings", "infer"): [(StringEP, {"eta": "eta", "prox_penalty": "prox_penalty", "prox_steps": "prox_steps",
+                                       "iterations": "iterations",
                                        "inner_passes": "inner_passes"}),
                            (PrunedBP, {"k": "k", "iterations": "iterations"}),
                            (EditEM, {"em_smoothing": "smoothing"})],

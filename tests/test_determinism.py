@@ -48,9 +48,11 @@ COMMANDS = {
         ["transduce", "train", "pairs.tsv", "-o", "{d}/t.npz", "--size", "2", "--epochs", "2", "--hash-bits", "12",
          "--order", "3", "--truncation", "0.01", "--seed", "4"],
         ["transduce", "apply", "{d}/t.npz", "pairs.tsv", "-o", "{d}/t.tsv"]]),
-    "strings": (["s.json"], [
+    "strings": (["s.json", "sp.json"], [
         ["strings", "infer", "--synthetic", "30", "--method", "pep", "--seed", "3", "--iterations", "2",
-         "--json", "{d}/s.json", ">strings"]]),
+         "--json", "{d}/s.json", ">strings"],
+        ["strings", "infer", "--synthetic", "12", "--seed", "3", "--iterations", "2", "--inner-passes", "2",
+         "--json", "{d}/sp.json"]]),  # the default method, pep-prox
     "sample": (["sample.stdout", "decode.stdout"], [
         ["sample", "{d}/m.arpa", "--task", "t9", "--text", "843 364", "--samples", "5", "--seed", "7", ">sample"],
         ["decode", "{d}/m.arpa", "--task", "t9", "--text", "843 364 227533", ">decode"]]),

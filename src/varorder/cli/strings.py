@@ -1,7 +1,8 @@
 """``varorder strings``: inference in graphical models over strings (Cotterell & Eisner
 2015, "Penalized Expectation Propagation for Graphical Models over Strings").
 
-    varorder strings infer --synthetic 100 --seed 0 --method pep
+    varorder strings infer --synthetic 100 --seed 0                 # pep-prox, the paper's method
+    varorder strings infer --synthetic 100 --seed 0 --method pep    # greedy closed-form PEP (an extension)
     varorder strings infer --hopkins ../shared/data/morphophonology/hopkins-phonology-framework/phonological_datasets/english_plurals --method ep2 --top 3
     varorder strings infer --hopkins FILE --holdout-share 0.2 --em-iterations 3 --method ep2
 """
@@ -31,15 +32,19 @@ def COMMAND():
               help="generate a seeded synthetic lexicon with this many observed words (gold underlying forms known)")
 @click.option("--hopkins", type=click.Path(exists=True, dir_okay=False), default=None,
               help="a Hopkins phonology-framework file (surface<TAB>stem<TAB>suffix or surface<TAB>KEY=value,...)")
-@click.option("--method", type=click.Choice(METHOD_NAMES), default="pep", show_default=True,
-              help="bp: loopy BP with k-best pruning; ep1/ep2/ep3: EP with n-gram families; "
-                   "pep: penalized EP, our adaptation of the closed form with greedy growing (App. B.8-B.9); "
-                   "pep-prox: the paper's penalized EP by proximal gradient (§6.1; slow to converge, see "
-                   "docs/notes/benchmarks-notebook.md)")
+@click.option("--method", type=click.Choice(METHOD_NAMES), default="pep-prox", show_default=True,
+              help="pep-prox: the paper's penalized EP by proximal gradient (§6.1, §7: one step of η per message "
+                   "update; slow to converge at the paper's η, see docs/notes/30-pep-prox.md); "
+                   "bp: loopy BP with k-best pruning; ep1/ep2/ep3: EP with n-gram families; "
+                   "pep: an extension, our closed form with greedy growing (App. B.8-B.9)")
 @click.option("--lam", type=Real(0.0, None), default=None,
               help="PEP penalty λ [default: 0.001 for pep, chosen on a held-apart graph; 0.01 for pep-prox, the "
                    "paper's] (the two variants' λ are on different scales)")
 @click.option("--eta", type=Real(0.0, None, min_open=True), default=0.05, show_default=True, help="pep-prox step size η")
+@click.option("--prox-steps", type=click.IntRange(1, 10_000), default=1, show_default=True,
+              help="pep-prox: proximal steps per message update (1: the paper's §7; more is an extension: η doubles "
+                   "after a step taken without backtracking, and the steps stop once the update's objective falls "
+                   "by less than 1e-3)")
 @click.option("--prox-penalty", type=click.Choice(PROX_PENALTIES), default="message", show_default=True,
               help="pep-prox: what the group lasso penalises: message, the paper's (λΩ added to eq. 7, a penalty "
                    "on the message θ_{F→V}), or belief (an option: on the belief θ_V)")
@@ -62,7 +67,7 @@ def COMMAND():
               help="EM: pseudo-count added to every edit operation in the M step")
 @click.option("--json", "json_path", type=OutputFile(allow_dash=True), default=None,
               help="also write the summary and every variable's top strings as JSON ('-' for stdout)")
-def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inner_passes, seed, alphabet_size, top,
+def infer(synthetic, hopkins, method, lam, eta, prox_steps, prox_penalty, k, iterations, inner_passes, seed, alphabet_size, top,
           max_variables, holdout_share, em_iterations, em_smoothing, json_path):
     """Infer every morpheme's underlying form; print top strings with probabilities and timing."""
     from varorder._progress import Progress
@@ -78,6 +83,7 @@ def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inn
     refuse_inapplicable(click.get_current_context(), [
         ("k", method == "bp", "--method bp"), ("lam", method in ("pep", "pep-prox"), "--method pep or pep-prox"),
         ("eta", method == "pep-prox", "--method pep-prox"), ("prox_penalty", method == "pep-prox", "--method pep-prox"),
+        ("prox_steps", method == "pep-prox", "--method pep-prox"),
         ("inner_passes", method != "bp", "the EP methods (ep1-3, pep, pep-prox)"),
         ("alphabet_size", synthetic is not None, "--synthetic"),
         ("seed", synthetic is not None or holdout_share > 0, "--synthetic or --hopkins with --holdout-share"),
@@ -90,7 +96,7 @@ def infer(synthetic, hopkins, method, lam, eta, prox_penalty, k, iterations, inn
     if lam is None:
         lam = 0.01 if method == "pep-prox" else 0.001
     params = {"k": k, "lam": lam, "eta": eta, "iterations": iterations, "inner_passes": inner_passes,
-              "prox_penalty": prox_penalty}
+              "prox_penalty": prox_penalty, "prox_steps": prox_steps}
     em_history = []
     if em_iterations:
         bar = Progress(total=em_iterations, desc=f"EM ({method})", unit="round", leave=False)

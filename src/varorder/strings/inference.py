@@ -20,7 +20,12 @@ substrings, their prefixes and their one-symbol extensions, Fig. 2, with the chi
 always on the frontier since ^ itself fires on no cell; ``prox_penalty="belief"`` is the
 option prox_{ηλΩ}(θ_V + η(…))); then θ_{F→V} = θ_V − θ_{V→F} (eq. 6). At λ = 0 a feature
 that p̂ never fires gets the −∞ weight of footnote 1 (kept finite, :data:`LOG_ZERO`). PEP's
-first pass is restricted to unigram features (closed form), as §7 does.
+first pass is restricted to unigram features, as §7 does; PEP-prox takes its gradient steps
+there too, from the uniform unigram model (θ = 0, the paper's start, is outside the family:
+Z = ∞; the start is held as the prior's message so that eq. 4 holds) — the closed form
+(``unigram_start="closed-form"``, the behaviour before s60) set unseen unigrams to
+log 1e-12, from which η = 0.05 steps cannot climb (issue #30: suffixes stuck at ε). One
+proximal step per update is the paper's (§7); ``prox_steps`` > 1 is an option.
 
 Pruned BP (the baseline of Cotterell et al. 2015, §5 here): every variable's domain is
 the union of the k-best strings of its incoming μ_{F→V}; messages are exact BP messages
@@ -41,24 +46,28 @@ import numpy as np
 from scipy.special import logsumexp
 
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
-from varorder.loglinear.prox import prox_tree_l2
+from varorder.loglinear.prox import penalty_value, prox_tree_l2
 from varorder.strings.features import (BOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
 from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
                            strings_acceptor)
 
-__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "Beliefs", "Dfa", "FactorMessages", "PrunedBP", "StringEP",
-           "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor"]
+__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "Beliefs", "Dfa", "FactorMessages",
+           "PrunedBP", "StringEP", "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor",
+           "prox_objective"]
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 PROX_PENALTIES = ("message", "belief")  # what PEP-prox's group lasso penalises; the first is the paper's (eq. 7)
+# PEP-prox's unigram first sweep: the paper's gradient steps, or the closed form (before s60)
+UNIGRAM_STARTS = ("gradient", "closed-form")
 
 
 def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05, iterations: int = 4,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
                 greedy_floor: float | None = None, damping: bool = True, cavity_contexts: bool = True,
-                prox_penalty: str = "message", progress=None):
+                prox_penalty: str = "message", prox_steps: int = 1, prox_tol: float = 1e-3,
+                unigram_start: str = "gradient", passes_sweeps: int = 1, progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1; ``prox_penalty``
@@ -67,12 +76,13 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
         return StringEP(family="ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
-                        damping=damping, progress=progress)
+                        passes_sweeps=passes_sweeps, damping=damping, progress=progress)
     if name in ("pep", "pep-prox"):
         return StringEP(family="pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
                         growth_rounds=growth_rounds, damping=damping, cavity_contexts=cavity_contexts,
-                        prox_penalty=prox_penalty, progress=progress,
+                        prox_penalty=prox_penalty, prox_steps=prox_steps, prox_tol=prox_tol,
+                        unigram_start=unigram_start, passes_sweeps=passes_sweeps, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
@@ -333,6 +343,19 @@ def _string_score(machine: FeatureMachine, theta, string, log_z: float) -> float
     return float(total + end[state] - log_z)
 
 
+def prox_objective(registry: SubstringRegistry, machine: FeatureMachine, theta, counts_p, log_z: float, lam: float,
+                   anchor=None) -> float:
+    """PEP-prox's objective for one message update, eq. 7 + λΩ (eq. 9) up to the constant
+    −H(p̂): log Z_θ − E_p̂[f]·θ + λ Σ_u ‖(θ − anchor)_{u·}‖₂ over ``machine``'s features
+    (``counts_p`` = E_p̂[f] in its order, ``log_z`` = log Z_θ); ``anchor`` is the cavity
+    θ_{V→F} when the message is penalised (the paper's), None when the belief is."""
+    ids = np.concatenate([[0], machine.feature_ids])
+    order, parent = registry.preorder(ids)
+    x = theta[order] - (0.0 if anchor is None else anchor[order])
+    x[0] = 0.0
+    return float(log_z - counts_p @ theta[machine.feature_ids] + lam * penalty_value("tree_l2", x, parent=parent))
+
+
 # ---------------------------------------------------------------------------
 # EP and PEP
 # ---------------------------------------------------------------------------
@@ -355,6 +378,11 @@ class StringEP(ParamsMixin):
     is q_θ ⊙ μ_{V→F}), so the proximal operator acts on θ_V − θ_{V→F} and the cavity is
     added back. ``"belief"`` (an option, the default before 24 Nov) penalises θ_V itself.
 
+    ``unigram_start`` (``optimizer="prox"``): ``"gradient"`` (the default) fits the unigram
+    first sweep by the paper's gradient steps from the uniform unigram model; ``"closed-form"``
+    is the behaviour before s60. ``prox_steps`` proximal steps per message update (1, the
+    paper's; more is an extension, stopping once the objective falls by less than ``prox_tol``).
+
     Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
     and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
@@ -362,12 +390,14 @@ class StringEP(ParamsMixin):
     _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
 
     _alpha = 1.0  # the cavity fraction of the product being computed (see _damped)
+    trace_ = None  # set to a list to record (variable, factor, step, objective) of every proximal step
 
     def __init__(self, *, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
                  damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
-                 cavity_contexts: bool = True, prox_penalty: str = "message", progress=None):
+                 cavity_contexts: bool = True, prox_penalty: str = "message", prox_steps: int = 1,
+                 prox_tol: float = 1e-3, unigram_start: str = "gradient", progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -383,6 +413,9 @@ class StringEP(ParamsMixin):
         self.greedy_floor = greedy_floor
         self.cavity_contexts = cavity_contexts
         self.prox_penalty = prox_penalty
+        self.prox_steps = prox_steps
+        self.prox_tol = prox_tol
+        self.unigram_start = unigram_start
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -494,23 +527,57 @@ class StringEP(ParamsMixin):
             self.theta_[v] = theta_out + exact
             self.msgs_[(f, v)] = exact
             return
-        if unigram and self.optimizer != "greedy":
+        if unigram and self.optimizer != "greedy" and self.unigram_start == "closed-form":
             machine = self._support_machine(v, [theta_out])
             counts, _ = machine.expected_counts(mu, self._cavity(v, f))
             new = self._unigram_closed_form(v, machine, counts)
         elif self.optimizer == "greedy":
             new = self._greedy_fit(v, mu, theta_out, exclude=f)
         else:
-            machine = self._support_machine(v, [theta_v, theta_out], frontier_of=theta_v)
-            theta_v = self._theta(v)
-            counts_p, _ = machine.expected_counts(mu, self._cavity(v, f))
-            counts_q, log_z = machine.expected_counts(None, theta_v)
-            # the penalised message is θ_V^new minus the true cavity (eq. 6), damped or not
-            anchor = self._vec(v, self._theta(v) - self._msg(f, v)) if self.prox_penalty == "message" else None
-            new = self._prox_step(v, machine, theta_v, counts_p, counts_q, log_z, anchor)
+            new = self._prox_update(v, f, mu, unigram)
         new = self._vec(v, new)
         self.msgs_[(f, v)] = new - (self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
         self.theta_[v] = new
+
+    def _uniform_unigram(self, v):
+        registry = self.registry_[v]
+        ids = [i for i in registry.extend(()) if registry.strings[i] != (BOS,)]
+        start = np.zeros(len(registry))
+        start[ids] = -math.log(len(ids))
+        return start
+
+    def _prox_update(self, v, f, mu, unigram: bool):
+        """θ_V^new for one message update by proximal gradient: ``prox_steps`` steps (1, the
+        paper's §7) on KL(p̂ ‖ q_θ) + λΩ, p̂ = μ_{F→V} ⊙ ENCODE(cavity) fixed, each from the
+        last, the active set re-opened after each (Fig. 2); on the unigram pass (§7) the
+        features stay the unigrams. With ``prox_steps`` > 1 (an option) a step accepted
+        without backtracking doubles η for the next one, and the steps stop once the
+        penalised objective falls by less than ``prox_tol``. Records every step's objective
+        in ``trace_`` when ``trace_`` is a list."""
+        cavity = self._cavity(v, f)  # α-damped inside _damped: what p̂ multiplies
+        true_cavity = self._theta(v) - self._msg(f, v)  # what the penalised message is measured from (eq. 6)
+        theta = self._theta(v).copy()
+        eta, previous = self.eta, math.inf
+        counts_p, counted = None, None
+        for step in range(self.prox_steps):
+            machine = self._support_machine(v, [theta, cavity], frontier_of=None if unigram else theta)
+            theta, cavity, true_cavity = self._vec(v, theta), self._vec(v, cavity), self._vec(v, true_cavity)
+            if counted is not machine:  # p̂'s counts depend on the active set only
+                counts_p, _ = machine.expected_counts(mu, cavity)
+                counted = machine
+            counts_q, log_z = machine.expected_counts(None, theta)
+            anchor = true_cavity if self.prox_penalty == "message" else None
+            if self.trace_ is not None and step == 0:
+                self.trace_.append((v, f, 0, prox_objective(self.registry_[v], machine, theta, counts_p, log_z,
+                                                            self.lam, anchor)))
+            theta, used, objective = self._prox_step(v, machine, theta, counts_p, counts_q, log_z, anchor, eta=eta)
+            if self.trace_ is not None:
+                self.trace_.append((v, f, step + 1, objective))
+            if used is None or previous - objective < self.prox_tol:
+                break
+            previous = objective
+            eta = 2 * used if used == eta else used
+        return theta
 
     def _unigram_closed_form(self, v, machine, counts):
         registry = self.registry_[v]
@@ -664,14 +731,16 @@ class StringEP(ParamsMixin):
         new[extension[kept_index].ravel()] = (logp[kept_index] - base).ravel()
         return self._vec(v, new), kept
 
-    def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z, anchor=None):
+    def _prox_step(self, v, machine, theta_v, counts_p, counts_q, log_z, anchor=None, eta=None):
         """One proximal-gradient step on f(θ) + ηλΩ(θ), f(θ) = log Z_θ − E_p̂[f]·θ (= KL up
         to a constant), with the standard sufficient-decrease backtracking (Parikh & Boyd
         2013, §4.2): halve η until f(θ⁺) ≤ f(θ) + ∇f·(θ⁺ − θ) + ‖θ⁺ − θ‖²/2η; a step that
         leaves the feasible set (Z = ∞) also halves η (§6). With ``anchor`` (the cavity
         θ_{V→F}) the penalty is on the message θ − anchor, as eq. 7 + λΩ(θ) reads
         (``prox_penalty="message"``, the paper's, the default); without it on θ_V itself
-        (``"belief"``, an option)."""
+        (``"belief"``, an option). Starts at ``eta`` (default ``self.eta``); returns (θ⁺, the
+        η accepted or None when no step was, the penalised objective at θ⁺ without its
+        constant −H(p̂))."""
         registry = self.registry_[v]
         ids = np.concatenate([[0], machine.feature_ids])
         grad = np.concatenate([[0.0], counts_p - counts_q])  # −∇f (ascent direction)
@@ -680,7 +749,7 @@ class StringEP(ParamsMixin):
         take = np.array([position[int(i)] for i in order])
         current = theta_v[order]
         f_current = log_z - float(counts_p @ theta_v[machine.feature_ids])
-        eta = self.eta
+        eta = self.eta if eta is None else eta
         for _ in range(30):
             values = current + eta * grad[take]
             values[0] = 0.0
@@ -698,10 +767,16 @@ class StringEP(ParamsMixin):
                 step = values - current
                 f_new = z - float(counts_p @ new[machine.feature_ids])
                 if f_new <= f_current - float(grad[take] @ step) + float(step @ step) / (2 * eta) + 1e-12:
-                    return self._footnote_zero(registry, machine, new, counts_p)
+                    new = self._footnote_zero(registry, machine, new, counts_p)
+                    if self.lam == 0:  # footnote 1's −∞ lowers log Z: measure it where it is
+                        z = machine.log_partition(new)
+                        f_new = z - float(counts_p @ new[machine.feature_ids])
+                    return new, eta, f_new + self.lam * penalty_value(
+                        "tree_l2", values - (0.0 if anchor is None else anchor[order]), parent=parent)
             eta *= 0.5
+            self.stats_["backtracks"] = self.stats_.get("backtracks", 0) + 1
         self.stats_["infeasible"] += 1
-        return theta_v
+        return theta_v, None, math.inf
 
     def _footnote_zero(self, registry, machine, theta, counts_p):
         """Unpenalised (λ = 0), a feature that no string of p̂ fires has optimal weight −∞
@@ -724,6 +799,9 @@ class StringEP(ParamsMixin):
         check_choice(self, "family", ("ngram", "pep"))
         check_choice(self, "optimizer", ("prox", "greedy"))
         check_choice(self, "prox_penalty", PROX_PENALTIES)
+        check_choice(self, "unigram_start", UNIGRAM_STARTS)
+        check_int(self, "prox_steps", 1)
+        check_real(self, "prox_tol", 0)
         check_int(self, "order", 1, 4)
         check_real(self, "eta", 0, exclusive_minimum=True)
         check_real(self, "lam", 0)
@@ -744,7 +822,7 @@ class StringEP(ParamsMixin):
         self.graph_ = graph
         self.factors_ = FactorMessages(graph)
         self.prior_wfsa_ = graph.prior_wfsa()
-        self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0, "damped": 0}
+        self.stats_ = {"infeasible": 0, "skipped": 0, "updates": 0, "damped": 0, "backtracks": 0}
         self.damped_ = []  # (sweep, variable, factor, "message" | "update", α) of every damped product
         self.skipped_ = []  # (sweep, variable, factor, "message" | "update") of every skipped update
         variables = list(graph.morphemes)
@@ -753,6 +831,7 @@ class StringEP(ParamsMixin):
             if w.surface is not None:
                 for m in w.morphemes:
                     self.neighbours_[m].append(("word", i))
+        self.msgs_ = {}
         if self.family == "ngram":
             self.machine_ = ngram_machine(graph.alphabet, self.order)
             self.size_ = self.machine_.n_cells
@@ -761,7 +840,13 @@ class StringEP(ParamsMixin):
             self.registry_ = {v: SubstringRegistry(graph.alphabet) for v in variables}
             self.contexts_ = {}
             self.theta_ = {v: np.zeros(1) for v in variables}
-        self.msgs_ = {}
+            if self.optimizer == "prox" and self.unigram_start == "gradient":
+                for v in variables:
+                    # θ = 0 is outside the family (Z = ∞, footnote 1): start from the uniform
+                    # unigram stopping model, Z = 1, held as the prior's message so that
+                    # θ_V = Σ_F θ_{F→V} (eq. 4) holds and the prior's first update replaces it
+                    start = self._uniform_unigram(v)
+                    self.theta_[v], self.msgs_[(("prior", v), v)] = start, start.copy()
         order = _visit_order(graph, variables)
         for it in range(self.iterations):
             sweep = order if it % 2 == 0 else order[::-1]
@@ -874,7 +959,7 @@ def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 10
         theta = ep._theta(0)
         counts_p, _ = machine.expected_counts(acceptor, np.zeros_like(theta))
         counts_q, log_z = machine.expected_counts(None, theta)
-        ep.theta_[0] = ep._prox_step(0, machine, theta, counts_p, counts_q, log_z)
+        ep.theta_[0] = ep._prox_step(0, machine, theta, counts_p, counts_q, log_z)[0]
     theta = ep._theta(0)
     return ep._support_machine(0, [theta]), theta
 
