@@ -47,6 +47,17 @@ def test_every_committed_results_file_follows_the_schema():
         assert doc["command"] in page
 
 
+def test_every_committed_command_lexes_as_shell():
+    """The summary page shows each command in a bash block, and the docs build runs with -W: a
+    command that the bash lexer cannot read (an unpaired quote in a prose aside) fails the build."""
+    lexers = pytest.importorskip("pygments.lexers")
+    from pygments.token import Error
+
+    for path, doc in tool.load_results():
+        bad = [text for token, text in lexers.BashLexer().get_tokens(doc["command"]) if token is Error]
+        assert not bad, f"{path}: the command does not lex as shell at {bad[:3]}"
+
+
 def test_a_good_file_renders_its_figures(tmp_path):
     _write(tmp_path, GOOD)
     page = tool.render(tool.load_results(tmp_path))
