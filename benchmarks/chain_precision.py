@@ -22,46 +22,11 @@ import numpy as np
 
 from varorder import chain
 
-LD = np.longdouble
-
-
-def log_z_reference(E, T, S):
-    E = E.astype(LD)
-    W = np.exp(T.astype(LD))
-    a = S.astype(LD) + E[0]
-    for t in range(1, E.shape[0]):
-        m = a.max()
-        a = np.log(np.exp(a - m) @ W) + m + E[t]
-    m = a.max()
-    return np.log(np.exp(a - m).sum()) + m
-
-
-def marginals_reference(E, T, S):
-    L, K = E.shape
-    W = np.exp(T.astype(LD))
-    x = E.astype(LD)
-    x[0] += S.astype(LD)
-    ev = np.exp(x - x.max(axis=1, keepdims=True))
-    a = np.empty((L, K), LD)
-    b = np.empty((L, K), LD)
-    a[0] = ev[0] / ev[0].sum()
-    for t in range(1, L):
-        v = (a[t - 1] @ W) * ev[t]
-        a[t] = v / v.sum()
-    b[L - 1] = 1.0
-    for t in range(L - 1, 0, -1):
-        v = W @ (ev[t] * b[t])
-        b[t - 1] = v / v.sum()
-    node = a * b
-    edge = a[:-1, :, None] * W[None] * (ev[1:] * b[1:])[:, None, :]
-    return node / node.sum(axis=1, keepdims=True), edge / edge.sum(axis=(1, 2), keepdims=True)
+from varorder.testing.precision import LD, absolute_error, log_z_reference, marginals_reference, relative_error
 
 
 def errors(got, want):
-    want = want.astype(LD)
-    diff = np.abs(got.astype(LD) - want)
-    keep = want > 1e-250
-    return float((diff[keep] / want[keep]).max()), float(diff.max())
+    return relative_error(got, want), absolute_error(got, want)
 
 
 def main(argv=None):

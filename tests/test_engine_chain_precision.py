@@ -23,48 +23,7 @@ from varorder import chain
 pytestmark = pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18,
                                 reason="long double has no extra precision on this platform")
 
-LD = np.longdouble
-
-
-def reference(E, T, S):
-    """log Z in long double: a log-space forward with one max shift per step."""
-    E = E.astype(LD)
-    W = np.exp(T.astype(LD))
-    a = S.astype(LD) + E[0]
-    for t in range(1, E.shape[0]):
-        m = a.max()
-        a = np.log(np.exp(a - m) @ W) + m + E[t]
-    m = a.max()
-    return np.log(np.exp(a - m).sum()) + m
-
-
-def marginals_reference(E, T, S):
-    """(node (L, K), edge (L − 1, K, K)) in long double from a scaled forward–backward that
-    normalises every row and every position, so no large number appears anywhere."""
-    L, K = E.shape
-    W = np.exp(T.astype(LD))
-    x = E.astype(LD)
-    x[0] += S.astype(LD)
-    ev = np.exp(x - x.max(axis=1, keepdims=True))
-    a = np.empty((L, K), LD)
-    b = np.empty((L, K), LD)
-    a[0] = ev[0] / ev[0].sum()
-    for t in range(1, L):
-        v = (a[t - 1] @ W) * ev[t]
-        a[t] = v / v.sum()
-    b[L - 1] = 1.0
-    for t in range(L - 1, 0, -1):
-        v = W @ (ev[t] * b[t])
-        b[t - 1] = v / v.sum()
-    node = a * b
-    edge = a[:-1, :, None] * W[None] * (ev[1:] * b[1:])[:, None, :]
-    return node / node.sum(axis=1, keepdims=True), edge / edge.sum(axis=(1, 2), keepdims=True)
-
-
-def relative_error(got, want):
-    want = want.astype(LD)
-    keep = want > 1e-250
-    return float((np.abs(got.astype(LD)[keep] - want[keep]) / want[keep]).max())
+from varorder.testing.precision import LD, log_z_reference as reference, marginals_reference, relative_error
 
 
 def long_chains(per_sequence, seed=1):

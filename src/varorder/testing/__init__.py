@@ -2,7 +2,8 @@
 
 Use the modules: :mod:`varorder.testing.oracle` (brute-force enumeration),
 :mod:`varorder.testing.strategies` (hypothesis strategies; needs the ``test`` extra) and
-:mod:`varorder.testing.hostile` (corrupted-input generators).
+:mod:`varorder.testing.hostile` (corrupted-input generators) and
+:mod:`varorder.testing.precision` (extended-precision chain references).
 """
 
 __all__: list[str] = []
