@@ -119,10 +119,9 @@ def make_forward_batch(semiring: Semiring):
     return run
 
 
-# The exact log-space path: the generic LOG recursion, which the scaled kernels call for
-# a sequence whose products could underflow.
+# The generic LOG forward, compiled once: what sampling filters with (the scaled kernels'
+# underflow fallback is chain_scaled._normalised_log_forward, rows shifted every step).
 _log_forward = compiled(make_chain_forward, LOG)
-_log_backward = compiled(make_chain_backward, LOG)
 
 
 def generic_forward(semiring: Semiring, width: int | None = None, keep_alphas: bool = False):
