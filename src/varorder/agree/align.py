@@ -45,6 +45,7 @@ __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 DIRECTIONS = ("f|e", "e|f")
 FLOOR = 1e-12  # probability of word pairs never seen in training
 _NO_PAIRS = np.zeros(0, dtype=np.int32)  # _ibm1_estep's potentials are per edge already
+_NO_SCRATCH = np.zeros(0)  # _ibm1_estep_counts adds straight into its table
 # floats in one batch's emissions + transitions, B·K·(L + K): 2 MB. The batch's arrays (emissions, node
 # marginals, the engine's) are part of the E-step's peak; 8 MB batches held ~9 MB more at 100k pairs.
 _CELL_BUDGET = 1 << 18
@@ -131,12 +132,14 @@ def _ibm1_estep(src_off, tgt_ids, tgt_off, edge_off, transposed, shared, pair_id
 
 @numba.njit(cache=True, nogil=True)
 def _ibm1_estep_counts(src_off, tgt_ids, tgt_off, edge_off, transposed, log_table, pair_ids, floor_log, null_logp,
-                       null_mu, table):
+                       null_mu, table, scratch):
     """:func:`_ibm1_estep` on a direction's own log table read through the edges' pair ids, with its edge
-    posteriors added to the count ``table`` (``table[pair_ids[e]] += µ_e``) as each sentence is done, in
-    edge order — the sums of ``_add_at(pair_ids, µ, table)`` after the E-step, bit for bit — so that no
-    array of the shard's posteriors exists. One thread (the additions' order is the edges'); the two
-    directions of IBM 1 run it concurrently, each into its own table."""
+    posteriors added to the count ``table`` as each sentence is done, in edge order — the sums of
+    ``_add_shard_at(pair_ids, µ, table, scratch)`` after the E-step, bit for bit — so that no array of the
+    shard's posteriors exists. With an empty ``scratch`` they go straight into ``table`` (a table of zeros:
+    the shard's own counts); else into ``scratch`` (table-sized, zero), whose shard sums are then added to
+    ``table`` once per pair and cleared (see :func:`_add_shard_at`). One thread (the additions' order is the
+    edges'); the two directions of IBM 1 run it concurrently, each into its own table and scratch."""
     n = src_off.size - 1
     per_sentence = np.zeros(n)
     longest, most_edges = 0, 0
@@ -145,6 +148,7 @@ def _ibm1_estep_counts(src_off, tgt_ids, tgt_off, edge_off, transposed, log_tabl
         most_edges = max(most_edges, edge_off[s + 1] - edge_off[s])
     row = np.empty(longest)
     mu = np.empty(most_edges)
+    into = scratch if scratch.size else table
     for s in range(n):
         base = edge_off[s]
         _ibm1_sentence(s, src_off, tgt_ids, tgt_off, edge_off, transposed, log_table, pair_ids, True, floor_log,
@@ -152,7 +156,9 @@ def _ibm1_estep_counts(src_off, tgt_ids, tgt_off, edge_off, transposed, log_tabl
         for e in range(base, edge_off[s + 1]):
             p = pair_ids[e]
             if p >= 0:
-                table[p] += mu[e - base]
+                into[p] += mu[e - base]
+    if scratch.size:
+        _flush_shard(pair_ids, table, scratch)
     return per_sentence
 
 
@@ -201,6 +207,41 @@ def _add_at(index, weights, out):
         p = index[k]
         if p >= 0:
             out[p] += weights[k]
+
+
+@numba.njit(cache=True, nogil=True)
+def _flush_shard(index, out, scratch):
+    """out[p] += scratch[p] and scratch[p] = 0 for every pair p in ``index`` (once each: a pair is cleared when
+    first met; a shard sum of exactly 0 adds nothing, as adding it would not)."""
+    for k in range(index.size):
+        p = index[k]
+        if p >= 0:
+            v = scratch[p]
+            if v != 0.0:
+                out[p] += v
+                scratch[p] = 0.0
+
+
+@numba.njit(cache=True, nogil=True)
+def _add_shard_at(index, weights, out, scratch):
+    """``out[p] += Σ_{k: index[k] = p} weights[k]`` with each pair's sum over the shard made first, in k order
+    (in ``scratch``, a table-sized array of zeros, left zero), then added to ``out`` once: what adding the
+    shard's own count table to ``out`` gives, bit for bit — which is how an executor adds its tasks' shards
+    (:func:`varorder.parallel.reduce_in_order`), so a running total over shards equals theirs whatever the
+    executor (``_add_at`` straight into a running total would associate the sums edge by edge instead)."""
+    for k in range(index.size):
+        p = index[k]
+        if p >= 0:
+            scratch[p] += weights[k]
+    _flush_shard(index, out, scratch)
+
+
+def _shard_scratch(workspace: dict, n: int) -> np.ndarray:
+    """The workspace's table-sized array of zeros for :func:`_add_shard_at` (made on first use; kept zero)."""
+    scratch = workspace.get("shard_scratch")
+    if scratch is None or scratch.size != n:
+        scratch = workspace["shard_scratch"] = np.zeros(n)
+    return scratch
 
 
 class IBM1(Submodel):
@@ -363,12 +404,14 @@ class IBM1(Submodel):
         adds each sentence's posteriors to the count table as it goes: :func:`_ibm1_estep_counts`);
         returns (total, the E-step's log-normalizer). Same numbers, bit for bit; one thread."""
         src_off, tgt_ids, tgt_off, transposed = _sides(shard, self.direction)
+        # the first shard's counts go straight into a new total; later ones are summed per shard first
+        scratch = _NO_SCRATCH if total is None else _shard_scratch(workspace, len(self.pairs))
         if total is None:
             total = {"table": np.zeros(len(self.pairs)), "null": np.zeros(self.n_target_words)}
         null_mu = np.zeros(tgt_ids.size)
         per_sentence = _ibm1_estep_counts(src_off, tgt_ids, tgt_off, shard.edge_offsets, transposed, self._log_table(),
                                           shard.edge_pairs, math.log(FLOOR), self._null_logp(), null_mu,
-                                          total["table"])
+                                          total["table"], scratch)
         for k, v in self._private_counts(shard, Statistics(shared=None, private={"null": null_mu})).items():
             total[k] += v
         return total, float(per_sentence.sum())
@@ -398,8 +441,12 @@ class IBM1(Submodel):
                                     minlength=self.n_target_words)}
 
     def accumulate_counts(self, total, shard, shared_marginals, statistics, workspace) -> dict:
-        """:meth:`counts` added to ``total`` edge by edge, without a table-sized array per shard (the same
-        sums as adding per-shard tables up to rounding: each pair's terms are added in corpus order).
+        """:meth:`counts` added to ``total`` without a table-sized array per shard: the first shard's edges go
+        straight into a new total, a later shard's are summed per pair in the workspace's one scratch table
+        and then added (:func:`_add_shard_at`), so the total is bit for bit the per-shard tables added in
+        shard order — an executor's sum — and a serial E-step equals one on any executor (#33: adding
+        edge by edge into the running total, as before, gave ``align train --workers 1`` and ``--workers 2``
+        tables that differed in the last bits).
 
         Directions handed the same µ over the same pairs (every agreement mode) have equal table
         counts: the later ones share the first one's total instead of summing the same numbers again.
@@ -409,11 +456,16 @@ class IBM1(Submodel):
         last = workspace.get("pair_counts")  # (weak reference to the µ last added, its pairs, the total)
         same = (last is not None and last[0]() is shared_marginals and last[1] is self.pairs
                 and isinstance(shared_marginals, np.ndarray))
+        fresh = total is None and not same  # a new total of zeros: the shard's counts go straight in
         if total is None:
             table = last[2] if same else np.zeros(n)
             total = {"table": table, **{k: np.zeros_like(v, dtype=np.float64) for k, v in private.items()}}
         if not (same and last[2] is total["table"]):
-            _add_at(shard.edge_pairs, np.ascontiguousarray(shared_marginals, dtype=np.float64), total["table"])
+            mu = np.ascontiguousarray(shared_marginals, dtype=np.float64)
+            if fresh:
+                _add_at(shard.edge_pairs, mu, total["table"])
+            else:
+                _add_shard_at(shard.edge_pairs, mu, total["table"], _shard_scratch(workspace, n))
             if isinstance(shared_marginals, np.ndarray):
                 workspace["pair_counts"] = (weakref.ref(shared_marginals), self.pairs, total["table"])
         for k, v in private.items():
