@@ -109,9 +109,17 @@ def _machine_busy() -> bool:
 
 
 def threads_for(num_sequences: int) -> int:
-    """Threads an engine call over ``num_sequences`` sequences will use now."""
+    """Threads an engine call over ``num_sequences`` sequences will use now.
+
+    Numba's thread count is per thread, and a thread that never set it starts at NUMBA_NUM_THREADS, whatever
+    :func:`set_threads` chose in the thread that called it: a fixed policy therefore caps the count here, so
+    that ``VARORDER_THREADS=1`` means one thread in an executor's threads too (before #33 they ran their
+    kernels' batches on two pool threads and their parallel regions on every core)."""
     current = numba.get_num_threads()
-    if get_threads() != _AUTO or current == 1:
+    policy = get_threads()
+    if policy != _AUTO:
+        return min(policy, current)
+    if current == 1:
         return current
     if num_sequences < MIN_PARALLEL_SEQUENCES or _machine_busy():
         return 1
@@ -320,27 +328,59 @@ def sequence_threads(num_sequences: int):
         numba.set_num_threads(previous)
 
 
+_blas_lock = threading.Lock()
+_blas_original = None  # (library controller, its thread count) while BLAS is pinned
+
+
+def _set_blas_threads(lib, n: int) -> None:
+    # threadpoolctl >= 3.6 lets only one "controlling" Python thread change OpenBLAS's (process-wide) count and
+    # silently ignores the others, which left a worker thread's pin undone; the counted pin below coordinates
+    # the threads itself, so it sets the count directly where threadpoolctl offers that
+    getattr(lib, "_real_set_num_threads", lib.set_num_threads)(n)
+
+
+def _pin_blas() -> None:
+    global _blas_pinned, _blas_original
+    with _blas_lock:
+        if _blas_pinned == 0:
+            controller = _blas_controller()
+            if controller:
+                libs = [lib for lib in controller.lib_controllers if lib.user_api == "blas"]
+                _blas_original = [(lib, lib.num_threads) for lib in libs]
+                for lib in libs:
+                    _set_blas_threads(lib, 1)
+        _blas_pinned += 1
+
+
+def _unpin_blas() -> None:
+    global _blas_pinned, _blas_original
+    with _blas_lock:
+        _blas_pinned -= 1
+        if _blas_pinned == 0 and _blas_original is not None:
+            original, _blas_original = _blas_original, None
+            for lib, n in original:
+                _set_blas_threads(lib, n)
+
+
 @contextmanager
 def single_threaded_blas():
-    """Pin BLAS to one thread over the enclosed block, once: engine calls inside (from any thread) skip
-    their own pinning (~50 µs a call through threadpoolctl, which the aligner's ~8,000 chain batches of
-    a 100k-pair job paid each), and a block whose engine calls run in several threads of its own keeps
-    BLAS single-threaded throughout (a call's restore could otherwise end another's pinning)."""
-    global _blas_pinned
-    controller = _blas_controller()
-    if not controller or _blas_pinned:
-        _blas_pinned += 1
-        try:
-            yield
-        finally:
-            _blas_pinned -= 1
-        return
-    with controller.limit(limits=1, user_api="blas"):
-        _blas_pinned += 1
-        try:
-            yield
-        finally:
-            _blas_pinned -= 1
+    """Pin BLAS to one thread over the enclosed block. BLAS's thread count is one setting for the whole
+    process, so the pin is counted process-wide under a lock: the first block to open (in any thread) pins
+    it, the last to close restores what was there before, and every engine call in between, from any
+    thread, finds it pinned and skips its own pinning (~50 µs a call through threadpoolctl, which the
+    aligner's ~8,000 chain batches of a 100k-pair job paid each).
+
+    Before #33 each block pinned and restored on its own, with an unlocked counter: two blocks of
+    different threads (two shards' E-steps on a thread executor) overlapping as A opens, B opens, A closes
+    had A restore the user's BLAS threads while B's kernels still ran (and threadpoolctl ignored a pin
+    from a thread other than the one controlling OpenBLAS), and OpenBLAS's multi-threaded products round
+    differently from its single-threaded ones (a (64, 300)·(300, 300) product differs in the last bits),
+    so such a run's numbers could depend on timing."""
+    _pin_blas()
+    try:
+        yield
+    finally:
+        _unpin_blas()
 
 
 # OpenBLAS runs a product of m·n·k multiply-adds at most SMP_THRESHOLD_MIN (65536) × GEMM_MULTITHREAD_THRESHOLD
@@ -355,13 +395,12 @@ def engine_threads(num_sequences: int, blas_work: int | None = None):
     as it is when ``blas_work`` — a bound on the multiply-adds of any one BLAS product in the enclosed
     kernels — is under ``_BLAS_SERIAL_WORK`` (see there)."""
     small = blas_work is not None and blas_work < _BLAS_SERIAL_WORK
-    controller = _blas_controller() if not (_blas_pinned or small) else False
     with sequence_threads(num_sequences) as wanted:
-        if controller:
-            with controller.limit(limits=1, user_api="blas"):
-                yield wanted
-        else:
+        if small:
             yield wanted
+        else:
+            with single_threaded_blas():  # the process-wide pin: see there
+                yield wanted
 
 
 def uses_engine_threads(operation):
