@@ -33,9 +33,11 @@ COMMANDS = {
         ["tag", "train", "train.conllu", "-o", "{d}/sr.npz", "--learner", "samplerank", "--epochs", "2", "--seed", "3",
          "--quiet"],
         ["tag", "predict", "{d}/crf.npz", "train.conllu", "-o", "{d}/crf.conllu"]]),
-    "align": (["al.npz", "out.align", "gdf.align"], [
+    "align": (["al.npz", "out.align", "gdf.align", "al_w1.npz"], [
         ["align", "train", "c.e", "c.f", "-o", "{d}/al.npz", "--iterations", "2", "--ibm1-iterations", "2", "-q",
          "--workers", "2", "--shard-size", "7", "-a", "{d}/out.align"],
+        ["align", "train", "c.e", "c.f", "-o", "{d}/al_w1.npz", "--iterations", "2", "--ibm1-iterations", "2", "-q",
+         "--workers", "1", "--shard-size", "7"],  # serial EM: the same model as two workers' (#33)
         ["align", "apply", "{d}/al.npz", "c.e", "c.f", "--method", "grow-diag-final", "-o", "{d}/gdf.align", "-q"]]),
     "decipher": (["dec/model.npz", "dec/table.tsv", "eval.stdout"], [
         ["decipher", "train", "task", "-o", "{d}/dec", "--order", "2", "--inference", "rcms", "--size", "4",
@@ -165,3 +167,10 @@ def test_same_seed_same_outputs_on_one_and_two_threads(runs, family):
     for name in COMMANDS[family][0]:
         assert (one / name).exists(), name
         _same(one / name, two / name)
+
+
+def test_align_same_model_on_one_or_two_workers(runs):
+    """``align train --workers 1`` (serial EM) and ``--workers 2`` (a thread executor) write the same model: a
+    serial E-step adds each shard's counts as an executor does (before #33 the tables differed in the last bits)."""
+    for out in runs:
+        _same(out / "al.npz", out / "al_w1.npz")

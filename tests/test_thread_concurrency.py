@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 import numba
+import numpy as np
 import pytest
 
 from varorder.engine import threads
@@ -80,3 +81,74 @@ def test_blas_stays_pinned_while_any_thread_still_needs_it():
         assert seen == {"after a closed": 1, "b, after a closed": 1}
         assert blas_threads() == 2  # the last block to close restored the user's setting
         assert threads._blas_pinned == 0
+
+
+# ---- compiled sums do not depend on where their arrays lie in memory ------------------------------------------
+# A sum compiled with Numba's fastmath 'reassoc' in a loop that also stores is compiled twice, behind a run-time
+# check on the arrays' addresses: a vectorised sum when the stored-to array lies far enough from the ones read,
+# a sequential one when it lies just past them — two roundings. Which one ran depended on the heap's layout,
+# i.e. (worker threads allocating) on timing: the aligner's rare nondeterminism of #33 (fit_sources on a thread
+# executor gave tables one unit in the last place apart in about 1 run of 70). Each test places the stored-to
+# array right after an array it reads (the sequential branch) and far from it. The node-marginal test fails on
+# the code before #33; the other two kernels have the same shape of loop but showed no difference there (kept
+# as guards: a compiler that versions their loops would make them fail).
+
+
+def _adjacent(shape, after):
+    """An array of ``shape`` lying right after ``after`` (a copy of it, at the start of one buffer)."""
+    buf = np.zeros(after.size + int(np.prod(shape)) + 8)
+    head = buf[:after.size].reshape(after.shape)
+    head[...] = after
+    return head, buf[after.size:after.size + int(np.prod(shape))].reshape(shape)
+
+
+def test_node_marginal_rows_do_not_depend_on_placement():
+    from varorder.engine.chain_marginals import _node_row
+
+    rng = np.random.default_rng(0)
+    for K in (3, 8, 10, 21):
+        for _ in range(30):
+            a = (rng.random((2, 1, K)) * 10.0 ** rng.integers(-8, 3, (2, 1, K)))
+            bb = rng.random((2, 1, K))
+            far = np.zeros((1, 2, K))
+            total = _node_row(a, 1, bb, 0, 0, far, 0, 1)
+            a_near, near = _adjacent((1, 2, K), a)
+            assert _node_row(a_near, 1, bb, 0, 0, near, 0, 1) == total
+            assert near.tobytes() == far.tobytes()
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_scaled_row_products_do_not_depend_on_placement(dense):
+    from varorder.engine.chain_scaled import _product_rows
+
+    rng = np.random.default_rng(1)
+    for K in (3, 8, 10, 21):
+        for _ in range(30):
+            acc = rng.random((2, K)) * 10.0 ** rng.integers(-8, 3, (2, K))
+            ev = rng.random((2, 3, K))
+            results = []
+            for acc_, out in ((acc, np.zeros((2, K))), _adjacent((2, K), acc)):
+                totals, smalls = np.zeros(2), np.zeros(2)
+                _product_rows(acc_, ev, 1, out, 2, np.ones(2, dtype=np.bool_), True, np.array([dense]), totals,
+                              smalls)
+                results.append((out.tobytes(), totals.tobytes(), smalls.tobytes()))
+            assert results[0] == results[1]
+
+
+def test_expected_transition_score_does_not_depend_on_placement():
+    from varorder.engine.chain_marginals import _scaled_posteriors
+
+    rng = np.random.default_rng(2)
+    for K in (3, 8, 10):
+        L = 5
+        for _ in range(20):
+            a, bb, ev = rng.random((L, 1, K)), rng.random((L, 1, K)), rng.random((1, L, K))
+            bscale, node_total = rng.random((L, 1)) + 0.5, rng.random((L, 1)) + 0.5
+            expT = rng.random((K, K)) * 10.0 ** rng.integers(-6, 2, (K, K))
+            T = rng.normal(size=(K, K))
+            results = []
+            for outer, edge_sum in ((np.zeros((K, K)), np.zeros((K, K))), _adjacent((K, K), np.zeros((K, K)))):
+                texp = _scaled_posteriors(a, ev, bb, bscale, 0, L, expT, T, np.zeros((0, K, K)), edge_sum, False,
+                                          True, True, node_total, np.zeros(L * K), np.zeros(L * K), outer)
+                results.append((texp, edge_sum.tobytes()))
+            assert results[0] == results[1]

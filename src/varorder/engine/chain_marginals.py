@@ -20,14 +20,16 @@ def _node_row(a, ta, bb, tb, s, node, b, t):
     """node[b, t] = a[ta, s] ⊙ bb[tb, s] normalised (a, bb: (positions, rows, K)); returns
     the normaliser."""
     K = a.shape[2]
+    # the sum in a loop of its own that stores nothing (#33): a reassociated sum in a loop that also stores
+    # is compiled twice behind a run-time check on where the arrays lie (vector sum if ``node`` is far enough
+    # from ``a`` and ``bb``, sequential sum if not), so its last bits depended on the heap's layout — with
+    # worker threads allocating, on timing
     total = 0.0
     for j in range(K):
-        v = a[ta, s, j] * bb[tb, s, j]
-        node[b, t, j] = v
-        total += v
+        total += a[ta, s, j] * bb[tb, s, j]
     inv = 1.0 / total
     for j in range(K):
-        node[b, t, j] *= inv
+        node[b, t, j] = (a[ta, s, j] * bb[tb, s, j]) * inv
     return total
 
 

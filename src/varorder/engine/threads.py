@@ -333,7 +333,7 @@ _blas_original = None  # (library controller, its thread count) while BLAS is pi
 
 
 def _set_blas_threads(lib, n: int) -> None:
-    # threadpoolctl >= 3.6 lets only one "controlling" Python thread change OpenBLAS's (process-wide) count and
+    # threadpoolctl (3.8 here) lets only one "controlling" Python thread change OpenBLAS's (process-wide) count and
     # silently ignores the others, which left a worker thread's pin undone; the counted pin below coordinates
     # the threads itself, so it sets the count directly where threadpoolctl offers that
     getattr(lib, "_real_set_num_threads", lib.set_num_threads)(n)
