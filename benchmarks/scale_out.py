@@ -14,8 +14,10 @@ Every configuration runs ``--rounds`` times, interleaved round by round (the mac
 the fastest wall time is reported, every time kept in the raw figures. Per run: wall seconds, the model's equality with the sharded serial model, the bytes one
 iteration moves through the driver (the shared arguments once — θ or the parameter tables, sent
 as one task of the graph that the other workers fetch from its first holder — and one result
-per shard back: (value, gradient) or count tables), the peak RSS of the driver process (which
-holds the LocalCluster's scheduler) and of the workers (psutil, sampled every 50 ms during the
+per shard back: (value, gradient) or count tables), the growth of the driver process's RSS during
+the fit (peak less start, after a garbage collection and ``malloc_trim``, with a fixed 1 MiB
+mmap threshold so that freed arrays leave the resident set: the process holds earlier rows' data
+too; it holds the LocalCluster's scheduler) and the workers' peak RSS (psutil, sampled every 50 ms during the
 fit).
 
 The simulated scale-out table takes the measured compute of one evaluation (the serial sharded
@@ -74,7 +76,7 @@ def _load(n_sentences):
 
 
 class _PeakSampler:
-    """Peak RSS of some processes, sampled every 50 ms in a thread."""
+    """Peak RSS of some processes, sampled every 50 ms in a thread, and their RSS at the start."""
 
     def __init__(self, pids):
         import psutil
@@ -94,6 +96,7 @@ class _PeakSampler:
             time.sleep(0.05)
 
     def __enter__(self):
+        self.start = {p.pid: p.memory_info().rss for p in self.processes}
         self._thread.start()
         return self
 
@@ -102,16 +105,27 @@ class _PeakSampler:
         self._thread.join()
 
 
+def _growth(sampler, pid):
+    return max(0, sampler.peak[pid] - sampler.start[pid])
+
+
 def _fit(make, fit, executor_kind, n_workers, warm=None):
-    """(model, wall seconds, driver peak RSS bytes, worker peak RSS bytes list), the peaks sampled
-    during the fit. ``warm()`` runs on every Dask worker before the clock starts (a small fit: the
+    """(model, wall seconds, driver RSS growth bytes, worker peak RSS bytes list), sampled during
+    the fit: the driver's growth is its peak RSS less its RSS when the fit began (this process
+    holds the data of earlier rows too). ``warm()`` runs on every Dask worker before the clock starts (a small fit: the
     workers load the compiled kernels, as the driver did before its serial runs)."""
+    import gc
+
+    from varorder._malloc import release_free_heap
+
+    gc.collect()
+    release_free_heap()  # the driver's start RSS: what is alive, not what earlier rows freed
     if executor_kind != "dask":
         with _PeakSampler([os.getpid()]) as sampler:
             began = time.perf_counter()
             model = fit(make(None))
             wall = time.perf_counter() - began
-        return model, wall, sampler.peak[os.getpid()], []
+        return model, wall, _growth(sampler, os.getpid()), []
     import distributed
 
     with distributed.LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True,
@@ -124,7 +138,7 @@ def _fit(make, fit, executor_kind, n_workers, warm=None):
             began = time.perf_counter()
             model = fit(make(client))
             wall = time.perf_counter() - began
-        return model, wall, sampler.peak[os.getpid()], [sampler.peak[p] for p in pids]
+        return model, wall, _growth(sampler, os.getpid()), [sampler.peak[p] for p in pids]
 
 
 def _same(a, b, names) -> bool:
@@ -168,7 +182,7 @@ def _warm_aligner(path):
     return warm
 
 
-def _keep(row, key, wall, driver_peak=None, peaks=None, identical=None, **extra):
+def _keep(row, key, wall, driver_growth=None, peaks=None, identical=None, **extra):
     """Record one run of configuration ``key`` in ``row``: every wall time, the fastest one (with
     its ``extra`` figures) as the figure, the largest peak memory over the rounds, and whether
     every run's model was identical to the reference."""
@@ -176,8 +190,8 @@ def _keep(row, key, wall, driver_peak=None, peaks=None, identical=None, **extra)
     if wall == min(row[f"{key}_walls_s"]):
         row[f"{key}_wall_s"] = wall
         row.update({f"{key}_{name}": value for name, value in extra.items()})
-    if driver_peak is not None:
-        row[f"{key}_driver_peak_rss_mb"] = max(row.get(f"{key}_driver_peak_rss_mb", 0), round(driver_peak / 2**20, 1))
+    if driver_growth is not None:
+        row[f"{key}_driver_growth_mb"] = max(row.get(f"{key}_driver_growth_mb", 0), round(driver_growth / 2**20, 1))
     if peaks:
         old = row.get(f"{key}_worker_peak_rss_mb", [0] * len(peaks))
         row[f"{key}_worker_peak_rss_mb"] = [max(o, round(p / 2**20, 1)) for o, p in zip(old, peaks)]
@@ -209,14 +223,14 @@ def _run_sharded_learners(args, names):
         row = {"learner": name, "tokens": n_tokens, "shards": args.shards, "rounds": args.rounds}
         reference = None
         for _ in range(args.rounds):  # the configurations interleaved, round by round
-            model, wall, driver_peak, _ = _fit(lambda ex: build(args.shards, ex), fit, "serial", 1)
+            model, wall, driver_growth, _ = _fit(lambda ex: build(args.shards, ex), fit, "serial", 1)
             reference = model if reference is None else reference
-            _keep(row, "sharded_serial", wall, driver_peak, identical=_same(model, reference, attributes))
-            _, wall, driver_peak, _ = _fit(lambda ex: build(None, ex), fit, "serial", 1)
-            _keep(row, "local", wall, driver_peak)
+            _keep(row, "sharded_serial", wall, driver_growth, identical=_same(model, reference, attributes))
+            _, wall, driver_growth, _ = _fit(lambda ex: build(None, ex), fit, "serial", 1)
+            _keep(row, "local", wall, driver_growth)
             for workers in (1, 2):
-                model, wall, driver_peak, peaks = _fit(lambda ex: build(args.shards, ex), fit, "dask", workers, warm)
-                _keep(row, f"dask{workers}", wall, driver_peak, peaks, _same(model, reference, attributes))
+                model, wall, driver_growth, peaks = _fit(lambda ex: build(args.shards, ex), fit, "dask", workers, warm)
+                _keep(row, f"dask{workers}", wall, driver_growth, peaks, _same(model, reference, attributes))
             del model
         n_evaluations = getattr(reference, "n_evaluations_", None) or len(reference.history_)
         if name == "CRF":
@@ -285,11 +299,11 @@ def _run_aligner(args):
             def build(executor):
                 return WordAligner(executor=executor, callback=callback, **params)
 
-            model, wall, driver_peak, peaks = _fit(build, fit, kind, workers, _warm_aligner(paths[0]))
+            model, wall, driver_growth, peaks = _fit(build, fit, kind, workers, _warm_aligner(paths[0]))
             hmm = [t for phase, t in stamps if phase == "hmm"]
             last_ibm1 = [t for phase, t in stamps if phase == "ibm1"][-1:]
             per_iteration = float(np.mean(np.diff(last_ibm1 + hmm))) if hmm else float("nan")
-            return model, wall, driver_peak, peaks, per_iteration
+            return model, wall, driver_growth, peaks, per_iteration
 
         def from_sources(aligner):
             return aligner.fit_sources(paths, iter_joint)
@@ -303,10 +317,10 @@ def _run_aligner(args):
         _warm_aligner(paths[0])()  # compiled kernels loaded before timing (the Dask workers run it too)
         expected = None
         for _ in range(args.rounds):  # the configurations interleaved, round by round
-            model, wall, driver_peak, _, per_iteration = timed(from_sources)
+            model, wall, driver_growth, _, per_iteration = timed(from_sources)
             arrays = _aligner_arrays(model, Path(tmp) / "model.npz")
             expected = arrays if expected is None else expected
-            _keep(row, "sharded_serial", wall, driver_peak, identical=_same_arrays(arrays, expected),
+            _keep(row, "sharded_serial", wall, driver_growth, identical=_same_arrays(arrays, expected),
                   hmm_iteration_s=per_iteration)
             if "pair_table" not in row:
                 reference = model
@@ -322,11 +336,11 @@ def _run_aligner(args):
                 row.update(shared_bytes=shared_bytes, result_bytes_per_part=result_bytes,
                            bytes_per_iteration=shared_bytes + result_bytes * len(paths))
             del model
-            _, wall, driver_peak, _, per_iteration = timed(read_and_fit)
-            _keep(row, "local", wall, driver_peak, hmm_iteration_s=per_iteration)
+            _, wall, driver_growth, _, per_iteration = timed(read_and_fit)
+            _keep(row, "local", wall, driver_growth, hmm_iteration_s=per_iteration)
             for workers in (1, 2):
-                model, wall, driver_peak, peaks, per_iteration = timed(from_sources, "dask", workers)
-                _keep(row, f"dask{workers}", wall, driver_peak, peaks,
+                model, wall, driver_growth, peaks, per_iteration = timed(from_sources, "dask", workers)
+                _keep(row, f"dask{workers}", wall, driver_growth, peaks,
                       _same_arrays(_aligner_arrays(model, Path(tmp) / "model.npz"), expected),
                       hmm_iteration_s=per_iteration)
                 del model
@@ -367,15 +381,16 @@ def _results(raw, args):
             reference_name = f"varorder {name}, one shard, serial (the default)"
             sharded_name = f"varorder {name} (sharded, serial)"
             sharded_note = "the reference of the Dask runs"
-        base = {"task": task, "metric": f"wall seconds (fit; best of {row['rounds']} interleaved rounds)", "reference": round(row["local_wall_s"], 3),
-                "reference_name": reference_name, "better": "lower"}
+        base = {"task": task, "metric": f"wall seconds (fit; best of {row['rounds']} interleaved rounds)",
+                "reference": round(row["local_wall_s"], 3), "reference_name": reference_name, "better": "lower"}
         rows.append({"system": sharded_name, **base, "varorder": round(row["sharded_serial_wall_s"], 3),
                      "ratio": _ratio(row["sharded_serial_wall_s"], row["local_wall_s"]), "note": sharded_note})
         for workers in (1, 2):
             wall = row[f"dask{workers}_wall_s"]
             note = (f"bit-identical to the serial {'parts' if name == 'aligner' else 'sharded'} model: "
-                    f"{row[f'dask{workers}_identical']}; peak RSS driver (with the scheduler) "
-                    f"{row[f'dask{workers}_driver_peak_rss_mb']} MB, workers {row[f'dask{workers}_worker_peak_rss_mb']} MB; "
+                    f"{row[f'dask{workers}_identical']}; driver RSS growth (scheduler included) "
+                    f"{row[f'dask{workers}_driver_growth_mb']} MB (serial: {row['sharded_serial_driver_growth_mb']} MB), "
+                    f"worker peak RSS {row[f'dask{workers}_worker_peak_rss_mb']} MB; "
                     f"{row['bytes_per_iteration'] / 1e6:.1f} MB through the driver per iteration")
             if name == "aligner":
                 note += f"; hmm iteration {row[f'dask{workers}_hmm_iteration_s']:.2f} s"
@@ -412,6 +427,9 @@ def main():
     if not EWT.exists() or not HANSARDS.exists():
         sys.exit(f"needs {EWT} and {HANSARDS} (../shared/data)")
     args.command = args.command or "python " + " ".join(sys.argv)
+    from varorder._malloc import fix_mmap_threshold
+
+    fix_mmap_threshold(1 << 20)  # freed arrays of 1 MiB or more leave the resident set (the driver's growth)
     began_load = os.getloadavg()
     rows = run(args)
     raw = {"command": "python " + " ".join(sys.argv), "date": time.strftime("%Y-%m-%d"), "cpu": _cpu_model(),

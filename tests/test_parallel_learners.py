@@ -401,6 +401,24 @@ def test_tag_train_parts_writes_the_single_file_model(tmp_path):
     assert parts.predict(words[:5]) == one.predict(words[:5])
 
 
+def test_tag_train_parts_reads_crfsuite_attribute_files(tmp_path):
+    from test_cli_tag_options import _crfsuite_file
+    from test_parallel import _conllu_files
+
+    paths, _, _ = _conllu_files(tmp_path, n_files=2, seed=3)
+    parts = [tmp_path / f"part{k}.crfsuite" for k in range(2)]
+    for conllu, part in zip(paths, parts):
+        _crfsuite_file(part, conllu)
+    whole = tmp_path / "whole.crfsuite"
+    whole.write_text("".join(part.read_text(encoding="utf-8") for part in parts), encoding="utf-8")
+    for name, args in (("single", [str(whole)]), ("one-part", [str(whole), "--parts"]),
+                       ("parts", [*map(str, parts), "--parts"]), ("parts-jobs", [*map(str, parts), "--parts", "--jobs", "2"])):
+        result = _tag_train(*args, "--format", "crfsuite", "-o", str(tmp_path / f"{name}.npz"))
+        assert result.exit_code == 0, (name, result.output)
+    _same_arrays(_npz(tmp_path / "single.npz"), _npz(tmp_path / "one-part.npz"), "one part")
+    _same_arrays(_npz(tmp_path / "parts.npz"), _npz(tmp_path / "parts-jobs.npz"), "--jobs 2")
+
+
 @pytest.mark.parametrize("extra, message", [
     ([], "with --parts"),  # several files without --parts
     (["--parts", "--model", "memm"], "--parts trains a CRF by L-BFGS"),
