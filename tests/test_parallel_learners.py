@@ -360,3 +360,102 @@ def test_align_train_parts_on_a_local_dask_cluster_writes_the_local_model_file(t
         _same_arrays(local, dict(np.load(tmp_path / f"{name}.npz")), name)
     result = runner.invoke(COMMAND, [*common, "-o", str(tmp_path / "x.npz"), "--limit", "3"])
     assert result.exit_code != 0 and "--parts" in result.output
+
+
+# ---- tag train --parts: the CRF's training files as shards, read and featurised where they run ----
+
+def _tag_train(*args):
+    from varorder.cli.tag import COMMAND
+
+    return CliRunner().invoke(COMMAND, ["train", *args, "--quiet", "--max-iterations", "12"])
+
+
+def _npz(path):
+    with np.load(path) as data:
+        return {name: data[name] for name in data.files}
+
+
+def test_tag_train_parts_writes_the_single_file_model(tmp_path):
+    from test_parallel import _conllu_files
+
+    from varorder.models import CRF
+
+    paths, words, _ = _conllu_files(tmp_path, n_files=3, seed=1)
+    whole = tmp_path / "whole.conllu"
+    whole.write_text("".join(open(p, encoding="utf-8").read() for p in paths), encoding="utf-8")
+    for name, args in (("single", [str(whole)]), ("one-part", [str(whole), "--parts"]),
+                       ("parts", [*paths, "--parts"]), ("parts-jobs", [*paths, "--parts", "--jobs", "2"])):
+        result = _tag_train(*args, "-o", str(tmp_path / f"{name}.npz"))
+        assert result.exit_code == 0, (name, result.output)
+    single = _npz(tmp_path / "single.npz")
+    # one piece is the single-file serial run, bit for bit (metadata included); the pieces of a
+    # corpus give the same model on any executor
+    _same_arrays(single, _npz(tmp_path / "one-part.npz"), "one part")
+    _same_arrays(_npz(tmp_path / "parts.npz"), _npz(tmp_path / "parts-jobs.npz"), "--jobs 2")
+    # several pieces: fit on the concatenation's features and labels exactly, its weights up to the
+    # order of the shards' floating-point additions (as CRF.fit_sources's own tests)
+    one, parts = CRF.load(tmp_path / "single.npz"), CRF.load(tmp_path / "parts.npz")
+    assert parts.feature_names_ == one.feature_names_ and parts.classes_ == one.classes_
+    for name in ("emission_weights_", "transition_weights_", "start_weights_", "end_weights_"):
+        np.testing.assert_allclose(getattr(parts, name), getattr(one, name), rtol=1e-7, atol=1e-9)
+    assert parts.predict(words[:5]) == one.predict(words[:5])
+
+
+def test_tag_train_parts_reads_crfsuite_attribute_files(tmp_path):
+    from test_cli_tag_options import _crfsuite_file
+    from test_parallel import _conllu_files
+
+    paths, _, _ = _conllu_files(tmp_path, n_files=2, seed=3)
+    parts = [tmp_path / f"part{k}.crfsuite" for k in range(2)]
+    for conllu, part in zip(paths, parts):
+        _crfsuite_file(part, conllu)
+    whole = tmp_path / "whole.crfsuite"
+    whole.write_text("".join(part.read_text(encoding="utf-8") for part in parts), encoding="utf-8")
+    for name, args in (("single", [str(whole)]), ("one-part", [str(whole), "--parts"]),
+                       ("parts", [*map(str, parts), "--parts"]), ("parts-jobs", [*map(str, parts), "--parts", "--jobs", "2"])):
+        result = _tag_train(*args, "--format", "crfsuite", "-o", str(tmp_path / f"{name}.npz"))
+        assert result.exit_code == 0, (name, result.output)
+    _same_arrays(_npz(tmp_path / "single.npz"), _npz(tmp_path / "one-part.npz"), "one part")
+    _same_arrays(_npz(tmp_path / "parts.npz"), _npz(tmp_path / "parts-jobs.npz"), "--jobs 2")
+
+
+@pytest.mark.parametrize("extra, message", [
+    ([], "with --parts"),  # several files without --parts
+    (["--parts", "--model", "memm"], "--parts trains a CRF by L-BFGS"),
+    (["--parts", "--algorithm", "sgd"], "--parts trains a CRF by L-BFGS"),
+    (["--parts", "--learner", "samplerank"], "not --learner samplerank"),
+    (["--parts", "--shards", "2"], "--shards does not apply to --parts"),
+    (["--parts", "--dev", "DEV"], "--dev does not apply to --parts"),
+    (["--parts", "--alpha", "0.5"], "--alpha applies to --model hmm only"),
+])
+def test_tag_train_parts_refuses_what_does_not_apply(tmp_path, extra, message):
+    from test_parallel import _conllu_files
+
+    paths, _, _ = _conllu_files(tmp_path, n_files=2)
+    extra = [paths[0] if arg == "DEV" else arg for arg in extra]
+    result = _tag_train(*paths, *extra, "-o", str(tmp_path / "m.npz"))
+    assert result.exit_code == 2 and message in result.output, result.output
+    assert not (tmp_path / "m.npz").exists()
+
+
+def test_tag_train_parts_names_the_bad_piece(tmp_path):
+    from test_parallel import _conllu_files
+
+    paths, _, _ = _conllu_files(tmp_path, n_files=2)
+    (tmp_path / "empty.conllu").write_text("", encoding="utf-8")
+    (tmp_path / "bad.conllu").write_text("1\tdog\n\n", encoding="utf-8")
+    for bad in ("empty.conllu", "bad.conllu"):
+        result = _tag_train(*paths, str(tmp_path / bad), "--parts", "-o", str(tmp_path / "m.npz"))
+        assert result.exit_code == 1 and bad in result.output, result.output
+    assert not (tmp_path / "m.npz").exists()
+
+
+@pytest.mark.slow
+def test_tag_train_parts_on_a_local_dask_cluster_writes_the_local_model_file(tmp_path, dask_client):
+    from test_parallel import _conllu_files
+
+    paths, _, _ = _conllu_files(tmp_path, n_files=4, seed=2)
+    for name, extra in (("local", []), ("dask", ["--dask-scheduler", dask_client.scheduler.address])):
+        result = _tag_train(*paths, "--parts", *extra, "-o", str(tmp_path / f"{name}.npz"))
+        assert result.exit_code == 0, result.output
+    _same_arrays(_npz(tmp_path / "local.npz"), _npz(tmp_path / "dask.npz"), "dask")

@@ -16,9 +16,11 @@ Backends (all behind :class:`Executor`):
 * :class:`JoblibExecutor` — joblib's ``Parallel`` (processes by default), which honours an active
   ``joblib.parallel_config`` (scikit-learn's ``n_jobs`` convention);
 * :class:`DaskExecutor` — a ``dask.distributed`` client (a scheduler address or a ``Client``):
-  shared arguments are broadcast once per map, scattered shards are held by two workers, every
-  task may be retried when a worker is lost (``retries``), and results are gathered in
-  submission order, so a lost worker changes nothing in the result.
+  shared arguments (once per map), scattered shards and :meth:`Executor.map_remote`'s results are
+  all tasks of the graph with their lineage, so the scheduler recomputes whatever a lost worker
+  held (a scattered shard from the pickle it keeps, a shard read on the workers from its
+  source); every task may be retried when a worker is lost (``retries``), and results are
+  gathered in submission order, so a lost worker changes nothing in the result.
 
 :func:`as_executor` builds one from what a user has at hand (``n_jobs``, a scheduler address, a
 ``Client``, a ``concurrent.futures.Executor``, or nothing, in which case an active
@@ -202,34 +204,54 @@ class DaskExecutor(Executor):
             self.n_workers = 1
 
     def scatter(self, items):
-        """Send ``items`` to the workers once, each on two workers where there are two, so that a
-        worker lost mid-iteration leaves a copy for the rescheduled task (and nothing is kept here).
-        Items already on the workers (:meth:`map_remote`'s futures) are returned as they are."""
+        """Place ``items`` on the workers once, for many later maps: each a task of the graph whose
+        value is embedded in it (:func:`_shipped`), so that a worker lost between or during maps
+        loses nothing the scheduler cannot rebuild (it keeps each item's pickle while the handle
+        lives: memory on the scheduler's machine for resilience). Items already on the workers
+        (:meth:`map_remote`'s futures) are returned as they are.
+
+        Not ``Client.scatter`` with ``Client.replicate(n=2)``: scattered data has no lineage, and the
+        Active Memory Manager's default ReduceReplicas policy drops the second copy within seconds,
+        so a single lost worker could lose a shard for good."""
         items = list(items)
         if items and all(_is_future(item) for item in items):
             return items
-        futures = self.client.scatter(items, hash=False)
-        if self.n_workers >= 2 and futures:
-            self.client.replicate(futures, n=2)
-        return futures
+        return [self._submit_value(item) for item in items]
+
+    def _submit_value(self, value):
+        """``value`` as a task of the graph (see :meth:`_ship`)."""
+        import warnings
+
+        with warnings.catch_warnings():  # the value is in the graph on purpose (lineage)
+            warnings.filterwarnings("ignore", message="Sending large graph", category=UserWarning)
+            return self.client.submit(_shipped, _Bundle(value), pure=False, retries=self.retries)
 
     def _ship(self, shared) -> list:
-        """Shared arguments as the workers will get them: each sizeable one broadcast once, as one
-        pickle. Dask serializes a list element by element, so each is sent inside a :class:`_Bundle`:
-        objects its elements share stay shared, as in a process pool (e.g. two aligner directions'
-        one pair table, which their summed E-step relies on)."""
-        return [self.client.scatter([_Bundle(s)], broadcast=True, hash=False)[0] if _worth_scattering(s) else s
-                for s in shared]
+        """Shared arguments as the workers will get them: each sizeable one a task of the graph
+        (:meth:`_submit_value`), so the scheduler can recompute it. The scheduler sends it to one
+        worker; the others fetch it from there (peer to peer), so it leaves here once per map.
+
+        Not ``scatter(broadcast=True)``: scattered data has no lineage, and a broadcast begun after a
+        worker was killed between two maps never returned (dask/distributed#3149, #3196; see
+        docs/notes/35-scale-out.md). A task the scheduler can rerun also lets
+        :meth:`map_remote`'s results (e.g. the aligner's pieces) be recomputed from their sources
+        when the worker holding them is lost.
+
+        Each value travels inside a :class:`_Bundle`: Dask serializes a list element by element,
+        and one pickle keeps objects its elements share shared, as in a process pool (e.g. two
+        aligner directions' one pair table, which their summed E-step relies on)."""
+        return [self._submit_value(value) if _worth_scattering(value) else value for value in shared]
 
     def map_remote(self, fn, items, *shared):
+        """:meth:`Executor.map`, the results left on the workers as tasks with their lineage (the
+        shared arguments and the items' own tasks): a result lost with its worker is computed again
+        where it is next needed (for shards read on the workers: read again from their source)."""
         from distributed import wait
 
         shipped = self._ship(shared)
         futures = [self.client.submit(_Unbundled(fn), item, *shipped, pure=False, retries=self.retries)
                    for item in items]
         wait(futures)
-        if self.n_workers >= 2 and futures:  # a copy on a second worker survives the loss of the first
-            self.client.replicate(futures, n=2)
         return futures
 
     def _map(self, fn, items, *shared):
@@ -250,14 +272,20 @@ class _Bundle:
         self.value = value
 
 
+def _shipped(bundle: _Bundle) -> _Bundle:
+    """The task that holds a shared argument in a Dask graph: its result is the argument itself."""
+    return bundle
+
+
 class _Unbundled:
-    """``fn`` with its :class:`_Bundle` arguments unwrapped where the task runs."""
+    """``fn`` with its :class:`_Bundle` arguments (scattered items, shared arguments) unwrapped where
+    the task runs."""
 
     def __init__(self, fn):
         self.fn = fn
 
     def __call__(self, item, *shared):
-        return self.fn(item, *[s.value if isinstance(s, _Bundle) else s for s in shared])
+        return self.fn(*[s.value if isinstance(s, _Bundle) else s for s in (item, *shared)])
 
 
 def _is_future(obj) -> bool:
@@ -265,9 +293,9 @@ def _is_future(obj) -> bool:
 
 
 def _worth_scattering(obj) -> bool:
-    # small scalars, strings and functions travel inside the task; anything else is sent to the
-    # workers once (scattered without content hashing: two maps scattering equal values would
-    # otherwise share one key, and the first map's release could drop the second's data)
+    # small scalars, strings and functions travel inside every task; anything else is sent once per
+    # map as a task of its own (pure=False, a new key each time: two maps shipping equal values
+    # would otherwise share one key, and the first map's release could drop the second's data)
     return not (isinstance(obj, (int, float, str, bool, type(None))) or callable(obj))
 
 

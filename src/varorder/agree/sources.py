@@ -16,7 +16,8 @@ changes. Four rounds on the executor of :mod:`varorder.parallel`:
    E-step runs over its shards) and adds the pieces' counts in piece order.
 
 So the driver holds the vocabularies, the pair table and the model's tables, never the corpus; on Dask
-the pieces stay on the workers (each on two of them, so that a lost worker loses no piece). Equal
+the pieces stay on the workers as tasks with their lineage, so that a piece lost with its worker is
+read and encoded again from its source where it is next needed. Equal
 pieces and parameters give the bit-identical model on any executor and worker count; a single piece
 gives the model of ``fit`` on the whole corpus bit for bit; several pieces give ``fit``'s vocabularies
 and pair table exactly and its tables up to the order in which the pieces' counts are added (within

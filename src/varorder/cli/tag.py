@@ -4,6 +4,7 @@
     varorder tag predict MODEL.npz INPUT.conllu -o OUTPUT.conllu     # tag column filled in
     varorder tag eval MODEL.npz GOLD.conllu                          # token accuracy
     varorder tag train ... --learner samplerank [--skip-factors] [--second-order]   # factor graph, SampleRank
+    varorder tag train PART1.conllu PART2.conllu ... --parts -o MODEL.npz [--jobs N | --dask-scheduler ADDRESS]
 
 CRF and MEMM use the POS feature templates of :func:`varorder.models.features.pos_features`
 unless ``--features`` names others (:func:`varorder.models.features.parse_templates`; the
@@ -11,12 +12,16 @@ model file records them, so predict and eval re-apply them); with ``--format crf
 input is a CRFsuite attribute file instead (:mod:`varorder.io.crfsuite`), features given item
 by item. The HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with
 --tag-column (give the same one to every subcommand). ``predict --probabilities FILE`` writes
-every token's marginal label probabilities.
+every token's marginal label probabilities. ``train --parts`` trains a CRF (L-BFGS) on several
+training files as the shards of one corpus, each read and featurised where its shard is evaluated
+(:meth:`varorder.models.CRF.fit_sources`; on the workers of ``--dask-scheduler``, which must reach
+the files at the same paths): the model file is the same on any executor and worker count.
 """
 
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import json
 import time
@@ -107,14 +112,35 @@ _FORMAT = click.option("--format", "input_format", type=click.Choice(["conllu", 
                        show_default=True, help="CoNLL-U sentences, or a CRFsuite attribute file (LABEL<TAB>ATTR...)")
 
 
+def _train_files(command):
+    """``tag train``'s TRAIN_FILE...: one file, or with --parts the pieces of one corpus (a tuple)."""
+
+    @functools.wraps(command)
+    def wrapper(**kwargs):
+        files = kwargs["train_file"]
+        if kwargs["parts"]:
+            if kwargs["learner"] != "exact":
+                raise click.UsageError("--parts trains a CRF by L-BFGS, not --learner samplerank")
+        elif len(files) > 1:
+            raise click.UsageError(f"{len(files)} TRAIN_FILEs given: several files are the pieces of one corpus "
+                                   "with --parts (CRF, L-BFGS), else give one")
+        else:
+            kwargs["train_file"] = files[0]
+        return command(**kwargs)
+
+    return wrapper
+
+
 @click.group("tag")
 def COMMAND():
     """Train, apply and evaluate part-of-speech taggers on CoNLL-U files."""
 
 
 @COMMAND.command("train")
+@_train_files
 @samplerank_learner
-@click.argument("train_file", type=click.Path(exists=True, dir_okay=False))
+@click.argument("train_file", nargs=-1, required=True, metavar="TRAIN_FILE...",
+                type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz) to write")
 @click.option("--dev", "dev_file", type=click.Path(exists=True, dir_okay=False), help="CoNLL-U dev file, scored each iteration")
 @click.option("--model", "model_name", type=click.Choice(["crf", "memm", "hmm"]), default="crf", show_default=True)
@@ -144,10 +170,15 @@ def COMMAND():
 @click.option("--shards", type=click.IntRange(min=1), default=None,
               help="CRF/MEMM L-BFGS: shards of the objective (default 1, or 8 with --jobs/--dask-scheduler); "
                    "a given value trains the same model on any number of workers")
+@click.option("--parts", is_flag=True,
+              help="CRF L-BFGS: the TRAIN_FILEs are pieces of one corpus, one shard each, read and featurised where "
+                   "the shard is evaluated (on the workers of --dask-scheduler, which must reach the files at the same "
+                   "paths, the corpus is never held here); the model is the same on any executor")
 @click.option("--verbose/--quiet", default=True, show_default=True)
 def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c2, max_iterations, alpha, threads,
-          features, input_format, jobs, dask_address, shards, verbose):
-    """Train a tagger on TRAIN_FILE and write it to --output."""
+          features, input_format, jobs, dask_address, shards, parts, verbose):
+    """Train a tagger on TRAIN_FILE (or, with --parts, on the TRAIN_FILEs as pieces of one corpus) and write it
+    to --output."""
     if input_format == "crfsuite" and (model_name == "hmm" or features is not None):
         raise click.UsageError("a CRFsuite attribute file already holds the features: it trains a CRF or MEMM "
                                "and takes no --features")
@@ -157,6 +188,10 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
                                f"(got --model {model_name}" + (f" --algorithm {algorithm})" if model_name == "crf" else ")"))
     # the estimator applies the templates itself (its features parameter), and saves them
     templates = _templates(features) if input_format == "conllu" else None
+    if parts:
+        return _train_parts(train_file, output, input_format, tag_column, templates, dict(
+            c1=c1, c2=c2, max_iterations=max_iterations, n_threads=threads, verbose=verbose), jobs, dask_address,
+            model_name, algorithm, dev_file, shards)
     sentences, y = _read(train_file, input_format, tag_column)
     began = time.perf_counter()
     sharding = {}
@@ -177,6 +212,42 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
     model.save(output)
     click.echo(f"trained {type(model).__name__} on {len(sentences)} sentences in {time.perf_counter() - began:.1f} s "
                f"-> {output}", err=True)
+
+
+def _read_part(path, input_format, tag_column):
+    """``read`` of a --parts piece, run where the shard lives: (words or feature dicts, tags)."""
+    if input_format == "crfsuite":
+        return read_crfsuite(path)
+    sentences = read_conllu(path)
+    if not sentences:
+        raise ValueError(f"{path}: no sentences (an empty CoNLL-U file)")
+    return [s.words for s in sentences], [s.tags(tag_column) for s in sentences]
+
+
+def _train_parts(paths, output, input_format, tag_column, templates, params, jobs, dask_address, model_name,
+                 algorithm, dev_file, shards):
+    """``train --parts``: :meth:`CRF.fit_sources` over the TRAIN_FILEs, each read where its shard lives."""
+    if model_name != "crf" or algorithm != "lbfgs":
+        raise click.UsageError(f"--parts trains a CRF by L-BFGS (got --model {model_name}"
+                               + (f" --algorithm {algorithm})" if model_name == "crf" else ")"))
+    if dev_file is not None:
+        raise click.UsageError("--dev does not apply to --parts (no per-iteration scoring of pieces)")
+    if shards is not None:
+        raise click.UsageError("--shards does not apply to --parts: each TRAIN_FILE is one shard")
+    began = time.perf_counter()
+    pool = executor(jobs or 1, dask_address)
+    try:
+        model = CRF(features=templates, executor=pool, **params)
+        model.fit_sources(list(paths), functools.partial(_read_part, input_format=input_format,
+                                                         tag_column=tag_column))
+        model.save(output)
+    except (ValueError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
+    finally:
+        close = getattr(pool, "close", None) or getattr(pool, "shutdown", None)
+        if close is not None:
+            close()
+    click.echo(f"trained CRF on {len(paths)} parts in {time.perf_counter() - began:.1f} s -> {output}", err=True)
 
 
 @COMMAND.command("predict")
