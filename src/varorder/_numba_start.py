@@ -156,5 +156,43 @@ def load_without_refresh(*modules: types.ModuleType) -> None:
             dispatcher._compilation_chain_init_hook = _entry_points_on_compile
 
 
+def lock_cache_saves() -> None:
+    """Make Numba's on-disk cache safe for processes that compile into one cache folder at once (the
+    install-time warm-up's two processes, joblib and Dask worker processes in a fresh tree). Numba's
+    ``IndexDataCacheFile.save`` reads a function's index, picks the first free data file number, writes
+    the index, then the data, with no lock between processes: two processes compiling two signatures of
+    one function can leave an index that names one signature's machine code for the other, and every
+    later process then fails on that signature until the source changes (docs/notes/33-determinism.md).
+    Each save here holds an exclusive ``flock`` on ``<index>.lock`` from reading the index to writing the
+    data, so saves of one function run one after the other. Safe to call more than once; without
+    ``fcntl`` (Windows) or where the lock file cannot be opened, Numba's own save runs unlocked."""
+    try:
+        import fcntl
+
+        from numba.core.caching import IndexDataCacheFile
+    except ImportError:  # pragma: no cover - no fcntl, or a Numba whose cache is laid out otherwise
+        return
+    save = IndexDataCacheFile.save
+    if getattr(save, "locked_across_processes", False):
+        return
+
+    def locked_save(self, key, data):
+        try:
+            lock = open(self._index_path + ".lock", "ab")
+        except OSError:
+            return save(self, key, data)
+        with lock:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)
+            try:
+                return save(self, key, data)
+            finally:
+                fcntl.flock(lock.fileno(), fcntl.LOCK_UN)
+
+    locked_save.locked_across_processes = True
+    locked_save.__doc__ = save.__doc__
+    IndexDataCacheFile.save = locked_save
+
+
 numba = import_numba()
+lock_cache_saves()
 _defer_scipy_linalg_before_refresh()

@@ -36,6 +36,7 @@ from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.models.persist import check_shapes, load_model, model_loader, save_model
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["WordAligner", "TRAINING", "DECODINGS", "FORMAT_VERSION", "LongPairWarning"]
 

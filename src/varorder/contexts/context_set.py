@@ -62,6 +62,7 @@ from varorder.contexts.features import NgramFeatureSpace
 from varorder.engine.selection import keep_best
 from varorder.engine.semiring import log_plus
 from varorder.lattice import Lattice
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["ContextLattice", "build_context_lattice", "UNBOUNDED"]
 

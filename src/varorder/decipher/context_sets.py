@@ -49,6 +49,7 @@ from varorder.engine.lattice import marginals_kernel
 from varorder.engine.selection import group_of_slot, keep_best
 from varorder.engine.semiring import log_plus
 from varorder.lattice import Lattice
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["MODES", "ContextArrays", "build_context_arrays", "context_estep", "shard_estep"]
 

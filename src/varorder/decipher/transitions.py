@@ -34,6 +34,7 @@ import numba as nb
 import numpy as np
 
 from varorder.lm import AbsoluteDiscounting, Vocabulary
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["TransitionTables", "fit_transitions"]
 

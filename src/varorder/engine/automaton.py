@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["automaton_viterbi"]
 

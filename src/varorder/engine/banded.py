@@ -21,6 +21,7 @@ import math
 
 import numba
 import numpy as np
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["banded_marginals", "banded_viterbi", "band_of", "dense_of"]
 

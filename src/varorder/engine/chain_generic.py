@@ -10,6 +10,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.semiring import LOG, Semiring, cells, compiled
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 # kernels for engine.chain only
 __all__ = ["NEG_INF", "make_chain_forward", "make_chain_backward", "make_forward_batch", "generic_forward"]

@@ -11,6 +11,7 @@ from varorder.engine.chain_generic import NEG_INF, _TINY
 from varorder.engine.chain_scaled import (_CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _normalised_log_forward, _plane,
                                           _pow2_scale, _product_rows, _shifted_logsumexp_row, _vec_mat_rows)
 from varorder.engine.chain_forward import _block_forward, _block_transitions, _chain_blocks
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = []  # kernels for engine.chain only
 

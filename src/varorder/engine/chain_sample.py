@@ -8,6 +8,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF, _log_forward
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["sample_from_alphas"]  # kernels for engine.chain
 

@@ -13,6 +13,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = []  # kernels for engine.chain only
 

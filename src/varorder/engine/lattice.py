@@ -33,6 +33,7 @@ from varorder.engine.kbest import lattice_arcs
 from varorder.engine.semiring import LOG, MAX, Semiring, cells, compiled
 from varorder.engine.semiring import operation as choose
 from varorder.engine.semiring_structured import EXPECTATION, KBEST, entropy_of
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 NEG_INF = -np.inf
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 _ABS_MASK = np.int64(0x7FFFFFFFFFFFFFFF)
 _INF_BITS = np.int64(0x7FF0000000000000)

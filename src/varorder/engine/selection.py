@@ -27,6 +27,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.semiring import log_plus
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["keep_best", "group_of_slot"]
 

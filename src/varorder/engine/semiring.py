@@ -60,6 +60,7 @@ from typing import Callable, NamedTuple
 
 import numba as nb
 import numpy as np
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 NEG_INF = -np.inf
 

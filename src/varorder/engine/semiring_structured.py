@@ -34,6 +34,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.semiring import NEG_INF, Semiring, register
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["EXPECTATION", "KBEST", "entropy_of", "merge_count", "top_sums"]
 

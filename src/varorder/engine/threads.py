@@ -29,6 +29,7 @@ import os
 import threading
 from contextlib import contextmanager
 
+import varorder._numba_start  # noqa: F401,I001  (before Numba: its cache saves locked across processes)
 import numba
 
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",

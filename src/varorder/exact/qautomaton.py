@@ -54,6 +54,7 @@ from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice
 from varorder.lm import _kernels as lm_kernels
 from varorder.lm.model import LN10
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["QAutomaton", "PathTrace", "DecodeSteps"]
 

@@ -43,6 +43,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from varorder.factorgraph.kernels import _gibbs_draw, _record
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 N_RELATIONS = 3  # same name, shorter name, other
 

@@ -32,6 +32,7 @@ from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
 from varorder.models.persist import check_keys, load_model, model_kind, model_loader, save_model
 from varorder.engine.validate import as_rng
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numba as nb
 import numpy as np
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["ContextTrie", "build_trie", "find_contexts", "ngram_counts", "sentence_positions"]
 

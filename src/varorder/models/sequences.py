@@ -19,6 +19,7 @@ import numpy as np
 
 from varorder.engine import chain as _engine
 from varorder.eval.metrics import sequence_accuracy
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["numba_threads", "LabelCodec", "ChunkPlan", "decode_viterbi", "iter_marginals", "token_accuracy"]
 

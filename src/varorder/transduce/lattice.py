@@ -48,6 +48,7 @@ from varorder.engine.selection import group_of_slot, keep_best
 from varorder.engine.semiring import log_plus
 from varorder.lattice import Lattice
 from varorder.transduce.features import AlignmentFeatureSpace
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["AlignmentLattice", "build_alignment_lattice", "restrict_to_output"]
 

@@ -67,6 +67,7 @@ from varorder.models.persist import check_keys, check_labels, check_shapes, load
 from varorder.parallel import SerialExecutor, as_executor, check_n_jobs
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["AlignmentTransducer", "impute_alignments", "bigram_viterbi_alignment", "truncate_gradient", "METHODS"]
 

@@ -39,6 +39,7 @@ import scipy.sparse.linalg as spla
 from varorder.engine.lattice import csr_index
 from varorder.engine.validate import as_rng
 from varorder.wfsa.fsa import EPSILON, NEG_INF, Wfsa, linear_acceptor
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = [
     "arc_posteriors", "compose", "connected_states", "expected_ngram_counts", "intersect",
