@@ -283,3 +283,23 @@ def test_gum_dev_task_counts(tmp_path):
 
     counts = json.loads(result.output)
     assert (counts["documents"], counts["entities"], counts["slots"]) == (22, 127, 962)
+
+
+def test_the_design_cache_never_answers_for_an_indexer_that_only_shares_an_id():
+    """_design's key holds ids; an id is reused once its object is freed, so an entry whose key matches
+    but whose indexer (or slot lists) are other objects must not be returned."""
+    documents = _separable_documents(2)
+    model = NegGenerator(method="unary", n_epochs=2).fit(documents)
+    indexer = model._indexer
+    real = neg_model._design(documents, indexer, fit=False)
+    slots = [d.slots for d in documents]
+    key = (id(documents), tuple((id(s), len(s)) for s in slots), False, id(indexer), False)
+    stale = object()
+    for entry in ((documents, object(), slots, stale), (documents, indexer, [list(s) for s in slots], stale)):
+        neg_model._DESIGNS[key] = entry  # as if an earlier indexer / slot list had lived at these ids
+        fresh = neg_model._design(documents, indexer, fit=False)
+        assert fresh is not stale
+        assert np.array_equal(fresh.X.toarray() if hasattr(fresh.X, "toarray") else fresh.X,
+                              real.X.toarray() if hasattr(real.X, "toarray") else real.X)
+    neg_model._DESIGNS[key] = (documents, indexer, slots, real)
+    assert neg_model._design(documents, indexer, fit=False) is real

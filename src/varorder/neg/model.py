@@ -156,16 +156,19 @@ def _design(documents, indexer, fit: bool, cues: bool = False) -> "_Design":
     """The design of a document list, reused while the same list (and feature indexer) is in use:
     a benchmark fits and scores several models on one list, and building the features is the
     slow part of a small model's fit."""
-    # the list's identity and each document's slot list: a list changed in place builds anew
-    key = (id(documents), tuple((id(d.slots), len(d.slots)) for d in documents), fit,
-           None if fit else id(indexer), cues)
+    # the list's identity and each document's slot list: a list changed in place builds anew. The entry
+    # keeps the objects whose ids make its key, and a hit must be those very objects: an id can be reused
+    # by a new object once the old one is freed
+    slots = [d.slots for d in documents]
+    key = (id(documents), tuple((id(s), len(s)) for s in slots), fit, None if fit else id(indexer), cues)
     hit = _DESIGNS.get(key)
-    if hit is not None and hit[0] is documents:
-        return hit[1]
+    if hit is not None and hit[0] is documents and (fit or hit[1] is indexer) \
+            and all(a is b for a, b in zip(hit[2], slots)):
+        return hit[3]
     design = _Design(documents, indexer, fit, cues)
     if len(_DESIGNS) >= 8:
         _DESIGNS.pop(next(iter(_DESIGNS)))
-    _DESIGNS[key] = (documents, design)
+    _DESIGNS[key] = (documents, indexer, slots, design)
     return design
 
 
