@@ -115,9 +115,9 @@ class FeatureMachine:
         import scipy.sparse.linalg as spla
 
         S, A = self.next_state.shape
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore"):  # a weight whose exp is 0.0 (LOG_ZERO, −∞) is no arc
             live = np.exp(cell_w) > 0.0
-        end_live = np.exp(end_w - end_w.max()) > 0.0 if np.isfinite(end_w.max()) else np.zeros(S, dtype=bool)
+            end_live = np.exp(end_w) > 0.0
         src = np.repeat(np.arange(S), A)[live.ravel()]
         dst = self.next_state[live]
         keep = _reachable(S, src, dst, [self.start]) & _reachable(S, dst, src, np.flatnonzero(end_live))
