@@ -110,7 +110,7 @@ def results(args):
             document = json.load(handle)
         trace, run_args = document["rows"], document["args"]
         eta = run_args["eta"]
-        details.setdefault("fig3_traces", {})[f"η={eta:g}"] = trace
+        details.setdefault("traces", []).append(path)  # per-sweep rows: in the trace files
         for row in trace:
             if row["sweep"] in args.fig3_sweeps or row is trace[-1]:
                 what = ("the paper's protocol (η 0.05, one step per update)" if eta == 0.05 else
@@ -128,7 +128,7 @@ def results(args):
         with open(path, encoding="utf-8") as handle:
             document = json.load(handle)
         trace, run_args = document["rows"], document["args"]
-        details.setdefault("lambda_traces", {})[f"λ={run_args['lam']:g}"] = trace
+        details.setdefault("traces", []).append(path)
         last = trace[-1]
         instance = f"{run_args['size']}:{run_args['alphabet_size']}:{run_args['seed']}"
         back = next((r for r in trace if r["sweep"] == last["sweep"] - 30), trace[0])
@@ -137,7 +137,6 @@ def results(args):
                 f"residual {last['residual']:.3g}, NLL {back['nll']:.4f} 30 sweeps earlier; 1-best "
                 f"{last['accuracy']:.3f}, {last['mean_states']:.1f} belief states, {last['backtracks']} backtracks")
         label = f"PEP-prox(λ={run_args['lam']:g}) η={run_args['eta']:g} after {last['sweep']} sweeps"
-        details.setdefault("lambda_traces", {})[label] = details["lambda_traces"].pop(f"λ={run_args['lam']:g}")
         rows.append(_row(label, _task(instance), nll, round(last["nll"], 4), args.lambda_ep3,
                          "varorder EP-3gram (converged: the same NLL after 4, 10 and 20 sweeps)", note))
     document = results_document(args.tables, args.command, time.strftime("%Y-%m-%d"), args.load) \
