@@ -145,7 +145,7 @@ def results(args):
     document["rows"] = [r for r in document["rows"] if not r["system"].startswith("PEP-prox(λ=0.01)")]
     out = {"schema": 1, "area": "Graphical models over strings",
            "title": "Cotterell & Eisner 2015 Fig. 3/4: PEP-prox (the paper's method, the default) under the "
-                    "paper's schedule, by sweeps, and against EP-3gram",
+                    "paper's schedule, by sweeps, against EP-3gram" + (f" — {args.verdict}" if args.verdict else ""),
            "issue": 30, "command": args.command, "date": time.strftime("%Y-%m-%d"),
            "machine": {"cpu": "AMD EPYC", "cores": 2, "load": args.load}, "rows": rows + document["rows"],
            "details": details}
@@ -171,6 +171,7 @@ def main(argv=None):
     parser.add_argument("--tables", nargs="*", default=[], help="results: strings_pep.py JSONs (Fig. 3/4 tables)")
     parser.add_argument("--command", default="", help="results: the commands that made the inputs")
     parser.add_argument("--load", default="", help="results: the machine's load during the runs")
+    parser.add_argument("--verdict", default="", help="results: one line on the paper's claim, for the title")
     parser.add_argument("-o", "--output", default=None)
     args = parser.parse_args(argv)
     (cli if args.what == "cli" else results)(args)
