@@ -50,11 +50,12 @@ def projection(args):
 
 
 def sweeps(args):
-    graph = synthetic_lexicon(args.size, seed=args.seed, alphabet_size=16)
+    graph = synthetic_lexicon(args.size, seed=args.seed, alphabet_size=args.alphabet_size)
     started = time.perf_counter()
     cpu = time.process_time()
     ep = StringEP(family="pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps,
-                  inner_passes=args.inner_passes, passes_sweeps=args.passes_sweeps, prox_penalty=args.prox_penalty)
+                  inner_passes=args.inner_passes, passes_sweeps=args.passes_sweeps, prox_penalty=args.prox_penalty,
+                  prox_steps=args.prox_steps)
     rows = []
 
     def progress(done, total):
@@ -63,10 +64,12 @@ def sweeps(args):
         score = belief_nll(beliefs, graph.gold)
         rows.append({"sweep": done, "seconds": round(ep.seconds_, 1), "cpu_seconds": round(time.process_time() - cpu, 1),
                      "nll": score["nll"], "accuracy": score["accuracy"], "capped": score["capped"],
-                     "mean_states": beliefs.stats["mean_states"], "load": round(os.getloadavg()[0], 2)})
+                     "mean_states": beliefs.stats["mean_states"], "residual": ep.history_[-1]["residual"],
+                     "backtracks": ep.stats_.get("backtracks", 0), "load": round(os.getloadavg()[0], 2)})
         print(f"sweep {done}: {ep.seconds_:.1f} s wall, {rows[-1]['cpu_seconds']} s CPU, NLL {score['nll']:.3f}, "
               f"1-best {score['accuracy']:.3f}, capped {score['capped']}, belief states "
-              f"{beliefs.stats['mean_states']:.1f}, load {rows[-1]['load']}", flush=True)
+              f"{beliefs.stats['mean_states']:.1f}, residual {rows[-1]['residual']:.3g}, load {rows[-1]['load']}",
+              flush=True)
         if args.output:
             with atomic_write_text(args.output) as handle:
                 json.dump({"args": vars(args), "rows": rows}, handle, indent=1)
@@ -97,6 +100,8 @@ def main(argv=None):
                         help="sweeps: penalise the message θ_{F→V} (the paper's eq. 7 + λΩ) or the belief θ_V "
                              "(an option)")
     parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--alphabet-size", type=int, default=16)
+    parser.add_argument("--prox-steps", type=int, default=1, help="proximal steps per update (1: the paper's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--sweeps", type=int, default=4)
     parser.add_argument("--inner-passes", type=int, default=2, help="K on the first --passes-sweeps sweeps")

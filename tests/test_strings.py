@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from varorder.strings.features import (SubstringRegistry, ngram_closed_form, ngram_machine,
                                        substring_machine)
-from varorder.strings.inference import (GREEDY_FLOOR, FactorMessages, PrunedBP, StringEP, belief_nll,
+from varorder.strings.inference import (GREEDY_FLOOR, LOG_ZERO, FactorMessages, PrunedBP, StringEP, belief_nll,
                                         dfa_tables, project_acceptor)
 from varorder.strings.model import (EditTransducer, PhonologyGraph, Word, bigram_prior, read_hopkins,
                                     synthetic_lexicon)
@@ -64,6 +64,33 @@ def test_substring_machine_counts_and_weights_match_enumeration(seed, keep):
             continue
         want = sum(math.exp(scored[s] - log_z) * oracle.substring_counts(s, 9).get(g, 0) for s in table)
         assert got[li] == pytest.approx(want, abs=1e-9), g
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds, st.floats(0.2, 0.9), st.floats(0.1, 3.0))
+def test_own_expected_counts_by_one_sparse_lu_equal_the_product_with_the_universal_acceptor(seed, keep, scale):
+    """q_θ's own expected counts (acceptor None: one sparse LU of the machine's transitions)
+    equal those of the general path (the product with the universal acceptor, sparse solves),
+    and both refuse a θ whose Z diverges. :data:`LOG_ZERO` is footnote 1's −∞: the reference
+    gets −∞ there (a divergent cycle behind a weight-0 arc leaves Z finite; the general path
+    keeps a LOG_ZERO arc as an arc and would refuse such a θ)."""
+    from varorder.wfsa import universal_acceptor
+
+    rng = np.random.default_rng(seed)
+    registry = SubstringRegistry(AB)
+    ids = [i for i in feature_ids(registry, 4) if i == 0 or rng.random() < keep]
+    machine = substring_machine(registry, ids)
+    theta = rng.normal(-1.0, scale, size=len(registry))
+    theta[rng.random(len(registry)) < 0.1] = LOG_ZERO  # footnote 1's −∞ on some features
+    try:
+        want, want_z = machine.expected_counts(universal_acceptor(AB), np.where(theta <= LOG_ZERO, -np.inf, theta))
+    except ValueError:
+        with pytest.raises(ValueError):
+            machine.expected_counts(None, theta)
+        return
+    got, got_z = machine.expected_counts(None, theta)
+    assert got_z == pytest.approx(want_z, abs=1e-9)
+    assert np.allclose(got, want, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("order", [1, 2, 3])
@@ -861,3 +888,66 @@ def test_prox_pep_message_objective_decreases_to_a_fixed_point():
         assert np.abs(again - theta).max() < 1e-5
         # the message is the converged belief minus the cavity (eq. 6)
         assert np.allclose(ep._msg(f, v), theta - cavity)
+
+
+# -- the stopping rule and the CLI's default schedule for pep-prox (issue #30, s66) -----------------
+
+
+def test_the_stopping_rule_stops_at_a_fixed_point_that_is_the_exact_marginals():
+    """``tol``: sweeps stop once every update of a sweep moves θ_V by less than tol (for
+    PEP-prox divided by η, the proximal-gradient mapping). On a tree with finite supports the
+    fixed point of PEP-prox at λ = 0 is the exact marginals (see above): the rule stops well
+    before the cap, at a residual below tol, with the beliefs at the exact marginals. The rule
+    is PEP-prox's only (a closed form's ‖Δθ‖ stays large where a floored cell's log moves)."""
+    graph, support = _random_tree_graph(0)
+    exact = _enumerate(graph, support)
+    strings = list(oracle.all_strings(AB, 2))
+    pep = StringEP(family="pep", optimizer="prox", lam=0.0, eta=1.0, iterations=400, inner_passes=3,
+                   tol=1e-7).fit(graph)
+    assert pep.sweeps_ < 400
+    assert pep.history_[-1]["residual"] < 1e-7 <= pep.history_[-2]["residual"]
+    assert _worst_tv(pep.beliefs_, exact, strings) <= 1e-6
+    with pytest.raises(ValueError, match="tol"):
+        StringEP(family="ngram", order=3, tol=1e-9).fit(graph)
+
+
+def test_a_prox_update_residual_is_its_gradient_mapping():
+    """One PEP-prox update at the paper's η: the residual recorded is ‖θ_new − θ_old‖_∞ / η
+    over the features not at footnote 1's −∞ (a fixed point of the update has 0)."""
+    graph = synthetic_lexicon(8, seed=1, alphabet_size=4)
+    ep = StringEP(family="pep", optimizer="prox", iterations=2, inner_passes=2, passes_sweeps=2).fit(graph)
+    v, f = graph.words[0].morphemes[0], ("word", 0)
+    mu = ep._factor_message(f, v)
+    before = ep._theta(v).copy()
+    ep._update(v, f, False, mu)
+    after = ep._theta(v)
+    before = np.concatenate([before, np.zeros(len(after) - len(before))])
+    assert ep._step_eta == pytest.approx(ep.eta)  # no backtracking at η = 0.05 here
+    assert ep._residual == pytest.approx(np.abs(after - before).max() / ep.eta, rel=1e-12)
+
+
+def test_cli_pep_prox_defaults_run_the_papers_schedule_to_its_stopping_rule():
+    """``strings infer`` with pep-prox and no schedule options: K = 20 on the first two sweeps
+    (§7), then K = 1 until the residual is below 0.2 or 40 sweeps — the same beliefs as the API
+    with that schedule, and a far better answer than the earlier CLI default (4 sweeps, K = 3
+    on the first only), which stopped before PEP-prox's η = 0.05 steps had left the unigram
+    start's neighbourhood."""
+    import json
+
+    from varorder.cli.strings import PROX_SCHEDULE
+
+    graph = synthetic_lexicon(10, seed=2, alphabet_size=4)
+    iterations, passes, passes_sweeps, tol = PROX_SCHEDULE
+    api = StringEP(family="pep", optimizer="prox", iterations=iterations, inner_passes=passes,
+                   passes_sweeps=passes_sweeps, tol=tol).fit(graph)
+    documents = {}
+    for name, extra in (("default", ()), ("old", ("--iterations", 4, "--inner-passes", 3, "--passes-sweeps", 1,
+                                                    "--tol", 0))):
+        result = _cli("strings", "infer", "--synthetic", 10, "--seed", 2, "--alphabet-size", 4, "--json", "-", *extra)
+        assert result.exit_code == 0, result.output
+        documents[name] = json.loads(result.stdout[result.stdout.index("{"):])["summary"]
+    default, old = documents["default"], documents["old"]
+    assert default["sweeps"] == api.sweeps_ and (default["sweeps"] == iterations or default["converged"])
+    assert default["gold_nll"] == pytest.approx(belief_nll(api.beliefs_, graph.gold)["nll"], abs=1e-4)
+    assert old["sweeps"] == 4 and "converged" not in old
+    assert default["gold_nll"] < 0.5 * old["gold_nll"]

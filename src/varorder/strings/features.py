@@ -31,7 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
-from varorder.wfsa import Wfsa, arc_posteriors, ngram_history_table, product_with_dfa, universal_acceptor
+from varorder.wfsa import Wfsa, arc_posteriors, ngram_history_table, product_with_dfa
 
 __all__ = ["BOS", "EOS", "FeatureMachine", "SubstringRegistry", "ngram_closed_form", "ngram_machine", "substring_machine"]
 
@@ -86,21 +86,94 @@ class FeatureMachine:
 
     def expected_counts(self, acceptor: Wfsa | None, theta) -> tuple[np.ndarray, float]:
         """E_p[f] (local feature order) and log Z for p ∝ acceptor ⊙ ENCODE(θ); ``None``
-        stands for the universal acceptor (then p = q_θ). ValueError when Z diverges."""
-        if acceptor is None:
-            acceptor = universal_acceptor(self.alphabet)
+        stands for the universal acceptor (then p = q_θ: one sparse LU of the machine's S × S
+        transitions, :meth:`_own_cell_counts`). ValueError when Z diverges."""
         cell_w, end_w = self.weights(theta)
-        product, arc_cell, _ = product_with_dfa(acceptor, self.next_state, self.start, cell_w, end_w)
-        arc_counts, final_counts, log_z = arc_posteriors(product)
         S, A = self.next_state.shape
-        cell_counts = np.bincount(arc_cell[arc_cell >= 0], weights=arc_counts[arc_cell >= 0], minlength=self.n_cells)
-        cell_counts[S * A:] += np.bincount(np.arange(product.n_states) % S, weights=final_counts, minlength=S)
+        if acceptor is None:
+            cell_counts, log_z = self._own_cell_counts(cell_w, end_w)
+        else:
+            product, arc_cell, _ = product_with_dfa(acceptor, self.next_state, self.start, cell_w, end_w)
+            arc_counts, final_counts, log_z = arc_posteriors(product)
+            cell_counts = np.bincount(arc_cell[arc_cell >= 0], weights=arc_counts[arc_cell >= 0],
+                                      minlength=self.n_cells)
+            cell_counts[S * A:] += np.bincount(np.arange(product.n_states) % S, weights=final_counts, minlength=S)
         counts = np.bincount(self.cell_feature, weights=cell_counts[self._cell_of_entry],
                              minlength=len(self.feature_ids))
         return counts, log_z
 
+    def _own_cell_counts(self, cell_w, end_w) -> tuple[np.ndarray, float]:
+        """Expected cell counts and log Z of q_θ itself: α = e_startᵀ(I − M)⁻¹ and
+        β = (I − M)⁻¹ e^end on the states that are reachable and reach an end, M[s, s'] =
+        Σ_{a: next(s, a) = s'} e^cell(s, a) — the sums :func:`varorder.wfsa.arc_posteriors`
+        forms on the product with the universal acceptor, by one sparse LU of I − M (the
+        general path first tries a Neumann series, ~100 sparse products per solve on these
+        cyclic machines, before it falls back to the LU). Z is finite iff the spectral radius
+        of M is < 1, which holds iff β > 0 solves β = e^end + Mβ on those states (a positive
+        vector with Mβ ≤ β, strictly where an end weight is positive); else ValueError."""
+        import scipy.sparse as sp
+        import scipy.sparse.linalg as spla
+
+        S, A = self.next_state.shape
+        with np.errstate(over="ignore"):  # a weight whose exp is 0.0 (LOG_ZERO, −∞) is no arc
+            live = np.exp(cell_w) > 0.0
+            end_live = np.exp(end_w) > 0.0
+        src = np.repeat(np.arange(S), A)[live.ravel()]
+        dst = self.next_state[live]
+        keep = _reachable(S, src, dst, [self.start]) & _reachable(S, dst, src, np.flatnonzero(end_live))
+        if not keep[self.start]:
+            raise ValueError("the machine accepts nothing: posteriors are undefined")
+        index = np.flatnonzero(keep)
+        new_id = np.cumsum(keep) - 1
+        arcs = keep[src] & keep[dst]
+        n = len(index)
+        with np.errstate(over="ignore"):
+            w = np.exp(cell_w[live][arcs])
+        shift = float(end_w[keep].max())
+        rhs = np.exp(end_w[keep] - shift)
+        e = np.zeros(n)
+        e[new_id[self.start]] = 1.0
+        with np.errstate(all="ignore"):
+            # I − M (duplicate entries summed: two symbols may lead to the same state)
+            rows = np.concatenate([np.arange(n), new_id[src[arcs]]])
+            cols = np.concatenate([np.arange(n), new_id[dst[arcs]]])
+            system = sp.csc_matrix((np.concatenate([np.ones(n), -w]), (rows, cols)), shape=(n, n))
+            try:
+                lu = spla.splu(system)
+                beta = lu.solve(rhs)
+                alpha = lu.solve(e, trans="T")
+            except RuntimeError:  # exactly singular
+                raise ValueError("the machine's total weight diverges (its transitions have spectral radius 1)")
+        if not (np.all(np.isfinite(beta)) and np.all(np.isfinite(alpha)) and (beta > 0).all() and (alpha > 0).all()):
+            raise ValueError("the machine's total weight diverges (the spectral radius of its transitions is ≥ 1)")
+        z = beta[new_id[self.start]]
+        a_full = np.zeros(S)
+        b_full = np.zeros(S)
+        a_full[index], b_full[index] = alpha, beta
+        counts = np.zeros(self.n_cells)
+        with np.errstate(under="ignore"):
+            reading = a_full[:, None] * np.where(live, np.exp(np.where(live, cell_w, 0.0)), 0.0) \
+                * b_full[self.next_state] / z
+            ending = a_full * np.exp(end_w - shift) / z
+        counts[: S * A] = reading.ravel()
+        counts[S * A:] = ending
+        return counts, float(np.log(z) + shift)
+
     def log_partition(self, theta) -> float:
         return self.expected_counts(None, theta)[1]
+
+
+def _reachable(n: int, src, dst, seeds) -> np.ndarray:
+    """States reachable from ``seeds`` along (src → dst) arcs."""
+    seen = np.zeros(n, dtype=bool)
+    seen[np.asarray(seeds, dtype=np.int64)] = True
+    frontier = seen.copy()
+    while frontier.any():
+        step = np.zeros(n, dtype=bool)
+        step[dst[frontier[src]]] = True
+        frontier = step & ~seen
+        seen |= frontier
+    return seen
 
 
 # ---------------------------------------------------------------------------

@@ -67,7 +67,7 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
                 inner_passes: int = 3, max_order: int | None = None, growth_rounds: int | None = None,
                 greedy_floor: float | None = None, damping: bool = True, cavity_contexts: bool = True,
                 prox_penalty: str = "message", prox_steps: int = 1, prox_tol: float = 1e-3,
-                unigram_start: str = "gradient", passes_sweeps: int = 1, progress=None):
+                unigram_start: str = "gradient", passes_sweeps: int = 1, tol: float = 0.0, progress=None):
     """An inference method by name: ``bp`` (pruned BP, k-best), ``ep1``/``ep2``/``ep3``
     (EP with the unigram/bigram/trigram family), ``pep`` (penalized EP, closed form with
     greedy growing), ``pep-prox`` (penalized EP by proximal gradient, §6.1; ``prox_penalty``
@@ -76,13 +76,13 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
         return StringEP(family="ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
-                        passes_sweeps=passes_sweeps, damping=damping, progress=progress)
+                        passes_sweeps=passes_sweeps, damping=damping, tol=tol, progress=progress)
     if name in ("pep", "pep-prox"):
         return StringEP(family="pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
                         iterations=iterations, inner_passes=inner_passes, max_order=max_order,
                         growth_rounds=growth_rounds, damping=damping, cavity_contexts=cavity_contexts,
                         prox_penalty=prox_penalty, prox_steps=prox_steps, prox_tol=prox_tol,
-                        unigram_start=unigram_start, passes_sweeps=passes_sweeps, progress=progress,
+                        unigram_start=unigram_start, passes_sweeps=passes_sweeps, tol=tol, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
     raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
@@ -330,6 +330,15 @@ def belief_nll(beliefs: Beliefs, gold: dict, cap: float = 50.0) -> dict:
             "variables": len(gold)}
 
 
+def _change(old, new) -> float:
+    """‖new − old‖_∞ over the features not at footnote 1's −∞ (:data:`LOG_ZERO`) in ``new``:
+    a feature set there is at its optimum (an update's residual, see :class:`StringEP`)."""
+    if len(old) < len(new):
+        old = np.concatenate([old, np.zeros(len(new) - len(old))])
+    live = new > LOG_ZERO / 2
+    return float(np.abs(new[live] - old[live]).max(initial=0.0))
+
+
 def _string_score(machine: FeatureMachine, theta, string, log_z: float) -> float:
     cell, end = machine.weights(theta)
     index = {s: i for i, s in enumerate(machine.alphabet)}
@@ -383,6 +392,18 @@ class StringEP(ParamsMixin):
     is the behaviour before s60. ``prox_steps`` proximal steps per message update (1, the
     paper's; more is an extension, stopping once the objective falls by less than ``prox_tol``).
 
+    ``tol`` > 0 (PEP-prox only) makes ``iterations`` a maximum: the sweeps stop after the first
+    sweep (not the unigram one) whose fixed-point residual is below ``tol`` (0, the default:
+    run every sweep). The residual of one PEP-prox update is ‖θ_V^new − θ_V‖_∞ / η over the
+    features not at footnote 1's −∞, η that of its (first) step: the norm of the
+    proximal-gradient mapping (θ − prox(θ − η∇))/η, in expected-count units — 0 exactly at a
+    fixed point of the update, where E_p̂[f] = E_q[f] up to the penalty's subgradient. A
+    sweep's residual is the largest over its updates (its first pass sees fresh μ_{F→V}). The
+    paper gives no stopping rule ("we repeatedly visit variables and factors", §7): the rule
+    is ours. ``history_`` lists every sweep's residual (for the closed-form methods ‖Δθ‖_∞,
+    which stays large where a floored cell's log weight moves: not a stopping rule there), K
+    and updates; ``sweeps_`` counts the sweeps run.
+
     Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
     and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
@@ -397,7 +418,7 @@ class StringEP(ParamsMixin):
                  unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
                  damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
                  cavity_contexts: bool = True, prox_penalty: str = "message", prox_steps: int = 1,
-                 prox_tol: float = 1e-3, unigram_start: str = "gradient", progress=None):
+                 prox_tol: float = 1e-3, unigram_start: str = "gradient", tol: float = 0.0, progress=None):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -416,6 +437,7 @@ class StringEP(ParamsMixin):
         self.prox_steps = prox_steps
         self.prox_tol = prox_tol
         self.unigram_start = unigram_start
+        self.tol = tol
         self.progress = progress
 
     # -- family-specific pieces ---------------------------------------------------------
@@ -510,11 +532,13 @@ class StringEP(ParamsMixin):
         self._unigram_pass = unigram
         theta_v = self._theta(v)
         theta_out = self._cavity(v, f)
+        self._step_eta = None  # set by a proximal step: the residual is then the gradient mapping
         if self.family == "ngram":
             counts, _ = self.machine_.expected_counts(mu, theta_out)
             new = ngram_closed_form(self.machine_, counts)
             self.msgs_[(f, v)] = new - (theta_v - self._msg(f, v))
             self.theta_[v] = new
+            self._residual = _change(theta_v, new)
             return
         if f[0] == "prior" and not unigram and self.graph_.prior_strings is None and self.optimizer == "greedy":
             # the bigram prior lies in the substring family: its message is passed exactly
@@ -526,6 +550,7 @@ class StringEP(ParamsMixin):
             theta_out = self._theta(v) - self._msg(f, v)  # no product: never damped
             self.theta_[v] = theta_out + exact
             self.msgs_[(f, v)] = exact
+            self._residual = _change(self._vec(v, theta_v), self.theta_[v])
             return
         if unigram and self.optimizer != "greedy" and self.unigram_start == "closed-form":
             machine = self._support_machine(v, [theta_out])
@@ -536,8 +561,11 @@ class StringEP(ParamsMixin):
         else:
             new = self._prox_update(v, f, mu, unigram)
         new = self._vec(v, new)
-        self.msgs_[(f, v)] = new - (self._theta(v) - self._msg(f, v))  # re-padded: the registry grew
+        old = self._theta(v)  # re-padded: the registry grew
+        self.msgs_[(f, v)] = new - (old - self._msg(f, v))
         self.theta_[v] = new
+        if self._step_eta is None:
+            self._residual = _change(old, new)
 
     def _uniform_unigram(self, v):
         registry = self.registry_[v]
@@ -570,7 +598,11 @@ class StringEP(ParamsMixin):
             if self.trace_ is not None and step == 0:
                 self.trace_.append((v, f, 0, prox_objective(self.registry_[v], machine, theta, counts_p, log_z,
                                                             self.lam, anchor)))
+            before = theta
             theta, used, objective = self._prox_step(v, machine, theta, counts_p, counts_q, log_z, anchor, eta=eta)
+            if step == 0:  # the gradient mapping of the first step (the only one at the paper's prox_steps = 1)
+                self._step_eta = used or eta
+                self._residual = _change(before, theta) / self._step_eta
             if self.trace_ is not None:
                 self.trace_.append((v, f, step + 1, objective))
             if used is None or previous - objective < self.prox_tol:
@@ -802,6 +834,10 @@ class StringEP(ParamsMixin):
         check_choice(self, "unigram_start", UNIGRAM_STARTS)
         check_int(self, "prox_steps", 1)
         check_real(self, "prox_tol", 0)
+        check_real(self, "tol", 0)
+        if self.tol > 0 and (self.family != "pep" or self.optimizer != "prox"):
+            raise ValueError(f"{type(self).__name__}: parameter tol={self.tol!r} is invalid: the stopping rule "
+                             "is PEP-prox's (family='pep', optimizer='prox'); use tol=0")
         check_int(self, "order", 1, 4)
         check_real(self, "eta", 0, exclusive_minimum=True)
         check_real(self, "lam", 0)
@@ -848,10 +884,12 @@ class StringEP(ParamsMixin):
                     start = self._uniform_unigram(v)
                     self.theta_[v], self.msgs_[(("prior", v), v)] = start, start.copy()
         order = _visit_order(graph, variables)
+        self.history_ = []
         for it in range(self.iterations):
             sweep = order if it % 2 == 0 else order[::-1]
             passes = self.inner_passes if it < self.passes_sweeps else 1
             unigram = self.family == "pep" and self.unigram_first and it == 0
+            self._sweep_residual = 0.0
             for v in sweep:
                 # μ_{F→V} depends only on the other variables' messages, which a visit to V
                 # leaves alone: computed once per visit, reused by its K passes (§4.4)
@@ -867,11 +905,19 @@ class StringEP(ParamsMixin):
                         try:
                             self._tracked(it, v, f, "update", lambda: self._update(v, f, unigram, mu))
                             self.stats_["updates"] += 1
+                            self._sweep_residual = max(self._sweep_residual, self._residual)
                         except ValueError:
                             self.stats_["skipped"] += 1  # every damped product diverged: keep the old message
                             self.skipped_.append((it, v, f, "update"))
+            self.history_.append({"sweep": it + 1, "passes": passes, "unigram": unigram,
+                                  "residual": self._sweep_residual, "updates": self.stats_["updates"]})
             if self.progress is not None:
                 self.progress(it + 1, self.iterations)
+            if self.tol > 0 and not unigram and self._sweep_residual < self.tol:
+                break
+        self.sweeps_ = len(self.history_)
+        self.stats_["sweeps"] = self.sweeps_
+        self.stats_["residual"] = self.history_[-1]["residual"] if self.history_ else 0.0
         self.seconds_ = time.perf_counter() - started
         self.beliefs_ = self._beliefs()
         return self
