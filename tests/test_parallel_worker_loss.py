@@ -83,18 +83,26 @@ def _train_killing_workers(workdir: str, paths: list[str], victims: str, data: s
 
 def _run_guarded(workdir, paths, victims, data="sources"):
     """:func:`_train_killing_workers` in a child process; a test failure when it is not done within the guard."""
-    code = (f"from test_parallel_worker_loss import _train_killing_workers; "
-            f"_train_killing_workers({str(workdir)!r}, {list(paths)!r}, {victims!r}, {data!r})")
+    run_in_guarded_child(f"from test_parallel_worker_loss import _train_killing_workers; "
+                         f"_train_killing_workers({str(workdir)!r}, {list(paths)!r}, {victims!r}, {data!r})",
+                         _GUARD_SECONDS, "training did not finish after a worker was killed (a hang)")
+
+
+def run_in_guarded_child(code: str, guard_seconds: float, hang: str) -> str:
+    """``python -c code`` in a child process in its own session (this process's ``sys.path``), its
+    output returned; a test failure (``hang``) when it is not done within ``guard_seconds``, after
+    killing its process group (the child, its Dask scheduler and workers), or when it fails."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     child = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        output, _ = child.communicate(timeout=_GUARD_SECONDS)
+        output, _ = child.communicate(timeout=guard_seconds)
     except subprocess.TimeoutExpired:
         os.killpg(child.pid, signal.SIGKILL)  # the child, its scheduler and its workers
         child.communicate()
-        pytest.fail(f"training did not finish within {_GUARD_SECONDS} s after a worker was killed (a hang)")
+        pytest.fail(f"{hang}: not done within {guard_seconds} s")
     assert child.returncode == 0, output[-3000:]
+    return output
 
 
 @pytest.mark.slow
