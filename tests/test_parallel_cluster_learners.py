@@ -6,7 +6,8 @@
    serial run with the same shards bit for bit (the reproducibility rule of
    docs/notes/35-scale-out.md: shards cut from the data alone, their statistics added in shard
    order, so every backend adds the same numbers in the same order).
-2. A worker process killed mid-fit, one test over the learners that had none: HMM (Baum–Welch),
+2. A worker process killed mid-fit, one test over the learners that had none: the CRF (`fit` on
+   shards in memory and `fit_sources` reading its files on the workers), HMM (Baum–Welch),
    MEMM (L-BFGS), the AlignmentTransducer's mini-batch mode, the log-linear LM's sharded ``polish``,
    the phylogenetic HMM, the Decipherer and the GrammarInducer. Each fit runs on a Dask executor
    whose second map wraps its task function so that the first task to start SIGKILLs its own worker
@@ -57,6 +58,37 @@ def _hmm(executor) -> dict:
     model = HMM(n_states=3, max_iterations=5, random_state=0, tol=0.0, n_shards=4, executor=executor).fit(X)
     return {**{name: getattr(model, name) for name in ("log_start_", "log_transitions_", "log_emissions_")},
             **_history(model.history_, ["log_likelihood"])}
+
+
+def _crf_weights(model) -> dict:
+    return {name: getattr(model, name)
+            for name in ("emission_weights_", "transition_weights_", "start_weights_", "end_weights_")}
+
+
+def _crf(executor) -> dict:
+    from test_parallel import _tagging_data
+
+    from varorder.models import CRF
+
+    X, y = _tagging_data(seed=2, n=40)
+    return _crf_weights(CRF(max_iterations=8, c2=0.1, n_shards=4, executor=executor).fit(X, y))
+
+
+def _crf_sources(executor) -> dict:
+    # the corpus in 3 files, each read and featurised on a worker: a piece lost with its worker is
+    # read again (its task's lineage)
+    import pathlib
+    import tempfile
+
+    from test_parallel import _conllu_files
+
+    from varorder.io.conllu import read_tagged
+    from varorder.models import CRF
+
+    with tempfile.TemporaryDirectory() as folder:
+        paths, _, _ = _conllu_files(pathlib.Path(folder), n_files=3, seed=1)
+        model = CRF(max_iterations=8, c2=0.1, features="pos", executor=executor).fit_sources(paths, read_tagged)
+    return {**_crf_weights(model), "feature_names_": np.asarray(model.feature_names_)}
 
 
 def _memm(executor) -> dict:
@@ -131,7 +163,7 @@ def _grammar(executor) -> dict:
     return out
 
 
-_LEARNERS = {"hmm": _hmm, "memm": _memm, "transducer": _transducer, "loglinear": _loglinear, "phylo": _phylo,
+_LEARNERS = {"crf": _crf, "crf_sources": _crf_sources, "hmm": _hmm, "memm": _memm, "transducer": _transducer, "loglinear": _loglinear, "phylo": _phylo,
              "decipherer": _decipherer, "grammar": _grammar}
 
 
