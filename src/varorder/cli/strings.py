@@ -57,10 +57,12 @@ def COMMAND():
 @click.option("--k", "k", type=click.IntRange(1, 10_000), default=20, show_default=True, help="bp: strings kept per message")
 @click.option("--iterations", type=click.IntRange(1, 1000), default=None,
               help="forward/backward sweeps; with --tol > 0 the most sweeps [default: 40 for pep-prox (stopping "
-                   "earlier at --tol), 4 for the others]")
+                   "earlier at --tol), 4 for the others]. Differs from the library's StringEP/PrunedBP(iterations=4) "
+                   "for pep-prox: the CLI runs the paper's schedule")
 @click.option("--inner-passes", type=click.IntRange(1, 100), default=None,
               help="K: passes over a variable's incoming messages on each of the first --passes-sweeps sweeps, then 1 "
-                   "[default: 20 for pep-prox, the paper's K (§7); 3 for the others]")
+                   "[default: 20 for pep-prox, the paper's K (§7); 3 for the others]. Differs from the library's StringEP(inner_passes=3) "
+                   "for pep-prox: the CLI runs the paper's schedule")
 @click.option("--passes-sweeps", type=click.IntRange(0, 1000), default=None,
               help="how many first sweeps take K passes [default: 2 for pep-prox (the paper: 'the first few "
                    "iterations', unstated; ours), 1 for the others]")
