@@ -301,8 +301,8 @@ SWEEP_NAMES = {"l1": "ℓ1", "l2sq": "ℓ2²", "lt2": "ℓT2", "wlt2": "wℓT2"}
 
 def sweep_table(state, subsets=None):
     """The mean perplexity over one set of subsets at every order shown: the orders that the
-    ``subsets`` (default: the first subset) have complete (every model), and the subsets that
-    have all those orders — so a row never mixes subsets across orders — plus the orders that only
+    ``subsets`` (default: every subset with a complete order, if they share one, else the first
+    subset) have complete (every model), and the subsets that have all those orders — so a row never mixes subsets across orders — plus the orders that only
     some models reached on all those subsets (the others blank: absent from the table). Returns
     ``(table {(model, order): mean}, orders, models, subsets)``."""
     cells = state["cells"]
@@ -313,6 +313,8 @@ def sweep_table(state, subsets=None):
     complete = {(k, o) for (k, o), ms in have.items() if set(models) <= ms}
     all_subsets = sorted({k for k, _ in complete})
     lead = all_subsets[:1] if subsets is None else subsets
+    if subsets is None and any(all((j, o) in complete for j in all_subsets) for _, o in complete):
+        lead = all_subsets  # every subset measured, at the orders they all have complete
     orders = sorted({o for k, o in complete if k in lead and all((j, o) in complete for j in lead)})
     chosen = [k for k in all_subsets if all((k, o) in complete for o in orders)] if subsets is None else list(subsets)
     # orders measured for only some penalties (a partial sweep): shown with the models that every
@@ -330,8 +332,9 @@ def sweep_table(state, subsets=None):
 
 def shape_verdicts(table, orders):
     """The issue's shape checks on the subset means: ℓ1 / ℓ2² degrade after a low order (best at
-    order ≤ 4 and the largest order > 0.5 % worse than the best); ℓT2 does not (largest order within
-    0.5 % of its best); wℓT2 improves to at least order 6 (order 6 below every lower order)."""
+    order ≤ 4 and the largest order > 0.5 % worse than the best); ℓT2 and wℓT2 do not (largest order
+    within 0.5 % of the best), and wℓT2 improves to at least order 6 (order 6 below every lower
+    order): both must hold for wℓT2."""
     out = {}
     for m in ("l1", "l2sq", "lt2", "wlt2"):
         series = {o: table[m, o] for o in orders if (m, o) in table}
@@ -348,9 +351,10 @@ def shape_verdicts(table, orders):
             text = f"best at order {best}, order {last} {100 * rise:+.1f} % from it"
         else:
             lower = [o for o in series if o < 6]
-            ok = all(series[6] < series[o] for o in lower) if 6 in series else None  # None: order 6 not measured
+            improves = all(series[6] < series[o] for o in lower) if 6 in series else None  # None: order 6 not measured
+            ok = None if improves is None else improves and rise <= 0.005
             text = f"best at order {best}; order 6 {series.get(6, float('nan')):.2f} vs lower orders' best " \
-                   f"{min((series[o] for o in lower), default=float('nan')):.2f}"
+                   f"{min((series[o] for o in lower), default=float('nan')):.2f}; order {last} {100 * rise:+.1f} % from the best"
         out[m] = {"reproduced": None if ok is None else bool(ok), "best_order": best, "detail": text}
     return out
 
