@@ -393,7 +393,7 @@ def cmd_report(args):
     for r in sorted(tuning, key=lambda r: (r["penalty"], r["order"])):
         print(f"| {SWEEP_NAMES[r['penalty']]} | {r['order']} | {r['lam']:.4g} | {r['alpha']:g} | "
               f"{', '.join(f'{x:.3g}' for x in r['lams'])} | {r['lam_interior'] and r['alpha_interior']} | "
-              f"{r['perplexity']:.2f} | {mkn_valid.get(r['order'], float('nan')):.2f} |")
+              f"{r['perplexity']:.2f} | " + (f"{mkn_valid[r['order']]:.2f}" if r["order"] in mkn_valid else "–") + " |")
     verdicts = shape_verdicts(table, orders)
     print()
     for m, v in verdicts.items():
