@@ -302,8 +302,9 @@ SWEEP_NAMES = {"l1": "ℓ1", "l2sq": "ℓ2²", "lt2": "ℓT2", "wlt2": "wℓT2"}
 def sweep_table(state, subsets=None):
     """The mean perplexity over one set of subsets at every order shown: the orders that the
     ``subsets`` (default: every subset with a complete order, if they share one, else the first
-    subset) have complete (every model), and the subsets that have all those orders — so a row never mixes subsets across orders — plus the orders that only
-    some models reached on all those subsets (the others blank: absent from the table). Returns
+    subset) have complete (every model), and the subsets that have all those orders — so a row
+    never mixes subsets across orders — plus the orders that only some models reached on all
+    those subsets (the others blank: absent from the table). Returns
     ``(table {(model, order): mean}, orders, models, subsets)``."""
     cells = state["cells"]
     models = [m for m in ("MKN", "KN", "l1", "l2sq", "lt2", "wlt2") if any(c["model"] == m for c in cells)]
