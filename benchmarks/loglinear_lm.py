@@ -192,7 +192,12 @@ def cmd_sweep(args):
     from varorder.loglinear.tune import DEFAULT_LAMS, split_for_tuning, tune_loglinear
 
     out = Path(args.json)
-    state = json.loads(out.read_text()) if out.exists() else {"tuning": [], "cells": [], "alpha": {}}
+    if out.exists():
+        state = json.loads(out.read_text())
+    elif args.resume:
+        state = sweep_state_from_results(json.loads(Path(args.resume).read_text()))
+    else:
+        state = {"tuning": [], "cells": [], "alpha": {}}
     save = lambda: out.write_text(json.dumps(state, indent=1))  # noqa: E731
     sentences = _sentences(DATA / "ptb.train.txt.gz")
     tune_run = word_runs(sentences, 40_000, 1, SWEEP_TUNE_SKIP)[0]
@@ -281,13 +286,25 @@ def cmd_sweep(args):
                       f"converged {cell['converged']}, {cell['cpu_seconds']:.0f} cpu-s, load {cell['load']:.1f})", flush=True)
 
 
+def sweep_state_from_results(document):
+    """The ``sweep`` state (tuning rows with their grids, validation MKN, α, cells) held in the
+    ``details`` of a results file that ``report`` wrote, so a sweep resumes from the committed
+    results: every tuned λ / α and every measured cell is reused, nothing is refitted."""
+    details = document["details"]
+    tuning = [{**row, "grid": details["tuning_grids"][f"{row['penalty']}-{row['order']}"]} for row in details["tuning"]]
+    mkn = [{"model": "MKN", "order": int(order), "perplexity": value} for order, value in details["tuning_mkn_valid"].items()]
+    return {"tuning": mkn + tuning, "cells": list(details["cells"]), "alpha": dict(details["alpha"])}
+
+
 SWEEP_NAMES = {"l1": "ℓ1", "l2sq": "ℓ2²", "lt2": "ℓT2", "wlt2": "wℓT2"}
 
 
 def sweep_table(state, subsets=None):
     """The mean perplexity over one set of subsets at every order shown: the orders that the
-    ``subsets`` (default: the first subset) have complete (every model), and the subsets that
-    have all those orders — so a row never mixes subsets across orders. Returns
+    ``subsets`` (default: every subset with a complete order, if they share one, else the first
+    subset) have complete (every model), and the subsets that have all those orders — so a row
+    never mixes subsets across orders — plus the orders that only some models reached on all
+    those subsets (the others blank: absent from the table). Returns
     ``(table {(model, order): mean}, orders, models, subsets)``."""
     cells = state["cells"]
     models = [m for m in ("MKN", "KN", "l1", "l2sq", "lt2", "wlt2") if any(c["model"] == m for c in cells)]
@@ -297,20 +314,28 @@ def sweep_table(state, subsets=None):
     complete = {(k, o) for (k, o), ms in have.items() if set(models) <= ms}
     all_subsets = sorted({k for k, _ in complete})
     lead = all_subsets[:1] if subsets is None else subsets
+    if subsets is None and any(all((j, o) in complete for j in all_subsets) for _, o in complete):
+        lead = all_subsets  # every subset measured, at the orders they all have complete
     orders = sorted({o for k, o in complete if k in lead and all((j, o) in complete for j in lead)})
     chosen = [k for k in all_subsets if all((k, o) in complete for o in orders)] if subsets is None else list(subsets)
+    # orders measured for only some penalties (a partial sweep): shown with the models that every
+    # chosen subset has there, the others left blank
+    orders = sorted(set(orders) | {o for (k, o), ms in have.items() if k in chosen and {"MKN", "KN"} < ms
+                                   and all({"MKN", "KN"} <= have.get((j, o), set()) for j in chosen)})
     table = {}
     for m in models:
         for o in orders:
-            values = [c["perplexity"] for c in cells if c["model"] == m and c["order"] == o and c["subset"] in chosen]
-            table[m, o] = float(np.mean(values))
+            if chosen and all(m in have.get((k, o), set()) for k in chosen):
+                values = [c["perplexity"] for c in cells if c["model"] == m and c["order"] == o and c["subset"] in chosen]
+                table[m, o] = float(np.mean(values))
     return table, orders, models, chosen
 
 
 def shape_verdicts(table, orders):
     """The issue's shape checks on the subset means: ℓ1 / ℓ2² degrade after a low order (best at
-    order ≤ 4 and the largest order > 0.5 % worse than the best); ℓT2 does not (largest order within
-    0.5 % of its best); wℓT2 improves to at least order 6 (order 6 below every lower order)."""
+    order ≤ 4 and the largest order > 0.5 % worse than the best); ℓT2 and wℓT2 do not (largest order
+    within 0.5 % of the best), and wℓT2 improves to at least order 6 (order 6 below every lower
+    order): both must hold for wℓT2."""
     out = {}
     for m in ("l1", "l2sq", "lt2", "wlt2"):
         series = {o: table[m, o] for o in orders if (m, o) in table}
@@ -327,9 +352,10 @@ def shape_verdicts(table, orders):
             text = f"best at order {best}, order {last} {100 * rise:+.1f} % from it"
         else:
             lower = [o for o in series if o < 6]
-            ok = all(series[6] < series[o] for o in lower) if 6 in series else None  # None: order 6 not measured
+            improves = all(series[6] < series[o] for o in lower) if 6 in series else None  # None: order 6 not measured
+            ok = None if improves is None else improves and rise <= 0.005
             text = f"best at order {best}; order 6 {series.get(6, float('nan')):.2f} vs lower orders' best " \
-                   f"{min((series[o] for o in lower), default=float('nan')):.2f}"
+                   f"{min((series[o] for o in lower), default=float('nan')):.2f}; order {last} {100 * rise:+.1f} % from the best"
         out[m] = {"reproduced": None if ok is None else bool(ok), "best_order": best, "detail": text}
     return out
 
@@ -358,7 +384,7 @@ def cmd_report(args):
         print("| model | " + " | ".join(str(o) for o in o_k) + " |")
         print("|---|" + "---:|" * len(o_k))
         for m in models:
-            print(f"| {SWEEP_NAMES.get(m, m)} | " + " | ".join(f"{t[m, o]:.2f}" for o in o_k) + " |")
+            print(f"| {SWEEP_NAMES.get(m, m)} | " + " | ".join(f"{t[m, o]:.2f}" if (m, o) in t else "" for o in o_k) + " |")
         for m, v in shape_verdicts(t, o_k).items():
             print(f"subset {k} {SWEEP_NAMES[m]}: shape {_verdict(v)} ({v['detail']})")
     tuning = [r for r in state["tuning"] if "penalty" in r]
@@ -368,7 +394,7 @@ def cmd_report(args):
     for r in sorted(tuning, key=lambda r: (r["penalty"], r["order"])):
         print(f"| {SWEEP_NAMES[r['penalty']]} | {r['order']} | {r['lam']:.4g} | {r['alpha']:g} | "
               f"{', '.join(f'{x:.3g}' for x in r['lams'])} | {r['lam_interior'] and r['alpha_interior']} | "
-              f"{r['perplexity']:.2f} | {mkn_valid.get(r['order'], float('nan')):.2f} |")
+              f"{r['perplexity']:.2f} | " + (f"{mkn_valid[r['order']]:.2f}" if r["order"] in mkn_valid else "–") + " |")
     verdicts = shape_verdicts(table, orders)
     print()
     for m, v in verdicts.items():
@@ -758,6 +784,7 @@ def main():
     w.add_argument("--max-iter", type=int, default=20000)
     w.add_argument("--tuning-from", help="take λ and α from another sweep's JSON (waiting for them), tuning nothing")
     w.add_argument("--json", required=True)
+    w.add_argument("--resume", help="a results file written by `report`: start from its tuning and cells when --json does not exist")
     r = sub.add_parser("report", help="tables, shape verdicts and the results file of a sweep JSON")
     r.add_argument("sweep")
     r.add_argument("--results", help="write the schema-1 results file here")
