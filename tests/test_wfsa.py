@@ -281,7 +281,7 @@ def test_against_pynini(seed):
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 12), st.integers(0, 40), st.integers(0, 2**32 - 1))
 def test_reachable_states_match_a_plain_graph_search(n, m, seed):
-    from varorder.wfsa.ops import _reachable, connected_states
+    from varorder.wfsa.ops import connected_states, reachable_states
     rng = np.random.default_rng(seed)
     src, dst = rng.integers(0, n, m), rng.integers(0, n, m)
     seeds = rng.integers(0, n, rng.integers(0, 3))
@@ -293,14 +293,14 @@ def test_reachable_states_match_a_plain_graph_search(n, m, seed):
                 seen.add(int(dst[a]))
                 todo.append(int(dst[a]))
     expected = np.isin(np.arange(n), sorted(seen))
-    assert np.array_equal(_reachable(n, src, dst, seeds), expected)
+    assert np.array_equal(reachable_states(n, src, dst, seeds), expected)
     # connected = reachable from the start and co-reachable from a final state
     weight = np.where(rng.random(m) < 0.2, -np.inf, 0.0)
     final = np.where(rng.random(n) < 0.3, 0.0, -np.inf)
     fsa = Wfsa(("a",), 0, final, src, np.zeros(m, np.int64), np.zeros(m, np.int64), weight, dst)
     live = weight > -np.inf
-    forward = _reachable(n, src[live], dst[live], np.array([0]))
-    backward = _reachable(n, dst[live], src[live], np.flatnonzero(final > -np.inf))
+    forward = reachable_states(n, src[live], dst[live], np.array([0]))
+    backward = reachable_states(n, dst[live], src[live], np.flatnonzero(final > -np.inf))
     assert np.array_equal(connected_states(fsa), forward & backward)
 
 

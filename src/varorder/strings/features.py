@@ -31,7 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
-from varorder.wfsa import Wfsa, arc_posteriors, ngram_history_table, product_with_dfa
+from varorder.wfsa import Wfsa, arc_posteriors, ngram_history_table, product_with_dfa, reachable_states
 
 __all__ = ["BOS", "EOS", "FeatureMachine", "SubstringRegistry", "ngram_closed_form", "ngram_machine", "substring_machine"]
 
@@ -120,7 +120,7 @@ class FeatureMachine:
             end_live = np.exp(end_w) > 0.0
         src = np.repeat(np.arange(S), A)[live.ravel()]
         dst = self.next_state[live]
-        keep = _reachable(S, src, dst, [self.start]) & _reachable(S, dst, src, np.flatnonzero(end_live))
+        keep = reachable_states(S, src, dst, [self.start]) & reachable_states(S, dst, src, np.flatnonzero(end_live))
         if not keep[self.start]:
             raise ValueError("the machine accepts nothing: posteriors are undefined")
         index = np.flatnonzero(keep)
@@ -161,19 +161,6 @@ class FeatureMachine:
 
     def log_partition(self, theta) -> float:
         return self.expected_counts(None, theta)[1]
-
-
-def _reachable(n: int, src, dst, seeds) -> np.ndarray:
-    """States reachable from ``seeds`` along (src → dst) arcs."""
-    seen = np.zeros(n, dtype=bool)
-    seen[np.asarray(seeds, dtype=np.int64)] = True
-    frontier = seen.copy()
-    while frontier.any():
-        step = np.zeros(n, dtype=bool)
-        step[dst[frontier[src]]] = True
-        frontier = step & ~seen
-        seen |= frontier
-    return seen
 
 
 # ---------------------------------------------------------------------------

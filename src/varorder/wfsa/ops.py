@@ -43,8 +43,8 @@ import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locke
 
 __all__ = [
     "arc_posteriors", "compose", "connected_states", "expected_ngram_counts", "intersect",
-    "kbest_strings", "log_total_weight", "ngram_history_table", "product_with_dfa", "project", "sample_strings",
-    "shortest_distance", "string_weight", "trim",
+    "kbest_strings", "log_total_weight", "ngram_history_table", "product_with_dfa", "project", "reachable_states",
+    "sample_strings", "shortest_distance", "string_weight", "trim",
 ]
 
 SEMIRINGS = ("log", "max")
@@ -138,9 +138,9 @@ def project(fsa: Wfsa, side: str = "input") -> Wfsa:
 # ---------------------------------------------------------------------------
 
 
-def _reachable(n: int, src: np.ndarray, dst: np.ndarray, seeds: np.ndarray) -> np.ndarray:
-    """States reachable from any seed along (src → dst); indices already checked in range
-    (``Wfsa`` validates its arcs)."""
+def reachable_states(n: int, src, dst, seeds) -> np.ndarray:
+    """Mask of the states reachable from any seed along (src → dst) arcs of a machine of ``n`` states;
+    the indices must be in range (a ``Wfsa``'s arcs are validated; so are a feature machine's)."""
     # compiled: most machines here have a few dozen states, where building a SciPy graph
     # cost ~0.75 ms a call, a fifth of PEP's time
     as_index = lambda a: np.ascontiguousarray(a, dtype=np.int64)
@@ -175,8 +175,8 @@ def connected_states(fsa: Wfsa) -> np.ndarray:
     """Mask of the states on some start-to-final path of nonzero weight."""
     live = fsa.weight > NEG_INF
     src, dst = fsa.src[live], fsa.dst[live]
-    forward = _reachable(fsa.n_states, src, dst, np.array([fsa.start]))
-    backward = _reachable(fsa.n_states, dst, src, np.flatnonzero(fsa.final > NEG_INF))
+    forward = reachable_states(fsa.n_states, src, dst, np.array([fsa.start]))
+    backward = reachable_states(fsa.n_states, dst, src, np.flatnonzero(fsa.final > NEG_INF))
     return forward & backward
 
 
@@ -246,9 +246,9 @@ def shortest_distance(fsa: Wfsa, semiring: str = "log", reverse: bool = False, i
     initial = np.asarray(initial, dtype=np.float64)
     live = fsa.weight > NEG_INF
     seeds = np.flatnonzero(initial > NEG_INF)
-    keep = _reachable(fsa.n_states, fsa.dst[live], fsa.src[live], np.flatnonzero(fsa.final > NEG_INF))
+    keep = reachable_states(fsa.n_states, fsa.dst[live], fsa.src[live], np.flatnonzero(fsa.final > NEG_INF))
     if not reverse:  # β is wanted at every state that reaches a final one
-        keep &= _reachable(fsa.n_states, fsa.src[live], fsa.dst[live], seeds)
+        keep &= reachable_states(fsa.n_states, fsa.src[live], fsa.dst[live], seeds)
     out = np.full(fsa.n_states, NEG_INF)
     if not keep.any():
         return out
