@@ -95,15 +95,21 @@ def _load(path):
         raise click.ClickException(str(err)) from None
 
 
+def _read_file(path, input_format="conllu", tag_column="upos"):
+    """(sentences or feature-dict sequences, gold tags) of a CoNLL-U or CRFsuite attribute file; ValueError
+    for a bad or empty one."""
+    if input_format == "crfsuite":
+        return read_crfsuite(path)
+    sentences = read_conllu(path)
+    if not sentences:
+        raise ValueError(f"{path}: no sentences (an empty CoNLL-U file)")
+    return sentences, [s.tags(tag_column) for s in sentences]
+
+
 def _read(path, input_format="conllu", tag_column="upos"):
-    """(sentences or feature-dict sequences, gold tags) of a CoNLL-U or CRFsuite attribute file."""
+    """:func:`_read_file`, a bad file a one-line command error."""
     try:
-        if input_format == "crfsuite":
-            return read_crfsuite(path)
-        sentences = read_conllu(path)
-        if not sentences:
-            raise ValueError(f"{path}: no sentences (an empty CoNLL-U file)")
-        return sentences, [s.tags(tag_column) for s in sentences]
+        return _read_file(path, input_format, tag_column)
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
 
@@ -216,12 +222,8 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
 
 def _read_part(path, input_format, tag_column):
     """``read`` of a --parts piece, run where the shard lives: (words or feature dicts, tags)."""
-    if input_format == "crfsuite":
-        return read_crfsuite(path)
-    sentences = read_conllu(path)
-    if not sentences:
-        raise ValueError(f"{path}: no sentences (an empty CoNLL-U file)")
-    return [s.words for s in sentences], [s.tags(tag_column) for s in sentences]
+    X, y = _read_file(path, input_format, tag_column)
+    return (X, y) if input_format == "crfsuite" else ([s.words for s in X], y)
 
 
 def _train_parts(paths, output, input_format, tag_column, templates, params, jobs, dask_address, model_name,
