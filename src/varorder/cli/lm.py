@@ -1,6 +1,6 @@
 """``varorder lm``: train n-gram language models, score text with them, convert ARPA to
 varorder's memory-mapped binary format (and verify such files), print next-word
-distributions, and write MAX-ARPA files (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`.
+distributions, write MAX-ARPA files, mix models (SRILM's -mix-lm) and prune them by relative entropy (Stolcke 1998) (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`.
 
 Every command that takes a MODEL accepts ARPA text (``.gz`` too) or a binary model made
 by ``build-binary`` (recognised by its magic bytes). Imports happen inside the commands,
@@ -117,7 +117,7 @@ def _no_client():
 
 @click.group()
 def lm():
-    """n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds."""
+    """n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds, mixing, pruning."""
 
 
 @lm.command()
@@ -425,6 +425,56 @@ def maxarpa(model_path, output):
     _say(f"max-backoff weights of {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")
     write_arpa(model, output, max_arpa=True)
     _say(f"wrote {output}")
+
+
+@lm.command()
+@click.argument("models", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=OutputFile(),
+              help="Write the static mixture (one back-off model, SRILM's -mix-lm -write-lm): ARPA, or binary with "
+                   "--binary.")
+@click.option("--lambda", "weights", metavar="'L1 L2 ...'",
+              callback=lambda ctx, param, value: _checked_numbers(value, float, param),
+              help="Mixture weights, one per model (or one fewer: the last model takes the rest, as SRILM's -lambda "
+                   "for two models); equal when omitted. With --tune, the starting point of EM.")
+@click.option("--tune", type=click.Path(exists=True, dir_okay=False),
+              help="Held-out text (one sentence per line): choose the weights by EM on it (SRILM's compute-best-mix).")
+@click.option("--eval", "evaluate", type=click.Path(exists=True, dir_okay=False),
+              help="Text to report perplexities on (default: the --tune text).")
+@click.option("--binary", is_flag=True, help="Write the binary format instead of ARPA.")
+def mix(models, output, weights, tune, evaluate, binary):
+    """Interpolate two or more MODELS linearly: p(w | h) = sum of weight_i p_i(w | h).
+
+    Prints the weights, and with --tune or --eval the perplexity of the dynamic mixture
+    (exact, at query time) beside that of the static model written with -o (the union of
+    the n-grams with their mixed probabilities and recomputed back-off weights: SRILM's
+    approximation), and of each model.
+    """
+    from varorder.lm.mix import mix_models
+
+    if len(models) < 2:
+        raise click.UsageError("mixing needs at least two models")
+    if not (output or tune or evaluate):
+        raise click.UsageError("nothing to do: give -o to write the mixture, or --tune/--eval to measure it")
+    for path in models:
+        _ngram_model_only(path, "mix")
+    start = time.perf_counter()
+    try:
+        result = mix_models(models, weights=weights, tune=tune, evaluate=evaluate, output=output, binary=binary)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo("weights\t" + " ".join(f"{w:.6f}" for w in result.weights))
+    if result.history:
+        _say(f"EM: {len(result.history) - 1} iterations, held-out log10 likelihood {result.history[0]:.4f} -> "
+             f"{result.history[-1]:.4f}")
+    if result.dynamic_perplexity is not None:
+        click.echo(f"perplexity dynamic mixture\t{result.dynamic_perplexity:.4f}")
+        click.echo(f"perplexity static mixture\t{result.static_perplexity:.4f}")
+        for path, perplexity in zip(models, result.component_perplexities):
+            click.echo(f"perplexity {path}\t{perplexity:.4f}")
+    counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(result.model.ngram_counts, start=1))
+    _say(f"static mixture: {counts} in {time.perf_counter() - start:.1f} s")
+    if output:
+        _say(f"wrote {output}")
 
 
 COMMAND = lm

@@ -88,7 +88,7 @@ def from_ngrams(
     # get their own prefixes and suffixes checked one order down.
     for m in range(order - 1, 0, -1):
         candidates = np.concatenate([rows[m][:, :-1], rows[m][:, 1:]])
-        candidates = _unique_rows(candidates)
+        candidates = unique_rows(candidates)
         if m == 1:
             continue  # unigrams are the whole vocabulary
         present = _row_set_contains(rows[m - 1], candidates)
@@ -142,7 +142,7 @@ def _lexicographic_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, starts
 
 
-def _unique_rows(rows: np.ndarray) -> np.ndarray:
+def unique_rows(rows: np.ndarray) -> np.ndarray:
     order, starts = _lexicographic_groups(rows)
     return rows[order[starts]]
 

@@ -29,34 +29,9 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.lm import _kernels
-from varorder.lm.tables import TableView
+from varorder.lm.tables import TableView, first_words, suffix_rows
 
-
-def suffix_rows(model: TableView) -> list[np.ndarray | None]:
-    """Per order m >= 2, the row one order down of each n-gram's suffix (last m - 1 words)."""
-    vocab_size = model.vocab_size
-    keys = model.keys
-    suffixes: list[np.ndarray | None] = [None]
-    for m in range(1, model.order):
-        words = keys[m] % vocab_size
-        if m == 1:
-            suffixes.append(words)
-            continue
-        # suffix(h w) = suffix(h) w: look up one order down from the prefix's suffix.
-        wanted = suffixes[m - 1][keys[m] // vocab_size] * vocab_size + words
-        found = np.searchsorted(keys[m - 1], wanted)
-        if np.any(found >= len(keys[m - 1])) or np.any(keys[m - 1][np.minimum(found, len(keys[m - 1]) - 1)] != wanted):
-            raise AssertionError("model tables are not closed under suffixes")
-        suffixes.append(found)
-    return suffixes
-
-
-def first_words(model: TableView) -> list[np.ndarray]:
-    """Per order, the first word of every stored n-gram."""
-    first = [np.arange(model.vocab_size, dtype=np.int64)]
-    for m in range(1, model.order):
-        first.append(first[-1][model.keys[m] // model.vocab_size])
-    return first
+__all__ = ["compute_max_backoff", "first_words", "suffix_rows"]
 
 
 def compute_max_backoff(model: TableView) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:

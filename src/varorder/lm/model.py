@@ -468,7 +468,18 @@ class NgramLM(MaxBackoffBounds):
     # ------------------------------------------------------------------ batched queries
 
     def _flat_queries(self, contexts, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(flat context ids, offsets, words) of a batch, contexts cut to order - 1 words."""
+        """(flat context ids, offsets, words) of a batch, contexts cut to order - 1 words;
+        ``contexts`` a sequence of id sequences or an (M, k) array of M contexts of k words."""
+        if isinstance(contexts, np.ndarray) and contexts.ndim == 2:
+            contexts = contexts[:, max(0, contexts.shape[1] - (self.order - 1)):] if self.order > 1 else contexts[:, :0]
+            words = np.asarray(words, dtype=np.int64).reshape(-1)
+            if len(words) != len(contexts):
+                raise ValueError(f"got {len(contexts)} contexts but {len(words)} words")
+            flat = np.ascontiguousarray(contexts, dtype=np.int64).reshape(-1)
+            offsets = np.arange(len(contexts) + 1, dtype=np.int64) * contexts.shape[1]
+            self._check_ids(flat)
+            self._check_ids(words)
+            return flat, offsets, words
         contexts = [np.asarray(c, dtype=np.int64).reshape(-1) for c in contexts]
         words = np.asarray(words, dtype=np.int64).reshape(-1)
         if len(words) != len(contexts):
@@ -485,7 +496,8 @@ class NgramLM(MaxBackoffBounds):
 
     def lookups(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Batched :meth:`lookup`: ``(log10 p (M,), lengths of the n-grams used (M,))`` for
-        M (context, word) queries in one compiled call."""
+        M (context, word) queries in one compiled call; ``contexts`` may be an (M, k) array
+        (M contexts of k words each)."""
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
         lengths = np.empty(len(words), dtype=np.int64)

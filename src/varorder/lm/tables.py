@@ -100,3 +100,30 @@ def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int, ha
 
 def _hash_capacity(n_keys: int) -> int:
     return max(8, int(n_keys / _LOAD_FACTOR) + 1)
+
+
+def suffix_rows(model: "TableView") -> list[np.ndarray | None]:
+    """Per order m >= 2, the row one order down of each n-gram's suffix (last m - 1 words)."""
+    vocab_size = model.vocab_size
+    keys = model.keys
+    suffixes: list[np.ndarray | None] = [None]
+    for m in range(1, model.order):
+        words = keys[m] % vocab_size
+        if m == 1:
+            suffixes.append(words)
+            continue
+        # suffix(h w) = suffix(h) w: look up one order down from the prefix's suffix.
+        wanted = suffixes[m - 1][keys[m] // vocab_size] * vocab_size + words
+        found = np.searchsorted(keys[m - 1], wanted)
+        if np.any(found >= len(keys[m - 1])) or np.any(keys[m - 1][np.minimum(found, len(keys[m - 1]) - 1)] != wanted):
+            raise AssertionError("model tables are not closed under suffixes")
+        suffixes.append(found)
+    return suffixes
+
+
+def first_words(model: "TableView") -> list[np.ndarray]:
+    """Per order, the first word of every stored n-gram."""
+    first = [np.arange(model.vocab_size, dtype=np.int64)]
+    for m in range(1, model.order):
+        first.append(first[-1][model.keys[m] // model.vocab_size])
+    return first
