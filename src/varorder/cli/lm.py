@@ -477,4 +477,41 @@ def mix(models, output, weights, tune, evaluate, binary):
         _say(f"wrote {output}")
 
 
+@lm.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+@click.argument("output", type=OutputFile())
+@click.option("--threshold", type=Real(0),
+              help="Prune every n-gram whose removal raises the training-set perplexity by a relative amount "
+                   "below this (SRILM's -prune; e.g. 1e-8).")
+@click.option("--target-size", type=click.IntRange(1),
+              help="Instead of --threshold: the smallest threshold leaving at most this many n-grams.")
+@click.option("--min-order", default=2, show_default=True, type=click.IntRange(2),
+              help="Prune only n-grams of this order and above (SRILM's -minprune); unigrams never.")
+@click.option("--eval", "evaluate", type=click.Path(exists=True, dir_okay=False),
+              help="Text to report the perplexity on before and after pruning.")
+@click.option("--binary", is_flag=True, help="Write the binary format instead of ARPA.")
+def prune(model_path, output, threshold, target_size, min_order, evaluate, binary):
+    """Prune MODEL by relative entropy (Stolcke 1998, as SRILM's `ngram -prune`) and write
+    it to OUTPUT, back-off weights recomputed."""
+    from varorder.lm.prune import prune_model_file
+
+    if (threshold is None) == (target_size is None):
+        raise click.UsageError("give one of --threshold or --target-size")
+    _ngram_model_only(model_path, "prune")
+    start = time.perf_counter()
+    try:
+        report = prune_model_file(model_path, output, threshold=threshold, target_size=target_size,
+                                  min_order=min_order, binary=binary, evaluate=evaluate)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"threshold\t{report['threshold']:.6g}")
+    for name in ("before", "after"):
+        counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(report[name], start=1))
+        click.echo(f"{name}\t{counts}\ttotal={sum(report[name])}")
+    if evaluate:
+        click.echo(f"perplexity before\t{report['perplexity_before']:.4f}")
+        click.echo(f"perplexity after\t{report['perplexity_after']:.4f}")
+    _say(f"wrote {output} in {time.perf_counter() - start:.1f} s")
+
+
 COMMAND = lm
