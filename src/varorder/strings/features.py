@@ -31,6 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
+from varorder.errors import DivergenceError, ParameterError
 from varorder.wfsa import Wfsa, arc_posteriors, ngram_history_table, product_with_dfa, reachable_states
 
 __all__ = ["BOS", "EOS", "FeatureMachine", "SubstringRegistry", "ngram_closed_form", "ngram_machine", "substring_machine"]
@@ -122,7 +123,7 @@ class FeatureMachine:
         dst = self.next_state[live]
         keep = reachable_states(S, src, dst, [self.start]) & reachable_states(S, dst, src, np.flatnonzero(end_live))
         if not keep[self.start]:
-            raise ValueError("the machine accepts nothing: posteriors are undefined")
+            raise ParameterError("the machine accepts nothing: posteriors are undefined")
         index = np.flatnonzero(keep)
         new_id = np.cumsum(keep) - 1
         arcs = keep[src] & keep[dst]
@@ -143,9 +144,9 @@ class FeatureMachine:
                 beta = lu.solve(rhs)
                 alpha = lu.solve(e, trans="T")
             except RuntimeError:  # exactly singular
-                raise ValueError("the machine's total weight diverges (its transitions have spectral radius 1)")
+                raise DivergenceError("the machine's total weight diverges (its transitions have spectral radius 1)")
         if not (np.all(np.isfinite(beta)) and np.all(np.isfinite(alpha)) and (beta > 0).all() and (alpha > 0).all()):
-            raise ValueError("the machine's total weight diverges (the spectral radius of its transitions is ≥ 1)")
+            raise DivergenceError("the machine's total weight diverges (the spectral radius of its transitions is ≥ 1)")
         z = beta[new_id[self.start]]
         a_full = np.zeros(S)
         b_full = np.zeros(S)
