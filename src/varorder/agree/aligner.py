@@ -127,7 +127,7 @@ _SAVED_PARAMS = ("model", "training", "ibm1_iterations", "iterations", "null_pro
 class WordAligner(ParamsMixin):
     """English–French word aligner (IBM Model 1 or HMM in both directions).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); decoding before :meth:`fit` raises NotFittedError.
 
     Parameters

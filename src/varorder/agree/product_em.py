@@ -358,7 +358,7 @@ class AgreementEM(ParamsMixin):
     callback : optional ``callback(iteration, estimator)`` after each M-step.
     progress : report the iterations (a bar on a terminal, a summary line otherwise).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed). Unlike a scikit-learn estimator, ``fit`` trains the submodels
     given in place (they are the model); ``submodels_`` is that same list.
 

@@ -175,7 +175,7 @@ def mapping_from_table(emission, log_prior_words) -> np.ndarray:
 class Decipherer(ParamsMixin):
     """Learn a substitution's emission table by EM (see the module docstring).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); what needs the learned table raises NotFittedError before :meth:`fit`.
 
     Parameters

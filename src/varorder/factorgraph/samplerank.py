@@ -70,7 +70,7 @@ class SampleRankTagger(ParamsMixin):
     verbose : report the running objective (training-chain token accuracy) per epoch: a bar on a
         terminal, a summary line otherwise.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); :meth:`predict` before :meth:`fit` raises NotFittedError.
 
     Learned attributes: ``classes_``, ``feature_names_``, ``n_features_in_``, ``layout_``

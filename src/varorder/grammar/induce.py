@@ -34,7 +34,7 @@ MODELS = ("dmv", "ccm", "product")
 class GrammarInducer(ParamsMixin):
     """Unsupervised parser over POS-tag sequences.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); parsing before :meth:`fit` raises NotFittedError.
 
     Parameters

@@ -174,7 +174,7 @@ class _InterpolatedEstimator(ParamsMixin):
 
     Subclasses define :meth:`_terms`, which gives for one order the numerator of every
     n-gram and the denominator and interpolation weight of every context. Their parameters
-    are keyword-only and checked when fitting starts (a ValueError names the parameter and
+    are keyword-only and checked when fitting starts (a ParameterError names the parameter and
     the value passed).
     """
 

@@ -511,7 +511,7 @@ def is_loglinear_model(path) -> bool:
 class StructuredLogLinear(ParamsMixin):
     """Estimator: penalised maximum likelihood for :class:`LogLinearLM` (paper eq. 2).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed). The fitted model is ``model_`` (a :class:`LogLinearLM`).
 
     Parameters

@@ -86,7 +86,7 @@ class EditEM(ParamsMixin):
     it), ``estimator_`` (inference under it, holding ``beliefs_``), ``history_`` (one
     dict per E step: iteration, log_likelihood, words, skipped, seconds).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed).
     """
 

@@ -88,7 +88,7 @@ class FeatureMachine:
     def expected_counts(self, acceptor: Wfsa | None, theta) -> tuple[np.ndarray, float]:
         """E_p[f] (local feature order) and log Z for p ∝ acceptor ⊙ ENCODE(θ); ``None``
         stands for the universal acceptor (then p = q_θ: one sparse LU of the machine's S × S
-        transitions, :meth:`_own_cell_counts`). ValueError when Z diverges."""
+        transitions, :meth:`_own_cell_counts`). DivergenceError when Z diverges."""
         cell_w, end_w = self.weights(theta)
         S, A = self.next_state.shape
         if acceptor is None:
@@ -111,7 +111,7 @@ class FeatureMachine:
         general path first tries a Neumann series, ~100 sparse products per solve on these
         cyclic machines, before it falls back to the LU). Z is finite iff the spectral radius
         of M is < 1, which holds iff β > 0 solves β = e^end + Mβ on those states (a positive
-        vector with Mβ ≤ β, strictly where an end weight is positive); else ValueError."""
+        vector with Mβ ≤ β, strictly where an end weight is positive); else DivergenceError."""
         import scipy.sparse as sp
         import scipy.sparse.linalg as spla
 

@@ -136,7 +136,7 @@ def dfa_tables(acceptor: Wfsa) -> Dfa:
 
 
 def dfa_log_partition(dfa: Dfa) -> float:
-    """log Σ_x of the DFA's weight (ValueError when it diverges)."""
+    """log Σ_x of the DFA's weight (DivergenceError when it diverges)."""
     S, A = dfa.next_state.shape
     live = dfa.cell > NEG_INF
     rows, cols = np.nonzero(live)
@@ -405,7 +405,7 @@ class StringEP(ParamsMixin):
     which stays large where a floored cell's log weight moves: not a stopping rule there), K
     and updates; ``sweeps_`` counts the sweeps run.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
 
@@ -486,7 +486,7 @@ class StringEP(ParamsMixin):
 
     def _damped(self, compute):
         """``compute()`` with the cavities at α = 1; if a product through a cavity diverges
-        (ValueError, Z = ∞), again with α = 1/2, 1/4, …, 2⁻⁶, then 0.
+        (DivergenceError, Z = ∞), again with α = 1/2, 1/4, …, 2⁻⁶, then 0.
 
         A cavity θ_V − θ_{F→V} need not be normalisable (EP's messages are ratios), and
         with it the tilted product p̂ = μ_{F→V} ⊙ ENCODE(θ_V − θ_{F→V}), or the forward
@@ -942,7 +942,7 @@ class StringEP(ParamsMixin):
         return int(np.count_nonzero(self._theta(v)))
 
     def belief_dfa(self, v) -> Dfa:
-        """b̂_V as a normalised DFA (ValueError when its Z diverges)."""
+        """b̂_V as a normalised DFA (DivergenceError when its Z diverges)."""
         machine, theta = self.belief_machine(v), self._theta(v)
         dfa = machine_dfa(machine, theta)
         return Dfa(dfa.next_state, dfa.start, dfa.cell, dfa.end - machine.log_partition(theta))
@@ -1026,7 +1026,7 @@ class PrunedBP(ParamsMixin):
     """Loopy BP whose beliefs live on the union of the ``k``-best strings of each incoming
     message (Cotterell et al. 2015; Dreyer & Eisner 2009). ``fit(graph)`` returns self.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed)."""
 
     _requires_y = False  # fit takes the data alone (scikit-learn's target tag)

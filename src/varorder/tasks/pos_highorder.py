@@ -56,7 +56,7 @@ class TntEmissions(ParamsMixin):
     unknown_min_ratio : an unknown word's candidate tags are those with P(t | suffix) at
         least this fraction of the best one.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed).
 
     Learned: ``tags_`` (sorted), ``lexicon_`` word -> {tag: log p(word | tag)},

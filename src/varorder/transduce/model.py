@@ -374,7 +374,7 @@ class AlignmentTransducer(ParamsMixin):
         ``concurrent.futures`` pool, a :class:`varorder.parallel.Executor`) or ``n_jobs`` (local
         joblib workers). They apply to the mini-batch mode only (a ValueError otherwise).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); prediction before :meth:`fit` raises NotFittedError.
     """
 

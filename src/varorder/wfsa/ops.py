@@ -14,9 +14,9 @@ OpenFst's *tropical* semiring is its min-plus mirror on negated costs. The name
   (Mohri 2002, "Semiring frameworks and algorithms for shortest-distance problems": the
   closure (I − M)⁻¹ is exact whenever the series converges); a non-convergent machine
   (spectral radius ≥ 1 on the trimmed part) has no nonnegative solution (Perron–Frobenius)
-  and raises ValueError; the Neumann series Σ Mᵏ r is summed first when it converges
+  and raises DivergenceError; the Neumann series Σ Mᵏ r is summed first when it converges
   fast (machines read against one string are nearly acyclic), the LU solve otherwise; in the max-plus semiring by Bellman–Ford relaxation (a positive
-  cycle raises ValueError);
+  cycle raises DivergenceError);
 * arc posteriors (expected arc counts) α(src)·w·β(dst)/Z and expected n-gram counts;
 * the product with a complete deterministic automaton given as a transition table (the
   n-gram and variable-order feature machines of Cotterell & Eisner 2015, §3.4);
@@ -239,7 +239,7 @@ def shortest_distance(fsa: Wfsa, semiring: str = "log", reverse: bool = False, i
     """Per-state ⊕ of path weights: from the start (α, ``reverse=False``) or to a final
     state including its final weight (β, ``reverse=True``). ``initial`` (log weights per
     state) replaces the start state by an initial weight vector for α. States off every
-    initial-to-final path get −inf. Raises ValueError when the ⊕-sum diverges."""
+    initial-to-final path get −inf. Raises DivergenceError when the ⊕-sum diverges."""
     semiring = _check_semiring(semiring)
     if initial is None:
         initial = np.full(fsa.n_states, NEG_INF)
