@@ -20,31 +20,19 @@ perplexity curve.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
-import os
-import platform
-import resource
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+import harness  # noqa: E402
+
 # The published script's context marginal, and SRILM's reading of a lone <s> as </s>.
 PUBLISHED = "        seq = sequence\n        while len(seq) > 0:\n"
 SRILM_CONTEXT = ("        seq = sequence\n        if len(seq) == 1 and seq[0] == self.SOS:\n"
                  "            seq = (self.EOS,)\n        while len(seq) > 0:\n")
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def arpa_ngrams(path: Path) -> set[str]:
@@ -80,18 +68,16 @@ def recount_header(path: Path) -> None:
 
 def run_peer(script: Path, arpa: Path, threshold: float, output: Path) -> float:
     """CPU seconds of the peer pruning ``arpa`` at ``threshold`` into ``output``."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, str(script), "-threshold", repr(threshold), "-lm", str(arpa), "-write-lm",
-                    str(output), "-verbose", "3"], check=True)
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = harness.run_child([sys.executable, str(script), "-threshold", repr(threshold), "-lm", str(arpa),
+                             "-write-lm", str(output), "-verbose", "3"])
     recount_header(output)
-    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return run.cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--kaldi-script", type=Path, required=True)
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data/ptb-lm"))
+    parser.add_argument("--data", type=Path, default=harness.DATA / "ptb-lm")
     parser.add_argument("--thresholds", type=float, nargs="+", default=[1e-8, 1e-7, 1e-6])
     parser.add_argument("--count-prune", nargs="*", default=["0 0 1", "0 1 1", "0 1 2"])
     parser.add_argument("--work", type=Path, default=None)
@@ -122,7 +108,7 @@ def main() -> None:
     loads, rows, details = [], [], {"unpruned": {"ngrams": list(model.ngram_counts),
                                                  "valid_perplexity": round(full_perplexity, 4)}, "thresholds": []}
     for threshold in args.thresholds:
-        loads.append(os.getloadavg()[0])
+        loads.append(harness.load_average())
         start = time.process_time()
         criteria = entropy_pruning(model)
         kept = criteria.kept(threshold)
@@ -138,7 +124,7 @@ def main() -> None:
                                                        "valid_perplexity": round(ours_perplexity, 4),
                                                        "cpu_s": round(ours_cpu, 2)}}
         for name, script in (("published", published), ("srilm_context", patched)):
-            loads.append(os.getloadavg()[0])
+            loads.append(harness.load_average())
             peer_path = work / f"kaldi-{name}-{threshold:g}.arpa"
             peer_cpu = run_peer(script, arpa, threshold, peer_path)
             peer_set = arpa_ngrams(peer_path)
@@ -153,19 +139,18 @@ def main() -> None:
         details["thresholds"].append(record)
         reference = record["srilm_context"]
         task = f"PTB 3-gram KN ({sum(model.ngram_counts)} n-grams), entropy pruning θ = {threshold:g}"
-        rows.append({"system": "varorder lm prune", "task": task, "metric": "PTB valid perplexity",
-                     "varorder": round(ours_perplexity, 4), "reference": reference["valid_perplexity"],
-                     "reference_name": "Kaldi ngram_entropy_pruning.py (SRILM's <s> context)",
-                     "ratio": round(ours_perplexity / reference["valid_perplexity"], 6), "better": "lower",
-                     "note": f"kept {len(srilm_set)} vs {reference['kept']} n-grams, {reference['only_varorder']} only "
-                             f"in varorder's set, {reference['only_peer']} only in the peer's; the published script: "
-                             f"kept {record['published']['kept']}, perplexity {record['published']['valid_perplexity']}"})
-        rows.append({"system": "varorder lm prune", "task": task, "metric": "CPU s (user + system), one run",
-                     "varorder": round(ours_cpu, 2), "reference": reference["cpu_s"],
-                     "reference_name": "Kaldi ngram_entropy_pruning.py (SRILM's <s> context)",
-                     "ratio": round(ours_cpu / reference["cpu_s"], 4), "better": "lower",
-                     "note": "varorder: criteria, kept sets and the pruned model in memory; the peer: the whole "
-                             "script (reading and writing ARPA included)"})
+        peer_name = "Kaldi ngram_entropy_pruning.py (SRILM's <s> context)"
+        rows.append(harness.row("varorder lm prune", task, "PTB valid perplexity", ours_perplexity,
+                                reference["valid_perplexity"], peer_name, digits=7,
+                                note=f"kept {len(srilm_set)} vs {reference['kept']} n-grams, {reference['only_varorder']} "
+                                     f"only in varorder's set, {reference['only_peer']} only in the peer's; the "
+                                     f"published script: "
+                                     f"kept {record['published']['kept']}, perplexity "
+                                     f"{record['published']['valid_perplexity']}"))
+        rows.append(harness.row("varorder lm prune", task, "CPU s (user + system), one run", ours_cpu,
+                                reference["cpu_s"], peer_name, digits=3,
+                                note="varorder: criteria, kept sets and the pruned model in memory; the peer: the "
+                                     "whole script (reading and writing ARPA included)"))
     counted = []
     for spec in args.count_prune:
         thresholds = [int(x) for x in spec.split()]
@@ -174,19 +159,12 @@ def main() -> None:
                         "valid_perplexity": round(counted_model.perplexity(valid_sentences), 4)})
         print(f"count pruning {thresholds}: {counted[-1]}", flush=True)
     details["count_pruning"] = counted
-    document = {
-        "schema": 1, "area": "n-gram LMs",
-        "title": "Entropy pruning (Stolcke 1998, SRILM's -prune) vs Kaldi's ngram_entropy_pruning.py, PTB 3-gram",
-        "issue": 46, "command": "PYTHONPATH=src python " + " ".join(sys.argv),
-        "date": datetime.date.today().isoformat(),
-        "machine": {"cpu": cpu_model(), "cores": os.cpu_count() or 1,
-                    "load": f"{min(loads):.1f}-{max(loads):.1f} (1-min)"},
-        "rows": rows, "details": details,
-    }
-    text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    document = harness.results_document(
+        "n-gram LMs", "Entropy pruning (Stolcke 1998, SRILM's -prune) vs Kaldi's ngram_entropy_pruning.py, PTB 3-gram",
+        rows, issue=46, loads=loads, details=details)
     if args.out:
-        args.out.write_text(text)
-    print(text)
+        harness.write_results(args.out, document)
+    print(json.dumps(document, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

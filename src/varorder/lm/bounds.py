@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.lm.tables import QueryTables, kernels
 
 LN10 = math.log(10.0)
@@ -53,7 +54,7 @@ class MaxBackoffBounds:
         for m in range(self.order):
             n = len(self._keys[m])
             if len(table.max_log10prob[m]) != n or len(table.max_log10backoff[m]) != n:
-                raise ValueError(f"order {m + 1}: MAX-ARPA columns have the wrong length")
+                raise ParameterError(f"order {m + 1}: MAX-ARPA columns have the wrong length")
         self._max_backoff = table
 
     def max_log10prob(self, context: Sequence[int], word: int) -> float:

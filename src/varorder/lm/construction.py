@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from varorder.errors import FormatError
 from varorder.lm.corpus import Vocabulary
 from varorder.lm.tables import _find_rows, _hash_capacity, kernels
 
@@ -61,8 +62,8 @@ def from_ngrams(
         duplicate = np.flatnonzero(seen > 1)
         if duplicate.size:
             row = int(np.flatnonzero(unigram_ids == duplicate[0])[1])
-            raise ValueError(f"{where(0, row)}: duplicate unigram {vocabulary.words[duplicate[0]]!r}")
-        raise ValueError("the unigram table must list every vocabulary word exactly once")
+            raise FormatError(f"{where(0, row)}: duplicate unigram {vocabulary.words[duplicate[0]]!r}")
+        raise FormatError("the unigram table must list every vocabulary word exactly once")
     log10_probs = [np.empty(vocab_size, np.float64)]
     log10_backoffs = [np.empty(vocab_size, np.float64)]
     log10_probs[0][unigram_ids] = unigram_probs
@@ -111,7 +112,7 @@ def from_ngrams(
         if duplicate.size:
             original = permutation[duplicate[0] + 1]
             words = " ".join(vocabulary.decode(rows[m][original]))
-            raise ValueError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
+            raise FormatError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
         keys.append(m_keys)
         probs = log10_probs[m][permutation]
         backoffs = log10_backoffs[m][permutation]
