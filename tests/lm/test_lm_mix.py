@@ -48,6 +48,21 @@ def test_dynamic_mixture_sums_to_one_after_every_history(seed):
     assert set(mixture.vocabulary.words) == set(first.vocabulary.words) | set(second.vocabulary.words)
     for history, bos in every_history(mixture.vocabulary, 2):
         assert np.sum(10.0 ** mixture.next_word_log10probs(history, bos=bos)) == pytest.approx(1.0, abs=1e-6)
+    # Each token's probability is the weighted sum of what each model's own lookup gives.
+    sentences = corpus(rng, "abcdefgz", 20)
+    got = mixture.token_log10probs(sentences)
+    expected = []
+    for sentence in sentences:
+        words = sentence.split() + ["</s>"]
+        for position, word in enumerate(words):
+            total = 0.0
+            for weight, model in zip(weights, (first, second)):
+                vocabulary = model.vocabulary
+                context = [vocabulary.bos_id] + [vocabulary.id_of(w) for w in words[:position]]
+                if word in vocabulary or word not in mixture.vocabulary:
+                    total += weight * 10.0 ** model.log10prob(context, vocabulary.id_of(word))
+            expected.append(np.log10(total))
+    np.testing.assert_allclose(got, expected, atol=1e-9)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

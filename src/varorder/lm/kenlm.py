@@ -21,8 +21,13 @@ import os
 from collections.abc import Iterator
 from typing import NamedTuple
 
+import numpy as np
+
 from varorder.errors import ParameterError
 from varorder.lm.state import State as LMState
+
+_NO_WORDS = np.empty(0, dtype=np.int64)
+_new_state = tuple.__new__  # a State from a tuple of ints, without State()'s per-word conversion
 
 __all__ = ["Config", "FullScoreReturn", "LanguageModel", "LoadMethod", "Model", "State"]
 
@@ -62,10 +67,15 @@ class State:
     length first, then its words, as KenLM's ``State.Compare``); ``copy.copy`` copies it.
     ``state.value`` is the immutable :class:`varorder.lm.state.State` inside."""
 
-    __slots__ = ("value",)
+    __slots__ = ("value", "_ids")
 
     def __init__(self):
-        self.value = LMState()
+        self._set(LMState(), _NO_WORDS)
+
+    def _set(self, value: LMState, ids: np.ndarray) -> None:
+        # ``_ids``: the same words as an int64 array, for the compiled query.
+        self.value = value
+        self._ids = ids
 
     def _key(self) -> tuple[int, tuple[int, ...]]:
         return len(self.value), tuple(self.value)
@@ -90,7 +100,7 @@ class State:
 
     def __copy__(self):
         duplicate = State()
-        duplicate.value = self.value
+        duplicate._set(self.value, self._ids)
         return duplicate
 
     def __deepcopy__(self, memo):
@@ -129,6 +139,8 @@ class Model:
         self._index = model.vocabulary.index
         self._unk = model.vocabulary.unk_id
         self._begin = model.minimal_state([model.vocabulary.bos_id])
+        self._begin_ids = np.asarray(self._begin, dtype=np.int64)
+        self._tables = None  # the compiled query's tables, fetched (and Numba loaded) on the first stateful call
 
     @property
     def order(self) -> int:
@@ -165,20 +177,33 @@ class Model:
 
     def BeginSentenceWrite(self, state: State) -> None:
         """Write the state after ``<s>`` into ``state``."""
-        _check_state(state, "state").value = self._begin
+        _check_state(state, "state")._set(self._begin, self._begin_ids)
 
     def NullContextWrite(self, state: State) -> None:
         """Write the empty context (no ``<s>``) into ``state``."""
-        _check_state(state, "state").value = LMState()
+        _check_state(state, "state")._set(LMState(), _NO_WORDS)
 
     def BaseFullScore(self, in_state: State, word: str, out_state: State) -> FullScoreReturn:
         """log10 p(word | in_state), the n-gram length and oov; the state after ``word``
         is written into ``out_state`` (which may be ``in_state``)."""
-        context = _check_state(in_state, "in_state").value
+        _check_state(in_state, "in_state")
+        _check_state(out_state, "out_state")
         word_id = self._id(word)
-        log10prob, length = self.model.lookup(context, word_id)
-        _check_state(out_state, "out_state").value = self.model.minimal_state(context + (word_id,))
-        return FullScoreReturn(log10prob, length, word_id == self._unk)
+        if self._tables is None:
+            from varorder.lm._kenlm_kernels import base_full_score
+
+            self._query, self._tables = base_full_score, self.model.state_tables()
+        with self.model.naming_damage():
+            log10prob, length, keep = self._query(in_state._ids, word_id, *self._tables)
+        if keep:
+            words = in_state.value[len(in_state.value) + 1 - keep:] + (word_id,)
+            ids = np.empty(keep, dtype=np.int64)
+            ids[:-1] = in_state._ids[len(in_state._ids) + 1 - keep:]
+            ids[-1] = word_id
+            out_state._set(_new_state(LMState, words), ids)
+        else:
+            out_state._set(LMState(), _NO_WORDS)
+        return FullScoreReturn(float(log10prob), int(length), word_id == self._unk)
 
     def BaseScore(self, in_state: State, word: str, out_state: State) -> float:
         """log10 p(word | in_state); the state after ``word`` is written into ``out_state``."""
