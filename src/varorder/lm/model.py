@@ -32,11 +32,11 @@ from varorder.lm.bounds import MaxBackoffBounds, MaxBackoffTable
 from varorder.lm.construction import from_ngrams
 from varorder.lm.corpus import Vocabulary
 from varorder.lm.state import State
-from varorder.lm.tables import QueryTables, StateTables, TableView, _find_rows, _hash_capacity, key_tables_problem
+from varorder.lm.tables import QueryTables, TableView, _find_rows, _hash_capacity, key_tables_problem
 from varorder.lm.tables import kernels as _kernels
 
 # Names other modules import from here (the model's tables moved to their own modules).
-__all__ = ["LN10", "MaxBackoffTable", "NgramLM", "QueryTables", "State", "StateTables", "TableView", "_find_rows", "_hash_capacity",
+__all__ = ["LN10", "MaxBackoffTable", "NgramLM", "QueryTables", "State", "TableView", "_find_rows", "_hash_capacity",
            "key_tables_problem", "score_flat_python", "use_compiled_scoring"]
 
 LN10 = math.log(10.0)
@@ -211,11 +211,14 @@ class NgramLM(MaxBackoffBounds):
                          tuple(v[:, 0] for v in values), tuple(v[:, 1] for v in values), self._hash_rows,
                          self._hash_base, self._hash_cap)
 
-    def state_tables(self) -> StateTables:
-        """The tables of a stateful query (:class:`varorder.lm.tables.StateTables`), without
-        copies; a kernel reading them runs inside :meth:`naming_damage`."""
-        return StateTables(self.order, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap, self._values,
-                           self._value_base, self._extends_flat)
+    def state_tables(self) -> tuple:
+        """The tables of a stateful query, without copies, in the argument order of
+        :func:`varorder.lm._kenlm_kernels.base_full_score` after its context and word:
+        ``(order, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, extends)``,
+        ``extends`` flagging (flat, addressed like ``values``) each stored n-gram that a
+        longer one extends. A kernel reading them runs inside :meth:`naming_damage`."""
+        return (self.order, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap, self._values,
+                self._value_base, self._extends_flat)
 
     @property
     def nbytes(self) -> int:

@@ -57,21 +57,6 @@ class TableView(NamedTuple):
         return self.hash_rows[self.hash_base[order - 2]:self.hash_base[order - 1]]
 
 
-class StateTables(NamedTuple):
-    """What a stateful query needs (:func:`varorder.lm._kenlm_kernels.base_full_score`'s
-    argument order after the context and word): the lookup tables and, per stored n-gram,
-    whether a longer stored n-gram extends it (flat, addressed like ``values``)."""
-
-    order: int
-    vocab_size: int
-    hash_rows: np.ndarray
-    hash_base: np.ndarray
-    hash_cap: np.ndarray
-    values: np.ndarray
-    value_base: np.ndarray
-    extends: np.ndarray
-
-
 class QueryTables(NamedTuple):
     """An LM's compiled tables in the argument order of the query kernels."""
 
