@@ -1,5 +1,5 @@
 """A word aligner trained on a corpus in pieces (files) that are read, encoded and kept on the workers
-(issue #35): :meth:`varorder.agree.WordAligner.fit_sources`.
+: :meth:`varorder.agree.WordAligner.fit_sources`.
 
 The model is the one of :mod:`varorder.agree.aligner` (IBM Model 1, then the HMM aligners, trained by
 :class:`~varorder.agree.product_em.AgreementEM`; Liang, Klein & Jordan 2008); only where the data lives

@@ -82,7 +82,7 @@ def _checked_memory(text: str | None, param) -> int | None:
     return budget
 
 
-# options that only an n-gram model reads (#33: with --model loglinear they were silently ignored)
+# options that only an n-gram model reads (refused with --model loglinear rather than ignored)
 _NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
                "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa")
 

@@ -43,8 +43,7 @@ medium without a write, or a rewrite within one timestamp tick of the stamp) the
 code still contains: every lookup kernel bounds-checks what it reads from a table (a
 hash probe visits at most the table's capacity, a row read from a slot must lie inside
 its order before it indexes anything), so a corrupt file can give wrong scores or a
-ValueError naming the file, never a crash, a hang or a read outside an array (issue
-#18's guarantee); whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
+ValueError naming the file, never a crash, a hang or a read outside an array; whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
 check the key arrays once before using them (``verify=False`` opens on these checks
 alone). Nothing is unpickled: the header is JSON and the arrays are raw
 numbers.

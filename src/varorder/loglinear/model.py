@@ -38,7 +38,7 @@ import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locke
 __all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
 
 KIND = "LogLinearLM"
-# default α where §6's tuning was run here (issue #30: PTB train 30K / 10K, converged fits); the
+# default α where §6's tuning was run here (PTB train 30K / 10K, converged fits); the
 # other weighted penalties default to the paper's own best α (prox.PENALTIES)
 TUNED_ALPHA = {"wlt2": 1.3}
 LN10 = math.log(10.0)
@@ -525,7 +525,7 @@ class StructuredLogLinear(ParamsMixin):
         Regularisation λ against the summed log-loss (paper eq. 2). Default 1: what §6's
         procedure (:mod:`varorder.loglinear.tune`, ``lm train --tune``) chooses for wℓT2 on a
         30K / 10K split of PTB train at orders 2-12 with the converged fits of the default
-        ``polish`` (issue #30; it was 0.3, tuned for 10 unconverged epochs).
+        ``polish`` (docs/notes/30-loglinear-tuning.md).
     alpha : float, optional
         Depth weighting α; defaults to 1.3 for wℓT2 (chosen by the same tuning on PTB; the
         paper's 1.1 was tuned on AP News) and to the paper's best value for the other weighted
@@ -537,7 +537,7 @@ class StructuredLogLinear(ParamsMixin):
         the raw weights θ; the model's effective weight is w = α^m θ, so in terms of w a deep
         feature is penalised *less* when α > 1 (the paper: its best wℓT2 α = 1.1 > 1 shows the
         unweighted ℓT2 "was over-penalising features at larger depths"). ``"groups"`` — an
-        extension kept from earlier sessions: the feature values stay 1 and the penalty puts
+        extension (deprecated: a FutureWarning): the feature values stay 1 and the penalty puts
         a_j = α^depth(j) on the group (or coordinate) of node j, so α > 1 penalises deep
         groups *more*: the reciprocal direction of the paper's sentence.
     penalize_root : bool
@@ -594,8 +594,8 @@ class StructuredLogLinear(ParamsMixin):
         lowers it. The returned model is then (near) the objective's optimum for λ, α, not a
         stochastic approximation of it; ``polish_history_`` holds the objective (mean form,
         f/n + (λ/n)Ω) per iteration and ``polish_residual_`` the final fixed-point residual
-        ‖θ − prox(θ − s∇f(θ))‖∞ / s (zero exactly at the optimum). On by default since issue
-        #30 (20000 iterations at most, stopping at ``polish_tol`` = 1e-6): the model is then eq.
+        ‖θ − prox(θ − s∇f(θ))‖∞ / s (zero exactly at the optimum). On by default (20000
+        iterations at most, stopping at ``polish_tol`` = 1e-6): the model is then eq.
         2's optimum for λ, as the tuned default λ assumes; ``polish=0`` gives Algorithm 1 alone.
     polish_tol : float
         Stop polishing once an iteration lowers the mean objective by less than

@@ -50,7 +50,7 @@ PAPER = {"beam(10)": {"word_acc": 0.871, "recall_at_99": 0.16},
 
 
 #: Why the paper-protocol rows fall short of :data:`PAPER`, and what reaches it: measured with
-#: ``benchmarks/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md, issues #17 and #30).
+#: ``benchmarks/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md).
 GAP_NOTE = (
     "Why the 'paper' rows are below the paper's figures, and what reaches them (4 epochs, 5 seeds, "
     "benchmarks/rcms_ocr.py):\n"
@@ -119,7 +119,7 @@ class OcrConfig:
 
 
 #: The paper's protocol and varorder's extensions, as OcrConfig overrides. "recorded" is
-#: the configuration of the figures recorded before issue #17 (all three extensions).
+#: the configuration of the recorded figures (all three extensions).
 PROTOCOLS = {
     "paper": {},
     "+backoff": {"backoff": True},
