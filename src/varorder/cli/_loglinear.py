@@ -29,7 +29,7 @@ _OPTIONS = [
                       "1.1 was tuned on AP News); the paper's best for the other w* penalties]."),
     click.option("--weighting", type=click.Choice(["features", "groups"]), default="features", show_default=True,
                  help="loglinear w*: alpha^depth as the value of a depth-d feature (the paper) or as the penalty's "
-                      "weight on a depth-d group (extension)."),
+                      "weight on a depth-d group (an extension, deprecated)."),
     click.option("--free-root", is_flag=True, help="loglinear: leave the unigram (root) weights unpenalised (extension)."),
     click.option("--epochs", type=click.IntRange(0), default=10, show_default=True, help="loglinear: passes over the corpus."),
     click.option("--batch-size", type=click.IntRange(1), default=400, show_default=True, help="loglinear: mini-batch size."),

@@ -26,7 +26,7 @@ import numba as nb
 import numpy as np
 
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_real
+from varorder.base import ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_real
 from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
@@ -672,6 +672,7 @@ class StructuredLogLinear(ParamsMixin):
         check_real(self, "learning_rate", 0, exclusive_minimum=True)
         check_choice(self, "prox_method", ("heap", "pivot"))
         check_choice(self, "weighting", ("features", "groups"))
+        check_deprecated(self, "weighting", {"groups": "weighting='features' is the paper's depth weighting (§6)"})
         check_choice(self, "restart", ("none", "epoch"))
         check_int(self, "polish", 0)
         check_real(self, "polish_tol", 0)

@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.base import ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_is_fitted, check_real
 from varorder.errors import DivergenceError, ParameterError
 from varorder.loglinear.prox import penalty_value, prox_tree_l2
 from varorder.strings.features import (BOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
@@ -833,6 +833,8 @@ class StringEP(ParamsMixin):
         check_choice(self, "optimizer", ("prox", "greedy"))
         check_choice(self, "prox_penalty", PROX_PENALTIES)
         check_choice(self, "unigram_start", UNIGRAM_STARTS)
+        check_deprecated(self, "unigram_start", {"closed-form": "the paper's gradient start (the default) reaches "
+                                                               "the unigrams the closed form leaves at log 1e-12"})
         check_int(self, "prox_steps", 1)
         check_real(self, "prox_tol", 0)
         check_real(self, "tol", 0)
