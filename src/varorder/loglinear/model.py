@@ -31,6 +31,7 @@ from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
+from varorder.models.optim import AdaGrad, fista
 from varorder.models.persist import check_keys, load_model, model_kind, model_loader, save_model
 from varorder.engine.validate import as_rng
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -260,9 +261,11 @@ def _smooth(theta, feature_values, grad, want_grad, ctx_count, param_count, n_to
 def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_iter, tol, positive, history,
                   ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
                   root_param, bos_id):
-    """Compiled :meth:`StructuredLogLinear._polish` for ℓ2², ℓ1 and ℓT2 (the same iterations:
-    backtracking, step growth 1.25, function-value restart, stop below ``tol`` relative
-    decrease three times running). Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
+    """:func:`varorder.models.optim.fista`'s iterations compiled over this model's objective,
+    for ℓ2², ℓ1 and ℓT2 (backtracking, step growth 1.25, function-value restart, stop below
+    ``tol`` relative decrease three times running). A compiled FISTA taking its objective as
+    an argument cannot be cached on disk by Numba (it compiles again in every process), hence
+    this specialisation. Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
     n = len(theta)
     args = (ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
             root_param, bos_id)
@@ -326,19 +329,6 @@ def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_i
             converged = True
             break
     return x, h, step, converged
-
-
-@nb.njit(cache=True)
-def _adagrad_step(w, grad, squares, rate, lam, node_weights, positive, out, thresholds):
-    """AdaGrad's gradient half-step and the prox thresholds λ·step·a; zeroes ``grad``."""
-    for i in range(len(w)):
-        g = grad[i]
-        squares[i] += g * g
-        step = rate / (1e-8 + np.sqrt(squares[i]))
-        x = w[i] - step * g
-        out[i] = x if (x > 0.0 or not positive) else 0.0
-        thresholds[i] = lam * step * node_weights[i]
-        grad[i] = 0.0
 
 
 @nb.njit(cache=True)
@@ -733,7 +723,7 @@ class StructuredLogLinear(ParamsMixin):
                 np.maximum(W, 0.0, out=W)
         Z = W.copy()
         grad = np.zeros(trie.n_params)
-        squares = np.zeros(trie.n_params)
+        adagrad = AdaGrad(step_size=self.learning_rate, delta=1e-8)  # δ: only guards the first step's 0/0
         W_new = np.zeros(trie.n_params)
         thresholds = np.zeros(trie.n_params)
         sizes = proxlib.preorder_sizes(trie.param_parent)
@@ -765,8 +755,7 @@ class StructuredLogLinear(ParamsMixin):
                 if effective is not None:  # chain rule through w = α^depth ⊙ θ
                     grad *= feature_values
                 if self.optimizer == "adagrad":
-                    _adagrad_step(W_bar, grad, squares, self.learning_rate, lam_mean, node_weights, self.positive,
-                                  W_new, thresholds)
+                    adagrad.prox_half_step(W_bar, grad, W_new, thresholds, lam_mean, node_weights, self.positive)
                 else:
                     gamma = L + self.mu / delta if accelerated else L
                     _gradient_step(W_bar, grad, 1.0 / gamma, lam_mean, node_weights, self.positive, W_new, thresholds)
@@ -836,39 +825,9 @@ class StructuredLogLinear(ParamsMixin):
             self.polish_history_ = history[:h].tolist()
             self.polish_converged_ = bool(converged)
             return x
-        x = theta.copy()
-        f_x = smooth.value(x)
-        objective = f_x + penalty(x)
-        y, momentum = x.copy(), 1.0
-        step = 1.0 / lipschitz
-        history = [objective]
-        small = 0
-        for _ in range(self.polish):
-            f_y, grad_y = smooth.value_and_grad(y)
-            while True:
-                z = prox_step(y, grad_y, step)
-                move = z - y
-                f_z = smooth.value(z)
-                if f_z <= f_y + float(grad_y @ move) + float(move @ move) / (2.0 * step) + 1e-13 * abs(f_y):
-                    break
-                step *= 0.5
-            objective_z = f_z + penalty(z)
-            if objective_z > objective:  # momentum overshot: restart from x (a plain step from x cannot rise)
-                if momentum == 1.0 and np.array_equal(y, x):
-                    self.polish_converged_ = True  # a plain prox-gradient step from x rises: stationary to rounding
-                    break
-                y, momentum = x.copy(), 1.0
-                continue
-            momentum_next = (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
-            y = z + ((momentum - 1.0) / momentum_next) * (z - x)
-            decrease = objective - objective_z
-            x, objective, momentum = z, objective_z, momentum_next
-            history.append(objective)
-            step *= 1.25
-            small = small + 1 if decrease <= self.polish_tol * abs(objective) else 0
-            if small >= _STOP_AFTER and len(history) > _MIN_ITERATIONS:
-                self.polish_converged_ = True
-                break
+        x, history, step, self.polish_converged_ = fista(
+            smooth.value, smooth.value_and_grad, prox_step, penalty, theta, 1.0 / lipschitz, self.polish,
+            tol=self.polish_tol, stop_after=_STOP_AFTER, min_iterations=_MIN_ITERATIONS)
         _, grad_x = smooth.value_and_grad(x)
         self.polish_residual_ = float(np.abs(x - prox_step(x, grad_x, step)).max() / step)
         self.polish_history_ = history
