@@ -61,10 +61,6 @@ class FullViterbiResult:
     finished: bool
 
 
-class _Limit(Exception):
-    pass
-
-
 def full_lattice(target: HighOrderTarget, *, max_arcs: int = 20_000_000, time_limit: float | None = None) -> Lattice:
     """The explicit n-th-order lattice of ``target`` (arc score = exact log factor).
 
