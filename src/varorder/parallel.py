@@ -317,7 +317,7 @@ def connect_dask(address: str, timeout: float = 10.0):
     try:
         return Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {exc}", name='address', value=address) from None
 
 
 def _active_joblib_config() -> int | None:

@@ -117,7 +117,7 @@ def fit_sources(aligner, sources, read, mode: str):
             kept.append(source)
         n_long += long_pairs
     if not kept:
-        raise ParameterError("pairs must hold at least one sentence pair")
+        raise ParameterError("pairs must hold at least one sentence pair", name='sources', value=sources)
     if n_long:
         warnings.warn(f"{n_long} sentence pair(s) longer than max_length={aligner.max_length} words were cut into "
                       f"pieces of at most {aligner.max_length} words, aligned separately (links never cross a cut)",

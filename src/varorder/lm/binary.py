@@ -91,7 +91,7 @@ def _model_arrays(model: NgramLM) -> dict[str, np.ndarray]:
     words = model.vocabulary.words
     for word in words:
         if "\n" in word:
-            raise ParameterError(f"word {word!r} contains a newline; the binary format separates words by newlines")
+            raise ParameterError(f"word {word!r} contains a newline; the binary format separates words by newlines", name='model', value=model)
     arrays = {
         "vocabulary": np.frombuffer("\n".join(words).encode("utf-8", errors="surrogateescape"), dtype=np.uint8),
         "values": np.ascontiguousarray(model._values, dtype=np.float32),

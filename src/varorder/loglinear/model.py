@@ -407,7 +407,7 @@ class LogLinearLM:
             ids, lengths = self.vocabulary.encode_sentences(s.split() if isinstance(s, str) else s for s in sentences)
         scores, _ = self.token_log10probs(ids, lengths)
         if len(scores) == 0:
-            raise ParameterError("perplexity of an empty set of sentences")
+            raise ParameterError("perplexity of an empty set of sentences", name='sentences', value=sentences)
         return float(10.0 ** (-scores.sum() / len(scores)))
 
     def distribution(self, context) -> np.ndarray:

@@ -85,7 +85,7 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
                         prox_penalty=prox_penalty, prox_steps=prox_steps, prox_tol=prox_tol,
                         unigram_start=unigram_start, passes_sweeps=passes_sweeps, tol=tol, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
-    raise ParameterError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
+    raise ParameterError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}", name='name', value=name)
 
 NEG_INF = -math.inf
 GREEDY_FLOOR = 1e-6  # pseudo-count of an unseen n-gram in a greedy projection, per unit of its state's mass

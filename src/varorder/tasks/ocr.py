@@ -83,7 +83,7 @@ def word_arrays(words):
     for k, w in enumerate(words):
         bad = [c for c in w.letters if c not in ALPHABET]
         if bad:
-            raise ParameterError(f"word {w.word_id} (index {k}) has letters outside a-z: {bad}")
+            raise ParameterError(f"word {w.word_id} (index {k}) has letters outside a-z: {bad}", name='words', value=words)
         xs.append(w.images.reshape(len(w), -1).astype(np.float64))
         ys.append(np.fromiter((ALPHABET.index(c) for c in w.letters), dtype=np.int64, count=len(w)))
     return xs, ys
