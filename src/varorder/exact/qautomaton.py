@@ -280,7 +280,7 @@ class QAutomaton:
         for j, symbol in enumerate(path):
             k = self._index_of[j].get(symbol)
             if k is None:
-                raise ParameterError(f"symbol {symbol} is not a candidate at position {j + 1}")
+                raise ParameterError(f"symbol {symbol} is not a candidate at position {j + 1}", name='path', value=path)
             cands[j] = k
         return cands
 

@@ -54,7 +54,7 @@ class MaxBackoffBounds:
         for m in range(self.order):
             n = len(self._keys[m])
             if len(table.max_log10prob[m]) != n or len(table.max_log10backoff[m]) != n:
-                raise ParameterError(f"order {m + 1}: MAX-ARPA columns have the wrong length")
+                raise ParameterError(f"order {m + 1}: MAX-ARPA columns have the wrong length", name='table', value=table)
         self._max_backoff = table
 
     def max_log10prob(self, context: Sequence[int], word: int) -> float:
