@@ -199,3 +199,19 @@ def test_lm_prune_command(tmp_path):
     assert sum(read_arpa(output).ngram_counts) <= 60
     refused = CliRunner().invoke(main, ["lm", "prune", str(arpa), str(output)])
     assert refused.exit_code != 0 and "--threshold or --target-size" in refused.output
+
+
+def test_lm_train_prune_entropy_writes_the_pruned_model(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n".join(random_corpus(np.random.default_rng(10), 300, 12, max_length=8)) + "\n")
+    unpruned, pruned_arpa = tmp_path / "full.arpa", tmp_path / "pruned.arpa"
+    for output, extra in ((unpruned, []), (pruned_arpa, ["--prune-entropy", "1e-3"])):
+        result = CliRunner().invoke(main, ["lm", "train", str(corpus), "-n", "3", "--method", "absolute", "-o",
+                                           str(output), *extra])
+        assert result.exit_code == 0, result.output
+    expected, _ = prune_entropy(read_arpa(unpruned), 1e-3)
+    got = read_arpa(pruned_arpa)
+    assert got.ngram_counts == expected.ngram_counts and sum(got.ngram_counts) < sum(read_arpa(unpruned).ngram_counts)
+    for m in range(1, 4):
+        np.testing.assert_array_equal(got.ngrams(m)[0], expected.ngrams(m)[0])
+        np.testing.assert_allclose(got.ngrams(m)[1:], expected.ngrams(m)[1:], atol=1e-6)

@@ -84,7 +84,7 @@ def _checked_memory(text: str | None, param) -> int | None:
 
 # options that only an n-gram model reads (refused with --model loglinear rather than ignored)
 _NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
-               "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa")
+               "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa", "prune_entropy")
 
 
 def _refuse_inapplicable(ctx, model_family: str, method: str) -> None:
@@ -157,10 +157,13 @@ def lm():
                    "runs into -T instead (reachable by the workers), merged on disk under -S.")
 @click.option("--binary", "binary", is_flag=True, help="Write the binary format instead of ARPA.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
+@click.option("--prune-entropy", type=Real(0), metavar="THETA",
+              help="Prune the estimated model by relative entropy before writing it, as `varorder lm prune "
+                   "--threshold THETA` (SRILM's -prune); the model is then estimated in memory (counts on disk with -S).")
 @loglinear_options
 def train(corpus, output, order, method, discount, smoothing, alpha, min_count, prune, limit_vocab_file,
           discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa,
-          model_family, **loglinear):
+          prune_entropy, model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
     _refuse_inapplicable(click.get_current_context(), model_family, method)
     import os
@@ -203,7 +206,8 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     try:
         with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:
             trained = train_from_files(estimator, list(corpus), memory=memory, temp_dir=temp_dir, client=client,
-                                       output=output, binary=binary, max_arpa=max_arpa, progress=True)
+                                       output=output, binary=binary, max_arpa=max_arpa, progress=True,
+                                       prune_entropy=prune_entropy)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     if trained.n_workers is not None:
