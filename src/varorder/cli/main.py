@@ -29,7 +29,7 @@ COMMANDS = {
     "decode": ("decode", "Exact argmax of p_lm x p_obs for each observation (Algorithm 1, optimisation)."),
     "demo": ("demo", "RCMS vs beam search on OCR (default), or the engine on a toy HMM (--engine)."),
     "induce": ("induce", "Grammar induction: DMV, CCM, and their product trained by exact product EM."),
-    "lm": ("lm", "n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds."),
+    "lm": ("lm", "n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds, mixing, pruning."),
     "neg": ("neg", "Named-entity generation: choose each person reference's expression (Bouchard 2010)."),
     "ocr": ("ocr", "Word recognition on the OCR letters data with a first-order pixel CRF."),
     "sample": ("sample", "Exact samples of p_lm x p_obs for each observation (adaptive rejection sampling)."),
