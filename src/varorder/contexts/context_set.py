@@ -97,42 +97,51 @@ def _pattern_weight(theta, slots, length, label, window, num_labels, base, star,
 
 @nb.njit(cache=True)
 def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, pc, c_src, c_lab, c_w, c_fwd, c_key, c_class,
-            c_forced, c_state, c_payload):
+            c_forced, c_payload):
     """Step 1 of App. A: expansions label-major, each label block in the order of 𝒞_{i−1};
-    lcs̃ is lcs_{i−1} + 1 inside a block, 0 across. Duplicates (possible only with capped
-    contexts) are adjacent with lcs̃ == cap: they share the state key of their run's first."""
+    lcs̃ (payload column 1) is lcs_{i−1} + 1 inside a block, 0 across. Duplicates (possible
+    only with capped contexts) are adjacent with lcs̃ == cap: one run, one state key."""
     obs, theta, window, slots, cap, beam_mode, forced, backoff, gold = ctx
     V = obs.shape[1]
     tail = slots - window  # features read the last `window` of the stored `slots` symbols
     base = V + 2
     star = V + 1
+    forcing = forced[0] >= 0
     for y in range(V):
         for k in range(pc):
             e = y * pc + k
             u = prev_first + k
             c_src[e] = u
             c_lab[e] = y
-            for j in range(slots - 1):
-                c_state[e, j] = node_state[u, j + 1]
-            c_state[e, slots - 1] = y
-            c_state[e, slots + _LEN] = min(node_state[u, slots + _LEN] + 1, cap)
-            c_state[e, slots + _LCS] = min(node_state[u, slots + _LCS] + 1, cap) if k + 1 < pc else 0
-            c_state[e, slots + _ROOT] = 0
             w, pat = _pattern_weight(theta, node_state[u, tail:slots], node_state[u, slots + _LEN], y, window, V,
                                      base, star, backoff)
             w += obs[i - 1, y]
             c_w[e] = w
             c_payload[e, 0] = pat
+            c_payload[e, 1] = min(node_state[u, slots + _LCS] + 1, cap) if k + 1 < pc else 0
             c_fwd[e] = node_fwd[u] + w
-            c_key[e] = c_key[e - 1] if e > 0 and c_state[e - 1, slots + _LCS] >= cap else e
+            c_key[e] = c_key[e - 1] if e > 0 and c_payload[e - 1, 1] >= cap else e
             # beam search keeps singletons only
             c_class[e] = -1 if beam_mode and node_state[u, slots + _ROOT] == 1 else 0
-            c_forced[e] = forced[0] >= 0 and y == forced[i - 1] and k == gold[0]
+            c_forced[e] = forcing and y == forced[i - 1] and k == gold[0]
     return pc * V
 
 
 @nb.njit(cache=True)
-def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_state, n_exp, g_rep, g_fwd,
+def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
+    """The context c_{i−1} × {y_i}: the parent's symbols shifted by one, y_i last."""
+    slots, cap = ctx[3], ctx[4]
+    u = c_src[c]
+    for j in range(slots - 1):
+        row[j] = node_state[u, j + 1]
+    row[slots - 1] = c_lab[c]
+    row[slots + _LEN] = min(node_state[u, slots + _LEN] + 1, cap)
+    row[slots + _LCS] = -1
+    row[slots + _ROOT] = 0
+
+
+@nb.njit(cache=True)
+def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_exp, g_rep, g_fwd,
            g_forced, active, g_node, n_groups, g_target):
     """Step 3 of App. A: walk the groups backwards with a stack (a depth-first pass of the
     context tree) and merge every one not kept into its least kept ancestor (or 𝒴_{1:i});
@@ -147,7 +156,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
     ell = big
     for g in range(n_groups - 1, -1, -1):
         last_member = g_rep[g + 1] - 1 if g + 1 < n_groups else n_exp - 1  # groups are runs
-        ell = min(ell, c_state[last_member, slots + _LCS])
+        ell = min(ell, c_payload[last_member, 1])
         while ell < stack_len[top]:  # the top of the stack is not an ancestor
             top -= 1
         if active[g]:
@@ -155,7 +164,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
             node_state[v, slots + _LCS] = ell
             top += 1
             stack_node[top] = v
-            stack_len[top] = c_state[g_rep[g], slots + _LEN]
+            stack_len[top] = node_state[v, slots + _LEN]
             ell = big
             if g_forced[g]:
                 gold[0] = v - first
@@ -164,7 +173,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
 
 
 @nb.njit(cache=True)
-def _root_state(ctx, i, key, g, g_rep, c_state, row):
+def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row):
     slots = ctx[3]
     star = ctx[0].shape[1] + 1
     for j in range(slots):
@@ -174,7 +183,7 @@ def _root_state(ctx, i, key, g, g_rep, c_state, row):
     row[slots + _ROOT] = 1
 
 
-_LOOP = selection_builder(SelectionBuilder(_expand, _merge, _root_state))
+_LOOP = selection_builder(SelectionBuilder(_expand, _open_state, _merge, _root_state))
 
 
 @nb.njit(cache=True)
@@ -185,10 +194,12 @@ def _build_kernel(obs, theta, window, slots, cap, num_contexts, beam_mode, cover
     state0[slots + _LEN] = cap
     state0[slots + _LCS] = -1
     state0[slots + _ROOT] = 0
+    width = num_contexts + 2  # B actives + a forced gold context + the root
     gold = np.zeros(1, np.int64)  # index of the forced (gold) context in the previous context set
     ctx = (obs, theta, window, slots, cap, beam_mode, forced, backoff, gold)
     node_pos, node_fwd, state, src, dst, lab, w, apos, payload, _ = _LOOP(
-        ctx, L, state0, 1, V, num_contexts, 1, (num_contexts + 2) * V, 1, True, coverage_weight, True)
+        ctx, L, state0, 2, V, num_contexts, 1, -1 if beam_mode else 0, 1, True, coverage_weight, True,
+        (1 + L * width, L * width * V, width * V))
     root = state[:, slots + _ROOT] == 1
     return (node_pos, state[:, :slots].copy(), state[:, slots + _LEN].copy(), state[:, slots + _LCS].copy(), root,
             node_fwd, src, dst, lab, w, payload[:, 0].copy(), apos, root[dst])

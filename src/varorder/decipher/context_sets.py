@@ -64,7 +64,7 @@ _U, _V, _LEN, _CTX = range(4)
 
 @nb.njit(cache=True, nogil=True)
 def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd, c_key,
-            c_class, c_forced, c_state, c_payload):
+            c_class, c_forced, c_payload):
     """Every kept context of position i − 1 by every word, scored by the chain's row; the
     state key is the (y_{i−1}, y_i) pair or the ★y_i pattern (beam: none, singletons)."""
     (obs, order, beam, K, log_unigram, log_bigram, log_bigram_raw, context_row, log_gamma, log_norm,
@@ -78,6 +78,7 @@ def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_sr
         context_row_weights(node_state[p, _U], last, min(length, order), K, log_unigram, log_bigram,
                             log_bigram_raw, context_row, log_gamma, log_norm, trigram_offsets, trigram_words,
                             trigram_logp, row)
+        pair = not beam and min(length + 1, order) == 2
         for y in range(K):
             w = row[y] + obs[i - 1, y]
             c = n
@@ -88,30 +89,34 @@ def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_sr
             c_fwd[c] = node_fwd[p] + w
             c_class[c] = 0
             c_forced[c] = False
-            c_state[c, _V] = y
-            if beam:
-                c_key[c] = -1
-                c_state[c, _U] = last
-                c_state[c, _LEN] = order
-                c_state[c, _CTX] = i
-            elif min(length + 1, order) == 2:
-                c_key[c] = last * K + y
-                c_state[c, _U] = last
-                c_state[c, _LEN] = 2
-                c_state[c, _CTX] = min(2, i)
-            else:
-                c_key[c] = star_slots + y
-                c_state[c, _U] = -1
-                c_state[c, _LEN] = 1
-                c_state[c, _CTX] = 1
+            c_key[c] = -1 if beam else last * K + y if pair else star_slots + y
     return n
 
 
 @nb.njit(cache=True, nogil=True)
-def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_state, n, g_rep, g_fwd, g_forced,
-           active, g_node, n_groups, g_target):
+def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
+    order, beam = ctx[1], ctx[2]
+    p = c_src[c]
+    row[_V] = c_lab[c]
+    if beam:
+        row[_U] = node_state[p, _V]
+        row[_LEN] = order
+        row[_CTX] = i
+    elif min(node_state[p, _LEN] + 1, order) == 2:
+        row[_U] = node_state[p, _V]
+        row[_LEN] = 2
+        row[_CTX] = min(2, i)
+    else:
+        row[_U] = -1
+        row[_LEN] = 1
+        row[_CTX] = 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n, g_rep, g_fwd,
+           g_forced, active, g_node, n_groups, g_target):
     """(y_{i−1}, y_i) into ★y_i when that is kept, else into the all-★ root (beam: dropped)."""
-    beam, K = ctx[2], ctx[3]
+    order, beam, K = ctx[1], ctx[2], ctx[3]
     star_slots = (K + 1) * K
     for g in range(n_groups):
         if active[g]:
@@ -120,19 +125,20 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
             g_target[g] = DROP
             continue
         c = g_rep[g]
-        star = slot_group[star_slots + c_state[c, _V]] if c_state[c, _LEN] == 2 else -1
+        pair = min(node_state[c_src[c], _LEN] + 1, order) == 2
+        star = slot_group[star_slots + c_lab[c]] if pair else -1
         g_target[g] = g_node[star] if star >= 0 and active[star] else root(0)
 
 
 @nb.njit(cache=True, nogil=True)
-def _root_state(ctx, i, key, g, g_rep, c_state, row):
+def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row):
     row[_U] = -1
     row[_V] = -1
     row[_LEN] = 0
     row[_CTX] = 0
 
 
-_LOOP = selection_builder(SelectionBuilder(_expand, _merge, _root_state))
+_LOOP = selection_builder(SelectionBuilder(_expand, _open_state, _merge, _root_state))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -144,7 +150,8 @@ def _build(obs, order, budget, beam, K, log_unigram, log_bigram, log_bigram_raw,
            trigram_offsets, trigram_words, trigram_logp, row)
     state0 = np.array([K, K, order, 0], np.int64)
     node_pos, node_fwd, node_state, src, dst, lab, wt, _, _, last_first = _LOOP(
-        ctx, L, state0, 0, K, budget, 1, (K + 1) * K + K, 1, not beam, 0.0, False)
+        ctx, L, state0, 0, K, budget, 1, -1 if beam else (K + 1) * K + K, 1, not beam, 0.0, False,
+        (1 + L * (budget + 1), L * (budget + 1) * K, (budget + 1) * K))
     n_nodes = node_pos.shape[0]
     final = np.full(n_nodes, _NEG_INF)
     for v in range(last_first, n_nodes):

@@ -116,17 +116,19 @@ class SelectionBuilder(NamedTuple):
     and scratch, passed through unchanged):
 
     * ``expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab,
-      c_w, c_fwd, c_key, c_class, c_forced, c_state, c_payload) -> n``: write the candidates
-      of position i from the nodes ``prev_first … prev_first + prev_count − 1`` (at most
-      ``prev_count · fanout``); ``c_state[c]`` is the state row of the context candidate c
-      would open, ``c_payload[c]`` its arc's payload row;
-    * ``merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_state, n,
-      g_rep, g_fwd, g_forced, active, g_node, n_groups, g_target)``: set ``g_target[g]`` for
-      every group not kept — a node id (a kept context of position i), :func:`root` (key)
-      or :data:`DROP`; ``g_node[g]`` is the node of a kept group, ``g_rep[g]`` its first
-      candidate; it may finish the kept nodes' state rows;
-    * ``root_state(ctx, i, key, g, g_rep, c_state, row)``: the state row of root ``key``,
-      first used by group g;
+      c_w, c_fwd, c_key, c_class, c_forced, c_payload) -> n``: write the candidates of
+      position i from the nodes ``prev_first … prev_first + prev_count − 1`` (at most
+      ``prev_count · fanout``): parent node, label, arc weight, forward score, state key,
+      class, forced, and the arc's payload row;
+    * ``open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row)``: the state row of
+      the context candidate c opens (called for the first candidate of each kept group);
+    * ``merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload,
+      n, g_rep, g_fwd, g_forced, active, g_node, n_groups, g_target)``: set ``g_target[g]``
+      for every group not kept — a node id (a kept context of position i), :func:`root`
+      (key) or :data:`DROP`; ``g_node[g]`` is the node of a kept group, ``g_rep[g]`` its
+      first candidate; it may finish the kept nodes' state rows;
+    * ``root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row)``: the state row of
+      root ``key``, first used by group g (−1: root 0 made eagerly);
     * ``select``: step 3 (default :func:`select_best`);
     * ``end(ctx, i, node_pos, node_fwd, node_state, n_nodes, a_src, …, n_arcs) -> (n_nodes,
       n_arcs)``: extra nodes and arcs after a position's own (room for one node and
@@ -134,6 +136,7 @@ class SelectionBuilder(NamedTuple):
     """
 
     expand: Callable
+    open_state: Callable
     merge: Callable
     root_state: Callable
     select: Callable = select_best
@@ -142,18 +145,18 @@ class SelectionBuilder(NamedTuple):
 
 def make_selection_loop(builder: SelectionBuilder):
     """The selection-builder loop specialised to ``builder``'s hooks (see the module docstring)."""
-    expand, merge, root_state, select, end = builder
+    expand, open_state, merge, root_state, select, end = builder
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
     def build(ctx, positions, state0, payload_width, fanout, budget, n_classes, n_slots, n_root_keys, eager_root,
-              coverage, has_coverage):
+              coverage, has_coverage, sizes):
         width = state0.shape[0]
-        cap_n = 64
+        cap_n = max(sizes[0], 2)
         node_pos = np.empty(cap_n, np.int64)
         node_fwd = np.empty(cap_n)
         node_state = np.empty((cap_n, width), np.int64)
-        cap_a = 256
+        cap_a = max(sizes[1], 1)
         a_src = np.empty(cap_a, np.int64)
         a_dst = np.empty(cap_a, np.int64)
         a_lab = np.empty(cap_a, np.int64)
@@ -165,7 +168,7 @@ def make_selection_loop(builder: SelectionBuilder):
         node_state[0, :] = state0
         n_nodes = 1
         n_arcs = 0
-        cap_c = 16
+        cap_c = max(sizes[2], 1)
         c_src = np.empty(cap_c, np.int64)
         c_lab = np.empty(cap_c, np.int64)
         c_w = np.empty(cap_c)
@@ -174,16 +177,16 @@ def make_selection_loop(builder: SelectionBuilder):
         c_class = np.empty(cap_c, np.int64)
         c_forced = np.empty(cap_c, np.bool_)
         c_group = np.empty(cap_c, np.int64)
-        c_state = np.empty((cap_c, width), np.int64)
         c_payload = np.empty((cap_c, payload_width), np.int64)
         g_rep = np.empty(cap_c, np.int64)
         g_fwd = np.empty(cap_c)
         g_class = np.empty(cap_c, np.int64)
         g_forced = np.empty(cap_c, np.bool_)
-        g_node = np.empty(cap_c, np.int64)
         g_target = np.empty(cap_c, np.int64)
-        g_root = np.empty(cap_c, np.bool_)
         active = np.empty(cap_c, np.bool_)
+        runs = n_slots == 0
+        singletons = n_slots < 0
+        ident = np.arange(cap_c)
         slot_group = np.full(max(n_slots, 1), -1, np.int64)
         root_of = np.full(max(n_root_keys, 1), -1, np.int64)
         roots_made = np.empty(max(n_root_keys, 1), np.int64)
@@ -203,24 +206,37 @@ def make_selection_loop(builder: SelectionBuilder):
                 c_class = np.empty(cap_c, np.int64)
                 c_forced = np.empty(cap_c, np.bool_)
                 c_group = np.empty(cap_c, np.int64)
-                c_state = np.empty((cap_c, width), np.int64)
                 c_payload = np.empty((cap_c, payload_width), np.int64)
                 g_rep = np.empty(cap_c, np.int64)
                 g_fwd = np.empty(cap_c)
                 g_class = np.empty(cap_c, np.int64)
                 g_forced = np.empty(cap_c, np.bool_)
-                g_node = np.empty(cap_c, np.int64)
                 g_target = np.empty(cap_c, np.int64)
-                g_root = np.empty(cap_c, np.bool_)
                 active = np.empty(cap_c, np.bool_)
+                ident = np.arange(cap_c)
             # 1. expand
             n_c = expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd,
-                         c_key, c_class, c_forced, c_state, c_payload)
+                         c_key, c_class, c_forced, c_payload)
             # 2. group
             n_g = 0
-            for c in range(n_c):
+            if singletons:  # every candidate is a group of its own: the candidate columns serve
+                n_g = n_c
+                g_rep, g_fwd, g_class, g_forced, c_group = ident, c_fwd, c_class, c_forced, ident
+                for g in range(n_g):
+                    active[g] = False
+            for c in range(0 if singletons else n_c):
                 key = c_key[c]
-                if key >= 0:
+                if key >= 0 and runs:  # keys of one group are adjacent
+                    if c > 0 and key == c_key[c - 1]:
+                        g = n_g - 1
+                        g_fwd[g] = log_plus(g_fwd[g], c_fwd[c])
+                        new = False
+                    else:
+                        g = n_g
+                        n_g += 1
+                        g_fwd[g] = c_fwd[c]
+                        new = True
+                elif key >= 0:
                     g, n_g, new = group_of_slot(slot_group, key, c_fwd[c], n_g, g_fwd)
                 else:
                     g = n_g
@@ -231,71 +247,46 @@ def make_selection_loop(builder: SelectionBuilder):
                     g_rep[g] = c
                     g_class[g] = c_class[c]
                     g_forced[g] = False
+                    active[g] = False
                 if c_forced[c]:
                     g_forced[g] = True
                 c_group[c] = g
             # 3. keep best
-            for g in range(n_g):
-                active[g] = False
             select(ctx, g_fwd, n_g, g_class, g_forced, n_classes, budget, active)
-            # 5a. the kept groups become nodes, in group order
+            # 5a. the kept groups become nodes, in group order (g_target: their node)
             room = n_nodes + n_g + min(n_root_keys, n_g) + 2
             node_pos = grown1(node_pos, n_nodes, room)
             node_fwd = grown1(node_fwd, n_nodes, room)
             node_state = grown2(node_state, n_nodes, room)
             first = n_nodes
-            n_roots = 0
             for g in range(n_g):
-                g_root[g] = False
                 if active[g]:
                     v = n_nodes
                     n_nodes += 1
-                    g_node[g] = v
+                    g_target[g] = v
                     node_pos[v] = i
                     node_fwd[v] = _NEG_INF
-                    c = g_rep[g]
-                    for t in range(width):
-                        node_state[v, t] = c_state[c, t]
-                else:
-                    g_node[g] = -1
+                    open_state(ctx, i, node_state, g_rep[g], c_src, c_lab, c_payload, node_state[v])
+            first_root = n_nodes
+            n_roots = 0
             if eager_root:
                 v = n_nodes
                 n_nodes += 1
                 node_pos[v] = i
                 node_fwd[v] = _NEG_INF
-                root_state(ctx, i, 0, -1, g_rep, c_state, node_state[v])
+                root_state(ctx, i, 0, -1, g_rep, c_src, c_lab, node_state, node_state[v])
                 root_of[0] = v
                 roots_made[0] = 0
                 n_roots = 1
-            # 4. merge the others
-            merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_state, n_c, g_rep, g_fwd,
-                  g_forced, active, g_node, n_g, g_target)
-            for g in range(n_g):
-                if active[g]:
-                    continue
-                t = g_target[g]
-                if t <= -2:
-                    key = -2 - t
-                    t = root_of[key]
-                    if t < 0:
-                        t = n_nodes
-                        n_nodes += 1
-                        node_pos[t] = i
-                        node_fwd[t] = _NEG_INF
-                        root_state(ctx, i, key, g, g_rep, c_state, node_state[t])
-                        root_of[key] = t
-                        roots_made[n_roots] = key
-                        n_roots += 1
-                    g_target[g] = t
-                    g_root[g] = True
-            for c in range(n_c):
-                key = c_key[c]
-                if key >= 0:
-                    slot_group[key] = -1
-            for k in range(n_roots):
-                root_of[roots_made[k]] = -1
-            n_regular = n_nodes - first
-            # 5b. arcs, in candidate order
+            # 4. merge the others (g_target of the kept groups is their node)
+            merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_c, g_rep, g_fwd,
+                  g_forced, active, g_target, n_g, g_target)
+            if not runs and not singletons:
+                for g in range(n_g):
+                    key = c_key[g_rep[g]]
+                    if key >= 0:
+                        slot_group[key] = -1
+            # 5b. arcs, in candidate order; a root is made on first use
             room = n_arcs + n_c + prev_count
             a_src = grown1(a_src, n_arcs, room)
             a_dst = grown1(a_dst, n_arcs, room)
@@ -305,14 +296,27 @@ def make_selection_loop(builder: SelectionBuilder):
             a_payload = grown2(a_payload, n_arcs, room)
             for c in range(n_c):
                 g = c_group[c]
-                v = g_node[g] if active[g] else g_target[g]
+                v = g_target[g]
                 if v < 0:
-                    continue
+                    if v == DROP:
+                        continue
+                    key = -2 - v
+                    v = root_of[key]
+                    if v < 0:
+                        v = n_nodes
+                        n_nodes += 1
+                        node_pos[v] = i
+                        node_fwd[v] = _NEG_INF
+                        root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, node_state[v])
+                        root_of[key] = v
+                        roots_made[n_roots] = key
+                        n_roots += 1
+                    g_target[g] = v
                 a = n_arcs
                 n_arcs += 1
                 w = c_w[c]
                 f = c_fwd[c]
-                if has_coverage and g_root[g]:
+                if has_coverage and v >= first_root:
                     w += coverage
                     f += coverage
                 a_src[a] = c_src[c]
@@ -323,6 +327,9 @@ def make_selection_loop(builder: SelectionBuilder):
                 for t in range(payload_width):
                     a_payload[a, t] = c_payload[c, t]
                 node_fwd[v] = log_plus(node_fwd[v], f)
+            for k in range(n_roots):
+                root_of[roots_made[k]] = -1
+            n_regular = n_nodes - first
             n_nodes, n_arcs = end(ctx, i, node_pos, node_fwd, node_state, n_nodes, a_src, a_dst, a_lab, a_w, a_pos,
                                   a_payload, n_arcs)
             prev_first = first
@@ -336,13 +343,17 @@ def make_selection_loop(builder: SelectionBuilder):
 def selection_builder(builder: SelectionBuilder):
     """The compiled selection-builder loop of ``builder`` (built once per process):
     ``loop(ctx, positions, state0, payload_width, fanout, budget, n_classes, n_slots,
-    n_root_keys, eager_root, coverage, has_coverage)`` returns the node table (positions,
+    n_root_keys, eager_root, coverage, has_coverage, sizes)`` returns the node table (positions,
     forward scores, state rows), the arc table (sources, targets, labels, weights,
     positions, payload rows) and the first node of the last position.
 
     ``state0`` is node 0's state row (position 0, forward 0); ``fanout`` bounds the
-    candidates per kept context; ``n_slots`` the state keys, ``n_root_keys`` the root keys;
+    candidates per kept context; ``n_slots`` the state keys (0: the candidates of one group
+    come one after another, compared with the previous key only; −1: every candidate is a
+    group of its own, keys unused), ``n_root_keys`` the root keys;
     ``eager_root``: root 0 of every position exists (right after the kept nodes) whether
     used or not; ``coverage`` is added to the weight of every arc into a root when
-    ``has_coverage`` (the coverage feature of §4.1; −∞ for plain beam search)."""
+    ``has_coverage`` (the coverage feature of §4.1; −∞ for plain beam search); ``sizes``:
+    (nodes, arcs, candidates of one position) to make room for first (the tables grow past
+    them)."""
     return compiled(make_selection_loop, builder)
