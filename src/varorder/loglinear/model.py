@@ -440,7 +440,7 @@ class LogLinearLM:
     @classmethod
     @model_loader
     def load(cls, path) -> "LogLinearLM":
-        """Load and fully validate a model file (ValueError naming the file otherwise)."""
+        """Load and fully validate a model file (FormatError naming the file otherwise)."""
         names = ("weights",) + tuple(ContextTrie(0, 0, *([np.empty(0)] * 11)).arrays())
         params, state, arrays = load_model(path, KIND, names)
         where = os.fspath(path)
