@@ -1,0 +1,182 @@
+"""Torch-native chain recursions, for tensors on a GPU (or anywhere the engine is not wanted).
+
+Factorization as in :mod:`varorder.chain`: for sequence b of length n a label path scores
+s(y) = start[y₁] + Σₜ E[b, t, yₜ] + Σₜ₌₂ⁿ T[yₜ₋₁, yₜ] + end[yₙ], T shared (K, K) or per
+sequence (B, K, K).
+
+The recursions are the engine's, written as batched log-semiring matrix–vector products
+over the whole batch, sequential over positions (Rabiner 1989; Lafferty, McCallum & Pereira
+2001): the forward αₜ = logsumexp_i(αₜ₋₁[i] + T[i, ·]) + Eₜ, the backward βₜ likewise, and
+the marginals p(yₜ = j) = exp(αₜ[j] + βₜ[j] − log Z),
+p(yₜ = i, yₜ₊₁ = j) = exp(αₜ[i] + T[i, j] + Eₜ₊₁[j] + βₜ₊₁[j] − log Z). Sequences shorter
+than L keep their last row (a ``where`` per step), so one batch holds ragged lengths. As in
+:mod:`varorder.torch.functions`, the backward of :func:`chain_log_partition` is the
+marginals (an explicit backward recursion, not autograd through the loop: exact, and
+free of the NaN that autograd through logsumexp gives on rows of −inf). Viterbi is the
+max-plus forward with back-pointers and a backtrack on the device.
+
+The CPU engine is this module's oracle: ``tests/test_torch.py`` checks log Z, marginals
+and Viterbi against it to 1e-10 in float64 on CPU tensors; ``benchmarks/devices/torch_gpu.py``
+runs the same checks on CUDA.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.autograd.function import once_differentiable
+
+from varorder.errors import ParameterError
+
+__all__ = ["chain_log_partition", "chain_marginals", "chain_viterbi"]
+
+# positions per chunk of the edge-marginal sum: bounds the (B, chunk, K, K) temporary
+_EDGE_CHUNK_ELEMENTS = 1 << 22
+
+
+def _check_finite(name, tensor):
+    if tensor is None:
+        return
+    if torch.isnan(tensor).any() or torch.isposinf(tensor).any():
+        raise ParameterError(f"{name} holds NaN or +inf (only -inf, a hard zero, is allowed)", name=name)
+
+
+def _prepare(emissions, transitions, start, end, lengths, allowed):
+    B, L, K = emissions.shape
+    for name, value in (("emissions", emissions), ("transitions", transitions), ("start", start), ("end", end)):
+        _check_finite(name, value)
+    if transitions.shape not in ((K, K), (B, K, K)):
+        raise ParameterError(f"transitions must have shape ({K}, {K}) or ({B}, {K}, {K}), got "
+                             f"{tuple(transitions.shape)}", name="transitions", value=tuple(transitions.shape))
+    T = transitions if transitions.dim() == 3 else transitions.unsqueeze(0)
+    S = emissions.new_zeros(K) if start is None else start
+    F = emissions.new_zeros(K) if end is None else end
+    if lengths is None:
+        n = torch.full((B,), L, dtype=torch.long, device=emissions.device)
+    else:
+        n = torch.as_tensor(np.asarray(lengths), dtype=torch.long, device=emissions.device)
+    E = emissions
+    if allowed is not None:
+        mask = torch.as_tensor(np.asarray(allowed), dtype=torch.bool, device=emissions.device)
+        E = E.masked_fill(~mask, float("-inf"))
+    return E, T, S, F, n
+
+
+def _alphas(E, T, S, n):
+    B, L, K = E.shape
+    alphas = E.new_empty(B, L, K)
+    a = E[:, 0] + S
+    alphas[:, 0] = a
+    for t in range(1, L):
+        step = torch.logsumexp(a.unsqueeze(2) + T, dim=1) + E[:, t]
+        a = torch.where((t < n).unsqueeze(1), step, a)
+        alphas[:, t] = a
+    return alphas
+
+
+def _betas(E, T, F, n):
+    B, L, K = E.shape
+    betas = E.new_empty(B, L, K)
+    b = F.expand(B, K)
+    betas[:, L - 1] = b
+    for t in range(L - 2, -1, -1):
+        step = torch.logsumexp(T + (E[:, t + 1] + b).unsqueeze(1), dim=2)
+        b = torch.where((t + 1 < n).unsqueeze(1), step, b)
+        betas[:, t] = b
+    return betas
+
+
+def _log_z(alphas, F, n):
+    B = alphas.shape[0]
+    last = alphas[torch.arange(B, device=alphas.device), n - 1]
+    return torch.logsumexp(last + F, dim=1)
+
+
+def _marginals(E, T, S, F, n, edges: bool):
+    """(log Z (B,), node (B, L, K), position-summed edge (B, K, K) or None)."""
+    B, L, K = E.shape
+    alphas = _alphas(E, T, S, n)
+    logz = _log_z(alphas, F, n)
+    betas = _betas(E, T, F, n)
+    safe = torch.where(torch.isfinite(logz), logz, torch.zeros_like(logz)).view(B, 1, 1)
+    positions = torch.arange(L, device=E.device)
+    inside = (positions.unsqueeze(0) < n.unsqueeze(1)).unsqueeze(2)
+    node = torch.where(inside, torch.exp(alphas + betas - safe), torch.zeros_like(alphas))
+    if not edges:
+        return logz, node, None
+    edge = E.new_zeros(B, K, K)
+    chunk = max(1, _EDGE_CHUNK_ELEMENTS // max(1, B * K * K))
+    for lo in range(0, L - 1, chunk):
+        hi = min(L - 1, lo + chunk)
+        a = alphas[:, lo:hi].unsqueeze(3)                                  # (B, c, K, 1)
+        right = (E[:, lo + 1:hi + 1] + betas[:, lo + 1:hi + 1]).unsqueeze(2)  # (B, c, 1, K)
+        joint = torch.exp(a + T.unsqueeze(1) + right - safe.unsqueeze(1))
+        valid = (positions[lo + 1:hi + 1].unsqueeze(0) < n.unsqueeze(1)).view(B, hi - lo, 1, 1)
+        edge += torch.where(valid, joint, torch.zeros_like(joint)).sum(dim=1)
+    return logz, node, edge
+
+
+class _NativeChainLogPartition(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, emissions, transitions, start, end, lengths, allowed):
+        E, T, S, F, n = _prepare(emissions, transitions, start, end, lengths, allowed)
+        logz, node, edge = _marginals(E, T, S, F, n, edges=True)
+        ctx.save_for_backward(node, edge, n)
+        ctx.shared = transitions.dim() == 2
+        ctx.has_start, ctx.has_end = start is not None, end is not None
+        return logz
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        node, edge, n = ctx.saved_tensors
+        B = node.shape[0]
+        g = grad.view(B, 1, 1)
+        grad_t = (g * edge).sum(0) if ctx.shared else g * edge
+        grad_s = (g[:, 0] * node[:, 0]).sum(0) if ctx.has_start else None
+        grad_f = (g[:, 0] * node[torch.arange(B, device=node.device), n - 1]).sum(0) if ctx.has_end else None
+        return g * node, grad_t, grad_s, grad_f, None, None
+
+
+def chain_log_partition(emissions, transitions, start=None, end=None, lengths=None, allowed=None):
+    """log Z (B,) by the torch recursion on the tensors' device; backward = the exact marginals.
+    Arguments as :func:`varorder.torch.chain_log_partition` (lengths and allowed as arrays)."""
+    if not torch.is_grad_enabled() or not any(
+            t is not None and t.requires_grad for t in (emissions, transitions, start, end)):
+        E, T, S, F, n = _prepare(emissions, transitions, start, end, lengths, allowed)
+        return _log_z(_alphas(E, T, S, n), F, n)
+    return _NativeChainLogPartition.apply(emissions, transitions, start, end, lengths, allowed)
+
+
+def chain_marginals(emissions, transitions, start=None, end=None, lengths=None, allowed=None, edges: bool = False):
+    """(node marginals (B, L, K) zero past each length, position-summed edge marginals
+    (B, K, K) or None, log Z (B,)) by the torch recursion."""
+    with torch.no_grad():
+        E, T, S, F, n = _prepare(emissions, transitions, start, end, lengths, allowed)
+        logz, node, edge = _marginals(E, T, S, F, n, edges)
+    return node, edge, logz
+
+
+def chain_viterbi(emissions, transitions, start=None, end=None, lengths=None, allowed=None):
+    """(best paths (B, L) int64 with −1 past each length, scores (B,)): max-plus forward with
+    back-pointers, backtrack on the device. A sequence without a finite path gets −inf and
+    whatever labels the back-pointers give (check the score)."""
+    with torch.no_grad():
+        E, T, S, F, n = _prepare(emissions, transitions, start, end, lengths, allowed)
+        B, L, K = E.shape
+        pointers = torch.zeros(B, L, K, dtype=torch.long, device=E.device)
+        a = E[:, 0] + S
+        for t in range(1, L):
+            best, arg = (a.unsqueeze(2) + T).max(dim=1)
+            live = (t < n).unsqueeze(1)
+            a = torch.where(live, best + E[:, t], a)
+            pointers[:, t] = arg
+        scores, y = (a + F).max(dim=1)
+        paths = torch.full((B, L), -1, dtype=torch.long, device=E.device)
+        rows = torch.arange(B, device=E.device)
+        for t in range(L - 1, -1, -1):
+            live = t < n  # past its length a sequence keeps its final label, the argmax above
+            paths[:, t] = torch.where(live, y, paths[:, t])
+            if t > 0:
+                y = torch.where(live, pointers[rows, t, y], y)
+        return paths, scores
