@@ -133,7 +133,7 @@ class CRF(nn.Module):
     def __init__(self, num_tags: int, batch_first: bool = False, constraints=None, labels=None,
                  backend: str = "auto"):
         if not isinstance(num_tags, int) or isinstance(num_tags, bool) or num_tags <= 0:
-            raise ParameterError(f"invalid number of tags: {num_tags}", name="num_tags", value=num_tags)
+            raise ParameterError(f"invalid number of tags (num_tags): {num_tags}", name="num_tags", value=num_tags)
         if backend not in BACKENDS:
             raise ParameterError(f"backend must be one of {BACKENDS}, got {backend!r}", name="backend",
                                  value=backend)
