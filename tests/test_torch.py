@@ -478,3 +478,69 @@ def test_crf_rejects_bad_arguments():
         crf(torch.randn(2, 3, 3), torch.zeros(2, 3, dtype=torch.long), reduction="avg")
     with pytest.raises(ParameterError, match="tags"):
         crf(torch.randn(2, 3, 3), torch.full((2, 3), 3))
+
+
+# -- distribution objects ----------------------------------------------------------------------
+
+def test_chain_distribution_against_enumeration():
+    from varorder.torch import ChainCRF
+
+    E, T, S, F = _rand(2, 4, 3, seed=14), _rand(3, 3, seed=15), _rand(3, seed=16), _rand(3, seed=17)
+    lengths = [4, 3]
+    dist = ChainCRF(E, T, S, F, lengths=lengths)
+    paths_k, scores_k = dist.topk(3)
+    draws = dist.sample(2000, seed=1)
+    for b, n in enumerate(lengths):
+        paths = oracle.chain_paths(_np(E)[b], _np(T), _np(S), _np(F), length=n)
+        assert float(dist.partition[b]) == pytest.approx(oracle.log_partition(paths), abs=1e-12)
+        np.testing.assert_allclose(dist.marginals[b, :n].numpy(), oracle.chain_node_marginals(paths, n, 3), atol=1e-12)
+        np.testing.assert_allclose(dist.edge_marginals[b, :n - 1].numpy(), oracle.chain_edge_marginals(paths, n, 3),
+                                   atol=1e-12)
+        assert tuple(dist.argmax[b, :n].tolist()) in oracle.argmax_paths(paths)
+        assert float(dist.max[b]) == pytest.approx(oracle.max_score(paths), abs=1e-12)
+        assert float(dist.entropy[b]) == pytest.approx(oracle.entropy(paths), abs=1e-12)
+        np.testing.assert_allclose(scores_k[b].numpy(), oracle.kbest_scores(paths, 3), atol=1e-12)
+        y = tuple(paths_k[b, 1, :n].tolist())
+        assert float(dist.log_prob(paths_k[:, 1])[b]) == pytest.approx(dict(paths)[y] - oracle.log_partition(paths),
+                                                                       abs=1e-12)
+        counts = {}
+        for s in range(draws.shape[0]):
+            key = tuple(draws[s, b, :n].tolist())
+            counts[key] = counts.get(key, 0) + 1
+        assert oracle.chi_square_pvalue(counts, oracle.probabilities(paths)) > 1e-3
+    grad, = torch.autograd.grad(dist.partition.sum(), (E,))
+    np.testing.assert_allclose(grad.numpy(), dist.marginals.numpy(), atol=1e-12)
+
+
+def test_dependency_distribution_against_enumeration():
+    from varorder.torch import DependencyCRF
+
+    S = _rand(2, 4, 4, seed=18)
+    dist = DependencyCRF(S, lengths=[3, 2])
+    heads_k, scores_k = dist.topk(2)
+    for b, n in enumerate([3, 2]):
+        scored = [(t, _tree_scores(S[b].detach(), t)) for t in oracle.projective_trees(n)]
+        assert float(dist.partition[b]) == pytest.approx(oracle.log_partition(scored), abs=1e-12)
+        assert float(dist.entropy[b]) == pytest.approx(oracle.entropy(scored), abs=1e-12)
+        top = max(scored, key=lambda ts: ts[1])[0]
+        assert tuple(int(h) - 1 for h in dist.argmax[b, :n]) == top
+        np.testing.assert_allclose(scores_k[b].numpy(), oracle.kbest_scores(scored, 2), atol=1e-12)
+        tree = tuple(int(h) - 1 for h in heads_k[b, 1, :n])
+        expected = dict(scored)[tree] - oracle.log_partition(scored)
+        assert float(dist.log_prob(heads_k[:, 1])[b]) == pytest.approx(expected, abs=1e-12)
+    assert dist.sample(3, seed=0).shape == (3, 2, 3)
+    assert torch.all(dist.sample(3, seed=0)[:, 1, 2] == -1)
+
+
+def test_engine_calls_leave_torchs_thread_count_alone():
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        crf = _crf(3)
+        E = _rand(40, 5, 3, seed=19)  # enough sequences for the engine's thread policy to set Numba's count
+        crf(E, torch.zeros(40, 5, dtype=torch.long)).backward()
+        crf.decode(E)
+        crf.marginals(E)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

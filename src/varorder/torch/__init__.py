@@ -14,5 +14,7 @@ _EXPORTS = {
     **dict.fromkeys(("chain_log_partition", "lattice_log_partition", "hypergraph_log_partition"),
                     "varorder.torch.functions"),
     **dict.fromkeys(("CRF", "allowed_transitions"), "varorder.torch.crf"),
+    **dict.fromkeys(("ChainCRF", "DependencyCRF"), "varorder.torch.distributions"),
+    **dict.fromkeys(("tree_log_partition",), "varorder.torch.dependency"),
 }
-__getattr__, __dir__, __all__ = attach(__name__, _EXPORTS, submodules=("functions", "native", "crf"))
+__getattr__, __dir__, __all__ = attach(__name__, _EXPORTS, submodules=("functions", "native", "crf", "distributions", "dependency"))

@@ -40,7 +40,7 @@ from varorder.engine import lattice as _engine_lattice
 from varorder.errors import ParameterError
 from varorder.hypergraph import Hypergraph, marginals as _hypergraph_marginals
 from varorder.lattice import Lattice
-from varorder.torch._convert import as_lengths, check_float, to_numpy, to_tensor
+from varorder.torch._convert import as_lengths, check_float, keeps_torch_threads, to_numpy, to_tensor
 from varorder.torch import native as _native
 
 __all__ = ["chain_log_partition", "lattice_log_partition", "hypergraph_log_partition", "BACKENDS"]
@@ -68,6 +68,7 @@ def _as_allowed(allowed, shape):
 
 class _ChainLogPartition(torch.autograd.Function):
     @staticmethod
+    @keeps_torch_threads
     def forward(ctx, emissions, transitions, start, end, lengths, allowed):
         node, edge, logz = _chain.marginals(to_numpy(emissions), to_numpy(transitions), to_numpy(start),
                                             to_numpy(end), lengths, allowed, edges="sum", return_log_z=True)
@@ -94,6 +95,7 @@ class _ChainLogPartition(torch.autograd.Function):
         return out_e, out_t, out_s, out_f, None, None
 
 
+@keeps_torch_threads
 def chain_log_partition(emissions, transitions, start=None, end=None, lengths=None, allowed=None,
                         backend: str = "auto") -> torch.Tensor:
     """log Z per sequence (B,) of the dense chain, differentiable in every tensor argument.
@@ -125,6 +127,7 @@ def chain_log_partition(emissions, transitions, start=None, end=None, lengths=No
 
 class _LatticeLogPartition(torch.autograd.Function):
     @staticmethod
+    @keeps_torch_threads
     def forward(ctx, arc_weight, final, lattice):
         lat = lattice.with_weights(to_numpy(arc_weight), to_numpy(final))
         logz, _, arc, fin = _engine_lattice.marginals_kernel(
@@ -155,6 +158,7 @@ def lattice_log_partition(lattice: Lattice, arc_weight: torch.Tensor, final: tor
 
 class _HypergraphLogPartition(torch.autograd.Function):
     @staticmethod
+    @keeps_torch_threads
     def forward(ctx, edge_weight, hypergraph):
         hg = hypergraph.with_weights(to_numpy(edge_weight))
         logz, edge, _ = _hypergraph_marginals(hg)
