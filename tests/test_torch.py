@@ -544,3 +544,89 @@ def test_engine_calls_leave_torchs_thread_count_alone():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+# -- semi-Markov chains ------------------------------------------------------------------------
+
+def _semimarkov_inputs(shared=True, B=3, L=6, D=3, K=2, seed=20):
+    P = _rand(B, L, D, K, seed=seed)
+    T = _rand(*((K, K) if shared else (B, K, K)), seed=seed + 1)
+    return P, T, _rand(K, seed=seed + 2), _rand(K, seed=seed + 3)
+
+
+@pytest.mark.parametrize("backend", ["engine", "native"])
+@pytest.mark.parametrize("shared", [True, False])
+def test_semimarkov_gradcheck_and_gradients_are_the_oracles_marginals(shared, backend):
+    from varorder.torch import semimarkov_log_partition
+
+    P, T, S, F = _semimarkov_inputs(shared)
+    lengths = [6, 4, 1]
+    assert torch.autograd.gradcheck(
+        lambda p, t, s, f: semimarkov_log_partition(p, t, s, f, lengths=lengths, backend=backend), (P, T, S, F))
+    z = semimarkov_log_partition(P, T, S, F, lengths=lengths, backend=backend)
+    grad_p, grad_t = torch.autograd.grad(z.sum(), (P, T))
+    for b, n in enumerate(lengths):
+        Tb = _np(T) if shared else _np(T)[b]
+        paths = oracle.segmentation_paths(_np(P)[b], Tb, _np(S), _np(F), length=n)
+        assert float(z[b]) == pytest.approx(oracle.log_partition(paths), abs=1e-12)
+        expected_p = np.zeros(P.shape[1:])
+        expected_t = np.zeros(Tb.shape)
+        for segments, p in oracle.probabilities(paths).items():
+            for s, e, k in segments:
+                expected_p[e - 1, e - s - 1, k] += p
+            for (_, _, i), (_, _, j) in zip(segments, segments[1:]):
+                expected_t[i, j] += p
+        np.testing.assert_allclose(grad_p[b].numpy(), expected_p, atol=1e-12)
+        if not shared:
+            np.testing.assert_allclose(grad_t[b].numpy(), expected_t, atol=1e-12)
+
+
+def test_native_semimarkov_equals_the_engine_to_1e_10():
+    from varorder import semimarkov
+
+    P, T, S, F = _semimarkov_inputs(False, B=4, L=12, D=4, K=3, seed=21)
+    P = P.detach().clone()
+    P[1, 5, 2, 0] = -math.inf
+    lengths = [12, 7, 1, 9]
+    args = (_np(P), _np(T))
+    kw = dict(lengths=lengths, start=_np(S), end=_np(F))
+    seg_native, edge_native, z_native = native.semimarkov_marginals(P, T, S, F, lengths=lengths)
+    seg, edge = semimarkov.marginals(*args, edges=True, **kw)
+    np.testing.assert_allclose(z_native.numpy(), semimarkov.log_partition(*args, **kw), rtol=1e-10)
+    np.testing.assert_allclose(seg_native.numpy(), seg, atol=1e-10)
+    np.testing.assert_allclose(edge_native.numpy(), edge, atol=1e-10)
+
+
+def test_semimarkov_crf_module_against_enumeration_and_training():
+    from varorder.torch import SemiMarkovCRF
+    from varorder.torch.semimarkov import segment_scores_from_emissions
+
+    torch.manual_seed(0)
+    crf = SemiMarkovCRF(2, 3).double()
+    E = _rand(2, 5, 2, seed=22)
+    gold = [[(0, 2, 1), (2, 3, 0), (3, 5, 1)], [(0, 1, 0), (1, 4, 1)]]
+    llh = crf(E, gold, reduction="none")
+    P = segment_scores_from_emissions(E, crf.durations).detach()
+    T, S, F = (p.detach().numpy() for p in (crf.transitions, crf.start_transitions, crf.end_transitions))
+    decoded = crf.decode(E, lengths=[5, 4])
+    _, kscores = crf.kbest(E, 3, lengths=[5, 4])
+    entropy = crf.entropy(E, lengths=[5, 4])
+    for b, n in enumerate([5, 4]):
+        paths = oracle.segmentation_paths(P[b].numpy(), T, S, F, length=n)
+        scores = dict(paths)
+        key = tuple(tuple(s) for s in gold[b])
+        assert float(llh[b]) == pytest.approx(scores[key] - oracle.log_partition(paths), abs=1e-12)
+        assert tuple(tuple(s) for s in decoded[b]) in oracle.argmax_paths(paths)
+        np.testing.assert_allclose(kscores[b].numpy(), oracle.kbest_scores(paths, 3), atol=1e-12)
+        assert float(entropy[b]) == pytest.approx(oracle.entropy(paths), abs=1e-12)
+        # the factored scores equal the sums of the emissions over each segment
+        assert float(P[b, 3, 1, 0]) == pytest.approx(float(E[b, 2:4, 0].sum() + crf.durations[0, 1]), abs=1e-12)
+    opt = torch.optim.Adam(crf.parameters(), lr=0.2)
+    losses = []
+    for _ in range(10):
+        opt.zero_grad()
+        loss = -crf(E.detach(), gold)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    assert losses[-1] < losses[0]

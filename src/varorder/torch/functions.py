@@ -20,8 +20,9 @@ Structures and their factorizations:
   gradients: arc marginals, final marginals;
 * hypergraphs (:mod:`varorder.hypergraph`): s(d) = Σ edge weights of derivation d;
   gradients: edge marginals (expected uses), one log Z per graph of the batch;
-* semi-Markov chains (:mod:`varorder.semimarkov`, when present): segment scores, transitions
-  between segments, start / end; gradients: segment marginals and expected transitions.
+* semi-Markov chains (:mod:`varorder.semimarkov`): s = start[y₁] + Σᵢ P[b, eᵢ − 1, eᵢ − sᵢ − 1, yᵢ]
+  + Σᵢ T[yᵢ₋₁, yᵢ] + end[yₘ] over labelled segments [sᵢ, eᵢ); gradients: segment marginals
+  (P), expected transitions (T), first / last segment-label marginals (start / end).
 
 The engine computes in float64 on the CPU; float32 inputs are widened for the computation
 and the results narrowed back, CUDA tensors are copied (use ``backend="native"`` or
@@ -36,6 +37,7 @@ import torch
 from torch.autograd.function import once_differentiable
 
 from varorder import chain as _chain
+from varorder import semimarkov as _semimarkov
 from varorder.engine import lattice as _engine_lattice
 from varorder.errors import ParameterError
 from varorder.hypergraph import Hypergraph, marginals as _hypergraph_marginals
@@ -43,7 +45,8 @@ from varorder.lattice import Lattice
 from varorder.torch._convert import as_lengths, check_float, keeps_torch_threads, to_numpy, to_tensor
 from varorder.torch import native as _native
 
-__all__ = ["chain_log_partition", "lattice_log_partition", "hypergraph_log_partition", "BACKENDS"]
+__all__ = ["chain_log_partition", "lattice_log_partition", "hypergraph_log_partition", "semimarkov_log_partition",
+           "BACKENDS"]
 
 BACKENDS = ("auto", "engine", "native")
 
@@ -181,3 +184,62 @@ def hypergraph_log_partition(hypergraph: Hypergraph, edge_weight: torch.Tensor) 
                              f"{type(hypergraph).__name__}", name="hypergraph", value=type(hypergraph).__name__)
     check_float("edge_weight", edge_weight)
     return _HypergraphLogPartition.apply(edge_weight, hypergraph)
+
+
+class _SemiMarkovLogPartition(torch.autograd.Function):
+    @staticmethod
+    @keeps_torch_threads
+    def forward(ctx, segment_scores, transitions, start, end, lengths):
+        args = (to_numpy(segment_scores), to_numpy(transitions))
+        kw = dict(lengths=lengths, start=to_numpy(start), end=to_numpy(end))
+        seg, edge = _semimarkov.marginals(*args, edges=True, **kw)
+        logz = _semimarkov.log_partition(*args, **kw)
+        ctx.seg, ctx.edge, ctx.lengths = seg, edge, lengths
+        ctx.shared = transitions.dim() == 2
+        ctx.has_start, ctx.has_end = start is not None, end is not None
+        return to_tensor(logz, segment_scores)
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        g = grad.detach().to("cpu", torch.float64).numpy()
+        seg, edge = ctx.seg, ctx.edge
+        B, L, D, K = seg.shape
+        out_p = to_tensor(g[:, None, None, None] * seg, grad)
+        out_t = to_tensor(np.tensordot(g, edge, axes=1) if ctx.shared else g[:, None, None] * edge, grad)
+        out_s = out_f = None
+        if ctx.has_start and ctx.needs_input_grad[2]:
+            # the first segment is the one starting at 0: it ends at t with length t + 1
+            first = np.stack([seg[:, t, t, :] for t in range(min(L, D))], axis=0).sum(0)
+            out_s = to_tensor(g @ first, grad)
+        if ctx.has_end and ctx.needs_input_grad[3]:
+            last = np.full(B, L - 1) if ctx.lengths is None else ctx.lengths - 1
+            out_f = to_tensor(g @ seg[np.arange(B), last].sum(1), grad)
+        return out_p, out_t, out_s, out_f, None
+
+
+@keeps_torch_threads
+def semimarkov_log_partition(segment_scores, transitions, start=None, end=None, lengths=None,
+                             backend: str = "auto") -> torch.Tensor:
+    """log Z per sequence (B,) over labelled segmentations (:mod:`varorder.semimarkov`'s
+    call shape: ``segment_scores[b, t, d, k]`` scores a segment of label k and length d + 1
+    ending at t), differentiable in every tensor argument (the gradient of the segment
+    scores is the segment marginals, zero where unreadable). ``backend`` as
+    :func:`chain_log_partition`."""
+    backend = _check_backend(backend)
+    for name, value in (("segment_scores", segment_scores), ("transitions", transitions), ("start", start),
+                        ("end", end)):
+        check_float(name, value)
+    if segment_scores.dim() != 4:
+        raise ParameterError(f"segment_scores must have shape (B, L, D, K), got {tuple(segment_scores.shape)}",
+                             name="segment_scores", value=tuple(segment_scores.shape))
+    B, L, _, _ = segment_scores.shape
+    n = as_lengths(lengths, B, L)
+    if backend == "native" or (backend == "auto" and segment_scores.is_cuda):
+        return _native.semimarkov_log_partition(segment_scores, transitions, start, end, n)
+    if not torch.is_grad_enabled() or not any(
+            t is not None and t.requires_grad for t in (segment_scores, transitions, start, end)):
+        logz = _semimarkov.log_partition(to_numpy(segment_scores), to_numpy(transitions), lengths=n,
+                                         start=to_numpy(start), end=to_numpy(end))
+        return to_tensor(logz, segment_scores)
+    return _SemiMarkovLogPartition.apply(segment_scores, transitions, start, end, n)

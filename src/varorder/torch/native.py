@@ -28,7 +28,7 @@ from torch.autograd.function import once_differentiable
 
 from varorder.errors import ParameterError
 
-__all__ = ["chain_log_partition", "chain_marginals", "chain_viterbi"]
+__all__ = ["chain_log_partition", "chain_marginals", "chain_viterbi", "semimarkov_log_partition", "semimarkov_marginals"]
 
 # positions per chunk of the edge-marginal sum: bounds the (B, chunk, K, K) temporary
 _EDGE_CHUNK_ELEMENTS = 1 << 22
@@ -180,3 +180,116 @@ def chain_viterbi(emissions, transitions, start=None, end=None, lengths=None, al
             if t > 0:
                 y = torch.where(live, pointers[rows, t, y], y)
         return paths, scores
+
+
+# -- semi-Markov chains ------------------------------------------------------------------------
+#
+# Segments of label k and length d + 1 ending at t score P[b, t, d, k] (varorder.semimarkov's
+# call shape). With Pm = P where the segment lies inside the sequence (−inf elsewhere):
+#   into[s, k]  = start[k] if s = 0 else logsumexp_i(alpha[s − 1, i] + T[i, k])   (prefixes before s, next label k)
+#   alpha[t, k] = logsumexp_d(into[t − d, k] + Pm[t, d, k])                        (prefixes ending at t with label k)
+#   out[t, k]   = end[k] if t = n − 1 else logsumexp_j(T[k, j] + after[t + 1, j])  (suffixes after a k-segment ending at t)
+#   after[s, j] = logsumexp_d(Pm[s + d, d, j] + out[s + d, j])                     (suffixes from s, first label j)
+# p(segment t, d, k) = exp(into[t − d, k] + Pm[t, d, k] + out[t, k] − log Z);
+# E[transitions i → j] = Σ_t exp(alpha[t, i] + T[i, j] + after[t + 1, j] − log Z).
+
+
+def _semimarkov_prepare(segment_scores, transitions, start, end, lengths):
+    B, L, D, K = segment_scores.shape
+    for name, value in (("segment_scores", segment_scores), ("transitions", transitions), ("start", start),
+                        ("end", end)):
+        _check_finite(name, value)
+    if transitions.shape not in ((K, K), (B, K, K)):
+        raise ParameterError(f"transitions must have shape ({K}, {K}) or ({B}, {K}, {K}), got "
+                             f"{tuple(transitions.shape)}", name="transitions", value=tuple(transitions.shape))
+    device = segment_scores.device
+    T = transitions if transitions.dim() == 3 else transitions.unsqueeze(0)
+    S = segment_scores.new_zeros(K) if start is None else start
+    F = segment_scores.new_zeros(K) if end is None else end
+    n = torch.full((B,), L, dtype=torch.long, device=device) if lengths is None else \
+        torch.as_tensor(np.asarray(lengths), dtype=torch.long, device=device)
+    t = torch.arange(L, device=device).view(1, L, 1)
+    d = torch.arange(D, device=device).view(1, 1, D)
+    inside = (t - d >= 0) & (t < n.view(B, 1, 1))
+    Pm = segment_scores.masked_fill(~inside.unsqueeze(3), float("-inf"))
+    return Pm, T, S, F, n
+
+
+def _semimarkov_marginals(Pm, T, S, F, n):
+    B, L, D, K = Pm.shape
+    neg = Pm.new_full((B, K), float("-inf"))
+    into = [S.expand(B, K)]
+    alpha = []
+    for t in range(L):
+        terms = torch.stack([into[t - d] + Pm[:, t, d] if t - d >= 0 else neg for d in range(D)], dim=1)
+        alpha.append(torch.logsumexp(terms, dim=1))
+        into.append(torch.logsumexp(alpha[t].unsqueeze(2) + T, dim=1))
+    alpha_t = torch.stack(alpha, dim=1)                                     # (B, L, K)
+    rows = torch.arange(B, device=Pm.device)
+    logz = torch.logsumexp(alpha_t[rows, n - 1] + F, dim=1)
+    out = [neg] * L
+    after = [neg] * (L + 1)
+    for t in range(L - 1, -1, -1):
+        onward = torch.logsumexp(T + after[t + 1].unsqueeze(1), dim=2)
+        out[t] = torch.where((t == n - 1).unsqueeze(1), F.expand(B, K), onward)
+        after[t] = torch.logsumexp(torch.stack([Pm[:, t + d, d] + out[t + d] if t + d < L else neg
+                                                for d in range(D)], dim=1), dim=1)
+    safe = torch.where(torch.isfinite(logz), logz, torch.zeros_like(logz)).view(B, 1)
+    into_t = torch.stack(into[:L], dim=1)                                   # (B, L, K)
+    out_t = torch.stack(out, dim=1)
+    after_t = torch.stack(after[1:], dim=1)                                 # after[t + 1] at index t
+    seg = torch.zeros_like(Pm)
+    for d in range(D):
+        if d >= L:
+            break
+        value = into_t[:, :L - d] + Pm[:, d:, d] + out_t[:, d:] - safe.unsqueeze(1)
+        seg[:, d:, d] = torch.exp(value)
+    joint = torch.exp(alpha_t.unsqueeze(3) + T.unsqueeze(1) + after_t.unsqueeze(2) - safe.view(B, 1, 1, 1))
+    edge = joint.sum(dim=1)
+    return logz, seg, edge
+
+
+class _NativeSemiMarkovLogPartition(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, segment_scores, transitions, start, end, lengths):
+        Pm, T, S, F, n = _semimarkov_prepare(segment_scores, transitions, start, end, lengths)
+        logz, seg, edge = _semimarkov_marginals(Pm, T, S, F, n)
+        ctx.save_for_backward(seg, edge, n)
+        ctx.shared = transitions.dim() == 2
+        ctx.has_start, ctx.has_end = start is not None, end is not None
+        return logz
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        seg, edge, n = ctx.saved_tensors
+        B, L, D, K = seg.shape
+        g = grad.view(B, 1, 1)
+        grad_t = (g * edge).sum(0) if ctx.shared else g * edge
+        grad_s = grad_f = None
+        if ctx.has_start:
+            first = sum(seg[:, t, t] for t in range(min(L, D)))
+            grad_s = (g[:, 0] * first).sum(0)
+        if ctx.has_end:
+            last = seg[torch.arange(B, device=seg.device), n - 1].sum(1)
+            grad_f = (g[:, 0] * last).sum(0)
+        return g.view(B, 1, 1, 1) * seg, grad_t, grad_s, grad_f, None
+
+
+def semimarkov_log_partition(segment_scores, transitions, start=None, end=None, lengths=None):
+    """log Z (B,) of semi-Markov chains by the torch recursion on the tensors' device; backward =
+    the exact segment / transition / start / end marginals. Arguments as
+    :func:`varorder.torch.semimarkov_log_partition`."""
+    if not torch.is_grad_enabled() or not any(
+            t is not None and t.requires_grad for t in (segment_scores, transitions, start, end)):
+        with torch.no_grad():
+            return _semimarkov_marginals(*_semimarkov_prepare(segment_scores, transitions, start, end, lengths))[0]
+    return _NativeSemiMarkovLogPartition.apply(segment_scores, transitions, start, end, lengths)
+
+
+def semimarkov_marginals(segment_scores, transitions, start=None, end=None, lengths=None):
+    """(segment marginals (B, L, D, K), expected transitions (B, K, K), log Z (B,)) by the torch recursion."""
+    with torch.no_grad():
+        logz, seg, edge = _semimarkov_marginals(*_semimarkov_prepare(segment_scores, transitions, start, end,
+                                                                     lengths))
+    return seg, edge, logz
