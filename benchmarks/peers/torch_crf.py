@@ -1,6 +1,6 @@
 """varorder.torch's CRF against pytorch-crf and torch-struct (issue #43): forward + backward per
-batch on CPU tensors, interleaved rounds, CPU time per batch (all threads of the process) beside
-wall time, load average per round; the values (log-likelihood / log Z) are compared too.
+batch on CPU tensors, interleaved rounds (benchmarks/harness.py), CPU time per batch (all threads of the process)
+beside wall time, load average per round; the values (log-likelihood / log Z) are compared too.
 
     python benchmarks/peers/torch_crf.py                       # both sizes, float32 and float64
     python benchmarks/peers/torch_crf.py --rounds 3 --out benchmarks/results/torch-crf-cpu.json
@@ -21,30 +21,17 @@ Targets of #43: ≥ 5× pytorch-crf and ≥ 10× torch-struct at both sizes, sam
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
-import os
-import platform
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import harness  # noqa: E402
+
+sys.path.insert(0, str(harness.SRC))
 
 SIZES = ((32, 128, 9), (32, 50, 45))
-
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _systems(B, L, K, dtype, seed=0, device="cpu"):
@@ -100,46 +87,34 @@ def _systems(B, L, K, dtype, seed=0, device="cpu"):
             "varorder.torch native (CPU)": crf_step(native)}, logz_value
 
 
-def _time(step, reps):
-    wall, cpu = time.perf_counter(), time.process_time()
-    for _ in range(reps):
-        value = step()
-    return (time.process_time() - cpu) / reps, (time.perf_counter() - wall) / reps, value
-
-
 def run(rounds: int, budget_s: float):
+    """Per size and dtype: each system's batch repeated to about ``budget_s`` CPU seconds, those
+    repetitions timed in the harness's interleaved rounds; medians per batch."""
     import torch
 
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
-    results = []
+    results, loads = [], []
     for B, L, K in SIZES:
         for dtype in (torch.float32, torch.float64):
             systems, logz_value = _systems(B, L, K, dtype)
             reps = {}
-            for name, step in systems.items():  # warm-up (compilation, allocator) and a repetition count
+            for name, step in systems.items():  # warm-up (compilation, allocator), then a repetition count
                 step()
-                cpu, _, _ = _time(step, 1)
-                reps[name] = max(1, min(50, int(budget_s / max(cpu, 1e-4))))
-            per = {name: {"cpu": [], "wall": [], "load": []} for name in systems}
-            values = {}
-            for r in range(rounds):
-                order = list(systems) if r % 2 == 0 else list(reversed(systems))
-                for name in order:
-                    load = os.getloadavg()[0]
-                    cpu, wall, value = _time(systems[name], reps[name])
-                    per[name]["cpu"].append(cpu)
-                    per[name]["wall"].append(wall)
-                    per[name]["load"].append(load)
-                    values[name] = value
+                sample, _ = harness.timed(step)
+                reps[name] = max(1, min(50, int(budget_s / max(sample.cpu, 1e-4))))
+            batches = {name: (lambda step=step, n=reps[name]: [step() for _ in range(n)][-1])
+                       for name, step in systems.items()}
+            timing = harness.interleaved(batches, rounds, warmup=False)
+            loads += timing.loads
+            values = {name: step() for name, step in systems.items()}
             logz = logz_value()
             nll = values["varorder.torch"]
             results.append({
-                "B": B, "L": L, "K": K, "dtype": str(dtype).replace("torch.", ""),
-                "reps": reps,
-                "cpu_s": {n: statistics.median(v["cpu"]) for n, v in per.items()},
-                "wall_s": {n: statistics.median(v["wall"]) for n, v in per.items()},
-                "load": {n: round(statistics.mean(v["load"]), 2) for n, v in per.items()},
+                "B": B, "L": L, "K": K, "dtype": str(dtype).replace("torch.", ""), "reps": reps,
+                "cpu_s": {n: timing.median(n, "cpu") / reps[n] for n in systems},
+                "wall_s": {n: timing.median(n, "wall") / reps[n] for n in systems},
+                "load": timing.load(),
                 "nll": {n: values[n] for n in ("varorder.torch", "pytorch-crf", "varorder.torch native (CPU)")},
                 "logz": {"varorder.torch": logz, "torch-struct": values["torch-struct"]},
                 "nll_rel_diff_vs_pytorch_crf": abs(nll - values["pytorch-crf"]) / abs(values["pytorch-crf"]),
@@ -147,45 +122,29 @@ def run(rounds: int, budget_s: float):
             })
             r = results[-1]
             print(json.dumps({k: r[k] for k in ("B", "L", "K", "dtype", "cpu_s", "load")}), flush=True)
-    return results
+    return results, loads
 
 
-def to_results_file(results, command: str):
+def to_results_file(results, loads):
     rows = []
     for r in results:
         task = f"B={r['B']}, L={r['L']}, K={r['K']}, {r['dtype']}: NLL forward + backward per batch, ragged lengths"
         mine = r["cpu_s"]["varorder.torch"]
-        for peer, diff in (("pytorch-crf", r["nll_rel_diff_vs_pytorch_crf"]),
-                           ("torch-struct", r["logz_rel_diff_vs_torch_struct"])):
+        for peer, name, diff in (("pytorch-crf", "pytorch-crf 0.7.2", r["nll_rel_diff_vs_pytorch_crf"]),
+                                 ("torch-struct", "torch-struct 0.5 LinearChainCRF (log Z only)",
+                                  r["logz_rel_diff_vs_torch_struct"])):
             ref = r["cpu_s"][peer]
-            rows.append({
-                "system": "varorder.torch CRF (CPU engine)", "task": task, "metric": "CPU ms per batch",
-                "varorder": round(mine * 1e3, 3), "reference": round(ref * 1e3, 3),
-                "reference_name": peer + (" 0.7.2" if peer == "pytorch-crf" else " 0.5 LinearChainCRF (log Z only)"),
-                "ratio": round(mine / ref, 5),
-                "better": "lower",
-                "note": f"{ref / mine:.1f}x faster; values agree to {diff:.1e} relative; load "
-                        f"{r['load']['varorder.torch']:.1f}",
-            })
-        native = r["cpu_s"]["varorder.torch native (CPU)"]
-        ref = r["cpu_s"]["pytorch-crf"]
-        rows.append({
-            "system": "varorder.torch native recursion (its CUDA path) on CPU", "task": task,
-            "metric": "CPU ms per batch", "varorder": round(native * 1e3, 3), "reference": round(ref * 1e3, 3),
-            "reference_name": "pytorch-crf 0.7.2", "ratio": round(native / ref, 5), "better": "lower",
-            "note": f"{ref / native:.1f}x; for reference (the CPU default is the engine)",
-        })
-    loads = [x for r in results for x in r["load"].values()]
-    return {
-        "schema": 1, "area": "Neural structured layers",
-        "title": "varorder.torch CRF vs pytorch-crf and torch-struct, forward + backward per batch on CPU",
-        "issue": 43, "command": command, "date": dt.date.today().isoformat(),
-        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(),
-                    "load": f"1-min load {min(loads):.1f}-{max(loads):.1f} during the rounds (shared machine); "
-                            f"CPU-time ratios from interleaved rounds"},
-        "rows": rows,
-        "details": results,
-    }
+            rows.append(harness.row("varorder.torch CRF (CPU engine)", task, "CPU ms per batch", mine * 1e3, ref * 1e3,
+                                    name, note=f"{ref / mine:.1f}x faster; values agree to {diff:.1e} relative; "
+                                               f"load {r['load']}", digits=6))
+        native, ref = r["cpu_s"]["varorder.torch native (CPU)"], r["cpu_s"]["pytorch-crf"]
+        rows.append(harness.row("varorder.torch native recursion (its CUDA path) on CPU", task, "CPU ms per batch",
+                                native * 1e3, ref * 1e3, "pytorch-crf 0.7.2",
+                                note=f"{ref / native:.1f}x; for reference (on CPU the engine is the default)",
+                                digits=6))
+    return harness.results_document(
+        "Neural structured layers", "varorder.torch CRF vs pytorch-crf and torch-struct, forward + backward per "
+        "batch on CPU", rows, issue=43, loads=loads, details={"sizes": results})
 
 
 def main(argv=None) -> None:
@@ -194,10 +153,9 @@ def main(argv=None) -> None:
     parser.add_argument("--budget", type=float, default=0.3, help="CPU seconds per system per round (about)")
     parser.add_argument("--out", type=Path, default=None, help="write a results file (schema 1) here")
     args = parser.parse_args(argv)
-    results = run(args.rounds, args.budget)
+    results, loads = run(args.rounds, args.budget)
     if args.out is not None:
-        command = "python benchmarks/peers/torch_crf.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        args.out.write_text(json.dumps(to_results_file(results, command.strip()), indent=2) + "\n")
+        harness.write_results(args.out, to_results_file(results, loads))
         print(f"wrote {args.out}")
 
 

@@ -69,33 +69,40 @@ def _as_allowed(allowed, shape):
     return allowed.astype(bool)
 
 
+def _save_parts(ctx, main, edge, first, last, transitions, start, end) -> None:
+    """Keep the marginals a chain-like backward needs: of the main potentials (any shape with
+    the batch first), of the transitions (B, K, K), of the first and last labels (B, K)."""
+    ctx.parts = (main, edge, first, last)
+    ctx.shared = transitions.dim() == 2
+    ctx.has_start, ctx.has_end = start is not None, end is not None
+
+
+def _chain_like_backward(ctx, grad):
+    """(grad main, grad transitions, grad start, grad end) = the incoming gradient times the marginals."""
+    g = grad.detach().to("cpu", torch.float64).numpy()
+    main, edge, first, last = ctx.parts
+    out_main = to_tensor(g.reshape((-1,) + (1,) * (main.ndim - 1)) * main, grad)
+    out_t = to_tensor(np.tensordot(g, edge, axes=1) if ctx.shared else g[:, None, None] * edge, grad)
+    out_s = to_tensor(g @ first, grad) if ctx.has_start else None
+    out_f = to_tensor(g @ last, grad) if ctx.has_end else None
+    return out_main, out_t, out_s, out_f
+
+
 class _ChainLogPartition(torch.autograd.Function):
     @staticmethod
     @keeps_torch_threads
     def forward(ctx, emissions, transitions, start, end, lengths, allowed):
         node, edge, logz = _chain.marginals(to_numpy(emissions), to_numpy(transitions), to_numpy(start),
                                             to_numpy(end), lengths, allowed, edges="sum", return_log_z=True)
-        ctx.node, ctx.edge, ctx.lengths = node, edge, lengths
-        ctx.shared = transitions.dim() == 2
-        ctx.has_start, ctx.has_end = start is not None, end is not None
+        B, L, _ = node.shape
+        last = np.full(B, L - 1) if lengths is None else lengths - 1
+        _save_parts(ctx, node, edge, node[:, 0], node[np.arange(B), last], transitions, start, end)
         return to_tensor(logz, emissions)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        g = grad.detach().to("cpu", torch.float64).numpy()
-        node, edge = ctx.node, ctx.edge
-        B, L, K = node.shape
-        grad_e = g[:, None, None] * node
-        grad_t = np.tensordot(g, edge, axes=1) if ctx.shared else g[:, None, None] * edge
-        out_e = to_tensor(grad_e, grad)
-        out_t = to_tensor(grad_t, grad)
-        out_s = to_tensor(g @ node[:, 0, :], grad) if ctx.has_start and ctx.needs_input_grad[2] else None
-        out_f = None
-        if ctx.has_end and ctx.needs_input_grad[3]:
-            last = np.full(B, L - 1) if ctx.lengths is None else ctx.lengths - 1
-            out_f = to_tensor(g @ node[np.arange(B), last, :], grad)
-        return out_e, out_t, out_s, out_f, None, None
+        return (*_chain_like_backward(ctx, grad), None, None)
 
 
 @keeps_torch_threads
@@ -194,28 +201,17 @@ class _SemiMarkovLogPartition(torch.autograd.Function):
         kw = dict(lengths=lengths, start=to_numpy(start), end=to_numpy(end))
         seg, edge = _semimarkov.marginals(*args, edges=True, **kw)
         logz = _semimarkov.log_partition(*args, **kw)
-        ctx.seg, ctx.edge, ctx.lengths = seg, edge, lengths
-        ctx.shared = transitions.dim() == 2
-        ctx.has_start, ctx.has_end = start is not None, end is not None
+        B, L, D, _ = seg.shape
+        # the first segment starts at 0 (it ends at t with length t + 1); the last ends at n − 1
+        first = sum(seg[:, t, t, :] for t in range(min(L, D)))
+        last = seg[np.arange(B), np.full(B, L - 1) if lengths is None else lengths - 1].sum(1)
+        _save_parts(ctx, seg, edge, first, last, transitions, start, end)
         return to_tensor(logz, segment_scores)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        g = grad.detach().to("cpu", torch.float64).numpy()
-        seg, edge = ctx.seg, ctx.edge
-        B, L, D, K = seg.shape
-        out_p = to_tensor(g[:, None, None, None] * seg, grad)
-        out_t = to_tensor(np.tensordot(g, edge, axes=1) if ctx.shared else g[:, None, None] * edge, grad)
-        out_s = out_f = None
-        if ctx.has_start and ctx.needs_input_grad[2]:
-            # the first segment is the one starting at 0: it ends at t with length t + 1
-            first = np.stack([seg[:, t, t, :] for t in range(min(L, D))], axis=0).sum(0)
-            out_s = to_tensor(g @ first, grad)
-        if ctx.has_end and ctx.needs_input_grad[3]:
-            last = np.full(B, L - 1) if ctx.lengths is None else ctx.lengths - 1
-            out_f = to_tensor(g @ seg[np.arange(B), last].sum(1), grad)
-        return out_p, out_t, out_s, out_f, None
+        return (*_chain_like_backward(ctx, grad), None)
 
 
 @keeps_torch_threads

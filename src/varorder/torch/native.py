@@ -116,26 +116,35 @@ def _marginals(E, T, S, F, n, edges: bool):
     return logz, node, edge
 
 
+def _save_parts(ctx, main, edge, first, last, transitions, start, end) -> None:
+    ctx.save_for_backward(main, edge, first, last)
+    ctx.shared = transitions.dim() == 2
+    ctx.has_start, ctx.has_end = start is not None, end is not None
+
+
+def _chain_like_backward(ctx, grad):
+    """(grad main, grad transitions, grad start, grad end) = the incoming gradient times the marginals."""
+    main, edge, first, last = ctx.saved_tensors
+    g = grad.view(-1, 1, 1)
+    grad_t = (g * edge).sum(0) if ctx.shared else g * edge
+    grad_s = (g[:, 0] * first).sum(0) if ctx.has_start else None
+    grad_f = (g[:, 0] * last).sum(0) if ctx.has_end else None
+    return grad.view((-1,) + (1,) * (main.dim() - 1)) * main, grad_t, grad_s, grad_f
+
+
 class _NativeChainLogPartition(torch.autograd.Function):
     @staticmethod
     def forward(ctx, emissions, transitions, start, end, lengths, allowed):
         E, T, S, F, n = _prepare(emissions, transitions, start, end, lengths, allowed)
         logz, node, edge = _marginals(E, T, S, F, n, edges=True)
-        ctx.save_for_backward(node, edge, n)
-        ctx.shared = transitions.dim() == 2
-        ctx.has_start, ctx.has_end = start is not None, end is not None
+        last = node[torch.arange(node.shape[0], device=node.device), n - 1]
+        _save_parts(ctx, node, edge, node[:, 0], last, transitions, start, end)
         return logz
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        node, edge, n = ctx.saved_tensors
-        B = node.shape[0]
-        g = grad.view(B, 1, 1)
-        grad_t = (g * edge).sum(0) if ctx.shared else g * edge
-        grad_s = (g[:, 0] * node[:, 0]).sum(0) if ctx.has_start else None
-        grad_f = (g[:, 0] * node[torch.arange(B, device=node.device), n - 1]).sum(0) if ctx.has_end else None
-        return g * node, grad_t, grad_s, grad_f, None, None
+        return (*_chain_like_backward(ctx, grad), None, None)
 
 
 def chain_log_partition(emissions, transitions, start=None, end=None, lengths=None, allowed=None):
@@ -254,26 +263,16 @@ class _NativeSemiMarkovLogPartition(torch.autograd.Function):
     def forward(ctx, segment_scores, transitions, start, end, lengths):
         Pm, T, S, F, n = _semimarkov_prepare(segment_scores, transitions, start, end, lengths)
         logz, seg, edge = _semimarkov_marginals(Pm, T, S, F, n)
-        ctx.save_for_backward(seg, edge, n)
-        ctx.shared = transitions.dim() == 2
-        ctx.has_start, ctx.has_end = start is not None, end is not None
+        B, L, D, _ = seg.shape
+        first = sum(seg[:, t, t] for t in range(min(L, D)))
+        last = seg[torch.arange(B, device=seg.device), n - 1].sum(1)
+        _save_parts(ctx, seg, edge, first, last, transitions, start, end)
         return logz
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        seg, edge, n = ctx.saved_tensors
-        B, L, D, K = seg.shape
-        g = grad.view(B, 1, 1)
-        grad_t = (g * edge).sum(0) if ctx.shared else g * edge
-        grad_s = grad_f = None
-        if ctx.has_start:
-            first = sum(seg[:, t, t] for t in range(min(L, D)))
-            grad_s = (g[:, 0] * first).sum(0)
-        if ctx.has_end:
-            last = seg[torch.arange(B, device=seg.device), n - 1].sum(1)
-            grad_f = (g[:, 0] * last).sum(0)
-        return g.view(B, 1, 1, 1) * seg, grad_t, grad_s, grad_f, None
+        return (*_chain_like_backward(ctx, grad), None)
 
 
 def semimarkov_log_partition(segment_scores, transitions, start=None, end=None, lengths=None):
