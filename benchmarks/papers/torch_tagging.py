@@ -190,17 +190,42 @@ def main(argv=None) -> None:
     parser.add_argument("--dev-sentences", type=int, default=None)
     parser.add_argument("--heads", default="softmax,memm,crf")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", type=Path, default=None, help="write a results file (schema 1) here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     train, dev = load("train", args.train_sentences), load("dev", args.dev_sentences)
     counts = Counter(w.lower() for ws, _ in train for w in ws)
     vocab = {w: i + 2 for i, w in enumerate(sorted(w for w, c in counts.items() if c >= 2))}  # 0 pad, 1 unknown
     tagset = {t: i for i, t in enumerate(sorted({t for _, ts in train for t in ts}))}
+    results, loads = [], [harness.load_average()]
     for head in args.heads.split(","):
         result = run(head, train, dev, vocab, tagset, args.epochs, args.seed)
-        result.update(train_sentences=len(train), dev_sentences=len(dev), epochs=args.epochs,
-                      load=round(harness.load_average(), 2))
+        loads.append(harness.load_average())
+        result.update(train_sentences=len(train), dev_sentences=len(dev), epochs=args.epochs, load=round(loads[-1], 2))
         print(json.dumps(result), flush=True)
+        results.append(result)
+    if args.out is not None:
+        harness.write_results(args.out, results_file(results, loads))
+        print(f"wrote {args.out}")
+
+
+def results_file(results, loads):
+    """Dev accuracy of each head and decoder against the softmax head's greedy decoding."""
+    by_head = {r["head"]: r for r in results}
+    base = by_head.get("softmax", results[0])
+    reference = next(iter(base["dev_accuracy"].values()))
+    r0 = results[0]
+    task = (f"UD English EWT UPOS, train ({r0['train_sentences']} sentences) -> dev ({r0['dev_sentences']}), "
+            f"one BiLSTM encoder (64-dim embeddings and states), {r0['epochs']} epochs of Adam, same seed")
+    rows = []
+    for r in results:
+        for decoder, accuracy in r["dev_accuracy"].items():
+            rows.append(harness.row(f"BiLSTM + {r['head']} head, {decoder} decoding", task, "dev accuracy %", accuracy,
+                                    reference, "BiLSTM + softmax head, greedy", better="higher",
+                                    note=f"train {r['train_cpu_s']} CPU s; load {r['load']}"))
+    return harness.results_document("Neural structured layers", "Local prediction vs a CRF head on one neural "
+                                    "encoder (UD-EWT POS, CPU)", rows, issue=43, loads=loads,
+                                    details={"runs": results})
 
 
 if __name__ == "__main__":
