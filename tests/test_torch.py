@@ -37,6 +37,15 @@ def _np(t):
     return None if t is None else t.detach().numpy()
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The tensors here are tiny: one intra-op thread is faster, and on a busy machine two spin."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def test_core_package_never_imports_torch():
     code = ("import sys, varorder, varorder.chain, varorder.lattice, varorder.hypergraph, varorder.engine.chain, "
             "varorder.engine.lattice, varorder.engine.hypergraph, varorder.models; "
@@ -535,7 +544,7 @@ def test_dependency_distribution_against_enumeration():
 def test_engine_calls_leave_torchs_thread_count_alone():
     before = torch.get_num_threads()
     try:
-        torch.set_num_threads(1)
+        torch.set_num_threads(1)  # the fixture did too; said again because it is what is tested
         crf = _crf(3)
         E = _rand(40, 5, 3, seed=19)  # enough sequences for the engine's thread policy to set Numba's count
         crf(E, torch.zeros(40, 5, dtype=torch.long)).backward()
@@ -630,3 +639,39 @@ def test_semimarkov_crf_module_against_enumeration_and_training():
         opt.step()
         losses.append(float(loss))
     assert losses[-1] < losses[0]
+
+
+def test_the_tagging_examples_heads_lower_their_loss_deterministically():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "papers"))
+    import torch_tagging
+
+    words = ["the", "dog", "runs", "a", "cat", "sleeps", "big", "dogs", "run"]
+    tags = {"the": "DET", "a": "DET", "dog": "NOUN", "cat": "NOUN", "dogs": "NOUN", "runs": "VERB",
+            "sleeps": "VERB", "run": "VERB", "big": "ADJ"}
+    rng = np.random.default_rng(0)
+    data = []
+    for _ in range(24):
+        sentence = [str(w) for w in rng.choice(words, size=int(rng.integers(2, 7)))]
+        data.append((sentence, [tags[w] for w in sentence]))
+    vocab = {w: i + 2 for i, w in enumerate(words)}
+    tagset = {t: i for i, t in enumerate(sorted(set(tags.values())))}
+
+    def train(head):
+        torch.manual_seed(0)
+        model = torch_tagging.build_model(len(vocab) + 2, len(tagset), head, dim=16)
+        opt = torch.optim.Adam(model.parameters(), lr=0.05)
+        batch = torch_tagging.tensors(data, vocab, tagset)
+        losses = []
+        for _ in range(8):
+            opt.zero_grad()
+            loss = model.loss(*batch)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+        return losses, torch_tagging.evaluate(model, data, vocab, tagset, head)
+
+    for head in ("softmax", "memm", "crf"):
+        losses, accuracy = train(head)
+        assert losses == train(head)[0], head
+        assert losses[-1] < 0.6 * losses[0], (head, losses)
+        assert all(0 <= a <= 100 for a in accuracy.values())
