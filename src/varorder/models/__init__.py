@@ -10,6 +10,8 @@ _EXPORTS = {
     **dict.fromkeys(("CRF", "ChainObjective"), "varorder.models.crf"),
     **dict.fromkeys(("MEMM",), "varorder.models.memm"),
     **dict.fromkeys(("HMM",), "varorder.models.hmm"),
+    **dict.fromkeys(("GaussianHMM",), "varorder.models.gaussian_hmm"),
+    **dict.fromkeys(("PoissonHMM", "CategoricalHMM"), "varorder.models.count_hmm"),
     **dict.fromkeys(("FeatureIndexer", "pos_features", "parse_templates", "format_templates", "template_features"), "varorder.models.features"),
     **dict.fromkeys(("LabelCodec", "token_accuracy"), "varorder.models.sequences"),
     **dict.fromkeys(("model_kind",), "varorder.models.persist"),
