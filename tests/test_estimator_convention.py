@@ -39,6 +39,7 @@ from varorder.models.features import pos_features
 from varorder.models.count_hmm import CategoricalHMM, PoissonHMM
 from varorder.models.gaussian_hmm import GaussianHMM
 from varorder.models.hmm import HMM
+from varorder.models.hsmm import GaussianHSMM, PoissonHSMM
 from varorder.models.memm import MEMM
 from varorder.neg.model import NegGenerator
 from varorder.neg.task import Candidate, NegDocument, Slot
@@ -136,6 +137,11 @@ CASES = {
                    lambda m, _: m.fit(np.arange(12).reshape(6, 2) % 5), [lambda m: m.predict(np.ones((3, 2)))]),
     "CategoricalHMM": (lambda: CategoricalHMM(n_components=2, n_iter=2, random_state=0),
                        lambda m, _: m.fit(np.array([[0], [1], [2], [1]])), [lambda m: m.predict(np.array([[0], [2]]))]),
+    "GaussianHSMM": (lambda: GaussianHSMM(n_components=2, max_duration=3, n_iter=2, random_state=0),
+                     lambda m, _: m.fit(np.arange(12.0).reshape(6, 2) % 5, [4, 2]),
+                     [lambda m: m.predict(np.zeros((3, 2)))]),
+    "PoissonHSMM": (lambda: PoissonHSMM(n_components=2, max_duration=3, n_iter=2, random_state=0),
+                    lambda m, _: m.fit(np.arange(12).reshape(6, 2) % 5), [lambda m: m.predict(np.ones((3, 2)))]),
     "TntEmissions": (lambda: TntEmissions(), lambda m, _: m.fit(list(zip(_WORDS, _TAGS))),
                      [lambda m: m.log_likelihoods("dog")]),
 }

@@ -478,6 +478,20 @@ class BaseHMM(ParamsMixin):
 
     def sample(self, n_samples: int = 1, random_state=None, currstate=None):
         """(X (n_samples, n_features), states (n_samples,)) drawn from the model."""
+        rng, state = self._sampling_start(n_samples, random_state, currstate)
+        K = self.n_components
+        states = np.empty(n_samples, dtype=np.int64)
+        uniforms = rng.random(n_samples)
+        cdf_trans = np.cumsum(self.transmat_, axis=1)
+        states[0] = state
+        for t in range(1, n_samples):
+            row = cdf_trans[state]
+            state = min(int(np.searchsorted(row, uniforms[t] * row[-1], side="right")), K - 1)
+            states[t] = state
+        return self._sample_emissions(states, rng), states
+
+    def _sampling_start(self, n_samples, random_state, currstate):
+        """(generator, first state) for :meth:`sample`, the arguments checked."""
         check_is_fitted(self, "startprob_")
         self._check()
         if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 1:
@@ -485,21 +499,13 @@ class BaseHMM(ParamsMixin):
                                  value=n_samples)
         rng = self._rng(random_state)
         K = self.n_components
-        states = np.empty(n_samples, dtype=np.int64)
-        uniforms = rng.random(n_samples)
         cdf_start = np.cumsum(self.startprob_)
-        cdf_trans = np.cumsum(self.transmat_, axis=1)
-        state = int(np.searchsorted(cdf_start, uniforms[0] * cdf_start[-1], side="right")) if currstate is None \
+        state = int(np.searchsorted(cdf_start, rng.random() * cdf_start[-1], side="right")) if currstate is None \
             else int(currstate)
         if not 0 <= state < K:
             raise ParameterError(f"currstate must be in 0..{K - 1}, got {currstate!r}", name="currstate",
                                  value=currstate)
-        states[0] = state
-        for t in range(1, n_samples):
-            row = cdf_trans[state]
-            state = min(int(np.searchsorted(row, uniforms[t] * row[-1], side="right")), K - 1)
-            states[t] = state
-        return self._sample_emissions(states, rng), states
+        return rng, min(state, K - 1)
 
     # -- model selection ----------------------------------------------------------------
 
