@@ -52,6 +52,7 @@ class PoissonHMM(BaseHMM):
 
     _integer_X = True
     _emission_letters = "l"
+    _LEARNED = ("startprob_", "transmat_", "lambdas_")
 
     def __init__(self, *, n_components: int = 1, startprob_prior=1.0, transmat_prior=1.0, lambdas_prior=0.0,
                  lambdas_weight=0.0, algorithm: str = "viterbi", random_state=None, n_iter: int = 10,
@@ -122,6 +123,7 @@ class CategoricalHMM(BaseHMM):
 
     _integer_X = True
     _emission_letters = "e"
+    _LEARNED = ("startprob_", "transmat_", "emissionprob_")
 
     def __init__(self, *, n_components: int = 1, startprob_prior=1.0, transmat_prior=1.0, emissionprob_prior=1.0,
                  n_features: int | None = None, algorithm: str = "viterbi", random_state=None, n_iter: int = 10,

@@ -177,6 +177,7 @@ class GaussianHMM(BaseHMM):
 
     _allow_nan = True
     _emission_letters = "mc"
+    _LEARNED = ("startprob_", "transmat_", "means_", "_covars_")
 
     def __init__(self, *, n_components: int = 1, covariance_type: str = "diag", min_covar: float = 1e-3,
                  startprob_prior=1.0, transmat_prior=1.0, means_prior=0, means_weight=0, covars_prior=1e-2,

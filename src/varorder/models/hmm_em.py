@@ -507,6 +507,62 @@ class BaseHMM(ParamsMixin):
                                  value=currstate)
         return rng, min(state, K - 1)
 
+    # -- model files (npz + JSON, validated in full on load) ---------------------------
+
+    _LEARNED: tuple = ("startprob_", "transmat_")
+
+    def _learned_names(self) -> tuple:
+        return tuple(n for n in self._LEARNED if getattr(self, n, None) is not None)
+
+    def save(self, path) -> None:
+        """Write the model (constructor parameters as JSON, learned arrays) atomically."""
+        from varorder.models import persist
+
+        check_is_fitted(self, "startprob_")
+        self._check()
+        params = {}
+        for key, value in self.get_params().items():
+            if isinstance(value, np.ndarray):
+                value = value.tolist()
+            elif isinstance(value, (np.random.Generator, np.random.RandomState)):
+                value = None  # a generator's state is not a parameter a file can carry
+            params[key] = value
+        arrays = {name.strip("_"): np.asarray(getattr(self, name)) for name in self._learned_names()}
+        persist.save_model(path, type(self).__name__, params, {"learned": sorted(arrays)}, arrays)
+
+    @classmethod
+    def load(cls, path):
+        """Read a model written by :meth:`save`; every field and array is checked (shapes,
+        probabilities summing to 1, positive definite covariances): a ValueError naming the file."""
+        import os
+
+        from varorder.models import persist
+
+        where = os.fspath(path)
+        try:
+            params, state, _ = persist.load_model(path, cls.__name__, ())
+            persist.check_keys(path, "params", params, cls._get_param_names())
+            learned = state.get("learned")
+            allowed = {n.strip("_") for n in cls._LEARNED}
+            if not isinstance(learned, list) or not set(learned) <= allowed or \
+                    not {"startprob", "transmat"} <= set(learned):
+                raise ValueError(f"state field 'learned' must list the model's arrays (from {sorted(allowed)})")
+            _, _, arrays = persist.load_model(path, cls.__name__, learned)
+            persist.check_shapes(path, arrays, {name: arrays[name].shape for name in learned})
+            model = cls(**params)
+            model._check_common()
+            for name in learned:
+                attribute = next(n for n in cls._LEARNED if n.strip("_") == name)
+                setattr(model, attribute, np.asarray(arrays[name], dtype=np.float64))
+            model._check()
+        except (TypeError, KeyError, AttributeError, IndexError) as err:
+            raise ValueError(f"{where}: malformed model metadata ({type(err).__name__}: {err})") from None
+        except ValueError as err:
+            if where in str(err):
+                raise
+            raise ValueError(f"{where}: invalid model ({err})") from None
+        return model
+
     # -- model selection ----------------------------------------------------------------
 
     def _get_n_fit_scalars_per_param(self) -> dict:

@@ -335,8 +335,12 @@ def _hsmm_doc(base):
     Viterbi segmentation; ``predict_proba`` the occupancy p(zₜ = k | x)."""
 
 
+_DURATION_ARRAYS = ("durations_", "duration_lambdas_", "duration_n_", "duration_p_")
+
+
 class GaussianHSMM(_SemiMarkovChain, GaussianHMM):
     __doc__ = _hsmm_doc("GaussianHMM")
+    _LEARNED = GaussianHMM._LEARNED + _DURATION_ARRAYS
 
     def __init__(self, *, n_components: int = 1, max_duration: int = 50, duration_distribution: str = "nonparametric",
                  covariance_type: str = "diag", min_covar: float = 1e-3, startprob_prior=1.0, transmat_prior=1.0,
@@ -354,6 +358,7 @@ class GaussianHSMM(_SemiMarkovChain, GaussianHMM):
 
 class PoissonHSMM(_SemiMarkovChain, PoissonHMM):
     __doc__ = _hsmm_doc("PoissonHMM")
+    _LEARNED = PoissonHMM._LEARNED + _DURATION_ARRAYS
 
     def __init__(self, *, n_components: int = 1, max_duration: int = 50, duration_distribution: str = "nonparametric",
                  startprob_prior=1.0, transmat_prior=1.0, lambdas_prior=0.0, lambdas_weight=0.0,
