@@ -38,6 +38,7 @@ from varorder.engine import chain as _chain
 from varorder.engine.chain_generic import generic_forward
 from varorder.engine.semiring import LOG
 from varorder.errors import ParameterError
+from varorder.models import persist
 from varorder.models.sequences import ChunkPlan, iter_marginals
 
 __all__ = ["ConvergenceMonitor", "BaseHMM", "split_lengths", "as_observations", "store_chain_params"]
@@ -516,8 +517,6 @@ class BaseHMM(ParamsMixin):
 
     def save(self, path) -> None:
         """Write the model (constructor parameters as JSON, learned arrays) atomically."""
-        from varorder.models import persist
-
         check_is_fitted(self, "startprob_")
         self._check()
         params = {}
@@ -531,36 +530,24 @@ class BaseHMM(ParamsMixin):
         persist.save_model(path, type(self).__name__, params, {"learned": sorted(arrays)}, arrays)
 
     @classmethod
+    @persist.model_loader
     def load(cls, path):
         """Read a model written by :meth:`save`; every field and array is checked (shapes,
         probabilities summing to 1, positive definite covariances): a ValueError naming the file."""
-        import os
-
-        from varorder.models import persist
-
-        where = os.fspath(path)
-        try:
-            params, state, _ = persist.load_model(path, cls.__name__, ())
-            persist.check_keys(path, "params", params, cls._get_param_names())
-            learned = state.get("learned")
-            allowed = {n.strip("_") for n in cls._LEARNED}
-            if not isinstance(learned, list) or not set(learned) <= allowed or \
-                    not {"startprob", "transmat"} <= set(learned):
-                raise ValueError(f"state field 'learned' must list the model's arrays (from {sorted(allowed)})")
-            _, _, arrays = persist.load_model(path, cls.__name__, learned)
-            persist.check_shapes(path, arrays, {name: arrays[name].shape for name in learned})
-            model = cls(**params)
-            model._check_common()
-            for name in learned:
-                attribute = next(n for n in cls._LEARNED if n.strip("_") == name)
-                setattr(model, attribute, np.asarray(arrays[name], dtype=np.float64))
-            model._check()
-        except (TypeError, KeyError, AttributeError, IndexError) as err:
-            raise ValueError(f"{where}: malformed model metadata ({type(err).__name__}: {err})") from None
-        except ValueError as err:
-            if where in str(err):
-                raise
-            raise ValueError(f"{where}: invalid model ({err})") from None
+        params, state, _ = persist.load_model(path, cls.__name__, ())
+        persist.check_keys(path, "params", params, cls._get_param_names())
+        learned = state.get("learned")
+        allowed = {n.strip("_") for n in cls._LEARNED}
+        if not isinstance(learned, list) or not set(learned) <= allowed or not {"startprob", "transmat"} <= set(learned):
+            raise ValueError(f"state field 'learned' must list the model's arrays (from {sorted(allowed)})")
+        _, _, arrays = persist.load_model(path, cls.__name__, learned)
+        persist.check_shapes(path, arrays, {name: arrays[name].shape for name in learned})
+        model = cls(**params)
+        model._check_common()
+        for name in learned:
+            attribute = next(n for n in cls._LEARNED if n.strip("_") == name)
+            setattr(model, attribute, np.asarray(arrays[name], dtype=np.float64))
+        model._check()
         return model
 
     # -- model selection ----------------------------------------------------------------
