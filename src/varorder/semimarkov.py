@@ -38,6 +38,7 @@ import numpy as np
 
 from varorder.engine import semimarkov as _engine
 from varorder.engine.semiring import resolve
+from varorder.errors import ParameterError
 from varorder.engine.validate import (as_index_array, as_potentials, as_rng, check_int_at_least, first_index)
 
 __all__ = ["FactoredSegments", "from_emissions", "log_partition", "marginals", "viterbi", "kbest", "sample",
@@ -68,10 +69,10 @@ def from_emissions(emissions, durations) -> FactoredSegments:
     O(B·L·D·K) time and without that array."""
     E = as_potentials("emissions", emissions, (None, None, None))
     if E.shape[0] < 1 or E.shape[1] < 1 or E.shape[2] < 1:
-        raise ValueError(f"emissions must have shape (B, L, K) with every axis >= 1, got {E.shape}")
+        raise ParameterError(f"emissions must have shape (B, L, K) with every axis >= 1, got {E.shape}")
     dur = as_potentials("durations", durations, (E.shape[2], None))
     if dur.shape[1] < 1:
-        raise ValueError(f"durations must have shape (K, D) with D >= 1, got {dur.shape}")
+        raise ParameterError(f"durations must have shape (K, D) with D >= 1, got {dur.shape}")
     return FactoredSegments(E, dur)
 
 
@@ -90,27 +91,27 @@ def _lengths(lengths, B: int, L: int) -> np.ndarray:
     bad = (lengths < 1) | (lengths > L)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"lengths must be in 1..{L}, got lengths[{i}] = {int(lengths[i])}")
+        raise ParameterError(f"lengths must be in 1..{L}, got lengths[{i}] = {int(lengths[i])}")
     return lengths
 
 
 def _dense_scores(value, lengths_arg):
     arr = np.asarray(value)
     if arr.ndim != 4:
-        raise ValueError(f"segment_scores must have 4 dimensions (B, L, D, K), got shape {arr.shape}")
+        raise ParameterError(f"segment_scores must have 4 dimensions (B, L, D, K), got shape {arr.shape}")
     B, L, D, K = arr.shape
     if min(arr.shape) < 1:
-        raise ValueError(f"segment_scores must have every axis >= 1, got shape {arr.shape}")
+        raise ParameterError(f"segment_scores must have every axis >= 1, got shape {arr.shape}")
     lengths = _lengths(lengths_arg, B, L)
     if arr.dtype == object or not (np.issubdtype(arr.dtype, np.floating) or np.issubdtype(arr.dtype, np.integer)):
-        raise ValueError(f"segment_scores must be a real-valued array, got dtype {arr.dtype}")
+        raise ParameterError(f"segment_scores must be a real-valued array, got dtype {arr.dtype}")
     arr = np.ascontiguousarray(arr, dtype=np.float64)
     if not np.isfinite(arr.sum()):  # NaN or +inf somewhere: refuse it where it would be read
         readable = _readable(L, D, lengths)[..., None]
         for what, bad in (("NaN", np.isnan(arr)), ("+inf", np.isposinf(arr))):
             bad &= readable
             if bad.any():
-                raise ValueError(f"segment_scores contains {what} at index {first_index(bad)}")
+                raise ParameterError(f"segment_scores contains {what} at index {first_index(bad)}")
     return arr, lengths
 
 
@@ -197,8 +198,8 @@ def segmentation_score(segment_scores, transitions, segmentation, b: int = 0, *,
     total, prev, pos = 0.0, None, 0
     for s, e, k in segmentation:
         if s != pos or e <= s or e - s > si.max_length:
-            raise ValueError(f"segmentation must tile the positions with segments of 1..{si.max_length}, "
-                             f"got segment ({s}, {e}, {k}) at position {pos}")
+            raise ParameterError(f"segmentation must tile the positions with segments of 1..{si.max_length}, "
+                                 f"got segment ({s}, {e}, {k}) at position {pos}")
         d = e - s - 1
         if si.form == "dense":
             w = si.P[b, e - 1, d, k]
