@@ -38,6 +38,7 @@ from varorder.models.crf import CRF
 from varorder.models.features import pos_features
 from varorder.models.count_hmm import CategoricalHMM, PoissonHMM
 from varorder.models.gaussian_hmm import GaussianHMM
+from varorder.models.gmm_hmm import GMMHMM
 from varorder.models.hmm import HMM
 from varorder.models.hsmm import GaussianHSMM, PoissonHSMM
 from varorder.models.memm import MEMM
@@ -133,6 +134,9 @@ CASES = {
     "GaussianHMM": (lambda: GaussianHMM(n_components=2, n_iter=2, random_state=0),
                     lambda m, _: m.fit(np.arange(12.0).reshape(6, 2) % 5, [4, 2]),
                     [lambda m: m.predict(np.zeros((3, 2))), lambda m: m.sample(3, random_state=0)]),
+    # means_prior (a mean: any sign) left None (= 0), so the bad-value check picks means_weight
+    "GMMHMM": (lambda: GMMHMM(n_components=2, n_mix=2, n_iter=2, random_state=0, means_prior=None),
+               lambda m, _: m.fit(np.arange(24.0).reshape(12, 2) % 7), [lambda m: m.predict(np.zeros((3, 2)))]),
     "PoissonHMM": (lambda: PoissonHMM(n_components=2, n_iter=2, random_state=0),
                    lambda m, _: m.fit(np.arange(12).reshape(6, 2) % 5), [lambda m: m.predict(np.ones((3, 2)))]),
     "CategoricalHMM": (lambda: CategoricalHMM(n_components=2, n_iter=2, random_state=0),

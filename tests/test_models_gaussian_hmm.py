@@ -298,3 +298,60 @@ def test_same_numbers_as_hmmlearn_for_counts():
     mine.fit(S)
     ref.fit(S)
     assert np.allclose(mine.emissionprob_, ref.emissionprob_, rtol=1e-9)
+
+
+# ---------------------------------------------------------------------------
+# GMMHMM
+# ---------------------------------------------------------------------------
+
+
+def _gmm(covariance_type, seed=15, M=2):
+    from varorder.models.gmm_hmm import GMMHMM
+
+    rng = np.random.default_rng(seed)
+    model = GMMHMM(n_components=K, n_mix=M, covariance_type=covariance_type, init_params="", n_iter=1)
+    model.startprob_, model.transmat_ = rng.dirichlet(np.ones(K)), rng.dirichlet(np.ones(K), size=K)
+    model.weights_, model.means_ = rng.dirichlet(np.ones(M), size=K), rng.normal(size=(K, M, D)) * 2
+    if covariance_type == "diag":
+        model.covars_ = rng.uniform(0.5, 2, (K, M, D))
+    elif covariance_type == "spherical":
+        model.covars_ = rng.uniform(0.5, 2, (K, M))
+    else:
+        A = rng.normal(size=(K, M, D, D) if covariance_type == "full" else (K, D, D))
+        model.covars_ = A @ np.swapaxes(A, -1, -2) + np.eye(D)
+    return model
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_gmm_densities_match_scipy_and_enumeration(covariance_type):
+    model = _gmm(covariance_type)
+    X, lengths = _data(16, n=(4,))
+    c = model.covars_
+    want = np.empty((len(X), K))
+    for k in range(K):
+        parts = []
+        for m in range(model.n_mix):
+            cov = {"full": lambda: c[k, m], "tied": lambda: c[k], "diag": lambda: np.diag(c[k, m]),
+                   "spherical": lambda: np.eye(D) * c[k, m]}[covariance_type]()
+            parts.append(np.log(model.weights_[k, m]) + stats.multivariate_normal(model.means_[k, m], cov).logpdf(X))
+        want[:, k] = np.logaddexp.reduce(np.stack(parts), axis=0)
+    assert np.allclose(model._compute_log_likelihood(X), want, rtol=1e-12)
+    paths = oracle.chain_paths(want, np.log(model.transmat_), np.log(model.startprob_))
+    assert np.isclose(model.score(X), oracle.log_partition(paths), rtol=1e-12)
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_gmm_same_numbers_as_hmmlearn(covariance_type):
+    H = _hmmlearn()
+    mine = _gmm(covariance_type, seed=17)
+    ref = H.GMMHMM(n_components=K, n_mix=2, covariance_type=covariance_type, init_params="", n_iter=1)
+    for name in ("startprob_", "transmat_", "weights_", "means_", "covars_"):
+        setattr(ref, name, getattr(mine, name).copy())
+    X = np.random.default_rng(18).normal(size=(120, D)) * 2
+    lengths = [70, 50]
+    assert np.isclose(mine.score(X, lengths), ref.score(X, lengths), rtol=1e-9)
+    assert np.allclose(mine.predict_proba(X, lengths), ref.predict_proba(X, lengths), rtol=1e-9, atol=1e-12)
+    mine.fit(X, lengths)
+    ref.fit(X, lengths)
+    for name in ("startprob_", "transmat_", "weights_", "means_", "covars_"):
+        assert np.allclose(getattr(mine, name), getattr(ref, name), rtol=1e-9, atol=1e-12), name

@@ -19,7 +19,7 @@ _EXPORTS = {
     # the estimator convention
     **dict.fromkeys(("NotFittedError",), "varorder.base"),
     # taggers
-    **dict.fromkeys(("CRF", "HMM", "MEMM", "GaussianHMM", "PoissonHMM", "CategoricalHMM", "GaussianHSMM",
+    **dict.fromkeys(("CRF", "HMM", "MEMM", "GaussianHMM", "GMMHMM", "PoissonHMM", "CategoricalHMM", "GaussianHSMM",
                      "PoissonHSMM"), "varorder.models"),
     **dict.fromkeys(("SampleRankTagger",), "varorder.factorgraph"),
     # n-gram and log-linear language models

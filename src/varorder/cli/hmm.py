@@ -1,6 +1,6 @@
 """``varorder hmm``: hidden Markov and semi-Markov models of time series, without Python.
 
-    varorder hmm train series.csv -o model.npz --n-components 3 [--model gaussian|poisson|categorical|
+    varorder hmm train series.csv -o model.npz --n-components 3 [--model gaussian|gmm|poisson|categorical|
                        gaussian-hsmm|poisson-hsmm] [--covariance-type diag] [--sequence-column id]
     varorder hmm decode model.npz series.csv [--probabilities] [--filtered] [--algorithm map]
     varorder hmm score model.npz series.csv
@@ -38,7 +38,8 @@ def hmm():
 @click.argument("input_path", metavar="INPUT", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFile(), help="Model file to write (.npz).")
 @click.option("--model", default="gaussian", show_default=True,
-              type=click.Choice(["gaussian", "poisson", "categorical", "gaussian-hsmm", "poisson-hsmm"]))
+              type=click.Choice(["gaussian", "gmm", "poisson", "categorical", "gaussian-hsmm", "poisson-hsmm"]))
+@click.option("--n-mix", default=None, type=click.IntRange(1), help="gmm: mixture components per state (1).")
 @click.option("--n-components", default=2, show_default=True, type=click.IntRange(1))
 @click.option("--covariance-type", default=None, type=click.Choice(["spherical", "diag", "full", "tied"]),
               help="Gaussian models (default diag).")

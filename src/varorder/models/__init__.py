@@ -11,6 +11,7 @@ _EXPORTS = {
     **dict.fromkeys(("MEMM",), "varorder.models.memm"),
     **dict.fromkeys(("HMM",), "varorder.models.hmm"),
     **dict.fromkeys(("GaussianHMM",), "varorder.models.gaussian_hmm"),
+    **dict.fromkeys(("GMMHMM",), "varorder.models.gmm_hmm"),
     **dict.fromkeys(("PoissonHMM", "CategoricalHMM"), "varorder.models.count_hmm"),
     **dict.fromkeys(("GaussianHSMM", "PoissonHSMM"), "varorder.models.hsmm"),
     **dict.fromkeys(("FeatureIndexer", "pos_features", "parse_templates", "format_templates", "template_features"), "varorder.models.features"),

@@ -16,12 +16,13 @@ from varorder.io.series import read_series
 from varorder.models import persist
 from varorder.models.count_hmm import CategoricalHMM, PoissonHMM
 from varorder.models.gaussian_hmm import GaussianHMM
+from varorder.models.gmm_hmm import GMMHMM
 from varorder.models.hsmm import GaussianHSMM, PoissonHSMM
 
 __all__ = ["MODEL_KINDS", "train_series_model", "load_series_model", "decode_series", "score_series",
            "sample_series"]
 
-MODEL_KINDS = {"gaussian": GaussianHMM, "poisson": PoissonHMM, "categorical": CategoricalHMM,
+MODEL_KINDS = {"gaussian": GaussianHMM, "gmm": GMMHMM, "poisson": PoissonHMM, "categorical": CategoricalHMM,
                "gaussian-hsmm": GaussianHSMM, "poisson-hsmm": PoissonHSMM}
 
 
