@@ -355,3 +355,20 @@ def test_gmm_same_numbers_as_hmmlearn(covariance_type):
     ref.fit(X, lengths)
     for name in ("startprob_", "transmat_", "weights_", "means_", "covars_"):
         assert np.allclose(getattr(mine, name), getattr(ref, name), rtol=1e-9, atol=1e-12), name
+
+
+@pytest.mark.parametrize("lag", [0, 1, 3])
+def test_fixed_lag_smoothing_matches_enumeration(lag):
+    model = _gaussian("diag", seed=19, mask_zero=True)
+    X, lengths = _data(20, n=(5, 3), nan=True)
+    frames = _scipy_frames(model, X)
+    got = model.predict_proba(X, lengths, lag=lag)
+    start = 0
+    for n in lengths:
+        for t in range(n):
+            horizon = min(t + lag, n - 1) + 1
+            prefix = _enumerate(model, frames[start:start + horizon])
+            assert np.allclose(got[start + t], oracle.chain_node_marginals(prefix, horizon, K)[t], atol=1e-12)
+        start += n
+    with pytest.raises(ParameterError, match="lag must be a non-negative integer"):
+        model.predict_proba(X, lengths, lag=-1)

@@ -124,7 +124,7 @@ def test_bad_input_names_the_argument():
     with pytest.raises(ParameterError, match="durations_ must have shape"):
         model.durations_ = np.ones((K, 2)) / 2
         model.score(np.zeros((3, D)))
-    with pytest.raises(ParameterError, match="filtered=True is not available"):
+    with pytest.raises(ParameterError, match="filtered=True and lag= are not available"):
         _model().predict_proba(np.zeros((3, D)), filtered=True)
     with pytest.raises(ValueError, match="max_duration"):
         GaussianHSMM(n_components=2, max_duration=0).fit(np.zeros((5, 1)))

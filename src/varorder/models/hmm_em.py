@@ -408,12 +408,20 @@ class BaseHMM(ParamsMixin):
             total += float(_chain.log_partition(ci).sum())
         return total
 
-    def predict_proba(self, X, lengths=None, filtered: bool = False) -> np.ndarray:
-        """State posteriors (n_samples, n_components): smoothed p(zₜ | x₁..ₙ), or with
-        ``filtered=True`` the causal p(zₜ | x₁..ₜ) from a forward-only pass."""
-        if not filtered:
+    def predict_proba(self, X, lengths=None, filtered: bool = False, lag: int | None = None) -> np.ndarray:
+        """State posteriors (n_samples, n_components): smoothed p(zₜ | x₁..ₙ); with
+        ``filtered=True`` the causal p(zₜ | x₁..ₜ) from a forward-only pass; with ``lag=h``
+        the fixed-lag smoother p(zₜ | x₁..ₜ₊ₕ) (the sequence's end where t + h passes it)."""
+        if not filtered and lag is None:
             return self.score_samples(X, lengths)[1]
+        if lag is not None and (isinstance(lag, bool) or not isinstance(lag, (int, np.integer)) or lag < 0):
+            raise ParameterError(f"lag must be a non-negative integer, got {lag!r}", name="lag", value=lag)
         _, lengths, frames = self._frames(X, lengths)
+        post = self._filtered(frames, lengths)
+        return post if lag is None or lag == 0 else self._fixed_lag(frames, lengths, post, int(lag))
+
+    def _filtered(self, frames, lengths) -> np.ndarray:
+        """p(zₜ | x₁..ₜ): the engine's generic LOG forward values, normalised per position."""
         plan = ChunkPlan(lengths)
         log_T, log_pi = self._chain_arrays()
         out = np.empty_like(frames)
@@ -427,6 +435,28 @@ class BaseHMM(ParamsMixin):
                 p = np.exp(alphas - top)
             p /= p.sum(axis=-1, keepdims=True)
             out[flat_index[valid]] = p[valid]
+        return out
+
+    def _fixed_lag(self, frames, lengths, filtered, lag: int, windows: int = 4096) -> np.ndarray:
+        """p(zₜ | x₁..ₜ₊ₕ) for every t: a chain per window t … t + h whose first emission is
+        log p(zₜ | x₁..ₜ) (the filtered posterior carries everything before it), its first
+        node marginal from the engine; windows in batches."""
+        log_T, _ = self._chain_arrays()
+        with np.errstate(divide="ignore"):
+            log_filtered = np.log(filtered)
+        N, K = frames.shape
+        ends = np.repeat(np.cumsum(lengths), lengths)  # one past each row's sequence end
+        out = np.empty_like(frames)
+        steps = np.arange(lag + 1)
+        for lo in range(0, N, windows):
+            rows = np.arange(lo, min(lo + windows, N))
+            span = np.minimum(lag + 1, ends[rows] - rows)
+            index = np.minimum(rows[:, None] + steps[None, :], N - 1)
+            E = frames[index]
+            E[:, 0] = log_filtered[rows]
+            E[steps[None, :] >= span[:, None]] = 0.0
+            ci = _chain.prepare(E, log_T, None, None, span)
+            out[rows] = _chain.marginals(ci, edges=False)[0][:, 0]
         return out
 
     def decode(self, X, lengths=None, algorithm=None):

@@ -242,10 +242,10 @@ class _SemiMarkovChain:
         return float(sum(semimarkov.log_partition(seg, T, **kw).sum()
                          for _, _, _, (seg, T, kw) in self._chunks(frames, lengths)))
 
-    def predict_proba(self, X, lengths=None, filtered: bool = False):
-        if filtered:
-            raise ParameterError("filtered=True is not available for semi-Markov models (the forward values are "
-                                 "per segment end, not per position)", name="filtered", value=filtered)
+    def predict_proba(self, X, lengths=None, filtered: bool = False, lag: int | None = None):
+        if filtered or lag is not None:
+            raise ParameterError("filtered=True and lag= are not available for semi-Markov models (the forward "
+                                 "values are per segment end, not per position)", name="filtered", value=filtered)
         return super().predict_proba(X, lengths)
 
     @staticmethod
