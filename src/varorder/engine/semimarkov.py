@@ -516,18 +516,19 @@ def _scaled_factored_statistics(E, logdur, T, start, end, lengths, occupancy, du
                 bk = beta[t, k]
                 if bk == 0.0:
                     continue
-                r = q[t, k]
+                r = q[t, k] * bk
+                ending = 0.0  # mass of the segments of k that end at t
                 for d in range(min(D, t + 1)):
                     if d > 0:
                         r *= q[t - d, k]
-                    w = dur[k, d] * r
-                    bstar[t - d, k] += w * bk
-                    p = astar[t - d, k] * w * bk * invR
-                    if p > 0.0:
-                        durations[b, k, d] += p
-                        occ[t - d, k] += p
-                        if t + 1 < n:
-                            occ[t + 1, k] -= p
+                    wb = dur[k, d] * r
+                    bstar[t - d, k] += wb
+                    p = astar[t - d, k] * wb * invR
+                    durations[b, k, d] += p
+                    occ[t - d, k] += p
+                    ending += p
+                if t + 1 < n:
+                    occ[t + 1, k] -= ending
             if t + 1 < n:
                 for i in range(K):
                     ai = alpha[t, i]
