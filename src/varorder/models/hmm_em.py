@@ -37,7 +37,7 @@ from varorder.base import ParamsMixin, check_bool, check_choice, check_int, chec
 from varorder.engine import chain as _chain
 from varorder.engine.chain_generic import generic_forward
 from varorder.engine.semiring import LOG
-from varorder.errors import ParameterError
+from varorder.errors import FormatError, ParameterError
 from varorder.models import persist
 from varorder.models.sequences import ChunkPlan, iter_marginals
 
@@ -569,7 +569,8 @@ class BaseHMM(ParamsMixin):
         learned = state.get("learned")
         allowed = {n.strip("_") for n in cls._LEARNED}
         if not isinstance(learned, list) or not set(learned) <= allowed or not {"startprob", "transmat"} <= set(learned):
-            raise ValueError(f"state field 'learned' must list the model's arrays (from {sorted(allowed)})")
+            raise FormatError(f"state field 'learned' must list the model's arrays (from {sorted(allowed)}), got "
+                              f"{learned!r:.80}", path=path, expected="a varorder model file written by save()")
         _, _, arrays = persist.load_model(path, cls.__name__, learned)
         persist.check_shapes(path, arrays, {name: arrays[name].shape for name in learned})
         model = cls(**params)

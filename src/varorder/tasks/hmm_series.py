@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from varorder.errors import ParameterError
+from varorder.errors import FormatError, ParameterError
 from varorder.io.series import read_series
 from varorder.models import persist
 from varorder.models.count_hmm import CategoricalHMM, PoissonHMM
@@ -32,8 +32,8 @@ def load_series_model(path):
     for cls in MODEL_KINDS.values():
         if cls.__name__ == kind:
             return cls.load(path)
-    raise ValueError(f"{path}: holds a {kind!r} model, not one of the series models "
-                     f"({', '.join(c.__name__ for c in MODEL_KINDS.values())})")
+    raise FormatError(f"holds a {kind!r} model, not one of the series models", path=path,
+                      expected=", ".join(c.__name__ for c in MODEL_KINDS.values()))
 
 
 def train_series_model(input_path, output_path, *, model: str = "gaussian", sequence_column=None, **params):
