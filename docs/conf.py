@@ -14,6 +14,7 @@ prose).  ``docs/tools`` writes the generated pages (the benchmark summary from
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -26,7 +27,10 @@ if (ROOT / "src" / "varorder").is_dir():
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("VARORDER_THREADS", "1")  # examples print the same numbers on any machine
+# the system pages run their shell lines with bash: `varorder` is this interpreter's, as in an active venv
+os.environ["PATH"] = os.pathsep.join((os.path.dirname(sys.executable), os.environ.get("PATH", "")))
 
+import gallery  # noqa: E402  (docs/tools: the varorder-results directive of the system pages)
 import generate_pages  # noqa: E402  (docs/tools)
 import varorder  # noqa: E402
 
@@ -61,6 +65,8 @@ myst_heading_anchors = 3
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "none"  # numpydoc's Parameters sections carry the types
 autodoc_mock_imports: list[str] = []
+if importlib.util.find_spec("torch") is None:  # varorder.torch's pages build without the optional extra
+    autodoc_mock_imports.append("torch")
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks: set[str] = set()
@@ -130,3 +136,4 @@ def escape_plain_bars(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("autodoc-process-docstring", escape_plain_bars, priority=100)
+    gallery.setup(app)

@@ -19,7 +19,8 @@ _EXPORTS = {
     # the estimator convention
     **dict.fromkeys(("NotFittedError",), "varorder.base"),
     # taggers
-    **dict.fromkeys(("CRF", "HMM", "MEMM"), "varorder.models"),
+    **dict.fromkeys(("CRF", "HMM", "MEMM", "GaussianHMM", "GMMHMM", "PoissonHMM", "CategoricalHMM", "GaussianHSMM",
+                     "PoissonHSMM"), "varorder.models"),
     **dict.fromkeys(("SampleRankTagger",), "varorder.factorgraph"),
     # n-gram and log-linear language models
     **dict.fromkeys(("AbsoluteDiscounting", "AdditiveSmoothing", "ModifiedKneserNey", "NgramLM", "Vocabulary"),
@@ -41,6 +42,6 @@ _EXPORTS = {
     **dict.fromkeys(("EditEM", "PhonologyGraph", "PrunedBP", "StringEP"), "varorder.strings"),
 }
 _SUBMODULES = ("agree", "base", "chain", "cli", "contexts", "decipher", "engine", "eval", "exact", "factorgraph",
-               "grammar", "hypergraph", "io", "lattice", "lm", "loglinear", "models", "neg", "parallel", "strings", "tasks",
+               "grammar", "hypergraph", "io", "lattice", "lm", "loglinear", "models", "neg", "parallel", "semimarkov", "strings", "tasks",
                "testing", "transduce", "wfsa")
 __getattr__, __dir__, __all__ = attach(__name__, _EXPORTS, eager=("__version__",), submodules=_SUBMODULES)

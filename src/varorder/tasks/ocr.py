@@ -50,10 +50,10 @@ PAPER = {"beam(10)": {"word_acc": 0.871, "recall_at_99": 0.16},
 
 
 #: Why the paper-protocol rows fall short of :data:`PAPER`, and what reaches it: measured with
-#: ``benchmarks/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md).
+#: ``benchmarks/papers/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md).
 GAP_NOTE = (
     "Why the 'paper' rows are below the paper's figures, and what reaches them (4 epochs, 5 seeds, "
-    "benchmarks/rcms_ocr.py):\n"
+    "benchmarks/papers/rcms_ocr.py):\n"
     "  * this demo trains for {epochs} epoch(s) on {words} words; the figures below need 4 epochs (--full) on "
     "all 6,173\n"
     "  * beam(10): the paper does not say how training treats a gold spelling that falls off the beam. "
