@@ -36,13 +36,13 @@ from varorder.models.features import (FeatureIndexer, Rows, _flatten, apply_temp
                                       csr_times_dense, design_matrix, is_array_input, label_counts, n_items,
                                       rows_to_csr, transpose_rows)
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
-from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
-                                       token_accuracy)
+from varorder.models.sequences import (ChainDecoding, ChunkPlan, LabelCodec, decode_viterbi, is_partial,
+                                       iter_marginals, numba_threads, partial_mask, token_accuracy)
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-__all__ = ["CRF", "ChainObjective", "featurised_shard", "shard_vocabulary"]
+__all__ = ["CRF", "ChainObjective", "PartialChainObjective", "featurised_shard", "shard_vocabulary"]
 
 # the optimiser's cached kernels load without refreshing Numba's registries (varorder._numba_start)
 _numba_start.load_without_refresh(optim)
@@ -127,7 +127,49 @@ class ChainObjective:
         return float(log_z - gold_score), grad
 
 
-class CRF(ParamsMixin):
+class PartialChainObjective(ChainObjective):
+    """Σ −log p(y ∈ A(x) | x) for partially labelled sequences: each token allows a set of labels (``allowed``
+    (N, K) booleans), and the likelihood sums over every label path through the allowed sets
+    (Tsuboi et al., COLING 2008, "Training CRFs using incomplete annotations"):
+
+        −log Σ_{y ∈ A} p(y | x) = log Z(x) − log Z_A(x),
+
+    whose gradient is the expected feature counts under p minus those under p restricted to A: two runs
+    of the chain engine's marginals, one with its ``allowed=`` mask. With one label allowed per token it
+    is :class:`ChainObjective`.
+    """
+
+    def __init__(self, X, lengths: np.ndarray, allowed: np.ndarray, n_labels: int, max_cells: int | None = None):
+        super().__init__(X, lengths, allowed.argmax(axis=1), n_labels, max_cells)
+        self.allowed = allowed
+
+    def _expectations(self, scores, T, start, end, allowed):
+        node_flat = np.empty_like(scores)
+        edge_sum = np.zeros((self.K, self.K))
+        log_z = 0.0
+        for _, _, flat_index, valid, node, edge, logz in iter_marginals(self.plan, scores, T, start, end,
+                                                                           edges="sum", allowed=allowed):
+            log_z += logz.sum()
+            node_flat[flat_index[valid]] = node[valid]
+            edge_sum += edge.sum(axis=0)
+        return log_z, node_flat, edge_sum
+
+    def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        W, T, start, end = self.unpack(theta)
+        scores = csr_times_dense(self.X, W)
+        log_z, node_all, edge_all = self._expectations(scores, T, start, end, None)
+        log_z_a, node_a, edge_a = self._expectations(scores, T, start, end, self.allowed)
+        grad = np.empty_like(theta)
+        gW, gT, g_start, g_end = self.unpack(grad)
+        node_all -= node_a
+        gT[:] = edge_all - edge_a
+        g_start[:] = node_all[self.plan.first_tokens()].sum(axis=0)
+        g_end[:] = node_all[self.plan.last_tokens()].sum(axis=0)
+        csr_times_dense(self.XT, node_all, out=gW)
+        return float(log_z - log_z_a), grad
+
+
+class CRF(ChainDecoding, ParamsMixin):
     """Linear-chain CRF estimator (scikit-learn conventions).
 
     Parameters
@@ -244,7 +286,15 @@ class CRF(ParamsMixin):
             raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
         began = time.perf_counter()
         X = apply_templates(X, self.features)
-        codec = LabelCodec.fit(y)
+        partial = is_partial(y)
+        if partial:
+            if self.algorithm != "lbfgs" or self.n_shards not in (None, 1) or self.executor is not None or \
+                    self.n_jobs not in (None, 1):
+                raise ValueError("CRF: partial labels (sets of candidates or None in y) train with "
+                                 "algorithm='lbfgs' on one shard")
+            codec, allowed = partial_mask(y)
+        else:
+            codec = LabelCodec.fit(y)
         self.classes_ = codec.classes
         if is_array_input(X):
             self._indexer = None
@@ -259,14 +309,18 @@ class CRF(ParamsMixin):
         for i, (xs, ys) in enumerate(zip(X, y)):
             if n_items(xs) != len(ys):
                 raise ValueError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels")
-        gold = codec.encode(y)
+        gold = None if partial else codec.encode(y)
         K = len(self.classes_)
         dev = None
         if X_dev is not None:
             dev_matrix, dev_lengths = self._design(X_dev, "X_dev", csr=False)
             dev = (dev_matrix, ChunkPlan(dev_lengths), y_dev)
         theta = np.zeros((self.n_features_in_ + K + 2) * K)
-        if self.algorithm == "lbfgs":
+        if partial:
+            objective = PartialChainObjective(matrix, lengths, allowed, K)
+            progress, record = self._recorder(began, K, dev)
+            theta = self._train_lbfgs(objective, theta, record)
+        elif self.algorithm == "lbfgs":
             objective = self._objective(matrix, lengths, gold, K)
             progress, record = self._recorder(began, K, dev, getattr(objective, "executor", None))
             theta = self._train_lbfgs(objective, theta, record)
@@ -441,25 +495,42 @@ class CRF(ParamsMixin):
         classes, offsets = self.classes_, plan.offsets.tolist()
         return [[classes[i] for i in ids[offsets[s]:offsets[s + 1]]] for s in range(plan.lengths.size)]
 
-    def predict(self, X) -> list[list]:
-        """Viterbi label sequence for each input sequence."""
-        self._check_fitted()
-        matrix, lengths = self._design(X, csr=False)
-        with numba_threads(self.n_threads):
-            return self._predict_design(matrix, ChunkPlan(lengths))
-
-    def predict_marginals(self, X) -> list[np.ndarray]:
-        """Posterior p(yₜ = k | x) per sequence, arrays (n, K) with columns in ``classes_`` order."""
-        self._check_fitted()
+    def _chain_potentials(self, X):
         matrix, lengths = self._design(X, csr=False)
         plan = ChunkPlan(lengths)
-        scores = csr_times_dense(matrix, self.emission_weights_)
-        node_flat = np.empty_like(scores)
+        return (plan, csr_times_dense(matrix, self.emission_weights_), self.transition_weights_,
+                self.start_weights_, self.end_weights_)
+
+    def predict(self, X, allowed=None, constraints: str | None = None) -> list[list]:
+        """Viterbi label sequence for each input sequence.
+
+        ``allowed``: per sequence, per token None (any label), a label (fixed) or a set of candidate labels
+        (see :func:`varorder.models.sequences.token_mask`); ``constraints``: a tag scheme (``"BIO"``,
+        ``"IOB1"``, ``"BIOES"``, ``"BILOU"``) whose invalid transitions, first and last labels are forbidden
+        (AllenNLP's ``allowed_transitions``), so every output is valid in it. Both are exact: the best
+        sequence among those permitted.
+        """
+        self._check_fitted()
         with numba_threads(self.n_threads):
-            for _, _, flat_index, valid, node, _, _ in iter_marginals(
-                    plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_):
-                node_flat[flat_index[valid]] = node[valid]
-        return [node_flat[plan.offsets[s]:plan.offsets[s + 1]] for s in range(lengths.size)]
+            if allowed is None and constraints is None:
+                matrix, lengths = self._design(X, csr=False)
+                return self._predict_design(matrix, ChunkPlan(lengths))
+            return self._decode_constrained(X, allowed, constraints)
+
+    def predict_kbest(self, X, k: int = 5, allowed=None, constraints: str | None = None):
+        self._check_fitted()
+        with numba_threads(self.n_threads):
+            return super().predict_kbest(X, k, allowed, constraints)
+
+    predict_kbest.__doc__ = ChainDecoding.predict_kbest.__doc__
+
+    def predict_marginals(self, X, allowed=None, constraints: str | None = None) -> list[np.ndarray]:
+        """Posterior p(yₜ = k | x) per sequence, arrays (n, K) with columns in ``classes_`` order; with
+        ``allowed`` / ``constraints`` (as :meth:`predict` takes them), of the distribution restricted to the
+        permitted sequences."""
+        self._check_fitted()
+        with numba_threads(self.n_threads):
+            return self._constrained_marginals(X, allowed, constraints)
 
     def score(self, X, y) -> float:
         """Token accuracy of :meth:`predict` against y."""
