@@ -157,24 +157,48 @@ def is_array_input(sequences) -> bool:
     return len(sequences) > 0 and (isinstance(sequences[0], np.ndarray) or _issparse(sequences[0]))
 
 
+def _text(value, where: str, what: str) -> str:
+    """A feature name or string value: str, or bytes decoded as UTF-8 (python-crfsuite takes both)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ValueError(f"{where}: {what} {value!r} is not UTF-8") from None
+    return value
+
+
+def _dict_pairs(item: dict, where: str, prefix: str, names: list, values: list) -> None:
+    """python-crfsuite's item forms: {name: number}, {name: string} (the feature ``name:string``), {name: [strings]}
+    (one feature per string), {name: {subname: ...}} (names joined by ``:``); names and strings may be bytes."""
+    for key, value in item.items():
+        key = prefix + _text(key, where, "feature name")
+        if isinstance(value, (str, bytes)):
+            names.append(f"{key}:{_text(value, where, f'the value of feature {key!r}')}")
+            values.append(1.0)
+        elif isinstance(value, (bool, int, float, np.number)):
+            names.append(key)
+            values.append(float(value))
+        elif isinstance(value, dict):
+            _dict_pairs(value, where, key + ":", names, values)
+        elif isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, (str, bytes)) for v in value):
+            for v in value:
+                names.append(f"{key}:{_text(v, where, f'a value of feature {key!r}')}")
+                values.append(1.0)
+        else:
+            raise ValueError(f"{where}: feature {key!r} has value {value!r}; expected a number, a string, a list "
+                             "of strings or a dict")
+
+
 def _item_pairs(item, where: str):
     """(names, values) of one item; values None when all are 1."""
     if isinstance(item, dict):
         names, values = [], []
-        for key, value in item.items():
-            if isinstance(value, str):
-                names.append(f"{key}:{value}")
-                values.append(1.0)
-            elif isinstance(value, (bool, int, float, np.number)):
-                names.append(key)
-                values.append(float(value))
-            else:
-                raise ValueError(f"{where}: feature {key!r} has value {value!r}; expected a number or a string")
+        _dict_pairs(item, where, "", names, values)
         return names, values
-    if isinstance(item, str):
+    if isinstance(item, (str, bytes)):
         raise ValueError(f"{where}: an item must be a feature dict or an iterable of feature names, got a string")
     try:
-        names = list(item)
+        names = [_text(name, where, "feature name") for name in item]
     except TypeError:
         raise ValueError(f"{where}: an item must be a feature dict or an iterable of feature names, "
                          f"got {type(item).__name__}") from None
@@ -198,7 +222,8 @@ def _flatten(sequences, name: str):
             raw_values = np.array(list(chain.from_iterable(map(dict.values, items))))
         except (ValueError, TypeError):  # ragged sequence values: the general path names the bad item
             raw_values = None
-        if raw_values is not None and raw_values.ndim == 1 and raw_values.dtype.kind in "fiub":
+        if raw_values is not None and raw_values.ndim == 1 and raw_values.dtype.kind in "fiub" and \
+                set(map(type, names)) == {str}:  # bytes names (python-crfsuite's) are decoded below
             return names, raw_values.astype(np.float64, copy=False), counts, lengths
         # string (or odd) values somewhere: the general path below names the bad item
     names, values, counts = [], [], np.empty(len(items), dtype=np.int64)
