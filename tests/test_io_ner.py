@@ -135,3 +135,23 @@ def test_gum_named_entities():
     assert [schemes.spans(t, "BIOES") for t in bioes] == [schemes.spans(t, "BIO") for t in tags]
     doc = read_coref(GUM)[0]
     assert doc.mentions  # the converter reads the same mentions
+
+
+def test_named_entity_converter_by_hand(tmp_path):
+    from test_io_coref import EXCERPT, HEADER
+
+    from varorder.io.coref import read_ner
+
+    path = tmp_path / "mini.conllu"
+    path.write_text(EXCERPT.format(header=HEADER), encoding="utf-8")
+    sentences, tags = read_ner(path)
+    # "George Gordon Byron" and "6th Baron Byron" (heads PROPN, person); the nested "Byron" (place) is inside
+    # the outer named mention; "a poet" (head NOUN) and "His" (PRON) are not named
+    assert tags[0] == ["B-person", "I-person", "I-person", "O", "B-person", "I-person", "I-person"] + ["O"] * 5
+    assert tags[1] == ["O", "O"]
+    _, inner = read_ner(path, nesting="innermost")
+    assert inner[0][4:7] == ["O", "O", "B-place"]
+    _, bioes = read_ner(path, scheme="BIOES")
+    assert bioes[0][:3] == ["B-person", "I-person", "E-person"]
+    _, linked = read_ner(path, named="identity")
+    assert linked[0][:3] == ["B-person", "I-person", "I-person"] and linked[0][4] == "O"

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 __all__ = ["FeatureIndexer", "Rows", "design_matrix", "csr_times_dense", "transpose_rows", "label_counts",
-           "rows_to_csr", "is_array_input", "n_items", "pos_features",
+           "rows_to_csr", "is_array_input", "n_items", "pos_features", "ner_features",
            "parse_templates", "template_features", "format_templates", "check_features", "apply_templates"]
 
 
@@ -357,10 +357,39 @@ def pos_features(words: list[str]) -> list[dict[str, float]]:
     return items
 
 
+def ner_features(words: list[str]) -> list[dict]:
+    """The word features of sklearn-crfsuite's CoNLL-2002 NER tutorial (``word2features``), one dict per word,
+    with the tutorial's own feature names: bias, ``word.lower()``, ``word[-3:]``, ``word[-2:]``,
+    ``word.isupper()``, ``word.istitle()``, ``word.isdigit()``; for the previous and next word
+    ``-1:word.lower()``, ``-1:word.istitle()``, ``-1:word.isupper()`` (and ``+1:``); ``BOS`` / ``EOS`` at the
+    edges. The tutorial's part-of-speech features (``postag``, ``postag[:2]``) are left out: they need a POS
+    column, which a words-only input lacks."""
+    items = []
+    n = len(words)
+    for i, word in enumerate(words):
+        feats = {"bias": 1.0, "word.lower()": word.lower(), "word[-3:]": word[-3:], "word[-2:]": word[-2:],
+                 "word.isupper()": word.isupper(), "word.istitle()": word.istitle(), "word.isdigit()": word.isdigit()}
+        if i > 0:
+            prev = words[i - 1]
+            feats.update({"-1:word.lower()": prev.lower(), "-1:word.istitle()": prev.istitle(),
+                          "-1:word.isupper()": prev.isupper()})
+        else:
+            feats["BOS"] = True
+        if i < n - 1:
+            nxt = words[i + 1]
+            feats.update({"+1:word.lower()": nxt.lower(), "+1:word.istitle()": nxt.istitle(),
+                          "+1:word.isupper()": nxt.isupper()})
+        else:
+            feats["EOS"] = True
+        items.append(feats)
+    return items
+
+
 # -- feature templates chosen by name (``varorder tag train --features``) --------------------------------
 
 _TEMPLATE_ATOM = re.compile(r"^(w|word|shape|upper|title|digit|suf[1-9]|pre[1-9])(?:\[(-?\d+)\])?$")
-_PRESETS = {"pos": None}  # None: the CRFsuite-tutorial templates of pos_features, kept bit-for-bit
+# the presets are functions kept bit-for-bit: "pos" the CRFsuite tutorial's, "ner" sklearn-crfsuite's
+_PRESETS = {"pos": None, "ner": None}
 
 
 def _shape(word: str) -> str:
@@ -432,6 +461,8 @@ def template_features(words: list[str], templates) -> list[dict[str, float]]:
         templates = parse_templates(templates)
     if templates == "pos":
         return pos_features(words)
+    if templates == "ner":
+        return ner_features(words)
     n = len(words)
     items = []
     for i in range(n):
