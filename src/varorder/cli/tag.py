@@ -36,6 +36,7 @@ from varorder.io import atomic_write_text
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.io.crfsuite import read_crfsuite, write_labels
 from varorder.models.crf import CRF
+from varorder.models.crf2 import SecondOrderCRF
 from varorder.models.features import format_templates, parse_templates, template_features
 from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
@@ -47,7 +48,7 @@ from varorder.models.sequences import token_accuracy
 # command's files are closed by then: freeze them out of that collection.
 atexit.register(gc.freeze)
 
-_ESTIMATORS = {"CRF": CRF, "MEMM": MEMM, "HMM": HMM}
+_ESTIMATORS = {"CRF": CRF, "CRF2": SecondOrderCRF, "MEMM": MEMM, "HMM": HMM}
 # the options' defaults are the library's (one place states them), except --c1: see its help
 _CRF_DEFAULTS, _HMM_DEFAULTS = CRF().get_params(), HMM().get_params()
 
@@ -189,7 +190,9 @@ def COMMAND():
                 type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz) to write")
 @click.option("--dev", "dev_file", type=click.Path(exists=True, dir_okay=False), help="CoNLL-U dev file, scored each iteration")
-@click.option("--model", "model_name", type=click.Choice(["crf", "memm", "hmm"]), default="crf", show_default=True)
+@click.option("--model", "model_name", type=click.Choice(["crf", "crf2", "memm", "hmm"]), default="crf",
+              show_default=True, help="crf2: the second-order CRF (label pairs as states; with --task ner only the "
+                                      "pairs --scheme allows)")
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
 @click.option("--algorithm", type=click.Choice(["lbfgs", "adagrad", "sgd", "ap", "pa", "arow", "l2sgd"]),
               default=_CRF_DEFAULTS["algorithm"], show_default=True,
@@ -253,6 +256,9 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
         sharding = {"n_shards": shards, "executor": executor(jobs or 1, dask_address)}
     if model_name == "hmm":
         model = HMM(alpha_start=alpha, alpha_transition=alpha, alpha_emission=alpha)
+    elif model_name == "crf2":
+        model = SecondOrderCRF(constraints=_constraints(task, scheme), c1=c1, c2=c2, max_iterations=max_iterations,
+                               features=templates, n_threads=threads, verbose=verbose)
     elif model_name == "memm":
         model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, features=templates, verbose=verbose, **sharding)
     else:

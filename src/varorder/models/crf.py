@@ -367,7 +367,7 @@ class CRF(ChainDecoding, ParamsMixin):
         if X_dev is not None:
             dev_matrix, dev_lengths = self._design(X_dev, "X_dev", csr=False)
             dev = (dev_matrix, ChunkPlan(dev_lengths), y_dev)
-        theta = np.zeros((self.n_features_in_ + K + 2) * K)
+        theta = np.zeros(self._n_params(K))
         keep = self._sparse_mask(matrix, lengths, gold if not partial else allowed, K, partial)
         if partial:
             objective = PartialChainObjective(matrix, lengths, allowed, K)
@@ -504,6 +504,10 @@ class CRF(ChainDecoding, ParamsMixin):
         matrix = rows_to_csr(matrix)
         return ShardedObjective([ChainObjective(matrix[tokens], lengths[seqs], gold[tokens], K)
                                  for seqs, tokens in shards], executor)
+
+    def _n_params(self, K: int) -> int:
+        """Length of θ: W (F, K), T (K, K), start, end."""
+        return (self.n_features_in_ + K + 2) * K
 
     def _sparse_mask(self, matrix, lengths, gold, K, partial):
         """The flat mask of trainable θ entries, or None when every one is: with ``all_possible_states=False``
