@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from varorder.eval.ner import classification_report, entity_report, flat_accuracy_score
 from varorder.io import schemes
-from varorder.io._text import atomic_write_text
+from varorder.io import atomic_write_text
 from varorder.io.conll import read_conll, write_conll
 
 __all__ = ["NerData", "read_ner_file", "write_ner_file", "evaluate_ner", "format_ner_scores", "NER_FORMATS"]
