@@ -354,10 +354,10 @@ class CRF(ChainDecoding, ParamsMixin):
             matrix, lengths = design_matrix(X, None, None, "X")
             self.n_features_in_ = matrix.shape[1]
         else:
-            self._indexer = FeatureIndexer(self.min_feature_count).fit(X)
+            self._indexer = FeatureIndexer(self.min_feature_count)
+            matrix, lengths = self._indexer.fit_transform(X, csr=False)  # Rows: scipy only if shards need it
             self.feature_names_ = self._indexer.names_
             self.n_features_in_ = self._indexer.n_features
-            matrix, lengths = self._indexer.transform(X, csr=False)  # Rows: scipy only if shards need it
         for i, (xs, ys) in enumerate(zip(X, y)):
             if n_items(xs) != len(ys):
                 raise ValueError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels")

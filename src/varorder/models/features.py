@@ -205,6 +205,9 @@ def _item_pairs(item, where: str):
     return names, None
 
 
+_NUMBER_TYPES = {float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_}
+
+
 def _flatten(sequences, name: str):
     """All items' feature names and values, items' feature counts and sequence lengths."""
     lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
@@ -212,19 +215,21 @@ def _flatten(sequences, name: str):
         i = int(np.flatnonzero(lengths == 0)[0])
         raise ValueError(f"{name}[{i}] is an empty sequence")
     items = list(chain.from_iterable(sequences))
-    # Fast path: dicts with numeric values (the common CRFsuite-style input).
+    # Fast paths: flat dicts of str names with numeric values (CRFsuite-style input), or with numeric and string
+    # values (sklearn-crfsuite's tutorial dicts: a string value v of name n is the indicator "n:v"); the value
+    # types are read first, so that no array is built from mixed values
     if items and set(map(type, items)) == {dict}:
         counts = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
         names = list(chain.from_iterable(map(dict.keys, items)))
-        # numbers only give a numeric array (one pass, no per-value type test); a string or other
-        # object anywhere gives a str / object one
-        try:
-            raw_values = np.array(list(chain.from_iterable(map(dict.values, items))))
-        except (ValueError, TypeError):  # ragged sequence values: the general path names the bad item
-            raw_values = None
-        if raw_values is not None and raw_values.ndim == 1 and raw_values.dtype.kind in "fiub" and \
-                set(map(type, names)) == {str}:  # bytes names (python-crfsuite's) are decoded below
-            return names, raw_values.astype(np.float64, copy=False), counts, lengths
+        raw = list(chain.from_iterable(map(dict.values, items)))
+        value_types = set(map(type, raw))
+        if set(map(type, names)) <= {str}:  # bytes names (python-crfsuite's) are decoded below
+            if value_types <= _NUMBER_TYPES:
+                return names, np.array(raw, dtype=np.float64), counts, lengths
+            if value_types <= _NUMBER_TYPES | {str}:
+                names = [n + ":" + v if v.__class__ is str else n for n, v in zip(names, raw)]
+                values = np.array([1.0 if v.__class__ is str else v for v in raw], dtype=np.float64)
+                return names, values, counts, lengths
         # string (or odd) values somewhere: the general path below names the bad item
     names, values, counts = [], [], np.empty(len(items), dtype=np.int64)
     seq_of_item = np.repeat(np.arange(len(sequences)), lengths)
@@ -245,6 +250,15 @@ class FeatureIndexer:
 
     def fit(self, sequences, name: str = "X") -> "FeatureIndexer":
         names, _, _, _ = _flatten(sequences, name)
+        return self._fit_names(names)
+
+    def fit_transform(self, sequences, name: str = "X", csr: bool = True):
+        """``fit(sequences).transform(sequences)``, the items read once."""
+        flat = _flatten(sequences, name)
+        self._fit_names(flat[0])
+        return self._transform_flat(flat, csr)
+
+    def _fit_names(self, names) -> "FeatureIndexer":
         if self.min_count <= 1:
             vocabulary = dict.fromkeys(names)
         else:
@@ -267,7 +281,10 @@ class FeatureIndexer:
     def transform(self, sequences, name: str = "X", csr: bool = True) -> tuple[sp.csr_matrix | Rows, np.ndarray]:
         """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped. ``csr=False``:
         the matrix as :class:`Rows` (for :func:`csr_times_dense`; no scipy object is built)."""
-        names, values, counts, lengths = _flatten(sequences, name)
+        return self._transform_flat(_flatten(sequences, name), csr)
+
+    def _transform_flat(self, flat, csr: bool):
+        names, values, counts, lengths = flat
         # map() with the bound dict.get runs the lookups without a Python frame per feature
         columns = np.fromiter(map(self.vocabulary_.get, names, repeat(-1)), dtype=np.int64, count=len(names))
         indptr = np.zeros(counts.size + 1, dtype=np.int64)

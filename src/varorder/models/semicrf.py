@@ -200,7 +200,8 @@ class SemiMarkovCRF(ParamsMixin):
     """Semi-Markov CRF tagger (see the module doc) with the CRF's API: X holds sequences of words.
 
     Parameters: ``features`` (the token templates, default the NER preset), ``scheme`` (the tags' chunk
-    scheme), ``max_segment_length`` (None: the longest training entity), ``c1``, ``c2``,
+    scheme), ``max_segment_length`` (None: the longest training entity; given, the training sentences
+    holding a longer entity are left out, with a warning, and counted in ``n_sentences_left_out_``), ``c1``, ``c2``,
     ``max_iterations``, ``delta``, ``period`` as for :class:`~varorder.models.crf.CRF`, ``verbose``.
 
     Learned: ``classes_`` (the tags, in ``scheme``), ``entity_types_``, ``labels_`` (segment labels:
@@ -279,8 +280,16 @@ class SemiMarkovCRF(ParamsMixin):
         K = len(self.labels_)
         longest = max([e - s for spans_ in found for _, s, e in spans_] + [1])
         self.D_ = self.max_segment_length or longest
-        if longest > self.D_:
-            raise ValueError(f"a training entity has {longest} words, more than max_segment_length={self.D_}")
+        # sentences holding an entity longer than a given max_segment_length cannot be segmented: left out
+        keep = [all(e - s <= self.D_ for _, s, e in spans_) for spans_ in found]
+        self.n_sentences_left_out_ = keep.count(False)
+        if self.n_sentences_left_out_:
+            import warnings
+
+            warnings.warn(f"SemiMarkovCRF: {self.n_sentences_left_out_} training sentence(s) hold an entity longer "
+                          f"than max_segment_length={self.D_} and are left out", RuntimeWarning, stacklevel=2)
+            words = [w for w, k in zip(words, keep) if k]
+            found = [f for f, k in zip(found, keep) if k]
         index = {t: k for k, t in enumerate(self.labels_)}
         gold = []
         for w, spans_ in zip(words, found):
