@@ -22,10 +22,8 @@ trainers (ap, pa, arow) run against CRFsuite's with the same epochs.
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -262,21 +260,22 @@ def second_order_only(args, X, y, X_dev, y_dev, task, v, predicted_first, loads,
 
 
 def write(args, argv, loads, rows, details):
+    """The results document through the harness (schema 1 validated, written atomically)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import harness
+
     loads.append(os.getloadavg()[0])
-    cpu_name = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-                    platform.processor())
-    result = {"schema": 1, "area": "Sequence tagging",
-              "title": "NER on GUM: first- and second-order CRF, online trainers vs CRFsuite (python-crfsuite)",
-              "issue": 42, "command": "NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py " + " ".join(
-                  argv if argv is not None else sys.argv[1:]),
-              "date": datetime.date.today().isoformat(),
-              "machine": {"cpu": cpu_name, "cores": os.cpu_count(),
-                          "load": f"1-min load {min(loads):.1f}-{max(loads):.1f} during the run (shared machine)"},
-              "rows": rows, "details": details}
-    text = json.dumps(result, indent=2)
+    semi = "semi_markov" in details
+    second = "second_order" in details
+    title = ("NER on GUM: semi-Markov vs first-order CRF" if semi else
+             "NER on GUM: second-order vs first-order CRF" if second else
+             "NER on GUM: CRF and CRFsuite's online trainers vs CRFsuite (python-crfsuite)")
+    document = harness.results_document("Sequence tagging", title, rows, issue=42,
+                                        command="NUMBA_NUM_THREADS=1 " + harness.command_line(), loads=loads,
+                                        details=details)
     if args.json:
-        args.json.write_text(text + "\n")
-    print(text)
+        harness.write_results(args.json, document)
+    print(json.dumps(document, indent=1))
 
 
 if __name__ == "__main__":

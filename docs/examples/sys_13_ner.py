@@ -22,18 +22,20 @@ Tsuboi et al. (2008) for training on partial labels; Zeldes (2017) for GUM.
 # and BILOU and validates; :func:`varorder.io.coref.read_ner` turns GUM's CorefUD ``Entity=``
 # annotation into flat NER tags (a mention is *named* when its head word is a proper noun; its type
 # is GUM's entity type; of nested named mentions the outermost is kept).
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
+import tempfile
+from pathlib import Path
 
 from varorder.io import schemes
 from varorder.io.conll import read_conll
 
-work = workdir("ner")
+work = Path(tempfile.mkdtemp(prefix="varorder-ner-"))
 people, places = ["Anna", "Boris", "Carla", "Dmitri"], ["Paris", "Oslo", "Lima"]
 lines = ["-DOCSTART- -X- O", ""]
 for i in range(40):
     person = [people[i % 4]] + (["Smith"] if i % 3 == 0 else [])
     rows = [(w, "NNP", "I-PER") for w in person]  # CoNLL-2003's own scheme is IOB1
-    rows += [("flew", "VBD", "O"), ("to", "TO", "O"), (places[i % 3], "NNP", "I-LOC"), (".", ".", "O")]
+    rows += [("flew", "VBD", "O"), ("to", "TO", "O")]
+    rows += [(places[i % 3], "NNP", "I-LOC"), (".", ".", "O")]
     lines += [" ".join(r) for r in rows] + [""]
 (work / "train.txt").write_text("\n".join(lines) + "\n")
 
@@ -49,7 +51,8 @@ print("spans:", schemes.spans(tags[0], "BIO"))
 # The CRF reads feature dicts; :func:`~varorder.models.features.ner_features` makes the tutorial's
 # word features. ``predict(X, constraints="BIO")`` forbids every transition BIO does not allow
 # (``O → I-PER`` and the like, the masks of :func:`~varorder.io.schemes.allowed_transitions`) and
-# finds the best valid sequence exactly; ``allowed=`` fixes tags or restricts them to sets per token;
+# finds the best valid sequence exactly; ``allowed=`` fixes tags or restricts them to sets
+# per token;
 # ``predict_kbest`` gives the n best with their probabilities. All of it runs on the one chain
 # engine (its ``allowed=`` masks and k-best semiring).
 from varorder.eval.ner import classification_report, entity_report
@@ -62,7 +65,8 @@ crf = CRF(c1=0.1, c2=0.1, max_iterations=50).fit(X, tags)
 
 test = [ner_features("Carla Smith flew to Oslo .".split())]
 print(crf.predict(test, constraints="BIO")[0])
-print(crf.predict(test, allowed=[[None, None, None, None, {"B-LOC", "O"}, "O"]], constraints="BIO")[0])
+allowed = [[None, None, None, None, {"B-LOC", "O"}, "O"]]  # candidates per token
+print(crf.predict(test, allowed=allowed, constraints="BIO")[0])
 taggings, log_p = crf.predict_kbest(test, k=3, constraints="BIO")
 for tagging, lp in zip(taggings[0], log_p[0]):
     print(f"{lp:8.3f}", tagging)
@@ -76,8 +80,10 @@ for tagging, lp in zip(taggings[0], log_p[0]):
 # on random sequences for every mode and scheme).
 predicted = crf.predict(X, constraints="BIO")
 report = entity_report(tags, predicted)
-print(f"micro F1 {report.micro.f1:.3f}, strict BIO F1 "
-      f"{entity_report(tags, predicted, mode='strict', scheme='BIO').micro.f1:.3f}")
+print(
+    f"micro F1 {report.micro.f1:.3f}, strict BIO F1 "
+    f"{entity_report(tags, predicted, mode='strict', scheme='BIO').micro.f1:.3f}"
+)
 print(classification_report(tags, predicted))
 
 # %%
@@ -89,21 +95,30 @@ print(classification_report(tags, predicted))
 # ``--model crf2`` trains the second-order CRF. On GUM itself:
 # ``varorder tag train en_gum-ud-train.conllu.gz --task ner -o gum.npz`` then
 # ``varorder tag eval gum.npz en_gum-ud-dev.conllu.gz --task ner``.
+from subprocess import PIPE, STDOUT, run
+
 from varorder.io.conll import write_conll
 
 write_conll(work / "train.bio", sentences, tags)
-run_cli("varorder tag train train.bio --format conll --task ner -o ner.npz --max-iterations 50 --quiet", cwd=work)
-run_cli("varorder tag predict ner.npz train.bio --format conll --task ner -o tagged.bio", cwd=work)
-run_cli("varorder tag eval ner.npz train.bio --format conll --task ner", cwd=work)
-run_cli("varorder tag train train.bio --format conll --task ner --model crf2 -o ner2.npz --max-iterations 30 "
-        "--quiet", cwd=work)
+commands = """
+varorder tag train train.bio --format conll --task ner -o ner.npz \\
+    --max-iterations 50 --quiet
+varorder tag predict ner.npz train.bio --format conll --task ner -o tagged.bio
+varorder tag eval ner.npz train.bio --format conll --task ner
+varorder tag train train.bio --format conll --task ner --model crf2 -o ner2.npz \\
+    --max-iterations 30 --quiet
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Coming from sklearn-crfsuite
 # ----------------------------
 # What maps: ``CRF(algorithm=..., c1=, c2=, max_iterations=, all_possible_states=,
 # all_possible_transitions=, epsilon=, pa_type=, c=, error_sensitive=, averaging=, variance=,
-# gamma=, calibration_*=)`` take CRFsuite's names and meanings, with the trainers ``lbfgs``, ``l2sgd``,
+# gamma=, calibration_*=)`` take CRFsuite's names and meanings, with the trainers ``lbfgs``,
+# ``l2sgd``,
 # ``ap``, ``pa``, ``arow``; feature dicts as python-crfsuite takes them (string values become
 # ``name:value`` features, numbers and booleans weights, nested dicts and lists of strings too; str
 # or UTF-8 bytes); ``fit`` / ``predict`` / ``predict_marginals`` (sklearn-crfsuite's
@@ -135,12 +150,16 @@ run_cli("varorder tag train train.bio --format conll --task ner --model crf2 -o 
 # --------
 # GUM train → dev with the tutorial's features, against CRFsuite on the same feature dicts
 # (ratio = varorder ÷ CRFsuite; ``benchmarks/peers/ner_gum.py``).
-results("Sequence tagging", "first order", "second-order", "constraints", "algorithm=")
+#
+# .. varorder-results:: Sequence tagging
+#    :systems: first order; second-order; semi-Markov; constraints; algorithm=
 
 # %%
 # Limits
 # ------
 # * The second-order CRF runs the dense engine over pair states (≈ 260 for GUM's 21 BIO labels): a
 #   training pass costs ≈ 35× a first-order one.
-# * The semi-Markov CRF is not here yet (it waits for the engine's semi-Markov structure).
+# * :class:`~varorder.models.semicrf.SemiMarkovCRF` scores whole segments (length, span shape,
+#   span text) on the engine's semi-Markov structure; it reads words and costs a forward
+#   pass over (positions × lengths × labels) segment scores.
 # * Flat NER only: GUM's nested mentions are reduced to one layer (outermost or innermost).

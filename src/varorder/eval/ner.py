@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from varorder.errors import ParameterError
 from varorder.io.schemes import canonical_scheme, spans
 
 __all__ = ["Scores", "EntityReport", "entity_scores", "entity_report", "classification_report", "token_scores",
@@ -66,10 +67,10 @@ def _f1(p, r) -> float:
 
 def _check_lengths(y_true, y_pred):
     if len(y_true) != len(y_pred):
-        raise ValueError(f"y_true has {len(y_true)} sequences but y_pred has {len(y_pred)}")
+        raise ParameterError(f"y_true has {len(y_true)} sequences but y_pred has {len(y_pred)}")
     for i, (t, p) in enumerate(zip(y_true, y_pred)):
         if len(t) != len(p):
-            raise ValueError(f"y_true[{i}] has {len(t)} tags but y_pred[{i}] has {len(p)}")
+            raise ParameterError(f"y_true[{i}] has {len(t)} tags but y_pred[{i}] has {len(p)}")
 
 
 def _report(counts_true: Counter, counts_pred: Counter, counts_hit: Counter, names) -> tuple[dict, Scores, Scores,
@@ -98,10 +99,10 @@ def entity_report(y_true, y_pred, mode: str = "default", scheme: str | None = No
     ``scheme`` is only recorded.
     """
     if mode not in ("default", "strict"):
-        raise ValueError(f"mode must be 'default' or 'strict', got {mode!r}")
+        raise ParameterError(f"mode must be 'default' or 'strict', got {mode!r}")
     if mode == "strict":
         if scheme is None:
-            raise ValueError("mode='strict' needs a scheme (IOB1, IOB2, BIOES, BILOU)")
+            raise ParameterError("mode='strict' needs a scheme (IOB1, IOB2, BIOES, BILOU)")
         scheme = canonical_scheme(scheme)
     _check_lengths(y_true, y_pred)
     read = (lambda tags: spans(tags, scheme)) if mode == "strict" else spans
@@ -120,7 +121,7 @@ def entity_report(y_true, y_pred, mode: str = "default", scheme: str | None = No
 def entity_scores(y_true, y_pred, average: str = "micro", mode: str = "default", scheme: str | None = None) -> Scores:
     """One average (``"micro"``, ``"macro"`` or ``"weighted"``) of :func:`entity_report`."""
     if average not in ("micro", "macro", "weighted"):
-        raise ValueError(f"average must be 'micro', 'macro' or 'weighted', got {average!r}")
+        raise ParameterError(f"average must be 'micro', 'macro' or 'weighted', got {average!r}")
     return getattr(entity_report(y_true, y_pred, mode, scheme), average)
 
 
@@ -183,7 +184,7 @@ def _average(y_true, y_pred, labels, average, attribute) -> float:
     if average == "weighted":
         total = sum(s.support for s in per.values())
         return _ratio(sum(getattr(s, attribute) * s.support for s in per.values()), total)
-    raise ValueError(f"average must be 'micro', 'macro' or 'weighted', got {average!r}")
+    raise ParameterError(f"average must be 'micro', 'macro' or 'weighted', got {average!r}")
 
 
 def flat_accuracy_score(y_true, y_pred) -> float:

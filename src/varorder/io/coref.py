@@ -22,7 +22,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from varorder.errors import FormatError
+from varorder.errors import FormatError, ParameterError
 from varorder.io._text import open_text
 from varorder.io.conllu import ConlluSentence, read_conllu
 
@@ -293,9 +293,9 @@ def named_entity_spans(document: CorefDocument, named: str = "propn",
     crossing a sentence boundary is dropped.
     """
     if named not in NAMED_RULES:
-        raise ValueError(f"named must be one of {', '.join(NAMED_RULES)}, got {named!r}")
+        raise ParameterError(f"named must be one of {', '.join(NAMED_RULES)}, got {named!r}")
     if nesting not in ("outermost", "innermost"):
-        raise ValueError(f"nesting must be 'outermost' or 'innermost', got {nesting!r}")
+        raise ParameterError(f"nesting must be 'outermost' or 'innermost', got {nesting!r}")
     candidates = []
     seen = set()
     for m in document.mentions:

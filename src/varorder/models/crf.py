@@ -324,7 +324,7 @@ class CRF(ChainDecoding, ParamsMixin):
         check_int(self, "calibration_candidates", 1)
         check_int(self, "calibration_max_trials", 1)
         if self.algorithm in ONLINE_ALGORITHMS and self.c1 > 0:
-            raise ValueError(f"CRF: algorithm={self.algorithm!r} has no L1 term (CRFsuite's neither): use c1=0")
+            raise ParameterError(f"CRF: algorithm={self.algorithm!r} has no L1 term (CRFsuite's neither): use c1=0")
 
     # -- training -------------------------------------------------------------
 
@@ -343,7 +343,7 @@ class CRF(ChainDecoding, ParamsMixin):
         if partial:
             if self.algorithm != "lbfgs" or self.n_shards not in (None, 1) or self.executor is not None or \
                     self.n_jobs not in (None, 1):
-                raise ValueError("CRF: partial labels (sets of candidates or None in y) train with "
+                raise ParameterError("CRF: partial labels (sets of candidates or None in y) train with "
                                  "algorithm='lbfgs' on one shard")
             codec, allowed = partial_mask(y)
         else:

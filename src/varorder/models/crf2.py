@@ -20,6 +20,7 @@ about S²/K² ≈ K times a first-order CRF's.
 
 from __future__ import annotations
 
+from varorder.errors import ParameterError
 import numpy as np
 
 from varorder.models import persist
@@ -77,7 +78,7 @@ class PairStates:
         for t, pair in enumerate(zip(previous.tolist(), gold.tolist())):
             state = self.index.get(pair)
             if state is None:
-                raise ValueError(f"{where}: token {t} has the label pair {pair} that the constraints forbid")
+                raise ParameterError(f"{where}: token {t} has the label pair {pair} that the constraints forbid")
             out[t] = state
         return out
 
@@ -187,9 +188,9 @@ class SecondOrderCRF(CRF):
     def _check_params(self):
         super()._check_params()
         if self.algorithm != "lbfgs":
-            raise ValueError(f"SecondOrderCRF trains with algorithm='lbfgs', not {self.algorithm!r}")
+            raise ParameterError(f"SecondOrderCRF trains with algorithm='lbfgs', not {self.algorithm!r}")
         if not (self.all_possible_states and self.all_possible_transitions):
-            raise ValueError("SecondOrderCRF has dense feature sets: all_possible_states and "
+            raise ParameterError("SecondOrderCRF has dense feature sets: all_possible_states and "
                              "all_possible_transitions must be True")
         if self.constraints is not None:
             from varorder.io.schemes import canonical_scheme
@@ -209,7 +210,7 @@ class SecondOrderCRF(CRF):
 
     def _objective(self, matrix, lengths, gold, K):
         if self.n_shards not in (None, 1) or self.executor is not None or self.n_jobs not in (None, 1):
-            raise ValueError("SecondOrderCRF trains on one shard (no n_shards / n_jobs / executor)")
+            raise ParameterError("SecondOrderCRF trains on one shard (no n_shards / n_jobs / executor)")
         self._states = self._pair_states(K)
         return SecondOrderObjective(matrix, lengths, gold, K, self._states)
 
@@ -223,7 +224,7 @@ class SecondOrderCRF(CRF):
         from varorder.models.sequences import is_partial
 
         if is_partial(y):
-            raise ValueError("SecondOrderCRF: partial labels are not supported (train a first-order CRF)")
+            raise ParameterError("SecondOrderCRF: partial labels are not supported (train a first-order CRF)")
         return super().fit(X, y, X_dev, y_dev)
 
     # -- the pair chain at prediction ------------------------------------------------------------

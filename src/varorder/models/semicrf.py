@@ -28,6 +28,7 @@ import time
 import numpy as np
 
 from varorder.base import ParamsMixin, check_int, check_is_fitted, check_real
+from varorder.errors import ParameterError
 from varorder.models.features import FeatureIndexer, _shape, apply_templates, csr_times_dense, rows_to_csr
 from varorder.models.optim import axpy, dot, lbfgs
 from varorder.models.sequences import ChunkPlan, token_accuracy, token_mask
@@ -237,7 +238,7 @@ class SemiMarkovCRF(ParamsMixin):
     def _words(self, X, name="X"):
         for i, words in enumerate(X):
             if isinstance(words, str) or not all(isinstance(w, str) for w in words) or not words:
-                raise ValueError(f"{name}[{i}] is not a non-empty sequence of words: the semi-Markov CRF reads "
+                raise ParameterError(f"{name}[{i}] is not a non-empty sequence of words: the semi-Markov CRF reads "
                                  "words and extracts its own token and segment features")
         return [list(w) for w in X]
 
@@ -264,12 +265,12 @@ class SemiMarkovCRF(ParamsMixin):
         began = time.perf_counter()
         words = self._words(X)
         if len(words) != len(y):
-            raise ValueError(f"X has {len(words)} sequences but y has {len(y)}")
+            raise ParameterError(f"X has {len(words)} sequences but y has {len(y)}")
         scheme = canonical_scheme(self.scheme)
         found = []
         for i, (w, tags) in enumerate(zip(words, y)):
             if len(w) != len(tags):
-                raise ValueError(f"X[{i}] has {len(w)} words but y[{i}] has {len(tags)} tags")
+                raise ParameterError(f"X[{i}] has {len(w)} words but y[{i}] has {len(tags)} tags")
             from varorder.io.schemes import validate
 
             validate(list(tags), scheme, f"y[{i}]: ")
@@ -434,7 +435,7 @@ class SemiMarkovCRF(ParamsMixin):
 
         self._check_constraints(constraints)
         if canonical_scheme(self.scheme) == "IOB1":
-            raise ValueError("SemiMarkovCRF.predict_marginals: IOB1 tags depend on the neighbouring segment; use BIO")
+            raise ParameterError("SemiMarkovCRF.predict_marginals: IOB1 tags depend on the neighbouring segment; use BIO")
         words, plan, chunks = self._chunks(X, allowed)
         column = {c: i for i, c in enumerate(self.classes_)}
         out = [None] * len(words)
@@ -463,7 +464,6 @@ class SemiMarkovCRF(ParamsMixin):
 def _check_paths(scores, seq_ids):
     bad = np.flatnonzero(np.isneginf(scores))
     if bad.size:
-        from varorder.errors import ParameterError
 
         raise ParameterError(f"sequence {int(seq_ids[bad[0]])} has no segmentation that the allowed labels "
                              "permit", name="allowed", value=int(seq_ids[bad[0]]))

@@ -318,7 +318,7 @@ def partial_mask(label_sequences):
             elif v is not None:
                 seen.add(v)
     if not seen:
-        raise ValueError("y holds no labels")
+        raise ParameterError("y holds no labels")
     codec = LabelCodec(sorted(seen, key=lambda v: (str(type(v)), v)))
     K = len(codec.classes)
     rows = []
@@ -331,7 +331,7 @@ def partial_mask(label_sequences):
                 for label in (v if isinstance(v, (set, frozenset)) else (v,)):
                     row[codec.index[label]] = True
                 if not row.any():
-                    raise ValueError(f"y[{i}][{t}] is an empty set of candidate labels")
+                    raise ParameterError(f"y[{i}][{t}] is an empty set of candidate labels")
             rows.append(row)
     return codec, np.array(rows, dtype=bool).reshape(len(rows), K)
 

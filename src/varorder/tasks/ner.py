@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from varorder.errors import ParameterError
 from varorder.eval.ner import classification_report, entity_report, flat_accuracy_score
 from varorder.io import schemes
 from varorder.io import atomic_write_text
@@ -55,9 +56,9 @@ def read_ner_file(path, input_format: str = "conll", column: int = -1, scheme: s
 
         sentences, tags = read_ner(path, scheme, named, nesting)
     else:
-        raise ValueError(f"input_format must be one of {NER_FORMATS}, got {input_format!r}")
+        raise ParameterError(f"input_format must be one of {NER_FORMATS}, got {input_format!r}")
     if not sentences:
-        raise ValueError(f"{path}: no sentences")
+        raise ParameterError(f"{path}: no sentences")
     return NerData(sentences, [s.words for s in sentences], tags, input_format, column, scheme)
 
 
@@ -73,7 +74,7 @@ def write_ner_file(path, data: NerData, tags) -> None:
         write_conll(path, data.sentences, tags, data.column)
         return
     if len(tags) != len(data.sentences):
-        raise ValueError(f"tags has {len(tags)} sequences for {len(data.sentences)} sentences")
+        raise ParameterError(f"tags has {len(tags)} sequences for {len(data.sentences)} sentences")
     with atomic_write_text(path) as handle:
         for sentence, sentence_tags in zip(data.sentences, tags):
             rows = [list(r) for r in sentence.rows]
