@@ -55,12 +55,12 @@ for mode in ("rcms", "beam"):
 # the paper's 4 epochs); here on 150 words.
 work = Path(tempfile.mkdtemp(prefix="varorder-ocr-"))
 commands = """
-varorder demo --max-train-words 150 --no-extensions --out demo-plots | head -n 12
+varorder demo --max-train-words 150 --no-extensions --out demo-plots
+ls demo-plots
 """
 shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
 print(shell.stdout)
 shell.check_returncode()  # a failing command stops the script
-print(sorted(p.name for p in (work / "demo-plots").iterdir()))
 
 # %%
 # Measured
