@@ -28,6 +28,7 @@ COMMANDS = {
     "decipher": ("decipher", "Decipher a 1:1 word substitution by EM (exact / beam / RCMS E-steps)."),
     "decode": ("decode", "Exact argmax of p_lm x p_obs for each observation (Algorithm 1, optimisation)."),
     "demo": ("demo", "RCMS vs beam search on OCR (default), or the engine on a toy HMM (--engine)."),
+    "hmm": ("hmm", "Hidden Markov / semi-Markov models of time series (hmmlearn's models)."),
     "induce": ("induce", "Grammar induction: DMV, CCM, and their product trained by exact product EM."),
     "lm": ("lm", "n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds."),
     "neg": ("neg", "Named-entity generation: choose each person reference's expression (Bouchard 2010)."),
