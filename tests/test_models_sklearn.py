@@ -43,8 +43,8 @@ def test_clone_round_trips_parameters(estimator):
 def test_set_params_rejects_unknown_names_and_returns_self():
     model = CRF()
     assert model.set_params(c2=0.5, c1=0.01) is model and (model.c1, model.c2) == (0.01, 0.5)
-    with pytest.raises(ValueError, match="invalid parameter 'gamma'"):
-        model.set_params(gamma=1.0)
+    with pytest.raises(ValueError, match="invalid parameter 'momentum'"):
+        model.set_params(momentum=1.0)
     assert "c2=0.5" in repr(model) and "max_iterations" not in repr(model)
 
 

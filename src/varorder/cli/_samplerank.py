@@ -98,9 +98,10 @@ def samplerank_learner(train):
         model, exact = kwargs.get("model_name", "crf"), learner == "exact"
         refuse_inapplicable(click.get_current_context(), [
             *[(name, not exact, "--learner samplerank") for name in ("epochs", "rule", "pairs", "seed")],
-            *[(name, exact and model in ("crf", "memm"), "--model crf or memm")
+            *[(name, exact and model in ("crf", "crf2", "memm"), "--model crf, crf2 or memm")
               for name in ("c1", "c2", "max_iterations")],
-            *[(name, exact and model == "crf", "--model crf") for name in ("algorithm", "threads")],
+            ("algorithm", exact and model == "crf", "--model crf"),
+            ("threads", exact and model in ("crf", "crf2"), "--model crf or crf2"),
             ("alpha", exact and model == "hmm", "--model hmm"),
             ("dev_file", model == "crf", "--model crf (either learner)")])
         if learner == "exact":
@@ -110,7 +111,8 @@ def samplerank_learner(train):
         if kwargs.get("model_name", "crf") != "crf":
             raise click.UsageError("--learner samplerank trains a factor graph on the CRF's features: "
                                    "leave --model at crf")
-        if kwargs.get("input_format", "conllu") != "conllu" or kwargs.get("features") is not None:
+        if kwargs.get("input_format", "conllu") != "conllu" or kwargs.get("features") is not None or \
+                kwargs.get("task", "pos") != "pos":
             raise click.UsageError("--learner samplerank reads CoNLL-U with the CRF's default POS features")
         return _train(kwargs["train_file"], kwargs["output"], kwargs.get("dev_file"), kwargs["tag_column"],
                       kwargs.get("verbose", True), skip_factors, second_order, epochs, rule, pairs, seed)

@@ -37,6 +37,7 @@ from varorder.io import atomic_write_text
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.io.crfsuite import read_crfsuite, write_labels
 from varorder.models.crf import CRF
+from varorder.models.crf2 import SecondOrderCRF
 from varorder.models.features import format_templates, parse_templates, template_features
 from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
@@ -48,7 +49,7 @@ from varorder.models.sequences import token_accuracy
 # command's files are closed by then: freeze them out of that collection.
 atexit.register(gc.freeze)
 
-_ESTIMATORS = {"CRF": CRF, "MEMM": MEMM, "HMM": HMM}
+_ESTIMATORS = {"CRF": CRF, "CRF2": SecondOrderCRF, "MEMM": MEMM, "HMM": HMM}
 # the options' defaults are the library's (one place states them), except --c1: see its help
 _CRF_DEFAULTS, _HMM_DEFAULTS = CRF().get_params(), HMM().get_params()
 
@@ -96,27 +97,67 @@ def _load(path):
         raise click.ClickException(str(err)) from None
 
 
-def _read_file(path, input_format="conllu", tag_column="upos"):
-    """(sentences or feature-dict sequences, gold tags) of a CoNLL-U or CRFsuite attribute file; ValueError
-    for a bad or empty one."""
+def _ner_data(path, input_format, column, scheme):
+    """:func:`varorder.tasks.ner.read_ner_file` of a CoNLL column file, or of CoNLL-U with CorefUD entities."""
+    from varorder.tasks.ner import read_ner_file
+
+    return read_ner_file(path, "conll" if input_format == "conll" else "gum", column, scheme)
+
+
+def _read_file(path, input_format="conllu", tag_column="upos", task="pos", column=-1, scheme="BIO"):
+    """(sentences or feature-dict sequences, gold tags) of a CoNLL-U, CoNLL column or CRFsuite attribute file
+    (with ``task="ner"``, CoNLL-U gives the named-entity tags of its CorefUD annotation); ValueError for a bad
+    or empty one."""
     if input_format == "crfsuite":
         return read_crfsuite(path)
+    if input_format == "conll" or task == "ner":
+        data = _ner_data(path, input_format, column, scheme)
+        return data.sentences, data.tags
     sentences = read_conllu(path)
     if not sentences:
         raise FormatError(f"{path}: no sentences (an empty CoNLL-U file)", path=path)
     return sentences, [s.tags(tag_column) for s in sentences]
 
 
-def _read(path, input_format="conllu", tag_column="upos"):
+def _read(path, input_format="conllu", tag_column="upos", task="pos", column=-1, scheme="BIO"):
     """:func:`_read_file`, a bad file a one-line command error."""
     try:
-        return _read_file(path, input_format, tag_column)
+        return _read_file(path, input_format, tag_column, task, column, scheme)
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
 
 
-_FORMAT = click.option("--format", "input_format", type=click.Choice(["conllu", "crfsuite"]), default="conllu",
-                       show_default=True, help="CoNLL-U sentences, or a CRFsuite attribute file (LABEL<TAB>ATTR...)")
+_FORMAT = click.option("--format", "input_format", type=click.Choice(["conllu", "crfsuite", "conll"]),
+                       default="conllu", show_default=True,
+                       help="CoNLL-U sentences, a CRFsuite attribute file (LABEL<TAB>ATTR...), or CoNLL-2002/2003 "
+                            "columns (TOKEN ... TAG, -DOCSTART- lines; the tag column is --column)")
+
+
+def _task(command):
+    """--task, --scheme and --column: named-entity tagging on CoNLL columns or GUM."""
+    command = click.option("--column", type=int, default=-1, show_default=True,
+                           help="--format conll: the tag column (0 is the token; -1 the last, CoNLL-2003's NER "
+                                "tags)")(command)
+    command = click.option("--scheme", default="BIO", show_default=True,
+                           help="--task ner: the tag scheme (BIO = IOB2, IOB1, BIOES, BILOU). CoNLL-U input gets its "
+                                "tags in it; predict and eval forbid every transition invalid in it; eval's strict "
+                                "entity scores read spans by it")(command)
+    return click.option("--task", type=click.Choice(["pos", "ner"]), default="pos", show_default=True,
+                        help="ner: named entities — CoNLL-U input is read as CorefUD (GUM) entities, flat named "
+                             "mentions (PROPN head, outermost) as tags; the default features are the NER preset; "
+                             "predict decodes under --scheme's constraints; eval prints entity P/R/F1")(command)
+
+
+def _constraints(task, scheme):
+    """The scheme predict and eval decode under (None for POS), checked."""
+    if task != "ner":
+        return None
+    from varorder.io.schemes import canonical_scheme
+
+    try:
+        return canonical_scheme(scheme)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--scheme") from None
 
 
 def _train_files(command):
@@ -150,10 +191,14 @@ def COMMAND():
                 type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz) to write")
 @click.option("--dev", "dev_file", type=click.Path(exists=True, dir_okay=False), help="CoNLL-U dev file, scored each iteration")
-@click.option("--model", "model_name", type=click.Choice(["crf", "memm", "hmm"]), default="crf", show_default=True)
+@click.option("--model", "model_name", type=click.Choice(["crf", "crf2", "memm", "hmm"]), default="crf",
+              show_default=True, help="crf2: the second-order CRF (label pairs as states; with --task ner only the "
+                                      "pairs --scheme allows)")
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
-@click.option("--algorithm", type=click.Choice(["lbfgs", "adagrad", "sgd"]), default=_CRF_DEFAULTS["algorithm"],
-              show_default=True, help="CRF optimiser")
+@click.option("--algorithm", type=click.Choice(["lbfgs", "adagrad", "sgd", "ap", "pa", "arow", "l2sgd"]),
+              default=_CRF_DEFAULTS["algorithm"], show_default=True,
+              help="CRF optimiser (ap, pa, arow, l2sgd: CRFsuite's online trainers with its default parameters; "
+                   "they take --c1 0)")
 @click.option("--c1", type=Real(min=0), default=0.1, show_default=True,
               help="L1 coefficient on the summed NLL (CRF/MEMM). Differs from the library's CRF(c1=0) and MEMM(c1=0) "
                    "on purpose: 0.1 with c2 = 0.1 is the configuration of the documented EWT benchmark (the "
@@ -170,6 +215,7 @@ def COMMAND():
               help="CRF/MEMM feature templates: 'pos' (default; the CRFsuite tutorial's), a list such as "
                    "'bias,w[0],w[-1]|w[0],suf3[0],shape[0]', or @FILE with one template per line")
 @_FORMAT
+@_task
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="CRF/MEMM L-BFGS: evaluate the objective in shards on this many local threads")
 @click.option("--dask-scheduler", "dask_address", metavar="ADDRESS", default=None,
@@ -183,7 +229,7 @@ def COMMAND():
                    "paths, the corpus is never held here); the model is the same on any executor")
 @click.option("--verbose/--quiet", default=True, show_default=True)
 def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c2, max_iterations, alpha, threads,
-          features, input_format, jobs, dask_address, shards, parts, verbose):
+          features, input_format, task, scheme, column, jobs, dask_address, shards, parts, verbose):
     """Train a tagger on TRAIN_FILE (or, with --parts, on the TRAIN_FILEs as pieces of one corpus) and write it
     to --output."""
     if input_format == "crfsuite" and (model_name == "hmm" or features is not None):
@@ -194,25 +240,33 @@ def train(train_file, output, dev_file, model_name, tag_column, algorithm, c1, c
         raise click.UsageError("--jobs, --dask-scheduler and --shards apply to L-BFGS training of a CRF or MEMM "
                                f"(got --model {model_name}" + (f" --algorithm {algorithm})" if model_name == "crf" else ")"))
     # the estimator applies the templates itself (its features parameter), and saves them
-    templates = _templates(features) if input_format == "conllu" else None
+    _constraints(task, scheme)
+    templates = _templates(features if features is not None or task != "ner" else "ner") \
+        if input_format != "crfsuite" else None
+    if parts and (task == "ner" or input_format == "conll"):
+        raise click.UsageError("--parts reads CoNLL-U or CRFsuite pieces for POS tagging, not --task ner or "
+                               "--format conll")
     if parts:
         return _train_parts(train_file, output, input_format, tag_column, templates, dict(
             c1=c1, c2=c2, max_iterations=max_iterations, n_threads=threads, verbose=verbose), jobs, dask_address,
             model_name, algorithm, dev_file, shards)
-    sentences, y = _read(train_file, input_format, tag_column)
+    sentences, y = _read(train_file, input_format, tag_column, task, column, scheme)
     began = time.perf_counter()
     sharding = {}
     if parallel:
         sharding = {"n_shards": shards, "executor": executor(jobs or 1, dask_address)}
     if model_name == "hmm":
         model = HMM(alpha_start=alpha, alpha_transition=alpha, alpha_emission=alpha)
+    elif model_name == "crf2":
+        model = SecondOrderCRF(constraints=_constraints(task, scheme), c1=c1, c2=c2, max_iterations=max_iterations,
+                               features=templates, n_threads=threads, verbose=verbose)
     elif model_name == "memm":
         model = MEMM(c1=c1, c2=c2, max_iterations=max_iterations, features=templates, verbose=verbose, **sharding)
     else:
         model = CRF(algorithm=algorithm, c1=c1, c2=c2, max_iterations=max_iterations, features=templates,
                     n_threads=threads, verbose=verbose, **sharding)
     if dev_file and model_name == "crf":
-        dev, y_dev = _read(dev_file, input_format, tag_column)
+        dev, y_dev = _read(dev_file, input_format, tag_column, task, column, scheme)
         model.fit(_inputs(model, sentences), y, _inputs(model, dev), y_dev)
     else:
         model.fit(_inputs(model, sentences), y)
@@ -261,6 +315,7 @@ def _train_parts(paths, output, input_format, tag_column, templates, params, job
               help="CoNLL-U file to write (.gz compresses); with --format crfsuite, one label per line")
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
 @_FORMAT
+@_task
 @click.option("--probabilities", "probabilities", type=OutputFile(), default=None,
               help="also write each token's marginal label probabilities (TSV: sentence, token, form, tag, "
                    "p(tag), then one column per label)")
@@ -268,32 +323,59 @@ def _train_parts(paths, output, input_format, tag_column, templates, params, job
               help="Read INPUT_FILE (- for stdin) as one sentence of space-separated words per line and write "
                    "each line's tags (space-separated) to stdout as soon as the line is read (flushed), so a "
                    "pipeline loads the model once. No -o.")
-def predict(model_file, input_file, output, tag_column, input_format, probabilities, stream):
-    """Tag INPUT_FILE with MODEL_FILE, writing CoNLL-U with the tag column filled in."""
+def predict(model_file, input_file, output, tag_column, input_format, task, scheme, column, probabilities, stream):
+    """Tag INPUT_FILE with MODEL_FILE, writing the input's format with the tags filled in (CoNLL-U: the tag
+    column, or with --task ner a MISC NER= item per word; CoNLL columns: --column)."""
+    constraints = _constraints(task, scheme)
     if stream:
         if output or probabilities or input_format != "conllu":
             raise click.UsageError("--stream writes tags to stdout: give no -o, --probabilities or --format")
-        return _stream_tags(_load(model_file), input_file)
+        return _stream_tags(_load(model_file), input_file, constraints)
     if output is None:
         raise click.UsageError("Missing option '-o' / '--output'.")
     if input_file == "-":
         raise click.UsageError("INPUT_FILE - (stdin) is read with --stream")
     model = _load(model_file)
-    sentences, _ = _read(input_file, input_format, tag_column)
+    ner = input_format == "conll" or (task == "ner" and input_format == "conllu")
+    if ner:
+        try:
+            data = _ner_data(input_file, input_format, column, scheme)
+        except (ValueError, FileNotFoundError) as err:
+            raise click.ClickException(str(err)) from None
+        sentences = data.sentences
+    else:
+        sentences, _ = _read(input_file, input_format, tag_column)
     began = time.perf_counter()
     inputs = _inputs(model, sentences)
-    tags = model.predict(inputs)
+    tags = _predict(model, inputs, constraints)
     if input_format == "crfsuite":
         write_labels(output, tags)
+    elif ner:
+        from varorder.tasks.ner import write_ner_file
+
+        write_ner_file(output, data, tags)
     else:
         write_conllu(output, sentences, tags, tag_column)
     if probabilities:
-        _write_probabilities(probabilities, model, sentences, tags, model.predict_marginals(inputs))
+        marginals = model.predict_marginals(inputs) if constraints is None else \
+            model.predict_marginals(inputs, constraints=constraints)
+        _write_probabilities(probabilities, model, sentences, tags, marginals)
     click.echo(f"tagged {sum(map(len, tags))} tokens in {len(tags)} sentences with {type(model).__name__} in "
                f"{time.perf_counter() - began:.1f} s -> {output}", err=True)
 
 
-def _stream_tags(model, input_file):
+def _predict(model, inputs, constraints):
+    """model.predict, under the scheme ``constraints`` when given (a sentence no tagging satisfies: a command
+    error)."""
+    if constraints is None:
+        return model.predict(inputs)
+    try:
+        return model.predict(inputs, constraints=constraints)
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+
+
+def _stream_tags(model, input_file, constraints=None):
     """``predict --stream``: one line of tags per line of words, each flushed before the next line is read."""
     import sys
 
@@ -307,7 +389,9 @@ def _stream_tags(model, input_file):
         words = line.split()
         if words:
             try:
-                tags = model.predict([words if templates is None else template_features(words, templates)])[0]
+                item = [words if templates is None else template_features(words, templates)]
+                tags = (model.predict(item) if constraints is None else
+                        model.predict(item, constraints=constraints))[0]
             except ValueError as err:
                 raise click.ClickException(f"{where}: {err}") from None
             out.write(" ".join(map(str, tags)))
@@ -332,14 +416,23 @@ def _write_probabilities(path, model, sentences, tags, marginals):
 @click.argument("gold_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
 @_FORMAT
+@_task
 @click.option("--json", "as_json", is_flag=True, help="print a JSON object")
-def evaluate(model_file, gold_file, tag_column, input_format, as_json):
-    """Token accuracy of MODEL_FILE on GOLD_FILE."""
+def evaluate(model_file, gold_file, tag_column, input_format, task, scheme, column, as_json):
+    """Token accuracy of MODEL_FILE on GOLD_FILE; with --task ner, entity precision / recall / F1 per type and
+    micro / macro, in conlleval's (seqeval's default) mode and seqeval's strict mode for --scheme."""
+    constraints = _constraints(task, scheme)
     model = _load(model_file)
-    sentences, gold = _read(gold_file, input_format, tag_column)
+    sentences, gold = _read(gold_file, input_format, tag_column, task, column, scheme)
     began = time.perf_counter()
-    predicted = model.predict(_inputs(model, sentences))
+    predicted = _predict(model, _inputs(model, sentences), constraints)
     seconds = time.perf_counter() - began
+    if task == "ner":
+        from varorder.tasks.ner import evaluate_ner, format_ner_scores
+
+        result = evaluate_ner(gold, predicted, constraints, seconds)
+        click.echo(json.dumps(result) if as_json else format_ner_scores(result))
+        return
     accuracy = token_accuracy(predicted, gold)
     n_tokens = sum(map(len, gold))
     result = {"accuracy": accuracy, "tokens": n_tokens, "sentences": len(sentences), "seconds": seconds}

@@ -22,11 +22,12 @@ import os
 import re
 from dataclasses import dataclass, field
 
-from varorder.errors import FormatError
+from varorder.errors import FormatError, ParameterError
 from varorder.io._text import open_text
 from varorder.io.conllu import ConlluSentence, read_conllu
 
-__all__ = ["Mention", "CorefDocument", "read_coref", "entity_values", "misc_entity"]
+__all__ = ["Mention", "CorefDocument", "read_coref", "entity_values", "misc_entity", "named_entity_spans", "read_ner",
+           "NAMED_RULES"]
 
 _ID = r"[A-Za-z0-9_:.]+"
 _PIECE = re.compile(rf"\(({_ID})(-[^()]*)?(\))?|({_ID})\)")
@@ -262,3 +263,72 @@ def entity_values(document: CorefDocument) -> dict[int, str]:
             parts.append(f"{m.entity})")
         out[position] = "".join(parts)
     return out
+
+
+# -- flat named-entity tags from the mentions -------------------------------------------------------------
+
+NAMED_RULES = ("propn", "identity", "either")
+
+
+def _is_named(document: CorefDocument, mention: Mention, named: str) -> bool:
+    propn = document.row(mention.head)[3] == "PROPN"
+    if named == "propn":
+        return propn
+    linked = mention.fields.get("identity", "_") not in ("", "_")
+    return linked if named == "identity" else (linked or propn)
+
+
+def named_entity_spans(document: CorefDocument, named: str = "propn",
+                       nesting: str = "outermost") -> list[list[tuple[str, int, int]]]:
+    """Per sentence, the flat named-entity spans ``(etype, start, end)`` (word positions in the sentence,
+    end exclusive) of a document's mentions.
+
+    A mention is *named* when (``named=``) ``"propn"``: its head word (:func:`_head`, by the dependency
+    tree) is a proper noun (UPOS PROPN) — "the University of Chicago" (head *University*) is, "the
+    university" is not; ``"identity"``: GUM links it to a Wikipedia identity; ``"either"``. Its type is
+    GUM's entity type (``etype``: person, place, organization, object, event, time, substance, animal,
+    plant, abstract, quantity). Named mentions nest ("[the University of [Chicago]place]organization");
+    flat NER keeps one layer: ``nesting="outermost"`` (default) the named mentions inside no other named
+    mention, ``"innermost"`` those holding no other. Of equal spans the first opened is kept; a mention
+    crossing a sentence boundary is dropped.
+    """
+    if named not in NAMED_RULES:
+        raise ParameterError(f"named must be one of {', '.join(NAMED_RULES)}, got {named!r}")
+    if nesting not in ("outermost", "innermost"):
+        raise ParameterError(f"nesting must be 'outermost' or 'innermost', got {nesting!r}")
+    candidates = []
+    seen = set()
+    for m in document.mentions:
+        if document.sentence_of[m.start] != document.sentence_of[m.end] or not _is_named(document, m, named):
+            continue
+        if (m.start, m.end) in seen:
+            continue
+        seen.add((m.start, m.end))
+        candidates.append(m)
+    kept = []
+    for m in candidates:
+        if nesting == "outermost":
+            covered = any(o is not m and o.start <= m.start and m.end <= o.end for o in candidates)
+        else:
+            covered = any(o is not m and m.start <= o.start and o.end <= m.end for o in candidates)
+        if not covered:
+            kept.append(m)
+    out: list[list[tuple[str, int, int]]] = [[] for _ in document.sentences]
+    for m in sorted(kept, key=lambda m: m.start):
+        s = document.sentence_of[m.start]
+        base = document.sentence_starts[s]
+        out[s].append((m.etype or "_", m.start - base, m.end - base + 1))
+    return out
+
+
+def read_ner(path, scheme: str = "IOB2", named: str = "propn", nesting: str = "outermost"):
+    """(sentences, tags): the CoNLL-U sentences of a CorefUD file (GUM) and their flat named-entity tags in
+    ``scheme`` (:func:`named_entity_spans` says which mentions count)."""
+    from varorder.io.schemes import encode
+
+    sentences, tags = [], []
+    for document in read_coref(path):
+        for sentence, found in zip(document.sentences, named_entity_spans(document, named, nesting)):
+            sentences.append(sentence)
+            tags.append(encode(found, len(sentence.word_rows), scheme))
+    return sentences, tags

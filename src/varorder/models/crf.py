@@ -36,19 +36,23 @@ from varorder.parallel import check_n_jobs
 from varorder.models.features import (FeatureIndexer, Rows, _flatten, apply_templates, check_features,
                                       csr_times_dense, design_matrix, is_array_input, label_counts, n_items,
                                       rows_to_csr, transpose_rows)
+from varorder.models.online import ONLINE_ALGORITHMS, train_online
 from varorder.models.optim import SGD, AdaGrad, axpy, dot, lbfgs
-from varorder.models.sequences import (ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, numba_threads,
-                                       token_accuracy)
+from varorder.models.sequences import (ChainDecoding, ChunkPlan, LabelCodec, decode_viterbi, is_partial,
+                                       iter_marginals, numba_threads, partial_mask, token_accuracy)
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-__all__ = ["CRF", "ChainObjective", "featurised_shard", "shard_vocabulary"]
+__all__ = ["CRF", "ChainObjective", "PartialChainObjective", "featurised_shard", "shard_vocabulary"]
 
 # the optimiser's cached kernels load without refreshing Numba's registries (varorder._numba_start)
 _numba_start.load_without_refresh(optim)
 
-_ALGORITHMS = ("lbfgs", "adagrad", "sgd")
+_ALGORITHMS = ("lbfgs", "adagrad", "sgd") + ONLINE_ALGORITHMS
+# CRFsuite's per-trainer parameters (sklearn-crfsuite's names), with CRFsuite's defaults
+_ONLINE_PARAMS = ("epsilon", "pa_type", "c", "error_sensitive", "averaging", "variance", "gamma", "calibration_eta",
+                  "calibration_rate", "calibration_samples", "calibration_candidates", "calibration_max_trials")
 
 
 class ChainObjective:
@@ -128,7 +132,63 @@ class ChainObjective:
         return float(log_z - gold_score), grad
 
 
-class CRF(ParamsMixin):
+class TrainingLog:
+    """sklearn-crfsuite's training log: ``iterations`` (one dict per iteration) and ``last_iteration``."""
+
+    def __init__(self, iterations):
+        self.iterations = iterations
+
+    @property
+    def last_iteration(self) -> dict:
+        return self.iterations[-1] if self.iterations else {}
+
+    def __repr__(self):
+        return f"TrainingLog({len(self.iterations)} iterations)"
+
+
+class PartialChainObjective(ChainObjective):
+    """Σ −log p(y ∈ A(x) | x) for partially labelled sequences: each token allows a set of labels (``allowed``
+    (N, K) booleans), and the likelihood sums over every label path through the allowed sets
+    (Tsuboi et al., COLING 2008, "Training CRFs using incomplete annotations"):
+
+        −log Σ_{y ∈ A} p(y | x) = log Z(x) − log Z_A(x),
+
+    whose gradient is the expected feature counts under p minus those under p restricted to A: two runs
+    of the chain engine's marginals, one with its ``allowed=`` mask. With one label allowed per token it
+    is :class:`ChainObjective`.
+    """
+
+    def __init__(self, X, lengths: np.ndarray, allowed: np.ndarray, n_labels: int, max_cells: int | None = None):
+        super().__init__(X, lengths, allowed.argmax(axis=1), n_labels, max_cells)
+        self.allowed = allowed
+
+    def _expectations(self, scores, T, start, end, allowed):
+        node_flat = np.empty_like(scores)
+        edge_sum = np.zeros((self.K, self.K))
+        log_z = 0.0
+        for _, _, flat_index, valid, node, edge, logz in iter_marginals(self.plan, scores, T, start, end,
+                                                                           edges="sum", allowed=allowed):
+            log_z += logz.sum()
+            node_flat[flat_index[valid]] = node[valid]
+            edge_sum += edge.sum(axis=0)
+        return log_z, node_flat, edge_sum
+
+    def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:
+        W, T, start, end = self.unpack(theta)
+        scores = csr_times_dense(self.X, W)
+        log_z, node_all, edge_all = self._expectations(scores, T, start, end, None)
+        log_z_a, node_a, edge_a = self._expectations(scores, T, start, end, self.allowed)
+        grad = np.empty_like(theta)
+        gW, gT, g_start, g_end = self.unpack(grad)
+        node_all -= node_a
+        gT[:] = edge_all - edge_a
+        g_start[:] = node_all[self.plan.first_tokens()].sum(axis=0)
+        g_end[:] = node_all[self.plan.last_tokens()].sum(axis=0)
+        csr_times_dense(self.XT, node_all, out=gW)
+        return float(log_z - log_z_a), grad
+
+
+class CRF(ChainDecoding, ParamsMixin):
     """Linear-chain CRF estimator (scikit-learn conventions).
 
     Parameters
@@ -186,7 +246,25 @@ class CRF(ParamsMixin):
                  delta: float = 1e-5, period: int = 10, batch_size: int = 64, step_size: float = 0.2,
                  min_feature_count: int = 1, features: str | None = None, random_state=None,
                  n_threads: int | None = None, n_shards: int | None = None, n_jobs: int | None = None,
-                 executor=None, verbose: bool = False):
+                 executor=None, verbose: bool = False, all_possible_states: bool = True,
+                 all_possible_transitions: bool = True, epsilon: float = 0.0, pa_type: int = 1, c: float = 1.0,
+                 error_sensitive: bool = True, averaging: bool = True, variance: float = 1.0, gamma: float = 1.0,
+                 calibration_eta: float = 0.1, calibration_rate: float = 2.0, calibration_samples: int = 1000,
+                 calibration_candidates: int = 10, calibration_max_trials: int = 20):
+        self.all_possible_states = all_possible_states
+        self.all_possible_transitions = all_possible_transitions
+        self.epsilon = epsilon
+        self.pa_type = pa_type
+        self.c = c
+        self.error_sensitive = error_sensitive
+        self.averaging = averaging
+        self.variance = variance
+        self.gamma = gamma
+        self.calibration_eta = calibration_eta
+        self.calibration_rate = calibration_rate
+        self.calibration_samples = calibration_samples
+        self.calibration_candidates = calibration_candidates
+        self.calibration_max_trials = calibration_max_trials
         self.n_threads = n_threads
         self.n_shards = n_shards
         self.n_jobs = n_jobs
@@ -231,6 +309,22 @@ class CRF(ParamsMixin):
             raise ParameterError(f"CRF: n_shards / n_jobs / executor apply to algorithm='lbfgs', "
                                  f"not algorithm={self.algorithm!r}", name='algorithm', value=self.algorithm)
         check_bool(self, "verbose")
+        check_bool(self, "all_possible_states")
+        check_bool(self, "all_possible_transitions")
+        check_real(self, "epsilon", 0)
+        check_int(self, "pa_type", 0, 2)
+        check_real(self, "c", 0, exclusive_minimum=True)
+        check_bool(self, "error_sensitive")
+        check_bool(self, "averaging")
+        check_real(self, "variance", 0, exclusive_minimum=True)
+        check_real(self, "gamma", 0, exclusive_minimum=True)
+        check_real(self, "calibration_eta", 0, exclusive_minimum=True)
+        check_real(self, "calibration_rate", 1, exclusive_minimum=True)
+        check_int(self, "calibration_samples", 1)
+        check_int(self, "calibration_candidates", 1)
+        check_int(self, "calibration_max_trials", 1)
+        if self.algorithm in ONLINE_ALGORITHMS and self.c1 > 0:
+            raise ParameterError(f"CRF: algorithm={self.algorithm!r} has no L1 term (CRFsuite's neither): use c1=0")
 
     # -- training -------------------------------------------------------------
 
@@ -245,7 +339,15 @@ class CRF(ParamsMixin):
             raise ParameterError(f"X has {len(X)} sequences but y has {len(y)}", name='X', value=X)
         began = time.perf_counter()
         X = apply_templates(X, self.features)
-        codec = LabelCodec.fit(y)
+        partial = is_partial(y)
+        if partial:
+            if self.algorithm != "lbfgs" or self.n_shards not in (None, 1) or self.executor is not None or \
+                    self.n_jobs not in (None, 1):
+                raise ParameterError("CRF: partial labels (sets of candidates or None in y) train with "
+                                 "algorithm='lbfgs' on one shard")
+            codec, allowed = partial_mask(y)
+        else:
+            codec = LabelCodec.fit(y)
         self.classes_ = codec.classes
         if is_array_input(X):
             self._indexer = None
@@ -253,27 +355,40 @@ class CRF(ParamsMixin):
             matrix, lengths = design_matrix(X, None, None, "X")
             self.n_features_in_ = matrix.shape[1]
         else:
-            self._indexer = FeatureIndexer(self.min_feature_count).fit(X)
+            self._indexer = FeatureIndexer(self.min_feature_count)
+            matrix, lengths = self._indexer.fit_transform(X, csr=False)  # Rows: scipy only if shards need it
             self.feature_names_ = self._indexer.names_
             self.n_features_in_ = self._indexer.n_features
-            matrix, lengths = self._indexer.transform(X, csr=False)  # Rows: scipy only if shards need it
         for i, (xs, ys) in enumerate(zip(X, y)):
             if n_items(xs) != len(ys):
                 raise ParameterError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels", name='X', value=X)
-        gold = codec.encode(y)
+        gold = None if partial else codec.encode(y)
         K = len(self.classes_)
         dev = None
         if X_dev is not None:
             dev_matrix, dev_lengths = self._design(X_dev, "X_dev", csr=False)
             dev = (dev_matrix, ChunkPlan(dev_lengths), y_dev)
-        theta = np.zeros((self.n_features_in_ + K + 2) * K)
-        if self.algorithm == "lbfgs":
+        theta = np.zeros(self._n_params(K))
+        keep = self._sparse_mask(matrix, lengths, gold if not partial else allowed, K, partial)
+        if partial:
+            objective = PartialChainObjective(matrix, lengths, allowed, K)
+            progress, record = self._recorder(began, K, dev)
+            theta = self._train_lbfgs(_masked(objective, keep), theta, record)
+        elif self.algorithm == "lbfgs":
             objective = self._objective(matrix, lengths, gold, K)
             progress, record = self._recorder(began, K, dev, getattr(objective, "executor", None))
-            theta = self._train_lbfgs(objective, theta, record)
+            theta = self._train_lbfgs(_masked(objective, keep), theta, record)
+        elif self.algorithm in ONLINE_ALGORITHMS:
+            progress, record = self._recorder(began, K, dev)
+            F = self.n_features_in_
+            theta, self.n_iter_, self.stop_reason_ = train_online(
+                self.get_params(), rows_to_csr(matrix), lengths, gold, K, record,
+                None if keep is None else keep[: F * K].reshape(F, K),
+                None if keep is None else keep[F * K:(F + K) * K].reshape(K, K))
+            self.n_evaluations_ = self.n_iter_
         else:
             progress, record = self._recorder(began, K, dev)
-            self._fit_minibatch(theta, rows_to_csr(matrix), lengths, gold, K, record)
+            self._fit_minibatch(theta, rows_to_csr(matrix), lengths, gold, K, record, keep)
         progress.close()
         self._set_params(theta, K)
         self.training_time_ = time.perf_counter() - began
@@ -391,7 +506,36 @@ class CRF(ParamsMixin):
         return ShardedObjective([ChainObjective(matrix[tokens], lengths[seqs], gold[tokens], K)
                                  for seqs, tokens in shards], executor)
 
-    def _fit_minibatch(self, theta, matrix, lengths, gold, K, record):
+    def _n_params(self, K: int) -> int:
+        """Length of θ: W (F, K), T (K, K), start, end."""
+        return (self.n_features_in_ + K + 2) * K
+
+    def _sparse_mask(self, matrix, lengths, gold, K, partial):
+        """The flat mask of trainable θ entries, or None when every one is: with ``all_possible_states=False``
+        only (feature, label) pairs seen in training, with ``all_possible_transitions=False`` only label
+        bigrams seen (CRFsuite's sparse feature set); start and end weights are always trained."""
+        if self.all_possible_states and self.all_possible_transitions:
+            return None
+        F = matrix.shape[1]
+        if partial:  # a token with a candidate set supports each of its candidates
+            states = np.asarray(rows_to_csr(matrix).T @ gold.astype(np.float64)) != 0
+            allowed = gold
+            prev, nxt = ChunkPlan(lengths).next_pairs()
+            bigrams = (allowed[prev].astype(np.float64).T @ allowed[nxt].astype(np.float64)) != 0
+        else:
+            rows = matrix if isinstance(matrix, Rows) else None
+            if rows is None:
+                csr = matrix.tocsr()
+                rows = Rows(csr.indptr, csr.indices, csr.data, csr.shape)
+            states = label_counts(rows, gold, K) != 0
+            prev, nxt = ChunkPlan(lengths).next_pairs()
+            bigrams = np.zeros((K, K), dtype=bool)
+            bigrams[gold[prev], gold[nxt]] = True
+        states = states if not self.all_possible_states else np.ones((F, K), dtype=bool)
+        bigrams = bigrams if not self.all_possible_transitions else np.ones((K, K), dtype=bool)
+        return np.concatenate([states.ravel(), bigrams.ravel(), np.ones(2 * K, dtype=bool)])
+
+    def _fit_minibatch(self, theta, matrix, lengths, gold, K, record, keep=None):
         rng = np.random.default_rng(self.random_state)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         order = rng.permutation(lengths.size)
@@ -411,6 +555,8 @@ class CRF(ParamsMixin):
                 n_batch, objective = batches[b]
                 share = n_batch / n_total
                 f, g = objective(theta)
+                if keep is not None:
+                    g[~keep] = 0.0
                 if self.c2 > 0:
                     f += share * self.c2 * float(theta @ theta)
                     g += share * 2.0 * self.c2 * theta
@@ -431,6 +577,49 @@ class CRF(ParamsMixin):
         self.start_weights_ = theta[(F + K) * K: (F + K + 1) * K].copy()
         self.end_weights_ = theta[(F + K + 1) * K:].copy()
 
+    # -- sklearn-crfsuite's views of the model -------------------------------------------------------------
+
+    @property
+    def state_features_(self) -> dict:
+        """{(feature name, label): weight} of every non-zero emission weight (sklearn-crfsuite's view; CRFsuite
+        keeps only the non-zero features in its model file). Array input: the feature's column index."""
+        self._check_fitted()
+        names = self.feature_names_ or list(range(self.n_features_in_))
+        rows, cols = np.nonzero(self.emission_weights_)
+        return {(names[r], self.classes_[c]): float(self.emission_weights_[r, c])
+                for r, c in zip(rows.tolist(), cols.tolist())}
+
+    @property
+    def transition_features_(self) -> dict:
+        """{(label from, label to): weight} of every non-zero transition weight."""
+        self._check_fitted()
+        rows, cols = np.nonzero(self.transition_weights_)
+        return {(self.classes_[r], self.classes_[c]): float(self.transition_weights_[r, c])
+                for r, c in zip(rows.tolist(), cols.tolist())}
+
+    @property
+    def size_(self) -> int:
+        """Bytes the model's non-zero weights take as CRFsuite stores them (a float64 each, plus the UTF-8 names
+        of the features that have one); CRFsuite reports its model file's size here, so the two agree in kind,
+        not to the byte."""
+        self._check_fitted()
+        weights = (np.count_nonzero(self.emission_weights_) + np.count_nonzero(self.transition_weights_)
+                   + np.count_nonzero(self.start_weights_) + np.count_nonzero(self.end_weights_))
+        active = np.flatnonzero(np.abs(self.emission_weights_).sum(axis=1))
+        names = self.feature_names_ or []
+        return int(8 * weights + sum(len(str(names[i]).encode()) for i in active.tolist() if i < len(names))
+                   + sum(len(str(c).encode()) for c in self.classes_))
+
+    @property
+    def training_log_(self) -> "TrainingLog":
+        """The per-iteration log as sklearn-crfsuite's ``training_log_`` shows it (``iterations``, a list of
+        dicts with ``num``, ``loss``, ``error_norm`` (gradient norm; for ap/pa/arow the fraction of wrong
+        labels), ``time``; ``last_iteration``)."""
+        check_is_fitted(self, "history_")
+        return TrainingLog([{"num": e["iteration"], "loss": e["objective"], "error_norm": e["grad_norm"],
+                             "time": e["time"], **({"dev_accuracy": e["dev_accuracy"]} if "dev_accuracy" in e else {})}
+                            for e in self.history_])
+
     # -- prediction -------------------------------------------------------------
 
     def _check_fitted(self):
@@ -442,25 +631,42 @@ class CRF(ParamsMixin):
         classes, offsets = self.classes_, plan.offsets.tolist()
         return [[classes[i] for i in ids[offsets[s]:offsets[s + 1]]] for s in range(plan.lengths.size)]
 
-    def predict(self, X) -> list[list]:
-        """Viterbi label sequence for each input sequence."""
-        self._check_fitted()
-        matrix, lengths = self._design(X, csr=False)
-        with numba_threads(self.n_threads):
-            return self._predict_design(matrix, ChunkPlan(lengths))
-
-    def predict_marginals(self, X) -> list[np.ndarray]:
-        """Posterior p(yₜ = k | x) per sequence, arrays (n, K) with columns in ``classes_`` order."""
-        self._check_fitted()
+    def _chain_potentials(self, X):
         matrix, lengths = self._design(X, csr=False)
         plan = ChunkPlan(lengths)
-        scores = csr_times_dense(matrix, self.emission_weights_)
-        node_flat = np.empty_like(scores)
+        return (plan, csr_times_dense(matrix, self.emission_weights_), self.transition_weights_,
+                self.start_weights_, self.end_weights_)
+
+    def predict(self, X, allowed=None, constraints: str | None = None) -> list[list]:
+        """Viterbi label sequence for each input sequence.
+
+        ``allowed``: per sequence, per token None (any label), a label (fixed) or a set of candidate labels
+        (see :func:`varorder.models.sequences.token_mask`); ``constraints``: a tag scheme (``"BIO"``,
+        ``"IOB1"``, ``"BIOES"``, ``"BILOU"``) whose invalid transitions, first and last labels are forbidden
+        (AllenNLP's ``allowed_transitions``), so every output is valid in it. Both are exact: the best
+        sequence among those permitted.
+        """
+        self._check_fitted()
         with numba_threads(self.n_threads):
-            for _, _, flat_index, valid, node, _, _ in iter_marginals(
-                    plan, scores, self.transition_weights_, self.start_weights_, self.end_weights_):
-                node_flat[flat_index[valid]] = node[valid]
-        return [node_flat[plan.offsets[s]:plan.offsets[s + 1]] for s in range(lengths.size)]
+            if allowed is None and constraints is None:
+                matrix, lengths = self._design(X, csr=False)
+                return self._predict_design(matrix, ChunkPlan(lengths))
+            return self._decode_constrained(X, allowed, constraints)
+
+    def predict_kbest(self, X, k: int = 5, allowed=None, constraints: str | None = None):
+        self._check_fitted()
+        with numba_threads(self.n_threads):
+            return super().predict_kbest(X, k, allowed, constraints)
+
+    predict_kbest.__doc__ = ChainDecoding.predict_kbest.__doc__
+
+    def predict_marginals(self, X, allowed=None, constraints: str | None = None) -> list[np.ndarray]:
+        """Posterior p(yₜ = k | x) per sequence, arrays (n, K) with columns in ``classes_`` order; with
+        ``allowed`` / ``constraints`` (as :meth:`predict` takes them), of the distribution restricted to the
+        permitted sequences."""
+        self._check_fitted()
+        with numba_threads(self.n_threads):
+            return self._constrained_marginals(X, allowed, constraints)
 
     def score(self, X, y) -> float:
         """Token accuracy of :meth:`predict` against y."""
@@ -473,7 +679,8 @@ class CRF(ParamsMixin):
         self._check_fitted()
         params = {k: getattr(self, k) for k in ("algorithm", "c1", "c2", "max_iterations", "delta", "period",
                                                  "batch_size", "step_size", "min_feature_count", "features",
-                                                 "n_threads", "n_shards")}
+                                                 "n_threads", "n_shards", "all_possible_states",
+                                                 "all_possible_transitions") + _ONLINE_PARAMS}
         persist.save_model(path, self._MODEL_KIND, params, {
             "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
         }, {
@@ -503,6 +710,21 @@ class CRF(ParamsMixin):
         for name, value in arrays.items():
             setattr(model, name + "_", value)
         return model
+
+
+def _masked(objective, keep):
+    """The objective with the gradient zeroed outside ``keep`` (θ starts at 0 there and stays: the entries are
+    not in the model); the objective itself when every entry is trained."""
+    if keep is None:
+        return objective
+
+    def masked(theta):
+        f, g = objective(theta)
+        g[~keep] = 0.0
+        return f, g
+
+    masked.executor = getattr(objective, "executor", None)
+    return masked
 
 
 def _read_items(source, read, features):

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import scipy.sparse as sp
 
 __all__ = ["FeatureIndexer", "Rows", "design_matrix", "csr_times_dense", "transpose_rows", "label_counts",
-           "rows_to_csr", "is_array_input", "n_items", "pos_features",
+           "rows_to_csr", "is_array_input", "n_items", "pos_features", "ner_features",
            "parse_templates", "template_features", "format_templates", "check_features", "apply_templates"]
 
 
@@ -158,28 +158,56 @@ def is_array_input(sequences) -> bool:
     return len(sequences) > 0 and (isinstance(sequences[0], np.ndarray) or _issparse(sequences[0]))
 
 
+def _text(value, where: str, what: str) -> str:
+    """A feature name or string value: str, or bytes decoded as UTF-8 (python-crfsuite takes both)."""
+    if isinstance(value, bytes):
+        try:
+            return value.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ParameterError(f"{where}: {what} {value!r} is not UTF-8", name=where, value=value) from None
+    return value
+
+
+def _dict_pairs(item: dict, where: str, prefix: str, names: list, values: list) -> None:
+    """python-crfsuite's item forms: {name: number}, {name: string} (the feature ``name:string``), {name: [strings]}
+    (one feature per string), {name: {subname: ...}} (names joined by ``:``); names and strings may be bytes."""
+    for key, value in item.items():
+        key = prefix + _text(key, where, "feature name")
+        if isinstance(value, (str, bytes)):
+            names.append(f"{key}:{_text(value, where, f'the value of feature {key!r}')}")
+            values.append(1.0)
+        elif isinstance(value, (bool, int, float, np.number)):
+            names.append(key)
+            values.append(float(value))
+        elif isinstance(value, dict):
+            _dict_pairs(value, where, key + ":", names, values)
+        elif isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, (str, bytes)) for v in value):
+            for v in value:
+                names.append(f"{key}:{_text(v, where, f'a value of feature {key!r}')}")
+                values.append(1.0)
+        else:
+            raise ParameterError(f"{where}: feature {key!r} has value {value!r}; expected a number, a string, a "
+                                 "list of strings or a dict", name=where, value=item)
+
+
 def _item_pairs(item, where: str):
     """(names, values) of one item; values None when all are 1."""
     if isinstance(item, dict):
         names, values = [], []
-        for key, value in item.items():
-            if isinstance(value, str):
-                names.append(f"{key}:{value}")
-                values.append(1.0)
-            elif isinstance(value, (bool, int, float, np.number)):
-                names.append(key)
-                values.append(float(value))
-            else:
-                raise ParameterError(f"{where}: feature {key!r} has value {value!r}; expected a number or a string", name=where, value=item)
+        _dict_pairs(item, where, "", names, values)
         return names, values
-    if isinstance(item, str):
-        raise ParameterError(f"{where}: an item must be a feature dict or an iterable of feature names, got a string", name=where, value=item)
+    if isinstance(item, (str, bytes)):
+        raise ParameterError(f"{where}: an item must be a feature dict or an iterable of feature names, got a string",
+                             name=where, value=item)
     try:
-        names = list(item)
+        names = [_text(name, where, "feature name") for name in item]
     except TypeError:
         raise ParameterError(f"{where}: an item must be a feature dict or an iterable of feature names, "
                              f"got {type(item).__name__}", name=where, value=item) from None
     return names, None
+
+
+_NUMBER_TYPES = {float, int, bool, np.float64, np.float32, np.int64, np.int32, np.bool_}
 
 
 def _flatten(sequences, name: str):
@@ -189,18 +217,21 @@ def _flatten(sequences, name: str):
         i = int(np.flatnonzero(lengths == 0)[0])
         raise ParameterError(f"{name}[{i}] is an empty sequence", name=name)
     items = list(chain.from_iterable(sequences))
-    # Fast path: dicts with numeric values (the common CRFsuite-style input).
+    # Fast paths: flat dicts of str names with numeric values (CRFsuite-style input), or with numeric and string
+    # values (sklearn-crfsuite's tutorial dicts: a string value v of name n is the indicator "n:v"); the value
+    # types are read first, so that no array is built from mixed values
     if items and set(map(type, items)) == {dict}:
         counts = np.fromiter(map(len, items), dtype=np.int64, count=len(items))
         names = list(chain.from_iterable(map(dict.keys, items)))
-        # numbers only give a numeric array (one pass, no per-value type test); a string or other
-        # object anywhere gives a str / object one
-        try:
-            raw_values = np.array(list(chain.from_iterable(map(dict.values, items))))
-        except (ValueError, TypeError):  # ragged sequence values: the general path names the bad item
-            raw_values = None
-        if raw_values is not None and raw_values.ndim == 1 and raw_values.dtype.kind in "fiub":
-            return names, raw_values.astype(np.float64, copy=False), counts, lengths
+        raw = list(chain.from_iterable(map(dict.values, items)))
+        value_types = set(map(type, raw))
+        if set(map(type, names)) <= {str}:  # bytes names (python-crfsuite's) are decoded below
+            if value_types <= _NUMBER_TYPES:
+                return names, np.array(raw, dtype=np.float64), counts, lengths
+            if value_types <= _NUMBER_TYPES | {str}:
+                names = [n + ":" + v if v.__class__ is str else n for n, v in zip(names, raw)]
+                values = np.array([1.0 if v.__class__ is str else v for v in raw], dtype=np.float64)
+                return names, values, counts, lengths
         # string (or odd) values somewhere: the general path below names the bad item
     names, values, counts = [], [], np.empty(len(items), dtype=np.int64)
     seq_of_item = np.repeat(np.arange(len(sequences)), lengths)
@@ -221,6 +252,15 @@ class FeatureIndexer:
 
     def fit(self, sequences, name: str = "X") -> "FeatureIndexer":
         names, _, _, _ = _flatten(sequences, name)
+        return self._fit_names(names)
+
+    def fit_transform(self, sequences, name: str = "X", csr: bool = True):
+        """``fit(sequences).transform(sequences)``, the items read once."""
+        flat = _flatten(sequences, name)
+        self._fit_names(flat[0])
+        return self._transform_flat(flat, csr)
+
+    def _fit_names(self, names) -> "FeatureIndexer":
         if self.min_count <= 1:
             vocabulary = dict.fromkeys(names)
         else:
@@ -243,7 +283,10 @@ class FeatureIndexer:
     def transform(self, sequences, name: str = "X", csr: bool = True) -> tuple[sp.csr_matrix | Rows, np.ndarray]:
         """(design matrix (N_tokens, F) CSR, lengths (S,)); unknown feature names are dropped. ``csr=False``:
         the matrix as :class:`Rows` (for :func:`csr_times_dense`; no scipy object is built)."""
-        names, values, counts, lengths = _flatten(sequences, name)
+        return self._transform_flat(_flatten(sequences, name), csr)
+
+    def _transform_flat(self, flat, csr: bool):
+        names, values, counts, lengths = flat
         # map() with the bound dict.get runs the lookups without a Python frame per feature
         columns = np.fromiter(map(self.vocabulary_.get, names, repeat(-1)), dtype=np.int64, count=len(names))
         indptr = np.zeros(counts.size + 1, dtype=np.int64)
@@ -333,10 +376,39 @@ def pos_features(words: list[str]) -> list[dict[str, float]]:
     return items
 
 
+def ner_features(words: list[str]) -> list[dict]:
+    """The word features of sklearn-crfsuite's CoNLL-2002 NER tutorial (``word2features``), one dict per word,
+    with the tutorial's own feature names: bias, ``word.lower()``, ``word[-3:]``, ``word[-2:]``,
+    ``word.isupper()``, ``word.istitle()``, ``word.isdigit()``; for the previous and next word
+    ``-1:word.lower()``, ``-1:word.istitle()``, ``-1:word.isupper()`` (and ``+1:``); ``BOS`` / ``EOS`` at the
+    edges. The tutorial's part-of-speech features (``postag``, ``postag[:2]``) are left out: they need a POS
+    column, which a words-only input lacks."""
+    items = []
+    n = len(words)
+    for i, word in enumerate(words):
+        feats = {"bias": 1.0, "word.lower()": word.lower(), "word[-3:]": word[-3:], "word[-2:]": word[-2:],
+                 "word.isupper()": word.isupper(), "word.istitle()": word.istitle(), "word.isdigit()": word.isdigit()}
+        if i > 0:
+            prev = words[i - 1]
+            feats.update({"-1:word.lower()": prev.lower(), "-1:word.istitle()": prev.istitle(),
+                          "-1:word.isupper()": prev.isupper()})
+        else:
+            feats["BOS"] = True
+        if i < n - 1:
+            nxt = words[i + 1]
+            feats.update({"+1:word.lower()": nxt.lower(), "+1:word.istitle()": nxt.istitle(),
+                          "+1:word.isupper()": nxt.isupper()})
+        else:
+            feats["EOS"] = True
+        items.append(feats)
+    return items
+
+
 # -- feature templates chosen by name (``varorder tag train --features``) --------------------------------
 
 _TEMPLATE_ATOM = re.compile(r"^(w|word|shape|upper|title|digit|suf[1-9]|pre[1-9])(?:\[(-?\d+)\])?$")
-_PRESETS = {"pos": None}  # None: the CRFsuite-tutorial templates of pos_features, kept bit-for-bit
+# the presets are functions kept bit-for-bit: "pos" the CRFsuite tutorial's, "ner" sklearn-crfsuite's
+_PRESETS = {"pos": None, "ner": None}
 
 
 def _shape(word: str) -> str:
@@ -408,6 +480,8 @@ def template_features(words: list[str], templates) -> list[dict[str, float]]:
         templates = parse_templates(templates)
     if templates == "pos":
         return pos_features(words)
+    if templates == "ner":
+        return ner_features(words)
     n = len(words)
     items = []
     for i in range(n):

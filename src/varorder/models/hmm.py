@@ -31,7 +31,7 @@ from varorder.models import persist
 from varorder.parallel import check_n_jobs
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted, check_real
-from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
+from varorder.models.sequences import ChainDecoding, ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
 
 __all__ = ["HMM"]
 
@@ -67,7 +67,7 @@ def _add_counts(total, part):
     return tuple(a + b for a, b in zip(total, part))
 
 
-class HMM(ParamsMixin):
+class HMM(ChainDecoding, ParamsMixin):
     """Discrete-emission HMM estimator (scikit-learn conventions).
 
     Parameters
@@ -265,8 +265,19 @@ class HMM(ParamsMixin):
             log_likelihood[seq_ids] = logz
         return node_flat, log_likelihood
 
-    def predict(self, X, algorithm: str = "viterbi") -> list[list]:
-        """State sequences: "viterbi" (best joint path) or "posterior" (per-position max marginal)."""
+    def _chain_potentials(self, X):
+        scores, plan = self._token_scores(X)
+        return plan, scores, self.log_transitions_, self.log_start_, None
+
+    def predict(self, X, algorithm: str = "viterbi", allowed=None, constraints: str | None = None) -> list[list]:
+        """State sequences: "viterbi" (best joint path) or "posterior" (per-position max marginal); ``allowed`` /
+        ``constraints`` as :meth:`varorder.models.crf.CRF.predict` takes them (posterior: of the restricted
+        distribution)."""
+        if allowed is not None or constraints is not None:
+            if algorithm == "posterior":
+                return [[self.classes_[i] for i in node.argmax(axis=1).tolist()]
+                        for node in self._constrained_marginals(X, allowed, constraints)]
+            return self._decode_constrained(X, allowed, constraints)
         scores, plan = self._token_scores(X)
         if algorithm == "viterbi":
             ids = decode_viterbi(plan, scores, self.log_transitions_, self.log_start_)
@@ -276,7 +287,9 @@ class HMM(ParamsMixin):
             raise ParameterError(f"algorithm must be 'viterbi' or 'posterior', got {algorithm!r}", name='algorithm', value=algorithm)
         return [[self.classes_[i] for i in ids[plan.offsets[s]:plan.offsets[s + 1]]] for s in range(plan.lengths.size)]
 
-    def predict_marginals(self, X) -> list[np.ndarray]:
+    def predict_marginals(self, X, allowed=None, constraints: str | None = None) -> list[np.ndarray]:
+        if allowed is not None or constraints is not None:
+            return self._constrained_marginals(X, allowed, constraints)
         scores, plan = self._token_scores(X)
         node_flat, _ = self._flat_marginals(scores, plan)
         return [node_flat[plan.offsets[s]:plan.offsets[s + 1]] for s in range(plan.lengths.size)]

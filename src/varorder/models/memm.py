@@ -52,7 +52,7 @@ from varorder.parallel import check_n_jobs
 from varorder.models.features import (FeatureIndexer, apply_templates, check_features, csr_times_dense,
                                       design_matrix, is_array_input, n_items)
 from varorder.models.optim import lbfgs
-from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
+from varorder.models.sequences import ChainDecoding, ChunkPlan, LabelCodec, decode_viterbi, iter_marginals, token_accuracy
 
 
 def logsumexp(a, axis=None):
@@ -99,7 +99,7 @@ class LocalObjective:
         return nll, grad
 
 
-class MEMM(ParamsMixin):
+class MEMM(ChainDecoding, ParamsMixin):
     """Locally normalised chain tagger with the CRF's input conventions (feature dicts or arrays).
 
     Parameters (keyword-only, checked by :meth:`fit`): ``c1``, ``c2``, ``max_iterations``,
@@ -277,7 +277,24 @@ class MEMM(ParamsMixin):
                                       np.concatenate([labels[:K]] + [np.tile(np.arange(K), K)] * (n - 1)),
                                       np.concatenate(weight))
 
-    def predict(self, X) -> list[list]:
+    def _chain_potentials(self, X):
+        self._no_lattice_constraints()
+        matrix, lengths = self._design(X)
+        plan = ChunkPlan(lengths)
+        return (plan, *self.folded_chain(matrix, plan), None)
+
+    def _no_lattice_constraints(self):
+        if self.conjoin_previous:
+            from varorder.errors import ParameterError
+
+            raise ParameterError("MEMM(conjoin_previous=True) decodes on a lattice: allowed=, constraints= and "
+                                 "predict_kbest need the dense-chain MEMM", name="conjoin_previous", value=True)
+
+    def predict(self, X, allowed=None, constraints: str | None = None) -> list[list]:
+        """Exact MEMM decoding (the best label sequence); ``allowed`` and ``constraints`` as for
+        :meth:`varorder.models.crf.CRF.predict`."""
+        if allowed is not None or constraints is not None:
+            return self._decode_constrained(X, allowed, constraints)
         matrix, lengths = self._design(X)
         plan = ChunkPlan(lengths)
         if self.conjoin_previous:
@@ -290,7 +307,11 @@ class MEMM(ParamsMixin):
         ids = decode_viterbi(plan, emissions, T, start)
         return [[self.classes_[i] for i in ids[plan.offsets[s]:plan.offsets[s + 1]]] for s in range(lengths.size)]
 
-    def predict_marginals(self, X) -> list[np.ndarray]:
+    def predict_marginals(self, X, allowed=None, constraints: str | None = None) -> list[np.ndarray]:
+        """Posterior label marginals per sequence (n, K); with ``allowed`` / ``constraints``, of the MEMM's
+        distribution restricted to the permitted sequences."""
+        if allowed is not None or constraints is not None:
+            return self._constrained_marginals(X, allowed, constraints)
         matrix, lengths = self._design(X)
         plan = ChunkPlan(lengths)
         if self.conjoin_previous:

@@ -1,0 +1,282 @@
+"""NER on GUM: varorder's CRFs vs CRFsuite (python-crfsuite) on the same feature dicts (issue #42).
+
+Data: GUM train → dev (the test split is held back), flat named entities from the CorefUD annotation
+(:func:`varorder.io.coref.read_ner`: mentions with a PROPN head, GUM's entity types, outermost spans) in
+BIO. Features: sklearn-crfsuite's tutorial word features (:func:`varorder.models.features.ner_features`:
+bias, lower-cased word, 2/3-letter suffixes, is-upper/-title/-digit, the same of the previous and next
+word, BOS/EOS) — one list of dicts handed to both systems. Settings: the tutorial's (L-BFGS/OWL-QN,
+c1 = c2 = 0.1, 100 iterations, ``all_possible_transitions=True``, CRFsuite's sparse state features, which
+varorder reproduces with ``all_possible_states=False``).
+
+Measured: entity P/R/F1 micro in seqeval's default (conlleval) mode and strict BIO mode, per-type F1,
+training CPU seconds (process CPU time around fit/train, one Numba thread, feature dicts → model),
+tagging tokens/s (feature dicts → tags, wall). Rounds interleave the two first-order systems; the CPU
+ratio is the median over rounds. Second order: :class:`varorder.models.crf2.SecondOrderCRF` with BIO
+pair states; its F1 gain over the first-order CRF gets a paired bootstrap 95 % interval over dev
+sentences (L-BFGS from θ = 0 is deterministic, so there is no seed spread to report). The online
+trainers (ap, pa, arow) run against CRFsuite's with the same epochs.
+
+    NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --rounds 2 --json benchmarks/results/tagging-ner-gum.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+GUM = ROOT.parent / "shared" / "data" / "gum"
+if not GUM.exists():
+    GUM = Path("/work/shared/data/gum")
+
+
+WORDS: dict = {}  # the words of each split (the semi-Markov CRF extracts its own features)
+
+
+def load(split):
+    from varorder.io.coref import read_ner
+    from varorder.models.features import ner_features
+
+    sentences, tags = read_ner(GUM / f"en_gum-ud-{split}.conllu.gz", "BIO")
+    WORDS[split] = [s.words for s in sentences]
+    return [ner_features(s.words) for s in sentences], tags
+
+
+def cpu() -> float:
+    return time.process_time()
+
+
+def scores(gold, predicted):
+    from varorder.eval.ner import entity_report
+
+    default = entity_report(gold, predicted)
+    strict = entity_report(gold, predicted, mode="strict", scheme="BIO")
+    return {"f1": default.micro.f1, "precision": default.micro.precision, "recall": default.micro.recall,
+            "strict_f1": strict.micro.f1, "macro_f1": default.macro.f1,
+            "per_type": {k: round(v.f1, 4) for k, v in default.per_type.items()}}
+
+
+def run_crfsuite(X, y, X_dev, y_dev, algorithm="lbfgs", iterations=100):
+    import pycrfsuite
+
+    began = cpu()
+    trainer = pycrfsuite.Trainer(verbose=False)
+    for xs, ys in zip(X, y):
+        trainer.append(xs, ys)
+    params = {"max_iterations": iterations, "feature.possible_transitions": True}
+    if algorithm == "lbfgs":
+        params.update({"c1": 0.1, "c2": 0.1})
+    trainer.select(algorithm)
+    trainer.set_params(params)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "m.crfsuite")
+        trainer.train(path)
+        train_cpu = cpu() - began
+        tagger = pycrfsuite.Tagger()
+        tagger.open(path)
+        wall = time.perf_counter()
+        predicted = [tagger.tag(xs) for xs in X_dev]
+        wall = time.perf_counter() - wall
+    return {"train_cpu_s": train_cpu, "tokens_per_s": sum(map(len, y_dev)) / wall, **scores(y_dev, predicted)}, \
+        predicted
+
+
+def run_varorder(X, y, X_dev, y_dev, algorithm="lbfgs", iterations=100, constraints=None, model=None):
+    from varorder.models.crf import CRF
+    from varorder.models.crf2 import SecondOrderCRF
+
+    began = cpu()
+    if model == "semi":
+        from varorder.models.semicrf import SemiMarkovCRF
+
+        crf = SemiMarkovCRF(c1=0.1, c2=0.1, max_iterations=iterations, max_segment_length=8)
+        X, X_dev = WORDS["train"], WORDS["dev"]
+    elif model == "crf2":
+        crf = SecondOrderCRF(constraints="BIO", c1=0.1, c2=0.1, max_iterations=iterations, n_threads=1)
+    elif algorithm == "lbfgs":
+        crf = CRF(c1=0.1, c2=0.1, max_iterations=iterations, all_possible_states=False, n_threads=1)
+    else:
+        crf = CRF(algorithm=algorithm, c2=0.1, max_iterations=iterations, all_possible_states=False, n_threads=1,
+                  random_state=0)
+    crf.fit(X, y)
+    train_cpu = cpu() - began
+    crf.predict(X_dev[:5])  # the decoding kernels' first call compiled or loaded, as CRFsuite's are built
+    wall = time.perf_counter()
+    predicted = crf.predict(X_dev) if constraints is None else crf.predict(X_dev, constraints=constraints)
+    wall = time.perf_counter() - wall
+    out = {"train_cpu_s": train_cpu, "tokens_per_s": sum(map(len, y_dev)) / wall, "iterations": crf.n_iter_,
+           **({"sentences_left_out": crf.n_sentences_left_out_} if model == "semi" else {}),
+           **scores(y_dev, predicted)}
+    if constraints is None and model is None:
+        wall = time.perf_counter()
+        constrained = crf.predict(X_dev, constraints="BIO")
+        wall = time.perf_counter() - wall
+        out["bio_constrained"] = {"tokens_per_s": sum(map(len, y_dev)) / wall, **scores(y_dev, constrained)}
+    return out, predicted
+
+
+def paired_bootstrap(gold, a, b, n=1000, seed=0):
+    """95 % interval of F1(b) − F1(a) over resampled dev sentences (entity counts per sentence)."""
+    from varorder.io.schemes import spans
+
+    def counts(predicted):
+        rows = []
+        for g, p in zip(gold, predicted):
+            gs, ps = set(spans(g)), set(spans(p))
+            rows.append((len(gs & ps), len(ps), len(gs)))
+        return np.array(rows, dtype=np.float64)
+
+    ca, cb = counts(a), counts(b)
+    rng = np.random.default_rng(seed)
+    diffs = []
+    for _ in range(n):
+        idx = rng.integers(0, len(gold), len(gold))
+        fa = 2 * ca[idx, 0].sum() / (ca[idx, 1].sum() + ca[idx, 2].sum())
+        fb = 2 * cb[idx, 0].sum() / (cb[idx, 1].sum() + cb[idx, 2].sum())
+        diffs.append(fb - fa)
+    return float(np.percentile(diffs, 2.5)), float(np.percentile(diffs, 97.5))
+
+
+def row(system, metric, ours, reference, reference_name, better, task, note=None):
+    r = {"system": system, "task": task, "metric": metric, "varorder": round(ours, 4),
+         "reference": None if reference is None else round(reference, 4), "reference_name": reference_name,
+         "ratio": None if reference in (None, 0) else round(ours / reference, 4), "better": better}
+    if note:
+        r["note"] = note
+    return r
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--iterations", type=int, default=100)
+    parser.add_argument("--second-order-iterations", type=int, default=100)
+    parser.add_argument("--online-epochs", type=int, default=10)
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: second,online")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args(argv)
+    skip = set(filter(None, args.skip.split(",")))
+    loads = [os.getloadavg()[0]]
+    X, y = load("train")
+    X_dev, y_dev = load("dev")
+    task = (f"GUM train -> dev, flat named entities (PROPN-head mentions, BIO, {len(y)} / {len(y_dev)} sentences), "
+            "tutorial word features, c1 = c2 = 0.1")
+    rounds = []
+    for r in range(args.rounds):
+        order = ["crfsuite", "varorder"] if r % 2 == 0 else ["varorder", "crfsuite"]
+        if "peer" in skip:  # the second-order run: its reference is varorder's first-order CRF
+            order = ["varorder"]
+        result = {}
+        for system in order:
+            loads.append(os.getloadavg()[0])
+            if system == "crfsuite":
+                result[system], predicted_ref = run_crfsuite(X, y, X_dev, y_dev, iterations=args.iterations)
+            else:
+                result[system], predicted_first = run_varorder(X, y, X_dev, y_dev, iterations=args.iterations)
+            print(system, json.dumps(result[system]), file=sys.stderr, flush=True)
+        rounds.append(result)
+    details = {"rounds": rounds}
+    last = rounds[-1]
+    if "peer" in skip:
+        return second_order_only(args, X, y, X_dev, y_dev, task, last["varorder"], predicted_first, loads, details,
+                                 argv)
+    ratio = statistics.median(r["varorder"]["train_cpu_s"] / r["crfsuite"]["train_cpu_s"] for r in rounds)
+    v, c = last["varorder"], last["crfsuite"]
+    rows = [
+        row("CRF (first order)", "entity F1, conlleval / seqeval default", v["f1"], c["f1"], "CRFsuite", "higher", task),
+        row("CRF (first order)", "entity F1, seqeval strict BIO", v["strict_f1"], c["strict_f1"], "CRFsuite", "higher",
+            task),
+        row("CRF (first order)", "train CPU s (1 thread)", statistics.median(r["varorder"]["train_cpu_s"] for r in rounds),
+            statistics.median(r["crfsuite"]["train_cpu_s"] for r in rounds), "CRFsuite", "lower", task,
+            f"median over {len(rounds)} interleaved rounds; median per-round ratio {ratio:.3f}"),
+        row("CRF (first order)", "tagging tokens/s", v["tokens_per_s"], c["tokens_per_s"], "CRFsuite", "higher", task),
+        row("CRF + constraints='BIO' at predict", "entity F1, conlleval / seqeval default", v["bio_constrained"]["f1"],
+            c["f1"], "CRFsuite", "higher", task),
+        row("CRF + constraints='BIO' at predict", "entity F1, seqeval strict BIO", v["bio_constrained"]["strict_f1"],
+            c["strict_f1"], "CRFsuite", "higher", task),
+    ]
+    for name in sorted(v["per_type"]):
+        rows.append(row("CRF (first order)", f"entity F1 {name}", v["per_type"][name], c["per_type"].get(name, 0.0),
+                        "CRFsuite", "higher", task))
+    if "second" not in skip:
+        loads.append(os.getloadavg()[0])
+        second, predicted_second = run_varorder(X, y, X_dev, y_dev, model="crf2",
+                                                iterations=args.second_order_iterations)
+        print("crf2", json.dumps(second), file=sys.stderr, flush=True)
+        low, high = paired_bootstrap(y_dev, predicted_first, predicted_second)
+        details["second_order"] = dict(second, bootstrap_f1_gain_95=[low, high])
+        note = f"F1 gain over first order {second['f1'] - v['f1']:+.4f}, paired bootstrap 95 % [{low:+.4f}, {high:+.4f}]"
+        rows += [row("second-order CRF (BIO pair states)", "entity F1, conlleval / seqeval default", second["f1"],
+                     c["f1"], "CRFsuite (first order)", "higher", task, note),
+                 row("second-order CRF (BIO pair states)", "entity F1, seqeval strict BIO", second["strict_f1"],
+                     c["strict_f1"], "CRFsuite (first order)", "higher", task),
+                 row("second-order CRF (BIO pair states)", "train CPU s (1 thread)", second["train_cpu_s"],
+                     c["train_cpu_s"], "CRFsuite (first order)", "lower", task,
+                     f"{second['iterations']} L-BFGS iterations"),
+                 row("second-order CRF (BIO pair states)", "tagging tokens/s", second["tokens_per_s"],
+                     c["tokens_per_s"], "CRFsuite (first order)", "higher", task)]
+    if "online" not in skip:
+        details["online"] = {}
+        for algorithm in ("ap", "pa", "arow"):
+            loads.append(os.getloadavg()[0])
+            ours, _ = run_varorder(X, y, X_dev, y_dev, algorithm=algorithm, iterations=args.online_epochs)
+            theirs, _ = run_crfsuite(X, y, X_dev, y_dev, algorithm=algorithm, iterations=args.online_epochs)
+            print(algorithm, json.dumps(ours), json.dumps(theirs), file=sys.stderr, flush=True)
+            details["online"][algorithm] = {"varorder": ours, "crfsuite": theirs}
+            online_task = task.replace("c1 = c2 = 0.1", f"{args.online_epochs} epochs, CRFsuite's defaults")
+            rows += [row(f"CRF, algorithm='{algorithm}'", "entity F1, conlleval / seqeval default", ours["f1"],
+                         theirs["f1"], f"CRFsuite {algorithm}", "higher", online_task),
+                     row(f"CRF, algorithm='{algorithm}'", "train CPU s (1 thread)", ours["train_cpu_s"],
+                         theirs["train_cpu_s"], f"CRFsuite {algorithm}", "lower", online_task)]
+    write(args, argv, loads, rows, details)
+
+
+def second_order_only(args, X, y, X_dev, y_dev, task, v, predicted_first, loads, details, argv):
+    """Rows of the second-order CRF against varorder's first-order CRF (same data, features, c1, c2)."""
+    loads.append(os.getloadavg()[0])
+    model = "semi" if "second" in args.skip else "crf2"
+    second, predicted_second = run_varorder(X, y, X_dev, y_dev, model=model, iterations=args.second_order_iterations)
+    print(model, json.dumps(second), file=sys.stderr, flush=True)
+    low, high = paired_bootstrap(y_dev, predicted_first, predicted_second)
+    details["semi_markov" if model == "semi" else "second_order"] = dict(second, bootstrap_f1_gain_95=[low, high])
+    note = (f"F1 gain {second['f1'] - v['f1']:+.4f}, paired bootstrap 95 % [{low:+.4f}, {high:+.4f}]; {model} "
+            f"{second['iterations']} L-BFGS iterations, first order {v['iterations']}")
+    name = "varorder first-order CRF"
+    system = "semi-Markov CRF (segments <= 8 words)" if model == "semi" else "second-order CRF (BIO pair states)"
+    rows = [row(system, "entity F1, conlleval / seqeval default", second["f1"], v["f1"],
+                name, "higher", task, note),
+            row(system, "entity F1, seqeval strict BIO", second["strict_f1"], v["strict_f1"], name, "higher", task),
+            row(system, "train CPU s (1 thread)", second["train_cpu_s"], v["train_cpu_s"], name, "lower", task),
+            row(system, "tagging tokens/s", second["tokens_per_s"], v["tokens_per_s"], name, "higher", task)]
+    write(args, argv, loads, rows, details)
+
+
+def write(args, argv, loads, rows, details):
+    """The results document through the harness (schema 1 validated, written atomically)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import harness
+
+    loads.append(os.getloadavg()[0])
+    semi = "semi_markov" in details
+    second = "second_order" in details
+    title = ("NER on GUM: semi-Markov vs first-order CRF" if semi else
+             "NER on GUM: second-order vs first-order CRF" if second else
+             "NER on GUM: CRF and CRFsuite's online trainers vs CRFsuite (python-crfsuite)")
+    document = harness.results_document("Sequence tagging", title, rows, issue=42,
+                                        command="NUMBA_NUM_THREADS=1 " + harness.command_line(), loads=loads,
+                                        details=details)
+    if args.json:
+        harness.write_results(args.json, document)
+    print(json.dumps(document, indent=1))
+
+
+if __name__ == "__main__":
+    main()
