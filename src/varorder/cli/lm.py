@@ -9,6 +9,7 @@ so that scoring a sentence with a binary model does not load Numba or the estima
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -387,16 +388,22 @@ def verify(model_path):
 
 
 @lm.command("next")
-@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True))
 @click.argument("context", nargs=-1)
 @click.option("-k", "--top", default=10, show_default=True, type=click.IntRange(1), help="How many words to print.")
 @click.option("--bos/--no-bos", default=True, show_default=True, help="Start the context at <s>.")
 @click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
 def next_word(model_path, context, top, bos, minus_99):
     """The distribution of the next word after CONTEXT (words): the TOP most probable
-    words with their log10 p(word | context), and the total probability printed."""
+    words with their log10 p(word | context), and the total probability printed.
+
+    MODEL may also be a suffix index (a directory from `varorder lm index`): then the
+    words that follow CONTEXT in the corpus, with their counts and relative frequencies."""
     import numpy as np
 
+    if os.path.isdir(model_path):
+        _index_next(model_path, context, top, bos)
+        return
     _ngram_model_only(model_path, "next")
     model = _load(model_path, minus_99)
     words = " ".join(context).split()
@@ -405,6 +412,55 @@ def next_word(model_path, context, top, bos, minus_99):
     for word_id in best:
         click.echo(f"{model.vocabulary.words[word_id]}\t{log10probs[word_id]:.6f}")
     _say(f"sum of p over the vocabulary = {float(np.sum(10.0 ** log10probs)):.6f}")
+
+
+@lm.command("index")
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Directory to write the index to (created if needed).")
+@click.option("--min-count", default=1, show_default=True, type=click.IntRange(1), help="Rarer words become <unk>.")
+def index_corpus(corpus, output, min_count):
+    """Build a suffix-array index of CORPUS (text, one sentence per line, .gz too) in
+    OUTPUT, for `lm count`, `lm next` and the unbounded-order models
+    (varorder.lm.suffix_index)."""
+    from varorder.lm.suffix_index import build_index
+
+    start = time.perf_counter()
+    index = build_index(list(corpus), output, min_count=min_count)
+    sizes = index.nbytes
+    _say(f"indexed {index.num_tokens} tokens ({index.num_documents} sentences, {len(index.vocabulary)} words) "
+         f"in {time.perf_counter() - start:.1f} s: suffix array {sizes['sa'] / max(index.num_tokens, 1):.1f} "
+         f"bytes/token beside {sizes['tokens'] / max(index.num_tokens, 1):.1f} of token ids")
+    click.echo(output)
+
+
+def _open_index(path: str):
+    from varorder.lm.suffix_index import open_index
+
+    try:
+        return open_index(path)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@lm.command("count")
+@click.argument("index_path", metavar="INDEX", type=click.Path(exists=True, file_okay=False))
+@click.argument("ngram", nargs=-1)
+def count_ngram(index_path, ngram):
+    """How often NGRAM (words; none: every token) occurs in the corpus of INDEX."""
+    click.echo(_open_index(index_path).count(" ".join(ngram).split()))
+
+
+def _index_next(index_path, context, top, bos):
+    import numpy as np
+
+    index = _open_index(index_path)
+    words = (["<s>"] if bos else []) + " ".join(context).split()
+    tokens, counts = index.ntd(words)
+    total = int(counts.sum())
+    for j in np.argsort(-counts, kind="stable")[:top] if total else []:
+        click.echo(f"{index.vocabulary.words[tokens[j]]}\t{counts[j]}\t{counts[j] / total:.6f}")
+    _say(f"{total} continuations of {len(tokens)} distinct words")
 
 
 @lm.command()
