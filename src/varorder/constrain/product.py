@@ -1,0 +1,215 @@
+"""Exact decoding, sampling and next-token distributions of an n-gram LM conditioned on a
+DFA constraint: the product of the LM's automaton with the DFA, unrolled over positions
+into one :class:`varorder.lattice.Lattice`.
+
+Factorization: p(x | x ∈ L, m ≤ |x| ≤ M) = p(x) 1[x ∈ L] 1[m ≤ |x| ≤ M] / Z, with p(x) =
+Π_t p(x_t | <s> x_<t) · p(</s> | <s> x) the back-off LM. The back-off LM is a deterministic
+weighted automaton over its context states (Carter, Dymetman & Bouchard 2012, §3.2:
+:class:`varorder.exact.full.FullWFSA`, each arc weighing exactly log p(x | state)); its
+product with the DFA has states (context, DFA state), and unrolled over positions 0 .. M
+it is an acyclic lattice whose paths are exactly the allowed sentences, each scored
+log p(x) (arcs: words; final weights: log p(</s> | context) at accepting nodes of allowed
+length). The product construction is that of Ctrl-G (Zhang et al. 2024, "Adaptable
+Logical Control for Large Language Models") and GeLaTo (Zhang et al. 2023), with an
+n-gram LM in place of their HMM, so nothing is approximated: log Z = log p(constraint),
+the engine's Viterbi is the exact constrained argmax, its sampler draws exact samples,
+and its backward values give the exact conditional next-token distribution
+
+    p(x_t = w | x_<t, constraint) = exp(weight(v → v_w) + β(v_w) − β(v))
+
+at the node v the prefix reaches (``</s>``: exp(final(v) − β(v))) — the quantity Ctrl-G's
+``ConstraintLogitsProcessor`` approximates, exact here (:meth:`ConstrainedLM.next_logprobs`,
+:meth:`ConstrainedLM.logits_processor`).
+
+Only nodes reachable from the start that can still reach an accepting end are built
+(a forward expansion, then a backward sweep of live nodes), so the lattice holds at most
+(reachable context states × live DFA states) nodes a position, times V arcs each: exact and
+practical for character-level or tag-level models and small vocabularies; word-level
+models over large vocabularies need a coarser automaton (not provided).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from varorder import lattice as lattice_ops
+from varorder.constrain.dfa import DFA
+from varorder.errors import ParameterError
+
+__all__ = ["ConstrainedLM"]
+
+
+class ConstrainedLM:
+    """An n-gram LM conditioned on a DFA and a length range (see the module).
+
+    Parameters
+    ----------
+    lm : varorder.lm.NgramLM (order >= 2)
+    dfa : DFA over the LM's vocabulary ids
+    min_length, max_length : the allowed sentence lengths in words (``</s>`` not counted)
+    wfsa : an :class:`varorder.exact.full.FullWFSA` of ``lm`` to reuse (built when omitted)
+    """
+
+    def __init__(self, lm, dfa: DFA, *, min_length: int = 1, max_length: int = 10, wfsa=None):
+        from varorder.exact.full import FullWFSA
+
+        if not isinstance(dfa, DFA):
+            raise ParameterError(f"dfa must be a varorder.constrain.DFA, got {type(dfa).__name__}", name="dfa",
+                                 value=type(dfa).__name__)
+        if dfa.vocab_size != lm.vocab_size:
+            raise ParameterError(f"the DFA reads {dfa.vocab_size} symbols, the LM has {lm.vocab_size} words",
+                                 name="dfa", value=dfa.vocab_size)
+        if not (isinstance(min_length, int) and isinstance(max_length, int) and 0 <= min_length <= max_length):
+            raise ParameterError(f"need 0 <= min_length <= max_length, got {min_length}, {max_length}",
+                                 name="max_length", value=max_length)
+        self.lm = lm
+        self.dfa = dfa
+        self.min_length = min_length
+        self.max_length = max_length
+        self.wfsa = wfsa if wfsa is not None else FullWFSA(lm)
+        if self.wfsa.lm is not lm:
+            raise ParameterError("wfsa was built for another LM", name="wfsa", value=None)
+        self._build()
+        self.log_z = lattice_ops.log_partition(self.lattice)
+        self._beta = lattice_ops.betas(self.lattice)
+
+    # --- the product lattice ------------------------------------------------------------
+
+    def _build(self) -> None:
+        wfsa, dfa = self.wfsa, self.dfa
+        symbols = wfsa.symbols
+        eos = self.lm.vocabulary.eos_id
+        word_columns = np.flatnonzero(symbols != eos)
+        eos_column = int(np.flatnonzero(symbols == eos)[0])
+        word_ids = symbols[word_columns]
+        live = dfa.live()
+        Q = dfa.num_states
+        # layer t: arrays of (context state, DFA state); arcs to layer t + 1
+        layer_states = [np.asarray([wfsa.start], np.int64)]
+        layer_q = [np.asarray([dfa.start], np.int64)]
+        arcs_per_layer = []
+        for t in range(self.max_length):
+            s, q = layer_states[-1], layer_q[-1]
+            if s.size == 0:
+                arcs_per_layer.append((np.empty(0, np.int64),) * 3 + (np.empty(0),))
+                layer_states.append(s)
+                layer_q.append(q)
+                continue
+            next_s = wfsa.next_state[s][:, word_columns].astype(np.int64)
+            next_q = dfa.delta[q][:, word_ids].astype(np.int64)
+            weight = wfsa.weight[s][:, word_columns]
+            keep = live[next_q] & np.isfinite(weight)
+            source, column = np.nonzero(keep)
+            key = next_s[source, column] * Q + next_q[source, column]
+            unique, target = np.unique(key, return_inverse=True)
+            arcs_per_layer.append((source, target.reshape(-1), word_ids[column], weight[source, column]))
+            layer_states.append(unique // Q)
+            layer_q.append(unique % Q)
+        # finals, then keep only nodes that reach one (backward sweep over the layers)
+        finals = []
+        for t, (s, q) in enumerate(zip(layer_states, layer_q)):
+            f = np.full(s.size, -np.inf)
+            if t >= self.min_length and s.size:
+                ok = dfa.accepting[q]
+                f[ok] = wfsa.weight[s[ok], eos_column]
+            finals.append(f)
+        alive = [np.isfinite(f) for f in finals]
+        for t in range(self.max_length - 1, -1, -1):
+            source, target = arcs_per_layer[t][0], arcs_per_layer[t][1]
+            useful = alive[t + 1][target]
+            reach = np.zeros(layer_states[t].size, bool)
+            reach[source[useful]] = True
+            alive[t] |= reach
+        # number the live nodes layer by layer
+        offsets = [0]
+        new_id = []
+        for t in range(self.max_length + 1):
+            ids = np.full(layer_states[t].size, -1, np.int64)
+            ids[alive[t]] = offsets[-1] + np.arange(int(alive[t].sum()))
+            new_id.append(ids)
+            offsets.append(offsets[-1] + int(alive[t].sum()))
+        if not alive[0].any():
+            raise ParameterError("no sentence satisfies the constraint within the length range (or the LM gives "
+                                 "every such sentence probability zero)", name="dfa", value=None)
+        position = np.concatenate([np.full(int(a.sum()), t, np.int64) for t, a in enumerate(alive)])
+        src, dst, lab, wt = [], [], [], []
+        for t, (source, target, labels, weight) in enumerate(arcs_per_layer):
+            ok = (new_id[t][source] >= 0) & (new_id[t + 1][target] >= 0)
+            src.append(new_id[t][source[ok]])
+            dst.append(new_id[t + 1][target[ok]])
+            lab.append(labels[ok])
+            wt.append(weight[ok])
+        final = np.concatenate([f[a] for f, a in zip(finals, alive)])
+        self.lattice = lattice_ops.Lattice(position, np.concatenate(src), np.concatenate(dst), np.concatenate(lab),
+                                           np.concatenate(wt), final)
+        # per node: its (context state, DFA state), to walk a prefix
+        self._node_state = np.concatenate([s[a] for s, a in zip(layer_states, alive)])
+        self._node_q = np.concatenate([q[a] for q, a in zip(layer_q, alive)])
+
+    @property
+    def num_nodes(self) -> int:
+        return self.lattice.num_nodes
+
+    @property
+    def num_arcs(self) -> int:
+        return self.lattice.num_arcs
+
+    # --- inference, all on the engine -------------------------------------------------------
+
+    @property
+    def log_probability(self) -> float:
+        """log p(constraint and length range) under the LM (= log Z of the lattice)."""
+        return float(self.log_z)
+
+    def decode(self) -> tuple[list[str], float]:
+        """The most probable allowed sentence (words) and its log p under the LM."""
+        labels, score = lattice_ops.viterbi(self.lattice)
+        return self.lm.vocabulary.decode(labels[labels >= 0]), float(score)
+
+    def sample(self, n: int = 1, seed=None) -> list[list[str]]:
+        """n exact samples from p(x | constraint) (words)."""
+        rows = lattice_ops.sample(self.lattice, n, seed)
+        return [self.lm.vocabulary.decode(row[row >= 0]) for row in rows]
+
+    def sample_ids(self, n: int = 1, seed=None) -> list[tuple[int, ...]]:
+        rows = lattice_ops.sample(self.lattice, n, seed)
+        return [tuple(int(x) for x in row[row >= 0]) for row in rows]
+
+    def _node_of(self, prefix_ids) -> int:
+        lat = self.lattice
+        node = 0
+        for x in prefix_ids:
+            out = lat.out_arcs[lat.out_offsets[node]:lat.out_offsets[node + 1]]
+            hit = out[lat.arc_label[out] == int(x)]
+            if hit.size == 0:
+                return -1
+            node = int(lat.arc_target[hit[0]])
+        return node
+
+    def next_logprobs(self, prefix) -> np.ndarray:
+        """log p(x_t = w | x_<t = prefix, constraint) for every word id w (V,), ``</s>``'s
+        entry the probability of ending here; −inf where the constraint can no longer be met.
+        ``prefix``: words or ids. Raises ParameterError when the prefix itself rules the
+        constraint out."""
+        ids = [self.lm.vocabulary.id_of(w) if isinstance(w, str) else int(w) for w in prefix]
+        node = self._node_of(ids)
+        if node < 0:
+            raise ParameterError("the prefix cannot be completed to a sentence that satisfies the constraint",
+                                 name="prefix", value=list(prefix))
+        lat = self.lattice
+        out = lat.out_arcs[lat.out_offsets[node]:lat.out_offsets[node + 1]]
+        logp = np.full(self.lm.vocab_size, -np.inf)
+        logp[lat.arc_label[out]] = lat.arc_weight[out] + self._beta[lat.arc_target[out]] - self._beta[node]
+        logp[self.lm.vocabulary.eos_id] = lat.final[node] - self._beta[node]
+        return logp
+
+    def logits_processor(self):
+        """A callable ``(prefix ids, logits) -> logits`` for a token-by-token sampler: it
+        ignores the sampler's own scores and returns the exact conditional log
+        probabilities (Ctrl-G's ``ConstraintLogitsProcessor`` contract, exact), so
+        sampling from it token by token draws from p(x | constraint)."""
+
+        def process(prefix_ids, logits=None):
+            return self.next_logprobs(list(prefix_ids))
+
+        return process

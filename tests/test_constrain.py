@@ -1,0 +1,184 @@
+"""varorder.constrain against enumeration on tiny vocabularies: the DFAs accept what their
+definition says; the product lattice's log Z, decode, samples (fixed-seed goodness of fit)
+and conditional next-token distributions equal brute force over every sentence."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from varorder.constrain import ConstrainedLM, contains_dfa, intersect, length_dfa, regex_dfa
+from varorder.errors import ParameterError
+from varorder.lm import AdditiveSmoothing
+from varorder.testing.oracle import chi_square_pvalue
+
+LETTERS = {"a": "a", "b": "b", "c": "c", "<unk>": "u"}
+
+
+def _lm(seed: int, order: int):
+    rng = np.random.default_rng(seed)
+    sentences = [" ".join(rng.choice(["a", "b", "c"], size=rng.integers(1, 6))) for _ in range(8)]
+    sentences.append("a b c")  # every word seen
+    return AdditiveSmoothing(order=order, alpha=float(rng.uniform(0.1, 1.0))).fit_sentences(sentences).model_
+
+
+def _words(lm):
+    vocab = lm.vocabulary
+    return [w for w in range(lm.vocab_size) if w not in (vocab.bos_id, vocab.eos_id)]
+
+
+def _enumerate(lm, dfa, min_length, max_length) -> dict:
+    """log p(x) of every allowed sentence (id tuples)."""
+    out = {}
+    for n in range(min_length, max_length + 1):
+        for x in itertools.product(_words(lm), repeat=n):
+            if dfa.accepts(x):
+                scores, _ = lm.token_log10probs(np.asarray(x, dtype=np.int32))
+                out[x] = float(np.sum(scores, dtype=np.float64)) * math.log(10)
+    return out
+
+
+def _logsumexp(values):
+    values = list(values)
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+constraints = st.sampled_from([
+    ("contains", [["a"]], False), ("contains", [["b", "a"]], False), ("contains", [["a"], ["c"]], False),
+    ("contains", [["c"], ["a"]], True), ("contains", [["a", "b"], ["b"]], True),
+    ("regex", "a .* b", None), ("regex", "(a|b)+ c?", None), ("regex", "c* (a b)+ .", None),
+    ("regex", ". . a .*", None)])
+
+
+def _dfa(lm, constraint):
+    kind, value, ordered = constraint
+    if kind == "contains":
+        return contains_dfa(value, lm.vocabulary, ordered=ordered)
+    return regex_dfa(value, lm.vocabulary)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10**6), st.integers(2, 3), constraints, st.integers(0, 2), st.integers(0, 2), st.data())
+def test_product_equals_enumeration(seed, order, constraint, min_length, extra, data):
+    lm = _lm(seed, order)
+    dfa = _dfa(lm, constraint)
+    max_length = min_length + extra + 1
+    allowed = _enumerate(lm, dfa, min_length, max_length)
+    if not allowed:
+        with pytest.raises(ParameterError):
+            ConstrainedLM(lm, dfa, min_length=min_length, max_length=max_length)
+        return
+    model = ConstrainedLM(lm, dfa, min_length=min_length, max_length=max_length)
+    log_z = _logsumexp(allowed.values())
+    assert math.isclose(model.log_probability, log_z, rel_tol=1e-9, abs_tol=1e-9)
+    words, score = model.decode()
+    best = max(allowed.values())
+    assert math.isclose(score, best, rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(allowed[tuple(lm.vocabulary.encode(words))], best, rel_tol=1e-9, abs_tol=1e-9)
+    # conditional next-token distributions after prefixes of allowed sentences
+    for _ in range(3):
+        sentence = data.draw(st.sampled_from(sorted(allowed)))
+        cut = data.draw(st.integers(0, len(sentence)))
+        prefix = sentence[:cut]
+        got = model.next_logprobs(list(prefix))
+        mass = Counter()
+        for x, logp in allowed.items():
+            if x[:cut] == prefix:
+                nxt = x[cut] if len(x) > cut else lm.vocabulary.eos_id
+                mass[nxt] += math.exp(logp)
+        total = sum(mass.values())
+        for w in range(lm.vocab_size):
+            expected = mass[w] / total
+            assert math.isclose(math.exp(got[w]), expected, rel_tol=1e-9, abs_tol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_samples_and_hook_pass_goodness_of_fit(seed):
+    lm = _lm(seed, 3)
+    dfa = contains_dfa([["a", "b"], ["c"]], lm.vocabulary, ordered=False)
+    model = ConstrainedLM(lm, dfa, min_length=2, max_length=4)
+    allowed = _enumerate(lm, dfa, 2, 4)
+    log_z = _logsumexp(allowed.values())
+    probs = {x: math.exp(v - log_z) for x, v in allowed.items()}
+    draws = Counter(model.sample_ids(20000, seed=seed))
+    assert chi_square_pvalue(draws, probs) > 1e-4
+    # a token-by-token sampler calling the hook draws the same distribution
+    hook = model.logits_processor()
+    rng = np.random.default_rng(seed)
+    hooked = Counter()
+    for _ in range(1500):
+        prefix = []
+        while True:
+            p = np.exp(hook(prefix))
+            w = int(rng.choice(lm.vocab_size, p=p / p.sum()))
+            if w == lm.vocabulary.eos_id:
+                break
+            prefix.append(w)
+        hooked[tuple(prefix)] += 1
+    assert chi_square_pvalue(hooked, probs) > 1e-4
+
+
+def test_goodness_of_fit_can_fail():
+    lm = _lm(0, 3)
+    dfa = contains_dfa([["a"]], lm.vocabulary)
+    allowed = _enumerate(lm, dfa, 1, 3)
+    uniform = {x: 1 / len(allowed) for x in allowed}
+    draws = Counter(ConstrainedLM(lm, dfa, min_length=1, max_length=3).sample_ids(3000, seed=0))
+    assert chi_square_pvalue(draws, uniform) < 1e-6
+
+
+def _python_regex(pattern: str) -> str:
+    out = []
+    for item in pattern.split():
+        core = item.rstrip("*+?")
+        suffix = item[len(core):]
+        body = "".join("[abcu]" if ch == "." else LETTERS.get(ch, ch) for ch in core)
+        out.append(body + suffix)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("pattern", ["a .* b", "( a | b )+ c?", "c* ( a b )+ .", ". . a .*", "a? b* c+", "( a | b c ) ( a )*"])
+def test_regex_dfa_accepts_what_python_re_accepts(pattern):
+    lm = _lm(0, 2)
+    dfa = regex_dfa(pattern, lm.vocabulary)
+    compiled = re.compile(_python_regex(pattern))
+    ids = {w: lm.vocabulary.id_of(w) for w in LETTERS}
+    for n in range(6):
+        for x in itertools.product(list(LETTERS), repeat=n):
+            expected = compiled.fullmatch("".join(LETTERS[w] for w in x)) is not None
+            assert dfa.accepts([ids[w] for w in x]) == expected, (pattern, x)
+
+
+def test_contains_intersect_and_length():
+    lm = _lm(0, 2)
+    vocab = lm.vocabulary
+    enc = lambda text: vocab.encode(text.split())  # noqa: E731
+    ordered = contains_dfa([["a"], ["b", "c"]], vocab, ordered=True)
+    unordered = contains_dfa([["a"], ["b", "c"]], vocab, ordered=False)
+    assert ordered.accepts(enc("c a c b c")) and not ordered.accepts(enc("b c a"))
+    assert unordered.accepts(enc("b c a")) and not unordered.accepts(enc("b a c"))
+    both = intersect(unordered, length_dfa(lm.vocab_size, 3, 4))
+    assert both.accepts(enc("b c a")) and not both.accepts(enc("b c a a a")) and not both.accepts(enc("a b"))
+    assert length_dfa(lm.vocab_size, 2).accepts(enc("a a a a a a")) and not length_dfa(lm.vocab_size, 2).accepts(enc("a"))
+
+
+@pytest.mark.parametrize("bad", ["a (b", "zebra", "*", "a )", "| *"])
+def test_bad_patterns_are_refused_naming_the_pattern(bad):
+    lm = _lm(0, 2)
+    with pytest.raises(ParameterError, match="regular expression"):
+        regex_dfa(bad, lm.vocabulary)
+
+
+def test_a_prefix_that_rules_the_constraint_out_is_refused():
+    lm = _lm(0, 2)
+    model = ConstrainedLM(lm, regex_dfa("a b", lm.vocabulary), min_length=2, max_length=2)
+    with pytest.raises(ParameterError, match="prefix"):
+        model.next_logprobs(["b"])
