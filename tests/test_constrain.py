@@ -182,3 +182,33 @@ def test_a_prefix_that_rules_the_constraint_out_is_refused():
     model = ConstrainedLM(lm, regex_dfa("a b", lm.vocabulary), min_length=2, max_length=2)
     with pytest.raises(ParameterError, match="prefix"):
         model.next_logprobs(["b"])
+
+
+def test_cli_constrain_decodes_and_samples(tmp_path):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+    from varorder.lm.arpa import write_arpa
+
+    lm = _lm(3, 3)
+    write_arpa(lm, tmp_path / "lm.arpa")
+    runner = CliRunner()
+    args = ["lm", "constrain", str(tmp_path / "lm.arpa"), "--contains", "a b", "--contains", "c", "--min-length", "2",
+            "--max-length", "4"]
+    result = runner.invoke(main, args)
+    assert result.exit_code == 0, result.output
+    from varorder.lm.arpa import read_arpa
+
+    model = read_arpa(tmp_path / "lm.arpa")
+    dfa = contains_dfa([["a", "b"], ["c"]], model.vocabulary)
+    allowed = _enumerate(model, dfa, 2, 4)
+    best = max(allowed, key=allowed.get)
+    words, score = result.stdout.strip().split("\t")
+    assert words == " ".join(model.vocabulary.decode(best))
+    assert math.isclose(float(score), allowed[best] / math.log(10), abs_tol=1e-5)
+    result = runner.invoke(main, args + ["-n", "5", "--seed", "1"])
+    assert result.exit_code == 0 and len(result.stdout.splitlines()) == 5
+    for line in result.stdout.splitlines():
+        assert tuple(model.vocabulary.encode(line.split("\t")[0].split())) in allowed
+    result = runner.invoke(main, ["lm", "constrain", str(tmp_path / "lm.arpa"), "--regex", "a ( b"])
+    assert result.exit_code == 1 and "unbalanced" in result.output and "Traceback" not in result.output

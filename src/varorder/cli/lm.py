@@ -483,4 +483,42 @@ def maxarpa(model_path, output):
     _say(f"wrote {output}")
 
 
+@lm.command("constrain")
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+@click.option("--contains", "contains", multiple=True, metavar="'WORDS'",
+              help="A phrase the sentence must contain (repeat for several).")
+@click.option("--ordered", is_flag=True, help="The --contains phrases must appear in the order given.")
+@click.option("--regex", metavar="PATTERN",
+              help="Token-level regular expression the whole sentence must match: words, '.', ( ), |, * + ?.")
+@click.option("--min-length", default=1, show_default=True, type=click.IntRange(0), help="Fewest words.")
+@click.option("--max-length", default=10, show_default=True, type=click.IntRange(0), help="Most words.")
+@click.option("-n", "--samples", default=0, show_default=True, type=click.IntRange(0),
+              help="Exact samples to draw (0: print the most probable sentence only).")
+@click.option("--seed", default=0, show_default=True, type=int)
+def constrain(model_path, contains, ordered, regex, min_length, max_length, samples, seed):
+    """Exact decoding and sampling from MODEL (an n-gram LM) conditioned on a constraint:
+    the most probable sentence that satisfies it, or exact samples from p(x | constraint)
+    (varorder.constrain: the LM's automaton times the constraint's DFA on the lattice
+    engine). Prints each sentence with its log10 p under the LM; the constraint's
+    probability goes to stderr."""
+    import math
+
+    from varorder.constrain import ConstrainedLM
+
+    _ngram_model_only(model_path, "constrain")
+    model = _load(model_path)
+    if min_length > max_length:
+        raise click.BadParameter(f"--min-length {min_length} exceeds --max-length {max_length}")
+    constrained = ConstrainedLM.from_spec(model, contains=contains, ordered=ordered, regex=regex,
+                                          min_length=min_length, max_length=max_length)
+    _say(f"p(constraint) = {math.exp(constrained.log_probability):.6g} "
+         f"(product lattice: {constrained.num_nodes} nodes, {constrained.num_arcs} arcs)")
+    if samples == 0:
+        words, logp = constrained.decode()
+        click.echo(f"{' '.join(words)}\t{logp / math.log(10):.6f}")
+        return
+    for words in constrained.sample(samples, seed=seed):
+        click.echo(f"{' '.join(words)}\t{model.score_sentence(words):.6f}")
+
+
 COMMAND = lm

@@ -73,6 +73,26 @@ class ConstrainedLM:
         self.log_z = lattice_ops.log_partition(self.lattice)
         self._beta = lattice_ops.betas(self.lattice)
 
+    @classmethod
+    def from_spec(cls, lm, *, contains=(), ordered: bool = False, regex: str | None = None, min_length: int = 1,
+                  max_length: int = 10) -> "ConstrainedLM":
+        """The model conditioned on: every phrase of ``contains`` (strings of words) appears
+        (in that order when ``ordered``), the sentence matches ``regex`` (token level, see
+        :func:`~varorder.constrain.dfa.regex_dfa`), its length is in [min_length, max_length]."""
+        from varorder.constrain.dfa import contains_dfa, intersect, length_dfa, regex_dfa
+
+        dfa = length_dfa(lm.vocab_size, 0, None)
+        phrases = [p.split() if isinstance(p, str) else list(p) for p in contains]
+        for phrase in phrases:
+            for word in phrase:
+                if word not in lm.vocabulary:
+                    raise ParameterError(f"keyword {word!r} is not in the LM's vocabulary", name="contains", value=word)
+        if phrases:
+            dfa = contains_dfa(phrases, lm.vocabulary, ordered=ordered)
+        if regex is not None:
+            dfa = intersect(dfa, regex_dfa(regex, lm.vocabulary))
+        return cls(lm, dfa, min_length=min_length, max_length=max_length)
+
     # --- the product lattice ------------------------------------------------------------
 
     def _build(self) -> None:
@@ -164,7 +184,13 @@ class ConstrainedLM:
     def decode(self) -> tuple[list[str], float]:
         """The most probable allowed sentence (words) and its log p under the LM."""
         labels, score = lattice_ops.viterbi(self.lattice)
-        return self.lm.vocabulary.decode(labels[labels >= 0]), float(score)
+        labels = labels[labels >= 0]
+        # the LM's own scorer, a separate kernel, must agree with the lattice's weights
+        rescored = float(np.sum(self.lm.token_log10probs(labels.astype(np.int32))[0], dtype=np.float64)) * np.log(10)
+        if not np.isclose(rescored, score, rtol=1e-6, atol=1e-4):
+            raise RuntimeError(f"the product lattice scores its best sentence {score!r} but the LM scores it "
+                               f"{rescored!r}: the LM automaton's weights are inconsistent with the LM")
+        return self.lm.vocabulary.decode(labels), float(score)
 
     def sample(self, n: int = 1, seed=None) -> list[list[str]]:
         """n exact samples from p(x | constraint) (words)."""
