@@ -212,3 +212,81 @@ def test_cli_constrain_decodes_and_samples(tmp_path):
         assert tuple(model.vocabulary.encode(line.split("\t")[0].split())) in allowed
     result = runner.invoke(main, ["lm", "constrain", str(tmp_path / "lm.arpa"), "--regex", "a ( b"])
     assert result.exit_code == 1 and "unbalanced" in result.output and "Traceback" not in result.output
+
+
+# --- HMM x DFA ----------------------------------------------------------------------------------
+
+HMM_WORDS = ["a", "b", "c"]
+
+
+def _random_hmm(seed, K=2, V=3):
+    rng = np.random.default_rng(seed)
+    norm = lambda m: np.log(m / m.sum(axis=-1, keepdims=True))  # noqa: E731
+    return norm(rng.random(K) + 0.1), norm(rng.random((K, K)) + 0.1), norm(rng.random((K, V)) + 0.1)
+
+
+def _hmm_enumerate(params, dfa, min_length, max_length):
+    """{x: log Σ_z p_T(x, z)} and {(x, z): log p_T(x, z)} over the allowed sentences."""
+    log_start, log_trans, log_emit = params
+    K, V = log_emit.shape
+    marginal, joint = {}, {}
+    for n in range(min_length, max_length + 1):
+        for x in itertools.product(range(V), repeat=n):
+            if not dfa.accepts(x):
+                continue
+            terms = []
+            for z in itertools.product(range(K), repeat=n):
+                s = log_start[z[0]] + log_emit[z[0], x[0]] if n else 0.0
+                for t in range(1, n):
+                    s += log_trans[z[t - 1], z[t]] + log_emit[z[t], x[t]]
+                joint[(x, z)] = s
+                terms.append(s)
+            marginal[x] = _logsumexp(terms)
+    return marginal, joint
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.sampled_from(["a .* b", "( a | b )+ c?", ". a .*", "c* ( a b )+ ."]),
+       st.integers(0, 2), st.integers(0, 2), st.data())
+def test_hmm_product_equals_enumeration(seed, pattern, min_length, extra, data):
+    from varorder.constrain import ConstrainedHMM
+
+    params = _random_hmm(seed)
+    dfa = regex_dfa(pattern, HMM_WORDS)
+    max_length = min_length + extra + 1
+    marginal, joint = _hmm_enumerate(params, dfa, min_length, max_length)
+    if not marginal:
+        with pytest.raises(ParameterError):
+            ConstrainedHMM(*params, dfa, min_length=min_length, max_length=max_length, words=HMM_WORDS)
+        return
+    model = ConstrainedHMM(*params, dfa, min_length=min_length, max_length=max_length, words=HMM_WORDS)
+    assert math.isclose(model.log_probability, _logsumexp(marginal.values()), rel_tol=1e-9, abs_tol=1e-9)
+    x, z, score = model.decode()
+    assert math.isclose(score, max(joint.values()), rel_tol=1e-9, abs_tol=1e-9)
+    assert math.isclose(joint[(tuple(x), tuple(z))], score, rel_tol=1e-9, abs_tol=1e-9)
+    for _ in range(3):
+        sentence = data.draw(st.sampled_from(sorted(marginal)))
+        cut = data.draw(st.integers(0, len(sentence)))
+        prefix = sentence[:cut]
+        got = model.next_logprobs(prefix)
+        mass = Counter()
+        for y, logp in marginal.items():
+            if y[:cut] == prefix:
+                mass[y[cut] if len(y) > cut else 3] += math.exp(logp)
+        total = sum(mass.values())
+        for w in range(4):
+            assert math.isclose(math.exp(got[w]), mass[w] / total, rel_tol=1e-9, abs_tol=1e-12)
+
+
+def test_hmm_samples_pass_goodness_of_fit():
+    from varorder.constrain import ConstrainedHMM
+
+    params = _random_hmm(7)
+    dfa = contains_dfa([["a", "b"]], HMM_WORDS)
+    model = ConstrainedHMM(*params, dfa, min_length=2, max_length=4, words=HMM_WORDS)
+    marginal, _ = _hmm_enumerate(params, dfa, 2, 4)
+    log_z = _logsumexp(marginal.values())
+    probs = {x: math.exp(v - log_z) for x, v in marginal.items()}
+    assert chi_square_pvalue(Counter(model.sample(20000, seed=3)), probs) > 1e-4
+    uniform = {x: 1 / len(probs) for x in probs}
+    assert chi_square_pvalue(Counter(model.sample(20000, seed=3)), uniform) < 1e-6

@@ -5,7 +5,8 @@ automaton with the DFA on the one lattice engine (Ctrl-G's construction, Zhang e
 2024, made exact for n-gram models).
 
 Factorization: p(x | C) = p(x) 1[x ∈ C] / p(C), p the back-off LM
-(:mod:`varorder.constrain.product`); the DFAs are in :mod:`varorder.constrain.dfa`.
+(:mod:`varorder.constrain.product`) or a discrete HMM (:mod:`varorder.constrain.hmm`, with
+words grouped into the DFA's symbol classes); the DFAs are in :mod:`varorder.constrain.dfa`.
 
 Typical use::
 
@@ -16,6 +17,7 @@ Typical use::
 """
 
 from varorder.constrain.dfa import DFA, contains_dfa, intersect, length_dfa, regex_dfa
+from varorder.constrain.hmm import ConstrainedHMM
 from varorder.constrain.product import ConstrainedLM
 
-__all__ = ["DFA", "ConstrainedLM", "contains_dfa", "intersect", "length_dfa", "regex_dfa"]
+__all__ = ["DFA", "ConstrainedHMM", "ConstrainedLM", "contains_dfa", "intersect", "length_dfa", "regex_dfa"]

@@ -36,7 +36,7 @@ from varorder import lattice as lattice_ops
 from varorder.constrain.dfa import DFA
 from varorder.errors import ParameterError
 
-__all__ = ["ConstrainedLM"]
+__all__ = ["ConstrainedLM", "Product", "unroll_product"]
 
 
 class ConstrainedLM:
@@ -103,68 +103,25 @@ class ConstrainedLM:
         eos_column = int(np.flatnonzero(symbols == eos)[0])
         word_ids = symbols[word_columns]
         live = dfa.live()
-        Q = dfa.num_states
-        # layer t: arrays of (context state, DFA state); arcs to layer t + 1
-        layer_states = [np.asarray([wfsa.start], np.int64)]
-        layer_q = [np.asarray([dfa.start], np.int64)]
-        arcs_per_layer = []
-        for t in range(self.max_length):
-            s, q = layer_states[-1], layer_q[-1]
-            if s.size == 0:
-                arcs_per_layer.append((np.empty(0, np.int64),) * 3 + (np.empty(0),))
-                layer_states.append(s)
-                layer_q.append(q)
-                continue
+
+        def expand(s, q):
             next_s = wfsa.next_state[s][:, word_columns].astype(np.int64)
             next_q = dfa.delta[q][:, word_ids].astype(np.int64)
             weight = wfsa.weight[s][:, word_columns]
-            keep = live[next_q] & np.isfinite(weight)
-            source, column = np.nonzero(keep)
-            key = next_s[source, column] * Q + next_q[source, column]
-            unique, target = np.unique(key, return_inverse=True)
-            arcs_per_layer.append((source, target.reshape(-1), word_ids[column], weight[source, column]))
-            layer_states.append(unique // Q)
-            layer_q.append(unique % Q)
-        # finals, then keep only nodes that reach one (backward sweep over the layers)
-        finals = []
-        for t, (s, q) in enumerate(zip(layer_states, layer_q)):
+            source, column = np.nonzero(live[next_q] & np.isfinite(weight))
+            return (source, next_s[source, column], next_q[source, column], word_ids[column],
+                    weight[source, column][:, None])
+
+        def final(s, q):
             f = np.full(s.size, -np.inf)
-            if t >= self.min_length and s.size:
-                ok = dfa.accepting[q]
-                f[ok] = wfsa.weight[s[ok], eos_column]
-            finals.append(f)
-        alive = [np.isfinite(f) for f in finals]
-        for t in range(self.max_length - 1, -1, -1):
-            source, target = arcs_per_layer[t][0], arcs_per_layer[t][1]
-            useful = alive[t + 1][target]
-            reach = np.zeros(layer_states[t].size, bool)
-            reach[source[useful]] = True
-            alive[t] |= reach
-        # number the live nodes layer by layer
-        offsets = [0]
-        new_id = []
-        for t in range(self.max_length + 1):
-            ids = np.full(layer_states[t].size, -1, np.int64)
-            ids[alive[t]] = offsets[-1] + np.arange(int(alive[t].sum()))
-            new_id.append(ids)
-            offsets.append(offsets[-1] + int(alive[t].sum()))
-        if not alive[0].any():
-            raise ParameterError("no sentence satisfies the constraint within the length range (or the LM gives "
-                                 "every such sentence probability zero)", name="dfa", value=None)
-        position = np.concatenate([np.full(int(a.sum()), t, np.int64) for t, a in enumerate(alive)])
-        src, dst, lab, wt = [], [], [], []
-        for t, (source, target, labels, weight) in enumerate(arcs_per_layer):
-            ok = (new_id[t][source] >= 0) & (new_id[t + 1][target] >= 0)
-            src.append(new_id[t][source[ok]])
-            dst.append(new_id[t + 1][target[ok]])
-            lab.append(labels[ok])
-            wt.append(weight[ok])
-        final = np.concatenate([f[a] for f, a in zip(finals, alive)])
-        self.lattice = lattice_ops.Lattice(position, np.concatenate(src), np.concatenate(dst), np.concatenate(lab),
-                                           np.concatenate(wt), final)
-        # per node: its (context state, DFA state), to walk a prefix
-        self._node_state = np.concatenate([s[a] for s, a in zip(layer_states, alive)])
-        self._node_q = np.concatenate([q[a] for q, a in zip(layer_q, alive)])
+            ok = dfa.accepting[q]
+            f[ok] = wfsa.weight[s[ok], eos_column]
+            return f
+
+        product = unroll_product(wfsa.start, dfa.start, dfa.num_states, expand, final, self.min_length,
+                                 self.max_length)
+        self.lattice = product.lattice(0)
+        self._product = product
 
     @property
     def num_nodes(self) -> int:
@@ -239,3 +196,94 @@ class ConstrainedLM:
             return self.next_logprobs(list(prefix_ids))
 
         return process
+
+
+class Product:
+    """An automaton product unrolled over positions (what :func:`unroll_product` returns):
+    live nodes numbered layer by layer, arcs with one or more weight columns."""
+
+    def __init__(self, position, source, target, label, weights, final, node_state, node_q, layer_keys, layer_ids,
+                 num_q):
+        self.position, self.source, self.target, self.label = position, source, target, label
+        self.weights, self.final = weights, final
+        self.node_state, self.node_q = node_state, node_q
+        self._layer_keys, self._layer_ids, self._num_q = layer_keys, layer_ids, num_q
+
+    def lattice(self, column: int) -> "lattice_ops.Lattice":
+        """The lattice weighed by weight column ``column``."""
+        return lattice_ops.Lattice(self.position, self.source, self.target, self.label,
+                                   np.ascontiguousarray(self.weights[:, column]), self.final)
+
+    def node(self, t: int, states: np.ndarray, qs: np.ndarray) -> np.ndarray:
+        """Node ids of (state, DFA state) pairs at position t (−1: not a live node)."""
+        keys = np.asarray(states, np.int64) * self._num_q + np.asarray(qs, np.int64)
+        if t >= len(self._layer_keys) or self._layer_keys[t].size == 0:
+            return np.full(keys.shape, -1, np.int64)
+        table, ids = self._layer_keys[t], self._layer_ids[t]
+        at = np.minimum(np.searchsorted(table, keys), table.size - 1)
+        return np.where(table[at] == keys, ids[at], -1)
+
+
+def unroll_product(start_state: int, start_q: int, num_q: int, expand, final, min_length: int,
+                   max_length: int) -> Product:
+    """Unroll the product of a deterministic weighted automaton (the model) with a DFA over
+    positions 0 .. max_length, keeping only the nodes reachable from the start that reach a
+    final node. ``expand(states, qs)`` gives the arcs leaving the pairs of one layer:
+    (source index into the layer, next state, next DFA state, label, weights (A, W)), only
+    arcs into live DFA states with finite weight; ``final(states, qs)`` their final
+    log-weights (−inf: not final), used from position ``min_length`` on."""
+    layer_keys = [np.asarray([start_state * num_q + start_q], np.int64)]
+    arcs = []
+    for t in range(max_length):
+        keys = layer_keys[-1]
+        if keys.size == 0:
+            arcs.append(None)
+            layer_keys.append(keys)
+            continue
+        source, next_s, next_q, label, weights = expand(keys // num_q, keys % num_q)
+        unique, target = np.unique(next_s * num_q + next_q, return_inverse=True)
+        arcs.append((source, target.reshape(-1), label, weights))
+        layer_keys.append(unique)
+    finals = []
+    for t, keys in enumerate(layer_keys):
+        f = np.full(keys.size, -np.inf)
+        if t >= min_length and keys.size:
+            f = final(keys // num_q, keys % num_q)
+        finals.append(f)
+    alive = [np.isfinite(f) for f in finals]
+    for t in range(max_length - 1, -1, -1):
+        if arcs[t] is None:
+            continue
+        source, target = arcs[t][0], arcs[t][1]
+        reach = np.zeros(layer_keys[t].size, bool)
+        reach[source[alive[t + 1][target]]] = True
+        alive[t] |= reach
+    if not alive[0].any():
+        raise ParameterError("no sentence satisfies the constraint within the length range (or the model gives "
+                             "every such sentence probability zero)", name="dfa", value=None)
+    new_id, count = [], 0
+    for a in alive:
+        ids = np.full(a.size, -1, np.int64)
+        ids[a] = count + np.arange(int(a.sum()))
+        new_id.append(ids)
+        count += int(a.sum())
+    position = np.concatenate([np.full(int(a.sum()), t, np.int64) for t, a in enumerate(alive)])
+    src, dst, lab, wts = [], [], [], []
+    width = next((a[3].shape[1] for a in arcs if a is not None), 1)
+    for t, layer in enumerate(arcs):
+        if layer is None:
+            continue
+        source, target, label, weights = layer
+        ok = (new_id[t][source] >= 0) & (new_id[t + 1][target] >= 0)
+        src.append(new_id[t][source[ok]])
+        dst.append(new_id[t + 1][target[ok]])
+        lab.append(label[ok])
+        wts.append(weights[ok])
+    empty = np.empty(0, np.int64)
+    live_keys = [k[a] for k, a in zip(layer_keys, alive)]
+    node_keys = np.concatenate(live_keys)
+    return Product(position, np.concatenate(src) if src else empty, np.concatenate(dst) if dst else empty,
+                   np.concatenate(lab) if lab else empty,
+                   np.concatenate(wts) if wts else np.empty((0, width)),
+                   np.concatenate([f[a] for f, a in zip(finals, alive)]), node_keys // num_q, node_keys % num_q,
+                   live_keys, [i[a] for i, a in zip(new_id, alive)], num_q)
