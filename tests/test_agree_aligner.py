@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from local_clusters import local_cluster
 from varorder.agree.aligner import WordAligner
 from varorder.agree.align import IBM1
 from varorder.agree.product_em import AgreementEM
@@ -101,11 +102,10 @@ def test_dask_executor_gives_same_statistics():
     # The design's promise (docs/notes/35-scale-out.md, docs/notes/33-determinism.md): the same shards
     # give bit-identical statistics on any backend, the one-task serial E-step (executor=None, which sums
     # each shard in a scratch table before adding it, as executors add per-shard tables) included.
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     from varorder.parallel import SerialExecutor
 
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(processes=False) as (cluster, client):
         remote, obj2 = _ibm1_counts(client)
     for executor in (SerialExecutor(), None):
         serial, obj = _ibm1_counts(executor)

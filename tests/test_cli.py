@@ -87,7 +87,7 @@ def test_sigterm_mid_write_leaves_no_temporary_file(tmp_path):
     process = subprocess.Popen([sys.executable, str(script), str(tmp_path / "out.txt")], stdout=subprocess.PIPE, text=True)
     assert process.stdout.readline().strip() == "writing"
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=30) == 128 + signal.SIGTERM
+    assert process.wait(timeout=300) == 128 + signal.SIGTERM  # generous: a busy machine
     time.sleep(0.1)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["slow.py"]
 

@@ -23,6 +23,6 @@ def test_closed_stdout_pipe_exits_quietly(tmp_path: Path):
     proc.stdout.close()
     stderr = proc.stderr.read().decode()
     proc.stderr.close()
-    assert proc.wait(timeout=120) == 1
+    assert proc.wait(timeout=600) == 1
     assert first.startswith(b"the=")
     assert stderr == ""

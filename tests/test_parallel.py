@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from local_clusters import local_cluster
 from varorder.parallel import (DaskExecutor, Executor, JoblibExecutor, SerialExecutor, ThreadExecutor,
                                as_executor, reduce_in_order)
 
@@ -89,9 +90,8 @@ def test_unreachable_scheduler_is_a_value_error():
 
 @pytest.mark.slow
 def test_dask_local_cluster_gives_the_serial_numbers():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    pytest.importorskip("distributed")
+    with local_cluster(processes=False) as (cluster, client):
         executor = as_executor(client)
         assert isinstance(executor, DaskExecutor) and executor.n_workers == 2
         assert _reduced(executor) == _reduced(SerialExecutor())
@@ -277,14 +277,13 @@ def test_crf_refuses_executor_settings_that_do_not_apply():
 
 @pytest.mark.slow
 def test_crf_on_a_local_dask_cluster_of_two_processes_trains_the_same_model():
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     from varorder.models import CRF
 
     X, y = _tagging_data()
     params = dict(max_iterations=10, c2=0.1, n_shards=4)
     serial = CRF(**params).fit(X, y)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(processes=True) as (cluster, client):
         parallel = CRF(**params, executor=client).fit(X, y)
     for a, b in zip(_weights(serial), _weights(parallel)):
         assert np.array_equal(a, b)
@@ -327,15 +326,14 @@ class _DiesOnce:
 
 @pytest.mark.slow
 def test_a_worker_lost_mid_iteration_changes_nothing(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     from varorder.models.sharded import ShardedObjective
 
     X, lengths, gold, K, theta = _chain_problem(seed=4)
     expected = ShardedObjective(_shards(X, lengths, gold, K, 3))(theta)
     shards = _shards(X, lengths, gold, K, 3)
     shards[1] = _DiesOnce(shards[1], str(tmp_path / "died"))
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(processes=True) as (cluster, client):
         objective = ShardedObjective(shards, client)
         value, grad = objective(theta)
     assert (tmp_path / "died").exists()
@@ -402,15 +400,14 @@ def test_crf_fit_sources_reads_shards_where_they_run_and_equals_fit_on_the_conca
 
 @pytest.mark.slow
 def test_crf_fit_sources_on_a_dask_cluster_writes_the_local_model_file(tmp_path):
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     from varorder.io.conllu import read_tagged
     from varorder.models import CRF
 
     paths, _, _ = _conllu_files(tmp_path, n_files=4, seed=1)
     params = dict(max_iterations=8, c2=0.1, features="pos")
     CRF(**params).fit_sources(paths, read_tagged).save(tmp_path / "local.npz")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(processes=True) as (cluster, client):
         CRF(**params, executor=client).fit_sources(paths, read_tagged).save(tmp_path / "dask.npz")
     local, remote = np.load(tmp_path / "local.npz"), np.load(tmp_path / "dask.npz")
     assert sorted(local.files) == sorted(remote.files)

@@ -17,7 +17,7 @@
    from their lineage); the model must equal the serial run's with the same shards bit for bit.
 
    All learners share one child process and one LocalCluster of two worker processes (the nanny
-   restarts a killed worker), killed with its cluster after a guard so a hang fails the test instead
+   restarts a killed worker), killed with its cluster after a guard (no learner finished for minutes) so a hang fails the test instead
    of blocking CI (as tests/test_parallel_worker_loss.py; a hung client also hangs its cluster's
    teardown). The parent compares each learner's result with its own serial fit, one test each."""
 
@@ -32,11 +32,11 @@ import numpy as np
 import pytest
 
 from test_parallel_learners import dask_client  # noqa: F401 (the module's LocalCluster fixture)
-from test_parallel_worker_loss import run_in_guarded_child
+from local_clusters import local_cluster, run_in_guarded_child, wait_for_workers
 
 from varorder.parallel import DaskExecutor, JoblibExecutor, SerialExecutor
 
-_GUARD_SECONDS = 240
+_GUARD_SECONDS = 600  # without a learner finished (scaled: tests/local_clusters.py)
 
 
 # ---- the learners, each a fit on a given executor → its trained numbers ---------------------------
@@ -241,12 +241,9 @@ def _fit_killing_workers(workdir: str, learners: list[str]) -> None:
     """The child's run: each learner fitted on one fresh 2-process LocalCluster, one worker killed in
     its second map; writes ``<learner>.npz`` and ``<learner>.json`` (maps, the killed pid, the
     driver's pid, or the error) into ``workdir``."""
-    import distributed
-
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  host="127.0.0.1", silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(processes=True) as (cluster, client):
         for name in learners:
-            client.wait_for_workers(2, timeout=60)  # the previous learner's killed worker is back
+            wait_for_workers(client, 2)  # the previous learner's killed worker is back
             marker = os.path.join(workdir, f"{name}.killed")
             executor = _KillsAWorkerOnce(client, marker)
             record = {"driver": os.getpid()}
@@ -271,7 +268,7 @@ def killed_runs(tmp_path_factory):
     try:
         run_in_guarded_child(f"from test_parallel_cluster_learners import _fit_killing_workers; "
                              f"_fit_killing_workers({str(workdir)!r}, {learners!r})", _GUARD_SECONDS,
-                             "the fits with workers killed did not finish (a hang)")
+                             "the fits with workers killed did not finish (a hang)", progress=str(workdir))
     finally:  # which learners did finish, for the failure's report
         done = sorted(p[:-5] for p in os.listdir(workdir) if p.endswith(".json"))
         if done != sorted(learners):

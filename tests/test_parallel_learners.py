@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from local_clusters import local_cluster
 from varorder.parallel import JoblibExecutor, SerialExecutor, ThreadExecutor
 
 
 @pytest.fixture(scope="module")
 def dask_client():
-    distributed = pytest.importorskip("distributed")
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  host="127.0.0.1", silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    pytest.importorskip("distributed")
+    with local_cluster(processes=True) as (cluster, client):
         yield client
 
 

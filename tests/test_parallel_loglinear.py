@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from local_clusters import local_cluster
 from varorder.lm import Vocabulary
 from varorder.loglinear.model import StructuredLogLinear, _FullBatchLoss, _root_params
 from varorder.loglinear.trie import build_trie
@@ -73,9 +74,8 @@ def test_executor_object_and_bad_settings():
 
 
 def test_dask_local_cluster_trains_the_same_model():
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     serial = _fit(n_shards=4)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None,
-                                  silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(processes=False) as (cluster, client):
         parallel = _fit(n_shards=4, executor=client)
     np.testing.assert_array_equal(parallel.model_.weights, serial.model_.weights)

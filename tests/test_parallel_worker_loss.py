@@ -6,8 +6,8 @@ can recompute them), and a piece lost with its worker is recomputed from its sou
 where it runs). The same with the pairs in memory (``fit``): the shards sent from here are tasks
 whose pickles the scheduler keeps.
 
-The disturbed run is a child process (its own session) killed with its cluster after a generous guard,
-so a hang fails the test instead of blocking CI (a hung Dask client also hangs its cluster's
+The disturbed run is a child process (its own session) killed with its cluster after a guard
+(no progress for minutes: tests/local_clusters.py), so a hang fails the test instead of blocking CI (a hung Dask client also hangs its cluster's
 teardown, so a thread with a timeout is not enough)."""
 
 from __future__ import annotations
@@ -16,16 +16,15 @@ import functools
 import json
 import os
 import signal
-import subprocess
-import sys
 import uuid
 
 import numpy as np
 import pytest
 
+from local_clusters import local_cluster, run_in_guarded_child
 from test_parallel_learners import _ALIGNER, _aligner_arrays, _bitext_files, _same_arrays
 
-_GUARD_SECONDS = 150
+_GUARD_SECONDS = 600  # without progress (scaled: tests/local_clusters.py)
 
 
 def _counted_read(log_dir, source):
@@ -51,16 +50,13 @@ def _train_killing_workers(workdir: str, paths: list[str], victims: str, data: s
     (``data`` "memory": shards scattered from here) on a fresh 2-process LocalCluster, ``victims``
     ("one" or "both") worker processes SIGKILLed after IBM Model 1's second iteration; writes the
     model (``dask.npz``) and what it saw (``seen.json``) into ``workdir``."""
-    import distributed
-
     from varorder.agree.aligner import WordAligner
     from varorder.io.bitext import iter_joint
 
     log_dir = os.path.join(workdir, "reads")
     os.mkdir(log_dir)
     seen = {}
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                  host="127.0.0.1", silence_logs=50) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(processes=True) as (cluster, client):
 
         def kill_between_iterations(phase, iteration, aligner):
             # the third iteration's maps begin with the loss unseen
@@ -85,24 +81,7 @@ def _run_guarded(workdir, paths, victims, data="sources"):
     """:func:`_train_killing_workers` in a child process; a test failure when it is not done within the guard."""
     run_in_guarded_child(f"from test_parallel_worker_loss import _train_killing_workers; "
                          f"_train_killing_workers({str(workdir)!r}, {list(paths)!r}, {victims!r}, {data!r})",
-                         _GUARD_SECONDS, "training did not finish after a worker was killed (a hang)")
-
-
-def run_in_guarded_child(code: str, guard_seconds: float, hang: str) -> str:
-    """``python -c code`` in a child process in its own session (this process's ``sys.path``), its
-    output returned; a test failure (``hang``) when it is not done within ``guard_seconds``, after
-    killing its process group (the child, its Dask scheduler and workers), or when it fails."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    child = subprocess.Popen([sys.executable, "-c", code], env=env, start_new_session=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        output, _ = child.communicate(timeout=guard_seconds)
-    except subprocess.TimeoutExpired:
-        os.killpg(child.pid, signal.SIGKILL)  # the child, its scheduler and its workers
-        child.communicate()
-        pytest.fail(f"{hang}: not done within {guard_seconds} s")
-    assert child.returncode == 0, output[-3000:]
-    return output
+                         _GUARD_SECONDS, "training did not finish after a worker was killed (a hang)", progress=str(workdir))
 
 
 @pytest.mark.slow

@@ -41,6 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from varorder.errors import ParameterError
+
 __all__ = ["check_n_jobs", "Executor", "SerialExecutor", "ThreadExecutor", "JoblibExecutor", "DaskExecutor", "as_executor",
            "connect_dask", "reduce_in_order", "is_dask_client", "MapStats", "progress_note"]
 
@@ -315,7 +317,7 @@ def connect_dask(address: str, timeout: float = 10.0):
     try:
         return Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise ValueError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
 
 
 def _active_joblib_config() -> int | None:
@@ -374,7 +376,7 @@ def as_executor(executor=None, n_jobs: int | None = None, dask_scheduler: str | 
         return DaskExecutor(connect_dask(dask_scheduler, timeout), own_client=True)
     if n_jobs is not None:
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
-            raise ValueError(f"n_jobs must be a non-zero integer or None, got {n_jobs!r}")
+            raise ParameterError(f"n_jobs must be a non-zero integer or None, got {n_jobs!r}", name='n_jobs', value=n_jobs)
         if n_jobs == 1:
             return SerialExecutor()
         return JoblibExecutor(n_jobs)
@@ -397,8 +399,8 @@ def check_n_jobs(owner) -> None:
     """Refuse ``owner.n_jobs`` unless None or a non-zero integer (a ValueError naming the value)."""
     n_jobs = getattr(owner, "n_jobs", None)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
-        raise ValueError(f"{type(owner).__name__}: parameter n_jobs={n_jobs!r} is invalid: "
-                         "expected None or a non-zero integer")
+        raise ParameterError(f"{type(owner).__name__}: parameter n_jobs={n_jobs!r} is invalid: "
+                             "expected None or a non-zero integer", name='n_jobs', value=n_jobs)
 
 
 def reduce_in_order(results: Iterable, add: Callable[[Any, Any], Any], start: Any = None) -> Any:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from local_clusters import local_cluster
 from _lm_oracle import random_corpus
 from varorder.cli.main import main
 from varorder.lm.arpa import read_arpa
@@ -147,10 +148,10 @@ def test_train_with_a_memory_budget_equals_in_memory(tmp_path, corpus):
 
 
 def test_train_on_a_dask_cluster_equals_in_memory(tmp_path, corpus):
-    distributed = pytest.importorskip("distributed")
+    pytest.importorskip("distributed")
     runner = CliRunner()
     sharded, in_memory = tmp_path / "dask.arpa", tmp_path / "memory.arpa"
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
+    with local_cluster(processes=False) as (cluster, client):
         result = runner.invoke(main, ["lm", "train", str(corpus), "-n", "3", "--dask-scheduler", cluster.scheduler_address,
                                       "-o", str(sharded)])
     assert result.exit_code == 0, result.output

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from local_clusters import local_cluster
 from _lm_oracle import random_corpus, table_of
 from varorder.lm import ModifiedKneserNey, count_ngrams, read_corpus
 from varorder.lm.external import (_blocks, block_tokens_for, count_ngrams_on_disk, merge_bytes_per_row, merge_runs,
@@ -117,12 +118,11 @@ def test_parse_memory_refuses_nonsense():
 
 
 def test_dask_sharded_counts_equal_in_memory_counts(corpus_files):
-    distributed = pytest.importorskip("dask.distributed")
+    pytest.importorskip("dask.distributed")
     from varorder.lm.external import count_ngrams_dask
 
     vocabulary, ids, lengths = read_corpus(corpus_files)
     expected = count_ngrams(ids, lengths, 3, vocabulary)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with local_cluster(processes=False) as (cluster, client):
         got = count_ngrams_dask(corpus_files, 3, client, n_shards=3)
     assert_same_counts(got, expected)

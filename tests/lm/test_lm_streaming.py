@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from local_clusters import local_cluster
 from _lm_oracle import random_corpus
 from varorder.cli.main import main
 from varorder.lm.arpa import write_arpa
@@ -106,10 +107,9 @@ def _corpus_and_in_memory_arpa(tmp_path, seed, n_sentences, n_words, max_length)
 
 
 def test_dask_sharded_streaming_equals_in_memory(tmp_path):
-    distributed = pytest.importorskip("dask.distributed")
+    pytest.importorskip("dask.distributed")
     corpus, expected = _corpus_and_in_memory_arpa(tmp_path, seed=3, n_sentences=500, n_words=40, max_length=10)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with local_cluster(processes=False) as (cluster, client):
         train_on_disk(ModifiedKneserNey(order=4), corpus, tmp_path / "got.arpa", memory=1 << 20, temp_dir=tmp_path,
                       client=client, n_shards=3, chunk_rows=60, table_rows=100)
     assert (tmp_path / "got.arpa").read_bytes() == expected.read_bytes()
@@ -193,12 +193,11 @@ def test_dask_with_its_own_shard_budget_and_the_cluster_closed_before_merging(tm
     """Shards count under their own budget and the cluster is closed once the runs are
     written (the benchmark's 2 GB process tree): the file is still the in-memory and the
     on-disk one, and the merge runs with no worker left."""
-    distributed = pytest.importorskip("dask.distributed")
+    pytest.importorskip("dask.distributed")
     corpus, expected = _corpus_and_in_memory_arpa(tmp_path, seed=11, n_sentences=3000, n_words=60, max_length=12)
     train_on_disk(ModifiedKneserNey(order=4), corpus, tmp_path / "disk.arpa", memory=2 << 20, temp_dir=tmp_path)
     closed = []
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
-            distributed.Client(cluster) as client:
+    with local_cluster(processes=False) as (cluster, client):
         def close_cluster():
             client.close()
             cluster.close()

@@ -39,6 +39,7 @@ from varorder.engine.banded import banded_marginals, banded_viterbi
 from varorder.engine.threads import map_in_order, parallel_kernel, sequence_threads, threads_for
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
+from varorder.errors import ParameterError
 
 __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 
@@ -261,7 +262,7 @@ class IBM1(Submodel):
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int):
         if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+            raise ParameterError(f"direction must be one of {DIRECTIONS}, got {direction!r}", name='direction', value=direction)
         self.direction = direction
         self.pairs = pairs
         self.n_target_words = int(n_target_words)
@@ -385,7 +386,7 @@ class IBM1(Submodel):
         if add_shared_to is None:
             return np.zeros(shard.edge_offsets[-1]), False
         if add_shared_to.shape != (shard.edge_offsets[-1],) or add_shared_to.dtype != np.float64:
-            raise ValueError(f"add_shared_to must be a float64 array over the shard's {shard.edge_offsets[-1]} edges")
+            raise ParameterError(f"add_shared_to must be a float64 array over the shard's {shard.edge_offsets[-1]} edges", name='add_shared_to', value=add_shared_to)
         return add_shared_to, True
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
@@ -808,11 +809,11 @@ class HMMAligner(IBM1):
                  max_jump: int = 7, band: int | None = None):
         super().__init__(direction, pairs, n_target_words)
         if not 0.0 < null_prob < 1.0:
-            raise ValueError(f"null_prob must be in (0, 1), got {null_prob}")
+            raise ParameterError(f"null_prob must be in (0, 1), got {null_prob}", name='null_prob', value=null_prob)
         if int(max_jump) < 1:
-            raise ValueError(f"max_jump must be >= 1, got {max_jump}")
+            raise ParameterError(f"max_jump must be >= 1, got {max_jump}", name='max_jump', value=max_jump)
         if band is not None and int(band) < 1:
-            raise ValueError(f"band must be a positive number of words or None, got {band}")
+            raise ParameterError(f"band must be a positive number of words or None, got {band}", name='band', value=band)
         self.null_prob = null_prob
         self.max_jump = int(max_jump)
         self.band = None if band is None else int(band)

@@ -9,6 +9,7 @@ import time
 import click
 
 from varorder.cli._options import Real
+from varorder.errors import FormatError
 
 # the penalties of varorder.loglinear.prox.PENALTIES, named here so that building the
 # command line does not import the Numba kernels (a test checks the two agree)
@@ -112,7 +113,7 @@ def _train_tuned(corpus, output, order, min_count, options, say) -> None:
     try:
         vocabulary, ids, lengths = read_corpus(list(corpus), min_count=min_count)
         if len(lengths) < 2:
-            raise ValueError(f"{', '.join(corpus)}: --tune needs at least two sentences (training and validation)")
+            raise FormatError(f"{', '.join(corpus)}: --tune needs at least two sentences (training and validation)")
         say(f"tuning a {order}-gram log-linear model ({options['penalty']}) on {', '.join(corpus)}: lambda by "
             f"validation perplexity, each fit to a 1e-6 relative objective change ...")
         estimator, result = fit_tuned(
@@ -141,5 +142,5 @@ def load_loglinear_if_one(path):
     # an npz archive is never ARPA text: a damaged one is a damaged model file, said so by model_kind
     kind = model_kind(path)
     if kind != KIND:
-        raise ValueError(f"{path}: a varorder {kind} model file, not a language model")
+        raise FormatError(f"{path}: a varorder {kind} model file, not a language model", path=path)
     return LogLinearLM.load(path)

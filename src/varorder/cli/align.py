@@ -24,6 +24,7 @@ from contextlib import ExitStack, contextmanager
 import click
 
 from varorder.cli._options import OutputFile, Real, executor, refuse_inapplicable
+from varorder.errors import FormatError
 
 __all__ = ["COMMAND"]
 
@@ -267,7 +268,7 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
         pairs = _encode(_iter_pairs(inputs, norm, limit), Vocabulary(), Vocabulary(), shard_size, grow=True,
                         max_length=max_length)
         if len(pairs) == 0:
-            raise ValueError(f"{', '.join(inputs) or 'stdin'}: no sentence pairs to train on")
+            raise FormatError(f"{', '.join(inputs) or 'stdin'}: no sentence pairs to train on")
         cased = 0.0 if norm.lowercase else _cased_share(pairs)
         if cased > _CASED_WARNING:
             _warn(f"{100 * cased:.1f}% of the tokens contain capitals and the text is not lower-cased: "

@@ -61,6 +61,7 @@ import numpy as np
 from varorder.contexts.features import NgramFeatureSpace
 from varorder.engine.selection import keep_best
 from varorder.engine.semiring import log_plus
+from varorder.errors import ParameterError
 from varorder.lattice import Lattice
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -306,7 +307,7 @@ class ContextLattice:
         """Arc ids of the unique path spelling ``labels`` (the gold path under these contexts)."""
         labels = np.asarray(labels, dtype=np.int64)
         if labels.shape != (self.length,):
-            raise ValueError(f"labels must have shape ({self.length},), got {labels.shape}")
+            raise ParameterError(f"labels must have shape ({self.length},), got {labels.shape}", name='labels', value=labels)
         lat = self.lattice
         node = 0
         arcs = np.empty(self.length, dtype=np.int64)
@@ -314,7 +315,7 @@ class ContextLattice:
             out = lat.out_arcs[lat.out_offsets[node]:lat.out_offsets[node + 1]]
             hit = out[lat.arc_label[out] == y]
             if hit.shape[0] != 1:
-                raise ValueError(f"labels[{t}] = {y} is not a label of this lattice")
+                raise ParameterError(f"labels[{t}] = {y} is not a label of this lattice", name='labels', value=labels)
             arcs[t] = hit[0]
             node = lat.arc_target[hit[0]]
         return arcs
@@ -354,38 +355,38 @@ def build_context_lattice(observation_scores, ngram_weights, features: NgramFeat
     """
     obs = np.ascontiguousarray(observation_scores, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[0] < 1 or obs.shape[1] != features.num_labels:
-        raise ValueError(f"observation_scores must have shape (L >= 1, {features.num_labels}), got {obs.shape}")
+        raise ParameterError(f"observation_scores must have shape (L >= 1, {features.num_labels}), got {obs.shape}", name='observation_scores', value=observation_scores)
     if np.isnan(obs).any() or (obs == np.inf).any():
-        raise ValueError("observation_scores must not contain NaN or +inf")
+        raise ParameterError("observation_scores must not contain NaN or +inf", name='observation_scores', value=observation_scores)
     theta = np.ascontiguousarray(ngram_weights, dtype=np.float64)
     if theta.shape != (features.size,):
-        raise ValueError(f"ngram_weights must have shape ({features.size},), got {theta.shape}")
+        raise ParameterError(f"ngram_weights must have shape ({features.size},), got {theta.shape}", name='ngram_weights', value=ngram_weights)
     B = int(num_contexts)
     if B < 1:
-        raise ValueError(f"num_contexts must be >= 1, got {num_contexts}")
+        raise ParameterError(f"num_contexts must be >= 1, got {num_contexts}", name='num_contexts', value=num_contexts)
     if mode not in ("rcms", "beam"):
-        raise ValueError(f"mode must be 'rcms' or 'beam', got {mode!r}")
+        raise ParameterError(f"mode must be 'rcms' or 'beam', got {mode!r}", name='mode', value=mode)
     beam = mode == "beam"
     if coverage_weight is None:
         coverage_weight = -np.inf if beam else 0.0
     coverage_weight = float(coverage_weight)
     if np.isnan(coverage_weight) or coverage_weight == np.inf:
-        raise ValueError(f"coverage_weight must be finite or -inf, got {coverage_weight}")
+        raise ParameterError(f"coverage_weight must be finite or -inf, got {coverage_weight}", name='coverage_weight', value=coverage_weight)
     if beam:
         if max_context is not None:
-            raise ValueError("max_context does not apply to beam search (its contexts are singletons)")
+            raise ParameterError("max_context does not apply to beam search (its contexts are singletons)", name='max_context', value=max_context)
         cap = UNBOUNDED
     else:
         cap = UNBOUNDED if max_context is None else int(max_context)
         if cap < features.window:
-            raise ValueError(f"max_context must be >= n - 1 = {features.window}, got {max_context}")
+            raise ParameterError(f"max_context must be >= n - 1 = {features.window}, got {max_context}", name='max_context', value=max_context)
     L = obs.shape[0]
     if force_labels is None:
         forced = np.full(L, -1, dtype=np.int64)
     else:
         forced = np.asarray(force_labels, dtype=np.int64)
         if forced.shape != (L,) or (forced < 0).any() or (forced >= features.num_labels).any():
-            raise ValueError(f"force_labels must be {L} labels in [0, {features.num_labels})")
+            raise ParameterError(f"force_labels must be {L} labels in [0, {features.num_labels})", name='force_labels', value=force_labels)
     # store whole histories when contexts may fix more than the feature window
     slots = features.window if cap == features.window else max(features.window, min(cap, L))
     (pos, sym, length, lcs, root, fwd, src, dst, lab, w, pat, apos, aroot) = _build_kernel(

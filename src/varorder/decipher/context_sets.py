@@ -48,6 +48,7 @@ from varorder.decipher.transitions import TransitionTables, context_row_weights
 from varorder.engine.lattice import marginals_kernel
 from varorder.engine.selection import group_of_slot, keep_best
 from varorder.engine.semiring import log_plus
+from varorder.errors import ParameterError
 from varorder.lattice import Lattice
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -271,9 +272,9 @@ class ContextArrays:
 
 def _check_mode(mode: str, size: int) -> bool:
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise ParameterError(f"mode must be one of {MODES}, got {mode!r}", name='mode', value=mode)
     if int(size) != size or size < 1:
-        raise ValueError(f"size (contexts or beam entries per position) must be a positive integer, got {size!r}")
+        raise ParameterError(f"size (contexts or beam entries per position) must be a positive integer, got {size!r}", name='size', value=size)
     return mode == "beam"
 
 
@@ -282,7 +283,7 @@ def build_context_arrays(observation_scores, tables: TransitionTables, size: int
     beam = _check_mode(mode, size)
     obs = np.ascontiguousarray(observation_scores, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[0] < 1 or obs.shape[1] != tables.num_words:
-        raise ValueError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}")
+        raise ParameterError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}", name='observation_scores', value=observation_scores)
     pos, ctx, fwd, final, src, dst, lab, wt = _build(obs, tables.order, int(size), beam, tables.num_words,
                                                      *tables.arrays())
     return ContextArrays(Lattice(pos, src, dst, lab, wt, final), ctx, fwd)
@@ -293,7 +294,7 @@ def context_estep(observation_scores, tables: TransitionTables, size: int, mode:
     beam = _check_mode(mode, size)
     obs = np.ascontiguousarray(observation_scores, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[0] < 1 or obs.shape[1] != tables.num_words:
-        raise ValueError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}")
+        raise ParameterError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}", name='observation_scores', value=observation_scores)
     posterior = np.empty_like(obs)
     logz, ctx, _ = _sentence_estep(obs, tables.order, int(size), beam, tables.num_words, *tables.arrays(), posterior)
     return posterior, float(logz), float(ctx)

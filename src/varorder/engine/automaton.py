@@ -22,6 +22,8 @@ import numba as nb
 import numpy as np
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
+from varorder.errors import ParameterError
+
 __all__ = ["automaton_viterbi"]
 
 
@@ -31,17 +33,17 @@ def automaton_viterbi(next_state, weight, symbol_scores, start: int, final_colum
     weight = np.ascontiguousarray(weight, dtype=np.float64)
     symbol_scores = np.ascontiguousarray(symbol_scores, dtype=np.float64)
     if next_state.ndim != 2 or weight.shape != next_state.shape:
-        raise ValueError(f"next_state and weight must be (S, X) arrays of one shape, got "
-                         f"{next_state.shape} and {weight.shape}")
+        raise ParameterError(f"next_state and weight must be (S, X) arrays of one shape, got "
+                             f"{next_state.shape} and {weight.shape}", name='next_state', value=next_state)
     S, X = next_state.shape
     if symbol_scores.ndim != 2 or symbol_scores.shape[1] != X or symbol_scores.shape[0] < 1:
-        raise ValueError(f"symbol_scores must have shape (T >= 1, {X}), got {symbol_scores.shape}")
+        raise ParameterError(f"symbol_scores must have shape (T >= 1, {X}), got {symbol_scores.shape}", name='symbol_scores', value=symbol_scores)
     if not 0 <= start < S:
-        raise ValueError(f"start must be a state in [0, {S}), got {start}")
+        raise ParameterError(f"start must be a state in [0, {S}), got {start}", name='start', value=start)
     if final_column >= X:
-        raise ValueError(f"final_column must be < {X}, got {final_column}")
+        raise ParameterError(f"final_column must be < {X}, got {final_column}", name='final_column', value=final_column)
     if ((next_state < 0) | (next_state >= S)).any():
-        raise ValueError(f"next_state must hold states in [0, {S})")
+        raise ParameterError(f"next_state must hold states in [0, {S})", name='next_state', value=next_state)
     columns, score = _automaton_viterbi(next_state, weight, symbol_scores, int(start), int(final_column))
     return columns, float(score)
 

@@ -23,6 +23,8 @@ import numba
 import numpy as np
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
+from varorder.errors import ParameterError
+
 __all__ = ["banded_marginals", "banded_viterbi", "band_of", "dense_of"]
 
 _NEG_INF = -np.inf
@@ -132,7 +134,7 @@ def banded_marginals(emissions, band, start=None, lengths=None):
     B, L, K = E.shape
     band = np.ascontiguousarray(band, dtype=np.float64)
     if band.ndim != 2 or band.shape[0] != K or band.shape[1] % 2 != 1:
-        raise ValueError(f"band must have shape (K={K}, 2w + 1), got {band.shape}")
+        raise ParameterError(f"band must have shape (K={K}, 2w + 1), got {band.shape}", name='band', value=band)
     w = band.shape[1] // 2
     start = np.zeros(K) if start is None else np.ascontiguousarray(start, dtype=np.float64)
     lengths = np.full(B, L, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
@@ -185,7 +187,7 @@ def banded_viterbi(emissions, band, start=None, lengths=None):
     B, L, K = E.shape
     band = np.ascontiguousarray(band, dtype=np.float64)
     if band.ndim != 2 or band.shape[0] != K or band.shape[1] % 2 != 1:
-        raise ValueError(f"band must have shape (K={K}, 2w + 1), got {band.shape}")
+        raise ParameterError(f"band must have shape (K={K}, 2w + 1), got {band.shape}", name='band', value=band)
     start = np.zeros(K) if start is None else np.ascontiguousarray(start, dtype=np.float64)
     lengths = np.full(B, L, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
     paths = np.full((B, L), -1, dtype=np.int64)

@@ -32,6 +32,8 @@ from contextlib import contextmanager
 import varorder._numba_start  # noqa: F401,I001  (before Numba: its cache saves locked across processes)
 import numba
 
+from varorder.errors import ParameterError
+
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
            "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
            "map_in_order", "parallel_kernel", "serial_twin", "warm_parallel_twin", "runs_serial", "PARALLEL_KERNELS",
@@ -55,9 +57,9 @@ def _parse(value, source: str):
         try:
             value = int(value)
         except ValueError:
-            raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}") from None
+            raise ParameterError(f"{source} must be 'auto' or a positive integer, got {value!r}", name=source, value=value) from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}")
+        raise ParameterError(f"{source} must be 'auto' or a positive integer, got {value!r}", name=source, value=value)
     return value
 
 

@@ -50,6 +50,7 @@ import numba
 import numpy as np
 
 from varorder.engine.lattice import sample_kernel, viterbi_kernel
+from varorder.errors import ParameterError
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice
 from varorder.lm import _kernels as lm_kernels
@@ -133,7 +134,7 @@ class QAutomaton:
 
     def __init__(self, target: HighOrderTarget):
         if not isinstance(target, HighOrderTarget):
-            raise ValueError(f"target must be a HighOrderTarget, got {type(target).__name__}")
+            raise ParameterError(f"target must be a HighOrderTarget, got {type(target).__name__}", name='target', value=target)
         self.target = target
         self.weights = target.weights
         T = target.num_positions
@@ -210,7 +211,7 @@ class QAutomaton:
         a = self._arrays()
         arcs = np.asarray(arcs, dtype=np.int64)
         if arcs.shape != (self.num_positions,) or arcs.min() < 0 or arcs.max() >= len(a.labels):
-            raise ValueError(f"arcs must be {self.num_positions} arc ids of the current lattice")
+            raise ParameterError(f"arcs must be {self.num_positions} arc ids of the current lattice", name='arcs', value=arcs)
         ints = a.ints[:, arcs].tolist()  # rows: source, target, label, from, weight state, ...
         floats = a.floats[:, arcs]
         return PathTrace(ints[2], ints[3], ints[4], floats[1].tolist(), float(floats[0].sum()))
@@ -250,7 +251,7 @@ class QAutomaton:
     def state_context(self, state: int) -> tuple[int, ...]:
         """The context (symbol ids, ``<s>`` included) of a state given by its global id."""
         if not 0 <= state < self._sizes[0]:
-            raise ValueError(f"no state {state}")
+            raise ParameterError(f"no state {state}", name='state', value=state)
         symbols = []
         while self._states[_LENGTH, state] > 0:
             position, cand = self._states[_POS, state], self._states[_CAND, state]
@@ -274,12 +275,12 @@ class QAutomaton:
     def _candidates(self, path: Sequence[int]) -> np.ndarray:
         path = [int(s) for s in path]
         if len(path) != self.num_positions:
-            raise ValueError(f"path must have {self.num_positions} symbols, got {len(path)}")
+            raise ParameterError(f"path must have {self.num_positions} symbols, got {len(path)}", name='path', value=path)
         cands = np.empty(len(path), dtype=np.int64)
         for j, symbol in enumerate(path):
             k = self._index_of[j].get(symbol)
             if k is None:
-                raise ValueError(f"symbol {symbol} is not a candidate at position {j + 1}")
+                raise ParameterError(f"symbol {symbol} is not a candidate at position {j + 1}")
             cands[j] = k
         return cands
 
@@ -323,7 +324,7 @@ class QAutomaton:
         compiled code: Viterbi on q (the engine's lattice kernel), log p of the Viterbi
         path, stop when p = q there, else refine q along it (Algorithm 2) and repeat."""
         if max_iterations < 1:
-            raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+            raise ParameterError(f"max_iterations must be >= 1, got {max_iterations}", name='max_iterations', value=max_iterations)
         with self.target.lm.naming_damage():
             (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
              path, num_states) = _decode_loop(
@@ -335,7 +336,7 @@ class QAutomaton:
         self.num_refinements += refinements
         self._store(states, ngrams, ngram_bounds)
         if status == _NO_PATH:
-            raise ValueError("the target gives probability zero to every candidate sequence")
+            raise ParameterError("the target gives probability zero to every candidate sequence")
         if status == _STUCK:
             raise RuntimeError(f"q and p differ on a fully refined path (log q {log_q[n_iter - 1]}, "
                                f"log p {log_p[n_iter - 1]})")

@@ -18,6 +18,8 @@ import tempfile
 import zlib
 from contextlib import contextmanager
 
+from varorder.errors import FormatError, ParameterError
+
 __all__ = ["open_text", "atomic_write_text", "is_gzip", "umask_mode", "naming_path"]
 
 
@@ -57,8 +59,8 @@ class CheckedTextReader(io.TextIOBase):
     def _fail(self, exc: BaseException):
         where = f"{self._path}: line {self.lines_read + 1}"
         if isinstance(exc, UnicodeDecodeError):
-            raise ValueError(f"{where}: not valid UTF-8 text ({exc.reason} at byte {exc.start} of the block read)") from None
-        raise ValueError(f"{where}: corrupt or truncated gzip data ({exc.__class__.__name__}: {exc})") from None
+            raise FormatError(f"{where}: not valid UTF-8 text ({exc.reason} at byte {exc.start} of the block read)", path=self._path, line=self.lines_read + 1) from None
+        raise FormatError(f"{where}: corrupt or truncated gzip data ({exc.__class__.__name__}: {exc})", path=self._path, line=self.lines_read + 1) from None
 
     def readable(self) -> bool:
         return True
@@ -133,7 +135,7 @@ def atomic_write_text(path):
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise ValueError(f"{path}: cannot write: folder {directory!r} does not exist")
+        raise ParameterError(f"{path}: cannot write: folder {directory!r} does not exist", name='path', value=path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         if path.endswith(".gz"):

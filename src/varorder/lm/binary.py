@@ -61,6 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output
 from varorder.lm.model import MaxBackoffTable, NgramLM, key_tables_problem
 
@@ -72,9 +73,9 @@ _KENLM_MAGIC = b"mmap lm "
 _FORMAT_NAME = "varorder n-gram language model"
 
 
-class BinaryFormatError(ValueError):
-    """A file that is not a valid varorder binary model (a ValueError, so callers that
-    catch bad input keep working)."""
+class BinaryFormatError(FormatError):
+    """A file that is not a valid varorder binary model (a FormatError, hence a ValueError,
+    so callers that catch bad input keep working)."""
 
 
 def is_binary_model(path: PathLike) -> bool:
@@ -91,7 +92,7 @@ def _model_arrays(model: NgramLM) -> dict[str, np.ndarray]:
     words = model.vocabulary.words
     for word in words:
         if "\n" in word:
-            raise ValueError(f"word {word!r} contains a newline; the binary format separates words by newlines")
+            raise ParameterError(f"word {word!r} contains a newline; the binary format separates words by newlines")
     arrays = {
         "vocabulary": np.frombuffer("\n".join(words).encode("utf-8", errors="surrogateescape"), dtype=np.uint8),
         "values": np.ascontiguousarray(model._values, dtype=np.float32),
@@ -225,7 +226,7 @@ def _record_verified(file_stat: os.stat_result) -> None:
 
 
 def _refuse(path, message: str) -> BinaryFormatError:
-    return BinaryFormatError(f"{path}: {message}")
+    return BinaryFormatError(f"{path}: {message}", path=path)
 
 
 def _read_header(path, handle, file_size: int) -> dict:

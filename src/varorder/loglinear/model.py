@@ -27,6 +27,7 @@ import numpy as np
 
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_real
+from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
@@ -384,15 +385,15 @@ class LogLinearLM:
         """log10 p of every predicted token (each word, then ``</s>``); ``(log10probs, None)``
         to mirror :meth:`varorder.lm.NgramLM.token_log10probs`."""
         if not (bos and eos):
-            raise ValueError("a log-linear model scores whole sentences (<s> ... </s>) only")
+            raise ParameterError("a log-linear model scores whole sentences (<s> ... </s>) only", name='bos', value=bos)
         ids = np.asarray(ids, dtype=np.int64)
         if lengths is None:
             lengths = np.asarray([len(ids)])
         lengths = np.asarray(lengths, dtype=np.int64)
         if int(lengths.sum()) != len(ids) or (lengths < 0).any():
-            raise ValueError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}")
+            raise ParameterError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}", name='lengths', value=lengths)
         if len(ids) and (ids.min() < 0 or ids.max() >= len(self.vocabulary)):
-            raise ValueError(f"word ids must lie in [0, {len(self.vocabulary)})")
+            raise ParameterError(f"word ids must lie in [0, {len(self.vocabulary)})", name='ids', value=ids)
         vocab = self.vocabulary
         positions, targets = find_contexts(self.trie, ids, lengths, vocab.bos_id, vocab.eos_id)
         out = np.empty(len(targets))
@@ -416,7 +417,7 @@ class LogLinearLM:
             ids, lengths = self.vocabulary.encode_sentences(s.split() if isinstance(s, str) else s for s in sentences)
         scores, _ = self.token_log10probs(ids, lengths)
         if len(scores) == 0:
-            raise ValueError("perplexity of an empty set of sentences")
+            raise ParameterError("perplexity of an empty set of sentences")
         return float(10.0 ** (-scores.sum() / len(scores)))
 
     def distribution(self, context) -> np.ndarray:
@@ -459,26 +460,26 @@ class LogLinearLM:
             words = state["words"]
             order = int(state["order"])
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words) or len(words) != state["vocab_size"]:
-                raise ValueError("the stored vocabulary is not a list of vocab_size strings")
+                raise FormatError("the stored vocabulary is not a list of vocab_size strings")
             vocabulary = Vocabulary(words)
             if len(vocabulary) != len(words):
-                raise ValueError("the stored vocabulary lacks <unk>, <s> or </s>")
+                raise FormatError("the stored vocabulary lacks <unk>, <s> or </s>")
             if "order" in params and params["order"] != order:
-                raise ValueError(f"params.order {params['order']!r:.20} differs from state.order {order}")
+                raise FormatError(f"params.order {params['order']!r:.20} differs from state.order {order}")
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{where}: bad model metadata ({error})") from None
+            raise FormatError(f"{where}: bad model metadata ({error})", path=where) from None
         trie = ContextTrie.from_arrays(order, len(vocabulary), arrays, where)
         # a context never holds </s> (it ends the sentence), a predicted word is never <s>
         if (trie.ctx_word[1:] == vocabulary.eos_id).any():
-            raise ValueError(f"{where}: field 'ctx_word': a context holds </s>")
+            raise FormatError(f"{where}: field 'ctx_word': a context holds </s>", path=where)
         if (trie.succ_word == vocabulary.bos_id).any() or (trie.param_word == vocabulary.bos_id).any():
-            raise ValueError(f"{where}: field 'succ_word'/'param_word': <s> is predicted")
+            raise FormatError(f"{where}: field 'succ_word'/'param_word': <s> is predicted", path=where)
         weights = arrays["weights"]
         if weights.shape != (trie.n_params,) or weights.dtype.kind != "f" or not np.isfinite(weights).all():
-            raise ValueError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}")
+            raise FormatError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}", path=where)
         if weights.size and float(np.abs(weights).max()) > MAX_WEIGHT:
-            raise ValueError(f"{where}: a weight of magnitude {float(np.abs(weights).max()):.3g} (> {MAX_WEIGHT:g}, "
-                             f"a factor e^{MAX_WEIGHT:g} on a word): the file is damaged")
+            raise FormatError(f"{where}: a weight of magnitude {float(np.abs(weights).max()):.3g} (> {MAX_WEIGHT:g}, "
+                              f"a factor e^{MAX_WEIGHT:g} on a word): the file is damaged", path=where)
         return cls(vocabulary, trie, np.asarray(weights, dtype=np.float64), params)
 
 
@@ -503,14 +504,14 @@ def is_loglinear_model(path) -> bool:
             return False
     try:
         return model_kind(path) == KIND
-    except ValueError:
+    except FormatError:
         return False
 
 
 class StructuredLogLinear(ParamsMixin):
     """Estimator: penalised maximum likelihood for :class:`LogLinearLM` (paper eq. 2).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed). The fitted model is ``model_`` (a :class:`LogLinearLM`).
 
     Parameters
@@ -688,7 +689,7 @@ class StructuredLogLinear(ParamsMixin):
         vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
         if len(lengths) == 0:
             names = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
-            raise ValueError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
+            raise FormatError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
         return self.fit_ids(ids, lengths, vocabulary)
 
     def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None, init=None) -> "StructuredLogLinear":
@@ -725,8 +726,8 @@ class StructuredLogLinear(ParamsMixin):
         else:
             W = np.array(init, dtype=np.float64)
             if W.shape != (trie.n_params,) or not np.isfinite(W).all():
-                raise ValueError(f"init must hold {trie.n_params} finite weights (an earlier fit's theta_ on the same "
-                                 f"sentences and order), got shape {W.shape}")
+                raise ParameterError(f"init must hold {trie.n_params} finite weights (an earlier fit's theta_ on the same "
+                                     f"sentences and order), got shape {W.shape}", name='init', value=init)
             if self.positive:
                 np.maximum(W, 0.0, out=W)
         Z = W.copy()

@@ -20,6 +20,8 @@ import numba as nb
 import numpy as np
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
+from varorder.errors import ParameterError
+
 __all__ = ["SGD", "AdaGrad", "soft_threshold", "lbfgs", "dot", "axpy"]
 
 
@@ -30,9 +32,9 @@ def soft_threshold(values: np.ndarray, threshold) -> None:
 
 def _check_shapes(params: np.ndarray, grad: np.ndarray) -> None:
     if not isinstance(params, np.ndarray) or params.dtype.kind != "f":
-        raise ValueError("params must be a floating-point numpy array (updated in place)")
+        raise ParameterError("params must be a floating-point numpy array (updated in place)", name='params', value=params)
     if grad.shape != params.shape:
-        raise ValueError(f"grad shape {grad.shape} does not match params shape {params.shape}")
+        raise ParameterError(f"grad shape {grad.shape} does not match params shape {params.shape}", name='grad', value=grad)
 
 
 class SGD:
@@ -40,9 +42,9 @@ class SGD:
 
     def __init__(self, step_size: float = 0.1, decay: float = 0.0, l1: float = 0.0):
         if step_size <= 0:
-            raise ValueError(f"step_size must be > 0, got {step_size}")
+            raise ParameterError(f"step_size must be > 0, got {step_size}", name='step_size', value=step_size)
         if decay < 0 or l1 < 0:
-            raise ValueError(f"decay and l1 must be >= 0, got decay={decay}, l1={l1}")
+            raise ParameterError(f"decay and l1 must be >= 0, got decay={decay}, l1={l1}", name='decay', value=decay)
         self.step_size = step_size
         self.decay = decay
         self.l1 = l1
@@ -67,9 +69,9 @@ class AdaGrad:
 
     def __init__(self, step_size: float = 0.2, delta: float = 1e-4, l1: float = 0.0):
         if step_size <= 0:
-            raise ValueError(f"step_size must be > 0, got {step_size}")
+            raise ParameterError(f"step_size must be > 0, got {step_size}", name='step_size', value=step_size)
         if delta < 0 or l1 < 0:
-            raise ValueError(f"delta and l1 must be >= 0, got delta={delta}, l1={l1}")
+            raise ParameterError(f"delta and l1 must be >= 0, got delta={delta}, l1={l1}", name='delta', value=delta)
         self.step_size = step_size
         self.delta = delta
         self.l1 = l1
@@ -82,7 +84,7 @@ class AdaGrad:
         if self.sum_squared_grad is None:
             self.sum_squared_grad = np.zeros(params.shape)
         elif self.sum_squared_grad.shape != params.shape:
-            raise ValueError(f"this AdaGrad tracks shape {self.sum_squared_grad.shape}, got {params.shape}")
+            raise ParameterError(f"this AdaGrad tracks shape {self.sum_squared_grad.shape}, got {params.shape}", name='params', value=params)
         self.sum_squared_grad += grad * grad
         scale = self.step_size / (self.delta + np.sqrt(self.sum_squared_grad))
         params -= scale * grad
@@ -93,19 +95,19 @@ class AdaGrad:
     def _sparse_arguments(self, name: str, params: np.ndarray, indices, values):
         """Checked flat (indices, values) of a sparse step; creates the accumulator on first use."""
         if self.l1 > 0:
-            raise ValueError(f"{name} does not support l1 (the proximal step touches every coordinate)")
+            raise ParameterError(f"{name} does not support l1 (the proximal step touches every coordinate)", name='l1', value=self.l1)
         if not isinstance(params, np.ndarray) or params.dtype.kind != "f" or not params.flags.c_contiguous:
-            raise ValueError("params must be a C-contiguous floating-point numpy array (updated in place)")
+            raise ParameterError("params must be a C-contiguous floating-point numpy array (updated in place)", name='params', value=params)
         indices = np.ascontiguousarray(indices, dtype=np.int64).ravel()
         values = np.ascontiguousarray(values, dtype=np.float64).ravel()
         if indices.shape != values.shape:
-            raise ValueError(f"indices and values must have equal length, got {indices.shape} and {values.shape}")
+            raise ParameterError(f"indices and values must have equal length, got {indices.shape} and {values.shape}", name='indices', value=indices)
         if indices.size and (indices.min() < 0 or indices.max() >= params.size):
-            raise ValueError(f"indices must lie in [0, {params.size})")
+            raise ParameterError(f"indices must lie in [0, {params.size})", name='indices', value=indices)
         if self.sum_squared_grad is None:
             self.sum_squared_grad = np.zeros(params.shape)
         elif self.sum_squared_grad.shape != params.shape:
-            raise ValueError(f"this AdaGrad tracks shape {self.sum_squared_grad.shape}, got {params.shape}")
+            raise ParameterError(f"this AdaGrad tracks shape {self.sum_squared_grad.shape}, got {params.shape}", name='params', value=params)
         return indices, values
 
     def step_sparse(self, params: np.ndarray, indices, values) -> None:

@@ -46,6 +46,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.errors import DivergenceError, ParameterError
 from varorder.loglinear.prox import penalty_value, prox_tree_l2
 from varorder.strings.features import (BOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
@@ -84,7 +85,7 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
                         prox_penalty=prox_penalty, prox_steps=prox_steps, prox_tol=prox_tol,
                         unigram_start=unigram_start, passes_sweeps=passes_sweeps, tol=tol, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
-    raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
+    raise ParameterError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
 
 NEG_INF = -math.inf
 GREEDY_FLOOR = 1e-6  # pseudo-count of an unseen n-gram in a greedy projection, per unit of its state's mass
@@ -127,7 +128,7 @@ def dfa_tables(acceptor: Wfsa) -> Dfa:
     next_state = np.full((S, A), sink, dtype=np.int64)
     cell = np.full((S, A), NEG_INF)
     if (acceptor.ilabel == 0).any():
-        raise ValueError("dfa_tables needs an ε-free acceptor")
+        raise ParameterError("dfa_tables needs an ε-free acceptor", name='acceptor', value=acceptor)
     next_state[acceptor.src, acceptor.ilabel - 1] = acceptor.dst
     cell[acceptor.src, acceptor.ilabel - 1] = acceptor.weight
     end = np.concatenate([acceptor.final, [NEG_INF]])
@@ -135,7 +136,7 @@ def dfa_tables(acceptor: Wfsa) -> Dfa:
 
 
 def dfa_log_partition(dfa: Dfa) -> float:
-    """log Σ_x of the DFA's weight (ValueError when it diverges)."""
+    """log Σ_x of the DFA's weight (DivergenceError when it diverges)."""
     S, A = dfa.next_state.shape
     live = dfa.cell > NEG_INF
     rows, cols = np.nonzero(live)
@@ -404,7 +405,7 @@ class StringEP(ParamsMixin):
     which stays large where a floored cell's log weight moves: not a stopping rule there), K
     and updates; ``sweeps_`` counts the sweeps run.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
 
@@ -485,7 +486,7 @@ class StringEP(ParamsMixin):
 
     def _damped(self, compute):
         """``compute()`` with the cavities at α = 1; if a product through a cavity diverges
-        (ValueError, Z = ∞), again with α = 1/2, 1/4, …, 2⁻⁶, then 0.
+        (DivergenceError, Z = ∞), again with α = 1/2, 1/4, …, 2⁻⁶, then 0.
 
         A cavity θ_V − θ_{F→V} need not be normalisable (EP's messages are ratios), and
         with it the tilted product p̂ = μ_{F→V} ⊙ ENCODE(θ_V − θ_{F→V}), or the forward
@@ -501,11 +502,11 @@ class StringEP(ParamsMixin):
             self._alpha = alpha
             try:
                 return compute(), alpha
-            except ValueError:
+            except DivergenceError:
                 continue
             finally:
                 self._alpha = 1.0
-        raise ValueError("every damped cavity diverges")
+        raise DivergenceError("every damped cavity diverges")
 
     def _out_dfa(self, v, f) -> Dfa:
         """The DFA of θ_{V→F} = θ_V − θ_{F→V} (α-damped inside :meth:`_damped`)."""
@@ -793,7 +794,7 @@ class StringEP(ParamsMixin):
             new[order] = values
             try:
                 z = machine.log_partition(new)
-            except ValueError:
+            except DivergenceError:
                 z = math.inf
             if math.isfinite(z):
                 step = values - current
@@ -836,8 +837,8 @@ class StringEP(ParamsMixin):
         check_real(self, "prox_tol", 0)
         check_real(self, "tol", 0)
         if self.tol > 0 and (self.family != "pep" or self.optimizer != "prox"):
-            raise ValueError(f"{type(self).__name__}: parameter tol={self.tol!r} is invalid: the stopping rule "
-                             "is PEP-prox's (family='pep', optimizer='prox'); use tol=0")
+            raise ParameterError(f"{type(self).__name__}: parameter tol={self.tol!r} is invalid: the stopping rule "
+                                 "is PEP-prox's (family='pep', optimizer='prox'); use tol=0", name='tol', value=self.tol)
         check_int(self, "order", 1, 4)
         check_real(self, "eta", 0, exclusive_minimum=True)
         check_real(self, "lam", 0)
@@ -897,7 +898,7 @@ class StringEP(ParamsMixin):
                 for f in self.neighbours_[v]:
                     try:
                         mus[f] = self._tracked(it, v, f, "message", lambda: self._factor_message(f, v))
-                    except ValueError:
+                    except DivergenceError:
                         self.stats_["skipped"] += passes
                         self.skipped_.append((it, v, f, "message"))
                 for _ in range(passes):
@@ -906,7 +907,7 @@ class StringEP(ParamsMixin):
                             self._tracked(it, v, f, "update", lambda: self._update(v, f, unigram, mu))
                             self.stats_["updates"] += 1
                             self._sweep_residual = max(self._sweep_residual, self._residual)
-                        except ValueError:
+                        except DivergenceError:
                             self.stats_["skipped"] += 1  # every damped product diverged: keep the old message
                             self.skipped_.append((it, v, f, "update"))
             self.history_.append({"sweep": it + 1, "passes": passes, "unigram": unigram,
@@ -941,7 +942,7 @@ class StringEP(ParamsMixin):
         return int(np.count_nonzero(self._theta(v)))
 
     def belief_dfa(self, v) -> Dfa:
-        """b̂_V as a normalised DFA (ValueError when its Z diverges)."""
+        """b̂_V as a normalised DFA (DivergenceError when its Z diverges)."""
         machine, theta = self.belief_machine(v), self._theta(v)
         dfa = machine_dfa(machine, theta)
         return Dfa(dfa.next_state, dfa.start, dfa.cell, dfa.end - machine.log_partition(theta))
@@ -960,7 +961,7 @@ class StringEP(ParamsMixin):
             theta = self._theta(v)
             try:
                 log_z = machine.log_partition(theta)
-            except ValueError:
+            except DivergenceError:
                 log_z = math.inf
             sizes.append(machine.n_states)
 
@@ -1017,15 +1018,15 @@ def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 10
 
 def _check_progress(owner) -> None:
     if owner.progress is not None and not callable(owner.progress):
-        raise ValueError(f"{type(owner).__name__}: parameter progress={owner.progress!r} is invalid: expected None "
-                         "or a callable progress(done, total)")
+        raise ParameterError(f"{type(owner).__name__}: parameter progress={owner.progress!r} is invalid: expected None "
+                             "or a callable progress(done, total)", name='progress', value=owner.progress)
 
 
 class PrunedBP(ParamsMixin):
     """Loopy BP whose beliefs live on the union of the ``k``-best strings of each incoming
     message (Cotterell et al. 2015; Dreyer & Eisner 2009). ``fit(graph)`` returns self.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed)."""
 
     _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
@@ -1119,7 +1120,7 @@ class PrunedBP(ParamsMixin):
                     try:
                         mu = self._mu(f, v)
                         best = kbest_strings(mu, self.k)
-                    except ValueError:
+                    except DivergenceError:
                         self.stats_["skipped"] += 1
                         continue
                     mus[f] = mu
