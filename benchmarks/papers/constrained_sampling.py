@@ -1,5 +1,5 @@
 """Exact constrained sampling (varorder.constrain.ConstrainedLM: the n-gram LM's automaton
-× a DFA on the lattice engine) against naive rejection from the same LM (issue #44 item 5:
+× a DFA on the lattice engine) against naive rejection from the same LM (
 target ≥ 100× the accepted-sample rate of rejection when the constraint has probability
 ≤ 1 %), on PTB-LM n-gram models over a reduced vocabulary (words rarer than
 ``--min-count`` → <unk>, so that the product stays small).
@@ -27,6 +27,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+import harness  # noqa: E402
 from infinigram_index import DATA, _cpu  # noqa: E402
 
 CONSTRAINTS = [
@@ -123,12 +125,7 @@ def main() -> None:
                          f"'{' '.join(best)}'; load {load:.1f}")})
         del lm, wfsa
     if args.json:
-        args.json.write_text(json.dumps({
-            "schema": 1, "area": "n-gram LMs", "issue": 44,
-            "title": "exact constrained sampling (n-gram LM x DFA on the lattice engine) vs naive rejection (#44)",
-            "command": " ".join(["python"] + sys.argv), "date": datetime.date.today().isoformat(),
-            "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "load": f"{os.getloadavg()[0]:.1f}"},
-            "rows": rows}, indent=1) + "\n")
+        harness.write_results(args.json, harness.results_document("n-gram LMs", "exact constrained sampling (n-gram LM x DFA on the lattice engine) against naive rejection", rows, issue=44))
 
 
 if __name__ == "__main__":

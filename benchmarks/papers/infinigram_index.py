@@ -1,7 +1,7 @@
 """The suffix-array index of varorder.lm.suffix_index against infini-gram's published
 figures (Liu et al. 2024, §3: ~7 bytes a token of index, counts in milliseconds): index
 bytes per token, build CPU time and peak memory against the corpus size (each size built in
-a fresh child process), and count / next-token latency percentiles (issue #44 item 5).
+a fresh child process), and count / next-token latency percentiles .
 
 The corpus is assembled from ../shared/data (PTB-LM train, Hansards ISI English and French
 train + heldout, Brown as plain words, War and Peace train), read once by
@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+import harness  # noqa: E402
 
 # ../shared/data beside the project root (or beside a folder above it, for worktrees)
 DATA = next((p / "shared" / "data" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
@@ -140,18 +143,14 @@ def main() -> None:
                  "varorder": round(built["build_cpu_s"], 3), "reference": None, "reference_name": "none (no peer run)", "ratio": None,
                  "better": "lower", "note": f"peak RSS {built['peak_rss_mb']:.0f} MB (child, ids loaded: {built['rss_before_build_mb']:.0f} MB); {note}"},
                 {"system": "SuffixIndex.count", "task": f"index of {N:,} tokens", "metric": "count latency p95 ms (CPU)",
-                 "varorder": round(built["latency"]["count"]["p95_ms"], 4), "reference": 1.0, "reference_name": "issue #44 target",
+                 "varorder": round(built["latency"]["count"]["p95_ms"], 4), "reference": 1.0, "reference_name": "target: 1 ms at the 95th percentile",
                  "ratio": round(built["latency"]["count"]["p95_ms"] / 1.0, 4), "better": "lower",
                  "note": f"p50 {built['latency']['count']['p50_ms']:.4f}, p99 {built['latency']['count']['p99_ms']:.4f}; ntd p95 {built['latency']['ntd']['p95_ms']:.3f} ms, p99 {built['latency']['ntd']['p99_ms']:.3f}; {note}"},
             ]
     if args.json:
-        result = {"schema": 1, "area": "n-gram LMs", "title": "suffix-array index: bytes/token, build time/memory, count latency vs corpus size (#44)",
-                  "issue": 44, "command": " ".join(["python"] + sys.argv), "date": datetime.date.today().isoformat(),
-                  "machine": {"cpu": platform.processor() or _cpu(), "cores": os.cpu_count(),
-                              "load": ", ".join(f"{r['load'][0]:.1f}" for r in runs)},
-                  "rows": rows}
-        args.json.write_text(json.dumps(result, indent=1) + "\n")
-
+        harness.write_results(args.json, harness.results_document(
+            "n-gram LMs", "suffix-array index: bytes/token, build time and memory, count latency against corpus size",
+            rows, issue=44, loads=[load for run in runs for load in run["load"]]))
 
 def _cpu() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():

@@ -1,5 +1,5 @@
 """Perplexity of the unbounded-order models of varorder.lm.unbounded beside modified
-Kneser–Ney 3/5/10-gram (varorder.lm.ModifiedKneserNey) on the same split (issue #44 item 2),
+Kneser–Ney 3/5/10-gram (varorder.lm.ModifiedKneserNey) on the same split,
 with infini-gram's ∞-gram statistics (Liu et al. 2024, §4: the share of sparse estimates
 and how often they are right, the effective n).
 
@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/
+import harness  # noqa: E402
 from infinigram_index import DATA, _cpu, brown_text  # noqa: E402
 
 
@@ -85,12 +87,7 @@ def main() -> None:
                                                              DATA / "warandpeace" / "wap.train.txt.gz"],
                      [DATA / "warandpeace" / "wap.valid.txt.gz", hansards / "heldout.e.gz"], 2, orders, rows, tmp)
     if args.json:
-        args.json.write_text(json.dumps({
-            "schema": 1, "area": "n-gram LMs", "issue": 44,
-            "title": "unbounded-order LMs over a suffix array (Witten–Bell; MKN continued past its order) vs MKN 3/5/10 (#44)",
-            "command": " ".join(["python"] + sys.argv), "date": datetime.date.today().isoformat(),
-            "machine": {"cpu": _cpu(), "cores": os.cpu_count(), "load": f"{os.getloadavg()[0]:.1f}"},
-            "rows": rows}, indent=1) + "\n")
+        harness.write_results(args.json, harness.results_document("n-gram LMs", "unbounded-order LMs over a suffix array (Witten–Bell; MKN continued past its order) against MKN 3/5/10", rows, issue=44))
 
 
 if __name__ == "__main__":

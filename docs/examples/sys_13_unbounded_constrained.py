@@ -43,7 +43,7 @@ work = workdir("unbounded")
 (work / "corpus.txt").write_text("\n".join(corpus) + "\n")
 
 index = build_index(work / "corpus.txt", work / "corpus.idx")
-print(index, "| count('the old') =", index.count("the old".split()))
+print(f"{index.num_tokens} tokens, {index.num_documents} sentences | count('the old') =", index.count("the old".split()))
 tokens, counts = index.ntd("<s> the old".split())
 print("after '<s> the old':", {index.vocabulary.words[t]: int(c) for t, c in zip(tokens, counts)})
 print("longest occurring suffix of 'zebra my friend likes':", index.longest_suffix("zebra my friend likes".split()))
