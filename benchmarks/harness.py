@@ -281,5 +281,8 @@ def write_results(path: str | os.PathLike, document: dict) -> Path:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".")
     with os.fdopen(fd, "w") as handle:
         handle.write(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp's file is private; a results file is not
     os.replace(tmp, path)
     return path

@@ -171,13 +171,14 @@ def workloads(rng) -> dict:
             "transduce rcms:20 (order 5)": transduce("rcms", 20), "transduce beam:20": transduce("beam", 20)}
 
 
-def speed(new: dict, base: dict, rounds: int, only=None) -> tuple[list, list]:
+def speed(new: dict, base: dict, rounds: int, only=None, repeat: int = 1) -> tuple[list, list]:
     rows, loads = [], []
     for name, run in workloads(np.random.default_rng(0)).items():
         if only and not any(name.startswith(prefix) for prefix in only):
             continue
         same(run(base), run(new), name, [0])  # compiles both; outputs bit for bit
-        timing = harness.interleaved({"new": lambda: run(new), "base": lambda: run(base)}, rounds, warmup=False)
+        timing = harness.interleaved({"new": lambda: [run(new) for _ in range(repeat)],
+                                      "base": lambda: [run(base) for _ in range(repeat)]}, rounds, warmup=False)
         loads += timing.loads
         ratio = timing.paired_ratio("new", "base")
         print(f"{name:36s} new {timing.median('new'):.4f} s  base {timing.median('base'):.4f} s  "
@@ -201,6 +202,7 @@ def main(argv=None):
     sp = sub.add_parser("speed")
     sp.add_argument("--rounds", type=int, default=7)
     sp.add_argument("--only", nargs="+", help="workload name prefixes (contexts, decipher, transduce)")
+    sp.add_argument("--repeat", type=int, default=1, help="calls of a workload per round")
     sp.add_argument("--json")
     args = ap.parse_args(argv)
     harness.baseline_package(args.baseline)
@@ -208,7 +210,7 @@ def main(argv=None):
     if args.command == "equality":
         print("bit-identical:", equality(new, base, args.trials, args.seed))
         return
-    rows, loads = speed(new, base, args.rounds, args.only)
+    rows, loads = speed(new, base, args.rounds, args.only, args.repeat)
     if args.json:
         harness.write_results(args.json, harness.results_document(
             "Engine structure", "structure builders of this tree vs a baseline tree", rows, issue=40, loads=loads))

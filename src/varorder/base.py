@@ -25,13 +25,14 @@ import functools
 import inspect
 import math
 import numbers
+import warnings
 
 from varorder.errors import ParameterError, VarorderError
 
 from varorder.errors import ParameterError
 
-__all__ = ["NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_int", "check_is_fitted",
-           "check_real"]
+__all__ = ["NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_deprecated", "check_int",
+           "check_is_fitted", "check_real"]
 
 
 class _NotFittedError(VarorderError, AttributeError):
@@ -123,6 +124,15 @@ def check_choice(owner, name: str, choices) -> object:
         if value in choices:
             return value
     raise _invalid(owner, name, value, f"one of {tuple(choices)}")
+
+
+def check_deprecated(owner, name: str, deprecated: dict) -> None:
+    """A FutureWarning when ``owner.<name>`` is a value of ``deprecated`` (value → what to use
+    instead): an option kept for one release only to reproduce earlier results."""
+    value = getattr(owner, name)
+    if isinstance(value, str) and value in deprecated:
+        warnings.warn(f"{type(owner).__name__}: {name}={value!r} is deprecated and will be removed in the next "
+                      f"release; {deprecated[value]}", FutureWarning, stacklevel=4)
 
 
 def check_bool(owner, name: str) -> bool:

@@ -107,15 +107,15 @@ class Hypergraph:
         if bad.any():
             r = first_index(bad)[0]
             raise ParameterError(f"edge {edge_of_tail[r]} has tail {tails[r]} not in [0, head = {head[edge_of_tail[r]]}): "
-                                 "node ids must be a topological order (tails before heads)")
+                                 "node ids must be a topological order (tails before heads)", name='edge_tails', value=edge_tails)
         bad = graph_of[tails] != graph_of[head[edge_of_tail]]
         if bad.any():
             r = first_index(bad)[0]
             raise ParameterError(f"edge {edge_of_tail[r]} joins node {tails[r]} to node {head[edge_of_tail[r]]} "
-                                 "of another graph")
+                                 "of another graph", name='edge_tails', value=edge_tails)
         if edge_offsets is None:
             if n_edges and (np.diff(graph_of[head]) < 0).any():
-                raise ParameterError("edges must be grouped by graph (pass edge_offsets, or list graph 0's edges first)")
+                raise ParameterError("edges must be grouped by graph (pass edge_offsets, or list graph 0's edges first)", name='edge_offsets', value=edge_offsets)
             edge_offsets = np.searchsorted(graph_of[head], np.arange(counts.size + 1), side="left")
         edge_offsets = _as_ints("edge_offsets", edge_offsets)
         if edge_offsets.shape[0] != counts.size + 1 or edge_offsets[0] != 0 or edge_offsets[-1] != n_edges \
@@ -126,7 +126,7 @@ class Hypergraph:
         if bad.any():
             e = first_index(bad)[0]
             raise ParameterError(f"edge {e} is listed in graph {graph_of_edge[e]} but its head {head[e]} is in "
-                                 f"graph {graph_of[head[e]]}")
+                                 f"graph {graph_of[head[e]]}", name='edge_offsets', value=edge_offsets)
         self.node_offsets = node_offsets
         self.edge_offsets = edge_offsets
         self.edge_head = head

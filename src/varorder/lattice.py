@@ -121,7 +121,7 @@ class Lattice:
         if bad.any():
             a = first_index(bad)[0]
             raise ParameterError(f"arc {a} goes from position {pos[src[a]]} to {pos[dst[a]]}; "
-                                 f"arcs must advance exactly one position")
+                                 f"arcs must advance exactly one position", name='arc_target', value=arc_target)
         if (lab < 0).any():
             a = first_index(lab < 0)[0]
             raise ParameterError(f"arc_label[{a}] = {lab[a]} must be >= 0", name='arc_label', value=arc_label)

@@ -234,7 +234,7 @@ class DaskExecutor(Executor):
         worker; the others fetch it from there (peer to peer), so it leaves here once per map.
 
         Not ``scatter(broadcast=True)``: scattered data has no lineage, and a broadcast begun after a
-        worker was killed between two maps never returned (dask/distributed#3149, #3196; see
+        worker was killed between two maps never returned (dask/distributed#3149 and dask/distributed#3196; see
         docs/notes/35-scale-out.md). A task the scheduler can rerun also lets
         :meth:`map_remote`'s results (e.g. the aligner's pieces) be recomputed from their sources
         when the worker holding them is lost.
@@ -317,7 +317,7 @@ def connect_dask(address: str, timeout: float = 10.0):
     try:
         return Client(address, timeout=timeout)
     except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {exc}") from None
+        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {exc}", name='address', value=address) from None
 
 
 def _active_joblib_config() -> int | None:

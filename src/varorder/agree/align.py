@@ -445,9 +445,9 @@ class IBM1(Submodel):
         """:meth:`counts` added to ``total`` without a table-sized array per shard: the first shard's edges go
         straight into a new total, a later shard's are summed per pair in the workspace's one scratch table
         and then added (:func:`_add_shard_at`), so the total is bit for bit the per-shard tables added in
-        shard order — an executor's sum — and a serial E-step equals one on any executor (#33: adding
-        edge by edge into the running total, as before, gave ``align train --workers 1`` and ``--workers 2``
-        tables that differed in the last bits).
+        shard order — an executor's sum — and a serial E-step equals one on any executor (adding
+        edge by edge into the running total would give ``align train --workers 1`` and ``--workers 2``
+        tables that differ in the last bits).
 
         Directions handed the same µ over the same pairs (every agreement mode) have equal table
         counts: the later ones share the first one's total instead of summing the same numbers again.

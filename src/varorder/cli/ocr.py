@@ -35,7 +35,7 @@ def run_ocr(data, test_fold=1, downsample=True, c2=1.0, max_iterations=100, verb
     words = read_ocr_letters(data, downsample=downsample)
     train, test = split_by_fold(words, test_fold)
     if not train or not test:
-        raise ParameterError(f"fold {test_fold} leaves an empty train or test set")
+        raise ParameterError(f"fold {test_fold} leaves an empty train or test set", name='test_fold', value=test_fold)
     model = CRF(c2=c2, max_iterations=max_iterations, verbose=verbose)
     began = time.perf_counter()
     model.fit(pixel_features(train), [list(w.letters) for w in train])

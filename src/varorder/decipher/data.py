@@ -21,7 +21,7 @@ most ``max_unk_share`` of its tokens. Every out-of-list token then becomes the o
 plaintext chain visits it (the LM's ``<unk>`` estimate), the key enciphers it as one more
 cipher symbol, and mapping accuracy leaves that symbol out (``DecipherData.unk_symbol``;
 whether it decodes to ``<unk>`` is reported on its own). With ``max_unk_tokens`` = 0 (the
-default) preparation is the strict, paper-faithful one and draws the same numbers as before.
+default) preparation is the strict, paper-faithful one.
 
 On disk (a folder, all plain text): ``words.txt`` (the list, id order), ``plain.txt``
 (plaintext, tokens separated by spaces), ``cipher.txt`` (cipher sentences as integers),
@@ -292,7 +292,7 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
 
 
 def _check_folder(folder: Path, words, plaintext, cipher, gold, meta) -> None:
-    """The folder as a whole (#33): no empty file, and the files agree with each other and with
+    """The folder as a whole: no empty file, and the files agree with each other and with
     the counts ``meta.json`` announces — a truncated cipher.txt trained silently on fewer sentences."""
     for name, rows in (("words.txt", words), ("plain.txt", plaintext), ("cipher.txt", cipher)):
         if not rows or not any(len(row) for row in rows):

@@ -110,10 +110,10 @@ def fit_transitions(words, sentences, order: int, discount: float = 0.25, smooth
     vocabulary = Vocabulary(words)
     unk_is_hidden = bool(words) and words[-1] == "<unk>"
     if len(vocabulary) != K + 3 - unk_is_hidden:
-        raise ParameterError("the plaintext word list must not contain <s> or </s>, nor <unk> except as its last word")
+        raise ParameterError("the plaintext word list must not contain <s> or </s>, nor <unk> except as its last word", name='words', value=words)
     ids, lengths = vocabulary.encode_sentences(sentences)
     if len(lengths) == 0:
-        raise ParameterError("no plaintext sentences to estimate the transitions from")
+        raise ParameterError("no plaintext sentences to estimate the transitions from", name='sentences', value=sentences)
     lm = AbsoluteDiscounting(order=order + 1, discount=discount, smoothing=smoothing).fit_ids(ids, lengths, vocabulary).model_
     bos, eos = vocabulary.bos_id, vocabulary.eos_id
     # LM id of each table index: words 0..K-1, then </s> (as a word) / <s> (as a context)

@@ -20,11 +20,14 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from varorder.engine.lattice import csr_index, forward_kernel
+from varorder.engine.semiring import MAX, Semiring, resolve
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 from varorder.errors import ParameterError
 
-__all__ = ["automaton_viterbi"]
+__all__ = ["automaton_viterbi", "unrolled", "forward_value", "SPECIALISED_FORWARD"]
 
 
 def automaton_viterbi(next_state, weight, symbol_scores, start: int, final_column: int = -1):
@@ -91,3 +94,53 @@ def _automaton_viterbi(next_state, weight, obs, start, final_column):
         columns[t] = arc % X
         state = arc // X
     return columns, best
+
+
+def unrolled(next_state, weight, symbol_scores, start: int, final_column: int = -1):
+    """The automaton unrolled over positions as lattice arrays (node_position, arc_source,
+    arc_target, arc_label (the symbol column), arc_weight, final): node 0 is ``start`` at
+    position 0, node 1 + (t − 1)·S + s is state s at position t; the definition that
+    :func:`automaton_viterbi` specialises (small automata only: T·S·X arcs)."""
+    next_state = np.asarray(next_state, dtype=np.int64)
+    weight = np.asarray(weight, dtype=np.float64)
+    obs = np.asarray(symbol_scores, dtype=np.float64)
+    S, X = next_state.shape
+    T = obs.shape[0]
+    position = np.concatenate([[0], np.repeat(np.arange(1, T + 1), S)]).astype(np.int64)
+    src, dst, lab, w = [], [], [], []
+    for t in range(1, T + 1):
+        sources = [(0, start)] if t == 1 else [(1 + (t - 2) * S + s, s) for s in range(S)]
+        columns = [final_column] if final_column >= 0 and t == T else range(X)
+        for node, s in sources:
+            for x in columns:
+                src.append(node)
+                dst.append(1 + (t - 1) * S + next_state[s, x])
+                lab.append(x)
+                w.append(weight[s, x] + obs[t - 1, x])
+    final = np.where(position == T, 0.0, -np.inf)
+    return (position, np.array(src, np.int64), np.array(dst, np.int64), np.array(lab, np.int64),
+            np.array(w, np.float64), final)
+
+
+def _generic_forward(semiring, next_state, weight, symbol_scores, start, final_column):
+    position, src, dst, _, w, final = unrolled(next_state, weight, symbol_scores, start, final_column)
+    in_offsets, in_arcs = csr_index(dst, position.shape[0])
+    alpha = np.empty((position.shape[0],) + semiring.value_shape(None))
+    return float(forward_kernel(semiring)(position.shape[0], in_offsets, in_arcs, src, w, final, alpha))
+
+
+# Registered specialisations of the unrolled automaton's forward: MAX by the relaxation
+# above, without the unrolled lattice; the lattice's generic recursion on
+# :func:`unrolled` is the definition (tests/test_automaton.py checks them equal).
+SPECIALISED_FORWARD = {MAX: lambda *args: automaton_viterbi(*args)[1]}
+
+
+def forward_value(next_state, weight, symbol_scores, start: int, final_column: int = -1,
+                  semiring: Semiring | str = MAX, specialised: bool = True) -> float:
+    """⊕ over the automaton's paths of T symbols: the registered kernel for the semiring
+    (and ``specialised``), else the lattice engine's generic forward on :func:`unrolled`."""
+    semiring = resolve(semiring)
+    fast = SPECIALISED_FORWARD.get(semiring) if specialised else None
+    if fast is not None:
+        return fast(next_state, weight, symbol_scores, start, final_column)
+    return _generic_forward(semiring, next_state, weight, symbol_scores, int(start), int(final_column))

@@ -61,10 +61,6 @@ class FullViterbiResult:
     finished: bool
 
 
-class _Limit(Exception):
-    pass
-
-
 def full_lattice(target: HighOrderTarget, *, max_arcs: int = 20_000_000, time_limit: float | None = None) -> Lattice:
     """The explicit n-th-order lattice of ``target`` (arc score = exact log factor).
 
@@ -165,7 +161,7 @@ class FullWFSA:
             raise ParameterError("a full WFSA needs an LM of order >= 2", name='lm', value=lm)
         window = lm.order - 1
         if base ** (window + 1) >= 2**62:
-            raise ParameterError(f"vocabulary of {V} words too large to key {window + 1}-word contexts")
+            raise ParameterError(f"vocabulary of {V} words too large to key {window + 1}-word contexts", name='lm', value=lm)
         rows_per_length = []
         for m in range(1, window + 1):
             rows = lm.ngrams(m)[0]

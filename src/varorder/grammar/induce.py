@@ -81,9 +81,9 @@ class GrammarInducer(ParamsMixin):
                 out.append(np.array([index[t] for t in sentence], dtype=np.int64))
             except KeyError as err:
                 raise ParameterError(f"sentence {k}: tag {err.args[0]!r} was not seen in training "
-                                     f"(known: {' '.join(self.tags_)})") from None
+                                     f"(known: {' '.join(self.tags_)})", name='sentences', value=sentences) from None
             if not sentence:
-                raise ParameterError(f"sentence {k} is empty")
+                raise ParameterError(f"sentence {k} is empty", name='sentences', value=sentences)
         return out
 
     def shards(self, sentences):

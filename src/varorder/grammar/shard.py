@@ -62,10 +62,10 @@ class TreeShard:
     def __init__(self, sentences, n_tags: int):
         self.sentences = [np.asarray(s, dtype=np.int64) for s in sentences]
         if not self.sentences:
-            raise ParameterError("a shard needs at least one sentence")
+            raise ParameterError("a shard needs at least one sentence", name='sentences', value=sentences)
         for b, s in enumerate(self.sentences):
             if s.ndim != 1 or s.size < 1:
-                raise ParameterError(f"sentence {b} must be a non-empty 1-d array of tag ids")
+                raise ParameterError(f"sentence {b} must be a non-empty 1-d array of tag ids", name='sentences', value=sentences)
             if (s < 0).any() or (s >= n_tags).any():
                 raise ParameterError(f"sentence {b} has a tag id outside [0, {n_tags})", name='n_tags', value=n_tags)
         self.n_tags = int(n_tags)

@@ -26,8 +26,8 @@ __all__ = ["open_text", "atomic_write_text", "is_gzip", "umask_mode", "naming_pa
 def naming_path(error: BaseException, path, role: str = "the output") -> BaseException:
     """``error``, when it is an OSError that names no file (``write`` on a full disk:
     ``[Errno 28] No space left on device``, a file past ``RLIMIT_FSIZE``: ``[Errno 27]``),
-    made to name ``path`` and what it was (#33: the message did not say whether the output,
-    the ``-T`` folder or an input had failed). Returns it, to be re-raised."""
+    made to name ``path`` and what it was (whether the output, the ``-T`` folder or an input
+    failed). Returns it, to be re-raised."""
     # EPIPE comes from a pipe (stdout read by `head`), never from writing a file: a writer whose
     # body also printed to stdout must not claim it
     if (isinstance(error, OSError) and error.filename is None and error.errno is not None

@@ -100,7 +100,7 @@ class _Interner:
 def _spacing_marks() -> dict[int, None]:
     """Characters whose compatibility decomposition is a space and combining marks only — the
     spacing diacritics ``¯ ´ ¨ ¸ ˘ ˙ ˚ ˛ ˜ ˝ ΄ ῭`` …: stripped of their accent they are nothing, not
-    a space (``'a ¯ b'`` gave the whitespace token ``' '``, #33). Built once, from the BMP."""
+    a space (else ``'a ¯ b'`` would give the whitespace token ``' '``). Built once, from the BMP."""
     global _SPACING
     if _SPACING is None:
         _SPACING = {}

@@ -13,8 +13,8 @@ __all__ = ["read_fasta", "read_alignment"]
 
 
 def read_fasta(path) -> list[tuple[str, str]]:
-    """(name, sequence) records; a header without a sequence line is refused at its line (#33:
-    a file of headers only read as that many sequences of length 0)."""
+    """(name, sequence) records; a header without a sequence line is refused at its line (a file
+    of headers only is not that many sequences of length 0)."""
     records: list[tuple[str, list[str], int]] = []
     with open_text(path) as fh:
         for no, line in enumerate(fh, 1):

@@ -425,7 +425,7 @@ def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero"
 
 def _read_arpa_fast(path: Path, data: bytes, minus_99: str) -> NgramLM | None:
     """Read a well-formed ARPA file with compiled kernels over its bytes
-    (:mod:`varorder.lm._arpa_fast`): the unigram section is parsed in Python as before,
+    (:mod:`varorder.lm._arpa_fast`): the unigram section is parsed in Python as by the general reader,
     the n-gram sections without a Python object per line. Returns None on anything
     unusual — a malformed line, a count mismatch, an unknown word, a duplicate, text the
     byte tokenizer would split differently — and :func:`read_arpa` then reads the file the

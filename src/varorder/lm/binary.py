@@ -43,8 +43,7 @@ medium without a write, or a rewrite within one timestamp tick of the stamp) the
 code still contains: every lookup kernel bounds-checks what it reads from a table (a
 hash probe visits at most the table's capacity, a row read from a slot must lie inside
 its order before it indexes anything), so a corrupt file can give wrong scores or a
-ValueError naming the file, never a crash, a hang or a read outside an array (issue
-#18's guarantee); whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
+ValueError naming the file, never a crash, a hang or a read outside an array; whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
 check the key arrays once before using them (``verify=False`` opens on these checks
 alone). Nothing is unpickled: the header is JSON and the arrays are raw
 numbers.
@@ -92,7 +91,7 @@ def _model_arrays(model: NgramLM) -> dict[str, np.ndarray]:
     words = model.vocabulary.words
     for word in words:
         if "\n" in word:
-            raise ParameterError(f"word {word!r} contains a newline; the binary format separates words by newlines")
+            raise ParameterError(f"word {word!r} contains a newline; the binary format separates words by newlines", name='model', value=model)
     arrays = {
         "vocabulary": np.frombuffer("\n".join(words).encode("utf-8", errors="surrogateescape"), dtype=np.uint8),
         "values": np.ascontiguousarray(model._values, dtype=np.float32),

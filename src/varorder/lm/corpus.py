@@ -103,7 +103,7 @@ class Vocabulary:
         index: dict[str, int] = {}
         for position, word in enumerate(words):
             if word in index:
-                raise ParameterError(f"word {word!r} appears twice in the vocabulary (ids {index[word]} and {position})")
+                raise ParameterError(f"word {word!r} appears twice in the vocabulary (ids {index[word]} and {position})", name='words', value=words)
             index[word] = position
         for special in SPECIAL_WORDS:
             if special not in index:

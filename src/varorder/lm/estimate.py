@@ -139,10 +139,10 @@ def merge_counts(parts: Sequence[NgramCounts]) -> NgramCounts:
     first = parts[0]
     for k, part in enumerate(parts[1:], 1):
         if part.order != first.order:
-            raise ParameterError(f"cannot merge counts of order {part.order} (part {k}) with order {first.order} (part 0)")
+            raise ParameterError(f"cannot merge counts of order {part.order} (part {k}) with order {first.order} (part 0)", name='parts', value=parts)
         if part.vocabulary.words != first.vocabulary.words:
             raise ParameterError(f"cannot merge counts over different vocabularies (part {k} differs from part 0); "
-                                 "count every shard with the one vocabulary of the whole corpus")
+                                 "count every shard with the one vocabulary of the whole corpus", name='parts', value=parts)
     if len(parts) == 1:
         return first
     vocab_size = len(first.vocabulary)
@@ -231,9 +231,9 @@ class _InterpolatedEstimator(ParamsMixin):
             return [0] * self.order
         thresholds = [int(t) for t in prune]
         if thresholds[0] != 0 or any(t < 0 for t in thresholds) or any(b < a for a, b in zip(thresholds, thresholds[1:])):
-            raise ParameterError(f"prune thresholds must start with 0 (unigrams are never pruned) and not decrease, got {list(prune)}")
+            raise ParameterError(f"prune thresholds must start with 0 (unigrams are never pruned) and not decrease, got {list(prune)}", name='prune', value=self.prune)
         if len(thresholds) > self.order:
-            raise ParameterError(f"{len(thresholds)} prune thresholds for an order-{self.order} model")
+            raise ParameterError(f"{len(thresholds)} prune thresholds for an order-{self.order} model", name='prune', value=self.prune)
         return thresholds + [thresholds[-1]] * (self.order - len(thresholds))
 
     def _removed(self, counts: NgramCounts) -> list[np.ndarray | None]:

@@ -303,14 +303,6 @@ def _rows_up_to(rows: np.ndarray, boundary: tuple) -> int:
     return lo
 
 
-def merged_table(runs, vocab_size: int, memory: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """All of :func:`merge_runs` concatenated: one order's sorted rows and counts."""
-    parts = list(merge_runs(runs, vocab_size, memory))
-    if not parts:
-        return np.empty((0, width), np.int32), np.empty(0, np.int64)
-    return np.concatenate([r for r, _ in parts]), np.concatenate([c for _, c in parts])
-
-
 @dataclass
 class DiskCounts:
     """Raw n-gram counts on disk: ``rows[m]`` / ``counts[m]`` (m >= 1) are order m + 1's

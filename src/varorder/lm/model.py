@@ -120,7 +120,7 @@ class NgramLM:
     def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None, values=None):
         order = len(keys)
         if order < 1:
-            raise ParameterError("a model needs at least the unigram order")
+            raise ParameterError("a model needs at least the unigram order", name='keys', value=keys)
         if values is not None:
             # (internal) every order's (log10 p, log10 bow) already in one float32 table, in
             # the model's layout: taken as it is, without a copy.
@@ -566,7 +566,7 @@ class NgramLM:
             )
         scores, _ = self.token_log10probs(ids, lengths)
         if len(scores) == 0:
-            raise ParameterError("perplexity of an empty set of sentences")
+            raise ParameterError("perplexity of an empty set of sentences", name='sentences', value=sentences)
         return float(10.0 ** (-scores.sum() / len(scores)))
 
     # ------------------------------------------------------------------ states
@@ -610,7 +610,7 @@ class NgramLM:
         for m in range(self.order):
             n = len(self._keys[m])
             if len(table.max_log10prob[m]) != n or len(table.max_log10backoff[m]) != n:
-                raise ParameterError(f"order {m + 1}: MAX-ARPA columns have the wrong length")
+                raise ParameterError(f"order {m + 1}: MAX-ARPA columns have the wrong length", name='table', value=table)
         self._max_backoff = table
 
     def max_log10prob(self, context: Sequence[int], word: int) -> float:
@@ -680,7 +680,7 @@ class NgramLM:
         if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(flat) or np.any(np.diff(offsets) < 0):
             raise ParameterError("context_offsets must start at 0, be non-decreasing and end at len(context_ids)", name='context_offsets', value=context_offsets)
         if len(offsets) > 1 and np.diff(offsets).max() > self.order - 1:
-            raise ParameterError(f"contexts must hold at most order - 1 = {self.order - 1} words")
+            raise ParameterError(f"contexts must hold at most order - 1 = {self.order - 1} words", name='context_ids', value=context_ids)
         self._check_ids(flat)
         self._check_ids(words)
         out = np.empty((len(offsets) - 1, len(words)))

@@ -1,4 +1,4 @@
-"""n-gram counts made shard by shard on an executor's workers and merged in memory (issue #35).
+"""n-gram counts made shard by shard on an executor's workers and merged in memory.
 
 Counting is additive: the counts of a corpus are the sums of the counts of any partition of its
 sentences. Two rounds on a :mod:`varorder.parallel` executor (a Dask client for ``lm train

@@ -120,7 +120,7 @@ def penalty_value(kind: str, values, *, parent=None, weights=None) -> float:
         return float(np.sum(a * np.abs(w)))
     if kind in ("tree_l2", "tree_linf"):
         return float(_tree_penalty_kernel(w, _check_forest(parent), a, kind == "tree_linf"))
-    raise ParameterError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf")
+    raise ParameterError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf", name='kind', value=kind)
 
 
 def project_nonnegative(values) -> np.ndarray:
@@ -488,7 +488,7 @@ def prox(kind: str, values, lam: float, *, parent=None, weights=None) -> np.ndar
         return prox_tree_l2(values, parent, lam, weights)
     if kind == "tree_linf":
         return prox_tree_linf_heap(values, parent, lam, weights)
-    raise ParameterError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf")
+    raise ParameterError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf", name='kind', value=kind)
 
 
 def prox_inplace(kind: str, values: np.ndarray, parent: np.ndarray, thresholds: np.ndarray, *,
@@ -507,4 +507,4 @@ def prox_inplace(kind: str, values: np.ndarray, parent: np.ndarray, thresholds: 
     elif kind == "tree_linf":
         _tree_linf_heap_kernel(values, parent, np.ones(len(values)), thresholds)
     else:
-        raise ParameterError(f"unknown penalty kind {kind!r}")
+        raise ParameterError(f"unknown penalty kind {kind!r}", name='kind', value=kind)

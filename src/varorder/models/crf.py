@@ -229,7 +229,7 @@ class CRF(ParamsMixin):
         if self.algorithm != "lbfgs" and (self.executor is not None or self.n_jobs not in (None, 1)
                                           or self.n_shards not in (None, 1)):
             raise ParameterError(f"CRF: n_shards / n_jobs / executor apply to algorithm='lbfgs', "
-                                 f"not algorithm={self.algorithm!r}")
+                                 f"not algorithm={self.algorithm!r}", name='algorithm', value=self.algorithm)
         check_bool(self, "verbose")
 
     # -- training -------------------------------------------------------------
@@ -309,7 +309,7 @@ class CRF(ParamsMixin):
 
         self._check_params()
         if self.algorithm != "lbfgs":
-            raise ParameterError(f"CRF: fit_sources trains with algorithm='lbfgs', not algorithm={self.algorithm!r}")
+            raise ParameterError(f"CRF: fit_sources trains with algorithm='lbfgs', not algorithm={self.algorithm!r}", name='algorithm', value=self.algorithm)
         sources = list(sources)
         if not sources:
             raise ParameterError("CRF.fit_sources: sources is empty", name='sources', value=sources)

@@ -67,7 +67,7 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
     meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": kind, "params": params, "state": state}
     payload = {name: np.asarray(value) for name, value in arrays.items()}
     if _META in payload:
-        raise ParameterError(f"array name {_META!r} is reserved")
+        raise ParameterError(f"array name {_META!r} is reserved", name='arrays', value=arrays)
     # the JSON round trip first, so that the digest covers what load will read back (tuples as lists)
     meta = json.loads(json.dumps(meta, default=_json_default))
     meta[_DIGEST] = content_digest(meta, payload)

@@ -61,7 +61,7 @@ class LabelCodec:
         for seq in label_sequences:
             seen.update(seq)
         if not seen:
-            raise ParameterError("y holds no labels")
+            raise ParameterError("y holds no labels", name='label_sequences', value=label_sequences)
         return cls(sorted(seen, key=lambda v: (str(type(v)), v)))
 
     def encode(self, label_sequences, name: str = "y") -> np.ndarray:
@@ -175,5 +175,5 @@ def token_accuracy(predicted: Sequence[Sequence], gold: Sequence[Sequence]) -> f
     """
     result = sequence_accuracy(predicted, gold)
     if result.num_tokens == 0:
-        raise ParameterError("no tokens to score")
+        raise ParameterError("no tokens to score", name='gold', value=gold)
     return result.token

@@ -34,7 +34,7 @@ Methods (``method``):
 
 Training objective of SampleRank: o(c) = −Σₜ [type(cₜ) ≠ gold type] + [string(cₜ) ≠ gold string].
 
-Extensions (options, off by default; issue #29's error analysis in docs/notes/29-neg.md):
+Extensions (options, off by default; the error analysis behind them is in docs/notes/29-neg.md):
 ``link_between`` (the name link's code also tells whether another entity's slot lies between),
 ``warm_start="unary"`` with ``unary_step`` (start from the exact unary fit, its weights held or
 moved by a scaled step), ``cues`` (unary person cues: 1st/2nd person words in the slot's sentence

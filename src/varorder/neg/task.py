@@ -328,7 +328,7 @@ def evaluate(documents, choices) -> dict:
     slots, hypotheses, references = [], [], []
     for document, chosen in zip(documents, choices):
         if len(chosen) != len(document.slots):
-            raise ParameterError(f"{document.doc_id}: {len(chosen)} choices for {len(document.slots)} slots")
+            raise ParameterError(f"{document.doc_id}: {len(chosen)} choices for {len(document.slots)} slots", name='choices', value=choices)
         for slot, text in zip(document.slots, chosen):
             types = {normal_key(c.text): c.reg08 for c in document.candidates[slot.entity]}
             slots.append((text, types.get(normal_key(text)), slot.gold, slot.gold_type))

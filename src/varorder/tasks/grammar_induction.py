@@ -97,7 +97,7 @@ def spans_to_tree(spans, tags, words, label: str = "X") -> Tree:
         if j - i > 1:
             inner = [k for k in range(i + 1, j) if (i, k) in spans and (k, j) in spans]
             if len(inner) != 1:
-                raise ParameterError(f"span ({i}, {j}) is not split by the bracketing into two spans")
+                raise ParameterError(f"span ({i}, {j}) is not split by the bracketing into two spans", name='spans', value=spans)
             split[(i, j)] = inner[0]
 
     def build(i, j):

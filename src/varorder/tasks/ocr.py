@@ -50,7 +50,7 @@ PAPER = {"beam(10)": {"word_acc": 0.871, "recall_at_99": 0.16},
 
 
 #: Why the paper-protocol rows fall short of :data:`PAPER`, and what reaches it: measured with
-#: ``benchmarks/papers/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md, issues #17 and #30).
+#: ``benchmarks/papers/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md).
 GAP_NOTE = (
     "Why the 'paper' rows are below the paper's figures, and what reaches them (4 epochs, 5 seeds, "
     "benchmarks/papers/rcms_ocr.py):\n"
@@ -83,7 +83,7 @@ def word_arrays(words):
     for k, w in enumerate(words):
         bad = [c for c in w.letters if c not in ALPHABET]
         if bad:
-            raise ParameterError(f"word {w.word_id} (index {k}) has letters outside a-z: {bad}")
+            raise ParameterError(f"word {w.word_id} (index {k}) has letters outside a-z: {bad}", name='words', value=words)
         xs.append(w.images.reshape(len(w), -1).astype(np.float64))
         ys.append(np.fromiter((ALPHABET.index(c) for c in w.letters), dtype=np.int64, count=len(w)))
     return xs, ys
@@ -119,7 +119,7 @@ class OcrConfig:
 
 
 #: The paper's protocol and varorder's extensions, as OcrConfig overrides. "recorded" is
-#: the configuration of the figures recorded before issue #17 (all three extensions).
+#: the configuration of the recorded figures (all three extensions).
 PROTOCOLS = {
     "paper": {},
     "+backoff": {"backoff": True},

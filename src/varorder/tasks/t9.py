@@ -92,7 +92,7 @@ class T9Task:
             raise ParameterError(f"observation {digits!r} must be a non-empty string of keypad keys {_KEYS}", name='digits', value=digits)
         ids = self._ids.get(len(digits))
         if ids is None:
-            raise ParameterError(f"no vocabulary word has length {len(digits)} (observation {digits!r})")
+            raise ParameterError(f"no vocabulary word has length {len(digits)} (observation {digits!r})", name='digits', value=digits)
         observed = np.asarray([_KEY_INDEX[d] for d in digits])
         distances = _DISTANCE[self._keys[len(digits)], observed[None, :]]
         loglik = -np.log(self.k * distances + 1.0).sum(axis=1)

@@ -443,7 +443,7 @@ def wfsa_paths(fsa, max_arcs: int):
 
 def wfsa_string_weights(paths, semiring: str = "log", tape: str = "both") -> dict:
     """⊕ of path scores per string (``tape`` "input", "output") or string pair ("both"):
-    log-sum-exp for ``"log"``, max for ``"max"`` (formerly ``"tropical"``)."""
+    log-sum-exp for ``"log"``, max for ``"max"``."""
     table = {}
     for ins, outs, score in paths:
         key = ins if tape == "input" else outs if tape == "output" else (ins, outs)

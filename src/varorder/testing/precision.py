@@ -1,4 +1,4 @@
-"""Extended-precision references for dense chains (issue #33 item 6): what the LOG paths of
+"""Extended-precision references for dense chains: what the LOG paths of
 ``varorder.engine.chain`` are measured against on long chains, shared by the precision test
 and ``benchmarks/guards/chain_precision.py``.
 

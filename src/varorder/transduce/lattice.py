@@ -44,6 +44,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from varorder.engine.builder import grown1, grown2
 from varorder.engine.selection import group_of_slot, keep_best
 from varorder.engine.semiring import log_plus
 from varorder.errors import ParameterError
@@ -92,21 +93,6 @@ def _backoff_features(history, symbol, w, alphabet, first_kind, hashed, mask, of
             code = code * radix + history[t]
         kind = first_kind + 2 * (k - 1)
         feats[row, column + k - 1] = _feature_index(code * alphabet + symbol, kind, hashed, mask, offsets[kind])
-
-
-@nb.njit(cache=True)
-def _grow2(a, used, n):
-    """Room for ``n`` rows, keeping the first ``used`` (every later row is written in full before it is read)."""
-    b = np.empty((max(2 * a.shape[0], n), a.shape[1]), a.dtype)
-    b[:used] = a[:used]
-    return b
-
-
-@nb.njit(cache=True)
-def _grow1(a, used, n):
-    b = np.empty(max(2 * a.shape[0], n), a.dtype)
-    b[:used] = a[:used]
-    return b
 
 
 @nb.njit(cache=True)
@@ -371,12 +357,12 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
         # features); after selection the kept ones are compacted in order (beam) or all kept (RCMS)
         need = n_arcs + max_c + prev_count
         if need > a_src.shape[0]:
-            a_src = _grow1(a_src, n_arcs, need)
-            a_dst = _grow1(a_dst, n_arcs, need)
-            a_lab = _grow1(a_lab, n_arcs, need)
-            a_w = _grow1(a_w, n_arcs, need)
-            a_pos = _grow1(a_pos, n_arcs, need)
-            a_feat = _grow2(a_feat, n_arcs, need)
+            a_src = grown1(a_src, n_arcs, need)
+            a_dst = grown1(a_dst, n_arcs, need)
+            a_lab = grown1(a_lab, n_arcs, need)
+            a_w = grown1(a_w, n_arcs, need)
+            a_pos = grown1(a_pos, n_arcs, need)
+            a_feat = grown2(a_feat, n_arcs, need)
         c_fwd = np.empty(max_c)
         c_group = np.empty(max_c, np.int64)
         e_par = np.empty(prev_count, np.int64)

@@ -124,7 +124,7 @@ def _check_pairs(inputs, outputs):
         raise ParameterError("inputs and outputs must be non-empty lists of equal length", name='inputs', value=inputs)
     for k, (x, y) in enumerate(zip(inputs, outputs)):
         if len(x) < 1 or len(y) < 1:
-            raise ParameterError(f"pair {k}: input and output must be non-empty")
+            raise ParameterError(f"pair {k}: input and output must be non-empty", name='inputs', value=inputs)
 
 
 def truncate_gradient(values, threshold: float, rng) -> np.ndarray:
@@ -434,7 +434,7 @@ class AlignmentTransducer(ParamsMixin):
         if self.batch_size is None and (self.executor is not None or self.n_jobs not in (None, 1)
                                         or self.n_shards not in (None, 1)):
             raise ParameterError("AlignmentTransducer: n_shards / n_jobs / executor apply to the mini-batch mode "
-                                 "(batch_size=...); the default online training steps once per example, in order")
+                                 "(batch_size=...); the default online training steps once per example, in order", name='batch_size', value=self.batch_size)
 
     def _saved_params(self) -> dict:
         """The parameters a model or training-state file records (not where it was trained)."""

@@ -114,7 +114,7 @@ class Wfsa:
         try:
             return [index[s] for s in string]
         except KeyError as error:
-            raise ParameterError(f"symbol {error.args[0]!r} is not in the alphabet") from None
+            raise ParameterError(f"symbol {error.args[0]!r} is not in the alphabet", name='string', value=string) from None
 
     def decode(self, labels) -> tuple:
         return tuple(self.alphabet[i - 1] for i in labels if i != EPSILON)
@@ -127,7 +127,7 @@ def linear_acceptor(alphabet, string, weight: float = 0.0) -> Wfsa:
     try:
         labels = [index[s] for s in string]
     except KeyError as error:
-        raise ParameterError(f"symbol {error.args[0]!r} is not in the alphabet") from None
+        raise ParameterError(f"symbol {error.args[0]!r} is not in the alphabet", name='string', value=string) from None
     arcs = [(i, lab, lab, 0.0, i + 1) for i, lab in enumerate(labels)]
     return Wfsa.from_arcs(alphabet, len(labels) + 1, 0, arcs, {len(labels): weight})
 
@@ -144,7 +144,7 @@ def strings_acceptor(alphabet, weighted_strings) -> Wfsa:
         node = 0
         for s in string:
             if s not in index:
-                raise ParameterError(f"symbol {s!r} is not in the alphabet")
+                raise ParameterError(f"symbol {s!r} is not in the alphabet", name='weighted_strings', value=weighted_strings)
             nxt = children[node].get(index[s])
             if nxt is None:
                 nxt = len(children)

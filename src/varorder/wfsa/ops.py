@@ -314,7 +314,7 @@ def arc_posteriors(fsa: Wfsa):
     alpha, beta = np.maximum(alpha, 0.0), np.maximum(beta, 0.0)
     z = beta[new_id[fsa.start]]
     if not z > 0:
-        raise ParameterError("the machine accepts nothing: posteriors are undefined")
+        raise ParameterError("the machine accepts nothing: posteriors are undefined", name='fsa', value=fsa)
     arc = np.zeros(fsa.n_arcs)
     arc[live] = alpha[src] * np.exp(fsa.weight[live]) * beta[dst] / z
     final_counts = np.zeros(fsa.n_states)
@@ -474,7 +474,7 @@ def sample_strings(fsa: Wfsa, n: int, seed=None, max_length: int = 10_000) -> li
     machine = project(fsa, "input") if not fsa.is_acceptor else fsa
     beta = shortest_distance(machine, "log", reverse=True)
     if beta[machine.start] == NEG_INF:
-        raise ParameterError("the machine accepts nothing: nothing to sample")
+        raise ParameterError("the machine accepts nothing: nothing to sample", name='fsa', value=fsa)
     order = np.argsort(machine.src, kind="stable")
     first = np.searchsorted(machine.src[order], np.arange(machine.n_states + 1))
     out = []

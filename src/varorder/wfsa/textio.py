@@ -39,7 +39,7 @@ def format_fst(fsa: Wfsa, acceptor: bool | None = None) -> str:
     names = (EPSILON_SYMBOL,) + tuple(str(s) for s in fsa.alphabet)
     for s in names[1:]:
         if not s or any(c.isspace() for c in s) or s == EPSILON_SYMBOL:
-            raise ParameterError(f"symbol {s!r} cannot be written in OpenFst text (empty, spaces, or <eps>)")
+            raise ParameterError(f"symbol {s!r} cannot be written in OpenFst text (empty, spaces, or <eps>)", name='fsa', value=fsa)
     # OpenFst's start is the first line's state: arcs leaving the start come first
     order = np.argsort(fsa.src != fsa.start, kind="stable")
     lines = []
