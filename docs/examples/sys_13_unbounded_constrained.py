@@ -25,10 +25,11 @@ engine's sampler = exact samples, backward values = the next-token hook.
 # A toy corpus; the index is a directory (token ids, suffix array, document offsets,
 # vocabulary, and a header with every file's size and CRC-32).
 import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
 
 import numpy as np
 
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
 from varorder.constrain import ConstrainedLM, contains_dfa
 from varorder.lm import AbsoluteDiscounting
 from varorder.lm.suffix_index import build_index
@@ -39,7 +40,7 @@ subjects = ["the dog", "a cat", "the old man", "my friend", "the good dog"]
 verbs = ["sees", "likes", "finds", "wants"]
 objects = ["the ball", "a bone", "the house", "a good book", "the old cat"]
 corpus = [f"{subjects[rng.integers(5)]} {verbs[rng.integers(4)]} {objects[rng.integers(5)]}" for _ in range(3000)]
-work = workdir("unbounded")
+work = Path(tempfile.mkdtemp(prefix="varorder-unbounded-"))
 (work / "corpus.txt").write_text("\n".join(corpus) + "\n")
 
 index = build_index(work / "corpus.txt", work / "corpus.idx")
@@ -71,12 +72,17 @@ print("p(next | 'the old man likes', constraint):",
 # %%
 # Command line
 # ------------
-run_cli("varorder lm index corpus.txt -o corpus.idx", cwd=work)
-run_cli("varorder lm count corpus.idx the old", cwd=work)
-run_cli("varorder lm next corpus.idx the old -k 3", cwd=work)
-run_cli("varorder lm train corpus.txt -n 4 --method absolute -o lm.arpa", cwd=work)
-run_cli('varorder lm constrain lm.arpa --contains old --contains book --ordered --min-length 5 --max-length 8', cwd=work)
-run_cli('varorder lm constrain lm.arpa --regex "my friend .* ( ball | bone )" -n 3 --seed 1', cwd=work)
+commands = """
+varorder lm index corpus.txt -o corpus.idx
+varorder lm count corpus.idx the old
+varorder lm next corpus.idx the old -k 3
+varorder lm train corpus.txt -n 4 --method absolute -o lm.arpa
+varorder lm constrain lm.arpa --contains old --contains book --ordered --min-length 5 --max-length 8
+varorder lm constrain lm.arpa --regex "my friend .* ( ball | bone )" -n 3 --seed 1
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # On a real corpus
@@ -101,7 +107,9 @@ run_cli('varorder lm constrain lm.arpa --regex "my friend .* ( ball | bone )" -n
 # --------
 # Index size, build time and count latency up to 10⁷ tokens; perplexity on PTB-LM valid
 # beside modified Kneser–Ney; constrained sampling against naive rejection.
-results("n-gram LMs", "varorder lm index", "SuffixIndex", "Witten–Bell", "ConstrainedLM")
+#
+# .. varorder-results:: n-gram LMs
+#    :systems: varorder lm index; SuffixIndex; Witten–Bell; ConstrainedLM
 
 # %%
 # Limits
