@@ -290,3 +290,18 @@ def test_hmm_samples_pass_goodness_of_fit():
     assert chi_square_pvalue(Counter(model.sample(20000, seed=3)), probs) > 1e-4
     uniform = {x: 1 / len(probs) for x in probs}
     assert chi_square_pvalue(Counter(model.sample(20000, seed=3)), uniform) < 1e-6
+
+
+def test_hmm_from_a_fitted_estimator():
+    from varorder.constrain import ConstrainedHMM
+    from varorder.models import HMM
+
+    X = [["a", "b", "c"], ["b", "a"], ["c", "c", "a", "b"]]
+    y = [["N", "V", "N"], ["V", "N"], ["N", "N", "V", "N"]]
+    hmm = HMM().fit(X, y)
+    dfa = contains_dfa([["b"]], list(hmm.symbols_))
+    model = ConstrainedHMM.from_hmm(hmm, dfa, min_length=1, max_length=3)
+    params = (hmm.log_start_, hmm.log_transitions_, hmm.log_emissions_[:, :-1])
+    marginal, _ = _hmm_enumerate(params, dfa, 1, 3)
+    assert math.isclose(model.log_probability, _logsumexp(marginal.values()), rel_tol=1e-9)
+    assert all(hmm.symbols_[w] in "abc" for x in model.sample(20, seed=0) for w in x)
