@@ -9,6 +9,7 @@ so that scoring a sentence with a binary model does not load Numba or the estima
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 
@@ -361,16 +362,22 @@ def verify(model_path):
 
 
 @lm.command("next")
-@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True))
 @click.argument("context", nargs=-1)
 @click.option("-k", "--top", default=10, show_default=True, type=click.IntRange(1), help="How many words to print.")
 @click.option("--bos/--no-bos", default=True, show_default=True, help="Start the context at <s>.")
 @click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
 def next_word(model_path, context, top, bos, minus_99):
     """The distribution of the next word after CONTEXT (words): the TOP most probable
-    words with their log10 p(word | context), and the total probability printed."""
+    words with their log10 p(word | context), and the total probability printed.
+
+    MODEL may also be a suffix index (a directory from `varorder lm index`): then the
+    words that follow CONTEXT in the corpus, with their counts and relative frequencies."""
     import numpy as np
 
+    if os.path.isdir(model_path):
+        _index_next(model_path, context, top, bos)
+        return
     _ngram_model_only(model_path, "next")
     model = _load(model_path, minus_99)
     words = " ".join(context).split()
@@ -379,6 +386,55 @@ def next_word(model_path, context, top, bos, minus_99):
     for word_id in best:
         click.echo(f"{model.vocabulary.words[word_id]}\t{log10probs[word_id]:.6f}")
     _say(f"sum of p over the vocabulary = {float(np.sum(10.0 ** log10probs)):.6f}")
+
+
+@lm.command("index")
+@click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
+              help="Directory to write the index to (created if needed).")
+@click.option("--min-count", default=1, show_default=True, type=click.IntRange(1), help="Rarer words become <unk>.")
+def index_corpus(corpus, output, min_count):
+    """Build a suffix-array index of CORPUS (text, one sentence per line, .gz too) in
+    OUTPUT, for `lm count`, `lm next` and the unbounded-order models
+    (varorder.lm.suffix_index)."""
+    from varorder.lm.suffix_index import build_index
+
+    start = time.perf_counter()
+    index = build_index(list(corpus), output, min_count=min_count)
+    sizes = index.nbytes
+    _say(f"indexed {index.num_tokens} tokens ({index.num_documents} sentences, {len(index.vocabulary)} words) "
+         f"in {time.perf_counter() - start:.1f} s: suffix array {sizes['sa'] / max(index.num_tokens, 1):.1f} "
+         f"bytes/token beside {sizes['tokens'] / max(index.num_tokens, 1):.1f} of token ids")
+    click.echo(output)
+
+
+def _open_index(path: str):
+    from varorder.lm.suffix_index import open_index
+
+    try:
+        return open_index(path)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+
+
+@lm.command("count")
+@click.argument("index_path", metavar="INDEX", type=click.Path(exists=True, file_okay=False))
+@click.argument("ngram", nargs=-1)
+def count_ngram(index_path, ngram):
+    """How often NGRAM (words; none: every token) occurs in the corpus of INDEX."""
+    click.echo(_open_index(index_path).count(" ".join(ngram).split()))
+
+
+def _index_next(index_path, context, top, bos):
+    import numpy as np
+
+    index = _open_index(index_path)
+    words = (["<s>"] if bos else []) + " ".join(context).split()
+    tokens, counts = index.ntd(words)
+    total = int(counts.sum())
+    for j in np.argsort(-counts, kind="stable")[:top] if total else []:
+        click.echo(f"{index.vocabulary.words[tokens[j]]}\t{counts[j]}\t{counts[j] / total:.6f}")
+    _say(f"{total} continuations of {len(tokens)} distinct words")
 
 
 @lm.command()
@@ -399,6 +455,44 @@ def maxarpa(model_path, output):
     _say(f"max-backoff weights of {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")
     write_arpa(model, output, max_arpa=True)
     _say(f"wrote {output}")
+
+
+@lm.command("constrain")
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+@click.option("--contains", "contains", multiple=True, metavar="'WORDS'",
+              help="A phrase the sentence must contain (repeat for several).")
+@click.option("--ordered", is_flag=True, help="The --contains phrases must appear in the order given.")
+@click.option("--regex", metavar="PATTERN",
+              help="Token-level regular expression the whole sentence must match: words, '.', ( ), |, * + ?.")
+@click.option("--min-length", default=1, show_default=True, type=click.IntRange(0), help="Fewest words.")
+@click.option("--max-length", default=10, show_default=True, type=click.IntRange(0), help="Most words.")
+@click.option("-n", "--samples", default=0, show_default=True, type=click.IntRange(0),
+              help="Exact samples to draw (0: print the most probable sentence only).")
+@click.option("--seed", default=0, show_default=True, type=int)
+def constrain(model_path, contains, ordered, regex, min_length, max_length, samples, seed):
+    """Exact decoding and sampling from MODEL (an n-gram LM) conditioned on a constraint:
+    the most probable sentence that satisfies it, or exact samples from p(x | constraint)
+    (varorder.constrain: the LM's automaton times the constraint's DFA on the lattice
+    engine). Prints each sentence with its log10 p under the LM; the constraint's
+    probability goes to stderr."""
+    import math
+
+    from varorder.constrain import ConstrainedLM
+
+    _ngram_model_only(model_path, "constrain")
+    model = _load(model_path)
+    if min_length > max_length:
+        raise click.BadParameter(f"--min-length {min_length} exceeds --max-length {max_length}")
+    constrained = ConstrainedLM.from_spec(model, contains=contains, ordered=ordered, regex=regex,
+                                          min_length=min_length, max_length=max_length)
+    _say(f"p(constraint) = {math.exp(constrained.log_probability):.6g} "
+         f"(product lattice: {constrained.num_nodes} nodes, {constrained.num_arcs} arcs)")
+    if samples == 0:
+        words, logp = constrained.decode()
+        click.echo(f"{' '.join(words)}\t{logp / math.log(10):.6f}")
+        return
+    for words in constrained.sample(samples, seed=seed):
+        click.echo(f"{' '.join(words)}\t{model.score_sentence(words):.6f}")
 
 
 @lm.command()

@@ -191,9 +191,50 @@ def _draw_log(logw, u):
 
 
 @nb.njit(cache=True)
+def _cumulative(logw, cum):
+    """cum[i] = Σ_{j ≤ i} exp(logw[j] − max logw), summed in index order as :func:`_draw_log`
+    sums them; returns False if every entry is −inf."""
+    m = NEG_INF
+    for i in range(logw.shape[0]):
+        if logw[i] > m:
+            m = logw[i]
+    if m == NEG_INF:
+        return False
+    c = 0.0
+    for i in range(logw.shape[0]):
+        c += np.exp(logw[i] - m)
+        cum[i] = c
+    return True
+
+
+@nb.njit(cache=True)
+def _draw_cumulative(cum, lo, hi, u):
+    """The index :func:`_draw_log` draws at u from the weights whose running sums are
+    cum[lo:hi] (the first i with u · total < cum[i], by bisection), offset from lo."""
+    target = u * cum[hi - 1]
+    a, b = lo, hi
+    while a < b:
+        mid = (a + b) >> 1
+        if target < cum[mid]:
+            b = mid
+        else:
+            a = mid + 1
+    if a == hi:  # u · total rounded up to total: the last entry of positive weight
+        a = hi - 1
+        while a > lo and cum[a] == cum[a - 1]:
+            a -= 1
+    return a - lo
+
+
+@nb.njit(cache=True)
 def sample_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, node_position,
                   max_len, uniforms):
-    """n sampled paths as arc ids (n, max_len), −1 padded; uniforms has shape (n, max_len + 1)."""
+    """n sampled paths as arc ids (n, max_len), −1 padded; uniforms has shape (n, max_len + 1).
+
+    Each draw is the inverse CDF of :func:`_draw_log` at its uniform; the running sums of a
+    node's in-arc weights (and of the end weights) are computed once, on the node's first
+    visit, so a sample costs O(length · log in-degree) after that, not O(length · in-degree
+    + nodes)."""
     alpha = np.empty(num_nodes)
     logz = log_forward(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final, alpha)
     n = uniforms.shape[0]
@@ -203,17 +244,24 @@ def sample_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final,
     end_w = np.empty(num_nodes)
     for v in range(num_nodes):
         end_w[v] = alpha[v] + final[v]
+    end_cum = np.empty(num_nodes)
+    _cumulative(end_w, end_cum)
+    arc_cum = np.empty(in_arcs.shape[0])
+    ready = np.zeros(num_nodes, dtype=np.bool_)
     for s in range(n):
-        v = _draw_log(end_w, uniforms[s, max_len])
+        v = _draw_cumulative(end_cum, 0, num_nodes, uniforms[s, max_len])
         while v != 0:
             lo = in_offsets[v]
             hi = in_offsets[v + 1]
-            w = np.empty(hi - lo)
-            for q in range(lo, hi):
-                a = in_arcs[q]
-                w[q - lo] = alpha[arc_source[a]] + arc_weight[a]
+            if not ready[v]:
+                w = np.empty(hi - lo)
+                for q in range(lo, hi):
+                    a = in_arcs[q]
+                    w[q - lo] = alpha[arc_source[a]] + arc_weight[a]
+                _cumulative(w, arc_cum[lo:hi])
+                ready[v] = True
             pos = node_position[v]
-            a = in_arcs[lo + _draw_log(w, uniforms[s, pos - 1])]
+            a = in_arcs[lo + _draw_cumulative(arc_cum, lo, hi, uniforms[s, pos - 1])]
             out[s, pos - 1] = a
             v = arc_source[a]
     return out, logz

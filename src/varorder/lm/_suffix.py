@@ -1,0 +1,238 @@
+"""Numba kernels over a token suffix array: pattern ranges, next-token runs and the
+interpolated Witten–Bell recursion over every suffix length of a context.
+
+The suffix array ``sa`` lists the start positions of the suffixes of ``tokens`` in
+lexicographic order of their token sequences (a suffix that is a prefix of another
+sorts first). The suffixes that begin with a pattern form one contiguous range of
+``sa`` (Manber & Myers 1993); inside it they are sorted by the token after the
+pattern, so each next token's occurrences form a sub-range (infini-gram's next-token
+distribution, Liu et al. 2024, §3). Every position read from ``sa`` is checked
+against the token count, so a damaged file cannot make a kernel read outside the
+arrays: the kernels return ``DAMAGED`` and the caller names the file.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
+
+DAMAGED = -2
+
+
+@numba.njit(cache=True, inline="always")
+def _compare(tokens, n_tokens, start, pattern, length):
+    """-1 if the suffix at ``start`` sorts before every sequence beginning with
+    ``pattern[:length]``, 0 if it begins with it, +1 if it sorts after them all."""
+    for j in range(length):
+        p = start + j
+        if p >= n_tokens:
+            return -1  # the suffix ended: it is a proper prefix of the pattern
+        a = np.int64(tokens[p])
+        b = np.int64(pattern[j])
+        if a < b:
+            return -1
+        if a > b:
+            return 1
+    return 0
+
+
+@numba.njit(cache=True)
+def pattern_range(tokens, sa, pattern, offset, length, lo, hi):
+    """(first, end) of the ``sa`` rows in [lo, hi) whose suffixes begin with
+    ``pattern[offset : offset + length]``; (DAMAGED, 0) on a position out of range.
+
+    ``lo``/``hi`` may be any range known to contain every match (e.g. the range of a
+    prefix of the pattern)."""
+    n = tokens.shape[0]
+    sub = pattern[offset:offset + length]
+    a, b = lo, hi
+    while a < b:  # first row whose suffix is not below the pattern
+        m = (a + b) >> 1
+        s = np.int64(sa[m])
+        if s < 0 or s >= n:
+            return DAMAGED, 0
+        if _compare(tokens, n, s, sub, length) < 0:
+            a = m + 1
+        else:
+            b = m
+    first = a
+    b = hi
+    while a < b:  # first row whose suffix sorts after every match
+        m = (a + b) >> 1
+        s = np.int64(sa[m])
+        if s < 0 or s >= n:
+            return DAMAGED, 0
+        if _compare(tokens, n, s, sub, length) <= 0:
+            a = m + 1
+        else:
+            b = m
+    return first, a
+
+
+@numba.njit(cache=True)
+def range_of(tokens, sa, pattern):
+    """:func:`pattern_range` of the whole pattern over the whole array."""
+    return pattern_range(tokens, sa, pattern, 0, pattern.shape[0], 0, sa.shape[0])
+
+
+@numba.njit(cache=True)
+def next_token_runs(tokens, sa, first, end, length, out_tokens, out_counts):
+    """The next tokens after a pattern of ``length`` tokens whose rows are [first, end):
+    each distinct next token (ascending) and its count, written to ``out_*``; returns
+    how many (DAMAGED on a bad position). A run is found by galloping then bisecting,
+    so the cost is O(distinct · log(count / distinct)), not O(count)."""
+    n = tokens.shape[0]
+    i = first
+    k = 0
+    while i < end:
+        s = np.int64(sa[i])
+        if s < 0 or s >= n:
+            return DAMAGED
+        if s + length >= n:  # the corpus ends right after the pattern: no next token
+            i += 1
+            continue
+        t = tokens[s + length]
+        # gallop: rows i .. i + step - 1 all have next token t
+        step = 1
+        lo_ok = i  # last row known to hold t
+        while True:
+            probe = i + step
+            if probe >= end:
+                hi_bad = end
+                break
+            q = np.int64(sa[probe])
+            if q < 0 or q + length >= n:
+                if q < 0 or q >= n:
+                    return DAMAGED
+                hi_bad = probe  # cannot happen inside a run but stays safe
+                break
+            if tokens[q + length] != t:
+                hi_bad = probe
+                break
+            lo_ok = probe
+            step *= 2
+        a, b = lo_ok + 1, hi_bad
+        while a < b:
+            m = (a + b) >> 1
+            q = np.int64(sa[m])
+            if q < 0 or q >= n or q + length >= n:
+                return DAMAGED
+            if tokens[q + length] == t:
+                a = m + 1
+            else:
+                b = m
+        out_tokens[k] = t
+        out_counts[k] = a - i
+        k += 1
+        i = a
+    return k
+
+
+@numba.njit(cache=True)
+def _continuation(tokens, sa, first, end, length, word, scratch_tokens, scratch_counts):
+    """(count of the pattern followed by any token, distinct next tokens, count followed
+    by ``word``) for the rows [first, end) of a pattern of ``length`` tokens."""
+    k = next_token_runs(tokens, sa, first, end, length, scratch_tokens, scratch_counts)
+    if k < 0:
+        return -1, -1, -1
+    total = 0
+    hit = 0
+    for j in range(k):
+        total += scratch_counts[j]
+        if scratch_tokens[j] == word:
+            hit = scratch_counts[j]
+    return total, k, hit
+
+
+@numba.njit(cache=True)
+def longest_suffix_ranges(tokens, sa, context, firsts, ends):
+    """For m = 1, 2, ...: the rows of the context's last m tokens, while they occur
+    (counts are non-increasing in m). Returns the largest such m (0: not even the last
+    token occurs), or DAMAGED. ``firsts``/``ends`` (length >= len(context) + 1) get
+    the rows, index m; index 0 is the whole array."""
+    L = context.shape[0]
+    firsts[0] = 0
+    ends[0] = sa.shape[0]
+    m = 0
+    while m < L:
+        a, b = pattern_range(tokens, sa, context, L - m - 1, m + 1, 0, sa.shape[0])
+        if a == DAMAGED:
+            return DAMAGED
+        if b <= a:
+            break
+        m += 1
+        firsts[m] = a
+        ends[m] = b
+    return m
+
+
+@numba.njit(cache=True)
+def witten_bell_stream(tokens, sa, unigram_counts, n_predictable, eval_ids, sentence_starts, base_logprob,
+                       base_order, out_logprob, out_match, out_infinigram, out_sparse):
+    """Natural-log interpolated Witten–Bell probabilities of every token of ``eval_ids``
+    (sentences ``<s> w1 .. wn </s>`` concatenated, sentence s starting at
+    ``sentence_starts[s]``), each given its whole sentence prefix, over every suffix
+    length up to the longest one with a continuation in the corpus; the ∞-gram
+    probability (that longest suffix's relative frequency) and whether its next-token
+    distribution has a single token (infini-gram's "sparse" estimate) beside.
+
+    With ``base_order`` n > 0 the levels below n are replaced by a fixed-order model: the
+    recursion starts from ``exp(base_logprob[t])`` = p_n(x_t | last n - 1 tokens) and runs
+    over the suffix lengths n, n + 1, ... only. Position 0 of each sentence (``<s>``) is
+    not predicted (out_logprob = 0, match -1). Returns 0, or DAMAGED."""
+    n_pos = eval_ids.shape[0]
+    max_len = 1
+    for s in range(sentence_starts.shape[0] - 1):
+        max_len = max(max_len, sentence_starts[s + 1] - sentence_starts[s])
+    firsts = np.empty(max_len + 1, np.int64)
+    ends = np.empty(max_len + 1, np.int64)
+    scratch_tokens = np.empty(unigram_counts.shape[0] + 1, np.int64)
+    scratch_counts = np.empty(unigram_counts.shape[0] + 1, np.int64)
+    unigram_total = 0
+    unigram_types = 0
+    for w in range(unigram_counts.shape[0]):
+        unigram_total += unigram_counts[w]
+        if unigram_counts[w] > 0:
+            unigram_types += 1
+    for s in range(sentence_starts.shape[0] - 1):
+        a0 = sentence_starts[s]
+        b0 = sentence_starts[s + 1]
+        out_logprob[a0] = 0.0
+        out_match[a0] = -1
+        out_infinigram[a0] = 0.0
+        out_sparse[a0] = False
+        for t in range(a0 + 1, b0):
+            word = eval_ids[t]
+            context = eval_ids[a0:t]
+            m = longest_suffix_ranges(tokens, sa, context, firsts, ends)
+            if m == DAMAGED:
+                return DAMAGED
+            # the unigram level: corpus counts without <s>, over the uniform base
+            c_w = unigram_counts[word] if word < unigram_counts.shape[0] else 0
+            p = (c_w + unigram_types / n_predictable) / (unigram_total + unigram_types)
+            infinigram = c_w / unigram_total
+            sparse = unigram_types == 1
+            used = 0
+            first_level = 1
+            if base_order > 0:
+                p = np.exp(base_logprob[t])
+                first_level = base_order
+            for level in range(1, m + 1):
+                total, distinct, hit = _continuation(tokens, sa, firsts[level], ends[level], level, word,
+                                                     scratch_tokens, scratch_counts)
+                if total < 0:
+                    return DAMAGED
+                if total == 0:
+                    break
+                if level >= first_level:
+                    p = (hit + distinct * p) / (total + distinct)
+                infinigram = hit / total
+                sparse = distinct == 1
+                used = level
+            out_logprob[t] = np.log(p)
+            out_match[t] = used
+            out_infinigram[t] = infinigram
+            out_sparse[t] = sparse
+    return 0
