@@ -37,6 +37,7 @@ from varorder.base import ParamsMixin, check_bool, check_choice, check_int, chec
 from varorder.engine import chain as _chain
 from varorder.engine.chain_generic import generic_forward
 from varorder.engine.semiring import LOG
+from varorder.engine.threads import engine_threads
 from varorder.errors import FormatError, ParameterError
 from varorder.models import persist
 from varorder.models.sequences import ChunkPlan, iter_marginals
@@ -425,11 +426,12 @@ class BaseHMM(ParamsMixin):
         plan = ChunkPlan(lengths)
         log_T, log_pi = self._chain_arrays()
         out = np.empty_like(frames)
-        forward = generic_forward(LOG, keep_alphas=True)
         K = frames.shape[1]
         for _, chunk_lengths, flat_index, valid in plan.chunks:
             ci = _chain.prepare(frames[flat_index], log_T, log_pi, None, chunk_lengths)
-            _, alphas = forward(ci.emissions, ci.transitions, ci.start, np.zeros(K), ci.lengths)
+            with engine_threads(len(ci.lengths)):  # the engine's thread policy around its parallel kernel
+                _, alphas = generic_forward(LOG, keep_alphas=True)(ci.emissions, ci.transitions, ci.start,
+                                                                   np.zeros(K), ci.lengths)
             top = alphas.max(axis=-1, keepdims=True)
             with np.errstate(invalid="ignore"):
                 p = np.exp(alphas - top)
