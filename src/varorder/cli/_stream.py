@@ -5,7 +5,7 @@ process's start-up (imports, model load, compiled kernels) is paid once, not per
 Nothing here reads ahead of the line being answered: stdin's ``readline`` returns a line as soon
 as its newline arrives (the text layer reads what the pipe holds, never waiting to fill a buffer).
 
-The conventions every ``--stream`` command shares (issue #47): a blank line is answered (by the
+The conventions every ``--stream`` command shares: a blank line is answered (by the
 command's answer to an empty input: an empty line, or the empty sentence's score), never the end of
 the stream; a line longer than ``--max-line-chars`` is answered by an empty line on stdout and one
 ``Error:`` line naming it on stderr, and the stream goes on — it is read in pieces of the limit, so

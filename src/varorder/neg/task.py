@@ -413,7 +413,7 @@ def _is_index(value) -> bool:
 
 def _check_structure(i: int, d: dict, n: int, slots) -> None:
     """Sentence starts, paragraphs and each slot's sentence and paragraph in range and consistent
-    (a slot at sentence 10**6 or paragraph -5 used to be accepted)."""
+    (a slot at sentence 10**6 or paragraph -5 would index past the document)."""
     starts, paragraphs = d["sentence_starts"], d["paragraph_of_sentence"]
     if not isinstance(starts, list) or not isinstance(paragraphs, list) or not all(map(_is_index, starts + paragraphs)):
         raise ValueError(f"document {i}: sentence_starts and paragraph_of_sentence must be lists of indices >= 0")

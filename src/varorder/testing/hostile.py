@@ -8,7 +8,7 @@ truncated; a metadata field of a model file replaced by arbitrary JSON; one arra
 model file given another value, shape or dtype, or removed. :func:`saved_model` fits and
 saves a tiny model of every estimator kind, with a ``use`` check of a loaded copy.
 
-Issue #47 added the attacks of its round: :func:`not_a_dask_scheduler` (listeners that are not a
+Further attacks, each applied by the tests to every command it fits: :func:`not_a_dask_scheduler` (listeners that are not a
 Dask scheduler), :func:`over_long_line` (``--stream``), :func:`lying_gzip` (a size that lies),
 :func:`break_array_header` (an array header NumPy's tokenizer chokes on), :data:`NON_UTF8_LINE` and
 :data:`SHORT_ENTITY_HEADER`; the field edits replace every scalar by ``[]``, ``{}`` and ``"x"`` too.
@@ -423,7 +423,7 @@ def field_edits(members: dict):
 _DROP = object()
 
 
-# ---- network inputs: addresses where something other than a Dask scheduler answers (#47) ----------
+# ---- network inputs: addresses where something other than a Dask scheduler answers ---------------
 
 NOT_A_SCHEDULER = ("http", "silent", "garbage", "closes")
 
@@ -504,7 +504,7 @@ def not_a_dask_scheduler(kind: str, lifetime: float = 120.0):
     return listening()
 
 
-# ---- inputs of the other #47 attacks, so the next command gets them by default -----------------------
+# ---- inputs of the other attacks, so the next command gets them by default ---------------------------
 
 # bytes that are not UTF-8 inside an otherwise valid line (stdin under the C locale let them through)
 NON_UTF8_LINE = b"the cat ||| le \xff\xfechat\n"
