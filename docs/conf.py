@@ -26,7 +26,10 @@ if (ROOT / "src" / "varorder").is_dir():
 
 os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("VARORDER_THREADS", "1")  # examples print the same numbers on any machine
+# the system pages run their shell lines with bash: `varorder` is this interpreter's, as in an active venv
+os.environ["PATH"] = os.pathsep.join((os.path.dirname(sys.executable), os.environ.get("PATH", "")))
 
+import gallery  # noqa: E402  (docs/tools: the varorder-results directive of the system pages)
 import generate_pages  # noqa: E402  (docs/tools)
 import varorder  # noqa: E402
 
@@ -130,3 +133,4 @@ def escape_plain_bars(app, what, name, obj, options, lines):
 
 def setup(app):
     app.connect("autodoc-process-docstring", escape_plain_bars, priority=100)
+    gallery.setup(app)

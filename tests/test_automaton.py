@@ -77,3 +77,36 @@ def test_bad_input():
         automaton_viterbi(np.zeros((2, 2), int), np.zeros((2, 2)), np.zeros((3, 3)), 0)
     with pytest.raises(ValueError, match="next_state"):
         automaton_viterbi(np.full((2, 2), 7), np.zeros((2, 2)), np.zeros((3, 2)), 0)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_registered_automaton_viterbi_equals_the_generic_lattice_recursion(seed):
+    from varorder.engine.automaton import SPECIALISED_FORWARD, forward_value
+    from varorder.engine.semiring import MAX
+
+    rng = np.random.default_rng(seed)
+    S, X, T = int(rng.integers(1, 5)), int(rng.integers(1, 4)), int(rng.integers(1, 5))
+    next_state = rng.integers(0, S, size=(S, X))
+    weight = np.round(rng.normal(size=(S, X)), 1)
+    obs = rng.normal(size=(T, X))
+    obs[rng.random((T, X)) < 0.2] = -np.inf
+    start = int(rng.integers(0, S))
+    final_column = int(rng.integers(-1, X))
+    assert MAX in SPECIALISED_FORWARD
+    fast = forward_value(next_state, weight, obs, start, final_column)
+    generic = forward_value(next_state, weight, obs, start, final_column, specialised=False)
+    assert fast == pytest.approx(generic, rel=1e-11) or fast == generic == -np.inf
+    # the generic recursion in another semiring: log Z of the unrolled automaton by enumeration
+    paths = itertools.product(range(X), repeat=T)
+    scores = []
+    for cols in paths:
+        if final_column >= 0 and cols[-1] != final_column:
+            continue
+        s, total = start, 0.0
+        for t, x in enumerate(cols):
+            total += weight[s, x] + obs[t, x]
+            s = next_state[s, x]
+        scores.append(total)
+    expected = np.logaddexp.reduce(scores) if scores else -np.inf
+    got = forward_value(next_state, weight, obs, start, final_column, semiring="log")
+    assert got == pytest.approx(expected, rel=1e-11, abs=1e-12) or got == expected == -np.inf

@@ -39,12 +39,71 @@ def test_every_committed_results_file_follows_the_schema():
     results = tool.load_results()
     assert results, "benchmarks/results/ holds no results file"
     page = tool.render(results)
-    # one table row per results row, every area a section
-    table_rows = [line for line in page.splitlines() if line.startswith("| ") and not line.startswith("| system")]
-    assert len(table_rows) == sum(len(doc["rows"]) for _, doc in results)
-    for _, doc in results:
-        assert f"## {doc['area']}" in page
-        assert doc["command"] in page
+    shown = tool.latest_rows(results)
+    # one table row per user-facing row, every area with such rows a section
+    table_rows = [line for line in page.splitlines()
+                  if line.startswith("| ") and not line.startswith(("| system", "| coming from"))]
+    assert len(table_rows) == sum(len(rows) for rows in shown.values()) + len(tool.headline(results))
+    for area in shown:
+        assert f"## {area}" in page
+
+
+def test_every_headline_entry_finds_its_row():
+    results = tool.load_results()
+    found = {(peer, question) for peer, question, *_ in tool.headline(results)}
+    missing = [(peer, question, name) for peer, question, name, _ in tool.HEADLINE if (peer, question) not in found]
+    assert not missing, f"headline entries whose results row is gone: {missing}"
+    page = tool.render(results)
+    assert page.index("## At a glance") < min(page.index(f"## {area}") for area in tool.latest_rows(results))
+
+
+def test_the_summary_page_shows_no_machine_paths_issue_numbers_or_history():
+    page = tool.render(tool.load_results())
+    bad = [line[:120] for line in page.splitlines() if tool.FORBIDDEN_ON_USER_PAGES.search(line)]
+    assert not bad, bad
+
+
+def test_user_pages_show_no_machine_paths_issue_numbers_or_history():
+    docs = ROOT / "docs"
+    pages = sorted(docs.glob("*.md")) + sorted((docs / "examples").glob("*.py")) + [docs / "ARCHITECTURE.md"]
+    bad = [f"{p.relative_to(ROOT)}:{i}: {line.strip()[:100]}"
+           for p in pages for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+           if tool.FORBIDDEN_ON_USER_PAGES.search(line)]
+    assert not bad, bad
+
+
+def test_the_forbidden_pattern_catches_what_it_should():
+    for text in ("/work/shared/data/ptb", "see issue 32", "fixed in #34", "before this branch", "s66 ran it",
+                 "git archive f1eedc9^"):
+        assert tool.FORBIDDEN_ON_USER_PAGES.search(text), text
+    for text in ("../shared/data/ptb", "benchmarks/results/x.json", "K=45, L=25", "CPU s", "c1 = 0.1"):
+        assert not tool.FORBIDDEN_ON_USER_PAGES.search(text), text
+
+
+def test_no_measurement_appears_twice_and_the_latest_wins(tmp_path):
+    old = copy.deepcopy(GOOD)
+    new = copy.deepcopy(GOOD)
+    new["date"] = "2026-11-30"
+    new["rows"][0]["varorder"], new["rows"][0]["ratio"] = 0.12, 10.0
+    guard = copy.deepcopy(GOOD)
+    guard["rows"][0]["reference_name"] = "varorder before the change (same process)"
+    guard["rows"][0]["system"] = "varorder lm score (guard)"
+    for name, doc in (("a.json", new), ("b.json", old), ("c.json", guard)):
+        _write(tmp_path, doc, name)
+    results = tool.load_results(tmp_path)
+    shown = tool.latest_rows(results)
+    rows = [row for rows in shown.values() for _, _, row in rows]
+    assert len(rows) == 1 and rows[0]["varorder"] == 0.12
+    page = tool.render(results)
+    assert "0.12" in page and "guard" not in page
+    keys = [(a, r["system"], r["task"], r["metric"], r["reference_name"]) for a, rs in shown.items() for _, _, r in rs]
+    assert len(keys) == len(set(keys))
+
+
+def test_scrub_drops_history_clauses_and_cuts_paths():
+    assert tool.scrub("target <= 2x; before this branch 170.7 MB") == "target <= 2x"
+    assert tool.scrub("paper's pair; issue #15 run") == "paper's pair"
+    assert tool.scrub("read /tmp/peers/bin/lmplz output") == "read lmplz output"
 
 
 def test_every_committed_command_lexes_as_shell():
@@ -63,7 +122,9 @@ def test_a_good_file_renders_its_figures(tmp_path):
     page = tool.render(tool.load_results(tmp_path))
     row = next(line for line in page.splitlines() if line.startswith("| varorder lm score"))
     assert "0.21" in row and "0.012 (KenLM query)" in row and "17.5×" in row and "2026-11-27" in row
-    assert "`benchmarks/lm.py`" in row
+    # the script, where it lives now, in the sources list the row points to
+    sources = page[page.index("## Sources"):]
+    assert "[1]" in row and "1. `x.json`: one line — `benchmarks/peers/lm.py`, AMD EPYC" in sources
 
 
 @pytest.mark.parametrize("mutate, field", [

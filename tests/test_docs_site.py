@@ -48,13 +48,54 @@ def test_the_site_builds_with_every_page(site):
     assert len(systems) == len(list((DOCS / "examples").glob("sys_*.py"))) >= 12
     # the examples ran: their printed output is on the pages
     engine = (site / "systems" / "sys_01_engine.html").read_text(encoding="utf-8")
-    assert "$ varorder demo --engine" in engine and "Viterbi scores" in engine
+    assert "+ varorder demo --engine" in engine and "Viterbi scores" in engine
     # the summary holds every results row; the CLI reference every command
     summary = (site / "_generated" / "summary.html").read_text(encoding="utf-8")
     assert "How varorder compares" in summary and "KenLM" in summary and "eflomal" in summary
     cli = (site / "_generated" / "cli.html").read_text(encoding="utf-8")
     for command in ("varorder tag train", "varorder lm score", "varorder align apply", "varorder demo"):
         assert command in cli, command
+
+
+EXAMPLES = sorted((DOCS / "examples").glob("sys_*.py"))
+# the width of the page's code column: a longer line is cut off on the page
+EXAMPLE_LINE_WIDTH = 100
+
+
+def test_examples_use_only_the_public_api_and_fit_the_column():
+    import ast
+
+    for path in EXAMPLES:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                     else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in {"gallery", "summarize_results", "generate_pages", "conftest"}, (path.name, name)
+                assert not any(part.startswith("_") for part in name.split(".")[1:]), (path.name, name)
+        wide = [i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                if len(line) > EXAMPLE_LINE_WIDTH]
+        assert not wide, f"{path.name}: lines wider than {EXAMPLE_LINE_WIDTH}: {wide}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_runs_as_downloaded(example, tmp_path):
+    """Each system page's script, copied alone into an empty folder and run with python, in a
+    shell where the environment is active (its bin folder first on PATH): its Python and its
+    shell lines run, with no docs helper on the path."""
+    bin_dir = os.path.dirname(sys.executable)
+    if not shutil.which("varorder", path=bin_dir):
+        pytest.skip(f"no varorder command beside {sys.executable} (install the package: pip install -e .)")
+    script = tmp_path / example.name
+    shutil.copy(example, script)
+    env = dict(os.environ, MPLBACKEND="Agg", VARORDER_THREADS="1",
+               PATH=os.pathsep.join((bin_dir, os.environ.get("PATH", ""))),
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH")) if p))
+    result = subprocess.run([sys.executable, script.name], cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=1800)
+    assert result.returncode == 0, f"{example.name} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
 
 
 def _public_modules():

@@ -59,3 +59,19 @@ def test_no_finite_path_and_bad_band():
     assert scores[0] == -np.inf and (paths == -1).all()
     with pytest.raises(ValueError, match="band must have shape"):
         banded_marginals(E, np.zeros((4, 2)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("w", [1, 3, 9])
+@pytest.mark.parametrize("semiring", ["log", "max"])
+def test_registered_banded_kernels_equal_the_generic_chain_recursion(seed, w, semiring):
+    from varorder.engine.banded import SPECIALISED_FORWARD, forward_values
+    from varorder.engine.semiring import resolve
+
+    E, T, start, lengths = _instance(seed)
+    T[np.random.default_rng(seed + 50).random(T.shape) < 0.2] = -np.inf
+    band = band_of(T, w)
+    assert resolve(semiring) in SPECIALISED_FORWARD
+    fast = forward_values(E, band, start, lengths, semiring)
+    generic = forward_values(E, band, start, lengths, semiring, specialised=False)
+    np.testing.assert_allclose(fast, generic, rtol=1e-11)

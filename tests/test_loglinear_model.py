@@ -150,6 +150,7 @@ def one_full_batch_step(corpus, **params):
 
 
 @pytest.mark.parametrize("seed", range(3))
+@pytest.mark.filterwarnings("ignore:StructuredLogLinear. weighting=.groups. is deprecated:FutureWarning")
 def test_alpha_as_feature_values_scales_the_gradient_and_the_weights(seed):
     """weighting="features": θ is optimised, w = α^depth ⊙ θ scores, so one step from 0 with λ = 0
     gives w = [−step · α^(2·depth) ⊙ ∇_w f(0)]₊ (chain rule twice); "groups" leaves the step alone."""
@@ -161,6 +162,7 @@ def test_alpha_as_feature_values_scales_the_gradient_and_the_weights(seed):
         np.testing.assert_allclose(model.weights, np.maximum(-step * scale * grad, 0.0), rtol=1e-12, atol=1e-15)
 
 
+@pytest.mark.filterwarnings("ignore:StructuredLogLinear. weighting=.groups. is deprecated:FutureWarning")
 @pytest.mark.parametrize("weighting", ["features", "groups"])
 def test_unpenalised_root_is_not_thresholded(weighting):
     """penalize_root=False: the unigram (depth 0) weights take the plain gradient step while
@@ -181,6 +183,7 @@ def test_unpenalised_root_is_not_thresholded(weighting):
         assert (model.weights[root] > 0).any()
 
 
+@pytest.mark.filterwarnings("ignore:StructuredLogLinear. weighting=.groups. is deprecated:FutureWarning")
 @pytest.mark.parametrize("weighting", ["features", "groups"])
 def test_objective_is_the_training_log_loss_plus_the_penalty(weighting):
     """objective_ = Σ −ln p over the training tokens + λ Ω(θ), θ = w / α^depth under "features"
@@ -347,6 +350,7 @@ def test_polish_reaches_the_l2sq_optimum_found_by_a_generic_solver(seed):
     assert fit.polish_residual_ < 1e-5
 
 
+@pytest.mark.filterwarnings("ignore:StructuredLogLinear. weighting=.groups. is deprecated:FutureWarning")
 @pytest.mark.parametrize("penalty,weighting,free_root", [("wlt2", "features", False), ("wlt2", "groups", True),
                                                          ("ltinf", "features", False), ("wl1", "groups", False)])
 def test_polish_lowers_the_objective_to_a_fixed_point_of_the_prox_step(penalty, weighting, free_root):
@@ -391,3 +395,13 @@ def test_cli_polish_gives_the_estimators_model(tmp_path):
     result = CliRunner().invoke(main, ["lm", "train", str(path), "-n", "3", "-o", str(out), "--model", "loglinear",
                                        "--polish", "-1"])
     assert result.exit_code != 0 and "--polish" in result.output
+
+
+def test_group_weighting_is_deprecated():
+    import warnings
+
+    with pytest.warns(FutureWarning, match="weighting='groups' is deprecated"):
+        StructuredLogLinear(weighting="groups")._validate()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        StructuredLogLinear()._validate()

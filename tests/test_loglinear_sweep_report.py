@@ -1,4 +1,4 @@
-"""The issue #30 sweep's report (benchmarks/loglinear_lm.py): which orders and subsets a mean
+"""The issue #30 sweep's report (benchmarks/papers/loglinear_lm.py): which orders and subsets a mean
 covers, the Fig. 2a/2b shape verdicts, and resuming a sweep from the results file it wrote."""
 
 import argparse
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "loglinear_lm.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "papers" / "loglinear_lm.py"
 
 
 @pytest.fixture(scope="module")

@@ -88,3 +88,58 @@ def test_distinct_adagrad_step_equals_the_sparse_step_bit_for_bit():
         distinct.step_distinct(b, [50], [1.0])
     with pytest.raises(ValueError, match="l1"):
         AdaGrad(l1=0.1).step_distinct(b, [0], [1.0])
+
+
+def test_fista_reaches_the_lasso_optimum_of_a_generic_solver():
+    # min ½‖Ax − b‖² + λ‖x‖₁ by FISTA against L-BFGS-B on the split x = u − v, u, v ≥ 0
+    from scipy.optimize import minimize
+
+    from varorder.models.optim import fista
+
+    rng = np.random.default_rng(0)
+    A, b, lam = rng.normal(size=(30, 12)), rng.normal(size=30), 2.0
+
+    def value(x):
+        r = A @ x - b
+        return 0.5 * float(r @ r)
+
+    def value_and_grad(x):
+        r = A @ x - b
+        return 0.5 * float(r @ r), A.T @ r
+
+    def prox_step(point, grad, step):
+        out = point - step * grad
+        soft_threshold(out, step * lam)
+        return out
+
+    x, history, _, converged = fista(value, value_and_grad, prox_step, lambda x: lam * float(np.abs(x).sum()),
+                                     np.zeros(12), 1.0, 5000, tol=1e-14)
+    assert converged and (np.diff(history) <= 0).all()
+
+    def split(z):
+        u, v = z[:12], z[12:]
+        r = A @ (u - v) - b
+        g = A.T @ r
+        return 0.5 * float(r @ r) + lam * float(z.sum()), np.concatenate([g + lam, -g + lam])
+
+    ref = minimize(split, np.zeros(24), jac=True, method="L-BFGS-B", bounds=[(0, None)] * 24,
+                   options={"ftol": 1e-15, "gtol": 1e-12, "maxiter": 10000})
+    assert history[-1] == pytest.approx(ref.fun, rel=1e-9)
+    np.testing.assert_allclose(x, ref.x[:12] - ref.x[12:], atol=1e-5)
+
+
+def test_adagrad_prox_half_step_is_adagrads_step_with_the_thresholds_beside():
+    rng = np.random.default_rng(1)
+    w, weights = rng.normal(size=8), rng.uniform(0.5, 2.0, size=8)
+    plain, half = AdaGrad(step_size=0.3, delta=1e-8), AdaGrad(step_size=0.3, delta=1e-8)
+    expected, out, thresholds = w.copy(), np.empty(8), np.empty(8)
+    for _ in range(3):
+        grad = rng.normal(size=8)
+        plain.step(expected, grad.copy())
+        half.prox_half_step(w, grad, out, thresholds, 0.5, weights, positive=False)
+        np.testing.assert_array_equal(out, expected)
+        np.testing.assert_array_equal(grad, 0.0)
+        np.testing.assert_allclose(thresholds, 0.5 * 0.3 / (1e-8 + np.sqrt(half.sum_squared_grad)) * weights)
+        w = out.copy()
+    half.prox_half_step(np.full(8, 0.1), np.full(8, 1e6), out, thresholds, 0.0, weights, positive=True)
+    np.testing.assert_array_equal(out, 0.0)  # every coordinate stepped below 0 and clipped

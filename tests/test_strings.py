@@ -831,6 +831,7 @@ def test_prox_pep_at_lambda_zero_equals_exact_enumeration_on_a_tree():
 # -- proximal PEP at the paper's step: the unigram first sweep (issue #30, s60) -------------------
 
 
+@pytest.mark.filterwarnings("ignore:StringEP. unigram_start=.closed-form. is deprecated:FutureWarning")
 def test_prox_pep_unigram_sweep_by_gradient_steps_frees_a_high_degree_suffix():
     """§7 restricts PEP's first iteration to unigram features; the paper's updates there are
     gradient steps like every other. Fitting that sweep in closed form instead (the behaviour
@@ -951,3 +952,13 @@ def test_cli_pep_prox_defaults_run_the_papers_schedule_to_its_stopping_rule():
     assert default["gold_nll"] == pytest.approx(belief_nll(api.beliefs_, graph.gold)["nll"], abs=1e-4)
     assert old["sweeps"] == 4 and "converged" not in old
     assert default["gold_nll"] < 0.5 * old["gold_nll"]
+
+
+def test_the_closed_form_unigram_start_is_deprecated():
+    import warnings
+
+    with pytest.warns(FutureWarning, match="unigram_start='closed-form' is deprecated"):
+        StringEP(family="pep", optimizer="prox", unigram_start="closed-form")._check_params()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        StringEP(family="pep", optimizer="prox")._check_params()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Benchmark peers for benchmarks/lm.py (KenLM's lmplz and build_binary) and benchmarks/align.py
+# Benchmark peers for benchmarks/peers/lm.py (KenLM's lmplz and build_binary) and benchmarks/peers/align.py
 # (eflomal). Idempotent: a step whose result exists is skipped. Peers only: neither is a
 # dependency of varorder (eflomal is GPL; KenLM is LGPL).
 #

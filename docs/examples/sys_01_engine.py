@@ -24,8 +24,8 @@ import numpy as np
 from varorder import chain
 
 rng = np.random.default_rng(0)
-emissions = rng.normal(size=(2, 6, 4))      # (B, L, K) log-potentials
-transitions = rng.normal(size=(4, 4))       # (K, K)
+emissions = rng.normal(size=(2, 6, 4))  # (B, L, K) log-potentials
+transitions = rng.normal(size=(4, 4))  # (K, K)
 lengths = [6, 4]
 log_z = chain.log_partition(emissions, transitions, lengths=lengths)
 paths, scores = chain.viterbi(emissions, transitions, lengths=lengths)
@@ -34,13 +34,24 @@ top3, top3_scores = chain.kbest(emissions, transitions, lengths=lengths, k=3)
 draws = chain.sample(emissions, transitions, lengths=lengths, n=10000, seed=0)
 
 print("log Z          ", log_z.round(4))
-print("Viterbi scores ", scores.round(4), "= best of the 3-best:", top3_scores[:, 0].round(4))
+print(
+    "Viterbi scores ",
+    scores.round(4),
+    "= best of the 3-best:",
+    top3_scores[:, 0].round(4),
+)
 print("Viterbi paths  ", paths.tolist(), "(-1 past each length)")
 print("p(best path)   ", np.exp(scores - log_z).round(4))
 print("node marginals sum to 1 per position:", np.allclose(node[1, :4].sum(axis=1), 1.0))
-print("expected transitions (edges='sum') per sequence:", edge_sum.sum(axis=(1, 2)).round(6), "= L - 1")
+print(
+    "expected transitions (edges='sum') per sequence:",
+    edge_sum.sum(axis=(1, 2)).round(6),
+    "= L - 1",
+)
 freq = (draws[1, :, :4] == paths[1, :4]).all(axis=1).mean()
-print(f"share of 10000 exact samples equal to the 2nd sequence's Viterbi path: {freq:.3f}")
+print(
+    f"share of 10000 exact samples equal to the 2nd sequence's Viterbi path: {freq:.3f}"
+)
 
 # %%
 # A general lattice runs through the same engine: here the chain of the first sequence,
@@ -55,16 +66,25 @@ print(lat, "log Z =", round(float(lattice.log_partition(lat)), 4))
 # ------------
 # ``varorder demo --engine`` shows the engine on a toy HMM: log Z, Viterbi, the 3 best
 # paths, and exact samples against exact probabilities.
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
 
-out = run_cli("varorder demo --engine", cwd=workdir("engine"), max_lines=14)
+work = Path(tempfile.mkdtemp(prefix="varorder-engine-"))
+commands = """
+varorder demo --engine | head -n 14
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # Against hmmlearn's compiled per-sequence kernels (CPU-time ratios; higher is better). Rows
 # come from ``benchmarks/results``; the :doc:`summary <../_generated/summary>` has every area.
-results("Dense-chain engine")
+#
+# .. varorder-results:: Dense-chain engine
 
 # %%
 # Limits

@@ -23,9 +23,12 @@ from varorder.models.features import pos_features
 from varorder.models.hmm import HMM
 
 sentences = [
-    ("the dog barks", "DET NOUN VERB"), ("a cat sleeps", "DET NOUN VERB"),
-    ("the old dog sleeps", "DET ADJ NOUN VERB"), ("a small cat barks", "DET ADJ NOUN VERB"),
-    ("dogs bark", "NOUN VERB"), ("the cat sees a dog", "DET NOUN VERB DET NOUN"),
+    ("the dog barks", "DET NOUN VERB"),
+    ("a cat sleeps", "DET NOUN VERB"),
+    ("the old dog sleeps", "DET ADJ NOUN VERB"),
+    ("a small cat barks", "DET ADJ NOUN VERB"),
+    ("dogs bark", "NOUN VERB"),
+    ("the cat sees a dog", "DET NOUN VERB DET NOUN"),
 ] * 3
 words = [s.split() for s, _ in sentences]
 tags = [t.split() for _, t in sentences]
@@ -34,7 +37,7 @@ X = [pos_features(w) for w in words]
 crf = CRF(c1=0.1, c2=0.1, max_iterations=50).fit(X, tags)
 test = "a small dog sees the cat".split()
 print("CRF:", crf.predict([pos_features(test)])[0])
-marginals = crf.predict_marginals([pos_features(test)])[0]      # (tokens, classes_)
+marginals = crf.predict_marginals([pos_features(test)])[0]  # (tokens, classes_)
 print("p(NOUN) per token:", marginals[:, crf.classes_.index("NOUN")].round(2))
 
 hmm = HMM(alpha_start=0.1, alpha_transition=0.1, alpha_emission=0.1).fit(words, tags)
@@ -45,25 +48,34 @@ print("HMM:", hmm.predict([test])[0])
 # ------------
 # ``varorder tag train / predict / eval`` read CoNLL-U (or CRFsuite attribute files with
 # ``--format crfsuite``). Here a toy CoNLL-U file stands in for a treebank.
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
 
-work = workdir("tagging")
+work = Path(tempfile.mkdtemp(prefix="varorder-tagging-"))
 with open(work / "toy.conllu", "w") as f:
     for w, t in zip(words, tags):
         for i, (form, tag) in enumerate(zip(w, t), 1):
             f.write(f"{i}\t{form}\t_\t{tag}\t_\t_\t0\t_\t_\t_\n")
         f.write("\n")
 
-run_cli("varorder tag train toy.conllu -o crf.npz --max-iterations 50 --quiet", cwd=work)
-run_cli("varorder tag predict crf.npz toy.conllu -o tagged.conllu --probabilities probs.tsv", cwd=work)
-run_cli("varorder tag eval crf.npz toy.conllu", cwd=work)
+commands = """
+varorder tag train toy.conllu -o crf.npz --max-iterations 50 --quiet
+varorder tag predict crf.npz toy.conllu -o tagged.conllu --probabilities probs.tsv
+varorder tag eval crf.npz toy.conllu
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # UD English EWT UPOS, the same features and objective as CRFsuite (ratio = varorder ÷
 # CRFsuite).
-results("Sequence tagging", "CRF")
+#
+# .. varorder-results:: Sequence tagging
+#    :systems: CRF
 
 # %%
 # Limits

@@ -18,15 +18,15 @@ scoring, lmplz for estimation.
 # ------
 import numpy as np
 
-from varorder.lm.arpa import read_arpa, write_arpa
 from varorder.lm import ModifiedKneserNey
+from varorder.lm.arpa import read_arpa, write_arpa
 
 # a toy corpus: words drawn from a Zipf law with a preference for repeating bigrams
 rng = np.random.default_rng(0)
 words = [f"w{i}" for i in range(300)]
 p = 1.0 / np.arange(1, 301) ** 1.1
 p /= p.sum()
-follow = rng.integers(300, size=300)            # each word's favourite successor
+follow = rng.integers(300, size=300)  # each word's favourite successor
 corpus = []
 for _ in range(3000):
     sentence = [rng.choice(300, p=p)]
@@ -42,29 +42,39 @@ print("perplexity of 3 sentences:", round(lm.perplexity(corpus[:3]), 3))
 
 # MAX-ARPA: a bound on p(w | c) over every left extension of the context c
 ids = lm.vocabulary.encode(corpus[0].split()[:3])
-print(f"log p(w3 | w1 w2) = {lm.logprob(ids[:2], ids[2]):.4f} <= bound over all x w2: {lm.max_logprob(ids[1:2], ids[2]):.4f}")
+exact, bound = lm.logprob(ids[:2], ids[2]), lm.max_logprob(ids[1:2], ids[2])
+print(f"log p(w3 | w1 w2) = {exact:.4f} <= bound over all x w2: {bound:.4f}")
 
 # %%
 # Command line
 # ------------
 # Train, write ARPA, build the memory-mapped binary model, score (``--per-token`` prints
 # what KenLM's query prints).
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
 
-work = workdir("lm")
+work = Path(tempfile.mkdtemp(prefix="varorder-lm-"))
 (work / "train.txt").write_text("\n".join(corpus) + "\n")
 (work / "test.txt").write_text("\n".join(corpus[:2]) + "\n")
-run_cli("varorder lm train train.txt -n 3 -o model.arpa", cwd=work)
-run_cli("varorder lm build-binary model.arpa model.bin", cwd=work)
-run_cli("varorder lm score model.bin test.txt", cwd=work)
-run_cli("varorder lm maxarpa model.arpa model.maxarpa", cwd=work)
+commands = """
+varorder lm train train.txt -n 3 -o model.arpa
+varorder lm build-binary model.arpa model.bin
+varorder lm score model.bin test.txt
+varorder lm maxarpa model.arpa model.maxarpa
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # PTB (Mikolov's 10k-vocabulary version): loading, scoring and estimating the 5-gram
 # against KenLM and lmplz (ratio = varorder ÷ peer).
-results("n-gram LMs", "read_arpa", "open_binary", "score", "lm train")
+#
+# .. varorder-results:: n-gram LMs
+#    :systems: read_arpa; open_binary; score; lm train
 
 # %%
 # Limits

@@ -17,9 +17,12 @@ and modified Kneser–Ney from :mod:`varorder.lm` on identical data.
 # %%
 # Python
 # ------
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
+
 import numpy as np
 
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
 from varorder.lm import ModifiedKneserNey
 from varorder.loglinear.model import StructuredLogLinear
 
@@ -31,35 +34,58 @@ corpus = []
 for _ in range(800):
     sentence = [rng.choice(100, p=p)]
     while len(sentence) < rng.integers(4, 10):
-        sentence.append(follow[sentence[-1]] if rng.random() < 0.6 else rng.choice(100, p=p))
+        sentence.append(
+            follow[sentence[-1]] if rng.random() < 0.6 else rng.choice(100, p=p)
+        )
     corpus.append(" ".join(f"w{i}" for i in sentence))
 train, valid = corpus[:700], corpus[700:]
 
-work = workdir("loglinear")
+work = Path(tempfile.mkdtemp(prefix="varorder-loglinear-"))
 (work / "train.txt").write_text("\n".join(train) + "\n")
 (work / "valid.txt").write_text("\n".join(valid) + "\n")
 
-loglinear = StructuredLogLinear(order=3, penalty="wlt2", lam=0.3, epochs=4).fit(work / "train.txt").model_
+loglinear = (
+    StructuredLogLinear(order=3, penalty="wlt2", lam=0.3, epochs=4)
+    .fit(work / "train.txt")
+    .model_
+)
 mkn = ModifiedKneserNey(order=3).fit(work / "train.txt").model_
 print(loglinear, "(4 epochs on a toy corpus: far from converged)")
-print("valid perplexity: log-linear wlT2", round(loglinear.perplexity(valid), 2),
-      "| modified Kneser-Ney", round(mkn.perplexity(valid), 2))
-print("non-zero weights:", loglinear.n_parameters(), "of", loglinear.n_parameters(nonzero=False))
+print(
+    "valid perplexity: log-linear wlT2",
+    round(loglinear.perplexity(valid), 2),
+    "| modified Kneser-Ney",
+    round(mkn.perplexity(valid), 2),
+)
+print(
+    "non-zero weights:",
+    loglinear.n_parameters(),
+    "of",
+    loglinear.n_parameters(nonzero=False),
+)
 
 # %%
 # Command line
 # ------------
 # ``varorder lm train --model loglinear`` writes an npz model that ``varorder lm score``
 # reads like an n-gram model.
-run_cli("varorder lm train train.txt --model loglinear -n 3 --penalty wlt2 --lam 0.3 --epochs 4 -o ll.npz", cwd=work)
-run_cli("varorder lm score ll.npz valid.txt --no-sentences", cwd=work)
+commands = """
+varorder lm train train.txt --model loglinear -n 3 --penalty wlt2 --lam 0.3 --epochs 4 \
+    -o ll.npz
+varorder lm score ll.npz valid.txt --no-sentences
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # Penn Treebank subsets of 100K training words, the paper's protocol (§6); perplexity, lower
 # is better; the reference is varorder's own (modified) Kneser–Ney on the same data.
-results("n-gram LMs", "wlT2")
+#
+# .. varorder-results:: n-gram LMs
+#    :systems: wlT2
 
 # %%
 # Limits

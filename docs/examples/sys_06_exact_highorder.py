@@ -19,9 +19,12 @@ q-automaton is unrolled as a lattice and decoded by the one engine.
 # ------
 # A 4-gram word model from a toy corpus; the observation is a noisy reading per position
 # (a few candidate words with log-likelihoods).
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
+
 import numpy as np
 
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
 from varorder.exact import HighOrderTarget, decode, sample
 from varorder.lm import AbsoluteDiscounting
 
@@ -29,21 +32,37 @@ rng = np.random.default_rng(0)
 subjects = ["the dog", "a cat", "the old man", "my friend", "the good dog"]
 verbs = ["sees", "likes", "finds", "wants"]
 objects = ["the ball", "a bone", "the house", "a good book", "the old cat"]
-corpus = [f"{subjects[rng.integers(5)]} {verbs[rng.integers(4)]} {objects[rng.integers(5)]}" for _ in range(3000)]
+corpus = [
+    f"{subjects[rng.integers(5)]} {verbs[rng.integers(4)]} {objects[rng.integers(5)]}"
+    for _ in range(3000)
+]
 lm = AbsoluteDiscounting(order=4).fit_sentences(corpus).model_
 
 vocab = lm.vocabulary
-readings = [{"the": -0.1, "a": -2.0}, {"old": -1.0, "good": -0.9}, {"dog": -0.5, "cat": -0.6},
-            {"sees": -0.2, "likes": -0.3}, {"a": -0.5, "the": -0.4}, {"bone": -0.4, "book": -0.5}]
-candidates = [(np.array([vocab.id_of(w) for w in r]), np.array(list(r.values()))) for r in readings]
+readings = [
+    {"the": -0.1, "a": -2.0},
+    {"old": -1.0, "good": -0.9},
+    {"dog": -0.5, "cat": -0.6},
+    {"sees": -0.2, "likes": -0.3},
+    {"a": -0.5, "the": -0.4},
+    {"bone": -0.4, "book": -0.5},
+]
+candidates = [
+    (np.array([vocab.id_of(w) for w in r]), np.array(list(r.values()))) for r in readings
+]
 target = HighOrderTarget(lm, candidates)
 
 best = decode(target)
-print("best:", " ".join(vocab.words[i] for i in best.sentence),
-      f"| log p = {best.log_p:.4f} = log q (exact: {best.exact}) after {best.iterations} refinements,"
-      f" {best.num_states} states")
+print(
+    "best:",
+    " ".join(vocab.words[i] for i in best.sentence),
+    f"| log p = {best.log_p:.4f} = log q (exact: {best.exact})",
+    f"after {best.iterations} refinements, {best.num_states} states",
+)
 draws = sample(target, n_samples=200, seed=0)
-words, counts = np.unique([" ".join(vocab.words[i] for i in s) for s in draws.samples], return_counts=True)
+words, counts = np.unique(
+    [" ".join(vocab.words[i] for i in s) for s in draws.samples], return_counts=True
+)
 for w, c in sorted(zip(words, counts), key=lambda t: -t[1])[:3]:
     print(f"sampled {c:3d} / 200: {w}")
 
@@ -52,11 +71,16 @@ for w, c in sorted(zip(words, counts), key=lambda t: -t[1])[:3]:
 # ------------
 # T9: each word typed as keypad digits; every vocabulary word with that digit string is a
 # candidate (the paper's protocol: no cap for decoding).
-work = workdir("exact")
+work = Path(tempfile.mkdtemp(prefix="varorder-exact-"))
 (work / "corpus.txt").write_text("\n".join(corpus) + "\n")
-run_cli("varorder lm train corpus.txt -n 4 --method absolute -o lm.arpa", cwd=work)
-run_cli('varorder decode lm.arpa --task t9 --text "843 653 7337 2 4663 2665"', cwd=work)
-run_cli('varorder sample lm.arpa --task t9 --text "843 653 7337 2 4663 2665" --samples 50 --top 3', cwd=work)
+commands = """
+varorder lm train corpus.txt -n 4 --method absolute -o lm.arpa
+varorder decode lm.arpa --task t9 --text "843 653 7337 2 4663 2665"
+varorder sample lm.arpa --task t9 --text "843 653 7337 2 4663 2665" --samples 50 --top 3
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
@@ -64,7 +88,8 @@ run_cli('varorder sample lm.arpa --task t9 --text "843 653 7337 2 4663 2665" --s
 # POS tagging with 3- to 9-gram tag models (the paper's Fig. 4): time per sentence against
 # the paper's baseline F (Viterbi over the full model's WFSA) and against a pruned full
 # Viterbi that is stronger than the paper's baseline.
-results("Exact high-order HMMs")
+#
+# .. varorder-results:: Exact high-order HMMs
 
 # %%
 # Limits

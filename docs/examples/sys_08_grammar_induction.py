@@ -17,9 +17,12 @@ Learning*, §5.1 (the product trained by agreement).
 # ------
 # Tag sequences from a toy grammar (determiner, adjectives, noun, verb, object, prepositional
 # phrase); a handful of EM iterations of the product model.
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
+
 import numpy as np
 
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
 from varorder.grammar.induce import GrammarInducer
 
 rng = np.random.default_rng(0)
@@ -40,25 +43,34 @@ inducer = GrammarInducer(model="product", n_iter=10).fit(sentences)
 heads, spans = inducer.parse([["DT", "JJ", "NN", "VBD", "DT", "NN"]])
 print("heads (−1 = root):", heads[0])
 print("brackets:", sorted(spans[0]))
-print("EM objective, first and last iteration:", np.round([inducer.objectives_[0], inducer.objectives_[-1]], 2))
+print(
+    "EM objective, first and last iteration:",
+    np.round([inducer.objectives_[0], inducer.objectives_[-1]], 2),
+)
 
 # %%
 # Command line
 # ------------
 # ``--format tags`` reads one sentence of tags per line; CoNLL-U and bracketed PTB trees
 # work too (and ``induce eval`` scores attachment accuracy and bracket F1 against them).
-work = workdir("induce")
+work = Path(tempfile.mkdtemp(prefix="varorder-induce-"))
 (work / "tags.txt").write_text("".join(" ".join(s) + "\n" for s in sentences))
-run_cli("varorder induce train tags.txt -o grammar.npz --iterations 10 --quiet", cwd=work)
-run_cli("varorder induce parse grammar.npz tags.txt --conllu heads.conllu --trees trees.txt", cwd=work)
-print((work / "trees.txt").read_text().splitlines()[0])
+commands = """
+varorder induce train tags.txt -o grammar.npz --iterations 10 --quiet
+varorder induce parse grammar.npz tags.txt --conllu heads.conllu --trees trees.txt
+head -n 1 trees.txt
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # 50 EM iterations, paper-faithful defaults, on the NLTK 10 % sample of WSJ10 (K&M used all
 # of WSJ10) and on UD English EWT (ratio = varorder ÷ reference).
-results("Grammar induction")
+#
+# .. varorder-results:: Grammar induction
 
 # %%
 # Limits

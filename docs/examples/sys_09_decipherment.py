@@ -18,9 +18,12 @@ RCMS E-steps learn where beam search barely does; App. B for the smoothing.
 # ------
 # A toy language with a 25-word list; 300 enciphered sentences, a plaintext LM from the
 # rest; five EM iterations with RCMS (10 contexts per position) and with beam search (10).
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
+
 import numpy as np
 
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
 from varorder.decipher import Decipherer, prepare
 
 rng = np.random.default_rng(0)
@@ -30,8 +33,16 @@ adjectives = ["big", "small", "old", "new", "red", "good"]
 determiners = ["the", "a", "my", "this"]
 sentences = []
 for _ in range(3000):
-    s = [str(rng.choice(determiners))] + [str(rng.choice(adjectives))] * int(rng.integers(0, 2)) \
-        + [str(rng.choice(nouns)), str(rng.choice(verbs)), str(rng.choice(determiners)), str(rng.choice(nouns))]
+    s = (
+        [str(rng.choice(determiners))]
+        + [str(rng.choice(adjectives))] * int(rng.integers(0, 2))
+        + [
+            str(rng.choice(nouns)),
+            str(rng.choice(verbs)),
+            str(rng.choice(determiners)),
+            str(rng.choice(nouns)),
+        ]
+    )
     if rng.random() < 0.3:
         s += ["and", str(rng.choice(verbs)), "it"]
     sentences.append(s)
@@ -47,19 +58,24 @@ for inference in ("rcms", "beam"):
 # ------------
 # ``prepare`` writes a task folder (word list, plaintext, cipher text, key); ``train`` runs
 # EM and writes the model, the table and the history; ``eval`` scores the mapping.
-work = workdir("decipher")
+work = Path(tempfile.mkdtemp(prefix="varorder-decipher-"))
 (work / "corpus.txt").write_text("".join(" ".join(s) + " .\n\n" for s in sentences))
-run_cli("varorder decipher prepare corpus.txt -o task --num-words 25 --num-cipher 300", cwd=work)
-run_cli("varorder decipher train task -o run --order 2 --inference rcms --size 10 --iterations 5", cwd=work,
-        max_lines=8)
-run_cli("varorder decipher eval task run/model.npz", cwd=work)
+commands = """
+varorder decipher prepare corpus.txt -o task --num-words 25 --num-cipher 300
+varorder decipher train task -o run --order 2 --inference rcms --size 10 --iterations 5
+varorder decipher eval task run/model.npz
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # War and Peace and Brown, 500-word lists, 1,750 in-list cipher sentences (the paper had
 # 2,000 from Gigaword): mapping accuracy, higher is better.
-results("Decipherment")
+#
+# .. varorder-results:: Decipherment
 
 # %%
 # Limits

@@ -18,14 +18,31 @@ speech panel of Fig. 4 and Fig. 6); App. C for randomised gradient truncation.
 # Python
 # ------
 # A toy lexicon: each phoneme is spelled by one or two letters.
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
+
 import numpy as np
 
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
 from varorder.transduce.model import AlignmentTransducer
 
 rng = np.random.default_rng(0)
-spelling = {"K": "c", "AE": "a", "T": "t", "D": "d", "AO": "o", "G": "g", "SH": "sh", "IY": "ee",
-            "P": "p", "S": "s", "N": "n", "M": "m", "CH": "ch", "EH": "e"}
+spelling = {
+    "K": "c",
+    "AE": "a",
+    "T": "t",
+    "D": "d",
+    "AO": "o",
+    "G": "g",
+    "SH": "sh",
+    "IY": "ee",
+    "P": "p",
+    "S": "s",
+    "N": "n",
+    "M": "m",
+    "CH": "ch",
+    "EH": "e",
+}
 phonemes = list(spelling)
 words = []
 for _ in range(300):
@@ -33,7 +50,9 @@ for _ in range(300):
     words.append((" ".join(map(str, x)), "".join(spelling[p] for p in x)))
 train, test = words[:250], words[250:]
 
-model = AlignmentTransducer(method="rcms", num_contexts=10, order=3, hash_bits=16, epochs=3, backoff=True)
+model = AlignmentTransducer(
+    method="rcms", num_contexts=10, order=3, hash_bits=16, epochs=3, backoff=True
+)
 model.fit([x.split() for x, _ in train], [y for _, y in train])
 for x, y in test[:4]:
     print(f"{x:16s} -> {model.predict_one(x.split()):10s} (gold {y})")
@@ -43,21 +62,27 @@ for x, y in test[:4]:
 # ------------
 # ``input<TAB>output`` pairs (or CMUdict files); ``eval`` prints the character error rate
 # and exact match; ``apply --format inputs`` spells unseen phoneme strings.
-work = workdir("transduce")
+work = Path(tempfile.mkdtemp(prefix="varorder-transduce-"))
 (work / "train.tsv").write_text("".join(f"{x}\t{y}\n" for x, y in train))
 (work / "test.tsv").write_text("".join(f"{x}\t{y}\n" for x, y in test))
 (work / "words.txt").write_text("K AE T\nD AO G\n")
-run_cli("varorder transduce train train.tsv -o g2p.npz --order 3 --hash-bits 16 --epochs 3 --size 10 --backoff",
-        cwd=work, max_lines=6)
-run_cli("varorder transduce eval g2p.npz test.tsv", cwd=work)
-run_cli("varorder transduce apply g2p.npz words.txt --format inputs", cwd=work)
+commands = """
+varorder transduce train train.tsv -o g2p.npz --order 3 --hash-bits 16 --epochs 3 \
+    --size 10 --backoff
+varorder transduce eval g2p.npz test.tsv
+varorder transduce apply g2p.npz words.txt --format inputs
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # CMUdict (the paper used Switchboard), 253 dev words, the paper's 5-gram features; dev
 # character error rate, lower is better; the reference is forced decoding.
-results("Latent-alignment transduction")
+#
+# .. varorder-results:: Latent-alignment transduction
 
 # %%
 # Limits

@@ -21,16 +21,26 @@ Models over Strings* (NAACL), Fig. 3–4; the phonology model of Cotterell, Peng
 # proximal gradient (``pep-prox``, the default), our closed-form greedy PEP (``pep``, an
 # extension) and bigram EP, scored by the mean negated log-probability of the gold forms
 # under the beliefs.
-from gallery import results, run_cli, workdir  # docs helpers: run a command line, show results
+import tempfile
+from pathlib import Path
+from subprocess import PIPE, STDOUT, run
+
 from varorder.strings.inference import belief_nll, make_method
 from varorder.strings.model import synthetic_lexicon
 
 graph = synthetic_lexicon(40, seed=0, alphabet_size=8)
 for method in ("pep-prox", "pep", "ep2"):
-    estimator = make_method(method, lam=0.01 if method == "pep-prox" else 0.001, iterations=2, inner_passes=2)
+    estimator = make_method(
+        method, lam=0.01 if method == "pep-prox" else 0.001, iterations=2, inner_passes=2
+    )
     estimator.fit(graph)
-    print(method, {k: round(v, 3) if isinstance(v, float) else v
-                   for k, v in belief_nll(estimator.beliefs_, graph.gold).items()})
+    print(
+        method,
+        {
+            k: round(v, 3) if isinstance(v, float) else v
+            for k, v in belief_nll(estimator.beliefs_, graph.gold).items()
+        },
+    )
 
 # %%
 # Command line
@@ -40,15 +50,22 @@ for method in ("pep-prox", "pep", "ep2"):
 # forms and the 1-best accuracy. ``--hopkins DIR`` reads the Hopkins phonology data sets;
 # ``--holdout-share`` and ``--em-iterations`` predict hidden surface forms after training the
 # edit transducer.
-run_cli("varorder strings infer --synthetic 40 --alphabet-size 8 --iterations 2 --inner-passes 2",
-        cwd=workdir("strings"), max_lines=30)
+work = Path(tempfile.mkdtemp(prefix="varorder-strings-"))
+commands = """
+varorder strings infer --synthetic 40 --alphabet-size 8 --iterations 2 --inner-passes 2 \
+    | head -n 30
+"""
+shell = run(["bash", "-exc", commands], cwd=work, stdout=PIPE, stderr=STDOUT, text=True)
+print(shell.stdout)
+shell.check_returncode()  # a failing command stops the script
 
 # %%
 # Measured
 # --------
 # Synthetic lexicons of 100–500 words (the paper's CELEX sets are not available), 16-letter
 # alphabet; NLL of the gold forms and CPU seconds, lower is better.
-results("Graphical models over strings")
+#
+# .. varorder-results:: Graphical models over strings
 
 # %%
 # Limits

@@ -1,93 +1,66 @@
-"""Helpers for the system pages (``docs/examples/sys_*.py``), which sphinx-gallery runs at
-build time: run a ``varorder`` command line in-process and show what it printed, and show
-the measured results of an area from ``benchmarks/results``.
+"""The ``varorder-results`` directive of the system pages (``docs/examples/sys_*.py``).
+
+A system page is a plain script that runs as downloaded (public API, shell lines run through
+``bash``); its "Measured" section is text holding ::
+
+    .. varorder-results:: Sequence tagging
+       :systems: CRF; SampleRank
+
+which the docs build renders as the latest figure of each measurement of that area (rows whose
+system names contain one of ``systems``), read from ``benchmarks/results`` by
+``summarize_results`` — the same rows, with the same history left out, as the summary page.
 """
 
 from __future__ import annotations
 
 import html
-import os
-import shlex
-import tempfile
-from pathlib import Path
 
-import summarize_results
+from docutils import nodes
+from docutils.parsers.rst import Directive, directives
 
-
-def workdir(name: str) -> Path:
-    """A fresh folder for one page's files (outside the repository)."""
-    return Path(tempfile.mkdtemp(prefix=f"varorder-docs-{name}-"))
-
-
-def run_cli(command_line: str, cwd: Path, max_lines: int = 25) -> str:
-    """Run ``varorder ...`` (the click command, in this process) in ``cwd`` and print its output.
-
-    A non-zero exit status raises, so a command that stops working fails the docs build.
-    """
-    from click.testing import CliRunner
-
-    from varorder.cli.main import main
-
-    args = shlex.split(command_line)
-    if args[0] != "varorder":
-        raise ValueError(f"expected a varorder command line, got {command_line!r}")
-    try:
-        runner = CliRunner(mix_stderr=False)  # click < 8.2
-    except TypeError:
-        runner = CliRunner()  # click >= 8.2 keeps stderr apart by itself
-    previous = os.getcwd()
-    os.chdir(cwd)
-    try:
-        result = runner.invoke(main, args[1:], prog_name="varorder", catch_exceptions=False)
-    finally:
-        os.chdir(previous)
-    # stdout, then the stderr lines a user reads (summaries, warnings), not progress bars
-    notes = [line for line in result.stderr.replace("\r", "\n").splitlines()
-             if line.strip() and "it/s" not in line and "s/it" not in line and "%|" not in line]
-    if result.exit_code != 0:
-        raise RuntimeError(f"{command_line!r} exited with {result.exit_code}:\n{result.stdout}\n" + "\n".join(notes))
-    output = result.stdout + "".join(f"{line}\n" for line in notes)
-    lines = output.rstrip("\n").splitlines()
-    if len(lines) > max_lines:
-        lines = lines[:max_lines] + [f"... ({len(lines) - max_lines} more lines)"]
-    text = "\n".join(lines)
-    print(f"$ {command_line}" + (f"\n{text}" if text else ""))
-    return output
+import summarize_results as summary
 
 
 class ResultsTable:
-    """The rows of one area's results files; shown as an HTML table on the page."""
+    """The latest user-facing rows of one area (optionally of some systems), as an HTML table."""
 
     def __init__(self, area: str, systems: tuple[str, ...] = ()):
-        self.rows = []
-        for path, doc in summarize_results.load_results():
-            if doc["area"] != area:
-                continue
-            for row in doc["rows"]:
-                if not systems or any(s in row["system"] for s in systems):
-                    self.rows.append((path, doc, row))
+        results = summary.load_results()
+        rows = summary.latest_rows(results).get(area, [])
+        self.rows = [item for item in rows if not systems or any(s in item[2]["system"] for s in systems)]
         if not self.rows:
-            raise ValueError(f"no results rows for area {area!r}")
-
-    def __repr__(self) -> str:
-        return "\n".join(f"{r['system']} | {r['task']} — {summarize_results._metric(r)} | {summarize_results._fmt(r['varorder'])} | "
-                         f"{summarize_results._fmt(r['reference'])} ({r['reference_name']}) | "
-                         f"{summarize_results._ratio(r)} | {d['date']}" for _, d, r in self.rows)
+            raise ValueError(f"no results rows for area {area!r} (systems {systems!r})")
 
     def _repr_html_(self) -> str:
         esc = html.escape
-        head = "".join(f"<th>{h}</th>" for h in ("system", "task", "varorder", "peer or paper", "ratio", "date"))
+        head = "".join(f"<th>{h}</th>" for h in ("system", "task", "varorder", "peer or paper", "ratio", "measured"))
         body = []
         for path, doc, row in self.rows:
-            task = f"{row['task']} — {summarize_results._metric(row)}" + (f" ({row['note']})" if row.get("note") else "")
-            cells = (row["system"], task, summarize_results._fmt(row["varorder"]),
-                     f"{summarize_results._fmt(row['reference'])} ({row['reference_name']})",
-                     summarize_results._ratio(row), f"{doc['date']} ({path.name})")
+            note = summary.scrub(row.get("note") or "")
+            task = f"{summary.scrub(row['task'])} — {summary._metric(row)}" + (f" ({note})" if note else "")
+            cells = (summary.scrub(row["system"]), task, summary._fmt(row["varorder"]),
+                     f"{summary._fmt(row['reference'])} ({summary.scrub(row['reference_name'])})",
+                     summary._ratio(row), f"{summary._conditions(doc)} ({path.name})")
             body.append("<tr>" + "".join(f"<td>{esc(str(c))}</td>" for c in cells) + "</tr>")
         return (f"<table class='docutils align-default'><thead><tr>{head}</tr></thead>"
                 f"<tbody>{''.join(body)}</tbody></table>")
 
 
-def results(area: str, *systems: str) -> ResultsTable:
-    """The measured results of ``area`` (rows whose system names contain one of ``systems``)."""
-    return ResultsTable(area, systems)
+class ResultsDirective(Directive):
+    """``.. varorder-results:: AREA`` with an optional ``:systems: A; B``."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    option_spec = {"systems": directives.unchanged}
+
+    def run(self):
+        systems = tuple(s.strip() for s in self.options.get("systems", "").split(";") if s.strip())
+        try:
+            table = ResultsTable(self.arguments[0], systems)
+        except ValueError as exc:
+            raise self.error(str(exc)) from None
+        return [nodes.raw("", table._repr_html_(), format="html")]
+
+
+def setup(app) -> None:
+    app.add_directive("varorder-results", ResultsDirective)

@@ -30,6 +30,7 @@ import argparse
 import datetime as _dt
 import json
 import math
+import re
 import sys
 from collections import OrderedDict
 from pathlib import Path
@@ -180,53 +181,154 @@ def _metric(row) -> str:
     return f"{row['metric']} ({row['better']} is better)"
 
 
+# Rows that compare varorder with an earlier varorder (speed guards, A/B checks) are kept in the
+# results files and the lab notebook; the user page shows comparisons with peers and papers.
+_INTERNAL = re.compile(r"\bbefore\b|\bvarorder at\b|\bformer\b|\bs\d+'s\b|\bold default\b", re.I)
+# what a user page never shows: machine paths, issue numbers, session and branch talk
+FORBIDDEN_ON_USER_PAGES = re.compile(
+    r"(?<![\w/.])/(?:work|tmp|home|root|usr/local|opt)/|#\d+\b|\bissue \d+|\bs\d\d\b|\bthis branch\b|"
+    r"\bthis session\b|\bgit archive\b|\bbefore s\d+", re.I)
+_HISTORY_CLAUSE = re.compile(r"#\d+|\bissue \d+|\bs\d\d\b|\bbranch\b|\bthis session\b|\bgit archive\b", re.I)
+
+# The headline table: per peer, the questions its users ask first and the row that answers each
+# (results file, and a test on the row). tests/test_docs_results.py checks every entry finds its row.
+HEADLINE = (
+    ("hmmlearn", "How fast are forward–backward and Viterbi?", "engine-chain-hmmlearn.json",
+     lambda r: r["system"] == "chain.marginals" and "K=45" in r["task"]),
+    ("CRFsuite", "Same accuracy with the same features?", "tagging-crf-crfsuite.json",
+     lambda r: r["metric"].startswith("dev accuracy")),
+    ("CRFsuite", "How fast does it train (one thread)?", "tagging-crf-crfsuite.json",
+     lambda r: r["metric"] == "train wall s" and "1 Numba thread" in r["system"]),
+    ("CRFsuite", "How fast does it tag?", "tagging-crf-crfsuite.json",
+     lambda r: r["metric"] == "tagging tokens/s"),
+    ("KenLM", "How fast does it score?", "lm-kenlm-score.json",
+     lambda r: r["system"].startswith("score_sentences, binary")),
+    ("KenLM", "How fast does it read an ARPA file?", "lm-kenlm-load.json",
+     lambda r: r["system"] == "read_arpa, fresh process" and r["metric"] == "CPU s"),
+    ("lmplz", "How much memory does estimation take?", "lm-lmplz-estimate.json",
+     lambda r: r["metric"] == "peak RSS MB" and r["reference_name"] == "lmplz -o 5 -S 100M"),
+    ("eflomal", "Same alignment quality?", "align-eflomal-aer.json",
+     lambda r: r["metric"] == "AER" and r["task"].startswith("100k") and "paper" in r["system"]),
+    ("eflomal", "How much CPU does a job take?", "align-eflomal-memory.json",
+     lambda r: r["task"] == "Hansards 100k: whole job" and r["metric"].startswith("CPU s")),
+)
+
+
+def internal(row) -> bool:
+    """A row that compares varorder with an earlier varorder, not with a peer or a paper."""
+    return bool(_INTERNAL.search(row["system"]) or _INTERNAL.search(row["reference_name"]))
+
+
+def scrub(text: str) -> str:
+    """Text for a user page: clauses that tell the project's history dropped, paths cut to names."""
+    clauses = [c for c in re.split(r";\s*", text) if not _HISTORY_CLAUSE.search(c)]
+    text = "; ".join(c for c in clauses if c.strip())
+    text = re.sub(r"\s*\(s\d+\)", "", text)
+    return re.sub(r"(?<![\w.])/(?:[\w.-]+/)+([\w.-]+)", r"\1", text)
+
+
 def _script(command: str) -> str:
-    """The script or CLI command that a command line runs, for the table's command column."""
+    """The benchmark script (where it lives now) or CLI command a command line runs."""
     for word in command.split():
-        if word.endswith(".py") or word == "varorder":
-            return f"`{word}`"
-    return f"`{command.split()[0]}`"
+        if word.endswith(".py"):
+            name = word.rsplit("/", 1)[-1]
+            if not (ROOT / word).exists():
+                found = sorted(ROOT.glob(f"benchmarks/*/{name}")) or sorted(ROOT.glob(f"benchmarks/{name}"))
+                if found:
+                    word = found[0].relative_to(ROOT).as_posix()
+            return f"`{word}`" if not word.startswith("/") else f"`{name}`"
+        if word == "varorder":
+            return "`varorder`"
+    return f"`{command.split()[0].rsplit('/', 1)[-1]}`"
+
+
+def _conditions(doc) -> str:
+    machine = doc["machine"]
+    return f"{doc['date']}, {machine['cores']} cores, load {scrub(str(machine['load']))}"
+
+
+def latest_rows(results):
+    """The user-facing rows by area: internal rows left out, and of the rows that measure the same
+    (system, task, metric) only the latest (by date, then file name)."""
+    areas: "OrderedDict[str, OrderedDict]" = OrderedDict()
+    first = {area.lower(): i for i, area in enumerate(AREA_ORDER)}
+    ordered = sorted(results, key=lambda item: (first.get(item[1]["area"].lower(), len(first)),
+                                                item[1]["area"].lower(), item[0].name))
+    for path, doc in ordered:
+        for row in doc["rows"]:
+            if internal(row) or _HISTORY_CLAUSE.search(doc["area"]):
+                continue
+            key = (row["system"], row["task"], row["metric"], row["reference_name"])
+            table = areas.setdefault(doc["area"], OrderedDict())
+            held = table.get(key)
+            if held is None or (doc["date"], path.name) >= (held[1]["date"], held[0].name):
+                table[key] = (path, doc, row)
+    return OrderedDict((area, list(table.values())) for area, table in areas.items() if table)
+
+
+def headline(results):
+    """(peer, question, path, doc, row) for every headline entry whose row is present."""
+    by_name = {path.name: (path, doc) for path, doc in results}
+    out = []
+    for peer, question, name, test in HEADLINE:
+        if name not in by_name:
+            continue
+        path, doc = by_name[name]
+        rows = [r for r in doc["rows"] if test(r)]
+        if rows:
+            out.append((peer, question, path, doc, rows[0]))
+    return out
 
 
 def render(results: list[tuple[Path, dict]]) -> str:
-    """The summary page (MyST Markdown): one table per area, a row per results row."""
-    areas: "OrderedDict[str, list]" = OrderedDict()
-    first = {area.lower(): i for i, area in enumerate(AREA_ORDER)}
-    for path, doc in sorted(results, key=lambda item: (first.get(item[1]["area"].lower(), len(first)),
-                                                       item[1]["area"].lower(), item[0].name)):
-        areas.setdefault(doc["area"], []).append((path, doc))
+    """The summary page (MyST Markdown): the headline table, then one table per area with the latest
+    figure of each measurement, then the sources (results file, script, machine)."""
     out = [
         "# How varorder compares",
         "",
-        "Every row below is read from a results file in `benchmarks/results/` by",
-        "`docs/tools/summarize_results.py` when the site is built; nothing here is typed by hand.",
-        "The ratio is varorder ÷ reference, where the reference is a peer tool's figure or the paper's;",
-        "each metric says whether lower or higher is better.",
-        "Timings come from a shared 2-core machine: the load average of each run is in its results",
-        "file, and the lab notebook (`docs/notes/benchmarks-notebook.md`) has the conditions and the",
-        "discussion behind each figure.",
+        "Every figure below is read from a results file in `benchmarks/results/` when the site is",
+        "built; nothing here is typed by hand. The ratio is varorder ÷ the peer's (or the paper's)",
+        "figure, and each metric says whether lower or higher is better. Timings come from a shared",
+        "2-core machine; the conditions of each run are in its row, and the results file keeps the",
+        "exact command line and every round.",
         "",
+        "## At a glance",
+        "",
+        "| coming from | question | varorder | peer | ratio | measured |",
+        "|---|---|---|---|---|---|",
     ]
-    for area, docs in areas.items():
+    sources: "OrderedDict[str, tuple]" = OrderedDict()
+
+    def source(path, doc) -> str:
+        if path.name not in sources:
+            sources[path.name] = (len(sources) + 1, path, doc)
+        return f"[{sources[path.name][0]}]"
+
+    for peer, question, path, doc, row in headline(results):
+        out.append("| " + " | ".join(_cell(c) for c in (
+            peer, f"{question} ({scrub(row['metric'])}, {row['better']} is better)",
+            _fmt(row["varorder"]), f"{_fmt(row['reference'])} ({scrub(row['reference_name'])})", _ratio(row),
+            f"{_conditions(doc)} {source(path, doc)}")) + " |")
+    out.append("")
+    for area, rows in latest_rows(results).items():
         out += [f"## {area}", ""]
-        out.append("| system | task | varorder | peer or paper | ratio | command | date |")
-        out.append("|---|---|---|---|---|---|---|")
-        for number, (path, doc) in enumerate(docs, 1):
-            for row in doc["rows"]:
-                task = f"{row['task']} — {_metric(row)}"
-                if row.get("note"):
-                    task += f" ({row['note']})"
-                ref = f"{_fmt(row['reference'])} ({row['reference_name']})"
-                out.append("| " + " | ".join(_cell(c) for c in (
-                    row["system"], task, _fmt(row["varorder"]), ref, _ratio(row),
-                    f"[{number}] {_script(doc['command'])}", doc["date"])) + " |")
-        out += ["", "Commands:", ""]
-        for number, (path, doc) in enumerate(docs, 1):
-            machine = doc["machine"]
-            issue = f", issue #{doc['issue']}" if doc["issue"] is not None else ""
-            out.append(f"{number}. {_cell(doc['title'])} (`{path.name}`{issue}; {doc['date']}, "
-                       f"{_cell(machine['cpu'])}, {machine['cores']} cores, load {_cell(str(machine['load']))}):")
-            out += ["", "   ```bash", f"   {doc['command']}", "   ```", ""]
+        out.append("| system | task | varorder | peer or paper | ratio | measured |")
+        out.append("|---|---|---|---|---|---|")
+        for path, doc, row in rows:
+            task = f"{scrub(row['task'])} — {scrub(_metric(row))}"
+            note = scrub(row.get("note") or "")
+            if note:
+                task += f" ({note})"
+            ref = f"{_fmt(row['reference'])} ({scrub(row['reference_name'])})"
+            out.append("| " + " | ".join(_cell(c) for c in (
+                scrub(row["system"]), task, _fmt(row["varorder"]), ref, _ratio(row),
+                f"{_conditions(doc)} {source(path, doc)}")) + " |")
+        out.append("")
+    out += ["## Sources", ""]
+    for number, path, doc in sources.values():
+        out.append(f"{number}. `{path.name}`: {_cell(scrub(doc['title']))} — {_script(doc['command'])}, "
+                   f"{_cell(scrub(doc['machine']['cpu']))}")
+    out.append("")
     return "\n".join(out)
 
 

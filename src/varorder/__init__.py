@@ -41,6 +41,6 @@ _EXPORTS = {
     **dict.fromkeys(("EditEM", "PhonologyGraph", "PrunedBP", "StringEP"), "varorder.strings"),
 }
 _SUBMODULES = ("agree", "base", "chain", "cli", "contexts", "decipher", "engine", "eval", "exact", "factorgraph",
-               "grammar", "hypergraph", "io", "lattice", "lm", "loglinear", "models", "neg", "parallel", "strings", "tasks",
+               "grammar", "hypergraph", "io", "lattice", "lm", "loglinear", "models", "neg", "parallel", "semimarkov", "strings", "tasks",
                "testing", "transduce", "wfsa")
 __getattr__, __dir__, __all__ = attach(__name__, _EXPORTS, eager=("__version__",), submodules=_SUBMODULES)

@@ -6,30 +6,36 @@ machine learning software", 2013), without depending on scikit-learn:
 * ``__init__`` takes keyword-only parameters and only stores them, so
   :func:`sklearn.base.clone` rebuilds an estimator from :meth:`ParamsMixin.get_params`;
 * parameters are checked when ``fit`` runs (:func:`check_int`, :func:`check_real`,
-  :func:`check_choice`), each failure a ``ValueError`` that names the parameter and the
-  value passed;
+  :func:`check_choice`), each failure a :class:`~varorder.errors.ParameterError` that
+  names the parameter and the value passed;
 * ``fit`` returns ``self``; what it learns ends in ``_``;
 * a method that needs a fitted model calls :func:`check_is_fitted`, which raises
   :class:`NotFittedError` (scikit-learn's class when scikit-learn is installed, else a
   class of the same name deriving from ``ValueError`` and ``AttributeError``, as
-  scikit-learn's does).
+  scikit-learn's does); what is raised is also a :class:`~varorder.errors.VarorderError`.
 
 ``__sklearn_tags__`` is answered only when scikit-learn is installed (the optional extra
-``sklearn``). This module imports nothing beyond the standard library (scikit-learn only
+``sklearn``). This module imports nothing beyond the standard library and :mod:`varorder.errors` (scikit-learn only
 when a NotFittedError is raised or asked for), so every layer may use it.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import numbers
+import warnings
 
-__all__ = ["NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_int", "check_is_fitted",
-           "check_real"]
+from varorder.errors import ParameterError, VarorderError
+
+from varorder.errors import ParameterError
+
+__all__ = ["NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_deprecated", "check_int",
+           "check_is_fitted", "check_real"]
 
 
-class _NotFittedError(ValueError, AttributeError):
+class _NotFittedError(VarorderError, AttributeError):
     """Raised when a method that needs a fitted estimator is called before ``fit``."""
 
 
@@ -37,12 +43,26 @@ _NotFittedError.__name__ = _NotFittedError.__qualname__ = "NotFittedError"
 _NotFittedError.__module__ = __name__
 
 
+@functools.cache
 def _not_fitted_error() -> type:
-    try:  # scikit-learn's, so that its own callers (cross_val_score, ...) recognise it
+    """The class callers catch: scikit-learn's when it is installed (so that its own callers,
+    cross_val_score and the like, recognise it), else varorder's own."""
+    try:
         from sklearn.exceptions import NotFittedError
     except ImportError:
         return _NotFittedError
     return NotFittedError
+
+
+@functools.cache
+def _raised_not_fitted_error() -> type:
+    """The class raised: a VarorderError that is also the class callers catch."""
+    caught = _not_fitted_error()
+    if caught is _NotFittedError:
+        return _NotFittedError
+    both = type("NotFittedError", (VarorderError, caught), {"__doc__": _NotFittedError.__doc__, "__module__": __name__})
+    both.__qualname__ = "NotFittedError"
+    return both
 
 
 def __getattr__(name: str):
@@ -57,11 +77,12 @@ def check_is_fitted(estimator, attribute: str) -> None:
     """Raise NotFittedError unless ``estimator`` has the learned ``attribute``."""
     if getattr(estimator, attribute, None) is None:
         name = type(estimator).__name__
-        raise _not_fitted_error()(f"this {name} is not fitted yet: call fit() (or {name}.load) first")
+        raise _raised_not_fitted_error()(f"this {name} is not fitted yet: call fit() (or {name}.load) first")
 
 
-def _invalid(owner, name: str, value, expected: str) -> ValueError:
-    return ValueError(f"{type(owner).__name__}: parameter {name}={value!r} is invalid: expected {expected}")
+def _invalid(owner, name: str, value, expected: str) -> ParameterError:
+    return ParameterError(f"{type(owner).__name__}: parameter {name}={value!r} is invalid: expected {expected}",
+                          name=name, value=value)
 
 
 def check_int(owner, name: str, minimum: int | None = None, maximum: int | None = None, allow_none: bool = False):
@@ -105,6 +126,15 @@ def check_choice(owner, name: str, choices) -> object:
     raise _invalid(owner, name, value, f"one of {tuple(choices)}")
 
 
+def check_deprecated(owner, name: str, deprecated: dict) -> None:
+    """A FutureWarning when ``owner.<name>`` is a value of ``deprecated`` (value → what to use
+    instead): an option kept for one release only to reproduce earlier results."""
+    value = getattr(owner, name)
+    if isinstance(value, str) and value in deprecated:
+        warnings.warn(f"{type(owner).__name__}: {name}={value!r} is deprecated and will be removed in the next "
+                      f"release; {deprecated[value]}", FutureWarning, stacklevel=4)
+
+
 def check_bool(owner, name: str) -> bool:
     """``owner.<name>`` as a bool (``True``/``False``, NumPy's, or the integers 0 and 1)."""
     value = getattr(owner, name)
@@ -135,12 +165,12 @@ class ParamsMixin:
         return {name: getattr(self, name) for name in self._get_param_names()}
 
     def set_params(self, **params):
-        """Set constructor parameters; an unknown name raises ValueError. Returns self."""
+        """Set constructor parameters; an unknown name raises ParameterError. Returns self."""
         valid = set(self._get_param_names())
         for name, value in params.items():
             if name not in valid:
-                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; "
-                                 f"valid parameters are {sorted(valid)}")
+                raise ParameterError(f"invalid parameter {name!r} for {type(self).__name__}; "
+                                     f"valid parameters are {sorted(valid)}", name=name, value=value)
             setattr(self, name, value)
         return self
 

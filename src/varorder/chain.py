@@ -36,6 +36,7 @@ import numpy as np
 from varorder.engine import chain as _engine
 from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_index_array
+from varorder.errors import ParameterError
 
 __all__ = [
     "NoPathWarning",
@@ -242,7 +243,7 @@ def path_score(emissions, transitions, paths, start=None, end=None, lengths=None
         n = ci.lengths[b]
         y = paths[b, :n]
         if ((y < 0) | (y >= K)).any():
-            raise ValueError(f"paths[{b}] has labels outside [0, {K}) within its length")
+            raise ParameterError(f"paths[{b}] has labels outside [0, {K}) within its length", name='paths', value=paths)
         T = ci.transitions[b % ci.transitions.shape[0]]
         out[b] = (ci.start[y[0]] + ci.emissions[b, np.arange(n), y].sum()
                   + T[y[:-1], y[1:]].sum() + ci.end[y[-1]])

@@ -39,7 +39,9 @@ class FormatError(VarorderError):
             where = f"{self.path}:{line}: " if line is not None else f"{self.path}: "
         elif line is not None:
             where = f"line {line}: "
-        text = message if not where or message.startswith(where) else where + message
+        # a message that already leads with the file (``path, line 3: ...``) keeps its own wording
+        named = where and (message.startswith(where) or (self.path is not None and message.startswith(self.path)))
+        text = message if not where or named else where + message
         if expected and "expected" not in message:
             text = f"{text} (expected {expected})"
         super().__init__(text)

@@ -26,6 +26,7 @@ import numpy as np
 from varorder.engine import hypergraph as _k
 from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_rng, as_potentials, check_int_at_least, first_index
+from varorder.errors import ParameterError
 
 __all__ = [
     "Hypergraph",
@@ -43,9 +44,9 @@ __all__ = [
 def _as_ints(name: str, value) -> np.ndarray:
     arr = np.asarray(value)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise ParameterError(f"{name} must be one-dimensional, got shape {arr.shape}", name=name, value=value)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+        raise ParameterError(f"{name} must hold integers, got dtype {arr.dtype}", name=name, value=value)
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
@@ -73,7 +74,7 @@ class Hypergraph:
     def __init__(self, num_nodes, edge_head, edge_tails, edge_weight, edge_offsets=None):
         counts = np.atleast_1d(np.asarray(num_nodes))
         if counts.ndim != 1 or counts.size < 1 or not np.issubdtype(counts.dtype, np.integer) or (counts < 1).any():
-            raise ValueError(f"num_nodes must be a positive integer or a sequence of them, got {num_nodes!r}")
+            raise ParameterError(f"num_nodes must be a positive integer or a sequence of them, got {num_nodes!r}", name='num_nodes', value=num_nodes)
         node_offsets = np.zeros(counts.size + 1, dtype=np.int64)
         np.cumsum(counts, out=node_offsets[1:])
         n_nodes = int(node_offsets[-1])
@@ -84,12 +85,12 @@ class Hypergraph:
             tails = _as_ints("tails", edge_tails[1])
             if tail_offsets.shape[0] != n_edges + 1 or tail_offsets[0] != 0 or (np.diff(tail_offsets) < 0).any() \
                     or tail_offsets[-1] != tails.shape[0]:
-                raise ValueError(f"tail_offsets must be a non-decreasing (E+1,) = ({n_edges + 1},) array from 0 "
-                                 f"to len(tails) = {tails.shape[0]}")
+                raise ParameterError(f"tail_offsets must be a non-decreasing (E+1,) = ({n_edges + 1},) array from 0 "
+                                     f"to len(tails) = {tails.shape[0]}", name='tail_offsets', value=self.tail_offsets)
         else:
             edge_tails = list(edge_tails)
             if len(edge_tails) != n_edges:
-                raise ValueError(f"edge_tails must list {n_edges} tail lists (one per edge), got {len(edge_tails)}")
+                raise ParameterError(f"edge_tails must list {n_edges} tail lists (one per edge), got {len(edge_tails)}", name='edge_tails', value=edge_tails)
             lengths = np.array([len(t) for t in edge_tails], dtype=np.int64)
             tail_offsets = np.zeros(n_edges + 1, dtype=np.int64)
             np.cumsum(lengths, out=tail_offsets[1:])
@@ -99,33 +100,33 @@ class Hypergraph:
         bad = (head < 0) | (head >= n_nodes)
         if bad.any():
             e = first_index(bad)[0]
-            raise ValueError(f"edge_head[{e}] = {head[e]} is not a node id in [0, {n_nodes})")
+            raise ParameterError(f"edge_head[{e}] = {head[e]} is not a node id in [0, {n_nodes})", name='edge_head', value=edge_head)
         edge_of_tail = np.repeat(np.arange(n_edges), np.diff(tail_offsets))
         graph_of = np.searchsorted(node_offsets, np.arange(n_nodes), side="right") - 1
         bad = (tails < 0) | (tails >= head[edge_of_tail])
         if bad.any():
             r = first_index(bad)[0]
-            raise ValueError(f"edge {edge_of_tail[r]} has tail {tails[r]} not in [0, head = {head[edge_of_tail[r]]}): "
-                             "node ids must be a topological order (tails before heads)")
+            raise ParameterError(f"edge {edge_of_tail[r]} has tail {tails[r]} not in [0, head = {head[edge_of_tail[r]]}): "
+                                 "node ids must be a topological order (tails before heads)", name='edge_tails', value=edge_tails)
         bad = graph_of[tails] != graph_of[head[edge_of_tail]]
         if bad.any():
             r = first_index(bad)[0]
-            raise ValueError(f"edge {edge_of_tail[r]} joins node {tails[r]} to node {head[edge_of_tail[r]]} "
-                             "of another graph")
+            raise ParameterError(f"edge {edge_of_tail[r]} joins node {tails[r]} to node {head[edge_of_tail[r]]} "
+                                 "of another graph", name='edge_tails', value=edge_tails)
         if edge_offsets is None:
             if n_edges and (np.diff(graph_of[head]) < 0).any():
-                raise ValueError("edges must be grouped by graph (pass edge_offsets, or list graph 0's edges first)")
+                raise ParameterError("edges must be grouped by graph (pass edge_offsets, or list graph 0's edges first)", name='edge_offsets', value=edge_offsets)
             edge_offsets = np.searchsorted(graph_of[head], np.arange(counts.size + 1), side="left")
         edge_offsets = _as_ints("edge_offsets", edge_offsets)
         if edge_offsets.shape[0] != counts.size + 1 or edge_offsets[0] != 0 or edge_offsets[-1] != n_edges \
                 or (np.diff(edge_offsets) < 0).any():
-            raise ValueError(f"edge_offsets must be a non-decreasing ({counts.size + 1},) array from 0 to {n_edges}")
+            raise ParameterError(f"edge_offsets must be a non-decreasing ({counts.size + 1},) array from 0 to {n_edges}", name='edge_offsets', value=edge_offsets)
         graph_of_edge = np.repeat(np.arange(counts.size), np.diff(edge_offsets))
         bad = graph_of[head] != graph_of_edge
         if bad.any():
             e = first_index(bad)[0]
-            raise ValueError(f"edge {e} is listed in graph {graph_of_edge[e]} but its head {head[e]} is in "
-                             f"graph {graph_of[head[e]]}")
+            raise ParameterError(f"edge {e} is listed in graph {graph_of_edge[e]} but its head {head[e]} is in "
+                                 f"graph {graph_of[head[e]]}", name='edge_offsets', value=edge_offsets)
         self.node_offsets = node_offsets
         self.edge_offsets = edge_offsets
         self.edge_head = head
@@ -212,7 +213,7 @@ class Hypergraph:
 
 def _check(hypergraph) -> Hypergraph:
     if not isinstance(hypergraph, Hypergraph):
-        raise ValueError(f"hypergraph must be a varorder.hypergraph.Hypergraph, got {type(hypergraph).__name__}")
+        raise ParameterError(f"hypergraph must be a varorder.hypergraph.Hypergraph, got {type(hypergraph).__name__}", name='hypergraph', value=hypergraph)
     return hypergraph
 
 
@@ -252,13 +253,13 @@ def expected_counts(hypergraph: Hypergraph, edge_features, num_features: int, ed
     hg = _check(hypergraph)
     feats = np.asarray(edge_features, dtype=np.int64)
     if feats.ndim != 2 or feats.shape[0] != hg.num_edges:
-        raise ValueError(f"edge_features must have shape ({hg.num_edges}, F), got {feats.shape}")
+        raise ParameterError(f"edge_features must have shape ({hg.num_edges}, F), got {feats.shape}", name='edge_features', value=edge_features)
     if edge_marginals is None:
         edge_marginals = marginals(hg)[1]
     use = feats >= 0
     if (feats >= num_features).any():
         e = first_index(feats >= num_features)
-        raise ValueError(f"edge_features{e} = {feats[e]} is not below num_features = {num_features}")
+        raise ParameterError(f"edge_features{e} = {feats[e]} is not below num_features = {num_features}", name='edge_features', value=edge_features)
     weights = np.broadcast_to(edge_marginals[:, None], feats.shape)[use]
     return np.bincount(feats[use], weights=weights, minlength=num_features)
 
@@ -280,7 +281,7 @@ def sample(hypergraph: Hypergraph, n: int = 1, seed=None, graph: int = 0):
     n = check_int_at_least("n", n, 1)
     graph = check_int_at_least("graph", graph, 0)
     if graph >= hg.num_graphs:
-        raise ValueError(f"graph must be < {hg.num_graphs}, got {graph}")
+        raise ParameterError(f"graph must be < {hg.num_graphs}, got {graph}", name='graph', value=graph)
     seed = int(as_rng(seed).integers(2**31 - 1))
     edges, offsets, logz = _k.sample_kernel(*hg._args(), graph, n, seed)
     if logz == -np.inf:

@@ -23,6 +23,7 @@ import numpy as np
 from varorder.engine import lattice as _k
 from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_potentials, as_rng, check_int_at_least, check_no_overflow, first_index
+from varorder.errors import ParameterError
 
 __all__ = [
     "Lattice",
@@ -45,11 +46,11 @@ __all__ = [
 def _as_index(name: str, value, size: int | None = None) -> np.ndarray:
     arr = np.asarray(value)
     if arr.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional, got shape {arr.shape}")
+        raise ParameterError(f"{name} must be one-dimensional, got shape {arr.shape}", name=name, value=value)
     if arr.size and not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name} must hold integers, got dtype {arr.dtype}")
+        raise ParameterError(f"{name} must hold integers, got dtype {arr.dtype}", name=name, value=value)
     if size is not None and arr.shape[0] != size:
-        raise ValueError(f"{name} must have length {size}, got {arr.shape[0]}")
+        raise ParameterError(f"{name} must have length {size}, got {arr.shape[0]}", name=name, value=value)
     return np.ascontiguousarray(arr, dtype=np.int64)
 
 
@@ -94,18 +95,18 @@ class Lattice:
         pos = _as_index("node_position", node_position)
         n_nodes = pos.shape[0]
         if n_nodes < 1:
-            raise ValueError("node_position must list at least the root node")
+            raise ParameterError("node_position must list at least the root node", name='node_position', value=node_position)
         if pos[0] != 0:
-            raise ValueError(f"node_position[0] must be 0 (the root), got {pos[0]}")
+            raise ParameterError(f"node_position[0] must be 0 (the root), got {pos[0]}", name='node_position', value=node_position)
         if n_nodes > 1:
             step = np.diff(pos)
             if (step < 0).any():
                 i = first_index(step < 0)[0] + 1
-                raise ValueError(f"node_position must be non-decreasing (nodes in topological order); "
-                                 f"node {i} has position {pos[i]} after {pos[i - 1]}")
+                raise ParameterError(f"node_position must be non-decreasing (nodes in topological order); "
+                                     f"node {i} has position {pos[i]} after {pos[i - 1]}", name='node_position', value=node_position)
             if (pos[1:] == 0).any():
                 i = first_index(pos[1:] == 0)[0] + 1
-                raise ValueError(f"node_position[{i}] is 0: only the root may sit at position 0")
+                raise ParameterError(f"node_position[{i}] is 0: only the root may sit at position 0", name='node_position', value=node_position)
         src = _as_index("arc_source", arc_source)
         n_arcs = src.shape[0]
         dst = _as_index("arc_target", arc_target, n_arcs)
@@ -115,15 +116,15 @@ class Lattice:
             bad = (ids < 0) | (ids >= n_nodes)
             if bad.any():
                 a = first_index(bad)[0]
-                raise ValueError(f"{name}[{a}] = {ids[a]} is not a node id in [0, {n_nodes})")
+                raise ParameterError(f"{name}[{a}] = {ids[a]} is not a node id in [0, {n_nodes})")
         bad = pos[dst] != pos[src] + 1
         if bad.any():
             a = first_index(bad)[0]
-            raise ValueError(f"arc {a} goes from position {pos[src[a]]} to {pos[dst[a]]}; "
-                             f"arcs must advance exactly one position")
+            raise ParameterError(f"arc {a} goes from position {pos[src[a]]} to {pos[dst[a]]}; "
+                                 f"arcs must advance exactly one position", name='arc_target', value=arc_target)
         if (lab < 0).any():
             a = first_index(lab < 0)[0]
-            raise ValueError(f"arc_label[{a}] = {lab[a]} must be >= 0")
+            raise ParameterError(f"arc_label[{a}] = {lab[a]} must be >= 0", name='arc_label', value=arc_label)
         if final is None:
             fin = np.where(pos == pos.max(), 0.0, -np.inf)
         else:
@@ -163,7 +164,7 @@ class Lattice:
         E = as_potentials("emissions", emissions, (None, None))
         L, K = E.shape
         if L < 1 or K < 1:
-            raise ValueError(f"emissions must have shape (L >= 1, K >= 1), got {E.shape}")
+            raise ParameterError(f"emissions must have shape (L >= 1, K >= 1), got {E.shape}", name='emissions', value=emissions)
         T = as_potentials("transitions", transitions, (K, K))
         S = np.zeros(K) if start is None else as_potentials("start", start, (K,))
         F = np.zeros(K) if end is None else as_potentials("end", end, (K,))
@@ -190,7 +191,7 @@ class Lattice:
 
 def _check(lattice) -> Lattice:
     if not isinstance(lattice, Lattice):
-        raise ValueError(f"lattice must be a varorder.lattice.Lattice, got {type(lattice).__name__}")
+        raise ParameterError(f"lattice must be a varorder.lattice.Lattice, got {type(lattice).__name__}", name='lattice', value=lattice)
     return lattice
 
 

@@ -41,6 +41,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from varorder.errors import ParameterError
+
 __all__ = ["check_n_jobs", "Executor", "SerialExecutor", "ThreadExecutor", "JoblibExecutor", "DaskExecutor", "as_executor",
            "connect_dask", "reduce_in_order", "is_dask_client", "MapStats", "progress_note"]
 
@@ -232,7 +234,7 @@ class DaskExecutor(Executor):
         worker; the others fetch it from there (peer to peer), so it leaves here once per map.
 
         Not ``scatter(broadcast=True)``: scattered data has no lineage, and a broadcast begun after a
-        worker was killed between two maps never returned (dask/distributed#3149, #3196; see
+        worker was killed between two maps never returned (dask/distributed#3149 and dask/distributed#3196; see
         docs/notes/35-scale-out.md). A task the scheduler can rerun also lets
         :meth:`map_remote`'s results (e.g. the aligner's pieces) be recomputed from their sources
         when the worker holding them is lost.
@@ -484,7 +486,7 @@ def as_executor(executor=None, n_jobs: int | None = None, dask_scheduler: str | 
         return DaskExecutor(connect_dask(dask_scheduler, timeout), own_client=True)
     if n_jobs is not None:
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:
-            raise ValueError(f"n_jobs must be a non-zero integer or None, got {n_jobs!r}")
+            raise ParameterError(f"n_jobs must be a non-zero integer or None, got {n_jobs!r}", name='n_jobs', value=n_jobs)
         if n_jobs == 1:
             return SerialExecutor()
         return JoblibExecutor(n_jobs)
@@ -507,8 +509,8 @@ def check_n_jobs(owner) -> None:
     """Refuse ``owner.n_jobs`` unless None or a non-zero integer (a ValueError naming the value)."""
     n_jobs = getattr(owner, "n_jobs", None)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
-        raise ValueError(f"{type(owner).__name__}: parameter n_jobs={n_jobs!r} is invalid: "
-                         "expected None or a non-zero integer")
+        raise ParameterError(f"{type(owner).__name__}: parameter n_jobs={n_jobs!r} is invalid: "
+                             "expected None or a non-zero integer", name='n_jobs', value=n_jobs)
 
 
 def reduce_in_order(results: Iterable, add: Callable[[Any, Any], Any], start: Any = None) -> Any:

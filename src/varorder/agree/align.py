@@ -39,6 +39,7 @@ from varorder.engine.banded import banded_marginals, banded_viterbi
 from varorder.engine.threads import map_in_order, parallel_kernel, sequence_threads, threads_for
 from varorder.agree.corpus import BitextShard, PairIndex
 from varorder.agree.product_em import Statistics, Submodel
+from varorder.errors import ParameterError
 
 __all__ = ["DIRECTIONS", "IBM1", "HMMAligner", "FLOOR"]
 
@@ -261,7 +262,7 @@ class IBM1(Submodel):
 
     def __init__(self, direction: str, pairs: PairIndex, n_target_words: int):
         if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {DIRECTIONS}, got {direction!r}")
+            raise ParameterError(f"direction must be one of {DIRECTIONS}, got {direction!r}", name='direction', value=direction)
         self.direction = direction
         self.pairs = pairs
         self.n_target_words = int(n_target_words)
@@ -385,7 +386,7 @@ class IBM1(Submodel):
         if add_shared_to is None:
             return np.zeros(shard.edge_offsets[-1]), False
         if add_shared_to.shape != (shard.edge_offsets[-1],) or add_shared_to.dtype != np.float64:
-            raise ValueError(f"add_shared_to must be a float64 array over the shard's {shard.edge_offsets[-1]} edges")
+            raise ParameterError(f"add_shared_to must be a float64 array over the shard's {shard.edge_offsets[-1]} edges", name='add_shared_to', value=add_shared_to)
         return add_shared_to, True
 
     def expected_statistics(self, shard, shared_log_potentials, private_scale: float = 1.0,
@@ -444,9 +445,9 @@ class IBM1(Submodel):
         """:meth:`counts` added to ``total`` without a table-sized array per shard: the first shard's edges go
         straight into a new total, a later shard's are summed per pair in the workspace's one scratch table
         and then added (:func:`_add_shard_at`), so the total is bit for bit the per-shard tables added in
-        shard order — an executor's sum — and a serial E-step equals one on any executor (#33: adding
-        edge by edge into the running total, as before, gave ``align train --workers 1`` and ``--workers 2``
-        tables that differed in the last bits).
+        shard order — an executor's sum — and a serial E-step equals one on any executor (adding
+        edge by edge into the running total would give ``align train --workers 1`` and ``--workers 2``
+        tables that differ in the last bits).
 
         Directions handed the same µ over the same pairs (every agreement mode) have equal table
         counts: the later ones share the first one's total instead of summing the same numbers again.
@@ -808,11 +809,11 @@ class HMMAligner(IBM1):
                  max_jump: int = 7, band: int | None = None):
         super().__init__(direction, pairs, n_target_words)
         if not 0.0 < null_prob < 1.0:
-            raise ValueError(f"null_prob must be in (0, 1), got {null_prob}")
+            raise ParameterError(f"null_prob must be in (0, 1), got {null_prob}", name='null_prob', value=null_prob)
         if int(max_jump) < 1:
-            raise ValueError(f"max_jump must be >= 1, got {max_jump}")
+            raise ParameterError(f"max_jump must be >= 1, got {max_jump}", name='max_jump', value=max_jump)
         if band is not None and int(band) < 1:
-            raise ValueError(f"band must be a positive number of words or None, got {band}")
+            raise ParameterError(f"band must be a positive number of words or None, got {band}", name='band', value=band)
         self.null_prob = null_prob
         self.max_jump = int(max_jump)
         self.band = None if band is None else int(band)

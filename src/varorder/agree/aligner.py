@@ -35,6 +35,7 @@ from varorder.agree.corpus import EncodedBitext, LongPairWarning, PairIndex, Voc
 from varorder.agree.product_em import AgreementEM
 from varorder.agree.symmetrize import SYMMETRIZATIONS, symmetrize
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.errors import FormatError, ParameterError
 from varorder.models.persist import check_shapes, load_model, model_loader, save_model
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -126,7 +127,7 @@ _SAVED_PARAMS = ("model", "training", "ibm1_iterations", "iterations", "null_pro
 class WordAligner(ParamsMixin):
     """English–French word aligner (IBM Model 1 or HMM in both directions).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); decoding before :meth:`fit` raises NotFittedError.
 
     Parameters
@@ -209,8 +210,8 @@ class WordAligner(ParamsMixin):
         check_is_fitted(self, "models_")
         if isinstance(pairs, EncodedBitext):
             if pairs.e_vocab is not self.e_vocab_ or pairs.f_vocab is not self.f_vocab_:
-                raise ValueError("the EncodedBitext was encoded with other vocabularies than this aligner's; "
-                                 "encode it with aligner.e_vocab_ and aligner.f_vocab_ (grow=False)")
+                raise ParameterError("the EncodedBitext was encoded with other vocabularies than this aligner's; "
+                                     "encode it with aligner.e_vocab_ and aligner.f_vocab_ (grow=False)", name='pairs', value=pairs)
             return pairs
         kept = getattr(self, "_kept_encoding", None)
         if kept is not None and kept[0] is pairs:
@@ -242,7 +243,7 @@ class WordAligner(ParamsMixin):
         self.e_vocab_, self.f_vocab_ = encoded.e_vocab, encoded.f_vocab
         shards = encoded.shards
         if not shards:
-            raise ValueError("pairs must hold at least one sentence pair")
+            raise ParameterError("pairs must hold at least one sentence pair", name='pairs', value=pairs)
         self.pairs_ = index_corpus(shards)
         if keep_encoding and encoded is not pairs:
             self._kept_encoding = (pairs, encoded)
@@ -339,7 +340,7 @@ class WordAligner(ParamsMixin):
         ``with_posteriors``: yield (links, the pair's ½(µ₁ + µ₂) matrix of :meth:`posteriors`) instead,
         each computed once (posterior decoding reads its links off that matrix)."""
         if method not in DECODINGS:
-            raise ValueError(f"method must be one of {DECODINGS}, got {method!r}")
+            raise ParameterError(f"method must be one of {DECODINGS}, got {method!r}", name='method', value=method)
         if method == "posterior":
             delta = self.threshold if threshold is None else threshold
             for m in self.iter_posteriors(pairs, joint=joint):
@@ -439,7 +440,7 @@ class WordAligner(ParamsMixin):
         """Write the fitted aligner to ``path`` (.npz with JSON metadata, see :mod:`varorder.models.persist`)."""
         check_is_fitted(self, "models_")
         if any(m.table_ is None for m in self.models_):
-            raise ValueError("this aligner keeps only the logs of its tables (keep_log_tables_only); save it before")
+            raise ParameterError("this aligner keeps only the logs of its tables (keep_log_tables_only); save it before")
         params = {k: getattr(self, k) for k in _SAVED_PARAMS}
         arrays = {"pair_keys": self.pairs_.keys,
                   "e_vocab": np.array(self.e_vocab_.tokens), "f_vocab": np.array(self.f_vocab_.tokens)}
@@ -461,38 +462,38 @@ class WordAligner(ParamsMixin):
         params, state, data = load_model(path, _KIND, ("pair_keys", "e_vocab", "f_vocab", "table0", "null0",
                                                        "jumps0", "table1", "null1", "jumps1"))
         if state.get("format_version") != FORMAT_VERSION:
-            raise ValueError(f"{where}: unsupported {_KIND} format v{state.get('format_version')!r} "
-                             f"(expected v{FORMAT_VERSION})")
+            raise FormatError(f"{where}: unsupported {_KIND} format v{state.get('format_version')!r} "
+                              f"(expected v{FORMAT_VERSION})", path=where)
         unknown = set(params) - set(_SAVED_PARAMS)
         if unknown:
-            raise ValueError(f"{where}: unknown {_KIND} parameters {sorted(unknown)}")
+            raise FormatError(f"{where}: unknown {_KIND} parameters {sorted(unknown)}", path=where)
         self = cls(**params)
         self._check_params()
         if not (isinstance(self.null_prob, (int, float)) and 0.0 <= self.null_prob < 1.0):
-            raise ValueError(f"{where}: null_prob must be in [0, 1), got {self.null_prob!r:.40}")
+            raise FormatError(f"{where}: null_prob must be in [0, 1), got {self.null_prob!r:.40}", path=where)
         if isinstance(self.max_jump, bool) or not isinstance(self.max_jump, int) or not 1 <= self.max_jump <= 10_000:
-            raise ValueError(f"{where}: max_jump must be an integer in [1, 10000], got {self.max_jump!r:.40}")
+            raise FormatError(f"{where}: max_jump must be an integer in [1, 10000], got {self.max_jump!r:.40}", path=where)
         if self.normalization is not None:
             from varorder.io.bitext import Normalization
 
             Normalization.from_dict(self.normalization, f"{where}: normalization")
         history = state.get("history", [])
         if not isinstance(history, list) or not all(isinstance(h, list) for h in history):
-            raise ValueError(f"{where}: metadata 'history' must be a list of lists")
+            raise FormatError(f"{where}: metadata 'history' must be a list of lists", path=where)
         self.history_ = [tuple(h) for h in history]
         for side in ("e_vocab", "f_vocab"):
             if data[side].dtype.kind != "U" or data[side].ndim != 1:
-                raise ValueError(f"{where}: {side} must be a 1-d array of strings, got {data[side].dtype} "
-                                 f"{data[side].shape}")
+                raise FormatError(f"{where}: {side} must be a 1-d array of strings, got {data[side].dtype} "
+                                  f"{data[side].shape}", path=where)
         self.e_vocab_ = Vocabulary.from_tokens(data["e_vocab"].tolist(), f"{where}: e_vocab")
         self.f_vocab_ = Vocabulary.from_tokens(data["f_vocab"].tolist(), f"{where}: f_vocab")
         n_e, n_f = len(self.e_vocab_), len(self.f_vocab_)
         keys = np.asarray(data["pair_keys"])
         if keys.dtype != np.int64 or keys.ndim != 1 or (keys.size > 1 and not (keys[1:] > keys[:-1]).all()):
-            raise ValueError(f"{where}: pair_keys must be a sorted 1-d int64 array without repeats")
+            raise FormatError(f"{where}: pair_keys must be a sorted 1-d int64 array without repeats", path=where)
         # sorted keys: the first holds the smallest English id, the last the largest
         if keys.size and (keys[0] < 0 or (keys[-1] >> 32) >= n_e or int((keys & 0xFFFFFFFF).max()) >= n_f):
-            raise ValueError(f"{where}: pair_keys name words outside the vocabularies ({n_e} English, {n_f} French)")
+            raise FormatError(f"{where}: pair_keys name words outside the vocabularies ({n_e} English, {n_f} French)", path=where)
         self.pairs_ = PairIndex.from_sorted_unique(keys)
         width = 2 * self.max_jump + 1 if self.model == "hmm" else 0
         shapes = {"table0": (keys.size,), "table1": (keys.size,), "null0": (n_f,), "null1": (n_e,),
@@ -501,7 +502,7 @@ class WordAligner(ParamsMixin):
         for name in shapes:
             values = data[name]
             if values.dtype.kind != "f" or (values.size and (values.min() < 0 or values.max() > 1)):
-                raise ValueError(f"{where}: array {name!r} must hold probabilities in [0, 1]")
+                raise FormatError(f"{where}: array {name!r} must hold probabilities in [0, 1]", path=where)
         self.models_ = []
         for k, (direction, n_target) in enumerate((("f|e", n_f), ("e|f", n_e))):
             if self.model == "hmm":

@@ -27,6 +27,7 @@ import numba
 import numpy as np
 
 from varorder.engine.threads import parallel_kernel
+from varorder.errors import FormatError, ParameterError
 
 __all__ = ["NULL", "Vocabulary", "PairIndex", "BitextShard", "EncodedBitext", "encode", "shard_bitext",
            "encode_bitext", "index_corpus"]
@@ -47,12 +48,12 @@ class Vocabulary:
     def from_tokens(cls, tokens: list, where: str = "vocabulary") -> "Vocabulary":
         """The vocabulary whose ids are the positions in ``tokens`` (``tokens[0]`` must be NULL, none repeated)."""
         if not tokens or tokens[0] != NULL:
-            raise ValueError(f"{where}: the first token must be {NULL!r}")
+            raise FormatError(f"{where}: the first token must be {NULL!r}")
         self = cls.__new__(cls)
         self.tokens = [str(t) for t in tokens]
         self.index = {t: i for i, t in enumerate(self.tokens)}
         if len(self.index) != len(self.tokens):
-            raise ValueError(f"{where}: {len(self.tokens) - len(self.index)} repeated tokens")
+            raise FormatError(f"{where}: {len(self.tokens) - len(self.index)} repeated tokens")
         return self
 
     def add(self, token: str) -> int:
@@ -172,7 +173,7 @@ class PairIndex:
 
     def _set_keys(self, keys):
         if keys.size and (keys[0] < 0 or int((keys & 0xFFFFFFFF).max()) > np.iinfo(np.int32).max):
-            raise ValueError("word-pair keys must hold non-negative 32-bit word ids")
+            raise ParameterError("word-pair keys must hold non-negative 32-bit word ids", name='keys', value=keys)
         self._rows = _row_starts(keys)
         self.f_words = (keys & 0xFFFFFFFF).astype(np.int32)
 
@@ -467,7 +468,7 @@ def encode(pairs, e_vocab: Vocabulary, f_vocab: Vocabulary, grow: bool = True) -
 def shard_bitext(pairs, e_vocab: Vocabulary, f_vocab: Vocabulary, shard_size: int = 20000, grow: bool = True):
     """Encode pairs (any iterable, read once, one pair at a time) into shards of at most ``shard_size`` pairs."""
     if shard_size < 1:
-        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+        raise ParameterError(f"shard_size must be >= 1, got {shard_size}", name='shard_size', value=shard_size)
     return list(_iter_shards(pairs, e_vocab, f_vocab, shard_size, grow))
 
 

@@ -41,6 +41,7 @@ import numpy as np
 from varorder import hypergraph as _hypergraph
 from varorder.agree.product_em import Statistics, Submodel
 from varorder.engine.validate import as_rng
+from varorder.errors import FormatError, ParameterError
 
 __all__ = ["Tree", "parse_newick", "tree_marginals", "PhyloData", "PhyloSlices", "NUCLEOTIDES", "encode_nucleotides"]
 
@@ -95,7 +96,7 @@ def parse_newick(text: str) -> Tree:
             current = None
         elif tok == ")":
             if not stack:
-                raise ValueError(f"newick: unbalanced ')' in {text!r}")
+                raise FormatError(f"newick: unbalanced ')' in {text!r}")
             current = stack.pop()
         elif tok == ";":
             break
@@ -110,9 +111,9 @@ def parse_newick(text: str) -> Tree:
                 names[node] = name
         pos += 1
     if stack:
-        raise ValueError(f"newick: unbalanced '(' in {text!r}")
+        raise FormatError(f"newick: unbalanced '(' in {text!r}")
     if not parent:
-        raise ValueError(f"newick: no nodes in {text!r}")
+        raise FormatError(f"newick: no nodes in {text!r}")
     return Tree(np.array(parent, dtype=np.int64), names)
 
 
@@ -149,10 +150,10 @@ def tree_marginals(parent, node_log, edge_log, edges=True):
     shared = edge_log.ndim == 3
     want = (N, V, V) if shared else (C, N, V, V)
     if parent.shape != (N,) or edge_log.shape != want:
-        raise ValueError(f"parent must be ({N},) and edge_log {want} or ({N}, {V}, {V}); "
-                         f"got {parent.shape} and {edge_log.shape}")
+        raise ParameterError(f"parent must be ({N},) and edge_log {want} or ({N}, {V}, {V}); "
+                             f"got {parent.shape} and {edge_log.shape}", name='parent', value=parent)
     if (parent[0] != -1) or np.any(parent[1:] >= np.arange(1, N)) or np.any(parent[1:] < 0):
-        raise ValueError("parent must list the root first (−1) and every parent before its children")
+        raise ParameterError("parent must list the root first (−1) and every parent before its children", name='parent', value=parent)
     graph = _tree_hypergraph(tuple(int(p) for p in parent), V)
     piece = max(1, _PIECE_EDGES // graph.n_edges)
     logz = np.empty(C)
@@ -295,7 +296,7 @@ class PhyloSlices(Submodel):
 
     def __init__(self, parity: int, tree: Tree, smoothing: float = 1e-3):
         if parity not in (0, 1):
-            raise ValueError(f"parity must be 0 or 1, got {parity!r}")
+            raise ParameterError(f"parity must be 0 or 1, got {parity!r}", name='parity', value=parity)
         self.parity = parity
         self.tree = tree
         self.smoothing = smoothing

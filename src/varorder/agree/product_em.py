@@ -45,6 +45,7 @@ import numpy as np
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int
 from varorder.engine.threads import map_in_order, threads_for
+from varorder.errors import ParameterError
 from varorder.parallel import as_executor, connect_dask, reduce_in_order
 
 __all__ = ["MODES", "Statistics", "Submodel", "AgreementEM", "estep_shard", "own_estep", "add_counts",
@@ -230,7 +231,7 @@ def _shard_statistics(submodels, shard, mode: str):
         objective = float(np.mean([s.log_normalizer for s in stats]))
         combined = [_mean_shared(submodels, stats)] * M
     else:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise ParameterError(f"mode must be one of {MODES}, got {mode!r}", name='mode', value=mode)
     return combined, stats, float(objective)
 
 
@@ -357,7 +358,7 @@ class AgreementEM(ParamsMixin):
     callback : optional ``callback(iteration, estimator)`` after each M-step.
     progress : report the iterations (a bar on a terminal, a summary line otherwise).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed). Unlike a scikit-learn estimator, ``fit`` trains the submodels
     given in place (they are the model); ``submodels_`` is that same list.
 
@@ -379,15 +380,15 @@ class AgreementEM(ParamsMixin):
     def _validate(self):
         check_choice(self, "mode", MODES)
         if isinstance(self.submodels, (str, bytes)) or not self.submodels:
-            raise ValueError(f"AgreementEM: parameter submodels={self.submodels!r:.80} is invalid: expected a "
-                             "non-empty list of Submodel instances")
+            raise ParameterError(f"AgreementEM: parameter submodels={self.submodels!r:.80} is invalid: expected a "
+                                 "non-empty list of Submodel instances", name='submodels', value=self.submodels)
         check_int(self, "n_iter", 0)
         check_bool(self, "progress")
         if self.mode == "exact":
             domains = {m.domain for m in self.submodels}
             if len(domains) != 1 or any(m.has_private_features for m in self.submodels):
-                raise ValueError("mode='exact' needs submodels on one domain with wholly shared potentials "
-                                 f"(domains {sorted(domains)}); use mode='domain' or 'parameter'")
+                raise ParameterError("mode='exact' needs submodels on one domain with wholly shared potentials "
+                                     f"(domains {sorted(domains)}); use mode='domain' or 'parameter'", name='mode', value=self.mode)
 
     def estep(self, shards):
         """One E-step over every shard: (list of per-submodel counts, objective)."""

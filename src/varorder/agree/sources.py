@@ -1,5 +1,5 @@
 """A word aligner trained on a corpus in pieces (files) that are read, encoded and kept on the workers
-(issue #35): :meth:`varorder.agree.WordAligner.fit_sources`.
+: :meth:`varorder.agree.WordAligner.fit_sources`.
 
 The model is the one of :mod:`varorder.agree.aligner` (IBM Model 1, then the HMM aligners, trained by
 :class:`~varorder.agree.product_em.AgreementEM`; Liang, Klein & Jordan 2008); only where the data lives
@@ -33,6 +33,7 @@ import numpy as np
 from varorder.agree.align import HMMAligner, IBM1
 from varorder.agree.corpus import LongPairWarning, PairIndex, Vocabulary, encode_bitext, index_corpus
 from varorder.agree.product_em import AgreementEM, _estep_many
+from varorder.errors import ParameterError
 from varorder.parallel import as_executor
 
 __all__ = ["fit_sources", "source_vocabulary", "encoded_source"]
@@ -102,7 +103,7 @@ def fit_sources(aligner, sources, read, mode: str):
     aligner._check_params()
     sources = list(sources)
     if not sources:
-        raise ValueError("fit_sources: sources is empty")
+        raise ParameterError("fit_sources: sources is empty", name='sources', value=sources)
     executor = as_executor(aligner.executor)
     e_vocab, f_vocab = Vocabulary(), Vocabulary()
     kept, n_long = [], 0
@@ -116,7 +117,7 @@ def fit_sources(aligner, sources, read, mode: str):
             kept.append(source)
         n_long += long_pairs
     if not kept:
-        raise ValueError("pairs must hold at least one sentence pair")
+        raise ParameterError("pairs must hold at least one sentence pair", name='sources', value=sources)
     if n_long:
         warnings.warn(f"{n_long} sentence pair(s) longer than max_length={aligner.max_length} words were cut into "
                       f"pieces of at most {aligner.max_length} words, aligned separately (links never cross a cut)",

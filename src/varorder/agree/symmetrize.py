@@ -9,6 +9,8 @@ Moses' ``symal``).
 
 from __future__ import annotations
 
+from varorder.errors import ParameterError
+
 __all__ = ["SYMMETRIZATIONS", "symmetrize"]
 
 SYMMETRIZATIONS = ("intersection", "union", "grow-diag", "grow-diag-final", "grow-diag-final-and")
@@ -58,4 +60,4 @@ def symmetrize(first: set, second: set, method: str) -> set:
         return _final(set(first), set(second), both_unaligned=False)
     if method == "grow-diag-final-and":
         return _final(set(first), set(second), both_unaligned=True)
-    raise ValueError(f"method must be one of {SYMMETRIZATIONS}, got {method!r}")
+    raise ParameterError(f"method must be one of {SYMMETRIZATIONS}, got {method!r}", name='method', value=method)

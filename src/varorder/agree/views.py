@@ -20,6 +20,7 @@ import numpy as np
 from varorder import chain
 from varorder.agree.product_em import Statistics, Submodel
 from varorder.engine.validate import as_rng
+from varorder.errors import ParameterError
 
 __all__ = ["MultiViewSequences", "HMMView"]
 
@@ -36,10 +37,10 @@ class MultiViewSequences:
         self.lengths = np.asarray(self.lengths, dtype=np.int64)
         shapes = {o.shape for o in self.observations}
         if len(shapes) != 1 or len(next(iter(shapes))) != 2:
-            raise ValueError(f"observations must be (B, L) int arrays of one shape, got {sorted(shapes)}")
+            raise ParameterError(f"observations must be (B, L) int arrays of one shape, got {sorted(shapes)}", name='observations', value=self.observations)
         B, L = next(iter(shapes))
         if self.lengths.shape != (B,) or (self.lengths < 1).any() or (self.lengths > L).any():
-            raise ValueError(f"lengths must have shape ({B},) with values in [1, {L}]")
+            raise ParameterError(f"lengths must have shape ({B},) with values in [1, {L}]", name='lengths', value=self.lengths)
 
 
 class HMMView(Submodel):

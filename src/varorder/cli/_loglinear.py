@@ -9,7 +9,7 @@ import time
 import click
 
 from varorder.cli._options import Real
-from varorder.errors import DivergenceError
+from varorder.errors import DivergenceError, FormatError
 
 # the penalties of varorder.loglinear.prox.PENALTIES, named here so that building the
 # command line does not import the Numba kernels (a test checks the two agree)
@@ -24,12 +24,12 @@ _OPTIONS = [
     click.option("--penalty", type=click.Choice(PENALTY_NAMES), default="wlt2", show_default=True,
                  help="loglinear: l2sq, l1, lt2 (tree l2), ltinf (tree linf); w* weights a node by alpha^depth."),
     click.option("--lam", type=Real(0), default=None, help="loglinear: regularisation lambda against the summed log-loss (paper eq. 2) [1.0: what --tune "
-                      "chooses for wlt2 on PTB, issue #30; it was 0.3]."),
-    click.option("--depth-alpha", type=Real(0, min_open=True), default=None, help="loglinear: alpha of the alpha^depth weights [1.3 for wlt2, tuned on PTB (issue #30; the paper's "
+                      "chooses for wlt2 on PTB]."),
+    click.option("--depth-alpha", type=Real(0, min_open=True), default=None, help="loglinear: alpha of the alpha^depth weights [1.3 for wlt2, tuned on PTB (the paper's "
                       "1.1 was tuned on AP News); the paper's best for the other w* penalties]."),
     click.option("--weighting", type=click.Choice(["features", "groups"]), default="features", show_default=True,
                  help="loglinear w*: alpha^depth as the value of a depth-d feature (the paper) or as the penalty's "
-                      "weight on a depth-d group (extension)."),
+                      "weight on a depth-d group (an extension, deprecated)."),
     click.option("--free-root", is_flag=True, help="loglinear: leave the unigram (root) weights unpenalised (extension)."),
     click.option("--epochs", type=click.IntRange(0), default=10, show_default=True, help="loglinear: passes over the corpus."),
     click.option("--batch-size", type=click.IntRange(1), default=400, show_default=True, help="loglinear: mini-batch size."),
@@ -41,7 +41,7 @@ _OPTIONS = [
     click.option("--polish", type=click.IntRange(0), default=20000, show_default=True,
                  help="loglinear: then at most this many full-batch FISTA iterations on the same objective, "
                       "stopping at a 1e-6 relative objective change (eq. 2's optimum, which the default lambda "
-                      "assumes; 0: Algorithm 1 alone, the default before issue #30)."),
+                      "assumes; 0: Algorithm 1 alone)."),
     click.option("--lipschitz", type=Real(0, min_open=True), default=None, help="loglinear apg: L (step 1/L) [order/2]."),
     click.option("--mu", type=Real(0), default=1e-5, show_default=True, help="loglinear apg: step 1/(L + mu/delta), damping the noise."),
     click.option("--restart", type=click.Choice(["none", "epoch"]), default="none", show_default=True,
@@ -117,7 +117,7 @@ def _train_tuned(corpus, output, order, min_count, options, say) -> None:
     try:
         vocabulary, ids, lengths = read_corpus(list(corpus), min_count=min_count)
         if len(lengths) < 2:
-            raise ValueError(f"{', '.join(corpus)}: --tune needs at least two sentences (training and validation)")
+            raise FormatError(f"{', '.join(corpus)}: --tune needs at least two sentences (training and validation)")
         say(f"tuning a {order}-gram log-linear model ({options['penalty']}) on {', '.join(corpus)}: lambda by "
             f"validation perplexity, each fit to a 1e-6 relative objective change ...")
         estimator, result = fit_tuned(
@@ -146,5 +146,5 @@ def load_loglinear_if_one(path):
     # an npz archive is never ARPA text: a damaged one is a damaged model file, said so by model_kind
     kind = model_kind(path)
     if kind != KIND:
-        raise ValueError(f"{path}: a varorder {kind} model file, not a language model")
+        raise FormatError(f"{path}: a varorder {kind} model file, not a language model", path=path)
     return LogLinearLM.load(path)

@@ -137,7 +137,7 @@ def executor(workers: int, dask_address: str | None, timeout: float = 10.0):
 def refuse_inapplicable(ctx: click.Context, rules) -> None:
     """A usage error, before any work, for an option given on the command line (not left at
     its default) that this invocation would ignore — a flag of another model family, mode or
-    method, silently dropped before #33.
+    method, which would otherwise be dropped silently.
 
     ``rules``: (parameter name, whether it applies here, where it applies — e.g. "--model crf").
     """

@@ -20,6 +20,7 @@ import time
 
 import click
 
+from varorder.errors import FormatError
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.models.persist import model_kind
 from varorder.models.sequences import token_accuracy
@@ -136,7 +137,7 @@ def samplerank_models(mode: str):
             path = kwargs["model_file"]
             try:
                 is_ours = model_kind(path) == MODEL_KIND
-            except (ValueError, FileNotFoundError):
+            except (FormatError, FileNotFoundError):
                 is_ours = False  # the command's own loader reports the problem
             if not is_ours:
                 return command(**kwargs)

@@ -1,4 +1,4 @@
-"""Line-by-line input for the commands' ``--stream`` modes (issue #32): a pipeline starts the command once
+"""Line-by-line input for the commands' ``--stream`` modes: a pipeline starts the command once
 and feeds it lines; each line is answered (and stdout flushed) before the next one is read, so the
 process's start-up (imports, model load, compiled kernels) is paid once, not per request.
 

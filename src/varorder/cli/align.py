@@ -25,6 +25,7 @@ import click
 
 from varorder.cli._options import DaskAddress, OutputFile, Real, executor, refuse_inapplicable
 from varorder.cli._stream import max_line_option
+from varorder.errors import FormatError
 
 __all__ = ["COMMAND"]
 
@@ -258,26 +259,23 @@ def train(inputs, output, model, training, iterations, ibm1_iterations, null_pro
     if alignments_path is None and any(extra):
         raise click.UsageError("-f/-r/-F/-R/--link-probabilities describe --alignments: give -a FILE too")
     refuse_inapplicable(click.get_current_context(), [("method", alignments_path is not None, "-a/--alignments")])
+    params = dict(model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
+                  null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold, max_length=max_length,
+                  shard_size=shard_size, executor=executor(workers, dask_address), progress=not quiet,
+                  normalization=norm.to_dict())
     if parts:
-        return _train_parts(inputs, output, norm, limit, alignments_path, quiet, dict(
-            model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
-            null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold, max_length=max_length,
-            shard_size=shard_size, executor=executor(workers, dask_address), progress=not quiet,
-            normalization=norm.to_dict()))
+        return _train_parts(inputs, output, norm, limit, alignments_path, quiet, params)
     try:
         pairs = _encode(_iter_pairs(inputs, norm, limit), Vocabulary(), Vocabulary(), shard_size, grow=True,
                         max_length=max_length)
         if len(pairs) == 0:
-            raise ValueError(f"{', '.join(inputs) or 'stdin'}: no sentence pairs to train on")
+            raise FormatError(f"{', '.join(inputs) or 'stdin'}: no sentence pairs to train on")
         cased = 0.0 if norm.lowercase else _cased_share(pairs)
         if cased > _CASED_WARNING:
             _warn(f"{100 * cased:.1f}% of the tokens contain capitals and the text is not lower-cased: "
                   "'The' and 'the' will be different words (alignments are usually worse); "
                   "add --lowercase or --normalize")
-        aligner = WordAligner(model=model, training=training, iterations=iterations, ibm1_iterations=ibm1_iterations,
-                              null_prob=null_prob, max_jump=max_jump, band=band, threshold=threshold,
-                              max_length=max_length, shard_size=shard_size, executor=executor(workers, dask_address), progress=not quiet,
-                              normalization=norm.to_dict())
+        aligner = WordAligner(**params)
         aligner.fit(pairs)
         aligner.save(output)
         if alignments_path is not None:

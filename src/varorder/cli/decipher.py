@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from varorder.cli._options import DaskAddress, OutputFile, OutputFolder, Real, executor, refuse_inapplicable
+from varorder.errors import FormatError
 
 __all__ = ["COMMAND"]
 
@@ -124,13 +125,13 @@ def evaluate(task_folder, model_path, num_cipher, decoded):
     try:
         data = load(task_folder)
         if data.cipher_key is None:
-            raise ValueError(f"{task_folder}: no key.tsv, nothing to evaluate against")
+            raise FormatError(f"{task_folder}: no key.tsv, nothing to evaluate against", path=task_folder)
         model = Decipherer.load(model_path)
         if model.words_ != data.words:
-            raise ValueError(f"{model_path}: trained on another word list than {task_folder}")
+            raise FormatError(f"{model_path}: trained on another word list than {task_folder}", path=model_path)
         symbols, _ = data.cipher_flat(num_cipher)
         if symbols.max() >= len(model.mapping_):
-            raise ValueError(f"{task_folder}: cipher symbol {int(symbols.max())} is outside the model's table")
+            raise FormatError(f"{task_folder}: cipher symbol {int(symbols.max())} is outside the model's table", path=task_folder)
         truth = data.cipher_key.inverse
         scored = data.scored_symbols(symbols)
         result = {"mapping_accuracy": mapping_accuracy(model.mapping_, truth, scored),

@@ -21,6 +21,7 @@ import click
 from varorder.cli._options import Real, refuse_inapplicable
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.exact import HighOrderTarget, MaxBackoffWeights, decode
 
 TASKS = ("t9", "pos", "candidates")
@@ -86,10 +87,10 @@ class TargetFactory:
             candidates = []
             for i, options in enumerate(positions):
                 if not isinstance(options, dict) or not options:
-                    raise ValueError(f"position {i} must be a non-empty object word -> log-likelihood")
+                    raise ParameterError(f"position {i} must be a non-empty object word -> log-likelihood")
                 unknown = [w for w in options if w not in vocab]
                 if unknown:
-                    raise ValueError(f"position {i}: {unknown[0]!r} is not in the LM vocabulary")
+                    raise ParameterError(f"position {i}: {unknown[0]!r} is not in the LM vocabulary")
                 candidates.append((np.asarray([vocab.id_of(w) for w in options]), np.asarray(list(options.values()), float)))
             return HighOrderTarget(self.lm, candidates, weights=self._weights)
         except (ValueError, json.JSONDecodeError) as err:

@@ -83,7 +83,7 @@ def _checked_memory(text: str | None, param) -> int | None:
     return budget
 
 
-# options that only an n-gram model reads (#33: with --model loglinear they were silently ignored)
+# options that only an n-gram model reads (refused with --model loglinear rather than ignored)
 _NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
                "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa")
 
@@ -197,54 +197,24 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
         estimator = AbsoluteDiscounting(order=order, discount=discount, smoothing=smoothing, min_count=min_count)
     else:
         estimator = AdditiveSmoothing(order=order, alpha=alpha, min_count=min_count)
+    from varorder.lm.train import train_from_files
+
     start = time.perf_counter()
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
-    # -S streams the whole estimation through disk and writes ARPA as it goes (its counting on the
-    # workers with --dask-scheduler); the binary and MAX-ARPA writers need the model in memory
-    # (counting still on disk). --dask-scheduler alone merges the workers' counts in memory.
-    streaming = memory and not (binary or max_arpa)
     try:
-        if dask_scheduler and not memory:
-            from varorder.lm.sharded import count_ngrams_sharded
-            from varorder.parallel import DaskExecutor
-
-            with dask_client(dask_scheduler) as client:
-                executor = DaskExecutor(client)
-                estimator.fit_counts(count_ngrams_sharded(list(corpus), order, executor, min_count=min_count))
-            _say(f"counted on {executor.n_workers} Dask workers, shard counts merged in memory")
-        elif streaming:
-            from varorder.lm.streaming import train_on_disk
-
-            with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:
-                ngram_counts = train_on_disk(estimator, list(corpus), output, memory=memory or 1 << 30,
-                                             temp_dir=temp_dir, client=client, progress=True)
-        elif memory or dask_scheduler:
-            from varorder.lm.external import count_ngrams_on_disk
-
-            with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:
-                counts = count_ngrams_on_disk(list(corpus), order, memory=memory or 1 << 30, temp_dir=temp_dir,
-                                              min_count=min_count, progress=True, client=client)
-            estimator.fit_counts(counts)
-        else:
-            estimator.fit(list(corpus))
+        with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:
+            trained = train_from_files(estimator, list(corpus), memory=memory, temp_dir=temp_dir, client=client,
+                                       output=output, binary=binary, max_arpa=max_arpa, progress=True)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
-    if not streaming:
-        ngram_counts = estimator.model_.ngram_counts
-    counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(ngram_counts, start=1))
+    if trained.n_workers is not None:
+        _say(f"counted on {trained.n_workers} Dask workers, shard counts merged in memory")
+    counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(trained.ngram_counts, start=1))
     _say(f"{counts} in {time.perf_counter() - start:.1f} s")
     if method == "kneser-ney":
         for m, discounts in enumerate(estimator.discounts_, start=1):
             fallback_note = " (fallback)" if m in estimator.fallback_orders_ else ""
             _say(f"  order {m} discounts D1={discounts[0]:.4f} D2={discounts[1]:.4f} D3+={discounts[2]:.4f}{fallback_note}")
-    if binary:
-        from varorder.lm.binary import write_binary
-
-        write_binary(estimator.model_, output, max_arpa=max_arpa)
-    elif not streaming:
-        from varorder.lm.arpa import write_arpa
-
-        write_arpa(estimator.model_, output, max_arpa=max_arpa)
     _say(f"wrote {output}")
 
 

@@ -1,18 +1,16 @@
-"""The ``varorder`` command: discovers subcommands in the :mod:`varorder.cli` package.
+"""The ``varorder`` command: its subcommands, one per module of the :mod:`varorder.cli` package.
 
-Each module ``varorder/cli/<name>.py`` that defines ``COMMAND`` contributes one
-subcommand, so features add their CLI without editing this file. A module that
-fails to import (e.g. a missing optional dependency) is reported, not fatal.
-
-Subcommand modules import NumPy, Numba and their models, which costs seconds; so
-``varorder --help`` reads each module's source (its ``COMMAND`` assignment, the
-decorated function's name and docstring) instead of importing it, and a module is
-imported only when its subcommand runs.
+Subcommand modules import NumPy, Numba and their models, which costs seconds; so the
+subcommands are listed in :data:`COMMANDS` (name → module and one-line help), which
+``varorder --help`` prints without importing any of them, and a module is imported only
+when its subcommand runs (``tests/test_cli.py`` checks the table against the imported
+commands). A module of the package that defines ``COMMAND`` but is not in the table yet is
+imported when the commands are listed, so a feature's CLI works before its row is added.
+A module that fails to import (e.g. a missing optional dependency) is reported, not fatal.
 """
 
 from __future__ import annotations
 
-import ast
 import importlib
 import os
 import sys
@@ -23,67 +21,27 @@ import click
 import varorder
 
 _CLI_DIR = Path(__file__).resolve().parent
-_CLICK_DECORATORS = ("command", "group")
 
-
-def _decorator_name(decorator: ast.expr) -> str | None:
-    """The explicit name in ``@click.command("x")`` / ``@click.group("x")``, or None."""
-    if not isinstance(decorator, ast.Call):
-        return None
-    func = decorator.func
-    if not (isinstance(func, ast.Attribute) and func.attr in _CLICK_DECORATORS):
-        return None
-    if decorator.args and isinstance(decorator.args[0], ast.Constant) and isinstance(decorator.args[0].value, str):
-        return decorator.args[0].value
-    for keyword in decorator.keywords:
-        if keyword.arg == "name" and isinstance(keyword.value, ast.Constant):
-            return keyword.value.value
-    return None
-
-
-def _is_click_command(function: ast.FunctionDef) -> bool:
-    for decorator in function.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if isinstance(target, ast.Attribute) and target.attr in _CLICK_DECORATORS:
-            return True
-    return False
-
-
-def scan_module(path: Path) -> tuple[str, str] | None:
-    """(subcommand name, one-line help) of a CLI module, read from its source.
-
-    None when the module defines no click command or group named ``COMMAND``
-    (``COMMAND = f`` or ``def COMMAND``) whose name can be read statically; such
-    a module is imported to find out.
-    """
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return None
-    target = None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "COMMAND":
-            target = "COMMAND"
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "COMMAND" for t in node.targets):
-            if isinstance(node.value, ast.Name):
-                target = node.value.id
-    if target is None:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == target and _is_click_command(node):
-            name = None
-            for decorator in node.decorator_list:
-                name = name or _decorator_name(decorator)
-            if name is None and node.name == "COMMAND":
-                return None  # click would name it "command": import to learn the real name
-            name = name or node.name.replace("_", "-")
-            doc = ast.get_docstring(node) or ""
-            first = doc.strip().split("\n\n")[0].replace("\n", " ").strip()
-            return name, first
-    return None
+# subcommand name -> (module of varorder.cli defining it as COMMAND, the first paragraph of its help)
+COMMANDS = {
+    "align": ("align", "Word alignment: IBM Model 1 / HMM in both directions, trained to agree (Liang et al. 2008)."),
+    "decipher": ("decipher", "Decipher a 1:1 word substitution by EM (exact / beam / RCMS E-steps)."),
+    "decode": ("decode", "Exact argmax of p_lm x p_obs for each observation (Algorithm 1, optimisation)."),
+    "demo": ("demo", "RCMS vs beam search on OCR (default), or the engine on a toy HMM (--engine)."),
+    "induce": ("induce", "Grammar induction: DMV, CCM, and their product trained by exact product EM."),
+    "lm": ("lm", "n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds."),
+    "neg": ("neg", "Named-entity generation: choose each person reference's expression (Bouchard 2010)."),
+    "ocr": ("ocr", "Word recognition on the OCR letters data with a first-order pixel CRF."),
+    "sample": ("sample", "Exact samples of p_lm x p_obs for each observation (adaptive rejection sampling)."),
+    "strings": ("strings", "Graphical models over strings: pruned BP, EP and penalized EP."),
+    "tag": ("tag", "Train, apply and evaluate part-of-speech taggers on CoNLL-U files."),
+    "transduce": ("transduce", "Phonemes → spelling through an unobserved alignment (RCMS, beam methods, "
+                               "forced decoding)."),
+}
 
 
 def _module_names() -> list[str]:
+    """The subcommand modules of the package (public modules other than this one)."""
     names = []
     for entry in sorted(os.listdir(_CLI_DIR)):
         stem, ext = os.path.splitext(entry)
@@ -93,20 +51,11 @@ def _module_names() -> list[str]:
 
 
 class _LazyGroup(click.Group):
-    """Lists subcommands from their modules' source; imports a module only to run it."""
+    """Lists subcommands from :data:`COMMANDS`; imports a module only to run its command."""
 
-    def _scan(self):
-        if getattr(self, "_scanned", None) is not None:
-            return self._scanned
-        self._scanned = {}  # command name -> (module name, short help)
-        self._unscanned = []
-        for module_name in _module_names():
-            found = scan_module(_CLI_DIR / f"{module_name}.py")
-            if found is None:
-                self._unscanned.append(module_name)
-            else:
-                self._scanned[found[0]] = (module_name, found[1])
-        return self._scanned
+    def _unlisted(self) -> list[str]:
+        listed = {module for module, _ in COMMANDS.values()}
+        return [name for name in _module_names() if name not in listed]
 
     def _import(self, module_name):
         try:
@@ -118,28 +67,20 @@ class _LazyGroup(click.Group):
         if command is not None:
             self.add_command(command)
 
-    def _import_unscanned(self):
-        self._scan()
-        while self._unscanned:
-            self._import(self._unscanned.pop())
+    def _import_unlisted(self):
+        for module_name in self._unlisted():
+            self._import(module_name)
 
     def list_commands(self, ctx):
-        self._import_unscanned()
-        return sorted(set(self._scan()) | set(self.commands))
+        self._import_unlisted()
+        return sorted(set(COMMANDS) | set(self.commands))
 
     def get_command(self, ctx, name):
-        if name not in self.commands and getattr(self, "_scanned", None) is None and name in _module_names():
-            # The usual case, a command named as its module: read that one source, not all
-            # of them (parsing every module took 20 ms of each command's start-up).
-            found = scan_module(_CLI_DIR / f"{name}.py")
-            if found is not None and found[0] == name:
-                self._import(name)
         if name not in self.commands:
-            scanned = self._scan()
-            if name in scanned:
-                self._import(scanned[name][0])
+            if name in COMMANDS:
+                self._import(COMMANDS[name][0])
             else:
-                self._import_unscanned()
+                self._import_unlisted()
         return self.commands.get(name)
 
     def invoke(self, ctx):
@@ -166,14 +107,12 @@ class _LazyGroup(click.Group):
             raise click.ClickException(message.replace("\n", " ")) from None
 
     def format_commands(self, ctx, formatter):
-        scanned = self._scan()
-        self._import_unscanned()
         rows = []
         for name in self.list_commands(ctx):
             if name in self.commands:
                 rows.append((name, self.commands[name].get_short_help_str(formatter.width - 6 - len(name))))
             else:
-                short = scanned[name][1]
+                short = COMMANDS[name][1]
                 limit = max(formatter.width - 6 - len(name), 45)
                 rows.append((name, short if len(short) <= limit else short[: limit - 3].rsplit(" ", 1)[0] + "..."))
         if rows:

@@ -19,6 +19,7 @@ import sys
 import click
 
 from varorder.cli._options import OutputFile, Real, max_input_option
+from varorder.errors import FormatError
 from varorder.io import atomic_write_text
 
 
@@ -52,7 +53,7 @@ def _model(path):
 
     try:
         if model_kind(path) != NegGenerator._MODEL_KIND:
-            raise ValueError(f"{path}: model kind {model_kind(path)!r} is not a NegGenerator")
+            raise FormatError(f"{path}: model kind {model_kind(path)!r} is not a NegGenerator", path=path)
         return NegGenerator.load(path)
     except (ValueError, OSError) as err:
         raise click.ClickException(str(err)) from None

@@ -19,6 +19,7 @@ import click
 from varorder.cli._options import Real
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.io.ocr import read_ocr_letters, split_by_fold
 from varorder.models.crf import CRF
 
@@ -34,7 +35,7 @@ def run_ocr(data, test_fold=1, downsample=True, c2=1.0, max_iterations=100, verb
     words = read_ocr_letters(data, downsample=downsample)
     train, test = split_by_fold(words, test_fold)
     if not train or not test:
-        raise ValueError(f"fold {test_fold} leaves an empty train or test set")
+        raise ParameterError(f"fold {test_fold} leaves an empty train or test set", name='test_fold', value=test_fold)
     model = CRF(c2=c2, max_iterations=max_iterations, verbose=verbose)
     began = time.perf_counter()
     model.fit(pixel_features(train), [list(w.letters) for w in train])

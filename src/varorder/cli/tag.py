@@ -33,6 +33,7 @@ from varorder.cli._options import DaskAddress, OutputFile, Real, executor, max_i
 from varorder.cli._stream import max_line_option
 
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
+from varorder.errors import FormatError
 from varorder.io import atomic_write_text
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.io.crfsuite import read_crfsuite, write_labels
@@ -90,7 +91,7 @@ def _load(path):
     try:
         kind = model_kind(path)
         if kind not in _ESTIMATORS:
-            raise ValueError(f"{path}: model kind {kind!r} is not a tagger")
+            raise FormatError(f"{path}: model kind {kind!r} is not a tagger", path=path)
         return _ESTIMATORS[kind].load(path)
     except (ValueError, FileNotFoundError) as err:
         raise click.ClickException(str(err)) from None
@@ -103,7 +104,7 @@ def _read_file(path, input_format="conllu", tag_column="upos"):
         return read_crfsuite(path)
     sentences = read_conllu(path)
     if not sentences:
-        raise ValueError(f"{path}: no sentences (an empty CoNLL-U file)")
+        raise FormatError(f"{path}: no sentences (an empty CoNLL-U file)", path=path)
     return sentences, [s.tags(tag_column) for s in sentences]
 
 

@@ -23,9 +23,10 @@ Selecting 𝒞_i (RCMS), during a forward pass, as in the paper's Appendix A:
    every inactive expansion into its least active ancestor (or 𝒴_{1:i}), summing the
    forward scores; the actives, reversed, are 𝒞_i in order with its lcs list.
 
-Step 2 is the engine's shared selection (:func:`varorder.engine.selection.keep_best`);
-this module supplies the state (suffix patterns in lexicographic order, step 3's merge)
-and the scorer (θᵀφ of the n-gram patterns). Cost per position: O(|𝒞_{i−1}|·|𝒴|) to
+The loop (expand, group, keep best, merge, emit) is the engine's selection builder
+(:mod:`varorder.engine.builder`); this module supplies its hooks: the state (suffix
+patterns in lexicographic order, step 3's merge) and the scorer (θᵀφ of the n-gram
+patterns). Cost per position: O(|𝒞_{i−1}|·|𝒴|) to
 expand and merge plus O(B·|𝒴| log B) to select, i.e. O(L·B·|𝒴| log B) in all (n, the model order, is a
 constant). The forward scores computed here only *select* contexts; inference on the
 selected model is the engine's job.
@@ -59,8 +60,8 @@ import numba as nb
 import numpy as np
 
 from varorder.contexts.features import NgramFeatureSpace
-from varorder.engine.selection import keep_best
-from varorder.engine.semiring import log_plus
+from varorder.engine.builder import SelectionBuilder, root, selection_builder
+from varorder.errors import ParameterError
 from varorder.lattice import Lattice
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -69,6 +70,8 @@ __all__ = ["ContextLattice", "build_context_lattice", "UNBOUNDED"]
 #: context length cap meaning "never cap" (beam search: singleton contexts)
 UNBOUNDED = 1 << 40
 _NEG_INF = -np.inf
+# a context's state row: its ``slots`` stored symbols, then these columns
+_LEN, _LCS, _ROOT = range(3)
 
 
 @nb.njit(cache=True)
@@ -94,182 +97,113 @@ def _pattern_weight(theta, slots, length, label, window, num_labels, base, star,
 
 
 @nb.njit(cache=True)
-def _select_and_merge(pc, num_labels, cap, e_parent, e_lcs, e_fwd, e_len, parent_is_root, beam_mode,
-                      num_contexts, forced_expansion):
-    """Steps 2–3 of App. A over the expansions of one position.
+def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, pc, c_src, c_lab, c_w, c_fwd, c_key, c_class,
+            c_forced, c_payload):
+    """Step 1 of App. A: expansions label-major, each label block in the order of 𝒞_{i−1};
+    lcs̃ (payload column 1) is lcs_{i−1} + 1 inside a block, 0 across. Duplicates (possible
+    only with capped contexts) are adjacent with lcs̃ == cap: one run, one state key."""
+    obs, theta, window, slots, cap, beam_mode, forced, backoff, gold = ctx
+    V = obs.shape[1]
+    tail = slots - window  # features read the last `window` of the stored `slots` symbols
+    base = V + 2
+    star = V + 1
+    forcing = forced[0] >= 0
+    for y in range(V):
+        for k in range(pc):
+            e = y * pc + k
+            u = prev_first + k
+            c_src[e] = u
+            c_lab[e] = y
+            w, pat = _pattern_weight(theta, node_state[u, tail:slots], node_state[u, slots + _LEN], y, window, V,
+                                     base, star, backoff)
+            w += obs[i - 1, y]
+            c_w[e] = w
+            c_payload[e, 0] = pat
+            c_payload[e, 1] = min(node_state[u, slots + _LCS] + 1, cap) if k + 1 < pc else 0
+            c_fwd[e] = node_fwd[u] + w
+            c_key[e] = c_key[e - 1] if e > 0 and c_payload[e - 1, 1] >= cap else e
+            # beam search keeps singletons only
+            c_class[e] = -1 if beam_mode and node_state[u, slots + _ROOT] == 1 else 0
+            c_forced[e] = forcing and y == forced[i - 1] and k == gold[0]
+    return pc * V
 
-    Returns (group of each expansion, group → new context (reversed index), number of
-    new contexts incl. the root, new-context expansion representative (reversed order),
-    lcs of the new contexts (reversed order), group forward, group lcs).
-    """
-    n_exp = pc * num_labels
-    # duplicates (possible only with capped contexts) are adjacent with lcs == cap
-    group = np.empty(n_exp, np.int64)
-    g_first = np.empty(n_exp, np.int64)
-    g_fwd = np.empty(n_exp)
-    g_lcs = np.empty(n_exp, np.int64)
-    g_forced = np.zeros(n_exp, np.bool_)
-    n_groups = 0
-    for e in range(n_exp):
-        if e > 0 and e_lcs[e - 1] >= cap:
-            g = n_groups - 1
-            g_fwd[g] = log_plus(g_fwd[g], e_fwd[e])
-        else:
-            g = n_groups
-            n_groups += 1
-            g_first[g] = e
-            g_fwd[g] = e_fwd[e]
-        group[e] = g
-        g_lcs[g] = e_lcs[e]
-        if e == forced_expansion:
-            g_forced[g] = True
-    # step 2: the B candidates with the largest forward score become active (ties: the
-    # earlier expansion); beam search keeps singletons only
-    active = np.zeros(n_groups, np.bool_)
-    classes = np.zeros(n_groups, np.int64)
-    if beam_mode:
-        for g in range(n_groups):
-            if parent_is_root[e_parent[g_first[g]]]:
-                classes[g] = -1
-    keep_best(g_fwd, n_groups, classes, 1, num_contexts, active)
-    for g in range(n_groups):
-        if g_forced[g]:
-            active[g] = True
-    # step 3: depth-first merge, walking the lexicographic order backwards
-    target = np.empty(n_groups, np.int64)
-    rep = np.empty(n_groups + 1, np.int64)  # reversed new contexts → representative group (-1: root)
-    new_len = np.empty(n_groups + 1, np.int64)
-    lcs_rev = np.empty(n_groups + 1, np.int64)
-    stack = np.empty(n_groups + 1, np.int64)
-    rep[0] = -1
-    new_len[0] = 0
-    stack[0] = 0
+
+@nb.njit(cache=True)
+def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
+    """The context c_{i−1} × {y_i}: the parent's symbols shifted by one, y_i last."""
+    slots, cap = ctx[3], ctx[4]
+    u = c_src[c]
+    for j in range(slots - 1):
+        row[j] = node_state[u, j + 1]
+    row[slots - 1] = c_lab[c]
+    row[slots + _LEN] = min(node_state[u, slots + _LEN] + 1, cap)
+    row[slots + _LCS] = -1
+    row[slots + _ROOT] = 0
+
+
+@nb.njit(cache=True)
+def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_exp, g_rep, g_fwd,
+           g_forced, active, g_node, n_groups, g_target):
+    """Step 3 of App. A: walk the groups backwards with a stack (a depth-first pass of the
+    context tree) and merge every one not kept into its least kept ancestor (or 𝒴_{1:i});
+    a kept context's lcs with the next is set on the way."""
+    slots, cap, gold = ctx[3], ctx[4], ctx[8]
+    stack_node = np.empty(n_groups + 1, np.int64)
+    stack_len = np.empty(n_groups + 1, np.int64)
+    stack_node[0] = -1  # the root 𝒴_{1:i}, which fixes nothing
+    stack_len[0] = 0
     top = 0
-    n_new = 1
     big = cap + 1
     ell = big
     for g in range(n_groups - 1, -1, -1):
-        ell = min(ell, g_lcs[g])
-        while ell < new_len[stack[top]]:  # the top of the stack is not an ancestor
+        last_member = g_rep[g + 1] - 1 if g + 1 < n_groups else n_exp - 1  # groups are runs
+        ell = min(ell, c_payload[last_member, 1])
+        while ell < stack_len[top]:  # the top of the stack is not an ancestor
             top -= 1
         if active[g]:
-            rep[n_new] = g
-            new_len[n_new] = e_len[g_first[g]]
-            lcs_rev[n_new - 1] = ell
-            target[g] = n_new
+            v = g_node[g]
+            node_state[v, slots + _LCS] = ell
             top += 1
-            stack[top] = n_new
-            n_new += 1
+            stack_node[top] = v
+            stack_len[top] = node_state[v, slots + _LEN]
             ell = big
+            if g_forced[g]:
+                gold[0] = v - first
         else:
-            target[g] = stack[top]
-    return group, target, n_new, rep[:n_new], lcs_rev[:n_new - 1], g_fwd[:n_groups], g_first[:n_groups]
+            g_target[g] = root(0) if stack_node[top] < 0 else stack_node[top]
+
+
+@nb.njit(cache=True)
+def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row):
+    slots = ctx[3]
+    star = ctx[0].shape[1] + 1
+    for j in range(slots):
+        row[j] = star
+    row[slots + _LEN] = 0
+    row[slots + _LCS] = -1
+    row[slots + _ROOT] = 1
+
+
+_LOOP = selection_builder(SelectionBuilder(_expand, _open_state, _merge, _root_state))
 
 
 @nb.njit(cache=True)
 def _build_kernel(obs, theta, window, slots, cap, num_contexts, beam_mode, coverage_weight, forced, backoff):
     L, V = obs.shape
-    tail = slots - window  # features read the last `window` of the stored `slots` symbols
-    base = V + 2
-    bos = V
-    star = V + 1
+    state0 = np.empty(slots + 3, np.int64)
+    state0[:slots] = V  # position 0: the single context 𝒴_{1:0} = {()}, which fixes the (BOS-only) history
+    state0[slots + _LEN] = cap
+    state0[slots + _LCS] = -1
+    state0[slots + _ROOT] = 0
     width = num_contexts + 2  # B actives + a forced gold context + the root
-    max_nodes = 1 + L * width
-    max_arcs = L * width * V
-    node_pos = np.zeros(max_nodes, np.int64)
-    node_sym = np.full((max_nodes, slots), star, np.int64)
-    node_len = np.zeros(max_nodes, np.int64)
-    node_lcs = np.full(max_nodes, -1, np.int64)
-    node_root = np.zeros(max_nodes, np.bool_)
-    node_fwd = np.full(max_nodes, _NEG_INF)
-    a_src = np.empty(max_arcs, np.int64)
-    a_dst = np.empty(max_arcs, np.int64)
-    a_lab = np.empty(max_arcs, np.int64)
-    a_w = np.empty(max_arcs)
-    a_pat = np.empty(max_arcs, np.int64)
-    a_pos = np.empty(max_arcs, np.int64)
-    a_root = np.zeros(max_arcs, np.bool_)
-    # position 0: the single context 𝒴_{1:0} = {()}, which fixes the (BOS-only) history
-    node_sym[0, :] = bos
-    node_len[0] = cap
-    node_fwd[0] = 0.0
-    prev_first = 0
-    pc = 1
-    n_nodes = 1
-    n_arcs = 0
-    gold = 0  # index of the forced (gold) context in the previous context set
-    for i in range(1, L + 1):
-        n_exp = pc * V
-        e_parent = np.empty(n_exp, np.int64)
-        e_sym = np.empty((n_exp, slots), np.int64)
-        e_len = np.empty(n_exp, np.int64)
-        e_lcs = np.empty(n_exp, np.int64)
-        e_fwd = np.empty(n_exp)
-        e_w = np.empty(n_exp)
-        e_pat = np.empty(n_exp, np.int64)
-        parent_is_root = node_root[prev_first:prev_first + pc]
-        # step 1: expansions, label-major, each label block in the order of 𝒞_{i−1}
-        for y in range(V):
-            for k in range(pc):
-                e = y * pc + k
-                u = prev_first + k
-                e_parent[e] = k
-                for j in range(slots - 1):
-                    e_sym[e, j] = node_sym[u, j + 1]
-                e_sym[e, slots - 1] = y
-                e_len[e] = min(node_len[u] + 1, cap)
-                e_lcs[e] = min(node_lcs[u] + 1, cap) if k + 1 < pc else 0
-                w, pat = _pattern_weight(theta, node_sym[u, tail:], node_len[u], y, window, V, base, star, backoff)
-                w += obs[i - 1, y]
-                e_w[e] = w
-                e_pat[e] = pat
-                e_fwd[e] = node_fwd[u] + w
-        forced_expansion = -1
-        if forced[0] >= 0:
-            forced_expansion = forced[i - 1] * pc + gold
-        group, target, n_new, rep, lcs_rev, g_fwd, g_first = _select_and_merge(
-            pc, V, cap, e_parent, e_lcs, e_fwd, e_len, parent_is_root, beam_mode, num_contexts,
-            forced_expansion)
-        first = n_nodes
-        # reversed index r ↦ node first + n_new − 1 − r (the root, r = 0, is last)
-        for r in range(n_new):
-            v = first + n_new - 1 - r
-            node_pos[v] = i
-            if r == 0:
-                node_root[v] = True
-                node_len[v] = 0
-                for j in range(slots):
-                    node_sym[v, j] = star
-            else:
-                e0 = g_first[rep[r]]
-                node_len[v] = e_len[e0]
-                for j in range(slots):
-                    node_sym[v, j] = e_sym[e0, j]
-            if r >= 1:
-                node_lcs[v] = lcs_rev[r - 1]
-        for e in range(n_exp):
-            r = target[group[e]]
-            v = first + n_new - 1 - r
-            w = e_w[e]
-            if r == 0:
-                w += coverage_weight
-                a_root[n_arcs] = True
-            a_src[n_arcs] = prev_first + e_parent[e]
-            a_dst[n_arcs] = v
-            a_lab[n_arcs] = e // pc
-            a_w[n_arcs] = w
-            a_pat[n_arcs] = e_pat[e]
-            a_pos[n_arcs] = i
-            node_fwd[v] = log_plus(node_fwd[v], e_fwd[e] + (coverage_weight if r == 0 else 0.0))
-            if e == forced_expansion:
-                gold = n_new - 1 - r
-            n_arcs += 1
-        prev_first = first
-        pc = n_new
-        n_nodes += n_new
-    return (node_pos[:n_nodes], node_sym[:n_nodes], node_len[:n_nodes], node_lcs[:n_nodes],
-            node_root[:n_nodes], node_fwd[:n_nodes], a_src[:n_arcs], a_dst[:n_arcs], a_lab[:n_arcs],
-            a_w[:n_arcs], a_pat[:n_arcs], a_pos[:n_arcs], a_root[:n_arcs])
+    gold = np.zeros(1, np.int64)  # index of the forced (gold) context in the previous context set
+    ctx = (obs, theta, window, slots, cap, beam_mode, forced, backoff, gold)
+    node_pos, node_fwd, state, src, dst, lab, w, apos, payload, _ = _LOOP(
+        ctx, L, state0, 2, V, num_contexts, 1, -1 if beam_mode else 0, 1, True, coverage_weight, True,
+        (1 + L * width, L * width * V, width * V))
+    root = state[:, slots + _ROOT] == 1
+    return (node_pos, state[:, :slots].copy(), state[:, slots + _LEN].copy(), state[:, slots + _LCS].copy(), root,
+            node_fwd, src, dst, lab, w, payload[:, 0].copy(), apos, root[dst])
 
 
 @dataclass
@@ -306,7 +240,7 @@ class ContextLattice:
         """Arc ids of the unique path spelling ``labels`` (the gold path under these contexts)."""
         labels = np.asarray(labels, dtype=np.int64)
         if labels.shape != (self.length,):
-            raise ValueError(f"labels must have shape ({self.length},), got {labels.shape}")
+            raise ParameterError(f"labels must have shape ({self.length},), got {labels.shape}", name='labels', value=labels)
         lat = self.lattice
         node = 0
         arcs = np.empty(self.length, dtype=np.int64)
@@ -314,7 +248,7 @@ class ContextLattice:
             out = lat.out_arcs[lat.out_offsets[node]:lat.out_offsets[node + 1]]
             hit = out[lat.arc_label[out] == y]
             if hit.shape[0] != 1:
-                raise ValueError(f"labels[{t}] = {y} is not a label of this lattice")
+                raise ParameterError(f"labels[{t}] = {y} is not a label of this lattice", name='labels', value=labels)
             arcs[t] = hit[0]
             node = lat.arc_target[hit[0]]
         return arcs
@@ -354,38 +288,38 @@ def build_context_lattice(observation_scores, ngram_weights, features: NgramFeat
     """
     obs = np.ascontiguousarray(observation_scores, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[0] < 1 or obs.shape[1] != features.num_labels:
-        raise ValueError(f"observation_scores must have shape (L >= 1, {features.num_labels}), got {obs.shape}")
+        raise ParameterError(f"observation_scores must have shape (L >= 1, {features.num_labels}), got {obs.shape}", name='observation_scores', value=observation_scores)
     if np.isnan(obs).any() or (obs == np.inf).any():
-        raise ValueError("observation_scores must not contain NaN or +inf")
+        raise ParameterError("observation_scores must not contain NaN or +inf", name='observation_scores', value=observation_scores)
     theta = np.ascontiguousarray(ngram_weights, dtype=np.float64)
     if theta.shape != (features.size,):
-        raise ValueError(f"ngram_weights must have shape ({features.size},), got {theta.shape}")
+        raise ParameterError(f"ngram_weights must have shape ({features.size},), got {theta.shape}", name='ngram_weights', value=ngram_weights)
     B = int(num_contexts)
     if B < 1:
-        raise ValueError(f"num_contexts must be >= 1, got {num_contexts}")
+        raise ParameterError(f"num_contexts must be >= 1, got {num_contexts}", name='num_contexts', value=num_contexts)
     if mode not in ("rcms", "beam"):
-        raise ValueError(f"mode must be 'rcms' or 'beam', got {mode!r}")
+        raise ParameterError(f"mode must be 'rcms' or 'beam', got {mode!r}", name='mode', value=mode)
     beam = mode == "beam"
     if coverage_weight is None:
         coverage_weight = -np.inf if beam else 0.0
     coverage_weight = float(coverage_weight)
     if np.isnan(coverage_weight) or coverage_weight == np.inf:
-        raise ValueError(f"coverage_weight must be finite or -inf, got {coverage_weight}")
+        raise ParameterError(f"coverage_weight must be finite or -inf, got {coverage_weight}", name='coverage_weight', value=coverage_weight)
     if beam:
         if max_context is not None:
-            raise ValueError("max_context does not apply to beam search (its contexts are singletons)")
+            raise ParameterError("max_context does not apply to beam search (its contexts are singletons)", name='max_context', value=max_context)
         cap = UNBOUNDED
     else:
         cap = UNBOUNDED if max_context is None else int(max_context)
         if cap < features.window:
-            raise ValueError(f"max_context must be >= n - 1 = {features.window}, got {max_context}")
+            raise ParameterError(f"max_context must be >= n - 1 = {features.window}, got {max_context}", name='max_context', value=max_context)
     L = obs.shape[0]
     if force_labels is None:
         forced = np.full(L, -1, dtype=np.int64)
     else:
         forced = np.asarray(force_labels, dtype=np.int64)
         if forced.shape != (L,) or (forced < 0).any() or (forced >= features.num_labels).any():
-            raise ValueError(f"force_labels must be {L} labels in [0, {features.num_labels})")
+            raise ParameterError(f"force_labels must be {L} labels in [0, {features.num_labels})", name='force_labels', value=force_labels)
     # store whole histories when contexts may fix more than the feature window
     slots = features.window if cap == features.window else max(features.window, min(cap, L))
     (pos, sym, length, lcs, root, fwd, src, dst, lab, w, pat, apos, aroot) = _build_kernel(

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from varorder.errors import ParameterError
+
 __all__ = ["NgramFeatureSpace"]
 
 
@@ -38,9 +40,9 @@ class NgramFeatureSpace:
 
     def __init__(self, num_labels: int, order: int, backoff: bool = False):
         if int(num_labels) < 1:
-            raise ValueError(f"num_labels must be >= 1, got {num_labels}")
+            raise ParameterError(f"num_labels must be >= 1, got {num_labels}", name='num_labels', value=num_labels)
         if int(order) < 2:
-            raise ValueError(f"order must be >= 2 (a context of at least one symbol), got {order}")
+            raise ParameterError(f"order must be >= 2 (a context of at least one symbol), got {order}", name='order', value=order)
         self.num_labels = int(num_labels)
         self.order = int(order)
         self.backoff = bool(backoff)

@@ -64,6 +64,7 @@ from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.contexts.context_set import ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
+from varorder.errors import FormatError, ParameterError
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import model_loader, check_shapes, load_model, save_model
 from varorder.engine.validate import as_rng
@@ -156,8 +157,8 @@ class ReifiedContextModel(ParamsMixin):
         if self.max_context is not None and (self.mode == "beam" or isinstance(self.max_context, bool)
                                              or not isinstance(self.max_context, (int, np.integer))
                                              or self.max_context < self.order - 1):
-            raise ValueError(f"ReifiedContextModel: parameter max_context={self.max_context!r} is invalid: expected "
-                             f"None or an int >= order - 1 = {self.order - 1} (RCMS only)")
+            raise ParameterError(f"ReifiedContextModel: parameter max_context={self.max_context!r} is invalid: expected "
+                                 f"None or an int >= order - 1 = {self.order - 1} (RCMS only)", name='max_context', value=self.max_context)
         for name in ("epochs", "batch_size", "num_contexts", "track_every"):
             # compiled code takes these as int64: a float like 1e308 would overflow there
             check_int(self, name, 1, 2 ** 31 - 1)
@@ -178,7 +179,7 @@ class ReifiedContextModel(ParamsMixin):
         check_is_fitted(self, "num_inputs_")
         x = np.asarray(x, dtype=np.float64)
         if x.ndim != 2 or x.shape[0] < 1 or x.shape[1] != self.num_inputs_:
-            raise ValueError(f"{name} must have shape (L >= 1, {self.num_inputs_}), got {x.shape}")
+            raise ParameterError(f"{name} must have shape (L >= 1, {self.num_inputs_}), got {x.shape}", name=name, value=x)
         return x
 
     def observation_scores(self, x) -> np.ndarray:
@@ -202,7 +203,7 @@ class ReifiedContextModel(ParamsMixin):
     def _check_labels(self, x, y):
         y = np.asarray(y, dtype=np.int64)
         if y.shape != (np.shape(x)[0],) or (y < 0).any() or (y >= self.num_labels).any():
-            raise ValueError(f"labels must be {np.shape(x)[0]} ints in [0, {self.num_labels})")
+            raise ParameterError(f"labels must be {np.shape(x)[0]} ints in [0, {self.num_labels})", name='y', value=y)
         return y
 
     # ------------------------------------------------------------ gradient
@@ -281,7 +282,7 @@ class ReifiedContextModel(ParamsMixin):
         """
         self._check_params()
         if len(observations) != len(labels) or not observations:
-            raise ValueError("observations and labels must be non-empty lists of equal length")
+            raise ParameterError("observations and labels must be non-empty lists of equal length", name='observations', value=observations)
         self._init_state(np.asarray(observations[0]).shape[1])
         obs = [self._check_sequence(x, f"observations[{k}]") for k, x in enumerate(observations)]
         gold = [np.asarray(y, dtype=np.int64) for y in labels]
@@ -376,13 +377,13 @@ class ReifiedContextModel(ParamsMixin):
         if version == 1:  # written before App. A contexts became the default: capped at n − 1
             params = params | {"max_context": params["order"] - 1 if params["mode"] == "rcms" else None}
         elif version != FORMAT_VERSION:
-            raise ValueError(f"{os.fspath(path)}: unsupported {_KIND} version {version!r}")
+            raise FormatError(f"{os.fspath(path)}: unsupported {_KIND} version {version!r}", path=os.fspath(path))
         model = cls(**params)
         model._check_params()  # before the tables are sized from the parameters
         if isinstance(state["num_inputs"], bool) or not isinstance(state["num_inputs"], int) \
                 or not 1 <= state["num_inputs"] < 2 ** 31:
-            raise ValueError(f"{os.fspath(path)}: field 'num_inputs' must be an integer in [1, 2^31), "
-                             f"got {state['num_inputs']!r:.40}")
+            raise FormatError(f"{os.fspath(path)}: field 'num_inputs' must be an integer in [1, 2^31), "
+                              f"got {state['num_inputs']!r:.40}", path=os.fspath(path))
         model._init_state(state["num_inputs"])
         check_shapes(path, arrays, {"ngram": model.ngram_weights_.shape,
                                     "observation": model.observation_weights_.shape}, allow_neg_inf=False)
@@ -393,11 +394,11 @@ class ReifiedContextModel(ParamsMixin):
         if cw is None:
             cw = -np.inf
         elif isinstance(cw, bool) or not isinstance(cw, (int, float)) or not math.isfinite(cw):
-            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' must be a finite number or null, got {cw!r:.40}")
+            raise FormatError(f"{os.fspath(path)}: field 'coverage_weight' must be a finite number or null, got {cw!r:.40}", path=os.fspath(path))
         if model.coverage == "fixed" and float(cw) != fixed:
-            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' is {cw!r:.40}, but coverage 'fixed' in mode "
-                             f"{model.mode!r} keeps it at {fixed}")
+            raise FormatError(f"{os.fspath(path)}: field 'coverage_weight' is {cw!r:.40}, but coverage 'fixed' in mode "
+                              f"{model.mode!r} keeps it at {fixed}", path=os.fspath(path))
         if model.coverage == "learned" and cw == -np.inf:
-            raise ValueError(f"{os.fspath(path)}: field 'coverage_weight' must be a number when coverage is learned")
+            raise FormatError(f"{os.fspath(path)}: field 'coverage_weight' must be a number when coverage is learned", path=os.fspath(path))
         model.coverage_weight_ = float(cw)
         return model

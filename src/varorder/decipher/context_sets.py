@@ -28,9 +28,9 @@ Beam search (select-by-model, §4.1) is the degenerate case ``mode="beam"``: con
 singleton prefixes (no recombination), only expansions of kept prefixes compete, and
 the rest are dropped (coverage weight −∞).
 
-Grouping and selection are the engine's shared pass (:mod:`varorder.engine.selection`);
-this module supplies the state (n-gram contexts) and the scorer (the chain's transition
-rows). The forward scores computed here only *select*; log Z and marginals come from the
+The loop (expand, group, keep best, merge, emit) is the engine's selection builder
+(:mod:`varorder.engine.builder`); this module supplies its hooks: the state (n-gram
+contexts, their merge) and the scorer (the chain's transition rows). The forward scores computed here only *select*; log Z and marginals come from the
 engine's lattice kernel (:func:`varorder.engine.lattice.marginals_kernel`), called on
 arrays this module already holds in CSR order (arcs are emitted source-major, and a
 counting pass orders them by target), as :mod:`varorder.exact` does.
@@ -45,9 +45,9 @@ import numba as nb
 import numpy as np
 
 from varorder.decipher.transitions import TransitionTables, context_row_weights
+from varorder.engine.builder import DROP, SelectionBuilder, root, selection_builder
 from varorder.engine.lattice import marginals_kernel
-from varorder.engine.selection import group_of_slot, keep_best
-from varorder.engine.semiring import log_plus
+from varorder.errors import ParameterError
 from varorder.lattice import Lattice
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -57,136 +57,110 @@ MODES = ("rcms", "beam")
 _NEG_INF = -np.inf
 
 
+# state row of a context: the previous word u (−1: free), the last word v (−1: free; K at
+# position 0: BOS), the symbols it fixes (BOS counted) and the positions of y_{1:i} it
+# determines (Fig. 6)
+_U, _V, _LEN, _CTX = range(4)
+
+
 @nb.njit(cache=True, nogil=True)
-def _merge_candidate(slot_group, slot, f, length, u, v, n_groups, g_fwd, g_len, g_u, g_v):
-    """Add forward score f to the candidate pattern in ``slot`` (created on first use)."""
-    g, n_groups, new = group_of_slot(slot_group, slot, f, n_groups, g_fwd)
-    if new:
-        g_len[g] = length
-        g_u[g] = u
-        g_v[g] = v
-    return g, n_groups
+def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd, c_key,
+            c_class, c_forced, c_payload):
+    """Every kept context of position i − 1 by every word, scored by the chain's row; the
+    state key is the (y_{i−1}, y_i) pair or the ★y_i pattern (beam: none, singletons)."""
+    (obs, order, beam, K, log_unigram, log_bigram, log_bigram_raw, context_row, log_gamma, log_norm,
+     trigram_offsets, trigram_words, trigram_logp, row) = ctx
+    star_slots = (K + 1) * K
+    n = 0
+    for k in range(prev_count):
+        p = prev_first + k
+        length = node_state[p, _LEN]
+        last = node_state[p, _V]
+        context_row_weights(node_state[p, _U], last, min(length, order), K, log_unigram, log_bigram,
+                            log_bigram_raw, context_row, log_gamma, log_norm, trigram_offsets, trigram_words,
+                            trigram_logp, row)
+        pair = not beam and min(length + 1, order) == 2
+        for y in range(K):
+            w = row[y] + obs[i - 1, y]
+            c = n
+            n += 1
+            c_src[c] = p
+            c_lab[c] = y
+            c_w[c] = w
+            c_fwd[c] = node_fwd[p] + w
+            c_class[c] = 0
+            c_forced[c] = False
+            c_key[c] = -1 if beam else last * K + y if pair else star_slots + y
+    return n
+
+
+@nb.njit(cache=True, nogil=True)
+def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
+    order, beam = ctx[1], ctx[2]
+    p = c_src[c]
+    row[_V] = c_lab[c]
+    if beam:
+        row[_U] = node_state[p, _V]
+        row[_LEN] = order
+        row[_CTX] = i
+    elif min(node_state[p, _LEN] + 1, order) == 2:
+        row[_U] = node_state[p, _V]
+        row[_LEN] = 2
+        row[_CTX] = min(2, i)
+    else:
+        row[_U] = -1
+        row[_LEN] = 1
+        row[_CTX] = 1
+
+
+@nb.njit(cache=True, nogil=True)
+def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n, g_rep, g_fwd,
+           g_forced, active, g_node, n_groups, g_target):
+    """(y_{i−1}, y_i) into ★y_i when that is kept, else into the all-★ root (beam: dropped)."""
+    order, beam, K = ctx[1], ctx[2], ctx[3]
+    star_slots = (K + 1) * K
+    for g in range(n_groups):
+        if active[g]:
+            continue
+        if beam:
+            g_target[g] = DROP
+            continue
+        c = g_rep[g]
+        pair = min(node_state[c_src[c], _LEN] + 1, order) == 2
+        star = slot_group[star_slots + c_lab[c]] if pair else -1
+        g_target[g] = g_node[star] if star >= 0 and active[star] else root(0)
+
+
+@nb.njit(cache=True, nogil=True)
+def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row):
+    row[_U] = -1
+    row[_V] = -1
+    row[_LEN] = 0
+    row[_CTX] = 0
+
+
+_LOOP = selection_builder(SelectionBuilder(_expand, _open_state, _merge, _root_state))
 
 
 @nb.njit(cache=True, nogil=True)
 def _build(obs, order, budget, beam, K, log_unigram, log_bigram, log_bigram_raw, context_row, log_gamma,
            log_norm, trigram_offsets, trigram_words, trigram_logp):
     L = obs.shape[0]
-    width = budget + 1
-    max_nodes = 1 + L * width
-    max_arcs = L * width * K
-    node_pos = np.zeros(max_nodes, np.int64)
-    node_u = np.full(max_nodes, -1, np.int64)
-    node_v = np.full(max_nodes, -1, np.int64)
-    node_len = np.zeros(max_nodes, np.int64)  # symbols the context fixes (BOS counted)
-    node_ctx = np.zeros(max_nodes, np.int64)  # positions of y_{1:i} it determines (Fig. 6)
-    node_fwd = np.full(max_nodes, _NEG_INF)
-    src = np.empty(max_arcs, np.int64)
-    dst = np.empty(max_arcs, np.int64)
-    lab = np.empty(max_arcs, np.int64)
-    wt = np.empty(max_arcs)
     row = np.empty(K + 1)
-    pair_group = np.full((K + 1) * K, -1, np.int64)
-    star_group = np.full(K, -1, np.int64)
-    n_cand_max = width * K
-    e_group = np.empty(n_cand_max, np.int64)
-    e_w = np.empty(n_cand_max)
-    g_fwd = np.empty(n_cand_max)
-    g_len = np.empty(n_cand_max, np.int64)
-    g_u = np.empty(n_cand_max, np.int64)
-    g_v = np.empty(n_cand_max, np.int64)
-    g_target = np.empty(n_cand_max, np.int64)
-    active = np.zeros(n_cand_max, np.bool_)
-    one_class = np.zeros(n_cand_max, np.int64)  # decipherment keeps the B best overall
-    node_u[0] = K
-    node_v[0] = K
-    node_len[0] = order
-    node_fwd[0] = 0.0
-    n_nodes = 1
-    n_arcs = 0
-    prev_first = 0
-    pc = 1
-    for i in range(1, L + 1):
-        n_groups = 0
-        for k in range(pc):
-            p = prev_first + k
-            context_row_weights(node_u[p], node_v[p], min(node_len[p], order), K, log_unigram, log_bigram,
-                                log_bigram_raw, context_row, log_gamma, log_norm, trigram_offsets,
-                                trigram_words, trigram_logp, row)
-            for y in range(K):
-                e = k * K + y
-                w = row[y] + obs[i - 1, y]
-                e_w[e] = w
-                f = node_fwd[p] + w
-                if beam:
-                    g = n_groups
-                    n_groups += 1
-                    g_fwd[g] = f
-                    g_len[g] = order
-                    g_u[g] = node_v[p]
-                    g_v[g] = y
-                else:
-                    if min(node_len[p] + 1, order) == 2:
-                        g, n_groups = _merge_candidate(pair_group, node_v[p] * K + y, f, 2, node_v[p], y,
-                                                       n_groups, g_fwd, g_len, g_u, g_v)
-                    else:
-                        g, n_groups = _merge_candidate(star_group, y, f, 1, -1, y, n_groups, g_fwd, g_len, g_u, g_v)
-                e_group[e] = g
-        for g in range(n_groups):
-            active[g] = False
-        keep_best(g_fwd, n_groups, one_class, 1, budget, active)
-        first = n_nodes
-        for g in range(n_groups):
-            if active[g]:
-                v = n_nodes
-                n_nodes += 1
-                node_pos[v] = i
-                node_u[v] = g_u[g]
-                node_v[v] = g_v[g]
-                node_len[v] = g_len[g]
-                node_ctx[v] = i if beam else min(g_len[g], i)
-                g_target[g] = v
-        root = -1
-        if not beam:
-            root = n_nodes
-            n_nodes += 1
-            node_pos[root] = i
-        for g in range(n_groups):
-            if not active[g]:
-                if beam:
-                    g_target[g] = -1
-                elif g_len[g] == 2:
-                    star = star_group[g_v[g]]
-                    g_target[g] = g_target[star] if star >= 0 and active[star] else root
-                else:
-                    g_target[g] = root
-        for e in range(pc * K):
-            t = g_target[e_group[e]]
-            if t < 0:
-                continue
-            s = prev_first + e // K
-            src[n_arcs] = s
-            dst[n_arcs] = t
-            lab[n_arcs] = e % K
-            wt[n_arcs] = e_w[e]
-            node_fwd[t] = log_plus(node_fwd[t], node_fwd[s] + e_w[e])
-            n_arcs += 1
-        # reset the merge scratch for the next position
-        for g in range(n_groups):
-            if g_len[g] == 2:
-                pair_group[g_u[g] * K + g_v[g]] = -1
-            else:
-                star_group[g_v[g]] = -1
-        prev_first = first
-        pc = n_nodes - first
+    ctx = (obs, order, beam, K, log_unigram, log_bigram, log_bigram_raw, context_row, log_gamma, log_norm,
+           trigram_offsets, trigram_words, trigram_logp, row)
+    state0 = np.array([K, K, order, 0], np.int64)
+    node_pos, node_fwd, node_state, src, dst, lab, wt, _, _, last_first = _LOOP(
+        ctx, L, state0, 0, K, budget, 1, -1 if beam else (K + 1) * K + K, 1, not beam, 0.0, False,
+        (1 + L * (budget + 1), L * (budget + 1) * K, (budget + 1) * K))
+    n_nodes = node_pos.shape[0]
     final = np.full(n_nodes, _NEG_INF)
-    for v in range(prev_first, n_nodes):
-        context_row_weights(node_u[v], node_v[v], min(node_len[v], order), K, log_unigram, log_bigram,
-                            log_bigram_raw, context_row, log_gamma, log_norm, trigram_offsets,
+    for v in range(last_first, n_nodes):
+        context_row_weights(node_state[v, _U], node_state[v, _V], min(node_state[v, _LEN], order), K, log_unigram,
+                            log_bigram, log_bigram_raw, context_row, log_gamma, log_norm, trigram_offsets,
                             trigram_words, trigram_logp, row)
         final[v] = row[K]
-    return (node_pos[:n_nodes], node_ctx[:n_nodes], node_fwd[:n_nodes], final, src[:n_arcs], dst[:n_arcs],
-            lab[:n_arcs], wt[:n_arcs])
+    return node_pos, node_state[:, _CTX].copy(), node_fwd, final, src, dst, lab, wt
 
 
 @nb.njit(cache=True, nogil=True)
@@ -271,9 +245,9 @@ class ContextArrays:
 
 def _check_mode(mode: str, size: int) -> bool:
     if mode not in MODES:
-        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        raise ParameterError(f"mode must be one of {MODES}, got {mode!r}", name='mode', value=mode)
     if int(size) != size or size < 1:
-        raise ValueError(f"size (contexts or beam entries per position) must be a positive integer, got {size!r}")
+        raise ParameterError(f"size (contexts or beam entries per position) must be a positive integer, got {size!r}", name='size', value=size)
     return mode == "beam"
 
 
@@ -282,7 +256,7 @@ def build_context_arrays(observation_scores, tables: TransitionTables, size: int
     beam = _check_mode(mode, size)
     obs = np.ascontiguousarray(observation_scores, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[0] < 1 or obs.shape[1] != tables.num_words:
-        raise ValueError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}")
+        raise ParameterError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}", name='observation_scores', value=observation_scores)
     pos, ctx, fwd, final, src, dst, lab, wt = _build(obs, tables.order, int(size), beam, tables.num_words,
                                                      *tables.arrays())
     return ContextArrays(Lattice(pos, src, dst, lab, wt, final), ctx, fwd)
@@ -293,7 +267,7 @@ def context_estep(observation_scores, tables: TransitionTables, size: int, mode:
     beam = _check_mode(mode, size)
     obs = np.ascontiguousarray(observation_scores, dtype=np.float64)
     if obs.ndim != 2 or obs.shape[0] < 1 or obs.shape[1] != tables.num_words:
-        raise ValueError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}")
+        raise ParameterError(f"observation_scores must have shape (L >= 1, {tables.num_words}), got {obs.shape}", name='observation_scores', value=observation_scores)
     posterior = np.empty_like(obs)
     logz, ctx, _ = _sentence_estep(obs, tables.order, int(size), beam, tables.num_words, *tables.arrays(), posterior)
     return posterior, float(logz), float(ctx)

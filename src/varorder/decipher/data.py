@@ -21,7 +21,7 @@ most ``max_unk_share`` of its tokens. Every out-of-list token then becomes the o
 plaintext chain visits it (the LM's ``<unk>`` estimate), the key enciphers it as one more
 cipher symbol, and mapping accuracy leaves that symbol out (``DecipherData.unk_symbol``;
 whether it decodes to ``<unk>`` is reported on its own). With ``max_unk_tokens`` = 0 (the
-default) preparation is the strict, paper-faithful one and draws the same numbers as before.
+default) preparation is the strict, paper-faithful one.
 
 On disk (a folder, all plain text): ``words.txt`` (the list, id order), ``plain.txt``
 (plaintext, tokens separated by spaces), ``cipher.txt`` (cipher sentences as integers),
@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.io import atomic_write_text, open_text
 from varorder.engine.validate import as_rng
 
@@ -143,7 +144,7 @@ def _brown_sentences(path):
     try:
         yield from _brown_archive_sentences(path)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, UnicodeDecodeError) as err:
-        raise ValueError(f"{path}: not a readable Brown corpus archive ({type(err).__name__}: {err})") from None
+        raise FormatError(f"{path}: not a readable Brown corpus archive ({type(err).__name__}: {err})", path=path) from None
 
 
 def _brown_archive_sentences(path):
@@ -151,14 +152,14 @@ def _brown_archive_sentences(path):
         members = sorted((m for m in archive.getmembers() if m.isfile() and re.fullmatch(r"brown/c[a-r]\d\d", m.name)),
                          key=lambda m: m.name)
         if not members:
-            raise ValueError(f"{path}: no Brown corpus files (brown/ca01 ...) in the archive")
+            raise FormatError(f"{path}: no Brown corpus files (brown/ca01 ...) in the archive", path=path)
         for member in members:
             for line_no, line in enumerate(io.TextIOWrapper(archive.extractfile(member), encoding="utf-8"), 1):
                 tokens = []
                 for item in line.split():
                     word, slash, _tag = item.rpartition("/")
                     if not slash:
-                        raise ValueError(f"{path}:{member.name}:{line_no}: expected word/tag tokens, got {item!r}")
+                        raise FormatError(f"{path}:{member.name}:{line_no}: expected word/tag tokens, got {item!r}", path=path)
                     tokens.append(word.lower())
                 if tokens:
                     yield tokens
@@ -172,17 +173,17 @@ def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: in
     at most ``max_unk_share`` of its length; 0 (the default) is the paper's in-list rule,
     more adds ``<unk>`` as a hidden word with its own cipher symbol (module docstring)."""
     if int(max_unk_tokens) != max_unk_tokens or max_unk_tokens < 0:
-        raise ValueError(f"max_unk_tokens must be a non-negative integer, got {max_unk_tokens!r}")
+        raise ParameterError(f"max_unk_tokens must be a non-negative integer, got {max_unk_tokens!r}", name='max_unk_tokens', value=max_unk_tokens)
     if not 0.0 <= max_unk_share <= 1.0:
-        raise ValueError(f"max_unk_share must lie in [0, 1], got {max_unk_share!r}")
+        raise ParameterError(f"max_unk_share must lie in [0, 1], got {max_unk_share!r}", name='max_unk_share', value=max_unk_share)
     sentences = [list(s) for s in sentences if s]
     counts = collections.Counter(w for s in sentences for w in s)
     if len(counts) < num_words:
-        raise ValueError(f"the corpus has {len(counts)} distinct tokens, fewer than num_words = {num_words}")
+        raise ParameterError(f"the corpus has {len(counts)} distinct tokens, fewer than num_words = {num_words}", name='num_words', value=num_words)
     # ties broken by the token itself, so the list does not depend on dict order
     words = [w for w, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0]))[:num_words]]
     if UNK in words:
-        raise ValueError(f"the corpus itself holds the token {UNK!r} among its {num_words} most frequent")
+        raise ParameterError(f"the corpus itself holds the token {UNK!r} among its {num_words} most frequent")
     listed = set(words)
     outside = [sum(1 for w in s if w not in listed) for s in sentences]
     in_list = [i for i, n in enumerate(outside) if n == 0]
@@ -191,7 +192,7 @@ def prepare(sentences, *, num_words: int = 500, num_cipher: int = 2000, seed: in
     if len(qualifying) < num_cipher:
         rule = "in-list" if max_unk_tokens == 0 else \
             f"qualifying (at most {max_unk_tokens} out-of-list tokens, share <= {max_unk_share})"
-        raise ValueError(f"only {len(qualifying)} {rule} sentences, fewer than num_cipher = {num_cipher}")
+        raise ParameterError(f"only {len(qualifying)} {rule} sentences, fewer than num_cipher = {num_cipher}", name='num_cipher', value=num_cipher)
     rng = as_rng(seed)
     chosen = set(rng.choice(np.asarray(qualifying), size=num_cipher, replace=False).tolist())
     order = sorted(chosen, key=lambda i: i)
@@ -250,16 +251,16 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
     folder = Path(folder)
     words = _lines(folder / "words.txt")
     if len(set(words)) != len(words) or any(not w or " " in w for w in words):
-        raise ValueError(f"{folder / 'words.txt'}: expected one distinct token per line")
+        raise FormatError(f"{folder / 'words.txt'}: expected one distinct token per line", path=folder / 'words.txt')
     plaintext = [line.split() for line in _lines(folder / "plain.txt")]
     cipher = []
     for n, line in enumerate(_lines(folder / "cipher.txt"), 1):
         try:
             symbols = np.array([int(x) for x in line.split()], dtype=np.int64)
         except (ValueError, OverflowError):
-            raise ValueError(f"{folder / 'cipher.txt'}:{n}: expected integers separated by spaces, got {line!r:.80}") from None
+            raise FormatError(f"{folder / 'cipher.txt'}:{n}: expected integers separated by spaces, got {line!r:.80}", path=folder / 'cipher.txt', line=n) from None
         if symbols.size == 0 or (symbols < 0).any():
-            raise ValueError(f"{folder / 'cipher.txt'}:{n}: expected a non-empty line of non-negative integers")
+            raise FormatError(f"{folder / 'cipher.txt'}:{n}: expected a non-empty line of non-negative integers", path=folder / 'cipher.txt', line=n)
         cipher.append(symbols)
     meta_path = folder / "meta.json"
     meta = {}
@@ -267,9 +268,9 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
         try:
             meta = json.loads("\n".join(_lines(meta_path)))
         except json.JSONDecodeError as err:
-            raise ValueError(f"{meta_path}: not valid JSON ({err})") from None
+            raise FormatError(f"{meta_path}: not valid JSON ({err})", path=meta_path) from None
         if not isinstance(meta, dict):
-            raise ValueError(f"{meta_path}: expected a JSON object")
+            raise FormatError(f"{meta_path}: expected a JSON object", path=meta_path)
     gold = key = None
     if with_gold and (folder / "key.tsv").exists():
         index = {w: i for i, w in enumerate(words)}
@@ -279,10 +280,10 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
             parts = line.split("\t")
             if len(parts) != 2 or parts[1] not in index or not (parts[0].isascii() and parts[0].isdigit()) \
                     or len(parts[0]) > 18:
-                raise ValueError(f"{folder / 'key.tsv'}:{n}: expected 'symbol<TAB>listed word', got {line!r}")
+                raise FormatError(f"{folder / 'key.tsv'}:{n}: expected 'symbol<TAB>listed word', got {line!r}", path=folder / 'key.tsv', line=n)
             mapping[index[parts[1]]] = int(parts[0])
         if (mapping < 0).any() or len(set(mapping.tolist())) != len(words):
-            raise ValueError(f"{folder / 'key.tsv'}: the key must map every listed word to a distinct symbol")
+            raise FormatError(f"{folder / 'key.tsv'}: the key must map every listed word to a distinct symbol", path=folder / 'key.tsv')
         key = SubstitutionCipher(mapping)
         if (folder / "gold.txt").exists():
             gold = [line.split() for line in _lines(folder / "gold.txt")]
@@ -291,23 +292,23 @@ def load(folder, *, with_gold: bool = True) -> DecipherData:
 
 
 def _check_folder(folder: Path, words, plaintext, cipher, gold, meta) -> None:
-    """The folder as a whole (#33): no empty file, and the files agree with each other and with
+    """The folder as a whole: no empty file, and the files agree with each other and with
     the counts ``meta.json`` announces — a truncated cipher.txt trained silently on fewer sentences."""
     for name, rows in (("words.txt", words), ("plain.txt", plaintext), ("cipher.txt", cipher)):
         if not rows or not any(len(row) for row in rows):
-            raise ValueError(f"{folder / name}: empty (the task folder {folder} is incomplete; "
-                             f"rerun `varorder decipher prepare`)")
+            raise FormatError(f"{folder / name}: empty (the task folder {folder} is incomplete; "
+                              f"rerun `varorder decipher prepare`)", path=folder / name)
     counts = {"cipher_sentences": ("cipher.txt", len(cipher)), "plaintext_sentences": ("plain.txt", len(plaintext)),
               "cipher_tokens": ("cipher.txt", int(sum(len(s) for s in cipher)))}
     for field, (name, actual) in counts.items():
         announced = meta.get(field)
         if announced is not None and announced != actual:
-            raise ValueError(f"{folder / name}: holds {actual} {field.replace('_', ' ')}, but "
-                             f"{folder / 'meta.json'} field {field!r} announces {announced!r:.20} (a truncated or replaced file?)")
+            raise FormatError(f"{folder / name}: holds {actual} {field.replace('_', ' ')}, but "
+                              f"{folder / 'meta.json'} field {field!r} announces {announced!r:.20} (a truncated or replaced file?)", path=folder / name)
     if gold is not None:
         if len(gold) != len(cipher):
-            raise ValueError(f"{folder / 'gold.txt'}: {len(gold)} sentences, but {folder / 'cipher.txt'} has {len(cipher)}")
+            raise FormatError(f"{folder / 'gold.txt'}: {len(gold)} sentences, but {folder / 'cipher.txt'} has {len(cipher)}", path=folder / 'gold.txt')
         for n, (plain, symbols) in enumerate(zip(gold, cipher), 1):
             if len(plain) != len(symbols):
-                raise ValueError(f"{folder / 'gold.txt'}:{n}: {len(plain)} words, but line {n} of "
-                                 f"{folder / 'cipher.txt'} has {len(symbols)} symbols")
+                raise FormatError(f"{folder / 'gold.txt'}:{n}: {len(plain)} words, but line {n} of "
+                                  f"{folder / 'cipher.txt'} has {len(symbols)} symbols", path=folder / 'gold.txt', line=n)

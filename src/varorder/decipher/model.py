@@ -44,6 +44,7 @@ from varorder.agree.product_em import AgreementEM, Statistics, Submodel
 from varorder.decipher.context_sets import shard_estep
 from varorder.decipher.data import DecipherData
 from varorder.decipher.transitions import TransitionTables, fit_transitions
+from varorder.errors import FormatError, ParameterError
 from varorder.eval.metrics import mapping_accuracy
 from varorder.models.persist import model_loader
 from varorder.engine.validate import as_rng
@@ -139,7 +140,7 @@ def _exact_estep(shard: CipherShard, log_emission_t, tables: TransitionTables, b
     from varorder import chain
 
     if tables.order != 1:
-        raise ValueError("exact inference is only available for the 1st-order chain (2nd order has K^2 states)")
+        raise ParameterError("exact inference is only available for the 1st-order chain (2nd order has K^2 states)", name='tables', value=tables)
     K = tables.num_words
     transitions = tables.log_bigram[:K, :K]
     start = tables.log_bigram[K, :K]
@@ -174,7 +175,7 @@ def mapping_from_table(emission, log_prior_words) -> np.ndarray:
 class Decipherer(ParamsMixin):
     """Learn a substitution's emission table by EM (see the module docstring).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); what needs the learned table raises NotFittedError before :meth:`fit`.
 
     Parameters
@@ -217,15 +218,15 @@ class Decipherer(ParamsMixin):
 
     def _validate(self):
         if self.order not in (1, 2):
-            raise ValueError(f"order must be 1 or 2, got {self.order!r}")
+            raise ParameterError(f"order must be 1 or 2, got {self.order!r}", name='order', value=self.order)
         if self.inference not in INFERENCE:
-            raise ValueError(f"inference must be one of {INFERENCE}, got {self.inference!r}")
+            raise ParameterError(f"inference must be one of {INFERENCE}, got {self.inference!r}", name='inference', value=self.inference)
         if self.inference == "exact" and self.order != 1:
-            raise ValueError("inference='exact' needs order=1 (the 2nd-order chain has K^2 = 250,000 states)")
+            raise ParameterError("inference='exact' needs order=1 (the 2nd-order chain has K^2 = 250,000 states)", name='inference', value=self.inference)
         if int(self.size) != self.size or self.size < 1:
-            raise ValueError(f"size must be a positive integer, got {self.size!r}")
+            raise ParameterError(f"size must be a positive integer, got {self.size!r}", name='size', value=self.size)
         if not self.laplace > 0:
-            raise ValueError(f"laplace must be positive, got {self.laplace!r}")
+            raise ParameterError(f"laplace must be positive, got {self.laplace!r}", name='laplace', value=self.laplace)
 
     def _check_params(self):
         """Every constructor argument in its domain (a loaded model's too)."""
@@ -233,11 +234,11 @@ class Decipherer(ParamsMixin):
         for name in ("n_iter", "size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-                raise ValueError(f"{name} must be a non-negative integer, got {value!r:.40}")
+                raise ParameterError(f"{name} must be a non-negative integer, got {value!r:.40}", name=name, value=value)
         for name in ("laplace", "discount", "smoothing", "init_noise"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value) or value < 0:
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r:.40}")
+                raise ParameterError(f"{name} must be a finite number >= 0, got {value!r:.40}", name=name, value=value)
         as_rng(self.seed)
         check_int(self, "n_shards", 1)
         check_bool(self, "progress")
@@ -249,7 +250,7 @@ class Decipherer(ParamsMixin):
         self.tables_ = tables if tables is not None else fit_transitions(
             data.words, data.plaintext, self.order, self.discount, self.smoothing)
         if self.tables_.order != self.order:
-            raise ValueError(f"tables are of order {self.tables_.order}, the estimator of order {self.order}")
+            raise ParameterError(f"tables are of order {self.tables_.order}, the estimator of order {self.order}", name='tables', value=tables)
         symbols, offsets = data.cipher_flat(num_cipher)
         K = len(data.words)
         num_symbols = max(K, int(symbols.max()) + 1)
@@ -323,21 +324,21 @@ class Decipherer(ParamsMixin):
         words = state.get("words")
         if not isinstance(words, list) or not words or not all(isinstance(w, str) for w in words) \
                 or len(set(words)) != len(words):
-            raise ValueError(f"{path}: the model's metadata lacks its word list (distinct strings)")
+            raise FormatError(f"{path}: the model's metadata lacks its word list (distinct strings)", path=path)
         if not isinstance(state.get("history", []), list):
-            raise ValueError(f"{path}: the model's history must be a list")
+            raise FormatError(f"{path}: the model's history must be a list", path=path)
         K = len(words)
         C = arrays["emission"].shape[1] if arrays["emission"].ndim == 2 else -1
         check_shapes(path, arrays, {"emission": (K, C), "mapping": (C,)})
         emission, mapping, observed = arrays["emission"], arrays["mapping"], arrays["observed_symbols"]
         if (emission < 0).any() or not np.allclose(emission.sum(axis=1), 1.0):
-            raise ValueError(f"{path}: the emission table's rows must be probability distributions")
+            raise FormatError(f"{path}: the emission table's rows must be probability distributions", path=path)
         if mapping.dtype.kind not in "iu" or (mapping < 0).any() or (mapping >= K).any():
-            raise ValueError(f"{path}: 'mapping' must hold word ids in [0, {K})")
+            raise FormatError(f"{path}: 'mapping' must hold word ids in [0, {K})", path=path)
         if observed.ndim != 1 or observed.dtype.kind not in "iu" or (observed < 0).any() or (observed >= C).any():
-            raise ValueError(f"{path}: 'observed_symbols' must be a 1-D array of symbols in [0, {C})")
+            raise FormatError(f"{path}: 'observed_symbols' must be a 1-D array of symbols in [0, {C})", path=path)
         if observed.size == 0 or (np.diff(observed.astype(np.int64)) <= 0).any():
-            raise ValueError(f"{path}: 'observed_symbols' must be non-empty, increasing and without repeats")
+            raise FormatError(f"{path}: 'observed_symbols' must be non-empty, increasing and without repeats", path=path)
         model = cls(**{k: params[k] for k in cls._PARAMS if k in params})
         model.emission_ = arrays["emission"]
         model.mapping_ = arrays["mapping"].astype(np.int64)

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.lm import AbsoluteDiscounting, Vocabulary
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -103,16 +104,16 @@ def fit_transitions(words, sentences, order: int, discount: float = 0.25, smooth
     ``<unk>``, which makes it hidden word K − 1).
     """
     if order not in (1, 2):
-        raise ValueError(f"order must be 1 or 2, got {order!r}")
+        raise ParameterError(f"order must be 1 or 2, got {order!r}", name='order', value=order)
     words = list(words)
     K = len(words)
     vocabulary = Vocabulary(words)
     unk_is_hidden = bool(words) and words[-1] == "<unk>"
     if len(vocabulary) != K + 3 - unk_is_hidden:
-        raise ValueError("the plaintext word list must not contain <s> or </s>, nor <unk> except as its last word")
+        raise ParameterError("the plaintext word list must not contain <s> or </s>, nor <unk> except as its last word", name='words', value=words)
     ids, lengths = vocabulary.encode_sentences(sentences)
     if len(lengths) == 0:
-        raise ValueError("no plaintext sentences to estimate the transitions from")
+        raise ParameterError("no plaintext sentences to estimate the transitions from", name='sentences', value=sentences)
     lm = AbsoluteDiscounting(order=order + 1, discount=discount, smoothing=smoothing).fit_ids(ids, lengths, vocabulary).model_
     bos, eos = vocabulary.bos_id, vocabulary.eos_id
     # LM id of each table index: words 0..K-1, then </s> (as a word) / <s> (as a context)

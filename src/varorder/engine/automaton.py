@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from varorder.engine.lattice import csr_index, forward_kernel
+from varorder.engine.semiring import MAX, Semiring, resolve
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
-__all__ = ["automaton_viterbi"]
+from varorder.errors import ParameterError
+
+__all__ = ["automaton_viterbi", "unrolled", "forward_value", "SPECIALISED_FORWARD"]
 
 
 def automaton_viterbi(next_state, weight, symbol_scores, start: int, final_column: int = -1):
@@ -31,17 +36,17 @@ def automaton_viterbi(next_state, weight, symbol_scores, start: int, final_colum
     weight = np.ascontiguousarray(weight, dtype=np.float64)
     symbol_scores = np.ascontiguousarray(symbol_scores, dtype=np.float64)
     if next_state.ndim != 2 or weight.shape != next_state.shape:
-        raise ValueError(f"next_state and weight must be (S, X) arrays of one shape, got "
-                         f"{next_state.shape} and {weight.shape}")
+        raise ParameterError(f"next_state and weight must be (S, X) arrays of one shape, got "
+                             f"{next_state.shape} and {weight.shape}", name='next_state', value=next_state)
     S, X = next_state.shape
     if symbol_scores.ndim != 2 or symbol_scores.shape[1] != X or symbol_scores.shape[0] < 1:
-        raise ValueError(f"symbol_scores must have shape (T >= 1, {X}), got {symbol_scores.shape}")
+        raise ParameterError(f"symbol_scores must have shape (T >= 1, {X}), got {symbol_scores.shape}", name='symbol_scores', value=symbol_scores)
     if not 0 <= start < S:
-        raise ValueError(f"start must be a state in [0, {S}), got {start}")
+        raise ParameterError(f"start must be a state in [0, {S}), got {start}", name='start', value=start)
     if final_column >= X:
-        raise ValueError(f"final_column must be < {X}, got {final_column}")
+        raise ParameterError(f"final_column must be < {X}, got {final_column}", name='final_column', value=final_column)
     if ((next_state < 0) | (next_state >= S)).any():
-        raise ValueError(f"next_state must hold states in [0, {S})")
+        raise ParameterError(f"next_state must hold states in [0, {S})", name='next_state', value=next_state)
     columns, score = _automaton_viterbi(next_state, weight, symbol_scores, int(start), int(final_column))
     return columns, float(score)
 
@@ -89,3 +94,53 @@ def _automaton_viterbi(next_state, weight, obs, start, final_column):
         columns[t] = arc % X
         state = arc // X
     return columns, best
+
+
+def unrolled(next_state, weight, symbol_scores, start: int, final_column: int = -1):
+    """The automaton unrolled over positions as lattice arrays (node_position, arc_source,
+    arc_target, arc_label (the symbol column), arc_weight, final): node 0 is ``start`` at
+    position 0, node 1 + (t − 1)·S + s is state s at position t; the definition that
+    :func:`automaton_viterbi` specialises (small automata only: T·S·X arcs)."""
+    next_state = np.asarray(next_state, dtype=np.int64)
+    weight = np.asarray(weight, dtype=np.float64)
+    obs = np.asarray(symbol_scores, dtype=np.float64)
+    S, X = next_state.shape
+    T = obs.shape[0]
+    position = np.concatenate([[0], np.repeat(np.arange(1, T + 1), S)]).astype(np.int64)
+    src, dst, lab, w = [], [], [], []
+    for t in range(1, T + 1):
+        sources = [(0, start)] if t == 1 else [(1 + (t - 2) * S + s, s) for s in range(S)]
+        columns = [final_column] if final_column >= 0 and t == T else range(X)
+        for node, s in sources:
+            for x in columns:
+                src.append(node)
+                dst.append(1 + (t - 1) * S + next_state[s, x])
+                lab.append(x)
+                w.append(weight[s, x] + obs[t - 1, x])
+    final = np.where(position == T, 0.0, -np.inf)
+    return (position, np.array(src, np.int64), np.array(dst, np.int64), np.array(lab, np.int64),
+            np.array(w, np.float64), final)
+
+
+def _generic_forward(semiring, next_state, weight, symbol_scores, start, final_column):
+    position, src, dst, _, w, final = unrolled(next_state, weight, symbol_scores, start, final_column)
+    in_offsets, in_arcs = csr_index(dst, position.shape[0])
+    alpha = np.empty((position.shape[0],) + semiring.value_shape(None))
+    return float(forward_kernel(semiring)(position.shape[0], in_offsets, in_arcs, src, w, final, alpha))
+
+
+# Registered specialisations of the unrolled automaton's forward: MAX by the relaxation
+# above, without the unrolled lattice; the lattice's generic recursion on
+# :func:`unrolled` is the definition (tests/test_automaton.py checks them equal).
+SPECIALISED_FORWARD = {MAX: lambda *args: automaton_viterbi(*args)[1]}
+
+
+def forward_value(next_state, weight, symbol_scores, start: int, final_column: int = -1,
+                  semiring: Semiring | str = MAX, specialised: bool = True) -> float:
+    """⊕ over the automaton's paths of T symbols: the registered kernel for the semiring
+    (and ``specialised``), else the lattice engine's generic forward on :func:`unrolled`."""
+    semiring = resolve(semiring)
+    fast = SPECIALISED_FORWARD.get(semiring) if specialised else None
+    if fast is not None:
+        return fast(next_state, weight, symbol_scores, start, final_column)
+    return _generic_forward(semiring, next_state, weight, symbol_scores, int(start), int(final_column))

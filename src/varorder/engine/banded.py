@@ -21,9 +21,14 @@ import math
 
 import numba
 import numpy as np
+
+from varorder.engine.chain_generic import generic_forward
+from varorder.engine.semiring import LOG, MAX, Semiring, resolve
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
-__all__ = ["banded_marginals", "banded_viterbi", "band_of", "dense_of"]
+from varorder.errors import ParameterError
+
+__all__ = ["banded_marginals", "banded_viterbi", "band_of", "dense_of", "forward_values", "SPECIALISED_FORWARD"]
 
 _NEG_INF = -np.inf
 
@@ -132,7 +137,7 @@ def banded_marginals(emissions, band, start=None, lengths=None):
     B, L, K = E.shape
     band = np.ascontiguousarray(band, dtype=np.float64)
     if band.ndim != 2 or band.shape[0] != K or band.shape[1] % 2 != 1:
-        raise ValueError(f"band must have shape (K={K}, 2w + 1), got {band.shape}")
+        raise ParameterError(f"band must have shape (K={K}, 2w + 1), got {band.shape}", name='band', value=band)
     w = band.shape[1] // 2
     start = np.zeros(K) if start is None else np.ascontiguousarray(start, dtype=np.float64)
     lengths = np.full(B, L, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
@@ -185,10 +190,41 @@ def banded_viterbi(emissions, band, start=None, lengths=None):
     B, L, K = E.shape
     band = np.ascontiguousarray(band, dtype=np.float64)
     if band.ndim != 2 or band.shape[0] != K or band.shape[1] % 2 != 1:
-        raise ValueError(f"band must have shape (K={K}, 2w + 1), got {band.shape}")
+        raise ParameterError(f"band must have shape (K={K}, 2w + 1), got {band.shape}", name='band', value=band)
     start = np.zeros(K) if start is None else np.ascontiguousarray(start, dtype=np.float64)
     lengths = np.full(B, L, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
     paths = np.full((B, L), -1, dtype=np.int64)
     scores = np.zeros(B)
     _viterbi_kernel(E, lengths, band, start, band.shape[1] // 2, paths, scores)
     return paths, scores
+
+
+def _banded_log_z(emissions, band, start, lengths):
+    return banded_marginals(emissions, band, start, lengths)[2]
+
+
+def _banded_scores(emissions, band, start, lengths):
+    return banded_viterbi(emissions, band, start, lengths)[1]
+
+
+# Registered specialisations of the banded chain's forward (⊕ over the paths of each
+# sequence): the chain's generic recursion run on the band's dense matrix is the
+# definition (tests/test_engine_banded.py checks them equal on random inputs).
+SPECIALISED_FORWARD = {LOG: _banded_log_z, MAX: _banded_scores}
+
+
+def forward_values(emissions, band, start=None, lengths=None, semiring: Semiring | str = LOG,
+                   specialised: bool = True) -> np.ndarray:
+    """⊕ over the paths of each sequence (B,) of a chain with banded transitions: the
+    registered O(L·K·w) kernel for the semiring (and ``specialised``), else the dense
+    chain's generic recursion (:mod:`varorder.engine.chain_generic`) on ``dense_of(band)``."""
+    semiring = resolve(semiring)
+    fast = SPECIALISED_FORWARD.get(semiring) if specialised else None
+    if fast is not None:
+        return fast(emissions, band, start, lengths)
+    E = np.ascontiguousarray(emissions, dtype=np.float64)
+    B, L, K = E.shape
+    start = np.zeros(K) if start is None else np.ascontiguousarray(start, dtype=np.float64)
+    lengths = np.full(B, L, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)
+    dense = dense_of(np.ascontiguousarray(band, dtype=np.float64))[None]
+    return generic_forward(semiring)(E, dense, start, np.zeros(K), lengths)

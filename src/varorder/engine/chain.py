@@ -62,6 +62,7 @@ from varorder.engine.chain_viterbi import _kbest_kernel, _viterbi_kernel, _viter
 from varorder.engine.chain_sample import _sample_kernel
 from varorder.engine.validate import (_overflow_limit, as_potentials, as_rng, check_int_at_least, check_no_overflow,
                                       first_index, potentials_and_bound)
+from varorder.errors import ParameterError
 
 __all__ = [
     "ChainInput",
@@ -117,9 +118,9 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
     E, e_top = potentials_and_bound("emissions", raw_e, (None, None, None), terms if allowed is None else None)
     B, L, K = E.shape
     if L < 1:
-        raise ValueError(f"emissions must have at least one position (L >= 1), got shape {E.shape}")
+        raise ParameterError(f"emissions must have at least one position (L >= 1), got shape {E.shape}", name='emissions', value=emissions)
     if K < 1:
-        raise ValueError(f"emissions must have at least one label (K >= 1), got shape {E.shape}")
+        raise ParameterError(f"emissions must have at least one label (K >= 1), got shape {E.shape}", name='emissions', value=emissions)
     T = np.asarray(transitions)
     T, t_top = potentials_and_bound("transitions", T, (B, K, K) if T.ndim == 3 else (K, K), terms)
     T = T if T.ndim == 3 else T[None]
@@ -130,23 +131,23 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
     else:
         raw = np.asarray(lengths)
         if raw.shape != (B,):
-            raise ValueError(f"lengths must have shape ({B},), got {raw.shape}")
+            raise ParameterError(f"lengths must have shape ({B},), got {raw.shape}", name='lengths', value=lengths)
         if raw.dtype == np.bool_:
-            raise ValueError("lengths must hold integers, got booleans")
+            raise ParameterError("lengths must hold integers, got booleans", name='lengths', value=lengths)
         if raw.size and not np.issubdtype(raw.dtype, np.integer):
             if not np.issubdtype(raw.dtype, np.floating) or not np.all(np.isfinite(raw)) or not np.all(raw == np.round(raw)):
-                raise ValueError(f"lengths must hold integers, got dtype {raw.dtype}")
+                raise ParameterError(f"lengths must hold integers, got dtype {raw.dtype}", name='lengths', value=lengths)
         n = raw.astype(np.int64)
         bad = (n < 1) | (n > L)
         if bad.any():
             b = first_index(bad)[0]
-            raise ValueError(f"lengths[{b}] = {n[b]} is out of range: must be in [1, {L}]")
+            raise ParameterError(f"lengths[{b}] = {n[b]} is out of range: must be in [1, {L}]", name='lengths', value=lengths)
     if allowed is not None:
         mask = np.asarray(allowed)
         if mask.dtype != np.bool_:
-            raise ValueError(f"allowed must be a boolean array, got dtype {mask.dtype}")
+            raise ParameterError(f"allowed must be a boolean array, got dtype {mask.dtype}", name='allowed', value=allowed)
         if mask.shape != E.shape:
-            raise ValueError(f"allowed must have shape {E.shape} like emissions, got {mask.shape}")
+            raise ParameterError(f"allowed must have shape {E.shape} like emissions, got {mask.shape}", name='allowed', value=allowed)
         E = np.where(mask, E, NEG_INF)
         check_no_overflow(terms, emissions=E)  # masked-out entries may be as large as they like
     return ChainInput(E, T, S, F, n, e_top + s_top, t_top)
@@ -444,7 +445,7 @@ def marginals(ci: ChainInput, edges=True):
     edges=False: None. A batch the policy runs on one thread takes the kernel's serial twin.
     """
     if edges not in (True, False, "sum"):
-        raise ValueError(f"edges must be True, False or 'sum', got {edges!r}")
+        raise ParameterError(f"edges must be True, False or 'sum', got {edges!r}", name='edges', value=edges)
     want_edges = edges is True
     want_sum = edges == "sum"
     run = _serial_marginals if _runs_serial(ci) else _parallel_marginals

@@ -21,7 +21,7 @@ def _node_row(a, ta, bb, tb, s, node, b, t):
     """node[b, t] = a[ta, s] ⊙ bb[tb, s] normalised (a, bb: (positions, rows, K)); returns
     the normaliser."""
     K = a.shape[2]
-    # the sum in a loop of its own that stores nothing (#33): a reassociated sum in a loop that also stores
+    # the sum in a loop of its own that stores nothing: a reassociated sum in a loop that also stores
     # is compiled twice behind a run-time check on where the arrays lie (vector sum if ``node`` is far enough
     # from ``a`` and ``bb``, sequential sum if not), so its last bits depended on the heap's layout — with
     # worker threads allocating, on timing

@@ -336,7 +336,7 @@ def _normalised_log_forward(E, T, start, end, n, a, row):
     Unshifted, log alpha[t] grows like t (|log alpha| ≈ 5·10⁴ at L = 10⁴), and each
     entry's rounding (ε·|log alpha|, independent per label) becomes noise in the row's
     shape that per-position normalisation cannot remove: node marginals 1.5e-11 relative
-    off at L = 10⁴ (#33 item 6). Shifted rows keep every rounding at ε times the row's
+    off at L = 10⁴. Shifted rows keep every rounding at ε times the row's
     own spread; the shifts are summed with Kahan's compensation for log Z. ``row`` is
     K scratch."""
     K = E.shape[1]

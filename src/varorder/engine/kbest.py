@@ -20,7 +20,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.chain_viterbi import _top_k
-from varorder.engine.semiring_structured import merge_count, top_sums
+from varorder.engine.semiring_structured import top_sums
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["chain_paths", "lattice_arcs", "hypergraph_derivations"]

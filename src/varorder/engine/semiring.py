@@ -62,6 +62,8 @@ import numba as nb
 import numpy as np
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
+from varorder.errors import ParameterError
+
 NEG_INF = -np.inf
 
 
@@ -130,7 +132,7 @@ class Semiring:
 
     def __post_init__(self):
         if self.width != 0 and self.times_weight is None:
-            raise ValueError(f"structured semiring {self.name!r} needs times_weight")
+            raise ParameterError(f"structured semiring {self.name!r} needs times_weight")
 
     @property
     def structured(self) -> bool:
@@ -144,13 +146,13 @@ class Semiring:
         if self.width > 0:
             return (self.width,)
         if width is None or width < 1:
-            raise ValueError(f"semiring {self.name!r} needs a value width (e.g. k) for this call")
+            raise ParameterError(f"semiring {self.name!r} needs a value width (e.g. k) for this call", name='width', value=width)
         return (int(width),)
 
     def sum(self, values: np.ndarray) -> float:
         """⊕ over a 1-d array (pure NumPy; scalar semirings)."""
         if self.reduce is None:
-            raise ValueError(f"semiring {self.name!r} has no NumPy reduction")
+            raise ParameterError(f"semiring {self.name!r} has no NumPy reduction")
         values = np.asarray(values, dtype=np.float64)
         if values.size == 0:
             return self.zero
@@ -167,10 +169,10 @@ _COMPILED: dict = {}
 def register(semiring: Semiring) -> Semiring:
     """Make ``semiring`` known by name to every structure's public operations."""
     if not isinstance(semiring, Semiring):
-        raise ValueError(f"expected a Semiring, got {type(semiring).__name__}")
+        raise ParameterError(f"expected a Semiring, got {type(semiring).__name__}", name='semiring', value=semiring)
     known = SEMIRINGS.get(semiring.name)
     if known is not None and known is not semiring:
-        raise ValueError(f"a different semiring is already registered as {semiring.name!r}")
+        raise ParameterError(f"a different semiring is already registered as {semiring.name!r}", name='semiring', value=semiring)
     SEMIRINGS[semiring.name] = semiring
     return semiring
 
@@ -181,7 +183,7 @@ def resolve(semiring) -> Semiring:
         return semiring
     found = SEMIRINGS.get(semiring) if isinstance(semiring, str) else None
     if found is None:
-        raise ValueError(f"semiring must be one of {sorted(SEMIRINGS)} or a Semiring, got {semiring!r}")
+        raise ParameterError(f"semiring must be one of {sorted(SEMIRINGS)} or a Semiring, got {semiring!r}", name='semiring', value=semiring)
     return found
 
 

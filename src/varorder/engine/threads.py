@@ -32,6 +32,8 @@ from contextlib import contextmanager
 import varorder._numba_start  # noqa: F401,I001  (before Numba: its cache saves locked across processes)
 import numba
 
+from varorder.errors import ParameterError
+
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
            "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
            "map_in_order", "parallel_kernel", "serial_twin", "warm_parallel_twin", "runs_serial", "PARALLEL_KERNELS",
@@ -55,9 +57,9 @@ def _parse(value, source: str):
         try:
             value = int(value)
         except ValueError:
-            raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}") from None
+            raise ParameterError(f"{source} must be 'auto' or a positive integer, got {value!r}", name=source, value=value) from None
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{source} must be 'auto' or a positive integer, got {value!r}")
+        raise ParameterError(f"{source} must be 'auto' or a positive integer, got {value!r}", name=source, value=value)
     return value
 
 
@@ -114,8 +116,8 @@ def threads_for(num_sequences: int) -> int:
 
     Numba's thread count is per thread, and a thread that never set it starts at NUMBA_NUM_THREADS, whatever
     :func:`set_threads` chose in the thread that called it: a fixed policy therefore caps the count here, so
-    that ``VARORDER_THREADS=1`` means one thread in an executor's threads too (before #33 they ran their
-    kernels' batches on two pool threads and their parallel regions on every core)."""
+    that ``VARORDER_THREADS=1`` means one thread in an executor's threads too (not their kernels' batches
+    on two pool threads and their parallel regions on every core)."""
     current = numba.get_num_threads()
     policy = get_threads()
     if policy != _AUTO:
@@ -371,7 +373,7 @@ def single_threaded_blas():
     thread, finds it pinned and skips its own pinning (~50 µs a call through threadpoolctl, which the
     aligner's ~8,000 chain batches of a 100k-pair job paid each).
 
-    Before #33 each block pinned and restored on its own, with an unlocked counter: two blocks of
+    Were each block to pin and restore on its own, with an unlocked counter, two blocks of
     different threads (two shards' E-steps on a thread executor) overlapping as A opens, B opens, A closes
     had A restore the user's BLAS threads while B's kernels still ran (and threadpoolctl ignored a pin
     from a thread other than the one controlling OpenBLAS), and OpenBLAS's multi-threaded products round

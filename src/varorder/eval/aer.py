@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from varorder.errors import ParameterError
+
 __all__ = ["AlignmentScores", "alignment_error_rate"]
 
 
@@ -26,8 +28,8 @@ def alignment_error_rate(predicted, sure, possible) -> AlignmentScores:
     ``possible`` need not repeat the sure links (they are added).
     """
     if not (len(predicted) == len(sure) == len(possible)):
-        raise ValueError(f"predicted, sure and possible must have one entry per sentence, "
-                         f"got {len(predicted)}, {len(sure)}, {len(possible)}")
+        raise ParameterError(f"predicted, sure and possible must have one entry per sentence, "
+                             f"got {len(predicted)}, {len(sure)}, {len(possible)}", name='predicted', value=predicted)
     a_total = s_total = a_s = a_p = 0
     for a, s, p in zip(predicted, sure, possible):
         a, s = set(a), set(s)

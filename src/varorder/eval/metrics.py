@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from varorder.errors import ParameterError
+
 __all__ = ["SequenceAccuracy", "sequence_accuracy", "precision_recall_curve", "recall_at_precision", "mapping_accuracy",
            "edit_distance", "character_error_rate", "exact_match"]
 
@@ -36,12 +38,12 @@ class SequenceAccuracy:
 def sequence_accuracy(predictions, golds) -> SequenceAccuracy:
     """Per-token and whole-sequence accuracy of predicted label sequences."""
     if len(predictions) != len(golds):
-        raise ValueError(f"predictions and golds must have the same length, got {len(predictions)} and {len(golds)}")
+        raise ParameterError(f"predictions and golds must have the same length, got {len(predictions)} and {len(golds)}", name='predictions', value=predictions)
     right = tokens = whole = 0
     for k, (p, g) in enumerate(zip(predictions, golds)):
         p, g = np.asarray(p), np.asarray(g)
         if p.shape != g.shape:
-            raise ValueError(f"predictions[{k}] has shape {p.shape}, golds[{k}] has shape {g.shape}")
+            raise ParameterError(f"predictions[{k}] has shape {p.shape}, golds[{k}] has shape {g.shape}", name='predictions', value=predictions)
         hits = int((p == g).sum())
         right += hits
         tokens += g.size
@@ -54,9 +56,9 @@ def _check(confidence, correct):
     conf = np.asarray(confidence, dtype=np.float64)
     ok = np.asarray(correct, dtype=bool)
     if conf.ndim != 1 or conf.shape != ok.shape:
-        raise ValueError(f"confidence and correct must be 1-d of equal length, got {conf.shape} and {ok.shape}")
+        raise ParameterError(f"confidence and correct must be 1-d of equal length, got {conf.shape} and {ok.shape}", name='confidence', value=confidence)
     if np.isnan(conf).any():
-        raise ValueError("confidence must not contain NaN")
+        raise ParameterError("confidence must not contain NaN", name='confidence', value=confidence)
     return conf, ok
 
 
@@ -78,9 +80,9 @@ def recall_at_precision(confidence, correct, precision: float = 0.99, rule: str 
     """Recall answered before precision first drops below ``precision`` (``rule="first_drop"``,
     the paper's), or the largest recall at precision ≥ ``precision`` (``rule="max"``)."""
     if not 0 < precision <= 1:
-        raise ValueError(f"precision must be in (0, 1], got {precision}")
+        raise ParameterError(f"precision must be in (0, 1], got {precision}", name='precision', value=precision)
     if rule not in ("first_drop", "max"):
-        raise ValueError(f"rule must be 'first_drop' or 'max', got {rule!r}")
+        raise ParameterError(f"rule must be 'first_drop' or 'max', got {rule!r}", name='rule', value=rule)
     recall, prec, _ = precision_recall_curve(confidence, correct)
     good = prec >= precision - 1e-12
     if rule == "max":
@@ -98,9 +100,9 @@ def mapping_accuracy(decoded, truth, symbols) -> float:
     symbols = np.unique(np.asarray(symbols, dtype=np.int64))
     decoded, truth = np.asarray(decoded), np.asarray(truth)
     if symbols.size == 0:
-        raise ValueError("mapping_accuracy needs at least one cipher symbol")
+        raise ParameterError("mapping_accuracy needs at least one cipher symbol", name='symbols', value=symbols)
     if symbols.min() < 0 or symbols.max() >= min(len(decoded), len(truth)):
-        raise ValueError(f"symbols must lie in [0, {min(len(decoded), len(truth))}), got {symbols.min()} .. {symbols.max()}")
+        raise ParameterError(f"symbols must lie in [0, {min(len(decoded), len(truth))}), got {symbols.min()} .. {symbols.max()}", name='symbols', value=symbols)
     return float(np.mean(decoded[symbols] == truth[symbols]))
 
 
@@ -118,15 +120,15 @@ def edit_distance(a, b) -> int:
 def character_error_rate(predictions, references) -> float:
     """Σ edit distance / Σ reference length (Steinhardt & Liang 2015, Fig. 4: an empty output scores 1.0)."""
     if len(predictions) != len(references) or not references:
-        raise ValueError("predictions and references must be non-empty lists of equal length")
+        raise ParameterError("predictions and references must be non-empty lists of equal length", name='predictions', value=predictions)
     total = sum(len(r) for r in references)
     if total == 0:
-        raise ValueError("references must not all be empty")
+        raise ParameterError("references must not all be empty", name='references', value=references)
     return sum(edit_distance(p, r) for p, r in zip(predictions, references)) / total
 
 
 def exact_match(predictions, references) -> float:
     """Fraction of predictions equal to their reference."""
     if len(predictions) != len(references) or not references:
-        raise ValueError("predictions and references must be non-empty lists of equal length")
+        raise ParameterError("predictions and references must be non-empty lists of equal length", name='predictions', value=predictions)
     return sum(p == r for p, r in zip(predictions, references)) / len(references)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 
+from varorder.errors import ParameterError
 from varorder.eval.metrics import edit_distance
 
 __all__ = ["bleu", "word_edit_distance", "neg_scores", "format_scores"]
@@ -28,7 +29,7 @@ def word_edit_distance(a: str, b: str) -> int:
 def bleu(hypotheses, references, max_order: int = 4) -> list[float]:
     """Corpus BLEU-1 … BLEU-``max_order`` of token lists against one reference each."""
     if len(hypotheses) != len(references):
-        raise ValueError(f"{len(hypotheses)} hypotheses for {len(references)} references")
+        raise ParameterError(f"{len(hypotheses)} hypotheses for {len(references)} references", name='hypotheses', value=hypotheses)
     matches, totals = [0] * max_order, [0] * max_order
     hyp_length = ref_length = 0
     for hyp, ref in zip(hypotheses, references):

@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+from varorder.errors import ParameterError
+
 __all__ = ["attachment_scores", "bracket_scores", "evaluable_spans"]
 
 
@@ -18,14 +20,14 @@ def attachment_scores(predicted, gold) -> tuple[float, float]:
     directed = undirected = total = 0
     for k, (p, g) in enumerate(zip(predicted, gold, strict=True)):
         if len(p) != len(g):
-            raise ValueError(f"sentence {k}: {len(p)} predicted heads for {len(g)} gold heads")
+            raise ParameterError(f"sentence {k}: {len(p)} predicted heads for {len(g)} gold heads", name='predicted', value=predicted)
         gold_arcs = {frozenset((a, int(h))) for a, h in enumerate(g)}
         for a, h in enumerate(p):
             total += 1
             directed += int(h == g[a])
             undirected += int(frozenset((a, int(h))) in gold_arcs)
     if total == 0:
-        raise ValueError("no words to score")
+        raise ParameterError("no words to score", name='predicted', value=predicted)
     return directed / total, undirected / total
 
 

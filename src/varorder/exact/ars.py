@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.exact.qautomaton import QAutomaton
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import log_partition
@@ -124,10 +125,10 @@ class SampleResult:
 def _check_target(target, automaton):
     if automaton is None:
         if not isinstance(target, HighOrderTarget):
-            raise ValueError(f"target must be a HighOrderTarget, got {type(target).__name__}")
+            raise ParameterError(f"target must be a HighOrderTarget, got {type(target).__name__}", name='target', value=target)
         return QAutomaton(target)
     if automaton.target is not target:
-        raise ValueError("automaton was built for another target")
+        raise ParameterError("automaton was built for another target", name='automaton', value=automaton)
     return automaton
 
 
@@ -143,7 +144,7 @@ def decode(target: HighOrderTarget, *, max_iterations: int = 100_000, time_limit
     refinement). ``seconds`` includes building the initial q.
     """
     if max_iterations < 1:
-        raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+        raise ParameterError(f"max_iterations must be >= 1, got {max_iterations}", name='max_iterations', value=max_iterations)
     start = time.perf_counter()
     q = _check_target(target, automaton)
     history = RunHistory()
@@ -183,15 +184,15 @@ def sample(target: HighOrderTarget, *, n_samples: int | None = None, target_ar: 
     seed : int or numpy Generator; the run is reproducible given it.
     """
     if n_samples is None and target_ar is None:
-        raise ValueError("give n_samples or target_ar (or both) as a stopping rule")
+        raise ParameterError("give n_samples or target_ar (or both) as a stopping rule", name='n_samples', value=n_samples)
     if n_samples is not None and n_samples < 1:
-        raise ValueError(f"n_samples must be >= 1, got {n_samples}")
+        raise ParameterError(f"n_samples must be >= 1, got {n_samples}", name='n_samples', value=n_samples)
     if target_ar is not None and not 0.0 < target_ar <= 1.0:
-        raise ValueError(f"target_ar must be in (0, 1], got {target_ar}")
+        raise ParameterError(f"target_ar must be in (0, 1], got {target_ar}", name='target_ar', value=target_ar)
     if batch < 1:
-        raise ValueError(f"batch must be >= 1, got {batch}")
+        raise ParameterError(f"batch must be >= 1, got {batch}", name='batch', value=batch)
     if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
+        raise ParameterError(f"window must be >= 1, got {window}", name='window', value=window)
     q = _check_target(target, automaton)
     rng = as_rng(seed)
     history = RunHistory()
@@ -213,7 +214,7 @@ def sample(target: HighOrderTarget, *, n_samples: int | None = None, target_ar: 
     while stopped_by is None:
         drawn = q.sample_arcs(batch, rng)
         if np.all(drawn < 0):
-            raise ValueError("the target gives probability zero to every candidate sequence")
+            raise ParameterError("the target gives probability zero to every candidate sequence")
         rejected = []
         for arcs in drawn:
             trace = q.trace_arcs(arcs)

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from varorder.engine.automaton import automaton_viterbi
+from varorder.errors import ParameterError
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice, path_labels, viterbi_arcs
 from varorder.lm import NgramLM
@@ -58,10 +59,6 @@ class FullViterbiResult:
     num_arcs: int
     seconds: float
     finished: bool
-
-
-class _Limit(Exception):
-    pass
 
 
 def full_lattice(target: HighOrderTarget, *, max_arcs: int = 20_000_000, time_limit: float | None = None) -> Lattice:
@@ -154,17 +151,17 @@ class FullWFSA:
 
     def __init__(self, lm: NgramLM, *, max_arcs: int = 100_000_000):
         if not isinstance(lm, NgramLM):
-            raise ValueError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}")
+            raise ParameterError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}", name='lm', value=lm)
         start = time.perf_counter()
         self.lm = lm
         vocab = lm.vocabulary
         V = lm.vocab_size
         base = V + 1  # digit w + 1 per word, so that contexts of different lengths differ
         if lm.order < 2:
-            raise ValueError("a full WFSA needs an LM of order >= 2")
+            raise ParameterError("a full WFSA needs an LM of order >= 2", name='lm', value=lm)
         window = lm.order - 1
         if base ** (window + 1) >= 2**62:
-            raise ValueError(f"vocabulary of {V} words too large to key {window + 1}-word contexts")
+            raise ParameterError(f"vocabulary of {V} words too large to key {window + 1}-word contexts", name='lm', value=lm)
         rows_per_length = []
         for m in range(1, window + 1):
             rows = lm.ngrams(m)[0]
@@ -213,7 +210,7 @@ def wfsa_viterbi(target: HighOrderTarget, wfsa: FullWFSA) -> FullViterbiResult:
     arc of every reached state at every position. ``num_states``/``num_arcs`` count the
     unrolled WFSA (S per position, S X per position)."""
     if wfsa.lm is not target.lm:
-        raise ValueError("the WFSA was built for another LM")
+        raise ParameterError("the WFSA was built for another LM", name='wfsa', value=wfsa)
     start = time.perf_counter()
     T = target.num_positions
     obs = np.full((T, len(wfsa.symbols)), -np.inf)

@@ -26,8 +26,9 @@ of <s> x_1 .. x_{i-1} near the start), or when its context is not a stored n-gra
 the bound equals p already, see :class:`~varorder.exact.target.MaxBackoffWeights`); on
 such a path q = p.
 
-Representation. States and refined n-grams live in flat, growable integer tables that
-compiled kernels read and extend: a state is (position, suffix state, prefix state, last
+Representation. States and refined n-grams live in flat integer tables, one column per
+record, that compiled kernels read and extend (the engine's growable tables,
+:func:`varorder.engine.builder.grown_columns`): a state is (position, suffix state, prefix state, last
 symbol, context length) plus the heads of two linked lists (the states it is the prefix
 of, the n-grams it is the context of). Tracing a path, refining it, its log p (exact
 back-off, :func:`varorder.lm._kernels.backoff_log10prob`) and the bounds of the raised
@@ -49,7 +50,9 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from varorder.engine.builder import grown1, grown_columns
 from varorder.engine.lattice import sample_kernel, viterbi_kernel
+from varorder.errors import ParameterError
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice
 from varorder.lm import _kernels as lm_kernels
@@ -133,7 +136,7 @@ class QAutomaton:
 
     def __init__(self, target: HighOrderTarget):
         if not isinstance(target, HighOrderTarget):
-            raise ValueError(f"target must be a HighOrderTarget, got {type(target).__name__}")
+            raise ParameterError(f"target must be a HighOrderTarget, got {type(target).__name__}", name='target', value=target)
         self.target = target
         self.weights = target.weights
         T = target.num_positions
@@ -210,7 +213,7 @@ class QAutomaton:
         a = self._arrays()
         arcs = np.asarray(arcs, dtype=np.int64)
         if arcs.shape != (self.num_positions,) or arcs.min() < 0 or arcs.max() >= len(a.labels):
-            raise ValueError(f"arcs must be {self.num_positions} arc ids of the current lattice")
+            raise ParameterError(f"arcs must be {self.num_positions} arc ids of the current lattice", name='arcs', value=arcs)
         ints = a.ints[:, arcs].tolist()  # rows: source, target, label, from, weight state, ...
         floats = a.floats[:, arcs]
         return PathTrace(ints[2], ints[3], ints[4], floats[1].tolist(), float(floats[0].sum()))
@@ -250,7 +253,7 @@ class QAutomaton:
     def state_context(self, state: int) -> tuple[int, ...]:
         """The context (symbol ids, ``<s>`` included) of a state given by its global id."""
         if not 0 <= state < self._sizes[0]:
-            raise ValueError(f"no state {state}")
+            raise ParameterError(f"no state {state}", name='state', value=state)
         symbols = []
         while self._states[_LENGTH, state] > 0:
             position, cand = self._states[_POS, state], self._states[_CAND, state]
@@ -274,12 +277,12 @@ class QAutomaton:
     def _candidates(self, path: Sequence[int]) -> np.ndarray:
         path = [int(s) for s in path]
         if len(path) != self.num_positions:
-            raise ValueError(f"path must have {self.num_positions} symbols, got {len(path)}")
+            raise ParameterError(f"path must have {self.num_positions} symbols, got {len(path)}", name='path', value=path)
         cands = np.empty(len(path), dtype=np.int64)
         for j, symbol in enumerate(path):
             k = self._index_of[j].get(symbol)
             if k is None:
-                raise ValueError(f"symbol {symbol} is not a candidate at position {j + 1}")
+                raise ParameterError(f"symbol {symbol} is not a candidate at position {j + 1}", name='path', value=path)
             cands[j] = k
         return cands
 
@@ -323,7 +326,7 @@ class QAutomaton:
         compiled code: Viterbi on q (the engine's lattice kernel), log p of the Viterbi
         path, stop when p = q there, else refine q along it (Algorithm 2) and repeat."""
         if max_iterations < 1:
-            raise ValueError(f"max_iterations must be >= 1, got {max_iterations}")
+            raise ParameterError(f"max_iterations must be >= 1, got {max_iterations}", name='max_iterations', value=max_iterations)
         with self.target.lm.naming_damage():
             (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
              path, num_states) = _decode_loop(
@@ -335,7 +338,7 @@ class QAutomaton:
         self.num_refinements += refinements
         self._store(states, ngrams, ngram_bounds)
         if status == _NO_PATH:
-            raise ValueError("the target gives probability zero to every candidate sequence")
+            raise ParameterError("the target gives probability zero to every candidate sequence")
         if status == _STUCK:
             raise RuntimeError(f"q and p differ on a fully refined path (log q {log_q[n_iter - 1]}, "
                                f"log p {log_p[n_iter - 1]})")
@@ -370,26 +373,6 @@ def _initial_tables(T, order, n_candidates):
     order_counts[1] = n_candidates
     return (states, np.full((_NGRAM_ROWS, capacity), -1, np.int64), np.empty(capacity, np.float64), sizes, empty_of,
             num_local, order_counts)
-
-
-@numba.njit(cache=True)
-def _grown_ints(table, needed):
-    capacity = table.shape[1]
-    if needed <= capacity:
-        return table
-    grown = np.full((table.shape[0], max(2 * capacity, needed)), -1, np.int64)
-    grown[:, :capacity] = table
-    return grown
-
-
-@numba.njit(cache=True)
-def _grown_floats(values, needed):
-    capacity = values.shape[0]
-    if needed <= capacity:
-        return values
-    grown = np.empty(max(2 * capacity, needed), np.float64)
-    grown[:capacity] = values
-    return grown
 
 
 @numba.njit(cache=True)
@@ -496,7 +479,7 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
                 length = states[_LENGTH, reach[p]] + 1
                 prefix = _suffix_of_length(states, reach[p - 1], length - 1)
                 g = sizes[0]
-                states = _grown_ints(states, g + 1)
+                states = grown_columns(states, g + 1, -1)
                 states[_POS, g] = p
                 states[_LOCAL, g] = num_local[p]
                 states[_SUFFIX, g] = reach[p]
@@ -521,8 +504,8 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
         # A longer context never has a larger bound; guard against rounding.
         bound = min(bound, old_bound[i])
         e = sizes[1]
-        ngrams = _grown_ints(ngrams, e + 1)
-        ngram_bounds = _grown_floats(ngram_bounds, e + 1)
+        ngrams = grown_columns(ngrams, e + 1, -1)
+        ngram_bounds = grown1(ngram_bounds, ngram_bounds.shape[0], e + 1)
         ngrams[_NG_CAND, e] = cands[i - 1]
         ngrams[_NG_CONTEXT, e] = context
         ngrams[_NG_NEXT, e] = states[_NGRAM_HEAD, context]
@@ -740,8 +723,8 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
             old_bound[j + 1] = floats[1, a]
         if n_iter == capacity:
             capacity = min(2 * capacity, max_iterations)
-            log_q = _grown_floats(log_q, capacity)
-            log_p = _grown_floats(log_p, capacity)
+            log_q = grown1(log_q, log_q.shape[0], capacity)
+            log_p = grown1(log_p, log_p.shape[0], capacity)
             grown = np.zeros(capacity, np.int64)
             grown[:n_iter] = refined_states[:n_iter]
             refined_states = grown

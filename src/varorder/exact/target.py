@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.lm import NgramLM
 from varorder.lm.model import LN10
 
@@ -41,7 +42,7 @@ class MaxBackoffWeights:
 
     def __init__(self, lm: NgramLM):
         if not isinstance(lm, NgramLM):
-            raise ValueError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}")
+            raise ParameterError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}", name='lm', value=lm)
         self.lm = lm
         self._unigram: np.ndarray | None = None
 
@@ -75,7 +76,7 @@ class HighOrderTarget:
         self.lm = lm
         self.weights = weights if weights is not None else MaxBackoffWeights(lm)
         if self.weights.lm is not lm:
-            raise ValueError("weights were built for another LM")
+            raise ParameterError("weights were built for another LM", name='weights', value=weights)
         vocab = lm.vocabulary
         self.bos = vocab.bos_id
         self.eos_id = vocab.eos_id
@@ -85,23 +86,23 @@ class HighOrderTarget:
             try:
                 ids, ll = entry
             except (TypeError, ValueError):
-                raise ValueError(f"candidates[{position - 1}] must be a (symbols, log_likelihoods) pair") from None
+                raise ParameterError(f"candidates[{position - 1}] must be a (symbols, log_likelihoods) pair", name='candidates', value=candidates) from None
             ids = np.asarray(ids, dtype=np.int64).reshape(-1)
             ll = np.asarray(ll, dtype=np.float64).reshape(-1)
             if len(ids) == 0 or len(ids) != len(ll):
-                raise ValueError(f"candidates[{position - 1}]: need a non-empty list of symbols with one log-likelihood each")
+                raise ParameterError(f"candidates[{position - 1}]: need a non-empty list of symbols with one log-likelihood each", name='candidates', value=candidates)
             if ids.min() < 0 or ids.max() >= lm.vocab_size:
-                raise ValueError(f"candidates[{position - 1}]: symbol ids must lie in 0 .. {lm.vocab_size - 1}")
+                raise ParameterError(f"candidates[{position - 1}]: symbol ids must lie in 0 .. {lm.vocab_size - 1}", name='candidates', value=candidates)
             if np.any(ids == self.bos) or np.any(ids == self.eos_id):
-                raise ValueError(f"candidates[{position - 1}]: <s> and </s> cannot be candidates")
+                raise ParameterError(f"candidates[{position - 1}]: <s> and </s> cannot be candidates", name='candidates', value=candidates)
             if len(np.unique(ids)) != len(ids):
-                raise ValueError(f"candidates[{position - 1}]: a symbol is listed twice")
+                raise ParameterError(f"candidates[{position - 1}]: a symbol is listed twice", name='candidates', value=candidates)
             if np.any(np.isnan(ll)) or np.any(ll == np.inf):
-                raise ValueError(f"candidates[{position - 1}]: log-likelihoods must be finite or -inf")
+                raise ParameterError(f"candidates[{position - 1}]: log-likelihoods must be finite or -inf", name='candidates', value=candidates)
             symbols.append(ids)
             logliks.append(ll)
         if not symbols:
-            raise ValueError("candidates must cover at least one position")
+            raise ParameterError("candidates must cover at least one position", name='candidates', value=candidates)
         self.length = len(symbols)
         if self.eos:
             symbols.append(np.asarray([self.eos_id], dtype=np.int64))
@@ -134,7 +135,7 @@ class HighOrderTarget:
         symbol is not a candidate at its position."""
         path = [int(s) for s in path]
         if len(path) != self.num_positions:
-            raise ValueError(f"path must have {self.num_positions} symbols, got {len(path)}")
+            raise ParameterError(f"path must have {self.num_positions} symbols, got {len(path)}", name='path', value=path)
         obs = 0.0
         for i, s in enumerate(path):
             ll = self._loglik_of[i].get(s)

@@ -42,6 +42,7 @@ import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
+from varorder.errors import ParameterError
 from varorder.factorgraph.kernels import _gibbs_draw, _record
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -113,12 +114,12 @@ class DomainGraph:
         self.cand_ptr = np.asarray(self.cand_ptr, dtype=np.int64)
         N = self.cand_ptr.size - 1
         if N < 0 or self.cand_ptr[0] != 0 or (np.diff(self.cand_ptr) < 1).any():
-            raise ValueError("cand_ptr must start at 0 and give every variable at least one candidate")
+            raise ParameterError("cand_ptr must start at 0 and give every variable at least one candidate", name='cand_ptr', value=self.cand_ptr)
         C = int(self.cand_ptr[-1])
         self.X = sp.csr_matrix(self.X, dtype=np.float64)
         self.X.sort_indices()
         if self.X.shape[0] != C:
-            raise ValueError(f"X has {self.X.shape[0]} rows for {C} candidates")
+            raise ParameterError(f"X has {self.X.shape[0]} rows for {C} candidates", name='X', value=self.X)
         self.attr = np.asarray(self.attr, dtype=np.int64)
         self.is_name = np.asarray(self.is_name, dtype=np.int64)
         self.cand_key = np.arange(C, dtype=np.int64) if self.cand_key is None else np.asarray(self.cand_key,
@@ -126,18 +127,18 @@ class DomainGraph:
         self.cand_len = np.ones(C, dtype=np.int64) if self.cand_len is None else np.asarray(self.cand_len,
                                                                                              dtype=np.int64)
         if any(a.shape != (C,) for a in (self.attr, self.is_name, self.cand_key, self.cand_len)):
-            raise ValueError("attr, is_name, cand_key and cand_len need one entry per candidate")
+            raise ParameterError("attr, is_name, cand_key and cand_len need one entry per candidate", name='attr', value=self.attr)
         self.pairs = np.asarray(self.pairs, dtype=np.int64).reshape(-1, 3)
         if self.pairs.size and ((self.pairs[:, 0] >= self.pairs[:, 1]).any() or (self.pairs[:, :2] < 0).any()
                                 or (self.pairs[:, :2] >= N).any() or (self.pairs[:, 2] < 0).any()):
-            raise ValueError("pairs must be (i, j, code) with 0 <= i < j < n_variables and code >= 0")
+            raise ParameterError("pairs must be (i, j, code) with 0 <= i < j < n_variables and code >= 0", name='pairs', value=self.pairs)
         self.entity_prev = np.asarray(self.entity_prev, dtype=np.int64)
         if self.entity_prev.shape != (N,) or (self.entity_prev >= np.arange(N)).any():
-            raise ValueError("entity_prev must point to an earlier variable (or be -1)")
+            raise ParameterError("entity_prev must point to an earlier variable (or be -1)", name='entity_prev', value=self.entity_prev)
         self.entity_next = np.full(N, -1, dtype=np.int64)
         has = np.flatnonzero(self.entity_prev >= 0)
         if np.unique(self.entity_prev[has]).size != has.size:
-            raise ValueError("entity_prev must form chains (no two variables share a predecessor)")
+            raise ParameterError("entity_prev must form chains (no two variables share a predecessor)", name='entity_prev', value=self.entity_prev)
         self.entity_next[self.entity_prev[has]] = has
         self.chain_rank = np.zeros(N, dtype=np.int64)  # position in the entity's chain
         for t in has:
@@ -146,7 +147,7 @@ class DomainGraph:
         self.paragraph = np.asarray(self.paragraph, dtype=np.int64)
         self.distance_buckets = np.asarray(self.distance_buckets, dtype=np.int64)
         if self.sentence.shape != (N,) or self.paragraph.shape != (N,) or self.distance_buckets.size < 1:
-            raise ValueError("sentence and paragraph need one entry per variable; distance_buckets at least one")
+            raise ParameterError("sentence and paragraph need one entry per variable; distance_buckets at least one", name='sentence', value=self.sentence)
         ends = np.concatenate([self.pairs[:, 0], self.pairs[:, 1]])
         others = np.concatenate([self.pairs[:, 1], self.pairs[:, 0]])
         first = np.concatenate([np.ones(len(self.pairs), dtype=np.int64), np.zeros(len(self.pairs), dtype=np.int64)])
@@ -166,13 +167,13 @@ class DomainGraph:
 
     def check_layout(self, layout: DomainLayout) -> None:
         if self.X.shape[1] > layout.n_features:
-            raise ValueError(f"X has {self.X.shape[1]} feature columns, the layout {layout.n_features}")
+            raise ParameterError(f"X has {self.X.shape[1]} feature columns, the layout {layout.n_features}", name='X', value=self.X)
         if self.attr.size and (self.attr.min() < 0 or self.attr.max() >= layout.n_attrs):
-            raise ValueError("candidate attributes outside the layout's range")
+            raise ParameterError("candidate attributes outside the layout's range", name='layout', value=layout)
         if self.pairs.size and layout.n_pair_codes and self.pairs[:, 2].max() >= layout.n_pair_codes:
-            raise ValueError("pair codes outside the layout's range")
+            raise ParameterError("pair codes outside the layout's range", name='layout', value=layout)
         if layout.n_distance_buckets and self.distance_buckets.max() >= layout.n_distance_buckets:
-            raise ValueError("distance buckets outside the layout's range")
+            raise ParameterError("distance buckets outside the layout's range", name='layout', value=layout)
 
     def kernel_arrays(self) -> tuple:
         X = self.X
@@ -205,7 +206,7 @@ def full_score(graph: DomainGraph, layout: DomainLayout, theta: np.ndarray, y) -
     """s(y) from scratch (plain NumPy/Python): the reference the incremental kernels are checked against."""
     y = np.asarray(y, dtype=np.int64)
     if y.shape != (graph.n_variables,) or (y < 0).any() or (y >= graph.domain_sizes).any():
-        raise ValueError("y must hold one in-domain value per variable")
+        raise ParameterError("y must hold one in-domain value per variable", name='y', value=y)
     cands = graph.cand_ptr[:-1] + y
     A = layout.n_attrs
     F = graph.X.shape[1]

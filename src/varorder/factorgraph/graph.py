@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse as sp
 
+from varorder.errors import ParameterError
+
 __all__ = ["ParameterLayout", "FactorGraph", "repeated_key_pairs", "document_ids", "full_score"]
 
 
@@ -64,7 +66,7 @@ class ParameterLayout:
         """Views of θ's blocks: W (F, K), T (K, K), start (K,), end (K,), and S (K, K), U (K, K, K) when present."""
         F, K = self.n_features, self.n_labels
         if theta.shape != (self.n_params,):
-            raise ValueError(f"theta has shape {theta.shape}, expected ({self.n_params},)")
+            raise ParameterError(f"theta has shape {theta.shape}, expected ({self.n_params},)", name='theta', value=theta)
         o = self.offsets
         out = {"W": theta[: F * K].reshape(F, K), "T": theta[o["T"]: o["T"] + K * K].reshape(K, K),
                "start": theta[o["start"]: o["start"] + K], "end": theta[o["end"]: o["end"] + K]}
@@ -94,13 +96,13 @@ class FactorGraph:
         self.X.sort_indices()
         self.lengths = np.asarray(self.lengths, dtype=np.int64)
         if self.lengths.ndim != 1 or (self.lengths < 1).any():
-            raise ValueError("lengths must be a 1-d array of positive sequence lengths")
+            raise ParameterError("lengths must be a 1-d array of positive sequence lengths", name='lengths', value=self.lengths)
         N = int(self.lengths.sum())
         if self.X.shape[0] != N:
-            raise ValueError(f"X has {self.X.shape[0]} rows but the lengths sum to {N} tokens")
+            raise ParameterError(f"X has {self.X.shape[0]} rows but the lengths sum to {N} tokens", name='X', value=self.X)
         pairs = np.asarray(self.skip_pairs, dtype=np.int64).reshape(-1, 2)
         if pairs.size and ((pairs < 0).any() or (pairs >= N).any() or (pairs[:, 0] >= pairs[:, 1]).any()):
-            raise ValueError("skip_pairs must hold flat token ids 0 <= i < j < n_tokens")
+            raise ParameterError("skip_pairs must hold flat token ids 0 <= i < j < n_tokens", name='skip_pairs', value=self.skip_pairs)
         self.skip_pairs = pairs
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         positions = np.arange(N)
@@ -141,7 +143,7 @@ def repeated_key_pairs(keys, documents=None) -> np.ndarray:
     its own document). Flat token ids follow the sequences' order.
     """
     if documents is not None and len(documents) != len(keys):
-        raise ValueError(f"documents has {len(documents)} entries but there are {len(keys)} sequences")
+        raise ParameterError(f"documents has {len(documents)} entries but there are {len(keys)} sequences", name='documents', value=documents)
     last_seen: dict = {}
     current_document = object()
     pairs = []

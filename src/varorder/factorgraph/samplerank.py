@@ -25,6 +25,7 @@ import numpy as np
 
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.errors import FormatError, ParameterError
 from varorder.factorgraph import kernels
 from varorder.factorgraph.graph import FactorGraph, ParameterLayout, document_ids, repeated_key_pairs
 from varorder.models import persist
@@ -69,7 +70,7 @@ class SampleRankTagger(ParamsMixin):
     verbose : report the running objective (training-chain token accuracy) per epoch: a bar on a
         terminal, a summary line otherwise.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); :meth:`predict` before :meth:`fit` raises NotFittedError.
 
     Learned attributes: ``classes_``, ``feature_names_``, ``n_features_in_``, ``layout_``
@@ -126,12 +127,12 @@ class SampleRankTagger(ParamsMixin):
         pairs = None
         if self.skip_factors:
             if skip_keys is None:
-                raise ValueError(f"skip_factors=True needs skip keys for {name} (e.g. the lower-cased words)")
+                raise ParameterError(f"skip_factors=True needs skip keys for {name} (e.g. the lower-cased words)", name='skip_factors', value=self.skip_factors)
             if len(skip_keys) != len(X):
-                raise ValueError(f"{name} has {len(X)} sequences but skip_keys has {len(skip_keys)}")
+                raise ParameterError(f"{name} has {len(X)} sequences but skip_keys has {len(skip_keys)}", name=name)
             for i, keys in enumerate(skip_keys):
                 if len(keys) != lengths[i]:
-                    raise ValueError(f"{name}[{i}] has {lengths[i]} items but skip_keys[{i}] has {len(keys)}")
+                    raise ParameterError(f"{name}[{i}] has {lengths[i]} items but skip_keys[{i}] has {len(keys)}", name=name)
             pairs = repeated_key_pairs(skip_keys, documents)
         return FactorGraph(matrix, lengths, pairs if pairs is not None else np.zeros((0, 2), dtype=np.int64))
 
@@ -147,10 +148,10 @@ class SampleRankTagger(ParamsMixin):
         """
         self._check_params()
         if len(X) != len(y):
-            raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
+            raise ParameterError(f"X has {len(X)} sequences but y has {len(y)}", name='X', value=X)
         for i, (xs, ys) in enumerate(zip(X, y)):
             if n_items(xs) != len(ys):
-                raise ValueError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels")
+                raise ParameterError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels", name='X', value=X)
         began = time.perf_counter()
         codec = LabelCodec.fit(y)
         self.classes_ = codec.classes
@@ -251,7 +252,7 @@ class SampleRankTagger(ParamsMixin):
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, ("theta",))
         unknown = set(params) - set(_PARAMS)
         if unknown:
-            raise ValueError(f"{path}: unknown SampleRankTagger parameters {sorted(unknown)}")
+            raise FormatError(f"{path}: unknown SampleRankTagger parameters {sorted(unknown)}", path=path)
         model = cls(**params)
         try:
             model._check_params()
@@ -260,28 +261,28 @@ class SampleRankTagger(ParamsMixin):
             model.n_features_in_ = state["n_features_in"]
             if not isinstance(model.classes_, list) or not model.classes_ or len(set(map(repr, model.classes_))) \
                     != len(model.classes_) or not all(isinstance(c, (str, int)) for c in model.classes_):
-                raise ValueError(f"classes must be a non-empty list of distinct labels, got {model.classes_!r:.80}")
+                raise FormatError(f"classes must be a non-empty list of distinct labels, got {model.classes_!r:.80}")
             if not isinstance(model.n_features_in_, int) or model.n_features_in_ < 0:
-                raise ValueError(f"n_features_in must be a non-negative int, got {model.n_features_in_!r:.80}")
+                raise FormatError(f"n_features_in must be a non-negative int, got {model.n_features_in_!r:.80}")
             if model.feature_names_ is not None and not (
                     isinstance(model.feature_names_, list) and all(isinstance(n, str) for n in model.feature_names_)):
-                raise ValueError("feature_names must be a list of strings or null")
+                raise FormatError("feature_names must be a list of strings or null")
             # recorded apart from feature_names, so that a damaged name list cannot silently turn a
             # model of feature dicts into one of dense arrays
             want_input = "arrays" if model.feature_names_ is None else "feature dicts"
             if state["input"] != want_input:
-                raise ValueError(f"input is {state['input']!r:.40} but the feature names say {want_input!r}")
+                raise FormatError(f"input is {state['input']!r:.40} but the feature names say {want_input!r}")
         except (KeyError, TypeError, ValueError) as err:
-            raise ValueError(f"{path}: invalid SampleRankTagger metadata ({type(err).__name__}: {err})") from None
+            raise FormatError(f"{path}: invalid SampleRankTagger metadata ({type(err).__name__}: {err})", path=path) from None
         if model.feature_names_ is not None and len(model.feature_names_) != model.n_features_in_:
-            raise ValueError(f"{path}: {len(model.feature_names_)} feature names for {model.n_features_in_} features")
+            raise FormatError(f"{path}: {len(model.feature_names_)} feature names for {model.n_features_in_} features", path=path)
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         model.layout_ = ParameterLayout(model.n_features_in_, len(model.classes_), skip=bool(model.skip_factors),
                                         second_order=bool(model.second_order))
         persist.check_shapes(path, arrays, {"theta": (model.layout_.n_params,)})
         model.theta_ = np.asarray(arrays["theta"], dtype=np.float64)
         if not np.isfinite(model.theta_).all():
-            raise ValueError(f"{path}: array 'theta' holds non-finite weights")
+            raise FormatError(f"{path}: array 'theta' holds non-finite weights", path=path)
         return model
 
 

@@ -44,6 +44,7 @@ from functools import lru_cache
 import numpy as np
 
 from varorder.agree.product_em import Statistics, Submodel
+from varorder.errors import ParameterError
 from varorder.grammar.charts import span_table
 from varorder.grammar.shard import TreeShard, bracket_estep, lexicalized_estep
 
@@ -92,7 +93,7 @@ class CCM(Submodel):
     # ---- vocabulary and per-shard ids --------------------------------------------------------
     def _check_domain(self):
         if self.domain not in DOMAINS:
-            raise ValueError(f"domain must be one of {DOMAINS}, got {self.domain!r}")
+            raise ParameterError(f"domain must be one of {DOMAINS}, got {self.domain!r}", name='domain', value=self.domain)
 
     def build_vocabulary(self, shards):
         seen = {}

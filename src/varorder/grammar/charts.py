@@ -39,6 +39,8 @@ from functools import lru_cache
 
 import numpy as np
 
+from varorder.errors import ParameterError
+
 __all__ = ["LexicalizedTemplate", "BracketTemplate", "lexicalized_template", "bracket_template",
            "span_table", "LEAF", "RIGHT_ATTACH", "RIGHT_STOP", "LEFT_ATTACH", "LEFT_STOP", "ROOT",
            "RIGHT", "LEFT"]
@@ -108,7 +110,7 @@ def _pack(heads, tails_lists):
 @lru_cache(maxsize=None)
 def lexicalized_template(n: int) -> LexicalizedTemplate:
     if n < 1:
-        raise ValueError(f"sentence length must be >= 1, got {n}")
+        raise ParameterError(f"sentence length must be >= 1, got {n}", name='n', value=n)
     _, _, span_id = span_table(n)
     node = {}
     for length in range(1, n + 1):
@@ -162,7 +164,7 @@ def lexicalized_template(n: int) -> LexicalizedTemplate:
 @lru_cache(maxsize=None)
 def bracket_template(n: int) -> BracketTemplate:
     if n < 1:
-        raise ValueError(f"sentence length must be >= 1, got {n}")
+        raise ParameterError(f"sentence length must be >= 1, got {n}", name='n', value=n)
     starts, ends, span_id = span_table(n)
     heads, tails = [], []
     for s, (i, j) in enumerate(zip(starts.tolist(), ends.tolist())):

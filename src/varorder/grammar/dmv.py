@@ -23,6 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.agree.product_em import Statistics, Submodel
+from varorder.errors import ParameterError
 from varorder.grammar import charts
 from varorder.grammar.shard import TreeShard, lexicalized_estep
 from varorder.engine.validate import as_rng
@@ -146,5 +147,5 @@ class DMV(Submodel):
             rng = as_rng(seed)
             self.maximize({"dmv": rng.random(self.num_features)})
         else:
-            raise ValueError(f"method must be 'harmonic' or 'random', got {method!r}")
+            raise ParameterError(f"method must be 'harmonic' or 'random', got {method!r}", name='method', value=method)
         return self

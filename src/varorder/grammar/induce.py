@@ -20,6 +20,7 @@ import numpy as np
 
 from varorder.agree.product_em import AgreementEM
 from varorder.base import ParamsMixin, check_bool, check_is_fitted
+from varorder.errors import FormatError, ParameterError
 from varorder.grammar.ccm import CCM
 from varorder.grammar.dmv import DMV
 from varorder.grammar.shard import TreeShard, decode, make_shards
@@ -33,7 +34,7 @@ MODELS = ("dmv", "ccm", "product")
 class GrammarInducer(ParamsMixin):
     """Unsupervised parser over POS-tag sequences.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); parsing before :meth:`fit` raises NotFittedError.
 
     Parameters
@@ -79,10 +80,10 @@ class GrammarInducer(ParamsMixin):
             try:
                 out.append(np.array([index[t] for t in sentence], dtype=np.int64))
             except KeyError as err:
-                raise ValueError(f"sentence {k}: tag {err.args[0]!r} was not seen in training "
-                                 f"(known: {' '.join(self.tags_)})") from None
+                raise ParameterError(f"sentence {k}: tag {err.args[0]!r} was not seen in training "
+                                     f"(known: {' '.join(self.tags_)})", name='sentences', value=sentences) from None
             if not sentence:
-                raise ValueError(f"sentence {k} is empty")
+                raise ParameterError(f"sentence {k} is empty", name='sentences', value=sentences)
         return out
 
     def shards(self, sentences):
@@ -91,7 +92,7 @@ class GrammarInducer(ParamsMixin):
     # ---- training ------------------------------------------------------------------------------
     def _submodels(self):
         if self.model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+            raise ParameterError(f"model must be one of {MODELS}, got {self.model!r}", name='model', value=self.model)
         T = len(self.tags_)
         models = []
         if self.model in ("dmv", "product"):
@@ -107,7 +108,7 @@ class GrammarInducer(ParamsMixin):
         self._check_params()
         sentences = [list(s) for s in sentences]
         if not sentences:
-            raise ValueError("fit needs at least one sentence")
+            raise ParameterError("fit needs at least one sentence", name='sentences', value=sentences)
         self.tags_ = sorted({t for s in sentences for t in s})
         shards = self.shards(sentences)
         self.submodels_ = self._submodels()
@@ -183,25 +184,25 @@ class GrammarInducer(ParamsMixin):
     def load(cls, path) -> "GrammarInducer":
         params, state, _ = load_model(path, "GrammarInducer", [])
         if params.get("model") not in MODELS:
-            raise ValueError(f"{path}: model must be one of {MODELS}, got {params.get('model')!r}")
+            raise FormatError(f"{path}: model must be one of {MODELS}, got {params.get('model')!r}", path=path)
         names = {"dmv": ["dmv_root", "dmv_stop", "dmv_choose"], "ccm": ["ccm_yields", "ccm_contexts"]}
         wanted = (names["dmv"] if params["model"] != "ccm" else []) + (names["ccm"] if params["model"] != "dmv" else [])
         params, state, arrays = load_model(path, "GrammarInducer", wanted)
         missing = [k for k in cls._PARAMS if k not in params]
         if missing:
-            raise ValueError(f"{path}: model parameters lack {missing}")
+            raise FormatError(f"{path}: model parameters lack {missing}", path=path)
         check_keys(path, "params", params, cls._PARAMS + ("ccm_empty_spans",))
         check_keys(path, "state", state, ("tags", "objectives", "yields"))
         empty_spans = params.get("ccm_empty_spans", False)  # absent in files written before the option
         if not isinstance(empty_spans, bool):
-            raise ValueError(f"{path}: ccm_empty_spans must be true or false, got {empty_spans!r:.40}")
+            raise FormatError(f"{path}: ccm_empty_spans must be true or false, got {empty_spans!r:.40}", path=path)
         self = cls(**{k: params[k] for k in cls._PARAMS}, ccm_empty_spans=empty_spans)
         tags = state.get("tags")
         if not isinstance(tags, list) or not tags or not all(isinstance(t, str) for t in tags):
-            raise ValueError(f"{path}: state.tags must be a non-empty list of tag names")
+            raise FormatError(f"{path}: state.tags must be a non-empty list of tag names", path=path)
         check_labels(path, "tags", tags)
         if any(not t or any(c.isspace() for c in t) for t in tags):  # tags are read as whitespace-separated words
-            raise ValueError(f"{path}: field 'tags' holds an empty tag or one with whitespace")
+            raise FormatError(f"{path}: field 'tags' holds an empty tag or one with whitespace", path=path)
         self.tags_ = tags
         self.objectives_ = list(state.get("objectives", []))
         T = len(tags)
@@ -210,10 +211,10 @@ class GrammarInducer(ParamsMixin):
             yields = state.get("yields")
             if not isinstance(yields, list) or not yields or yields[0] != [] or \
                     not all(isinstance(y, list) and all(isinstance(t, int) and 0 <= t < T for t in y) for y in yields):
-                raise ValueError(f"{path}: state.yields must be a list of tag-id lists, the first empty")
+                raise FormatError(f"{path}: state.yields must be a list of tag-id lists, the first empty", path=path)
             if len({tuple(y) for y in yields}) != len(yields):
                 # the yield index keeps one row per yield: a repeat would leave a row unreachable
-                raise ValueError(f"{path}: state.yields lists a yield twice")
+                raise FormatError(f"{path}: state.yields lists a yield twice", path=path)
             shapes.update(ccm_yields=(len(yields), 2), ccm_contexts=((T + 1) ** 2, 2))
         check_shapes(path, arrays, {k: v for k, v in shapes.items() if k in arrays})
         self.submodels_ = self._submodels()
@@ -226,7 +227,7 @@ class GrammarInducer(ParamsMixin):
                 m.yield_probs_, m.context_probs_ = arrays["ccm_yields"], arrays["ccm_contexts"]
         for name, arr in arrays.items():
             if arr.dtype.kind != "f" or not np.isfinite(arr).all() or (arr < 0).any() or (arr > 1).any():
-                raise ValueError(f"{path}: {name} must hold probabilities in [0, 1]")
+                raise FormatError(f"{path}: {name} must hold probabilities in [0, 1]", path=path)
         # each table is a set of distributions (a CCM column may be all zero: a yield never seen)
         sums = {"dmv_root": (arrays.get("dmv_root"), 0, False), "dmv_choose": (arrays.get("dmv_choose"), -1, False),
                 "dmv_stop": (arrays.get("dmv_stop"), None, False),
@@ -236,22 +237,22 @@ class GrammarInducer(ParamsMixin):
                 continue
             total = arr.sum(axis=axis)
             if not (np.isclose(total, 1.0, atol=1e-6) | (zero_ok & (total == 0))).all():
-                raise ValueError(f"{path}: {name} does not hold probability distributions (sums {total.ravel()[:4]})")
+                raise FormatError(f"{path}: {name} does not hold probability distributions (sums {total.ravel()[:4]})", path=path)
         return self
 
     def _check_params(self):
         if self.model not in MODELS:
-            raise ValueError(f"model must be one of {MODELS}, got {self.model!r}")
+            raise ParameterError(f"model must be one of {MODELS}, got {self.model!r}", name='model', value=self.model)
         for name, low in (("n_iter", 0), ("shard_size", 1)):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r:.40}")
+                raise ParameterError(f"{name} must be an integer >= {low}, got {value!r:.40}", name=name, value=value)
         smoothing = [self.dmv_smoothing, *self.ccm_smoothing]
         if len(smoothing) != 3 or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
                                           and np.isfinite(v) and v >= 0 for v in smoothing):
-            raise ValueError(f"dmv_smoothing and the two ccm_smoothing values must be finite and >= 0, "
-                             f"got {self.dmv_smoothing!r:.20}, {self.ccm_smoothing!r:.40}")
+            raise ParameterError(f"dmv_smoothing and the two ccm_smoothing values must be finite and >= 0, "
+                                 f"got {self.dmv_smoothing!r:.20}, {self.ccm_smoothing!r:.40}", name='dmv_smoothing', value=self.dmv_smoothing)
         if self.dmv_init not in ("harmonic", "random"):
-            raise ValueError(f"dmv_init must be 'harmonic' or 'random', got {self.dmv_init!r:.40}")
+            raise ParameterError(f"dmv_init must be 'harmonic' or 'random', got {self.dmv_init!r:.40}", name='dmv_init', value=self.dmv_init)
         check_bool(self, "progress")
         check_bool(self, "ccm_empty_spans")

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from varorder.agree.product_em import Statistics
+from varorder.errors import ParameterError
 from varorder.grammar import charts
 from varorder.hypergraph import Hypergraph, marginals, viterbi
 
@@ -61,12 +62,12 @@ class TreeShard:
     def __init__(self, sentences, n_tags: int):
         self.sentences = [np.asarray(s, dtype=np.int64) for s in sentences]
         if not self.sentences:
-            raise ValueError("a shard needs at least one sentence")
+            raise ParameterError("a shard needs at least one sentence", name='sentences', value=sentences)
         for b, s in enumerate(self.sentences):
             if s.ndim != 1 or s.size < 1:
-                raise ValueError(f"sentence {b} must be a non-empty 1-d array of tag ids")
+                raise ParameterError(f"sentence {b} must be a non-empty 1-d array of tag ids", name='sentences', value=sentences)
             if (s < 0).any() or (s >= n_tags).any():
-                raise ValueError(f"sentence {b} has a tag id outside [0, {n_tags})")
+                raise ParameterError(f"sentence {b} has a tag id outside [0, {n_tags})", name='n_tags', value=n_tags)
         self.n_tags = int(n_tags)
         self.lengths = np.array([s.size for s in self.sentences], dtype=np.int64)
         B = len(self.sentences)
@@ -113,7 +114,7 @@ class TreeShard:
         B, E = self.num_sentences, self.num_lex_edges
         flat = np.asarray(flat)
         if flat.shape != (self.layout_size,):
-            raise ValueError(f"shared array must have shape ({self.layout_size},), got {flat.shape}")
+            raise ParameterError(f"shared array must have shape ({self.layout_size},), got {flat.shape}", name='flat', value=flat)
         return flat[:B], flat[B:B + E], flat[B + E:]
 
     def join(self, bias, lex, spans):
@@ -170,7 +171,7 @@ def decode(shard: TreeShard, shared_log_potentials, chart: str = "lexicalized"):
             spans_out.append(_span_set(shard, b, s))
         return heads_out, spans_out
     if chart != "lexicalized":
-        raise ValueError(f"chart must be 'lexicalized' or 'brackets', got {chart!r}")
+        raise ParameterError(f"chart must be 'lexicalized' or 'brackets', got {chart!r}", name='chart', value=chart)
     weight = lex + np.where(shard.lex_span >= 0, spans[np.maximum(shard.lex_span, 0)], 0.0)
     _, derivations = viterbi(shard.lexicalized.with_weights(weight))
     for b, d in enumerate(derivations):
@@ -193,6 +194,6 @@ def _span_set(shard, b, local_ids):
 def make_shards(sentences, n_tags: int, shard_size: int = 2000):
     """Split tag sequences into :class:`TreeShard` s of at most ``shard_size`` sentences."""
     if shard_size < 1:
-        raise ValueError(f"shard_size must be >= 1, got {shard_size}")
+        raise ParameterError(f"shard_size must be >= 1, got {shard_size}", name='shard_size', value=shard_size)
     sentences = list(sentences)
     return [TreeShard(sentences[i:i + shard_size], n_tags) for i in range(0, len(sentences), shard_size)]

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.io.ptb import Tree
 
 __all__ = ["GoldSentence", "PTB_PUNCTUATION", "wsj_sentences", "ud_sentences", "collins_heads",
@@ -229,10 +230,10 @@ def ud_sentences(sentences, max_length: int = 10, drop_upos=frozenset({"PUNCT"})
     heads without punctuation (``head_style="function"``: after :func:`function_heads`); punctuation
     is always chosen by UPOS."""
     if head_style not in HEAD_STYLES:
-        raise ValueError(f"head_style must be one of {HEAD_STYLES}, got {head_style!r}")
+        raise ParameterError(f"head_style must be one of {HEAD_STYLES}, got {head_style!r}", name='head_style', value=head_style)
     column = {"upos": 3, "xpos": 4}.get(tag_column)
     if column is None:
-        raise ValueError(f"tag_column must be 'upos' or 'xpos', got {tag_column!r}")
+        raise ParameterError(f"tag_column must be 'upos' or 'xpos', got {tag_column!r}", name='tag_column', value=tag_column)
     out = []
     for s in sentences:
         rows = [s.rows[i] for i in s.word_rows]
@@ -241,7 +242,7 @@ def ud_sentences(sentences, max_length: int = 10, drop_upos=frozenset({"PUNCT"})
         try:
             raw_heads = [-1 if r[6] == "0" else position[r[6]] for r in rows]
         except KeyError as err:
-            raise ValueError(f"sentence {' '.join(s.comments[:1])}: HEAD {err.args[0]} is not a word ID") from None
+            raise FormatError(f"sentence {' '.join(s.comments[:1])}: HEAD {err.args[0]} is not a word ID") from None
         if head_style == "function":
             raw_heads = function_heads(raw_heads, [r[7] for r in rows])
         keep = [r[3] not in drop_upos for r in rows]
@@ -258,7 +259,7 @@ def ud_sentences(sentences, max_length: int = 10, drop_upos=frozenset({"PUNCT"})
                 h = raw_heads[h]
                 steps += 1
                 if steps > len(rows):
-                    raise ValueError("HEAD column has a cycle")
+                    raise FormatError("HEAD column has a cycle")
             heads.append(-1 if h < 0 else int(new_index[h]))
         if len(heads) > max_length:
             continue

@@ -20,7 +20,7 @@ import tempfile
 import zlib
 from contextlib import contextmanager
 
-from varorder.errors import ParameterError
+from varorder.errors import FormatError, ParameterError
 
 __all__ = ["open_text", "open_stdin", "atomic_write_text", "is_gzip", "umask_mode", "naming_path", "input_limit",
            "InputTooLargeError"]
@@ -29,8 +29,8 @@ __all__ = ["open_text", "open_stdin", "atomic_write_text", "is_gzip", "umask_mod
 def naming_path(error: BaseException, path, role: str = "the output") -> BaseException:
     """``error``, when it is an OSError that names no file (``write`` on a full disk:
     ``[Errno 28] No space left on device``, a file past ``RLIMIT_FSIZE``: ``[Errno 27]``),
-    made to name ``path`` and what it was (#33: the message did not say whether the output,
-    the ``-T`` folder or an input had failed). Returns it, to be re-raised."""
+    made to name ``path`` and what it was (whether the output, the ``-T`` folder or an input
+    failed). Returns it, to be re-raised."""
     # EPIPE comes from a pipe (stdout read by `head`), never from writing a file: a writer whose
     # body also printed to stdout must not claim it
     if (isinstance(error, OSError) and error.filename is None and error.errno is not None
@@ -113,8 +113,8 @@ class CheckedTextReader(io.TextIOBase):
     def _fail(self, exc: BaseException):
         where = f"{self._path}: line {self.lines_read + 1}"
         if isinstance(exc, UnicodeDecodeError):
-            raise ValueError(f"{where}: not valid UTF-8 text ({exc.reason} at byte {exc.start} of the block read)") from None
-        raise ValueError(f"{where}: corrupt or truncated gzip data ({exc.__class__.__name__}: {exc})") from None
+            raise FormatError(f"{where}: not valid UTF-8 text ({exc.reason} at byte {exc.start} of the block read)", path=self._path, line=self.lines_read + 1) from None
+        raise FormatError(f"{where}: corrupt or truncated gzip data ({exc.__class__.__name__}: {exc})", path=self._path, line=self.lines_read + 1) from None
 
     def readable(self) -> bool:
         return True
@@ -228,7 +228,7 @@ def atomic_write_text(path):
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise ValueError(f"{path}: cannot write: folder {directory!r} does not exist")
+        raise ParameterError(f"{path}: cannot write: folder {directory!r} does not exist", name='path', value=path)
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
     try:
         if path.endswith(".gz"):

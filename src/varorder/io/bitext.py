@@ -20,6 +20,7 @@ import re
 import unicodedata
 from dataclasses import asdict, dataclass
 
+from varorder.errors import FormatError, ParameterError
 from varorder.io._text import open_stdin, open_text
 
 __all__ = ["Normalization", "read_bitext", "read_joint", "iter_bitext", "iter_joint", "parse_joint_line", "normalize",
@@ -61,7 +62,7 @@ class Normalization:
     def from_dict(cls, data, where: str = "normalization") -> "Normalization":
         if not isinstance(data, dict) or set(data) != {"lowercase", "strip_accents", "tokenize"} \
                 or not all(isinstance(v, bool) for v in data.values()):
-            raise ValueError(f"{where}: expected booleans lowercase, strip_accents, tokenize; got {data!r}")
+            raise FormatError(f"{where}: expected booleans lowercase, strip_accents, tokenize; got {data!r}")
         return cls(**data)
 
     def to_dict(self) -> dict:
@@ -98,7 +99,7 @@ class _Interner:
 def _spacing_marks() -> dict[int, None]:
     """Characters whose compatibility decomposition is a space and combining marks only — the
     spacing diacritics ``¯ ´ ¨ ¸ ˘ ˙ ˚ ˛ ˜ ˝ ΄ ῭`` …: stripped of their accent they are nothing, not
-    a space (``'a ¯ b'`` gave the whitespace token ``' '``, #33). Built once, from the BMP."""
+    a space (else ``'a ¯ b'`` would give the whitespace token ``' '``). Built once, from the BMP."""
     global _SPACING
     if _SPACING is None:
         _SPACING = {}
@@ -163,7 +164,7 @@ def normalize(line: str, language: str, lowercase: bool = True, accents: bool = 
               tokenize: bool = True) -> list[str]:
     """Tokens of one raw sentence in the NAACL 2003 conventions (``language`` "en" or "fr")."""
     if language not in ("en", "fr"):
-        raise ValueError(f"language must be 'en' or 'fr', got {language!r}")
+        raise ParameterError(f"language must be 'en' or 'fr', got {language!r}", name='language', value=language)
     text = line.strip()
     if lowercase:
         text = text.lower()
@@ -202,8 +203,8 @@ def iter_bitext(e_path, f_path, limit: int | None = None, normalize_text=False, 
             line_no += 1
             if not e or not f:
                 short, other = (e_path, f_path) if not e else (f_path, e_path)
-                raise ValueError(f"{short}: ends at line {line_no - 1} but {other} has line {line_no}; "
-                                 "parallel files must have the same number of lines")
+                raise FormatError(f"{short}: ends at line {line_no - 1} but {other} has line {line_no}; "
+                                  "parallel files must have the same number of lines", path=short)
             yield norm(e, "en"), norm(f, "fr")
 
 
@@ -235,8 +236,8 @@ def parse_joint_line(line: str, path, line_no: int, normalize_text=False):
         parts = line.rstrip("\r\n").split(JOINT_SEPARATOR)
     if len(parts) != 2:
         shown = "stdin" if str(path) == "-" else path
-        raise ValueError(f"{shown}, line {line_no}: expected 'english tokens ||| french tokens' "
-                         f"(one '{JOINT_SEPARATOR}'), found {len(parts) - 1}")
+        raise FormatError(f"{shown}, line {line_no}: expected 'english tokens ||| french tokens' "
+                          f"(one '{JOINT_SEPARATOR}'), found {len(parts) - 1}", path=shown, line=line_no)
     return norm(parts[0], "en"), norm(parts[1], "fr")
 
 

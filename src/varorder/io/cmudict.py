@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 
+from varorder.errors import FormatError, ParameterError
 from varorder.io._text import open_text
 
 __all__ = ["read_cmudict", "read_pairs", "read_transduction_pairs", "sniff_format"]
@@ -32,10 +33,10 @@ def read_cmudict(path) -> tuple[list[list[str]], list[str]]:
                 continue
             fields = text.split()
             if len(fields) < 2:
-                raise ValueError(f"{os.fspath(path)}:{number}: expected 'word PHONEME …', got {line.strip()!r:.60}")
+                raise FormatError(f"{os.fspath(path)}:{number}: expected 'word PHONEME …', got {line.strip()!r:.60}", path=os.fspath(path), line=number)
             word = _ALTERNATE.sub("", fields[0]).lower()
             if not word:
-                raise ValueError(f"{os.fspath(path)}:{number}: empty word before the phonemes")
+                raise FormatError(f"{os.fspath(path)}:{number}: empty word before the phonemes", path=os.fspath(path), line=number)
             inputs.append([_STRESS.sub("", p) for p in fields[1:]])
             outputs.append(word)
     return inputs, outputs
@@ -51,8 +52,8 @@ def read_pairs(path) -> tuple[list[list[str]], list[str]]:
                 continue
             parts = line.split("\t")
             if len(parts) != 2 or not parts[0].split() or not parts[1]:
-                raise ValueError(f"{os.fspath(path)}:{number}: expected 'input symbols<TAB>output', "
-                                 f"got {line!r:.60}")
+                raise FormatError(f"{os.fspath(path)}:{number}: expected 'input symbols<TAB>output', "
+                                  f"got {line!r:.60}", path=os.fspath(path), line=number)
             inputs.append(parts[0].split())
             outputs.append(parts[1])
     return inputs, outputs
@@ -70,10 +71,10 @@ def sniff_format(path) -> str:
 def read_transduction_pairs(path, fmt: str = "auto"):
     """Read ``path`` as "cmudict", "pairs" or "auto" (sniffed)."""
     if fmt not in ("auto", "cmudict", "pairs"):
-        raise ValueError(f"format must be auto, cmudict or pairs, got {fmt!r}")
+        raise ParameterError(f"format must be auto, cmudict or pairs, got {fmt!r}", name='format', value=fmt)
     if fmt == "auto":
         fmt = sniff_format(path)
     inputs, outputs = read_cmudict(path) if fmt == "cmudict" else read_pairs(path)
     if not inputs:
-        raise ValueError(f"{os.fspath(path)}: no pairs found")
+        raise FormatError(f"{os.fspath(path)}: no pairs found", path=os.fspath(path))
     return inputs, outputs

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from varorder.errors import FormatError, ParameterError
 from varorder.io._text import atomic_write_text, open_text
 
 __all__ = ["ConlluSentence", "read_conllu", "read_tagged", "write_conllu", "TAG_COLUMNS"]
@@ -41,7 +42,7 @@ def _column(tag_column: str) -> int:
     try:
         return TAG_COLUMNS[tag_column.lower()]
     except (KeyError, AttributeError):
-        raise ValueError(f"tag_column must be one of {sorted(TAG_COLUMNS)}, got {tag_column!r}") from None
+        raise ParameterError(f"tag_column must be one of {sorted(TAG_COLUMNS)}, got {tag_column!r}", name='tag_column', value=tag_column) from None
 
 
 def read_conllu(path) -> list[ConlluSentence]:
@@ -55,10 +56,10 @@ def read_conllu(path) -> list[ConlluSentence]:
         nonlocal current
         if current.rows:
             if not current.word_rows:
-                raise ValueError(f"{path}:{lineno}: sentence has no word lines")
+                raise FormatError(f"{path}:{lineno}: sentence has no word lines", path=path, line=lineno)
             sentences.append(current)
         elif current.comments:
-            raise ValueError(f"{path}:{lineno}: comment lines without a sentence")
+            raise FormatError(f"{path}:{lineno}: comment lines without a sentence", path=path, line=lineno)
         current = ConlluSentence()
 
     with open_text(path) as handle:
@@ -69,21 +70,21 @@ def read_conllu(path) -> list[ConlluSentence]:
                 continue
             if line.startswith("#"):
                 if current.rows:
-                    raise ValueError(f"{path}:{lineno}: comment line inside a sentence")
+                    raise FormatError(f"{path}:{lineno}: comment line inside a sentence", path=path, line=lineno)
                 current.comments.append(line)
                 continue
             fields = line.split("\t")
             if len(fields) != _N_COLUMNS:
-                raise ValueError(f"{path}:{lineno}: expected {_N_COLUMNS} tab-separated columns, got {len(fields)}")
+                raise FormatError(f"{path}:{lineno}: expected {_N_COLUMNS} tab-separated columns, got {len(fields)}", path=path, line=lineno)
             if "" in fields:  # CoNLL-U writes "_" for an unspecified field, never nothing
                 column = fields.index("")
-                raise ValueError(f"{path}:{lineno}: column {column + 1} is empty (CoNLL-U writes '_' for no value)")
+                raise FormatError(f"{path}:{lineno}: column {column + 1} is empty (CoNLL-U writes '_' for no value)", path=path, line=lineno)
             token_id = fields[0]
             if "-" in token_id or "." in token_id:
                 current.rows.append(fields)
                 continue
             if not token_id.isdigit() or int(token_id) != len(current.word_rows) + 1:
-                raise ValueError(f"{path}:{lineno}: word ID {token_id!r}, expected {len(current.word_rows) + 1}")
+                raise FormatError(f"{path}:{lineno}: word ID {token_id!r}, expected {len(current.word_rows) + 1}", path=path, line=lineno)
             current.word_rows.append(len(current.rows))
             current.rows.append(fields)
         lineno += 1
@@ -103,13 +104,13 @@ def write_conllu(path, sentences: list[ConlluSentence], tags: list[list[str]] | 
     """Write sentences (atomically; .gz compresses), replacing ``tag_column`` with ``tags`` when given."""
     column = _column(tag_column)
     if tags is not None and len(tags) != len(sentences):
-        raise ValueError(f"tags has {len(tags)} sequences for {len(sentences)} sentences")
+        raise ParameterError(f"tags has {len(tags)} sequences for {len(sentences)} sentences", name='tags', value=tags)
     with atomic_write_text(path) as handle:
         for i, sentence in enumerate(sentences):
             rows = [list(r) for r in sentence.rows]
             if tags is not None:
                 if len(tags[i]) != len(sentence.word_rows):
-                    raise ValueError(f"tags[{i}] has {len(tags[i])} tags for {len(sentence.word_rows)} words")
+                    raise ParameterError(f"tags[{i}] has {len(tags[i])} tags for {len(sentence.word_rows)} words", name='tags', value=tags)
                 for row, tag in zip(sentence.word_rows, tags[i]):
                     rows[row][column] = str(tag)
             for comment in sentence.comments:

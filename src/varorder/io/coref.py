@@ -22,6 +22,7 @@ import os
 import re
 from dataclasses import dataclass, field
 
+from varorder.errors import FormatError
 from varorder.io._text import open_text
 from varorder.io.conllu import ConlluSentence, read_conllu
 
@@ -127,8 +128,8 @@ def _header(comment: str, path, lineno) -> tuple | None:
     _, _, value = body.partition("=")
     names = tuple(value.strip().split("-"))
     if not names or names[0].lower() not in ("grp", "eid") or any(not n for n in names):
-        raise ValueError(f"{path}:{lineno}: global.Entity must name dash-separated fields starting with GRP/eid, "
-                         f"got {value.strip()!r}")
+        raise FormatError(f"{path}:{lineno}: global.Entity must name dash-separated fields starting with GRP/eid, "
+                          f"got {value.strip()!r}", path=path, line=lineno)
     return names
 
 
@@ -152,8 +153,8 @@ def read_coref(path) -> list[CorefDocument]:
     def close_document():
         if current is not None and open_mentions:
             m = open_mentions[0]
-            raise ValueError(f"{path}:{m.line}: mention of entity {m.entity} opened here is never closed "
-                             f"(document {current.doc_id})")
+            raise FormatError(f"{path}:{m.line}: mention of entity {m.entity} opened here is never closed "
+                              f"(document {current.doc_id})", path=path, line=m.line)
 
     for sentence in sentences:
         first_line = row_lines[row_number] if row_number < len(row_lines) else 0
@@ -184,15 +185,15 @@ def read_coref(path) -> list[CorefDocument]:
                 words += is_word
                 continue
             if not is_word:
-                raise ValueError(f"{path}:{lineno}: Entity= on a multiword-token or empty-node line")
+                raise FormatError(f"{path}:{lineno}: Entity= on a multiword-token or empty-node line", path=path, line=lineno)
             if header is None:
-                raise ValueError(f"{path}:{lineno}: Entity= annotation before any '# global.Entity' header")
+                raise FormatError(f"{path}:{lineno}: Entity= annotation before any '# global.Entity' header", path=path, line=lineno)
             position = base + words
             words += 1
             pieces = list(_PIECE.finditer(value))
             if not value or "".join(p.group(0) for p in pieces) != value:
-                raise ValueError(f"{path}:{lineno}: malformed Entity value {value!r}: expected '(ID-fields', "
-                                 f"'(ID-fields)' or 'ID)' brackets")
+                raise FormatError(f"{path}:{lineno}: malformed Entity value {value!r}: expected '(ID-fields', "
+                                  f"'(ID-fields)' or 'ID)' brackets", path=path, line=lineno)
             for piece in pieces:
                 if piece.group(4) is not None:  # ID)
                     entity = piece.group(4)
@@ -202,15 +203,15 @@ def read_coref(path) -> list[CorefDocument]:
                             mention.end = position
                             break
                     else:
-                        raise ValueError(f"{path}:{lineno}: closing bracket '{entity})' with no open mention of "
-                                         f"entity {entity}")
+                        raise FormatError(f"{path}:{lineno}: closing bracket '{entity})' with no open mention of "
+                                          f"entity {entity}", path=path, line=lineno)
                     continue
                 entity, rest = piece.group(1), (piece.group(2) or "")[1:]
                 if "[" in rest or "]" in rest:
-                    raise ValueError(f"{path}:{lineno}: discontinuous mention of entity {entity} is not supported")
+                    raise FormatError(f"{path}:{lineno}: discontinuous mention of entity {entity} is not supported", path=path, line=lineno)
                 if piece.group(2) is None:
-                    raise ValueError(f"{path}:{lineno}: opening '({entity}' has no fields (expected "
-                                     f"{'-'.join(header)})")
+                    raise FormatError(f"{path}:{lineno}: opening '({entity}' has no fields (expected "
+                                      f"{'-'.join(header)})", path=path, line=lineno)
                 values = rest.split("-", len(header) - 2) if len(header) > 1 else []
                 mention = Mention(entity, rest, dict(zip(header[1:], values)), position, order=n_opened, line=lineno)
                 n_opened += 1

@@ -8,6 +8,7 @@ Labels of an unlabelled file (for tagging) may be any placeholder.
 
 from __future__ import annotations
 
+from varorder.errors import FormatError
 from varorder.io._text import atomic_write_text, open_text
 
 __all__ = ["read_crfsuite", "write_labels"]
@@ -26,13 +27,13 @@ def _attribute(field: str, where: str) -> tuple[str, float]:
             try:
                 value = float(text)
             except ValueError:
-                raise ValueError(f"{where}: attribute {field!r} has value {text!r}; expected a number "
-                                 "(write a literal colon in a name as '\\:')") from None
+                raise FormatError(f"{where}: attribute {field!r} has value {text!r}; expected a number "
+                                  "(write a literal colon in a name as '\\:')") from None
             break
         name.append(ch)
         k += 1
     if not name:
-        raise ValueError(f"{where}: empty attribute name in {field!r}")
+        raise FormatError(f"{where}: empty attribute name in {field!r}")
     return "".join(name), 1.0 if value is None else value
 
 
@@ -52,7 +53,7 @@ def read_crfsuite(path) -> tuple[list[list[dict[str, float]]], list[list[str]]]:
             fields = line.split("\t")
             where = f"{path}, line {no}"
             if not fields[0]:
-                raise ValueError(f"{where}: expected 'LABEL<TAB>ATTRIBUTE...', the label is empty")
+                raise FormatError(f"{where}: expected 'LABEL<TAB>ATTRIBUTE...', the label is empty", path=path, line=no)
             features: dict[str, float] = {}
             for field in fields[1:]:
                 if field:
@@ -64,7 +65,7 @@ def read_crfsuite(path) -> tuple[list[list[dict[str, float]]], list[list[str]]]:
         X.append(items)
         y.append(labels)
     if not X:
-        raise ValueError(f"{path}: no items (expected 'LABEL<TAB>ATTRIBUTE...' lines)")
+        raise FormatError(f"{path}: no items (expected 'LABEL<TAB>ATTRIBUTE...' lines)", path=path)
     return X, y
 
 

@@ -8,6 +8,7 @@ possible links include the sure ones (S ⊆ P).
 
 from __future__ import annotations
 
+from varorder.errors import FormatError
 from varorder.io._text import open_text
 
 __all__ = ["read_naacl"]
@@ -32,26 +33,26 @@ def read_naacl(path, n_sentences: int | None = None):
                 continue
             where = f"{path}, line {no}"
             if len(fields) not in (3, 4, 5):
-                raise ValueError(f"{where}: expected 'sentence e_pos f_pos [S|P] [confidence]', got {line.strip()!r}")
+                raise FormatError(f"{where}: expected 'sentence e_pos f_pos [S|P] [confidence]', got {line.strip()!r}", path=path, line=no)
             try:
                 sent, e, f = (int(x) for x in fields[:3])
             except ValueError:
-                raise ValueError(f"{where}: sentence and positions must be integers, got {line.strip()!r}") from None
+                raise FormatError(f"{where}: sentence and positions must be integers, got {line.strip()!r}", path=path, line=no) from None
             if sent < 1 or e < 0 or f < 0:
-                raise ValueError(f"{where}: sentence ids are 1-based and positions non-negative, got {line.strip()!r}")
+                raise FormatError(f"{where}: sentence ids are 1-based and positions non-negative, got {line.strip()!r}", path=path, line=no)
             if n_sentences is None and sent > MAX_IMPLICIT_SENTENCES:
-                raise ValueError(f"{where}: sentence id {sent} is implausibly large (> {MAX_IMPLICIT_SENTENCES:,}); "
-                                 f"give n_sentences to read a gold file this large")
+                raise FormatError(f"{where}: sentence id {sent} is implausibly large (> {MAX_IMPLICIT_SENTENCES:,}); "
+                                  f"give n_sentences to read a gold file this large", path=path, line=no)
             if n_sentences is not None and sent > n_sentences:
-                raise ValueError(f"{where}: sentence {sent} is beyond the {n_sentences} sentences given")
+                raise FormatError(f"{where}: sentence {sent} is beyond the {n_sentences} sentences given", path=path, line=no)
             label = fields[3].upper() if len(fields) >= 4 else "S"
             if label not in ("S", "P"):
-                raise ValueError(f"{where}: label must be S or P, got {fields[3]!r}")
+                raise FormatError(f"{where}: label must be S or P, got {fields[3]!r}", path=path, line=no)
             if len(fields) == 5:
                 try:
                     float(fields[4])
                 except ValueError:
-                    raise ValueError(f"{where}: confidence must be a number, got {fields[4]!r}") from None
+                    raise FormatError(f"{where}: confidence must be a number, got {fields[4]!r}", path=path, line=no) from None
             sure, possible = gold.setdefault(sent, (set(), set()))
             if e == 0 or f == 0:
                 continue

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from varorder.errors import FormatError
 from varorder.io._text import open_text
 
 __all__ = ["OcrWord", "read_ocr_letters", "split_by_fold", "IMAGE_SHAPE", "DOWNSAMPLED_SHAPE"]
@@ -63,7 +64,7 @@ def read_ocr_letters(path, downsample: bool = False) -> list[OcrWord]:
     current: tuple[int, int] | None = None  # (word_id, fold) of the word being read
 
     def fail(lineno: int, why: str):
-        raise ValueError(f"{path}:{lineno}: {why}")
+        raise FormatError(f"{path}:{lineno}: {why}", path=path, line=lineno)
 
     with open_text(path) as handle:
         lineno = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 
+from varorder.errors import FormatError
 from varorder.io._text import atomic_write_text, open_text
 
 __all__ = ["parse_line", "read_pharaoh", "format_line", "write_pharaoh"]
@@ -22,7 +23,7 @@ def parse_line(line: str, where: str = "<string>") -> tuple[set, set]:
     for tok in line.split():
         m = _LINK.match(tok)
         if m is None:
-            raise ValueError(f"{where}: malformed link {tok!r}; expected 'i-j' with 0-based integers")
+            raise FormatError(f"{where}: malformed link {tok!r}; expected 'i-j' with 0-based integers")
         link = (int(m.group(1)), int(m.group(3)))
         possible.add(link)
         if m.group(2) == "-" and m.group(4) != "-P":

@@ -16,6 +16,7 @@ import re
 import tarfile
 from dataclasses import dataclass, field
 
+from varorder.errors import FormatError
 from varorder.io._text import atomic_write_text, open_text
 
 __all__ = ["Tree", "parse_trees", "read_ptb", "read_ptb_archive", "format_tree", "write_ptb"]
@@ -64,19 +65,19 @@ def parse_trees(text: str, source: str = "<string>"):
             pending_open = True
         elif tok == ")":
             if not stack:
-                raise ValueError(f"{source}:{line}: unbalanced ')'")
+                raise FormatError(f"{source}:{line}: unbalanced ')'", path=source, line=line)
             node, opened = stack.pop()
             if node is None:
                 if pending_open:
-                    raise ValueError(f"{source}:{line}: empty node '()'")
-                raise ValueError(f"{source}:{opened}: node without a label")
+                    raise FormatError(f"{source}:{line}: empty node '()'", path=source, line=line)
+                raise FormatError(f"{source}:{opened}: node without a label", path=source, line=opened)
             pending_open = False
             if not node.is_preterminal and not node.children:
-                raise ValueError(f"{source}:{opened}: node {node.label!r} has no children and no word")
+                raise FormatError(f"{source}:{opened}: node {node.label!r} has no children and no word", path=source, line=opened)
             if stack:
                 parent = stack[-1][0]
                 if parent is None or parent.is_preterminal:
-                    raise ValueError(f"{source}:{line}: a subtree follows the word of a preterminal")
+                    raise FormatError(f"{source}:{line}: a subtree follows the word of a preterminal", path=source, line=line)
                 parent.children.append(node)
             else:
                 if node.label == "" and len(node.children) == 1:
@@ -84,7 +85,7 @@ def parse_trees(text: str, source: str = "<string>"):
                 yield node
         else:
             if not stack:
-                raise ValueError(f"{source}:{line}: text {tok!r} outside any tree")
+                raise FormatError(f"{source}:{line}: text {tok!r} outside any tree", path=source, line=line)
             node, opened = stack[-1]
             if pending_open:
                 stack[-1] = (Tree(tok), opened)
@@ -92,10 +93,10 @@ def parse_trees(text: str, source: str = "<string>"):
             elif node is not None and not node.children and node.word is None:
                 node.word = tok
             else:
-                raise ValueError(f"{source}:{line}: unexpected atom {tok!r} (a node holds one word or subtrees)")
+                raise FormatError(f"{source}:{line}: unexpected atom {tok!r} (a node holds one word or subtrees)", path=source, line=line)
     line += text.count("\n", pos)
     if stack:
-        raise ValueError(f"{source}:{stack[-1][1]}: tree opened here is never closed (end of input at line {line})")
+        raise FormatError(f"{source}:{stack[-1][1]}: tree opened here is never closed (end of input at line {line})", path=source, line=stack[-1][1])
 
 
 def read_ptb(path) -> list[Tree]:
@@ -111,7 +112,7 @@ def read_ptb_archive(path, suffix: str = ".mrg") -> list[tuple[str, Tree]]:
     try:
         archive = tarfile.open(path)
     except tarfile.TarError as err:
-        raise ValueError(f"{path}: not a readable tar archive ({err})") from None
+        raise FormatError(f"{path}: not a readable tar archive ({err})", path=path) from None
     out = []
     with archive:
         members = sorted((m for m in archive.getmembers() if m.isfile() and m.name.endswith(suffix)),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from varorder.errors import FormatError
 from varorder.io._text import open_text
 
 __all__ = ["TaggedSentence", "read_tagged"]
@@ -46,7 +47,7 @@ def read_tagged(path) -> list[TaggedSentence]:
                 continue
             fields = line.split("\t")
             if len(fields) != 2 or not fields[0] or not fields[1]:
-                raise ValueError(f"{path}:{lineno}: expected 'word<TAB>tag', got {line!r}")
+                raise FormatError(f"{path}:{lineno}: expected 'word<TAB>tag', got {line!r}", path=path, line=lineno)
             words.append(fields[0])
             tags.append(fields[1])
     if words:

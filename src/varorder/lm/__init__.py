@@ -9,7 +9,9 @@ weights (eq. 2-8, §2.3); :mod:`varorder.lm.arpa` reads and writes ARPA and MAX-
 :mod:`varorder.lm.binary` is the memory-mapped binary model format (``varorder lm
 build-binary``); :mod:`varorder.lm.external` counts corpora larger than memory (sorted
 runs on disk, or sharded across Dask workers) and :mod:`varorder.lm.streaming`
-estimates from those tables on disk, writing ARPA as it goes (``varorder lm train -S``).
+estimates from those tables on disk, writing ARPA as it goes (``varorder lm train -S``);
+:func:`varorder.lm.train.train_from_files` chooses among those paths for a memory budget
+and an optional Dask client (what ``varorder lm train`` calls).
 
 Typical use::
 
@@ -43,6 +45,7 @@ _ESTIMATION_NAMES = frozenset(
 
 
 _FORMAT_NAMES = frozenset({"read_arpa", "write_arpa"})
+_TRAIN_NAMES = frozenset({"FileTraining", "train_from_files"})
 
 
 def __getattr__(name: str):
@@ -54,11 +57,15 @@ def __getattr__(name: str):
         from varorder.lm import arpa
 
         return getattr(arpa, name)
+    if name in _TRAIN_NAMES:
+        from varorder.lm import train
+
+        return getattr(train, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _ESTIMATION_NAMES | _FORMAT_NAMES)
+    return sorted(set(globals()) | _ESTIMATION_NAMES | _FORMAT_NAMES | _TRAIN_NAMES)
 
 __all__ = [
     "BOS",
@@ -79,4 +86,6 @@ __all__ = [
     "read_corpus",
     "read_arpa",
     "write_arpa",
+    "FileTraining",
+    "train_from_files",
 ]

@@ -30,6 +30,7 @@ import numpy as np
 from varorder import _numba_start  # before numba: see the module
 
 import numba  # noqa: E402
+from varorder.errors import FormatError
 from varorder.lm import _kernels, _words  # noqa: E402
 
 try:  # NumPy's process-wide switch for madvise(MADV_HUGEPAGE) on its large arrays
@@ -67,7 +68,7 @@ def read_bytes(path: Path) -> bytes | mmap.mmap:
         try:  # decompressing the whole stream also checks its CRC and length
             data = gzip.decompress(data)
         except (OSError, EOFError, zlib.error) as exc:
-            raise ValueError(f"{path}: corrupt or truncated gzip data ({type(exc).__name__}: {exc})") from None
+            raise FormatError(f"{path}: corrupt or truncated gzip data ({type(exc).__name__}: {exc})", path=path) from None
     return data
 
 

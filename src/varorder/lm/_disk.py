@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
+
 
 class DiskColumn:
     """A file of ``width`` values of ``dtype`` per row, written by :meth:`append`."""
@@ -52,7 +54,7 @@ class DiskColumn:
     def append(self, values: np.ndarray) -> None:
         values = np.ascontiguousarray(values, dtype=self.dtype)
         if self.width > 1 and (values.ndim != 2 or values.shape[1] != self.width):
-            raise ValueError(f"{self.path.name}: rows of width {self.width} expected, got shape {values.shape}")
+            raise ParameterError(f"{self.path.name}: rows of width {self.width} expected, got shape {values.shape}", name='values', value=values)
         try:
             self._handle.write(values.data)  # the array's own buffer: no copy
         except OSError as error:
@@ -77,7 +79,7 @@ class DiskColumn:
             handle.seek(start * self._row_bytes)
             data = np.fromfile(handle, dtype=self.dtype, count=count)
         if len(data) != count:
-            raise ValueError(f"{self.path}: truncated (rows {start}:{stop} of {self.length})")
+            raise FormatError(f"{self.path}: truncated (rows {start}:{stop} of {self.length})", path=self.path)
         return data.reshape(-1, self.width) if self.width > 1 else data
 
     def write_at(self, start: int, values: np.ndarray) -> None:

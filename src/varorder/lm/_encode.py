@@ -7,7 +7,7 @@ and checks, in the same pass, for the text those primitives must not split (char
 Python's ``str.split`` counts as whitespace beyond ASCII's, a lone carriage return; see
 :mod:`varorder.lm._words`): only bytes outside the packed tokens can start such a
 character, so the separate scan of the whole text is not needed. Scoring strings
-(KenLM's ``Model.score``, issue #20) spends a fifth of its time here.
+(KenLM's ``Model.score``) spends a fifth of its time here.
 """
 
 from __future__ import annotations

@@ -31,6 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output, open_text
 from varorder.lm.model import MaxBackoffTable, NgramLM
 
@@ -47,8 +48,8 @@ _COUNT_LINE = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)$")
 _SECTION_LINE = re.compile(r"^\\(\d+)-grams:$")
 
 
-def _fail(path, line_number: int, message: str) -> ValueError:
-    return ValueError(f"{path}:{line_number}: {message}")
+def _fail(path, line_number: int, message: str) -> FormatError:
+    return FormatError(f"{path}:{line_number}: {message}", path=path, line=line_number)
 
 
 def _check_not_binary(path) -> None:
@@ -100,7 +101,7 @@ def read_arpa(path: PathLike, *, progress: bool = False, minus_99: str = "zero",
     before is).
     """
     if minus_99 not in MINUS_99_READINGS:
-        raise ValueError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}")
+        raise ParameterError(f"minus_99 must be one of {MINUS_99_READINGS}, got {minus_99!r}", name='minus_99', value=minus_99)
     path = Path(path)
     from varorder.lm.binary import is_binary_model, open_binary
 
@@ -424,7 +425,7 @@ def load_model(path: PathLike, *, progress: bool = False, minus_99: str = "zero"
 
 def _read_arpa_fast(path: Path, data: bytes, minus_99: str) -> NgramLM | None:
     """Read a well-formed ARPA file with compiled kernels over its bytes
-    (:mod:`varorder.lm._arpa_fast`): the unigram section is parsed in Python as before,
+    (:mod:`varorder.lm._arpa_fast`): the unigram section is parsed in Python as by the general reader,
     the n-gram sections without a Python object per line. Returns None on anything
     unusual — a malformed line, a count mismatch, an unknown word, a duplicate, text the
     byte tokenizer would split differently — and :func:`read_arpa` then reads the file the

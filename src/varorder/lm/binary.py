@@ -43,8 +43,7 @@ medium without a write, or a rewrite within one timestamp tick of the stamp) the
 code still contains: every lookup kernel bounds-checks what it reads from a table (a
 hash probe visits at most the table's capacity, a row read from a slot must lie inside
 its order before it indexes anything), so a corrupt file can give wrong scores or a
-ValueError naming the file, never a crash, a hang or a read outside an array (issue
-#18's guarantee); whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
+ValueError naming the file, never a crash, a hang or a read outside an array; whole-model operations (listing n-grams, writing ARPA, MAX-ARPA)
 check the key arrays once before using them (``verify=False`` opens on these checks
 alone). Nothing is unpickled: the header is JSON and the arrays are raw
 numbers.
@@ -61,6 +60,7 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output
 from varorder.lm.model import MaxBackoffTable, NgramLM, key_tables_problem
 
@@ -72,9 +72,9 @@ _KENLM_MAGIC = b"mmap lm "
 _FORMAT_NAME = "varorder n-gram language model"
 
 
-class BinaryFormatError(ValueError):
-    """A file that is not a valid varorder binary model (a ValueError, so callers that
-    catch bad input keep working)."""
+class BinaryFormatError(FormatError):
+    """A file that is not a valid varorder binary model (a FormatError, hence a ValueError,
+    so callers that catch bad input keep working)."""
 
 
 def is_binary_model(path: PathLike) -> bool:
@@ -91,7 +91,7 @@ def _model_arrays(model: NgramLM) -> dict[str, np.ndarray]:
     words = model.vocabulary.words
     for word in words:
         if "\n" in word:
-            raise ValueError(f"word {word!r} contains a newline; the binary format separates words by newlines")
+            raise ParameterError(f"word {word!r} contains a newline; the binary format separates words by newlines", name='model', value=model)
     arrays = {
         "vocabulary": np.frombuffer("\n".join(words).encode("utf-8", errors="surrogateescape"), dtype=np.uint8),
         "values": np.ascontiguousarray(model._values, dtype=np.float32),
@@ -225,7 +225,7 @@ def _record_verified(file_stat: os.stat_result) -> None:
 
 
 def _refuse(path, message: str) -> BinaryFormatError:
-    return BinaryFormatError(f"{path}: {message}")
+    return BinaryFormatError(f"{path}: {message}", path=path)
 
 
 def _read_header(path, handle, file_size: int) -> dict:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
+
 BOS = "<s>"
 EOS = "</s>"
 UNK = "<unk>"
@@ -79,9 +81,9 @@ def iter_sentences(path: PathLike) -> Iterator[tuple[int, list[str]]]:
             if not tokens:
                 continue
             if BOS in tokens or EOS in tokens:
-                raise ValueError(
+                raise FormatError(
                     f"{path}:{line_number}: the corpus spells out {BOS} or {EOS}; "
-                    "write sentences without them (the model adds them)"
+                    "write sentences without them (the model adds them)", path=path, line=line_number
                 )
             yield line_number, tokens
 
@@ -101,7 +103,7 @@ class Vocabulary:
         index: dict[str, int] = {}
         for position, word in enumerate(words):
             if word in index:
-                raise ValueError(f"word {word!r} appears twice in the vocabulary (ids {index[word]} and {position})")
+                raise ParameterError(f"word {word!r} appears twice in the vocabulary (ids {index[word]} and {position})", name='words', value=words)
             index[word] = position
         for special in SPECIAL_WORDS:
             if special not in index:
@@ -204,7 +206,7 @@ def read_corpus(
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     if min_count < 1:
-        raise ValueError(f"min_count must be at least 1, got {min_count}")
+        raise ParameterError(f"min_count must be at least 1, got {min_count}", name='min_count', value=min_count)
     # Build ids against a growing first-seen dictionary; remap once at the end so the
     # frequency cut-off needs a single pass over the text.
     if vocabulary is not None:

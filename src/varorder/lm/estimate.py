@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from varorder.base import ParamsMixin, check_int, check_real
+from varorder.errors import ParameterError
 from varorder.lm.corpus import PathLike, Vocabulary, read_corpus
 from varorder.lm.model import NgramLM
 
@@ -88,7 +89,7 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
     ``ids`` concatenates the sentences (no markers) and ``lengths`` gives their lengths.
     """
     if not 1 <= order <= MAX_ORDER:
-        raise ValueError(f"order must be between 1 and {MAX_ORDER}, got {order}")
+        raise ParameterError(f"order must be between 1 and {MAX_ORDER}, got {order}", name='order', value=order)
     vocab_size = len(vocabulary)
     lengths = np.asarray(lengths, dtype=np.int64)
     padded_lengths = lengths + 2
@@ -134,14 +135,14 @@ def merge_counts(parts: Sequence[NgramCounts]) -> NgramCounts:
     """
     parts = list(parts)
     if not parts:
-        raise ValueError("merge_counts needs at least one NgramCounts")
+        raise ParameterError("merge_counts needs at least one NgramCounts", name='parts', value=parts)
     first = parts[0]
     for k, part in enumerate(parts[1:], 1):
         if part.order != first.order:
-            raise ValueError(f"cannot merge counts of order {part.order} (part {k}) with order {first.order} (part 0)")
+            raise ParameterError(f"cannot merge counts of order {part.order} (part {k}) with order {first.order} (part 0)", name='parts', value=parts)
         if part.vocabulary.words != first.vocabulary.words:
-            raise ValueError(f"cannot merge counts over different vocabularies (part {k} differs from part 0); "
-                             "count every shard with the one vocabulary of the whole corpus")
+            raise ParameterError(f"cannot merge counts over different vocabularies (part {k} differs from part 0); "
+                                 "count every shard with the one vocabulary of the whole corpus", name='parts', value=parts)
     if len(parts) == 1:
         return first
     vocab_size = len(first.vocabulary)
@@ -173,7 +174,7 @@ class _InterpolatedEstimator(ParamsMixin):
 
     Subclasses define :meth:`_terms`, which gives for one order the numerator of every
     n-gram and the denominator and interpolation weight of every context. Their parameters
-    are keyword-only and checked when fitting starts (a ValueError names the parameter and
+    are keyword-only and checked when fitting starts (a ParameterError names the parameter and
     the value passed).
     """
 
@@ -212,7 +213,7 @@ class _InterpolatedEstimator(ParamsMixin):
         ``counts.order`` must equal ``self.order``."""
         self._validate()
         if counts.order != self.order:
-            raise ValueError(f"the counts are of order {counts.order}, the estimator's order is {self.order}")
+            raise ParameterError(f"the counts are of order {counts.order}, the estimator's order is {self.order}", name='counts', value=counts)
         self.model_ = self._estimate(counts)
         self.vocabulary_ = self.model_.vocabulary
         self.ngram_counts_ = self.model_.ngram_counts
@@ -230,9 +231,9 @@ class _InterpolatedEstimator(ParamsMixin):
             return [0] * self.order
         thresholds = [int(t) for t in prune]
         if thresholds[0] != 0 or any(t < 0 for t in thresholds) or any(b < a for a, b in zip(thresholds, thresholds[1:])):
-            raise ValueError(f"prune thresholds must start with 0 (unigrams are never pruned) and not decrease, got {list(prune)}")
+            raise ParameterError(f"prune thresholds must start with 0 (unigrams are never pruned) and not decrease, got {list(prune)}", name='prune', value=self.prune)
         if len(thresholds) > self.order:
-            raise ValueError(f"{len(thresholds)} prune thresholds for an order-{self.order} model")
+            raise ParameterError(f"{len(thresholds)} prune thresholds for an order-{self.order} model", name='prune', value=self.prune)
         return thresholds + [thresholds[-1]] * (self.order - len(thresholds))
 
     def _removed(self, counts: NgramCounts) -> list[np.ndarray | None]:
@@ -444,7 +445,7 @@ class ModifiedKneserNey(_InterpolatedEstimator):
             return
         fallback = tuple(self.discount_fallback)
         if len(fallback) != 3 or not all(0 < d < k for k, d in enumerate(fallback, start=1)):
-            raise ValueError(f"discount_fallback must be three discounts with 0 < D_k < k, got {self.discount_fallback!r}")
+            raise ParameterError(f"discount_fallback must be three discounts with 0 < D_k < k, got {self.discount_fallback!r}", name='discount_fallback', value=self.discount_fallback)
 
     def _prepare(self, counts: NgramCounts) -> list[np.ndarray]:
         first_words = counts.first_words()
@@ -467,10 +468,10 @@ class ModifiedKneserNey(_InterpolatedEstimator):
         for m, n in enumerate(counts_of_counts, start=1):
             discounts = _kneser_ney_discounts(n)
             if discounts is None and self.discount_fallback is None:
-                raise ValueError(
+                raise ParameterError(
                     f"modified Kneser-Ney: order {m} counts-of-counts n1..n4 = {n} give no valid discounts "
                     f"(the corpus is too small or artificial); to use fixed discounts instead, pass "
-                    f"discount_fallback (command line: --discount-fallback, default {FALLBACK_DISCOUNTS})"
+                    f"discount_fallback (command line: --discount-fallback, default {FALLBACK_DISCOUNTS})", name='discount_fallback', value=self.discount_fallback
                 )
             if discounts is None:
                 discounts = tuple(float(d) for d in self.discount_fallback)
@@ -549,7 +550,7 @@ class AbsoluteDiscounting(_InterpolatedEstimator):
             denominators = denominators + pseudo_counts
             freed = freed + pseudo_counts
             if denominators[0] == 0:
-                raise ValueError("absolute discounting with smoothing 0 needs a non-empty corpus")
+                raise ParameterError("absolute discounting with smoothing 0 needs a non-empty corpus")
         with np.errstate(divide="ignore", invalid="ignore"):
             gamma = np.nan_to_num(freed / denominators, nan=1.0)
         return kept, denominators, gamma

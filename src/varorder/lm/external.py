@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.lm._disk import DiskColumn, release_freed_arrays
 from varorder.lm.corpus import BOS, EOS, SPECIAL_WORDS, PathLike, Vocabulary, iter_sentences, open_text
 from varorder.lm.estimate import MAX_ORDER, NgramCounts, count_ngrams
@@ -68,7 +69,7 @@ def parse_memory(text: str) -> int:
     suffixes; a percentage of physical memory, ``20%``, too)."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([BKMGT%]?)\s*", text.upper())
     if not match:
-        raise ValueError(f"memory budget {text!r}: expected a number with an optional B, K, M, G, T or % suffix")
+        raise ParameterError(f"memory budget {text!r}: expected a number with an optional B, K, M, G, T or % suffix", name='memory', value=text)
     value, unit = float(match.group(1)), match.group(2)
     if unit == "%":
         return int(value / 100 * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
@@ -302,14 +303,6 @@ def _rows_up_to(rows: np.ndarray, boundary: tuple) -> int:
     return lo
 
 
-def merged_table(runs, vocab_size: int, memory: int, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """All of :func:`merge_runs` concatenated: one order's sorted rows and counts."""
-    parts = list(merge_runs(runs, vocab_size, memory))
-    if not parts:
-        return np.empty((0, width), np.int32), np.empty(0, np.int64)
-    return np.concatenate([r for r, _ in parts]), np.concatenate([c for _, c in parts])
-
-
 @dataclass
 class DiskCounts:
     """Raw n-gram counts on disk: ``rows[m]`` / ``counts[m]`` (m >= 1) are order m + 1's
@@ -396,14 +389,14 @@ def count_to_disk(paths: PathLike | Sequence[PathLike], order: int, folder: Path
         paths = [paths]
     paths = [str(Path(p).resolve()) for p in paths]
     if not 1 <= order <= MAX_ORDER:
-        raise ValueError(f"order must be between 1 and {MAX_ORDER}, got {order}")
+        raise ParameterError(f"order must be between 1 and {MAX_ORDER}, got {order}", name='order', value=order)
     if memory < 1 << 20:
-        raise ValueError(f"a memory budget of {memory} bytes is too small (at least 1M)")
+        raise ParameterError(f"a memory budget of {memory} bytes is too small (at least 1M)", name='memory', value=memory)
     folder = Path(folder)
     release_freed_arrays()
     vocabulary = vocabulary or vocabulary_of(paths, min_count)
     if shard_memory is not None and shard_memory < 1 << 20:
-        raise ValueError(f"a shard memory budget of {shard_memory} bytes is too small (at least 1M)")
+        raise ParameterError(f"a shard memory budget of {shard_memory} bytes is too small (at least 1M)", name='shard_memory', value=shard_memory)
     if client is not None:
         if n_shards is None:
             n_shards = max(1, len(client.scheduler_info()["workers"]))

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary
 
 def _kernels():
@@ -119,16 +120,16 @@ class NgramLM:
     def __init__(self, vocabulary: Vocabulary, keys, log10_probs, log10_backoffs, *, hashes=None, values=None):
         order = len(keys)
         if order < 1:
-            raise ValueError("a model needs at least the unigram order")
+            raise ParameterError("a model needs at least the unigram order", name='keys', value=keys)
         if values is not None:
             # (internal) every order's (log10 p, log10 bow) already in one float32 table, in
             # the model's layout: taken as it is, without a copy.
             log10_probs = log10_backoffs = [None] * order
         if not (len(log10_probs) == len(log10_backoffs) == order):
-            raise ValueError("keys, log10_probs and log10_backoffs must have one array per order")
+            raise ParameterError("keys, log10_probs and log10_backoffs must have one array per order", name='keys', value=keys)
         vocab_size = len(vocabulary)
         if not np.array_equal(keys[0], np.arange(vocab_size)):
-            raise ValueError("unigram keys must be the word ids 0 .. V-1 in order")
+            raise ParameterError("unigram keys must be the word ids 0 .. V-1 in order", name='keys', value=keys)
         self.vocabulary = vocabulary
         self.order = order
         self.vocab_size = vocab_size
@@ -137,15 +138,15 @@ class NgramLM:
         value_base = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         # One allocation per table, filled order by order (no per-order copies to join).
         if values is not None and values.shape != (int(value_base[-1]), 2):
-            raise ValueError(f"values must have shape ({int(value_base[-1])}, 2), got {values.shape}")
+            raise ParameterError(f"values must have shape ({int(value_base[-1])}, 2), got {values.shape}", name='values', value=values)
         all_values = np.empty((int(value_base[-1]), 2), dtype=np.float32) if values is None else values
         for m in range(order):
             if m and sizes[m] and np.any(self._keys[m][1:] <= self._keys[m][:-1]):
-                raise ValueError(f"order {m + 1}: keys must be strictly increasing")
+                raise ParameterError(f"order {m + 1}: keys must be strictly increasing", name='keys', value=keys)
             if values is not None:
                 continue
             if not (sizes[m] == len(log10_probs[m]) == len(log10_backoffs[m])):
-                raise ValueError(f"order {m + 1}: keys, log10_probs and log10_backoffs differ in length")
+                raise ParameterError(f"order {m + 1}: keys, log10_probs and log10_backoffs differ in length", name='keys', value=keys)
             all_values[value_base[m]:value_base[m + 1], 0] = log10_probs[m]
             all_values[value_base[m]:value_base[m + 1], 1] = log10_backoffs[m]
         capacities = [_hash_capacity(sizes[m]) for m in range(1, order)]
@@ -262,8 +263,8 @@ class NgramLM:
             duplicate = np.flatnonzero(seen > 1)
             if duplicate.size:
                 row = int(np.flatnonzero(unigram_ids == duplicate[0])[1])
-                raise ValueError(f"{where(0, row)}: duplicate unigram {vocabulary.words[duplicate[0]]!r}")
-            raise ValueError("the unigram table must list every vocabulary word exactly once")
+                raise FormatError(f"{where(0, row)}: duplicate unigram {vocabulary.words[duplicate[0]]!r}")
+            raise FormatError("the unigram table must list every vocabulary word exactly once")
         log10_probs = [np.empty(vocab_size, np.float64)]
         log10_backoffs = [np.empty(vocab_size, np.float64)]
         log10_probs[0][unigram_ids] = unigram_probs
@@ -312,7 +313,7 @@ class NgramLM:
             if duplicate.size:
                 original = permutation[duplicate[0] + 1]
                 words = " ".join(vocabulary.decode(rows[m][original]))
-                raise ValueError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
+                raise FormatError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
             keys.append(m_keys)
             probs = log10_probs[m][permutation]
             backoffs = log10_backoffs[m][permutation]
@@ -386,14 +387,14 @@ class NgramLM:
             return
         problem = key_tables_problem(self._keys, self.vocab_size)
         if problem is not None:
-            raise ValueError(f"{self._source}: corrupt model file: {problem}")
+            raise FormatError(f"{self._source}: corrupt model file: {problem}", path=self._source)
         self._keys_checked = True
 
     def _corrupt(self, error: ValueError) -> ValueError:
         """``error`` naming the model's file when it is a kernel's bounds-check failure."""
         # Only an error path reaches here, so importing the kernels (which own the message) is cheap enough.
         if self._source is not None and str(error) == _kernels().CORRUPT_ROW:
-            return ValueError(f"{self._source}: {error} (run `varorder lm verify` on it)")
+            return FormatError(f"{self._source}: {error} (run `varorder lm verify` on it)", path=self._source)
         return error
 
     @contextmanager
@@ -409,7 +410,7 @@ class NgramLM:
 
     def _check_order(self, order: int) -> None:
         if not 1 <= order <= self.order:
-            raise ValueError(f"order must be between 1 and {self.order}, got {order}")
+            raise ParameterError(f"order must be between 1 and {self.order}, got {order}", name='order', value=order)
 
     def _order_values(self, order: int) -> np.ndarray:
         return self._values[self._value_base[order - 1] : self._value_base[order]]
@@ -427,19 +428,19 @@ class NgramLM:
     def _context_array(self, context: Iterable[int]) -> np.ndarray:
         context = np.asarray(list(context) if not isinstance(context, np.ndarray) else context, dtype=np.int64)
         if context.ndim != 1:
-            raise ValueError("context must be a one-dimensional sequence of word ids")
+            raise ParameterError("context must be a one-dimensional sequence of word ids", name='context', value=context)
         self._check_ids(context)
         return context[max(0, len(context) - (self.order - 1)) :] if self.order > 1 else context[:0]
 
     def _check_ids(self, ids: np.ndarray) -> None:
         if ids.size and (ids.min() < 0 or ids.max() >= self.vocab_size):
             bad = int(np.flatnonzero((ids < 0) | (ids >= self.vocab_size))[0])
-            raise ValueError(f"word id {int(ids[bad])} at position {bad} is outside the vocabulary (0 .. {self.vocab_size - 1})")
+            raise ParameterError(f"word id {int(ids[bad])} at position {bad} is outside the vocabulary (0 .. {self.vocab_size - 1})", name='ids', value=ids)
 
     def _check_word(self, word: int) -> int:
         word = int(word)
         if not 0 <= word < self.vocab_size:
-            raise ValueError(f"word id {word} is outside the vocabulary (0 .. {self.vocab_size - 1})")
+            raise ParameterError(f"word id {word} is outside the vocabulary (0 .. {self.vocab_size - 1})", name='word', value=word)
         return word
 
     # ------------------------------------------------------------------ queries
@@ -500,7 +501,7 @@ class NgramLM:
             lengths = np.asarray([len(ids)], dtype=np.int64)
         lengths = np.asarray(lengths, dtype=np.int64)
         if lengths.size and lengths.min() < 0 or int(lengths.sum()) != len(ids):
-            raise ValueError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}, got sum {int(lengths.sum())}")
+            raise ParameterError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}, got sum {int(lengths.sum())}", name='lengths', value=lengths)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
         n_out = len(ids) + (len(lengths) if eos else 0)
@@ -565,7 +566,7 @@ class NgramLM:
             )
         scores, _ = self.token_log10probs(ids, lengths)
         if len(scores) == 0:
-            raise ValueError("perplexity of an empty set of sentences")
+            raise ParameterError("perplexity of an empty set of sentences", name='sentences', value=sentences)
         return float(10.0 ** (-scores.sum() / len(scores)))
 
     # ------------------------------------------------------------------ states
@@ -609,7 +610,7 @@ class NgramLM:
         for m in range(self.order):
             n = len(self._keys[m])
             if len(table.max_log10prob[m]) != n or len(table.max_log10backoff[m]) != n:
-                raise ValueError(f"order {m + 1}: MAX-ARPA columns have the wrong length")
+                raise ParameterError(f"order {m + 1}: MAX-ARPA columns have the wrong length", name='table', value=table)
         self._max_backoff = table
 
     def max_log10prob(self, context: Sequence[int], word: int) -> float:
@@ -642,7 +643,7 @@ class NgramLM:
         contexts = [np.asarray(c, dtype=np.int64).reshape(-1) for c in contexts]
         words = np.asarray(words, dtype=np.int64).reshape(-1)
         if len(words) != len(contexts):
-            raise ValueError(f"got {len(contexts)} contexts but {len(words)} words")
+            raise ParameterError(f"got {len(contexts)} contexts but {len(words)} words", name='words', value=words)
         keep = self.order - 1
         contexts = [c[len(c) - keep:] if len(c) > keep else c for c in contexts]
         lengths = np.fromiter((len(c) for c in contexts), dtype=np.int64, count=len(contexts))
@@ -677,9 +678,9 @@ class NgramLM:
         offsets = np.ascontiguousarray(context_offsets, dtype=np.int64).reshape(-1)
         words = np.ascontiguousarray(words, dtype=np.int64).reshape(-1)
         if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(flat) or np.any(np.diff(offsets) < 0):
-            raise ValueError("context_offsets must start at 0, be non-decreasing and end at len(context_ids)")
+            raise ParameterError("context_offsets must start at 0, be non-decreasing and end at len(context_ids)", name='context_offsets', value=context_offsets)
         if len(offsets) > 1 and np.diff(offsets).max() > self.order - 1:
-            raise ValueError(f"contexts must hold at most order - 1 = {self.order - 1} words")
+            raise ParameterError(f"contexts must hold at most order - 1 = {self.order - 1} words", name='context_ids', value=context_ids)
         self._check_ids(flat)
         self._check_ids(words)
         out = np.empty((len(offsets) - 1, len(words)))

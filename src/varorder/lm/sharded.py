@@ -1,4 +1,4 @@
-"""n-gram counts made shard by shard on an executor's workers and merged in memory (issue #35).
+"""n-gram counts made shard by shard on an executor's workers and merged in memory.
 
 Counting is additive: the counts of a corpus are the sums of the counts of any partition of its
 sentences. Two rounds on a :mod:`varorder.parallel` executor (a Dask client for ``lm train
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.lm.corpus import BOS, EOS, Vocabulary
 from varorder.lm.estimate import NgramCounts, count_ngrams, merge_counts
 from varorder.lm.external import _blocks, _refuse_markers, _sentence_batches, vocabulary_from_frequencies
@@ -68,11 +69,11 @@ def count_ngrams_sharded(paths, order: int, executor=None, *, min_count: int = 1
         paths = [paths]
     paths = [str(Path(p).resolve()) for p in paths]
     if min_count < 1:
-        raise ValueError(f"min_count must be at least 1, got {min_count}")
+        raise ParameterError(f"min_count must be at least 1, got {min_count}", name='min_count', value=min_count)
     executor = as_executor(executor)
     n_shards = int(n_shards or executor.n_workers)
     if n_shards < 1:
-        raise ValueError(f"n_shards must be a positive integer, got {n_shards}")
+        raise ParameterError(f"n_shards must be a positive integer, got {n_shards}", name='n_shards', value=n_shards)
     shards = list(range(n_shards))
     frequency: Counter[str] = Counter()
     for part in executor.map(shard_frequencies, shards, paths, n_shards):

@@ -54,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.lm._disk import DiskColumn, aligned_ranges, find_rows, gather, occurrences, search_sorted
 from varorder.lm.corpus import PathLike
 from varorder.lm.estimate import backoff_log10, counts_of_counts, store_log10
@@ -97,7 +98,7 @@ class _Sizes:
         self.chunk = chunk_rows or max(vocab_size + 1, memory // _BYTES_PER_CHUNK_ROW)
         self.table = table_rows or max(1, memory // _BYTES_PER_TABLE_ROW)
         if self.chunk <= vocab_size:
-            raise ValueError(f"chunks of {self.chunk} rows cannot hold one context's {vocab_size} continuations")
+            raise ParameterError(f"chunks of {self.chunk} rows cannot hold one context's {vocab_size} continuations", name='vocab_size', value=vocab_size)
 
 
 def estimate_to_arpa(estimator, counts: DiskCounts, output: PathLike, *, memory: int, folder: PathLike,

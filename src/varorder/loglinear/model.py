@@ -26,11 +26,12 @@ import numba as nb
 import numpy as np
 
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_real
-from varorder.errors import DivergenceError
+from varorder.base import ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_real
+from varorder.errors import DivergenceError, FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
+from varorder.models.optim import AdaGrad, fista
 from varorder.models.persist import check_keys, load_model, model_kind, model_loader, save_model
 from varorder.engine.validate import as_rng
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -38,7 +39,7 @@ import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locke
 __all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
 
 KIND = "LogLinearLM"
-# default α where §6's tuning was run here (issue #30: PTB train 30K / 10K, converged fits); the
+# default α where §6's tuning was run here (PTB train 30K / 10K, converged fits); the
 # other weighted penalties default to the paper's own best α (prox.PENALTIES)
 TUNED_ALPHA = {"wlt2": 1.3}
 LN10 = math.log(10.0)
@@ -260,9 +261,11 @@ def _smooth(theta, feature_values, grad, want_grad, ctx_count, param_count, n_to
 def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_iter, tol, positive, history,
                   ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
                   root_param, bos_id):
-    """Compiled :meth:`StructuredLogLinear._polish` for ℓ2², ℓ1 and ℓT2 (the same iterations:
-    backtracking, step growth 1.25, function-value restart, stop below ``tol`` relative
-    decrease three times running). Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
+    """:func:`varorder.models.optim.fista`'s iterations compiled over this model's objective,
+    for ℓ2², ℓ1 and ℓT2 (backtracking, step growth 1.25, function-value restart, stop below
+    ``tol`` relative decrease three times running). A compiled FISTA taking its objective as
+    an argument cannot be cached on disk by Numba (it compiles again in every process), hence
+    this specialisation. Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
     n = len(theta)
     args = (ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
             root_param, bos_id)
@@ -329,19 +332,6 @@ def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_i
 
 
 @nb.njit(cache=True)
-def _adagrad_step(w, grad, squares, rate, lam, node_weights, positive, out, thresholds):
-    """AdaGrad's gradient half-step and the prox thresholds λ·step·a; zeroes ``grad``."""
-    for i in range(len(w)):
-        g = grad[i]
-        squares[i] += g * g
-        step = rate / (1e-8 + np.sqrt(squares[i]))
-        x = w[i] - step * g
-        out[i] = x if (x > 0.0 or not positive) else 0.0
-        thresholds[i] = lam * step * node_weights[i]
-        grad[i] = 0.0
-
-
-@nb.njit(cache=True)
 def _gradient_step(w, grad, step, lam, node_weights, positive, out, thresholds):
     """Algorithm 1's ParamUpdate steps 1-2: w − ∇f / L, then [·]₊; zeroes ``grad``."""
     for i in range(len(w)):
@@ -385,15 +375,15 @@ class LogLinearLM:
         """log10 p of every predicted token (each word, then ``</s>``); ``(log10probs, None)``
         to mirror :meth:`varorder.lm.NgramLM.token_log10probs`."""
         if not (bos and eos):
-            raise ValueError("a log-linear model scores whole sentences (<s> ... </s>) only")
+            raise ParameterError("a log-linear model scores whole sentences (<s> ... </s>) only", name='bos', value=bos)
         ids = np.asarray(ids, dtype=np.int64)
         if lengths is None:
             lengths = np.asarray([len(ids)])
         lengths = np.asarray(lengths, dtype=np.int64)
         if int(lengths.sum()) != len(ids) or (lengths < 0).any():
-            raise ValueError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}")
+            raise ParameterError(f"lengths must be non-negative and sum to len(ids) = {len(ids)}", name='lengths', value=lengths)
         if len(ids) and (ids.min() < 0 or ids.max() >= len(self.vocabulary)):
-            raise ValueError(f"word ids must lie in [0, {len(self.vocabulary)})")
+            raise ParameterError(f"word ids must lie in [0, {len(self.vocabulary)})", name='ids', value=ids)
         vocab = self.vocabulary
         positions, targets = find_contexts(self.trie, ids, lengths, vocab.bos_id, vocab.eos_id)
         out = np.empty(len(targets))
@@ -417,7 +407,7 @@ class LogLinearLM:
             ids, lengths = self.vocabulary.encode_sentences(s.split() if isinstance(s, str) else s for s in sentences)
         scores, _ = self.token_log10probs(ids, lengths)
         if len(scores) == 0:
-            raise ValueError("perplexity of an empty set of sentences")
+            raise ParameterError("perplexity of an empty set of sentences", name='sentences', value=sentences)
         return float(10.0 ** (-scores.sum() / len(scores)))
 
     def distribution(self, context) -> np.ndarray:
@@ -460,26 +450,26 @@ class LogLinearLM:
             words = state["words"]
             order = int(state["order"])
             if not isinstance(words, list) or not all(isinstance(w, str) for w in words) or len(words) != state["vocab_size"]:
-                raise ValueError("the stored vocabulary is not a list of vocab_size strings")
+                raise FormatError("the stored vocabulary is not a list of vocab_size strings")
             vocabulary = Vocabulary(words)
             if len(vocabulary) != len(words):
-                raise ValueError("the stored vocabulary lacks <unk>, <s> or </s>")
+                raise FormatError("the stored vocabulary lacks <unk>, <s> or </s>")
             if "order" in params and params["order"] != order:
-                raise ValueError(f"params.order {params['order']!r:.20} differs from state.order {order}")
+                raise FormatError(f"params.order {params['order']!r:.20} differs from state.order {order}")
         except (KeyError, TypeError, ValueError) as error:
-            raise ValueError(f"{where}: bad model metadata ({error})") from None
+            raise FormatError(f"{where}: bad model metadata ({error})", path=where) from None
         trie = ContextTrie.from_arrays(order, len(vocabulary), arrays, where)
         # a context never holds </s> (it ends the sentence), a predicted word is never <s>
         if (trie.ctx_word[1:] == vocabulary.eos_id).any():
-            raise ValueError(f"{where}: field 'ctx_word': a context holds </s>")
+            raise FormatError(f"{where}: field 'ctx_word': a context holds </s>", path=where)
         if (trie.succ_word == vocabulary.bos_id).any() or (trie.param_word == vocabulary.bos_id).any():
-            raise ValueError(f"{where}: field 'succ_word'/'param_word': <s> is predicted")
+            raise FormatError(f"{where}: field 'succ_word'/'param_word': <s> is predicted", path=where)
         weights = arrays["weights"]
         if weights.shape != (trie.n_params,) or weights.dtype.kind != "f" or not np.isfinite(weights).all():
-            raise ValueError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}")
+            raise FormatError(f"{where}: weights must be {trie.n_params} finite floats, got {weights.dtype} {weights.shape}", path=where)
         if weights.size and float(np.abs(weights).max()) > MAX_WEIGHT:
-            raise ValueError(f"{where}: a weight of magnitude {float(np.abs(weights).max()):.3g} (> {MAX_WEIGHT:g}, "
-                             f"a factor e^{MAX_WEIGHT:g} on a word): the file is damaged")
+            raise FormatError(f"{where}: a weight of magnitude {float(np.abs(weights).max()):.3g} (> {MAX_WEIGHT:g}, "
+                              f"a factor e^{MAX_WEIGHT:g} on a word): the file is damaged", path=where)
         return cls(vocabulary, trie, np.asarray(weights, dtype=np.float64), params)
 
 
@@ -504,14 +494,14 @@ def is_loglinear_model(path) -> bool:
             return False
     try:
         return model_kind(path) == KIND
-    except ValueError:
+    except FormatError:
         return False
 
 
 class StructuredLogLinear(ParamsMixin):
     """Estimator: penalised maximum likelihood for :class:`LogLinearLM` (paper eq. 2).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed). The fitted model is ``model_`` (a :class:`LogLinearLM`).
 
     Parameters
@@ -525,7 +515,7 @@ class StructuredLogLinear(ParamsMixin):
         Regularisation λ against the summed log-loss (paper eq. 2). Default 1: what §6's
         procedure (:mod:`varorder.loglinear.tune`, ``lm train --tune``) chooses for wℓT2 on a
         30K / 10K split of PTB train at orders 2-12 with the converged fits of the default
-        ``polish`` (issue #30; it was 0.3, tuned for 10 unconverged epochs).
+        ``polish`` (docs/notes/30-loglinear-tuning.md).
     alpha : float, optional
         Depth weighting α; defaults to 1.3 for wℓT2 (chosen by the same tuning on PTB; the
         paper's 1.1 was tuned on AP News) and to the paper's best value for the other weighted
@@ -537,7 +527,7 @@ class StructuredLogLinear(ParamsMixin):
         the raw weights θ; the model's effective weight is w = α^m θ, so in terms of w a deep
         feature is penalised *less* when α > 1 (the paper: its best wℓT2 α = 1.1 > 1 shows the
         unweighted ℓT2 "was over-penalising features at larger depths"). ``"groups"`` — an
-        extension kept from earlier sessions: the feature values stay 1 and the penalty puts
+        extension (deprecated: a FutureWarning): the feature values stay 1 and the penalty puts
         a_j = α^depth(j) on the group (or coordinate) of node j, so α > 1 penalises deep
         groups *more*: the reciprocal direction of the paper's sentence.
     penalize_root : bool
@@ -594,8 +584,8 @@ class StructuredLogLinear(ParamsMixin):
         lowers it. The returned model is then (near) the objective's optimum for λ, α, not a
         stochastic approximation of it; ``polish_history_`` holds the objective (mean form,
         f/n + (λ/n)Ω) per iteration and ``polish_residual_`` the final fixed-point residual
-        ‖θ − prox(θ − s∇f(θ))‖∞ / s (zero exactly at the optimum). On by default since issue
-        #30 (20000 iterations at most, stopping at ``polish_tol`` = 1e-6): the model is then eq.
+        ‖θ − prox(θ − s∇f(θ))‖∞ / s (zero exactly at the optimum). On by default (20000
+        iterations at most, stopping at ``polish_tol`` = 1e-6): the model is then eq.
         2's optimum for λ, as the tuned default λ assumes; ``polish=0`` gives Algorithm 1 alone.
     polish_tol : float
         Stop polishing once an iteration lowers the mean objective by less than
@@ -672,6 +662,7 @@ class StructuredLogLinear(ParamsMixin):
         check_real(self, "learning_rate", 0, exclusive_minimum=True)
         check_choice(self, "prox_method", ("heap", "pivot"))
         check_choice(self, "weighting", ("features", "groups"))
+        check_deprecated(self, "weighting", {"groups": "weighting='features' is the paper's depth weighting (§6)"})
         check_choice(self, "restart", ("none", "epoch"))
         check_int(self, "polish", 0)
         check_real(self, "polish_tol", 0)
@@ -689,7 +680,7 @@ class StructuredLogLinear(ParamsMixin):
         vocabulary, ids, lengths = read_corpus(paths, min_count=self.min_count)
         if len(lengths) == 0:
             names = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
-            raise ValueError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
+            raise FormatError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
         return self.fit_ids(ids, lengths, vocabulary)
 
     def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None, init=None) -> "StructuredLogLinear":
@@ -726,13 +717,13 @@ class StructuredLogLinear(ParamsMixin):
         else:
             W = np.array(init, dtype=np.float64)
             if W.shape != (trie.n_params,) or not np.isfinite(W).all():
-                raise ValueError(f"init must hold {trie.n_params} finite weights (an earlier fit's theta_ on the same "
-                                 f"sentences and order), got shape {W.shape}")
+                raise ParameterError(f"init must hold {trie.n_params} finite weights (an earlier fit's theta_ on the same "
+                                     f"sentences and order), got shape {W.shape}", name='init', value=init)
             if self.positive:
                 np.maximum(W, 0.0, out=W)
         Z = W.copy()
         grad = np.zeros(trie.n_params)
-        squares = np.zeros(trie.n_params)
+        adagrad = AdaGrad(step_size=self.learning_rate, delta=1e-8)  # δ: only guards the first step's 0/0
         W_new = np.zeros(trie.n_params)
         thresholds = np.zeros(trie.n_params)
         sizes = proxlib.preorder_sizes(trie.param_parent)
@@ -764,8 +755,7 @@ class StructuredLogLinear(ParamsMixin):
                 if effective is not None:  # chain rule through w = α^depth ⊙ θ
                     grad *= feature_values
                 if self.optimizer == "adagrad":
-                    _adagrad_step(W_bar, grad, squares, self.learning_rate, lam_mean, node_weights, self.positive,
-                                  W_new, thresholds)
+                    adagrad.prox_half_step(W_bar, grad, W_new, thresholds, lam_mean, node_weights, self.positive)
                 else:
                     gamma = L + self.mu / delta if accelerated else L
                     _gradient_step(W_bar, grad, 1.0 / gamma, lam_mean, node_weights, self.positive, W_new, thresholds)
@@ -860,39 +850,9 @@ class StructuredLogLinear(ParamsMixin):
             self.polish_history_ = history[:h].tolist()
             self.polish_converged_ = bool(converged)
             return x
-        x = theta.copy()
-        f_x = smooth.value(x)
-        objective = f_x + penalty(x)
-        y, momentum = x.copy(), 1.0
-        step = 1.0 / lipschitz
-        history = [objective]
-        small = 0
-        for _ in range(self.polish):
-            f_y, grad_y = smooth.value_and_grad(y)
-            while True:
-                z = prox_step(y, grad_y, step)
-                move = z - y
-                f_z = smooth.value(z)
-                if f_z <= f_y + float(grad_y @ move) + float(move @ move) / (2.0 * step) + 1e-13 * abs(f_y):
-                    break
-                step *= 0.5
-            objective_z = f_z + penalty(z)
-            if objective_z > objective:  # momentum overshot: restart from x (a plain step from x cannot rise)
-                if momentum == 1.0 and np.array_equal(y, x):
-                    self.polish_converged_ = True  # a plain prox-gradient step from x rises: stationary to rounding
-                    break
-                y, momentum = x.copy(), 1.0
-                continue
-            momentum_next = (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
-            y = z + ((momentum - 1.0) / momentum_next) * (z - x)
-            decrease = objective - objective_z
-            x, objective, momentum = z, objective_z, momentum_next
-            history.append(objective)
-            step *= 1.25
-            small = small + 1 if decrease <= self.polish_tol * abs(objective) else 0
-            if small >= _STOP_AFTER and len(history) > _MIN_ITERATIONS:
-                self.polish_converged_ = True
-                break
+        x, history, step, self.polish_converged_ = fista(
+            smooth.value, smooth.value_and_grad, prox_step, penalty, theta, 1.0 / lipschitz, self.polish,
+            tol=self.polish_tol, stop_after=_STOP_AFTER, min_iterations=_MIN_ITERATIONS)
         _, grad_x = smooth.value_and_grad(x)
         self.polish_residual_ = float(np.abs(x - prox_step(x, grad_x, step)).max() / step)
         self.polish_history_ = history

@@ -30,6 +30,8 @@ import numba as nb
 import numpy as np
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
+from varorder.errors import ParameterError
+
 __all__ = [
     "PENALTIES",
     "collapse_chains",
@@ -65,16 +67,16 @@ def _node_weights(weights, n: int) -> np.ndarray:
         return np.ones(n)
     weights = np.asarray(weights, dtype=np.float64)
     if weights.shape != (n,):
-        raise ValueError(f"weights must have shape ({n},), got {weights.shape}")
+        raise ParameterError(f"weights must have shape ({n},), got {weights.shape}", name='weights', value=weights)
     if (weights < 0).any():
-        raise ValueError("weights must be non-negative")
+        raise ParameterError("weights must be non-negative", name='weights', value=weights)
     return weights
 
 
 def _check_lam(lam: float) -> float:
     lam = float(lam)
     if not lam >= 0.0:
-        raise ValueError(f"the threshold λ must be non-negative, got {lam}")
+        raise ParameterError(f"the threshold λ must be non-negative, got {lam}", name='lam', value=lam)
     return lam
 
 
@@ -83,7 +85,7 @@ def _check_forest(parent) -> np.ndarray:
     index = np.arange(len(parent))
     if ((parent >= index) | (parent < -1)).any():
         bad = int(np.flatnonzero((parent >= index) | (parent < -1))[0])
-        raise ValueError(f"parent[{bad}] = {parent[bad]}: a forest in preorder needs -1 <= parent[i] < i")
+        raise ParameterError(f"parent[{bad}] = {parent[bad]}: a forest in preorder needs -1 <= parent[i] < i", name='parent', value=parent)
     return parent
 
 
@@ -118,7 +120,7 @@ def penalty_value(kind: str, values, *, parent=None, weights=None) -> float:
         return float(np.sum(a * np.abs(w)))
     if kind in ("tree_l2", "tree_linf"):
         return float(_tree_penalty_kernel(w, _check_forest(parent), a, kind == "tree_linf"))
-    raise ValueError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf")
+    raise ParameterError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf", name='kind', value=kind)
 
 
 def project_nonnegative(values) -> np.ndarray:
@@ -157,7 +159,7 @@ def preorder_sizes(parent) -> np.ndarray:
     has_parent = parent >= 0
     ends = parent[has_parent] + size[parent[has_parent]]
     if (ends <= np.flatnonzero(has_parent)).any():
-        raise ValueError("parent does not describe a forest in depth-first preorder (a subtree is not contiguous)")
+        raise ParameterError("parent does not describe a forest in depth-first preorder (a subtree is not contiguous)", name='parent', value=parent)
     return size
 
 
@@ -284,7 +286,7 @@ def prox_tree_linf_collapsed(values, counts, parent, lam: float, chain_weights=N
     v = _as_float(values)
     counts = np.asarray(counts, dtype=np.float64)
     if counts.shape != v.shape or (counts < 1).any():
-        raise ValueError("counts must hold one count >= 1 per node")
+        raise ParameterError("counts must hold one count >= 1 per node", name='counts', value=counts)
     chain = counts if chain_weights is None else _node_weights(chain_weights, len(v))
     size = preorder_sizes(parent)
     _tree_linf_pivot_kernel(v, size, counts, _check_lam(lam) * chain, seed)
@@ -435,7 +437,7 @@ def prox_tree_linf_heap(values, parent, lam: float, weights=None, *, counts=None
     else:
         counts = np.asarray(counts, dtype=np.float64)
         if counts.shape != v.shape or (counts < 1).any():
-            raise ValueError("counts must hold one count >= 1 per node")
+            raise ParameterError("counts must hold one count >= 1 per node", name='counts', value=counts)
         chain = counts if weights is None else _node_weights(weights, len(v))
     _tree_linf_heap_kernel(v, parent, counts, _check_lam(lam) * chain)
     return v
@@ -486,7 +488,7 @@ def prox(kind: str, values, lam: float, *, parent=None, weights=None) -> np.ndar
         return prox_tree_l2(values, parent, lam, weights)
     if kind == "tree_linf":
         return prox_tree_linf_heap(values, parent, lam, weights)
-    raise ValueError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf")
+    raise ParameterError(f"unknown penalty kind {kind!r}; expected one of l2sq, l1, tree_l2, tree_linf", name='kind', value=kind)
 
 
 def prox_inplace(kind: str, values: np.ndarray, parent: np.ndarray, thresholds: np.ndarray, *,
@@ -505,4 +507,4 @@ def prox_inplace(kind: str, values: np.ndarray, parent: np.ndarray, thresholds: 
     elif kind == "tree_linf":
         _tree_linf_heap_kernel(values, parent, np.ones(len(values)), thresholds)
     else:
-        raise ValueError(f"unknown penalty kind {kind!r}")
+        raise ParameterError(f"unknown penalty kind {kind!r}", name='kind', value=kind)

@@ -25,6 +25,8 @@ import numba as nb
 import numpy as np
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
+from varorder.errors import FormatError, ParameterError
+
 __all__ = ["ContextTrie", "build_trie", "find_contexts", "ngram_counts", "sentence_positions"]
 
 
@@ -90,7 +92,7 @@ class ContextTrie:
 
     def validate(self, where: str = "model") -> None:
         def fail(message):
-            raise ValueError(f"{where}: {message}")
+            raise FormatError(f"{where}: {message}")
 
         n_ctx, n_par, V = self.n_contexts, self.n_params, self.vocab_size
         if self.order < 1 or V < 1:
@@ -173,7 +175,7 @@ def build_trie(ids: np.ndarray, lengths: np.ndarray, order: int, vocab_size: int
     and the word to predict. Near-linear: one ``np.unique`` per context length.
     """
     if order < 1:
-        raise ValueError(f"order must be at least 1, got {order}")
+        raise ParameterError(f"order must be at least 1, got {order}", name='order', value=order)
     V = int(vocab_size)
     seq, target_slots, available = sentence_positions(ids, lengths, bos_id, eos_id)
     targets = seq[target_slots]

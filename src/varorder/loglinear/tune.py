@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.loglinear import prox as proxlib
 
 __all__ = ["DEFAULT_LAMS", "TUNE_TOL", "TuneResult", "default_alphas", "fit_tuned", "split_for_tuning", "tune_loglinear"]
@@ -67,7 +68,7 @@ def split_for_tuning(ids, lengths, train_words: int = TUNE_TRAIN_WORDS, valid_wo
     lengths = np.asarray(lengths, dtype=np.int64)
     total = int(lengths.sum())
     if len(lengths) < 2:
-        raise ValueError("tuning needs at least two sentences (a training and a validation part)")
+        raise ParameterError("tuning needs at least two sentences (a training and a validation part)", name='lengths', value=lengths)
     if total < train_words + valid_words:
         train_words, valid_words = math.ceil(0.75 * total), total
     ends = np.cumsum(lengths)
@@ -112,13 +113,13 @@ def tune_loglinear(train, valid, vocabulary, *, order: int, penalty: str = "wlt2
         λ's measured.
     """
     if penalty not in proxlib.PENALTIES:
-        raise ValueError(f"unknown penalty {penalty!r}; expected one of {', '.join(proxlib.PENALTIES)}")
+        raise ParameterError(f"unknown penalty {penalty!r}; expected one of {', '.join(proxlib.PENALTIES)}", name='penalty', value=penalty)
     lams = sorted(float(x) for x in lams)
     if not lams or lams[0] <= 0:
-        raise ValueError("the λ grid must hold positive values")
+        raise ParameterError("the λ grid must hold positive values", name='lams', value=lams)
     alphas = sorted(float(a) for a in (default_alphas(penalty) if alphas is None else alphas))
     if not alphas or alphas[0] <= 0:
-        raise ValueError("the α grid must hold positive values")
+        raise ParameterError("the α grid must hold positive values", name='alphas', value=alphas)
     settings = dict(settings or {})
     grid = []
 

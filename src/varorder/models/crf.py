@@ -30,6 +30,7 @@ import numpy as np
 from varorder import _numba_start
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.errors import FormatError, ParameterError
 from varorder.models import optim, persist
 from varorder.parallel import check_n_jobs
 from varorder.models.features import (FeatureIndexer, Rows, _flatten, apply_templates, check_features,
@@ -227,8 +228,8 @@ class CRF(ParamsMixin):
         check_n_jobs(self)
         if self.algorithm != "lbfgs" and (self.executor is not None or self.n_jobs not in (None, 1)
                                           or self.n_shards not in (None, 1)):
-            raise ValueError(f"CRF: n_shards / n_jobs / executor apply to algorithm='lbfgs', "
-                             f"not algorithm={self.algorithm!r}")
+            raise ParameterError(f"CRF: n_shards / n_jobs / executor apply to algorithm='lbfgs', "
+                                 f"not algorithm={self.algorithm!r}", name='algorithm', value=self.algorithm)
         check_bool(self, "verbose")
 
     # -- training -------------------------------------------------------------
@@ -241,7 +242,7 @@ class CRF(ParamsMixin):
 
     def _fit(self, X, y, X_dev, y_dev):
         if len(X) != len(y):
-            raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
+            raise ParameterError(f"X has {len(X)} sequences but y has {len(y)}", name='X', value=X)
         began = time.perf_counter()
         X = apply_templates(X, self.features)
         codec = LabelCodec.fit(y)
@@ -258,7 +259,7 @@ class CRF(ParamsMixin):
             matrix, lengths = self._indexer.transform(X, csr=False)  # Rows: scipy only if shards need it
         for i, (xs, ys) in enumerate(zip(X, y)):
             if n_items(xs) != len(ys):
-                raise ValueError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels")
+                raise ParameterError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels", name='X', value=X)
         gold = codec.encode(y)
         K = len(self.classes_)
         dev = None
@@ -308,10 +309,10 @@ class CRF(ParamsMixin):
 
         self._check_params()
         if self.algorithm != "lbfgs":
-            raise ValueError(f"CRF: fit_sources trains with algorithm='lbfgs', not algorithm={self.algorithm!r}")
+            raise ParameterError(f"CRF: fit_sources trains with algorithm='lbfgs', not algorithm={self.algorithm!r}", name='algorithm', value=self.algorithm)
         sources = list(sources)
         if not sources:
-            raise ValueError("CRF.fit_sources: sources is empty")
+            raise ParameterError("CRF.fit_sources: sources is empty", name='sources', value=sources)
         began = time.perf_counter()
         executor = as_executor(self.executor, n_jobs=self.n_jobs)
         names: Counter = Counter()
@@ -492,8 +493,8 @@ class CRF(ParamsMixin):
         model.n_features_in_ = int(state["n_features_in"])
         if model.feature_names_ is not None and len(model.feature_names_) != model.n_features_in_:
             # the names index the weight rows: fewer names would leave rows unreachable, silently
-            raise ValueError(f"{os.fspath(path)}: field 'feature_names' lists {len(model.feature_names_)} names "
-                             f"for n_features_in = {model.n_features_in_}")
+            raise FormatError(f"{os.fspath(path)}: field 'feature_names' lists {len(model.feature_names_)} names "
+                              f"for n_features_in = {model.n_features_in_}", path=os.fspath(path))
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K = len(model.classes_)
         F = model.n_features_in_
@@ -507,11 +508,11 @@ class CRF(ParamsMixin):
 def _read_items(source, read, features):
     X, y = read(source)
     if len(X) != len(y):
-        raise ValueError(f"{source}: {len(X)} sequences but {len(y)} label sequences")
+        raise FormatError(f"{source}: {len(X)} sequences but {len(y)} label sequences", path=source)
     X = apply_templates(X, features, f"{source}")
     if X and is_array_input(X):
-        raise ValueError(f"{source}: sharded training reads feature dicts (or words with features=...), "
-                         "not arrays")
+        raise FormatError(f"{source}: sharded training reads feature dicts (or words with features=...), "
+                          "not arrays", path=source)
     return X, y
 
 
@@ -532,6 +533,6 @@ def featurised_shard(source, read, features, indexer, classes):
     X, y = _read_items(source, read, features)
     for i, (xs, ys) in enumerate(zip(X, y)):
         if len(xs) != len(ys):
-            raise ValueError(f"{source}: sequence {i} has {len(xs)} items but {len(ys)} labels")
+            raise FormatError(f"{source}: sequence {i} has {len(xs)} items but {len(ys)} labels", path=source)
     matrix, lengths = indexer.transform(X, f"{source}")
     return ChainObjective(matrix, lengths, LabelCodec(classes).encode(y, f"{source}"), len(classes))

@@ -27,6 +27,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.threads import parallel_kernel
+from varorder.errors import ParameterError
 
 if TYPE_CHECKING:
     import scipy.sparse as sp
@@ -169,15 +170,15 @@ def _item_pairs(item, where: str):
                 names.append(key)
                 values.append(float(value))
             else:
-                raise ValueError(f"{where}: feature {key!r} has value {value!r}; expected a number or a string")
+                raise ParameterError(f"{where}: feature {key!r} has value {value!r}; expected a number or a string", name=where, value=item)
         return names, values
     if isinstance(item, str):
-        raise ValueError(f"{where}: an item must be a feature dict or an iterable of feature names, got a string")
+        raise ParameterError(f"{where}: an item must be a feature dict or an iterable of feature names, got a string", name=where, value=item)
     try:
         names = list(item)
     except TypeError:
-        raise ValueError(f"{where}: an item must be a feature dict or an iterable of feature names, "
-                         f"got {type(item).__name__}") from None
+        raise ParameterError(f"{where}: an item must be a feature dict or an iterable of feature names, "
+                             f"got {type(item).__name__}", name=where, value=item) from None
     return names, None
 
 
@@ -186,7 +187,7 @@ def _flatten(sequences, name: str):
     lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
     if (lengths == 0).any():
         i = int(np.flatnonzero(lengths == 0)[0])
-        raise ValueError(f"{name}[{i}] is an empty sequence")
+        raise ParameterError(f"{name}[{i}] is an empty sequence", name=name)
     items = list(chain.from_iterable(sequences))
     # Fast path: dicts with numeric values (the common CRFsuite-style input).
     if items and set(map(type, items)) == {dict}:
@@ -258,7 +259,7 @@ def design_matrix(sequences, indexer: FeatureIndexer | None, n_features: int | N
     """Stack sequences into a CSR design matrix: via ``indexer`` for feature items, or
     directly for per-sequence arrays (which must have ``n_features`` columns when given)."""
     if len(sequences) == 0:
-        raise ValueError(f"{name} holds no sequences")
+        raise ParameterError(f"{name} holds no sequences", name=name)
     if indexer is not None:
         return indexer.transform(sequences, name)
     import scipy.sparse as sp
@@ -268,18 +269,18 @@ def design_matrix(sequences, indexer: FeatureIndexer | None, n_features: int | N
         try:
             block = sp.csr_matrix(seq, dtype=np.float64) if sp.issparse(seq) else np.asarray(seq, dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"{name}[{i}] must be a 2-d numeric array (this model was trained on dense "
-                             f"feature arrays, not feature dicts)") from None
+            raise ParameterError(f"{name}[{i}] must be a 2-d numeric array (this model was trained on dense "
+                                 f"feature arrays, not feature dicts)", name=name) from None
         if block.ndim != 2 or block.shape[0] == 0:
-            raise ValueError(f"{name}[{i}] must be a non-empty 2-d (n_items, n_features) array, got shape {block.shape}")
+            raise ParameterError(f"{name}[{i}] must be a non-empty 2-d (n_items, n_features) array, got shape {block.shape}", name=name)
         if n_features is not None and block.shape[1] != n_features:
-            raise ValueError(f"{name}[{i}] has {block.shape[1]} features, expected {n_features}")
+            raise ParameterError(f"{name}[{i}] has {block.shape[1]} features, expected {n_features}", name=name)
         if not sp.issparse(block) and not np.isfinite(block).all():
-            raise ValueError(f"{name}[{i}] contains NaN or inf")
+            raise ParameterError(f"{name}[{i}] contains NaN or inf", name=name)
         blocks.append(sp.csr_matrix(block))
     widths = {b.shape[1] for b in blocks}
     if len(widths) != 1:
-        raise ValueError(f"{name}: sequences have differing feature counts {sorted(widths)}")
+        raise ParameterError(f"{name}: sequences have differing feature counts {sorted(widths)}", name=name)
     matrix = sp.vstack(blocks, format="csr")
     lengths = np.array([b.shape[0] for b in blocks], dtype=np.int64)
     return matrix, lengths
@@ -386,13 +387,13 @@ def parse_templates(spec: str, where: str = "--features"):
             for part in raw.split("|"):
                 match = _TEMPLATE_ATOM.match(part.strip())
                 if match is None:
-                    raise ValueError(f"{where}, line {number}: bad template {part.strip()!r} in {raw!r}; expected "
-                                     "NAME[OFFSET] with NAME in w, word, shape, upper, title, digit, suf1-9, pre1-9 "
-                                     f"(or bias, or a preset: {', '.join(_PRESETS)})")
+                    raise ParameterError(f"{where}, line {number}: bad template {part.strip()!r} in {raw!r}; expected "
+                                         "NAME[OFFSET] with NAME in w, word, shape, upper, title, digit, suf1-9, pre1-9 "
+                                         f"(or bias, or a preset: {', '.join(_PRESETS)})", name=where, value=spec)
                 atoms.append((match.group(1), int(match.group(2) or 0)))
             items.append(tuple(atoms))
     if not items:
-        raise ValueError(f"{where}: no feature templates given")
+        raise ParameterError(f"{where}: no feature templates given", name=where, value=spec)
     return tuple(items)
 
 
@@ -441,7 +442,7 @@ def check_features(owner) -> None:
         return
     where = f"{type(owner).__name__}: parameter features={features!r}"
     if not isinstance(features, str):
-        raise ValueError(f"{where} is invalid: expected None, a preset name ('pos') or a template list")
+        raise ParameterError(f"{where} is invalid: expected None, a preset name ('pos') or a template list", name='features', value=features)
     parse_templates(features, where)
 
 
@@ -454,8 +455,8 @@ def apply_templates(X, features, name: str = "X"):
     out = []
     for i, words in enumerate(X):
         if isinstance(words, str) or not all(isinstance(word, str) for word in words):
-            raise ValueError(f"{name}[{i}] is not a sequence of words (str): an estimator built with "
-                             f"features={features!r} extracts its own features from words")
+            raise ParameterError(f"{name}[{i}] is not a sequence of words (str): an estimator built with "
+                                 f"features={features!r} extracts its own features from words", name=name)
         out.append(template_features(list(words), parsed))
     return out
 

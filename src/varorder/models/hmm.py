@@ -26,6 +26,7 @@ import time
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.models import persist
 from varorder.parallel import check_n_jobs
 from varorder._progress import Progress
@@ -125,9 +126,9 @@ class HMM(ParamsMixin):
         get = self._symbol_index.get
         lengths = np.array([len(seq) for seq in X], dtype=np.int64)
         if lengths.size == 0:
-            raise ValueError(f"{name} holds no sequences")
+            raise ParameterError(f"{name} holds no sequences", name=name)
         if (lengths == 0).any():
-            raise ValueError(f"{name}[{int(np.flatnonzero(lengths == 0)[0])}] is an empty sequence")
+            raise ParameterError(f"{name}[{int(np.flatnonzero(lengths == 0)[0])}] is an empty sequence", name=name)
         ids = np.fromiter((get(v, unknown) for seq in X for v in seq), dtype=np.int64, count=int(lengths.sum()))
         return ids, lengths
 
@@ -175,10 +176,10 @@ class HMM(ParamsMixin):
         plan = ChunkPlan(lengths)
         if y is not None:
             if len(X) != len(y):
-                raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
+                raise ParameterError(f"X has {len(X)} sequences but y has {len(y)}", name='X', value=X)
             for i, (xs, ys) in enumerate(zip(X, y)):
                 if len(xs) != len(ys):
-                    raise ValueError(f"X[{i}] has {len(xs)} symbols but y[{i}] has {len(ys)} labels")
+                    raise ParameterError(f"X[{i}] has {len(xs)} symbols but y[{i}] has {len(ys)} labels", name='X', value=X)
             codec = LabelCodec.fit(y)
             self.classes_ = codec.classes
             gold = codec.encode(y)
@@ -194,7 +195,7 @@ class HMM(ParamsMixin):
             self.n_iter_ = 0
         else:
             if self.n_states is None or self.n_states < 1:
-                raise ValueError(f"n_states must be a positive integer for unsupervised fitting, got {self.n_states}")
+                raise ParameterError(f"n_states must be a positive integer for unsupervised fitting, got {self.n_states}", name='n_states', value=self.n_states)
             K = int(self.n_states)
             self.classes_ = list(range(K))
             rng = np.random.default_rng(self.random_state)
@@ -272,7 +273,7 @@ class HMM(ParamsMixin):
         elif algorithm == "posterior":
             ids = self._flat_marginals(scores, plan)[0].argmax(axis=1)
         else:
-            raise ValueError(f"algorithm must be 'viterbi' or 'posterior', got {algorithm!r}")
+            raise ParameterError(f"algorithm must be 'viterbi' or 'posterior', got {algorithm!r}", name='algorithm', value=algorithm)
         return [[self.classes_[i] for i in ids[plan.offsets[s]:plan.offsets[s + 1]]] for s in range(plan.lengths.size)]
 
     def predict_marginals(self, X) -> list[np.ndarray]:

@@ -46,6 +46,7 @@ import numpy as np
 from varorder import lattice as _lattice
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted, check_real
+from varorder.errors import FormatError, ParameterError
 from varorder.models import persist
 from varorder.parallel import check_n_jobs
 from varorder.models.features import (FeatureIndexer, apply_templates, check_features, csr_times_dense,
@@ -148,7 +149,7 @@ class MEMM(ParamsMixin):
         """Train on sequences X with label sequences y; returns self."""
         self._check_params()
         if len(X) != len(y):
-            raise ValueError(f"X has {len(X)} sequences but y has {len(y)}")
+            raise ParameterError(f"X has {len(X)} sequences but y has {len(y)}", name='X', value=X)
         began = time.perf_counter()
         X = apply_templates(X, self.features)
         codec = LabelCodec.fit(y)
@@ -163,7 +164,7 @@ class MEMM(ParamsMixin):
         self.n_features_in_ = matrix.shape[1]
         for i, (xs, ys) in enumerate(zip(X, y)):
             if n_items(xs) != len(ys):
-                raise ValueError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels")
+                raise ParameterError(f"X[{i}] has {n_items(xs)} items but y[{i}] has {len(ys)} labels", name='X', value=X)
         gold = codec.encode(y)
         K, F = len(self.classes_), self.n_features_in_
         plan = ChunkPlan(lengths)
@@ -240,7 +241,7 @@ class MEMM(ParamsMixin):
     def folded_chain(self, matrix, plan: ChunkPlan):
         """(token emissions (N, K), transitions, start') of the equivalent dense chain (see module doc)."""
         if self.conjoin_previous:
-            raise ValueError("a conjoin_previous MEMM has per-position pairwise potentials: it is not a dense chain")
+            raise ParameterError("a conjoin_previous MEMM has per-position pairwise potentials: it is not a dense chain")
         scores = csr_times_dense(matrix, self.emission_weights_)
         T = self.transition_weights_
         folded = scores.copy()
@@ -354,8 +355,8 @@ class MEMM(ParamsMixin):
         model.n_features_in_ = int(state["n_features_in"])
         if model.feature_names_ is not None and len(model.feature_names_) != model.n_features_in_:
             # the names index the weight rows: fewer names would leave rows unreachable, silently
-            raise ValueError(f"{os.fspath(path)}: field 'feature_names' lists {len(model.feature_names_)} names "
-                             f"for n_features_in = {model.n_features_in_}")
+            raise FormatError(f"{os.fspath(path)}: field 'feature_names' lists {len(model.feature_names_)} names "
+                              f"for n_features_in = {model.n_features_in_}", path=os.fspath(path))
         model._indexer = None if model.feature_names_ is None else FeatureIndexer.from_names(model.feature_names_)
         K, F = len(model.classes_), model.n_features_in_
         rows = (K + 1) * F if model.conjoin_previous else F

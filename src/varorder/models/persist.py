@@ -30,6 +30,8 @@ import zlib
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
+
 __all__ = ["FORMAT_VERSION", "save_model", "load_model", "model_kind", "check_shapes", "check_labels", "check_keys",
            "model_loader", "content_digest", "templates_as_parameter"]
 
@@ -67,14 +69,14 @@ def save_model(path, kind: str, params: dict, state: dict, arrays: dict[str, np.
     meta = {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "kind": kind, "params": params, "state": state}
     payload = {name: np.asarray(value) for name, value in arrays.items()}
     if _META in payload:
-        raise ValueError(f"array name {_META!r} is reserved")
+        raise ParameterError(f"array name {_META!r} is reserved", name='arrays', value=arrays)
     # the JSON round trip first, so that the digest covers what load will read back (tuples as lists)
     meta = json.loads(json.dumps(meta, default=_json_default))
     meta[_DIGEST] = content_digest(meta, payload)
     payload[_META] = np.frombuffer(json.dumps(meta, default=_json_default).encode("utf-8"), dtype=np.uint8)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise ValueError(f"{path}: cannot write: folder {directory!r} does not exist")
+        raise ParameterError(f"{path}: cannot write: folder {directory!r} does not exist", name='path', value=path)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -101,14 +103,14 @@ def load_model(path, kind: str, array_names) -> tuple[dict, dict, dict[str, np.n
     """(params, state, arrays) of a model file of the given kind."""
     members, meta = _read(path)
     if meta.get("kind") != kind:
-        raise ValueError(f"{path}: holds a {meta.get('kind')!r} model, not a {kind!r}")
+        raise FormatError(f"{path}: holds a {meta.get('kind')!r} model, not a {kind!r}", path=path)
     missing = [name for name in array_names if name not in members]
     if missing:
-        raise ValueError(f"{path}: model file lacks arrays {missing}")
+        raise FormatError(f"{path}: model file lacks arrays {missing}", path=path)
     params, state = meta.get("params", {}), meta.get("state", {})
     for field, value in (("params", params), ("state", state)):
         if not isinstance(value, dict) or not all(isinstance(key, str) for key in value):
-            raise ValueError(f"{os.fspath(path)}: model metadata field {field!r} must be a JSON object, got {value!r:.80}")
+            raise FormatError(f"{os.fspath(path)}: model metadata field {field!r} must be a JSON object, got {value!r:.80}", path=os.fspath(path))
     return params, state, {name: members[name] for name in array_names}
 
 
@@ -123,7 +125,7 @@ def templates_as_parameter(path, params: dict, state: dict) -> dict:
     if legacy is None or params.get("features") is not None:
         return params
     if not isinstance(legacy, str):
-        raise ValueError(f"{os.fspath(path)}: metadata 'feature_template' must be a string, got {legacy!r:.80}")
+        raise FormatError(f"{os.fspath(path)}: metadata 'feature_template' must be a string, got {legacy!r:.80}", path=os.fspath(path))
     return dict(params, features=legacy)
 
 
@@ -141,11 +143,11 @@ def model_loader(load):
             if check is not None:
                 check()
         except (TypeError, KeyError, AttributeError, IndexError, OverflowError) as err:
-            raise ValueError(f"{where}: malformed model metadata ({type(err).__name__}: {err})") from None
+            raise FormatError(f"{where}: malformed model metadata ({type(err).__name__}: {err})", path=where) from None
         except ValueError as err:
             if where in str(err):
                 raise
-            raise ValueError(f"{where}: invalid model ({err})") from None
+            raise FormatError(f"{where}: invalid model ({err})", path=where) from None
         return model
 
     return checked
@@ -163,32 +165,32 @@ def _read(path) -> tuple[dict[str, np.ndarray], dict]:
     try:
         loaded = np.load(path, allow_pickle=False)
         if not isinstance(loaded, np.lib.npyio.NpzFile):  # a bare .npy array, not an archive
-            raise ValueError(f"{path}: not a varorder model file (a single .npy array, not an .npz archive)")
+            raise FormatError(f"{path}: not a varorder model file (a single .npy array, not an .npz archive)", path=path)
         with loaded as archive:
             members = {name: archive[name] for name in archive.files}
     except FileNotFoundError:
         raise
     except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, KeyError, *_DAMAGED_ARCHIVE) as err:
-        raise ValueError(f"{path}: not a readable varorder model file ({type(err).__name__}: {err})") from None
+        raise FormatError(f"{path}: not a readable varorder model file ({type(err).__name__}: {err})", path=path) from None
     if _META not in members:
-        raise ValueError(f"{path}: not a varorder model file (no {_META} member)")
+        raise FormatError(f"{path}: not a varorder model file (no {_META} member)", path=path)
     try:
         meta = json.loads(members.pop(_META).tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: corrupted model metadata ({err})") from None
+        raise FormatError(f"{path}: corrupted model metadata ({err})", path=path) from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT_NAME:
-        raise ValueError(f"{path}: not a varorder model file (format {meta.get('format') if isinstance(meta, dict) else meta!r})")
+        raise FormatError(f"{path}: not a varorder model file (format {meta.get('format') if isinstance(meta, dict) else meta!r})", path=path)
     version = meta.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION or version < 1:
-        raise ValueError(f"{path}: model format version {version!r} is not supported (this varorder reads 1..{FORMAT_VERSION})")
+        raise FormatError(f"{path}: model format version {version!r} is not supported (this varorder reads 1..{FORMAT_VERSION})", path=path)
     if _DIGEST in meta:
         try:
             matches = meta[_DIGEST] == content_digest(meta, members)
         except (TypeError, ValueError):
             matches = False
         if not matches:
-            raise ValueError(f"{path}: field {_DIGEST!r}: the content does not match its digest — the file was "
-                             f"damaged or edited after it was saved")
+            raise FormatError(f"{path}: field {_DIGEST!r}: the content does not match its digest — the file was "
+                              f"damaged or edited after it was saved", path=path)
     return members, meta
 
 
@@ -207,19 +209,19 @@ def check_shapes(path, arrays: dict[str, np.ndarray], shapes: dict[str, tuple], 
     for name, shape in shapes.items():
         array = arrays[name]
         if array.dtype.kind not in "fiu" or array.dtype == np.float16:
-            raise ValueError(f"{where}: array {name!r} has dtype {array.dtype}, expected real numbers")
+            raise FormatError(f"{where}: array {name!r} has dtype {array.dtype}, expected real numbers", path=where)
         if array.shape != tuple(shape):
-            raise ValueError(f"{where}: array {name!r} has shape {array.shape}, expected {tuple(shape)}")
+            raise FormatError(f"{where}: array {name!r} has shape {array.shape}, expected {tuple(shape)}", path=where)
         if array.dtype.kind != "f":
             continue
         if np.isnan(array).any():
-            raise ValueError(f"{where}: array {name!r} contains NaN")
+            raise FormatError(f"{where}: array {name!r} contains NaN", path=where)
         if np.isposinf(array).any() or (not allow_neg_inf and np.isneginf(array).any()):
-            raise ValueError(f"{where}: array {name!r} contains {'inf' if allow_neg_inf else 'an infinite value'}")
+            raise FormatError(f"{where}: array {name!r} contains {'inf' if allow_neg_inf else 'an infinite value'}", path=where)
         finite = array[np.isfinite(array)]
         if finite.size and float(np.abs(finite).max()) > MAX_WEIGHT_MAGNITUDE:
-            raise ValueError(f"{where}: array {name!r} holds a value of magnitude {float(np.abs(finite).max()):.3g}, "
-                             f"beyond any trained model's (> {MAX_WEIGHT_MAGNITUDE:g}): the file is damaged")
+            raise FormatError(f"{where}: array {name!r} holds a value of magnitude {float(np.abs(finite).max()):.3g}, "
+                              f"beyond any trained model's (> {MAX_WEIGHT_MAGNITUDE:g}): the file is damaged", path=where)
 
 
 def check_keys(path, section: str, mapping: dict, allowed) -> None:
@@ -227,8 +229,8 @@ def check_keys(path, section: str, mapping: dict, allowed) -> None:
     an unknown key is a file from another program or a typo, never something to ignore."""
     unknown = sorted(set(mapping) - set(allowed))
     if unknown:
-        raise ValueError(f"{os.fspath(path)}: {section} field {unknown[0]!r} is not a field of this model kind "
-                         f"(known: {', '.join(sorted(allowed))})")
+        raise FormatError(f"{os.fspath(path)}: {section} field {unknown[0]!r} is not a field of this model kind "
+                          f"(known: {', '.join(sorted(allowed))})", path=os.fspath(path))
 
 
 def check_labels(path, name: str, labels, allow_none: bool = False) -> list:
@@ -239,11 +241,11 @@ def check_labels(path, name: str, labels, allow_none: bool = False) -> list:
         return None
     if not isinstance(labels, list) or not all(
             isinstance(label, str) or (isinstance(label, int) and not isinstance(label, bool)) for label in labels):
-        raise ValueError(f"{where}: metadata {name!r} must be a list of strings or integers, got {labels!r:.80}")
+        raise FormatError(f"{where}: metadata {name!r} must be a list of strings or integers, got {labels!r:.80}", path=where)
     if len({type(label) for label in labels}) > 1:
-        raise ValueError(f"{where}: metadata {name!r} mixes strings and integers")
+        raise FormatError(f"{where}: metadata {name!r} mixes strings and integers", path=where)
     if len(set(labels)) != len(labels):
         seen = set()
         duplicate = next(label for label in labels if label in seen or seen.add(label))
-        raise ValueError(f"{where}: metadata {name!r} lists {duplicate!r} twice")
+        raise FormatError(f"{where}: metadata {name!r} lists {duplicate!r} twice", path=where)
     return labels

@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from varorder.engine import chain as _engine
+from varorder.errors import ParameterError
 from varorder.eval.metrics import sequence_accuracy
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -36,7 +37,7 @@ def numba_threads(n_threads: int | None):
         yield
         return
     if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
-        raise ValueError(f"n_threads must be an int >= 1, got {n_threads!r}")
+        raise ParameterError(f"n_threads must be an int >= 1, got {n_threads!r}", name='n_threads', value=n_threads)
     previous = numba.get_num_threads()
     numba.set_num_threads(min(n_threads, numba.config.NUMBA_NUM_THREADS))
     try:
@@ -52,7 +53,7 @@ class LabelCodec:
         self.classes = list(classes)
         self.index = {c: i for i, c in enumerate(self.classes)}
         if len(self.index) != len(self.classes):
-            raise ValueError("classes must be distinct")
+            raise ParameterError("classes must be distinct", name='classes', value=classes)
 
     @classmethod
     def fit(cls, label_sequences) -> "LabelCodec":
@@ -60,7 +61,7 @@ class LabelCodec:
         for seq in label_sequences:
             seen.update(seq)
         if not seen:
-            raise ValueError("y holds no labels")
+            raise ParameterError("y holds no labels", name='label_sequences', value=label_sequences)
         return cls(sorted(seen, key=lambda v: (str(type(v)), v)))
 
     def encode(self, label_sequences, name: str = "y") -> np.ndarray:
@@ -70,7 +71,7 @@ class LabelCodec:
             try:
                 out.extend(self.index[v] for v in seq)
             except KeyError as err:
-                raise ValueError(f"{name}[{i}] holds label {err.args[0]!r} not seen in training") from None
+                raise ParameterError(f"{name}[{i}] holds label {err.args[0]!r} not seen in training", name=name) from None
         return np.asarray(out, dtype=np.int64)
 
     def decode(self, ids: np.ndarray, lengths: np.ndarray) -> list[list]:
@@ -94,7 +95,7 @@ class ChunkPlan:
     def __init__(self, lengths, max_cells: int = 1 << 16):
         lengths = np.asarray(lengths, dtype=np.int64)
         if lengths.ndim != 1 or (lengths < 1).any():
-            raise ValueError("every sequence must have at least one item")
+            raise ParameterError("every sequence must have at least one item", name='lengths', value=lengths)
         self.lengths = lengths
         if lengths.size == 1:  # one sequence (a tagger's one sentence): one chunk, no sorting or masks
             n = int(lengths[0])
@@ -174,5 +175,5 @@ def token_accuracy(predicted: Sequence[Sequence], gold: Sequence[Sequence]) -> f
     """
     result = sequence_accuracy(predicted, gold)
     if result.num_tokens == 0:
-        raise ValueError("no tokens to score")
+        raise ParameterError("no tokens to score", name='gold', value=gold)
     return result.token

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.parallel import Executor, SerialExecutor, as_executor, reduce_in_order
 
 __all__ = ["DEFAULT_SHARDS", "ShardedObjective", "shard_bounds", "shard_plan"]
@@ -34,7 +35,7 @@ def shard_bounds(lengths: np.ndarray, n_shards: int) -> list[tuple[int, int]]:
     non-empty ranges of about equal token counts: ``[(first, stop), ...]``."""
     lengths = np.asarray(lengths, dtype=np.int64)
     if isinstance(n_shards, bool) or not isinstance(n_shards, (int, np.integer)) or n_shards < 1:
-        raise ValueError(f"n_shards must be a positive integer, got {n_shards!r}")
+        raise ParameterError(f"n_shards must be a positive integer, got {n_shards!r}", name='n_shards', value=n_shards)
     n = lengths.size
     if n == 0:
         return []
@@ -81,7 +82,7 @@ class ShardedObjective:
 
     def __init__(self, shards: Sequence, executor=None):
         if not shards:
-            raise ValueError("a sharded objective needs at least one shard")
+            raise ParameterError("a sharded objective needs at least one shard", name='shards', value=shards)
         self.executor: Executor = as_executor(executor)
         self.n_shards = len(shards)
         self._handles = self.executor.scatter(list(shards))
@@ -92,7 +93,7 @@ class ShardedObjective:
         objective = cls.__new__(cls)
         objective.executor, objective.n_shards, objective._handles = executor, len(handles), list(handles)
         if not handles:
-            raise ValueError("a sharded objective needs at least one shard")
+            raise ParameterError("a sharded objective needs at least one shard", name='handles', value=handles)
         return objective
 
     def __call__(self, theta: np.ndarray) -> tuple[float, np.ndarray]:

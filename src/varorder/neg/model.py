@@ -34,7 +34,7 @@ Methods (``method``):
 
 Training objective of SampleRank: o(c) = −Σₜ [type(cₜ) ≠ gold type] + [string(cₜ) ≠ gold string].
 
-Extensions (options, off by default; issue #29's error analysis in docs/notes/29-neg.md):
+Extensions (options, off by default; the error analysis behind them is in docs/notes/29-neg.md):
 ``link_between`` (the name link's code also tells whether another entity's slot lies between),
 ``warm_start="unary"`` with ``unary_step`` (start from the exact unary fit, its weights held or
 moved by a scaled step), ``cues`` (unary person cues: 1st/2nd person words in the slot's sentence
@@ -54,7 +54,7 @@ from varorder import chain
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.engine.threads import single_threaded_blas
-from varorder.errors import ParameterError
+from varorder.errors import FormatError, ParameterError
 from varorder.factorgraph import domains
 from varorder.factorgraph.kernels import GIBBS, METROPOLIS
 from varorder.models import persist
@@ -469,17 +469,17 @@ class NegGenerator(ParamsMixin):
         """Read a model written by :meth:`save`; anything damaged or foreign raises ValueError naming the file."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, ("theta",))
         if not set(params) <= set(_PARAMS):
-            raise ValueError(f"{path}: unknown NegGenerator parameters {sorted(set(params) - set(_PARAMS))}")
+            raise FormatError(f"{path}: unknown NegGenerator parameters {sorted(set(params) - set(_PARAMS))}", path=path)
         model = cls(**params)  # model_loader checks the parameters' values on return
         names = state["feature_names"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
-            raise ValueError(f"{path}: feature_names must be a list of distinct strings")
+            raise FormatError(f"{path}: feature_names must be a list of distinct strings", path=path)
         if state["attrs"] != list(ATTRS):
-            raise ValueError(f"{path}: the model's candidate attributes {state['attrs']!r:.80} differ from this "
-                             f"varorder's {list(ATTRS)}")
+            raise FormatError(f"{path}: the model's candidate attributes {state['attrs']!r:.80} differ from this "
+                              f"varorder's {list(ATTRS)}", path=path)
         layout = model._layout(len(names))
         if state["layout"] != [layout.n_features, layout.n_attrs, layout.n_pair_codes, layout.n_distance_buckets]:
-            raise ValueError(f"{path}: layout {state['layout']!r:.80} does not match the parameters and features")
+            raise FormatError(f"{path}: layout {state['layout']!r:.80} does not match the parameters and features", path=path)
         persist.check_shapes(path, arrays, {"theta": (layout.n_params,)}, allow_neg_inf=False)
         model.feature_names_ = names
         model._indexer = FeatureIndexer.from_names(names)

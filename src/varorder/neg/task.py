@@ -35,7 +35,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
-from varorder.errors import FormatError
+from varorder.errors import FormatError, ParameterError
 from varorder.eval.neg import neg_scores
 from varorder.io import atomic_write_text, open_text
 
@@ -102,7 +102,7 @@ class NegDocument:
         for i, c in enumerate(self.candidates[slot.entity]):
             if normal_key(c.text) == key:
                 return i
-        raise ValueError(f"{self.doc_id}: slot gold {slot.gold!r} is not among entity {slot.entity}'s candidates")
+        raise ParameterError(f"{self.doc_id}: slot gold {slot.gold!r} is not among entity {slot.entity}'s candidates")
 
 
 def normal_key(text: str) -> str:
@@ -303,7 +303,7 @@ def regenerate(document: NegDocument, choices, mark: bool = False) -> list[str]:
     ``mark`` wraps each chosen RE as ``[entity: RE]``. A sentence-initial RE is capitalised.
     """
     if len(choices) != len(document.slots):
-        raise ValueError(f"{document.doc_id}: {len(choices)} choices for {len(document.slots)} slots")
+        raise ParameterError(f"{document.doc_id}: {len(choices)} choices for {len(document.slots)} slots", name='choices', value=choices)
     by_start = {s.start: (s, c) for s, c in zip(document.slots, choices)}
     starts = set(document.sentence_starts)
     sentences, pieces = [], []
@@ -334,11 +334,11 @@ def evaluate(documents, choices) -> dict:
     (a string outside the candidate list counts as no type).
     """
     if len(choices) != len(documents):
-        raise ValueError(f"{len(choices)} choice lists for {len(documents)} documents")
+        raise ParameterError(f"{len(choices)} choice lists for {len(documents)} documents", name='choices', value=choices)
     slots, hypotheses, references = [], [], []
     for document, chosen in zip(documents, choices):
         if len(chosen) != len(document.slots):
-            raise ValueError(f"{document.doc_id}: {len(chosen)} choices for {len(document.slots)} slots")
+            raise ParameterError(f"{document.doc_id}: {len(chosen)} choices for {len(document.slots)} slots", name='choices', value=choices)
         for slot, text in zip(document.slots, chosen):
             types = {normal_key(c.text): c.reg08 for c in document.candidates[slot.entity]}
             slots.append((text, types.get(normal_key(text)), slot.gold, slot.gold_type))
@@ -371,28 +371,28 @@ def load_task(path) -> list[NegDocument]:
         with open_text(path) as handle:
             payload = json.load(handle)
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}: not a prepared NEG task (JSON error: {err})") from None
+        raise FormatError(f"{path}: not a prepared NEG task (JSON error: {err})", path=path) from None
     if not isinstance(payload, dict) or payload.get("format") != _FORMAT or payload.get("version") != 1:
-        raise ValueError(f"{path}: not a prepared NEG task (format {_FORMAT!r} version 1 expected)")
+        raise FormatError(f"{path}: not a prepared NEG task (format {_FORMAT!r} version 1 expected)", path=path)
     documents = []
     try:
         for i, d in enumerate(payload["documents"]):
             n = len(d["words"])
             if len(d["space_after"]) != n or not all(isinstance(w, str) and w for w in d["words"]):
-                raise ValueError(f"document {i}: words and space_after disagree or hold empty words")
+                raise FormatError(f"document {i}: words and space_after disagree or hold empty words")
             candidates = {str(e): [Candidate(str(t), str(a)) for t, a in cs] for e, cs in d["candidates"].items()}
             for e, cs in candidates.items():
                 if not cs or any(c.attr not in ATTR_INDEX or not c.text for c in cs):
-                    raise ValueError(f"document {i}: entity {e} has an empty candidate list or an unknown attribute")
+                    raise FormatError(f"document {i}: entity {e} has an empty candidate list or an unknown attribute")
             slots = []
             for s in d["slots"]:
                 start, end, entity, gold, gold_type, case, sentence, paragraph, features = s
                 if not (isinstance(start, int) and isinstance(end, int) and 0 <= start <= end < n):
-                    raise ValueError(f"document {i}: slot span {start}..{end} outside its {n} words")
+                    raise FormatError(f"document {i}: slot span {start}..{end} outside its {n} words")
                 if entity not in candidates or gold_type not in ("name", "pronoun", "common") \
                         or case not in ("nom", "acc", "gen"):
-                    raise ValueError(f"document {i}: slot at {start} has entity/type/case {entity!r}/{gold_type!r}/"
-                                     f"{case!r}")
+                    raise FormatError(f"document {i}: slot at {start} has entity/type/case {entity!r}/{gold_type!r}/"
+                                      f"{case!r}")
                 slots.append(Slot(start, end, str(entity), str(gold), gold_type, case, sentence, paragraph,
                                   features))
             _check_structure(i, d, n, slots)
@@ -403,7 +403,7 @@ def load_task(path) -> list[NegDocument]:
                 document.gold_index(slot)
             documents.append(document)
     except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{path}: invalid NEG task ({type(err).__name__}: {err})") from None
+        raise FormatError(f"{path}: invalid NEG task ({type(err).__name__}: {err})", path=path) from None
     return documents
 
 

@@ -36,6 +36,7 @@ import time
 import numpy as np
 
 from varorder.base import ParamsMixin, check_choice, check_int, check_real
+from varorder.errors import DivergenceError, ParameterError
 from varorder.strings.inference import METHODS, FactorMessages, make_method
 from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import compose, kbest_strings, linear_acceptor, project
@@ -59,7 +60,7 @@ def expected_edit_counts(estimator, graph: PhonologyGraph, factors: FactorMessag
             continue
         try:
             word_counts, _ = factors.word_expectations(word.surface, estimator.factor_dfas(i))
-        except ValueError:
+        except DivergenceError:
             skipped += 1  # a divergent tilted distribution (Z = ∞): the word gives no counts this step
         else:
             counts += word_counts
@@ -70,7 +71,7 @@ def expected_edit_counts(estimator, graph: PhonologyGraph, factors: FactorMessag
                     if m not in beliefs:
                         beliefs[m] = estimator.belief_dfa(m)
                 log_likelihood += factors.word_log_weight(word.surface, [beliefs[m] for m in word.morphemes])
-            except ValueError:
+            except DivergenceError:
                 log_likelihood = None
     return {"counts": counts, "words": words, "skipped": skipped, "log_likelihood": log_likelihood}
 
@@ -85,7 +86,7 @@ class EditEM(ParamsMixin):
     it), ``estimator_`` (inference under it, holding ``beliefs_``), ``history_`` (one
     dict per E step: iteration, log_likelihood, words, skipped, seconds).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed).
     """
 
@@ -107,11 +108,11 @@ class EditEM(ParamsMixin):
         check_int(self, "iterations", 0)
         check_real(self, "smoothing", 0)
         if self.method_params is not None and not isinstance(self.method_params, dict):
-            raise ValueError(f"EditEM: parameter method_params={self.method_params!r} is invalid: expected None or "
-                             "a dict of make_method's keyword arguments")
+            raise ParameterError(f"EditEM: parameter method_params={self.method_params!r} is invalid: expected None or "
+                                 "a dict of make_method's keyword arguments", name='method_params', value=self.method_params)
         if self.progress is not None and not callable(self.progress):
-            raise ValueError(f"EditEM: parameter progress={self.progress!r} is invalid: expected None or a callable "
-                             "progress(done, total)")
+            raise ParameterError(f"EditEM: parameter progress={self.progress!r} is invalid: expected None or a callable "
+                                 "progress(done, total)", name='progress', value=self.progress)
 
     def fit(self, graph: PhonologyGraph) -> "EditEM":
         """EM on ``graph``'s observed words; returns self."""
@@ -123,7 +124,7 @@ class EditEM(ParamsMixin):
             estimator = self._infer(current)
             step = expected_edit_counts(estimator, current)
             if step["words"] == 0:
-                raise ValueError("no observed word gave expected counts (every tilted distribution diverged)")
+                raise DivergenceError("no observed word gave expected counts (every tilted distribution diverged)")
             edit = current.edit.m_step(step["counts"], step["words"], self.smoothing)
             self.history_.append({"iteration": it + 1, "log_likelihood": step["log_likelihood"],
                                   "words": step["words"], "skipped": step["skipped"],
@@ -168,7 +169,7 @@ def heldout_surface_scores(estimator, graph: PhonologyGraph, cap: float = 50.0, 
     support) and whether :func:`predict_surface`'s best candidate is the surface. Returns
     ``{"nll", "accuracy", "capped", "words", "predictions": [(gold, predicted, nll)]}``."""
     if not graph.held_out:
-        raise ValueError("the graph has no held-out words (read_hopkins(..., holdout_share=...))")
+        raise ParameterError("the graph has no held-out words (read_hopkins(..., holdout_share=...))", name='graph', value=graph)
     factors = FactorMessages(graph)
     belief_of: dict = {}  # morphemes are shared between words: one DFA each
 
@@ -184,14 +185,14 @@ def heldout_surface_scores(estimator, graph: PhonologyGraph, cap: float = 50.0, 
         try:
             beliefs = [belief(m) for m in morphemes]
             score = factors.word_log_weight(gold, beliefs)
-        except ValueError:
+        except DivergenceError:
             score = -math.inf
         if not score > -cap:
             capped += 1
         nll.append(min(-score, cap))
         try:
             ranked = predict_surface(estimator, graph, morphemes, factors, beliefs=beliefs, **candidates)
-        except ValueError:
+        except DivergenceError:
             ranked = []
         best = ranked[0][0] if ranked else None
         correct += best == tuple(gold)

@@ -31,6 +31,7 @@ from functools import cached_property
 
 import numpy as np
 
+from varorder.errors import DivergenceError, ParameterError
 from varorder.wfsa import Wfsa, arc_posteriors, ngram_history_table, product_with_dfa, reachable_states
 
 __all__ = ["BOS", "EOS", "FeatureMachine", "SubstringRegistry", "ngram_closed_form", "ngram_machine", "substring_machine"]
@@ -87,7 +88,7 @@ class FeatureMachine:
     def expected_counts(self, acceptor: Wfsa | None, theta) -> tuple[np.ndarray, float]:
         """E_p[f] (local feature order) and log Z for p ∝ acceptor ⊙ ENCODE(θ); ``None``
         stands for the universal acceptor (then p = q_θ: one sparse LU of the machine's S × S
-        transitions, :meth:`_own_cell_counts`). ValueError when Z diverges."""
+        transitions, :meth:`_own_cell_counts`). DivergenceError when Z diverges."""
         cell_w, end_w = self.weights(theta)
         S, A = self.next_state.shape
         if acceptor is None:
@@ -110,7 +111,7 @@ class FeatureMachine:
         general path first tries a Neumann series, ~100 sparse products per solve on these
         cyclic machines, before it falls back to the LU). Z is finite iff the spectral radius
         of M is < 1, which holds iff β > 0 solves β = e^end + Mβ on those states (a positive
-        vector with Mβ ≤ β, strictly where an end weight is positive); else ValueError."""
+        vector with Mβ ≤ β, strictly where an end weight is positive); else DivergenceError."""
         import scipy.sparse as sp
         import scipy.sparse.linalg as spla
 
@@ -122,7 +123,7 @@ class FeatureMachine:
         dst = self.next_state[live]
         keep = reachable_states(S, src, dst, [self.start]) & reachable_states(S, dst, src, np.flatnonzero(end_live))
         if not keep[self.start]:
-            raise ValueError("the machine accepts nothing: posteriors are undefined")
+            raise ParameterError("the machine accepts nothing: posteriors are undefined")
         index = np.flatnonzero(keep)
         new_id = np.cumsum(keep) - 1
         arcs = keep[src] & keep[dst]
@@ -143,9 +144,9 @@ class FeatureMachine:
                 beta = lu.solve(rhs)
                 alpha = lu.solve(e, trans="T")
             except RuntimeError:  # exactly singular
-                raise ValueError("the machine's total weight diverges (its transitions have spectral radius 1)")
+                raise DivergenceError("the machine's total weight diverges (its transitions have spectral radius 1)")
         if not (np.all(np.isfinite(beta)) and np.all(np.isfinite(alpha)) and (beta > 0).all() and (alpha > 0).all()):
-            raise ValueError("the machine's total weight diverges (the spectral radius of its transitions is ≥ 1)")
+            raise DivergenceError("the machine's total weight diverges (the spectral radius of its transitions is ≥ 1)")
         z = beta[new_id[self.start]]
         a_full = np.zeros(S)
         b_full = np.zeros(S)

@@ -23,8 +23,8 @@ that p̂ never fires gets the −∞ weight of footnote 1 (kept finite, :data:`L
 first pass is restricted to unigram features, as §7 does; PEP-prox takes its gradient steps
 there too, from the uniform unigram model (θ = 0, the paper's start, is outside the family:
 Z = ∞; the start is held as the prior's message so that eq. 4 holds) — the closed form
-(``unigram_start="closed-form"``, the behaviour before s60) set unseen unigrams to
-log 1e-12, from which η = 0.05 steps cannot climb (issue #30: suffixes stuck at ε). One
+(``unigram_start="closed-form"``, deprecated) sets unseen unigrams to log 1e-12, from
+which η = 0.05 steps cannot climb (suffixes stay stuck at ε). One
 proximal step per update is the paper's (§7); ``prox_steps`` > 1 is an option.
 
 Pruned BP (the baseline of Cotterell et al. 2015, §5 here): every variable's domain is
@@ -45,7 +45,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.special import logsumexp
 
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.base import ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_is_fitted, check_real
+from varorder.errors import DivergenceError, ParameterError
 from varorder.loglinear.prox import penalty_value, prox_tree_l2
 from varorder.strings.features import (BOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
                                        ngram_machine, substring_machine)
@@ -59,7 +60,7 @@ __all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "Belie
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
 PROX_PENALTIES = ("message", "belief")  # what PEP-prox's group lasso penalises; the first is the paper's (eq. 7)
-# PEP-prox's unigram first sweep: the paper's gradient steps, or the closed form (before s60)
+# PEP-prox's unigram first sweep: the paper's gradient steps, or the closed form (deprecated)
 UNIGRAM_STARTS = ("gradient", "closed-form")
 
 
@@ -84,7 +85,7 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
                         prox_penalty=prox_penalty, prox_steps=prox_steps, prox_tol=prox_tol,
                         unigram_start=unigram_start, passes_sweeps=passes_sweeps, tol=tol, progress=progress,
                         **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
-    raise ValueError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}")
+    raise ParameterError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}", name='name', value=name)
 
 NEG_INF = -math.inf
 GREEDY_FLOOR = 1e-6  # pseudo-count of an unseen n-gram in a greedy projection, per unit of its state's mass
@@ -127,7 +128,7 @@ def dfa_tables(acceptor: Wfsa) -> Dfa:
     next_state = np.full((S, A), sink, dtype=np.int64)
     cell = np.full((S, A), NEG_INF)
     if (acceptor.ilabel == 0).any():
-        raise ValueError("dfa_tables needs an ε-free acceptor")
+        raise ParameterError("dfa_tables needs an ε-free acceptor", name='acceptor', value=acceptor)
     next_state[acceptor.src, acceptor.ilabel - 1] = acceptor.dst
     cell[acceptor.src, acceptor.ilabel - 1] = acceptor.weight
     end = np.concatenate([acceptor.final, [NEG_INF]])
@@ -135,7 +136,7 @@ def dfa_tables(acceptor: Wfsa) -> Dfa:
 
 
 def dfa_log_partition(dfa: Dfa) -> float:
-    """log Σ_x of the DFA's weight (ValueError when it diverges)."""
+    """log Σ_x of the DFA's weight (DivergenceError when it diverges)."""
     S, A = dfa.next_state.shape
     live = dfa.cell > NEG_INF
     rows, cols = np.nonzero(live)
@@ -385,11 +386,11 @@ class StringEP(ParamsMixin):
     penalises. ``"message"`` (the default) is the paper's: "our penalized EP simply adds
     λ·Ω(θ) into (7)" (§4.3), and the θ of eq. 7 is the message θ_{F→V} (the belief there
     is q_θ ⊙ μ_{V→F}), so the proximal operator acts on θ_V − θ_{V→F} and the cavity is
-    added back. ``"belief"`` (an option, the default before 24 Nov) penalises θ_V itself.
+    added back. ``"belief"`` (an option) penalises θ_V itself.
 
     ``unigram_start`` (``optimizer="prox"``): ``"gradient"`` (the default) fits the unigram
     first sweep by the paper's gradient steps from the uniform unigram model; ``"closed-form"``
-    is the behaviour before s60. ``prox_steps`` proximal steps per message update (1, the
+    (deprecated: a FutureWarning) sets it in closed form. ``prox_steps`` proximal steps per message update (1, the
     paper's; more is an extension, stopping once the objective falls by less than ``prox_tol``).
 
     ``tol`` > 0 (PEP-prox only) makes ``iterations`` a maximum: the sweeps stop after the first
@@ -404,7 +405,7 @@ class StringEP(ParamsMixin):
     which stays large where a floored cell's log weight moves: not a stopping rule there), K
     and updates; ``sweeps_`` counts the sweeps run.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); ``progress`` is None or ``progress(done, total)`` called per sweep.
     """
 
@@ -485,7 +486,7 @@ class StringEP(ParamsMixin):
 
     def _damped(self, compute):
         """``compute()`` with the cavities at α = 1; if a product through a cavity diverges
-        (ValueError, Z = ∞), again with α = 1/2, 1/4, …, 2⁻⁶, then 0.
+        (DivergenceError, Z = ∞), again with α = 1/2, 1/4, …, 2⁻⁶, then 0.
 
         A cavity θ_V − θ_{F→V} need not be normalisable (EP's messages are ratios), and
         with it the tilted product p̂ = μ_{F→V} ⊙ ENCODE(θ_V − θ_{F→V}), or the forward
@@ -501,11 +502,11 @@ class StringEP(ParamsMixin):
             self._alpha = alpha
             try:
                 return compute(), alpha
-            except ValueError:
+            except DivergenceError:
                 continue
             finally:
                 self._alpha = 1.0
-        raise ValueError("every damped cavity diverges")
+        raise DivergenceError("every damped cavity diverges")
 
     def _out_dfa(self, v, f) -> Dfa:
         """The DFA of θ_{V→F} = θ_V − θ_{F→V} (α-damped inside :meth:`_damped`)."""
@@ -664,8 +665,8 @@ class StringEP(ParamsMixin):
         always does. Letting the gain drop such a context h made θ_{F→V} = θ_V − θ_{V→F}
         carry the negation of another message's weights at h, wherever p̂ had no mass to
         fit them; in the next cavity these became large positive weights on strings that
-        no factor supports (issue #14: STEM47 of the seed-0 300-word lexicon, 6.99 → 1.18
-        nats, trigram EP 1.18). The penalty then prices only the contexts an update adds."""
+        no factor supports (STEM47 of the seed-0 300-word lexicon: 6.99 → 1.18 nats,
+        trigram EP 1.18). The penalty then prices only the contexts an update adds."""
         previous = self.contexts_.get(v, [()])
         cap = self.max_order - 1 if self.max_order is not None else 8
         rounds = 1 if self._unigram_pass else (self.growth_rounds or cap + 1)  # None: until it stops growing
@@ -673,7 +674,7 @@ class StringEP(ParamsMixin):
         if self.cavity_contexts and not self._unigram_pass:
             required = self._cavity_contexts(v, theta_out, exclude)
             # by length, then the strings: a frozenset's order follows string hashing, which differs
-            # per process (PYTHONHASHSEED), and the contexts' order sets the sums' (#33)
+            # per process (PYTHONHASHSEED), and the contexts' order sets the sums'
             previous = list(dict.fromkeys([*previous, *sorted(required, key=lambda c: (len(c), c))]))
         for _ in range(rounds):
             new, kept = self._greedy_round(v, mu, theta_out, previous, required)
@@ -752,7 +753,7 @@ class StringEP(ParamsMixin):
         # floor chosen on seed 1). It is relative to the row's mass: a rarely visited state
         # (a cavity context p̂ hardly reaches) keeps p̂'s next-symbol distribution instead
         # of a uniform one, whose flattening came back as a large positive message weight
-        # where the cavity was low (issue #14: STEM7 of the seed-0 100-word lexicon, 3.61
+        # where the cavity was low (STEM7 of the seed-0 100-word lexicon: 3.61
         # nats with an absolute floor and the cavity's contexts kept; trigram EP 0.003)
         state_rows = np.maximum(state_rows, 0.0)
         state_rows = state_rows + self.greedy_floor * state_rows.sum(axis=1, keepdims=True) + 1e-300
@@ -793,7 +794,7 @@ class StringEP(ParamsMixin):
             new[order] = values
             try:
                 z = machine.log_partition(new)
-            except ValueError:
+            except DivergenceError:
                 z = math.inf
             if math.isfinite(z):
                 step = values - current
@@ -832,12 +833,14 @@ class StringEP(ParamsMixin):
         check_choice(self, "optimizer", ("prox", "greedy"))
         check_choice(self, "prox_penalty", PROX_PENALTIES)
         check_choice(self, "unigram_start", UNIGRAM_STARTS)
+        check_deprecated(self, "unigram_start", {"closed-form": "the paper's gradient start (the default) reaches "
+                                                               "the unigrams the closed form leaves at log 1e-12"})
         check_int(self, "prox_steps", 1)
         check_real(self, "prox_tol", 0)
         check_real(self, "tol", 0)
         if self.tol > 0 and (self.family != "pep" or self.optimizer != "prox"):
-            raise ValueError(f"{type(self).__name__}: parameter tol={self.tol!r} is invalid: the stopping rule "
-                             "is PEP-prox's (family='pep', optimizer='prox'); use tol=0")
+            raise ParameterError(f"{type(self).__name__}: parameter tol={self.tol!r} is invalid: the stopping rule "
+                                 "is PEP-prox's (family='pep', optimizer='prox'); use tol=0", name='tol', value=self.tol)
         check_int(self, "order", 1, 4)
         check_real(self, "eta", 0, exclusive_minimum=True)
         check_real(self, "lam", 0)
@@ -897,7 +900,7 @@ class StringEP(ParamsMixin):
                 for f in self.neighbours_[v]:
                     try:
                         mus[f] = self._tracked(it, v, f, "message", lambda: self._factor_message(f, v))
-                    except ValueError:
+                    except DivergenceError:
                         self.stats_["skipped"] += passes
                         self.skipped_.append((it, v, f, "message"))
                 for _ in range(passes):
@@ -906,7 +909,7 @@ class StringEP(ParamsMixin):
                             self._tracked(it, v, f, "update", lambda: self._update(v, f, unigram, mu))
                             self.stats_["updates"] += 1
                             self._sweep_residual = max(self._sweep_residual, self._residual)
-                        except ValueError:
+                        except DivergenceError:
                             self.stats_["skipped"] += 1  # every damped product diverged: keep the old message
                             self.skipped_.append((it, v, f, "update"))
             self.history_.append({"sweep": it + 1, "passes": passes, "unigram": unigram,
@@ -941,7 +944,7 @@ class StringEP(ParamsMixin):
         return int(np.count_nonzero(self._theta(v)))
 
     def belief_dfa(self, v) -> Dfa:
-        """b̂_V as a normalised DFA (ValueError when its Z diverges)."""
+        """b̂_V as a normalised DFA (DivergenceError when its Z diverges)."""
         machine, theta = self.belief_machine(v), self._theta(v)
         dfa = machine_dfa(machine, theta)
         return Dfa(dfa.next_state, dfa.start, dfa.cell, dfa.end - machine.log_partition(theta))
@@ -960,7 +963,7 @@ class StringEP(ParamsMixin):
             theta = self._theta(v)
             try:
                 log_z = machine.log_partition(theta)
-            except ValueError:
+            except DivergenceError:
                 log_z = math.inf
             sizes.append(machine.n_states)
 
@@ -1017,15 +1020,15 @@ def project_acceptor(acceptor: Wfsa, *, optimizer: str = "prox", steps: int = 10
 
 def _check_progress(owner) -> None:
     if owner.progress is not None and not callable(owner.progress):
-        raise ValueError(f"{type(owner).__name__}: parameter progress={owner.progress!r} is invalid: expected None "
-                         "or a callable progress(done, total)")
+        raise ParameterError(f"{type(owner).__name__}: parameter progress={owner.progress!r} is invalid: expected None "
+                             "or a callable progress(done, total)", name='progress', value=owner.progress)
 
 
 class PrunedBP(ParamsMixin):
     """Loopy BP whose beliefs live on the union of the ``k``-best strings of each incoming
     message (Cotterell et al. 2015; Dreyer & Eisner 2009). ``fit(graph)`` returns self.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed)."""
 
     _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
@@ -1119,7 +1122,7 @@ class PrunedBP(ParamsMixin):
                     try:
                         mu = self._mu(f, v)
                         best = kbest_strings(mu, self.k)
-                    except ValueError:
+                    except DivergenceError:
                         self.stats_["skipped"] += 1
                         continue
                     mus[f] = mu

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from varorder.engine.validate import as_rng
-from varorder.errors import FormatError
+from varorder.errors import FormatError, ParameterError
 from varorder.io import open_text
 from varorder.strings.features import ngram_closed_form, ngram_machine
 from varorder.wfsa import Wfsa, strings_acceptor
@@ -49,11 +49,11 @@ class EditTransducer:
     def __post_init__(self):
         A = len(self.alphabet)
         if self.substitute.shape != (A, A + 1) or self.insert.shape != (A,):
-            raise ValueError(f"edit transducer shapes must be ({A}, {A + 1}) and ({A},)")
+            raise ParameterError(f"edit transducer shapes must be ({A}, {A + 1}) and ({A},)")
         if (self.substitute < 0).any() or not np.allclose(self.substitute.sum(axis=1), 1.0):
-            raise ValueError("each substitution row must be a probability distribution")
+            raise ParameterError("each substitution row must be a probability distribution")
         if (self.insert < 0).any() or self.insert.sum() >= 1.0:
-            raise ValueError("insertion probabilities must be non-negative and sum below 1")
+            raise ParameterError("insertion probabilities must be non-negative and sum below 1")
 
     @classmethod
     def uniform(cls, alphabet, copy: float = 0.9, delete: float = 0.02, insert: float = 0.02) -> "EditTransducer":
@@ -96,7 +96,7 @@ class EditTransducer:
         try:
             written = [index[x] for x in surface]
         except KeyError as error:
-            raise ValueError(f"surface symbol {error.args[0]!r} is not in the edit transducer's alphabet") from None
+            raise ParameterError(f"surface symbol {error.args[0]!r} is not in the edit transducer's alphabet", name='surface', value=surface) from None
         keep = math.log(self.stop)
         with np.errstate(divide="ignore"):
             log_insert, log_sub = np.log(self.insert), np.log(self.substitute) + keep
@@ -138,7 +138,7 @@ class EditTransducer:
         A = len(self.alphabet)
         counts = np.asarray(op_counts, dtype=np.float64)
         if counts.shape != (self.n_ops,) or not np.all(np.isfinite(counts)) or (counts < -1e-9).any():
-            raise ValueError(f"op_counts must be {self.n_ops} finite non-negative counts")
+            raise ParameterError(f"op_counts must be {self.n_ops} finite non-negative counts", name='op_counts', value=op_counts)
         counts = np.maximum(counts, 0.0)
         insert = counts[:A] + smoothing
         read = counts[A:].reshape(A, A + 1) + smoothing
@@ -219,12 +219,12 @@ class PhonologyGraph:
         symbols = set(self.alphabet)
         for w in self.words:
             if len(set(w.morphemes)) != len(w.morphemes):
-                raise ValueError(f"word {w.label!r} repeats a morpheme; repeated morphemes are not supported")
+                raise ParameterError(f"word {w.label!r} repeats a morpheme; repeated morphemes are not supported")
             for m in w.morphemes:
                 if m not in known:
-                    raise ValueError(f"word {w.label!r} names unknown morpheme {m!r}")
+                    raise ParameterError(f"word {w.label!r} names unknown morpheme {m!r}")
             if w.surface is not None and not set(w.surface) <= symbols:
-                raise ValueError(f"word {w.label!r} has symbols outside the alphabet")
+                raise ParameterError(f"word {w.label!r} has symbols outside the alphabet")
 
     @property
     def observed(self) -> list:
@@ -253,7 +253,7 @@ def synthetic_lexicon(n_words: int, seed=None, alphabet_size: int = 8, n_suffixe
     edit transducer that copies with ``copy`` and substitutes within symbol pairs."""
     rng = as_rng(seed)
     if n_words < 2:
-        raise ValueError(f"n_words must be at least 2, got {n_words}")
+        raise ParameterError(f"n_words must be at least 2, got {n_words}", name='n_words', value=n_words)
     alphabet = tuple("abcdefghijklmnopqrstuvwxyz"[:alphabet_size])
     A = len(alphabet)
     # prior: random bigram rows, end probability ~ 0.25
@@ -275,7 +275,7 @@ def synthetic_lexicon(n_words: int, seed=None, alphabet_size: int = 8, n_suffixe
             if s not in taken:
                 taken.add(s)
                 return s
-        raise ValueError("could not draw enough distinct morphemes: enlarge the alphabet or lengths")
+        raise ParameterError("could not draw enough distinct morphemes: enlarge the alphabet or lengths")
 
     taken: set = set()
     suffixes = [draw(*suffix_length, taken) for _ in range(n_suffixes)]
@@ -324,7 +324,7 @@ def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_i
     other forms of its morphemes). The prior is a bigram over the observed surfaces; the
     edit transducer is uniform (untrained, as in the paper's first E step)."""
     if not 0.0 <= holdout_share < 1.0:
-        raise ValueError(f"holdout_share must be in [0, 1), got {holdout_share}")
+        raise ParameterError(f"holdout_share must be in [0, 1), got {holdout_share}", name='holdout_share', value=holdout_share)
     records = []
     with open_text(path) as handle:
         for lineno, line in enumerate(handle, 1):
@@ -333,19 +333,19 @@ def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_i
                 fields.pop()
             if not fields or not fields[0]:
                 if any(fields):
-                    raise ValueError(f"{path}:{lineno}: an annotation without a surface form")
+                    raise FormatError(f"{path}:{lineno}: an annotation without a surface form", path=path, line=lineno)
                 continue
             surface = tuple(fields[0].replace(" ", ""))
             if len(fields) == 1:
                 continue
             if len(fields) == 3:
                 if not fields[1] or not fields[2]:
-                    raise ValueError(f"{path}:{lineno}: expected surface<TAB>stem<TAB>suffix, got an empty field")
+                    raise FormatError(f"{path}:{lineno}: expected surface<TAB>stem<TAB>suffix, got an empty field", path=path, line=lineno)
                 morphemes = (f"STEM={fields[1]}", f"SUFFIX={fields[2]}")
             elif len(fields) == 2:
                 parts = [p.strip() for p in fields[1].split(",") if p.strip()]
                 if not parts:
-                    raise ValueError(f"{path}:{lineno}: expected KEY=value morpheme annotations")
+                    raise FormatError(f"{path}:{lineno}: expected KEY=value morpheme annotations", path=path, line=lineno)
                 # a word's annotation names at least one KEY=value morpheme (a bare token such as
                 # PREFIX_REDUP only beside one): a two-column word list is not an annotated file
                 if not any("=" in p for p in parts) or any(
@@ -358,17 +358,17 @@ def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_i
                 middle = [p for p in parts if p not in prefixes and p not in suffixes]
                 morphemes = tuple(prefixes + middle + suffixes)
             else:
-                raise ValueError(f"{path}:{lineno}: expected 2 or 3 tab-separated fields "
-                                 f"(surface, then stem<TAB>suffix or KEY=value,...), got {len(fields)}")
+                raise FormatError(f"{path}:{lineno}: expected 2 or 3 tab-separated fields "
+                                  f"(surface, then stem<TAB>suffix or KEY=value,...), got {len(fields)}", path=path, line=lineno)
             if len(set(morphemes)) != len(morphemes):
-                raise ValueError(f"{path}:{lineno}: a morpheme is named twice ({', '.join(morphemes)})")
+                raise FormatError(f"{path}:{lineno}: a morpheme is named twice ({', '.join(morphemes)})", path=path, line=lineno)
             records.append((surface, morphemes, lineno))
     if not records:
-        raise ValueError(f"{path}: no annotated lines (expected surface<TAB>annotation)")
+        raise FormatError(f"{path}: no annotated lines (expected surface<TAB>annotation)", path=path)
     held = set()
     for i in held_out:
         if not 0 <= int(i) < len(records):
-            raise ValueError(f"{path}: held-out index {i} is not one of the {len(records)} annotated lines")
+            raise FormatError(f"{path}: held-out index {i} is not one of the {len(records)} annotated lines", path=path)
         held.add(int(i))
     if holdout_share > 0:
         held |= _holdout_share([m for _, m, _ in records], held, holdout_share, seed)

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.eval.parsing import attachment_scores, bracket_scores
 from varorder.grammar.treebank import GoldSentence, ud_sentences, wsj_sentences
 from varorder.io import atomic_write_text, open_text
@@ -45,15 +46,15 @@ def load_sentences(path, fmt: str = "auto", max_length: int | None = 10, head_st
     ``tag_column`` apply to CoNLL-U (see :func:`varorder.grammar.treebank.ud_sentences`)."""
     path = os.fspath(path)
     if fmt not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, got {fmt!r}")
+        raise ParameterError(f"format must be one of {FORMATS}, got {fmt!r}", name='format', value=fmt)
     fmt = _guess(path) if fmt == "auto" else fmt
     limit = _NO_LIMIT if max_length is None else max_length
     if fmt == "conllu":
         sentences = read_conllu(path)
         try:  # the treebank's checks (a HEAD that is no word ID) know the sentence, not the file
             return ud_sentences(sentences, max_length=limit, head_style=head_style, tag_column=tag_column)
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+        except FormatError as err:
+            raise FormatError(f"{path}: {err}", path=path) from None
     if fmt == "ptb":
         if path.lower().endswith((".tar", ".tar.gz", ".tgz")):
             trees = [t for _, t in read_ptb_archive(path)]
@@ -61,8 +62,8 @@ def load_sentences(path, fmt: str = "auto", max_length: int | None = 10, head_st
             trees = read_ptb(path)
         try:
             return wsj_sentences(trees, max_length=limit)
-        except ValueError as err:
-            raise ValueError(f"{path}: {err}") from None
+        except FormatError as err:
+            raise FormatError(f"{path}: {err}", path=path) from None
     out = []
     with open_text(path) as f:
         for lineno, line in enumerate(f, 1):
@@ -72,14 +73,14 @@ def load_sentences(path, fmt: str = "auto", max_length: int | None = 10, head_st
             if len(tags) <= limit:
                 out.append(GoldSentence(tags, None, None, list(tags)))
     if not out:
-        raise ValueError(f"{path}: no sentence of 1 … {limit} tags")
+        raise FormatError(f"{path}: no sentence of 1 … {limit} tags", path=path)
     return out
 
 
 def evaluate(heads, spans, gold) -> dict:
     """Directed / undirected attachment accuracy (when heads were predicted) and bracket P/R/F1."""
     if any(g.heads is None for g in gold):
-        raise ValueError("the gold file has no trees (format 'tags'); give a CoNLL-U or PTB file")
+        raise ParameterError("the gold file has no trees (format 'tags'); give a CoNLL-U or PTB file", name='gold', value=gold)
     scores = {"sentences": len(gold), "words": int(sum(len(g.tags) for g in gold))}
     if heads and heads[0] is not None:
         scores["directed"], scores["undirected"] = attachment_scores(heads, [g.heads for g in gold])
@@ -96,7 +97,7 @@ def spans_to_tree(spans, tags, words, label: str = "X") -> Tree:
         if j - i > 1:
             inner = [k for k in range(i + 1, j) if (i, k) in spans and (k, j) in spans]
             if len(inner) != 1:
-                raise ValueError(f"span ({i}, {j}) is not split by the bracketing into two spans")
+                raise ParameterError(f"span ({i}, {j}) is not split by the bracketing into two spans", name='spans', value=spans)
             split[(i, j)] = inner[0]
 
     def build(i, j):
@@ -106,7 +107,7 @@ def spans_to_tree(spans, tags, words, label: str = "X") -> Tree:
         return Tree(label, [build(i, k), build(k, j)])
 
     if (0, n) not in spans and n > 1:
-        raise ValueError("the bracketing lacks the whole-sentence span")
+        raise ParameterError("the bracketing lacks the whole-sentence span", name='spans', value=spans)
     return build(0, n)
 
 

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from varorder.contexts.model import ReifiedContextModel
+from varorder.errors import ParameterError
 from varorder.eval.metrics import precision_recall_curve, recall_at_precision, sequence_accuracy
 from varorder.io import atomic_write_text
 from varorder.io.ocr import read_ocr_letters, split_by_fold
@@ -49,10 +50,10 @@ PAPER = {"beam(10)": {"word_acc": 0.871, "recall_at_99": 0.16},
 
 
 #: Why the paper-protocol rows fall short of :data:`PAPER`, and what reaches it: measured with
-#: ``benchmarks/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md, issues #17 and #30).
+#: ``benchmarks/papers/rcms_ocr.py`` (4 epochs, seeds 0-4, fold 1; docs/notes/benchmarks-notebook.md and docs/notes/30-ocr-beam.md).
 GAP_NOTE = (
     "Why the 'paper' rows are below the paper's figures, and what reaches them (4 epochs, 5 seeds, "
-    "benchmarks/rcms_ocr.py):\n"
+    "benchmarks/papers/rcms_ocr.py):\n"
     "  * this demo trains for {epochs} epoch(s) on {words} words; the figures below need 4 epochs (--full) on "
     "all 6,173\n"
     "  * beam(10): the paper does not say how training treats a gold spelling that falls off the beam. "
@@ -82,7 +83,7 @@ def word_arrays(words):
     for k, w in enumerate(words):
         bad = [c for c in w.letters if c not in ALPHABET]
         if bad:
-            raise ValueError(f"word {w.word_id} (index {k}) has letters outside a-z: {bad}")
+            raise ParameterError(f"word {w.word_id} (index {k}) has letters outside a-z: {bad}", name='words', value=words)
         xs.append(w.images.reshape(len(w), -1).astype(np.float64))
         ys.append(np.fromiter((ALPHABET.index(c) for c in w.letters), dtype=np.int64, count=len(w)))
     return xs, ys
@@ -118,7 +119,7 @@ class OcrConfig:
 
 
 #: The paper's protocol and varorder's extensions, as OcrConfig overrides. "recorded" is
-#: the configuration of the figures recorded before issue #17 (all three extensions).
+#: the configuration of the recorded figures (all three extensions).
 PROTOCOLS = {
     "paper": {},
     "+backoff": {"backoff": True},
@@ -173,7 +174,7 @@ def run_ocr_experiment(config: OcrConfig | None = None, data_path=None, log=prin
     where = f"test fold {config.test_fold}"
     if config.dev_fold is not None:
         if config.dev_fold == config.test_fold:
-            raise ValueError(f"dev_fold must differ from test_fold ({config.test_fold})")
+            raise ParameterError(f"dev_fold must differ from test_fold ({config.test_fold})", name='config', value=config)
         test = [w for w in train if w.fold == config.dev_fold]
         train = [w for w in train if w.fold != config.dev_fold]
         where = f"dev fold {config.dev_fold}; test fold {config.test_fold} held back"

@@ -33,6 +33,7 @@ import numpy as np
 
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_int, check_is_fitted, check_real
+from varorder.errors import FormatError, ParameterError
 from varorder.exact import FullWFSA, HighOrderTarget, MaxBackoffWeights, decode, full_viterbi, wfsa_viterbi
 from varorder.io.conllu import read_conllu
 from varorder.io.tagged import TaggedSentence, read_tagged
@@ -55,7 +56,7 @@ class TntEmissions(ParamsMixin):
     unknown_min_ratio : an unknown word's candidate tags are those with P(t | suffix) at
         least this fraction of the best one.
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed).
 
     Learned: ``tags_`` (sorted), ``lexicon_`` word -> {tag: log p(word | tag)},
@@ -73,10 +74,10 @@ class TntEmissions(ParamsMixin):
         check_int(self, "max_suffix", 0)
         check_int(self, "rare_threshold", 0)
         if check_real(self, "unknown_min_ratio", 0, 1) == 1.0:
-            raise ValueError(f"TntEmissions: parameter unknown_min_ratio={self.unknown_min_ratio!r} is invalid: "
-                             "expected a number in [0, 1)")
+            raise ParameterError(f"TntEmissions: parameter unknown_min_ratio={self.unknown_min_ratio!r} is invalid: "
+                                 "expected a number in [0, 1)", name='unknown_min_ratio', value=self.unknown_min_ratio)
         if not sentences:
-            raise ValueError("no training sentences")
+            raise ParameterError("no training sentences", name='sentences', value=sentences)
         word_tag = defaultdict(Counter)
         tag_count = Counter()
         for words, tags in sentences:
@@ -142,7 +143,7 @@ def split_ptb_sample(path) -> dict[str, list[TaggedSentence]]:
     for sentence in read_tagged(path):
         match = _FILE_NUMBER.search(sentence.source or "")
         if match is None:
-            raise ValueError(f"{path}: sentence without a '# file = wsj_NNNN' marker")
+            raise FormatError(f"{path}: sentence without a '# file = wsj_NNNN' marker", path=path)
         number = int(match.group(1))
         splits["train" if number <= 159 else "dev" if number <= 179 else "test"].append(sentence)
     return splits
@@ -219,7 +220,7 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
     correct = total = 0
     seconds = states = iterations = 0.0
     if method not in ("adaptive", "full-wfsa", "full"):
-        raise ValueError(f"method must be 'adaptive', 'full-wfsa' or 'full', got {method!r}")
+        raise ParameterError(f"method must be 'adaptive', 'full-wfsa' or 'full', got {method!r}", name='method', value=method)
     decoded = 0
     per_sentence = []
     build_seconds = 0.0
@@ -248,7 +249,7 @@ def evaluate_pos(task: PosTask, *, method: str = "adaptive", time_cap: float | N
             result = wfsa_viterbi(target, wfsa)
             path, n_states, n_iter, secs = target.sentence(result.path), result.num_states, 1, result.seconds
         else:
-            raise ValueError(f"method must be 'adaptive', 'full-wfsa' or 'full', got {method!r}")
+            raise ParameterError(f"method must be 'adaptive', 'full-wfsa' or 'full', got {method!r}", name='method', value=method)
         predicted = task.tags_of(path)
         correct += sum(p == g for p, g in zip(predicted, sentence.tags))
         total += len(sentence.tags)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from varorder.errors import ParameterError
 from varorder.exact import HighOrderTarget, MaxBackoffWeights
 from varorder.lm import ModifiedKneserNey, NgramLM, open_text
 from varorder.engine.validate import as_rng
@@ -63,9 +64,9 @@ class T9Task:
 
     def __post_init__(self):
         if self.k < 0:
-            raise ValueError(f"k must be >= 0, got {self.k}")
+            raise ParameterError(f"k must be >= 0, got {self.k}", name='k', value=self.k)
         if self.max_candidates is not None and self.max_candidates < 1:
-            raise ValueError(f"max_candidates must be >= 1, got {self.max_candidates}")
+            raise ParameterError(f"max_candidates must be >= 1, got {self.max_candidates}", name='max_candidates', value=self.max_candidates)
         self.weights = MaxBackoffWeights(self.lm)
         vocab = self.lm.vocabulary
         excluded = {vocab.bos_id, vocab.eos_id, vocab.unk_id}
@@ -88,10 +89,10 @@ class T9Task:
     def candidates(self, digits: str) -> tuple[np.ndarray, np.ndarray]:
         """(word ids, log p(digits | word) up to a constant) of the same-length words."""
         if not digits or any(d not in _KEY_INDEX for d in digits):
-            raise ValueError(f"observation {digits!r} must be a non-empty string of keypad keys {_KEYS}")
+            raise ParameterError(f"observation {digits!r} must be a non-empty string of keypad keys {_KEYS}", name='digits', value=digits)
         ids = self._ids.get(len(digits))
         if ids is None:
-            raise ValueError(f"no vocabulary word has length {len(digits)} (observation {digits!r})")
+            raise ParameterError(f"no vocabulary word has length {len(digits)} (observation {digits!r})", name='digits', value=digits)
         observed = np.asarray([_KEY_INDEX[d] for d in digits])
         distances = _DISTANCE[self._keys[len(digits)], observed[None, :]]
         loglik = -np.log(self.k * distances + 1.0).sum(axis=1)

@@ -27,7 +27,8 @@ __all__ = ["chain_paths", "lattice_paths", "product_paths", "log_partition", "ma
            "hypergraph_derivations", "projective_trees", "binary_bracketings", "ngram_hmm_posteriors",
            "loglinear_lm_distribution", "wfsa_paths", "wfsa_string_weights", "all_strings", "substring_counts",
            "string_graph_marginals", "edit_likelihood", "monotone_alignments", "edit_paths",
-           "ngram_beam_posteriors"]
+           "ngram_beam_posteriors", "segmentations", "segmentation_paths", "segment_marginals",
+           "segment_edge_counts"]
 
 NEG_INF = -math.inf
 
@@ -85,6 +86,56 @@ def product_paths(candidates, log_score):
     represents). Returns an enumeration like :func:`chain_paths`.
     """
     return [(seq, float(log_score(seq))) for seq in itertools.product(*[list(c) for c in candidates])]
+
+
+def segmentations(n: int, max_length: int, num_labels: int):
+    """Every labelled segmentation of positions 0..n−1 into segments of 1..max_length
+    positions: tuples of (start, end, label), end exclusive, in order."""
+    if n == 0:
+        yield ()
+        return
+    for size in range(1, min(max_length, n) + 1):
+        for rest in segmentations(n - size, max_length, num_labels):
+            for k in range(num_labels):
+                yield rest + ((n - size, n, k),)
+
+
+def segmentation_paths(segment_scores, transitions, start=None, end=None, length=None):
+    """All segmentations of one semi-Markov sequence with their scores: segment_scores
+    (L, D, K), entry [t, d, k] for a segment of label k covering t − d … t; the score is
+    start[first label] + Σ segment scores + Σ transitions between consecutive segments +
+    end[last label] (see :mod:`varorder.semimarkov`)."""
+    P = np.asarray(segment_scores, dtype=np.float64)
+    L, D, K = P.shape
+    n = L if length is None else int(length)
+    T = np.asarray(transitions, dtype=np.float64)
+    S = np.zeros(K) if start is None else np.asarray(start, dtype=np.float64)
+    F = np.zeros(K) if end is None else np.asarray(end, dtype=np.float64)
+    out = []
+    for seg in segmentations(n, D, K):
+        terms = [S[seg[0][2]], F[seg[-1][2]]]
+        terms += [P[e - 1, e - s - 1, k] for s, e, k in seg]
+        terms += [T[seg[i - 1][2], seg[i][2]] for i in range(1, len(seg))]
+        out.append((seg, _sum(terms)))
+    return out
+
+
+def segment_marginals(paths, length: int, max_length: int, num_labels: int) -> np.ndarray:
+    """(L, D, K) posterior probability of each segment, indexed by (end − 1, size − 1, label)."""
+    out = np.zeros((length, max_length, num_labels))
+    for seg, p in probabilities(paths).items():
+        for s, e, k in seg:
+            out[e - 1, e - s - 1, k] += p
+    return out
+
+
+def segment_edge_counts(paths, num_labels: int) -> np.ndarray:
+    """(K, K) expected number of label i's segment followed by label j's."""
+    out = np.zeros((num_labels, num_labels))
+    for seg, p in probabilities(paths).items():
+        for i in range(1, len(seg)):
+            out[seg[i - 1][2], seg[i][2]] += p
+    return out
 
 
 def _sum(terms):
@@ -392,7 +443,7 @@ def wfsa_paths(fsa, max_arcs: int):
 
 def wfsa_string_weights(paths, semiring: str = "log", tape: str = "both") -> dict:
     """⊕ of path scores per string (``tape`` "input", "output") or string pair ("both"):
-    log-sum-exp for ``"log"``, max for ``"max"`` (formerly ``"tropical"``)."""
+    log-sum-exp for ``"log"``, max for ``"max"``."""
     table = {}
     for ins, outs, score in paths:
         key = ins if tape == "input" else outs if tape == "output" else (ins, outs)

@@ -1,6 +1,6 @@
-"""Extended-precision references for dense chains (issue #33 item 6): what the LOG paths of
+"""Extended-precision references for dense chains: what the LOG paths of
 ``varorder.engine.chain`` are measured against on long chains, shared by the precision test
-and ``benchmarks/chain_precision.py``.
+and ``benchmarks/guards/chain_precision.py``.
 
 Factorization as the oracle's: s(y) = start[y₁] + Σₜ E[t, yₜ] + Σₜ T[yₜ₋₁, yₜ] (no end
 potentials here). Everything runs in x87 long double (``numpy.longdouble``, 64-bit mantissa

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from varorder.lattice import Lattice
 
-__all__ = ["ChainCase", "chains", "lattices"]
+__all__ = ["ChainCase", "chains", "lattices", "SegmentCase", "segment_chains", "dense_segment_scores"]
 
 
 @dataclass
@@ -89,3 +89,64 @@ def lattices(draw, max_positions=5, max_width=3, max_labels=4, allow_inf=True):
     final[pos == P] = _potentials(rng, (widths[-1],), inf_rate, integer)
     return Lattice(pos, np.array(src, dtype=np.int64), np.array(dst, dtype=np.int64),
                    np.array(lab, dtype=np.int64), weights, final)
+
+
+@dataclass
+class SegmentCase:
+    """A small semi-Markov batch (see :mod:`varorder.semimarkov`); with ``factored`` the
+    scores come from emissions (B, L, K) and durations (K, D), ``scores`` being their
+    dense (B, L, D, K) expansion (computed here by plain sums, for the oracle)."""
+
+    scores: np.ndarray
+    transitions: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    lengths: np.ndarray
+    emissions: np.ndarray | None = None
+    durations: np.ndarray | None = None
+
+    def transitions_of(self, b: int) -> np.ndarray:
+        return self.transitions[b] if self.transitions.ndim == 3 else self.transitions
+
+    @property
+    def kwargs(self):
+        return dict(start=self.start, end=self.end, lengths=self.lengths)
+
+
+def dense_segment_scores(emissions, durations) -> np.ndarray:
+    """(B, L, D, K): segment_scores[b, t, d, k] = Σ emissions[b, t−d..t, k] + durations[k, d]
+    (−inf where t − d < 0)."""
+    B, L, K = emissions.shape
+    D = durations.shape[1]
+    out = np.full((B, L, D, K), -np.inf)
+    for t in range(L):
+        for d in range(min(D, t + 1)):
+            with np.errstate(invalid="ignore"):
+                out[:, t, d, :] = emissions[:, t - d:t + 1, :].sum(axis=1) + durations[:, d][None, :]
+    return out
+
+
+@st.composite
+def segment_chains(draw, max_batch=3, max_len=5, max_duration=3, max_labels=3, allow_inf=True, factored=None):
+    seed = draw(st.integers(0, 2**32 - 1))
+    B = draw(st.integers(1, max_batch))
+    L = draw(st.integers(1, max_len))
+    D = draw(st.integers(1, max_duration))
+    K = draw(st.integers(1, max_labels))
+    inf_rate = draw(st.sampled_from([0.0, 0.1, 0.3])) if allow_inf else 0.0
+    integer = draw(st.booleans())
+    per_sequence = draw(st.booleans())
+    if factored is None:
+        factored = draw(st.booleans())
+    rng = np.random.default_rng(seed)
+    transitions = _potentials(rng, (B, K, K) if per_sequence else (K, K), inf_rate, integer)
+    start = _potentials(rng, (K,), inf_rate / 2, integer)
+    end = _potentials(rng, (K,), inf_rate / 2, integer)
+    lengths = rng.integers(1, L + 1, size=B)
+    if factored:
+        emissions = _potentials(rng, (B, L, K), inf_rate, integer)
+        durations = _potentials(rng, (K, D), inf_rate, integer)
+        return SegmentCase(dense_segment_scores(emissions, durations), transitions, start, end, lengths,
+                           emissions, durations)
+    scores = _potentials(rng, (B, L, D, K), inf_rate, integer)
+    return SegmentCase(scores, transitions, start, end, lengths)

@@ -42,6 +42,8 @@ have ~10^15 patterns, very few of which ever fire).
 
 from __future__ import annotations
 
+from varorder.errors import ParameterError
+
 __all__ = ["AlignmentFeatureSpace"]
 
 
@@ -65,13 +67,13 @@ class AlignmentFeatureSpace:
     def __init__(self, num_letters: int, num_phonemes: int, order: int = 5, max_advance: int = 3,
                  hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False):
         if int(num_letters) < 1 or int(num_phonemes) < 1:
-            raise ValueError(f"num_letters and num_phonemes must be >= 1, got {num_letters}, {num_phonemes}")
+            raise ParameterError(f"num_letters and num_phonemes must be >= 1, got {num_letters}, {num_phonemes}", name='num_letters', value=num_letters)
         if int(order) < 2:
-            raise ValueError(f"order must be >= 2, got {order}")
+            raise ParameterError(f"order must be >= 2, got {order}", name='order', value=order)
         if int(max_advance) < 1:
-            raise ValueError(f"max_advance must be >= 1, got {max_advance}")
+            raise ParameterError(f"max_advance must be >= 1, got {max_advance}", name='max_advance', value=max_advance)
         if not 4 <= int(hash_bits) <= 30:
-            raise ValueError(f"hash_bits must be in [4, 30], got {hash_bits}")
+            raise ParameterError(f"hash_bits must be in [4, 30], got {hash_bits}", name='hash_bits', value=hash_bits)
         self.num_letters = int(num_letters)
         self.num_phonemes = int(num_phonemes)
         self.order = int(order)
@@ -150,14 +152,14 @@ class AlignmentFeatureSpace:
     def backoff_kind(self, alignment: bool, k: int) -> int:
         """Kind of the order-k (1 ≤ k < n) output (``alignment`` False) or alignment pattern."""
         if not 1 <= int(k) < self.order:
-            raise ValueError(f"backoff order must be in [1, {self.order}), got {k}")
+            raise ParameterError(f"backoff order must be in [1, {self.order}), got {k}", name='k', value=k)
         return 3 + 2 * (int(k) - 1) + int(bool(alignment))
 
     def exact_index(self, kind: int, code: int) -> int:
         """Weight index of an exact (unhashed) feature of ``kind`` (0 output, 1 alignment, 2 edge unigram,
         :meth:`backoff_kind` for the lower orders)."""
         if self.hashed:
-            raise ValueError("this feature space is hashed; exact indices do not exist")
+            raise ParameterError("this feature space is hashed; exact indices do not exist")
         return int(self.offsets()[kind]) + int(code)
 
     def params(self) -> dict:

@@ -44,8 +44,10 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
+from varorder.engine.builder import grown1, grown2
 from varorder.engine.selection import group_of_slot, keep_best
 from varorder.engine.semiring import log_plus
+from varorder.errors import ParameterError
 from varorder.lattice import Lattice
 from varorder.transduce.features import AlignmentFeatureSpace
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -91,21 +93,6 @@ def _backoff_features(history, symbol, w, alphabet, first_kind, hashed, mask, of
             code = code * radix + history[t]
         kind = first_kind + 2 * (k - 1)
         feats[row, column + k - 1] = _feature_index(code * alphabet + symbol, kind, hashed, mask, offsets[kind])
-
-
-@nb.njit(cache=True)
-def _grow2(a, used, n):
-    """Room for ``n`` rows, keeping the first ``used`` (every later row is written in full before it is read)."""
-    b = np.empty((max(2 * a.shape[0], n), a.shape[1]), a.dtype)
-    b[:used] = a[:used]
-    return b
-
-
-@nb.njit(cache=True)
-def _grow1(a, used, n):
-    b = np.empty(max(2 * a.shape[0], n), a.dtype)
-    b[:used] = a[:used]
-    return b
 
 
 @nb.njit(cache=True)
@@ -370,12 +357,12 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
         # features); after selection the kept ones are compacted in order (beam) or all kept (RCMS)
         need = n_arcs + max_c + prev_count
         if need > a_src.shape[0]:
-            a_src = _grow1(a_src, n_arcs, need)
-            a_dst = _grow1(a_dst, n_arcs, need)
-            a_lab = _grow1(a_lab, n_arcs, need)
-            a_w = _grow1(a_w, n_arcs, need)
-            a_pos = _grow1(a_pos, n_arcs, need)
-            a_feat = _grow2(a_feat, n_arcs, need)
+            a_src = grown1(a_src, n_arcs, need)
+            a_dst = grown1(a_dst, n_arcs, need)
+            a_lab = grown1(a_lab, n_arcs, need)
+            a_w = grown1(a_w, n_arcs, need)
+            a_pos = grown1(a_pos, n_arcs, need)
+            a_feat = grown2(a_feat, n_arcs, need)
         c_fwd = np.empty(max_c)
         c_group = np.empty(max_c, np.int64)
         e_par = np.empty(prev_count, np.int64)
@@ -648,20 +635,20 @@ def build_alignment_lattice(phonemes, weights, features: AlignmentFeatureSpace, 
     """
     x = np.ascontiguousarray(phonemes, dtype=np.int64)
     if x.ndim != 1 or x.shape[0] < 1:
-        raise ValueError(f"phonemes must be a non-empty 1-D id array, got shape {x.shape}")
+        raise ParameterError(f"phonemes must be a non-empty 1-D id array, got shape {x.shape}", name='phonemes', value=phonemes)
     if x.min() < 0 or x.max() >= features.num_phonemes:
-        raise ValueError(f"phoneme ids must lie in [0, {features.num_phonemes})")
+        raise ParameterError(f"phoneme ids must lie in [0, {features.num_phonemes})", name='features', value=features)
     theta = np.ascontiguousarray(weights, dtype=np.float64)
     if theta.shape != (features.size,):
-        raise ValueError(f"weights must have shape ({features.size},), got {theta.shape}")
+        raise ParameterError(f"weights must have shape ({features.size},), got {theta.shape}", name='weights', value=weights)
     if selection not in ("rcms", "beam"):
-        raise ValueError(f"selection must be 'rcms' or 'beam', got {selection!r}")
+        raise ParameterError(f"selection must be 'rcms' or 'beam', got {selection!r}", name='selection', value=selection)
     B = int(num_contexts)
     if B < 1:
-        raise ValueError(f"num_contexts must be >= 1, got {num_contexts}")
+        raise ParameterError(f"num_contexts must be >= 1, got {num_contexts}", name='num_contexts', value=num_contexts)
     if bigram_exact:
         if features.order != 2 or selection != "rcms":
-            raise ValueError("bigram_exact needs order 2 and selection 'rcms'")
+            raise ParameterError("bigram_exact needs order 2 and selection 'rcms'", name='bigram_exact', value=bigram_exact)
         B = features.num_letters * features.num_moves * 2
     empty = np.zeros(0, np.int64)
 
@@ -670,7 +657,7 @@ def build_alignment_lattice(phonemes, weights, features: AlignmentFeatureSpace, 
             return empty
         arr = np.ascontiguousarray(value, dtype=np.int64)
         if arr.ndim != 1 or arr.size < 1 or arr.min() < 0 or arr.max() >= features.num_letters:
-            raise ValueError(f"{name} must be a non-empty list of letter ids in [0, {features.num_letters})")
+            raise ParameterError(f"{name} must be a non-empty list of letter ids in [0, {features.num_letters})", name=name, value=value)
         return arr
 
     clamp_arr = letters("clamp", clamp)
@@ -679,14 +666,14 @@ def build_alignment_lattice(phonemes, weights, features: AlignmentFeatureSpace, 
     if forced_moves is not None:
         moves = np.ascontiguousarray(forced_moves, dtype=np.int64)
         if moves.shape != gold_arr.shape or moves.min() < 0 or moves.max() > features.max_advance:
-            raise ValueError("forced_moves must give one move in [0, max_advance] per gold letter")
+            raise ParameterError("forced_moves must give one move in [0, max_advance] per gold letter", name='forced_moves', value=forced_moves)
     Lmax = int(max_length)
     if clamp_arr.size:
         Lmax = max(Lmax, clamp_arr.size)
     if gold_arr.size:
         Lmax = max(Lmax, gold_arr.size)
     if Lmax < 1:
-        raise ValueError(f"max_length must be >= 1, got {max_length}")
+        raise ParameterError(f"max_length must be >= 1, got {max_length}", name='max_length', value=max_length)
     (pos, zj, length, root, fwd, end, src, dst, lab, w, apos, afeat) = _build_kernel(
         x, theta, features.num_letters, features.num_phonemes, features.order, features.max_advance,
         features.hashed, features.size - 1, features.offsets(), features.edge_unigrams, features.backoff,

@@ -62,7 +62,7 @@ from varorder.engine.validate import as_rng
 from varorder import lattice as lt
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted
-from varorder.errors import ParameterError
+from varorder.errors import FormatError, ParameterError
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import check_keys, check_labels, check_shapes, load_model, model_loader, save_model
 from varorder.parallel import SerialExecutor, as_executor, check_n_jobs
@@ -133,10 +133,10 @@ def _data_fingerprint(inputs, outputs) -> str:
 
 def _check_pairs(inputs, outputs):
     if len(inputs) != len(outputs) or not inputs:
-        raise ValueError("inputs and outputs must be non-empty lists of equal length")
+        raise ParameterError("inputs and outputs must be non-empty lists of equal length", name='inputs', value=inputs)
     for k, (x, y) in enumerate(zip(inputs, outputs)):
         if len(x) < 1 or len(y) < 1:
-            raise ValueError(f"pair {k}: input and output must be non-empty")
+            raise ParameterError(f"pair {k}: input and output must be non-empty", name='inputs', value=inputs)
 
 
 def truncate_gradient(values, threshold: float, rng) -> np.ndarray:
@@ -267,7 +267,7 @@ def impute_alignments(x_ids, y_ids, features: AlignmentFeatureSpace, epochs: int
     lattice; None where y has no alignment with ≤ M phonemes per letter.
     """
     if features.order != 2:
-        raise ValueError("the forced-decoding bigram model needs order 2 features")
+        raise ParameterError("the forced-decoding bigram model needs order 2 features", name='features', value=features)
     theta = np.zeros(features.size)
     opt = AdaGrad(step_size, delta)
     gradient = _GradientAccumulator(features.size)
@@ -386,7 +386,7 @@ class AlignmentTransducer(ParamsMixin):
         ``concurrent.futures`` pool, a :class:`varorder.parallel.Executor`) or ``n_jobs`` (local
         joblib workers). They apply to the mini-batch mode only (a ValueError otherwise).
 
-    Parameters are keyword-only and checked by :meth:`fit` (a ValueError names the parameter
+    Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); prediction before :meth:`fit` raises NotFittedError.
     """
 
@@ -419,24 +419,24 @@ class AlignmentTransducer(ParamsMixin):
 
     def _check_params(self):
         if self.method not in METHODS:
-            raise ValueError(f"method must be one of {METHODS}, got {self.method!r}")
+            raise ParameterError(f"method must be one of {METHODS}, got {self.method!r}", name='method', value=self.method)
         for name, low in (("num_contexts", 1), ("order", 2), ("max_advance", 1), ("epochs", 0), ("track_every", 1),
                           ("length_slack", 0), ("bigram_epochs", 0)):
             value = getattr(self, name)
             # below 2^31: compiled code takes these as int64 (2^63 overflowed at predict) and each
             # costs time in proportion (a forged order of 2^63 never finished)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value < 2 ** 31:
-                raise ValueError(f"{name} must be an integer in [{low}, 2^31), got {value!r:.40}")
+                raise ParameterError(f"{name} must be an integer in [{low}, 2^31), got {value!r:.40}", name=name, value=value)
         if self.order > 64:
-            raise ValueError(f"order must be at most 64, got {self.order}")
+            raise ParameterError(f"order must be at most 64, got {self.order}", name='order', value=self.order)
         for name in ("step_size", "length_ratio"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number > 0, got {value!r}")
+                raise ParameterError(f"{name} must be a finite number > 0, got {value!r}", name=name, value=value)
         for name in ("delta", "truncation"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
-                raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+                raise ParameterError(f"{name} must be a finite number >= 0, got {value!r}", name=name, value=value)
         check_int(self, "hash_bits", 4, 30)
         for name in ("edge_unigrams", "backoff", "progress"):
             check_bool(self, name)
@@ -445,8 +445,8 @@ class AlignmentTransducer(ParamsMixin):
         check_n_jobs(self)
         if self.batch_size is None and (self.executor is not None or self.n_jobs not in (None, 1)
                                         or self.n_shards not in (None, 1)):
-            raise ValueError("AlignmentTransducer: n_shards / n_jobs / executor apply to the mini-batch mode "
-                             "(batch_size=...); the default online training steps once per example, in order")
+            raise ParameterError("AlignmentTransducer: n_shards / n_jobs / executor apply to the mini-batch mode "
+                                 "(batch_size=...); the default online training steps once per example, in order", name='batch_size', value=self.batch_size)
 
     def _saved_params(self) -> dict:
         """The parameters a model or training-state file records (not where it was trained)."""
@@ -560,7 +560,7 @@ class AlignmentTransducer(ParamsMixin):
             if alignments is None:
                 alignments = self.impute_alignments(inputs, outputs)
             elif len(alignments) != len(xs):
-                raise ValueError("alignments must give one entry per training pair")
+                raise ParameterError("alignments must give one entry per training pair", name='alignments', value=alignments)
             moves = [None if m is None else np.asarray(m, dtype=np.int64) for m in alignments]
             self.imputation_seconds_ = time.perf_counter() - start
         optimiser = AdaGrad(self.step_size, self.delta)
@@ -682,16 +682,16 @@ class AlignmentTransducer(ParamsMixin):
         mine = {k: v for k, v in self._saved_params().items() if k not in ("epochs", "progress")}
         theirs = {k: v for k, v in params.items() if k not in ("epochs", "progress")}
         if theirs != mine:
-            raise ValueError(f"{where}: training state of other parameters {theirs}, not {mine}")
+            raise FormatError(f"{where}: training state of other parameters {theirs}, not {mine}", path=where)
         if state.get("data") != fingerprint:
-            raise ValueError(f"{where}: training state of other training data")
+            raise FormatError(f"{where}: training state of other training data", path=where)
         done = int(state["epochs_done"])
         if not 0 < done <= self.epochs:
-            raise ValueError(f"{where}: {done} passes done, but epochs = {self.epochs}")
+            raise FormatError(f"{where}: {done} passes done, but epochs = {self.epochs}", path=where)
         index = np.asarray(arrays["index"], dtype=np.int64)
         check_shapes(path, arrays, {"weight": index.shape, "sum_squared_grad": index.shape}, allow_neg_inf=False)
         if index.size and (index[0] < 0 or index[-1] >= self.weights_.size or np.any(np.diff(index) <= 0)):
-            raise ValueError(f"{where}: index must be strictly increasing indices in [0, {self.weights_.size})")
+            raise FormatError(f"{where}: index must be strictly increasing indices in [0, {self.weights_.size})", path=where)
         self.weights_[index] = arrays["weight"]
         optimiser.sum_squared_grad = np.zeros(self.weights_.size)
         optimiser.sum_squared_grad[index] = arrays["sum_squared_grad"]
@@ -710,7 +710,7 @@ class AlignmentTransducer(ParamsMixin):
         """The spelling of one input (a symbol sequence); ``max_input_symbols``: see :meth:`predict`."""
         self._check_fitted()
         if len(x) < 1:
-            raise ValueError("inputs must be non-empty symbol sequences")
+            raise ParameterError("inputs must be non-empty symbol sequences", name='x', value=x)
         _check_length(x, max_input_symbols)
         ids = self.codec_.encode_input(x)
         Lmax = _max_length(len(ids), self.length_ratio, self.length_slack)
@@ -757,10 +757,10 @@ class AlignmentTransducer(ParamsMixin):
         phonemes = check_labels(path, "phonemes", state["phonemes"])
         letters = check_labels(path, "letters", state["letters"])
         if not phonemes or phonemes[0] != _UNK or not letters:
-            raise ValueError(f"{where}: phoneme list must start with {_UNK!r} and letters be non-empty")
+            raise FormatError(f"{where}: phoneme list must start with {_UNK!r} and letters be non-empty", path=where)
         if not all(isinstance(p, str) for p in phonemes) or not all(isinstance(c, str) and len(c) == 1 for c in letters):
             # outputs are spelled letter by letter: a longer "letter" would change every prediction's length
-            raise ValueError(f"{where}: field 'letters' must be single characters and 'phonemes' strings")
+            raise FormatError(f"{where}: field 'letters' must be single characters and 'phonemes' strings", path=where)
         check_keys(path, "state", state, ("phonemes", "letters", "weights"))
         model.codec_ = _Codec(phonemes, letters)
         model.features_ = model._space()
@@ -771,11 +771,11 @@ class AlignmentTransducer(ParamsMixin):
             return model
         index, value = arrays["weight_index"], arrays["weight_value"]
         if index.ndim != 1 or index.dtype.kind not in "iu":
-            raise ValueError(f"{where}: weight_index must be a 1-D integer array, got {index.dtype} {index.shape}")
+            raise FormatError(f"{where}: weight_index must be a 1-D integer array, got {index.dtype} {index.shape}", path=where)
         check_shapes(path, arrays, {"weight_value": index.shape}, allow_neg_inf=False)
         index = index.astype(np.int64)
         if index.size and (index[0] < 0 or index[-1] >= size or np.any(np.diff(index) <= 0)):
-            raise ValueError(f"{where}: weight_index must be strictly increasing indices in [0, {size})")
+            raise FormatError(f"{where}: weight_index must be strictly increasing indices in [0, {size})", path=where)
         model.weights_ = np.zeros(size)
         model.weights_[index] = value
         return model

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from varorder.errors import ParameterError
+
 __all__ = ["EPSILON", "Wfsa", "linear_acceptor", "strings_acceptor", "universal_acceptor"]
 
 EPSILON = 0
@@ -45,25 +47,25 @@ class Wfsa:
     def __post_init__(self):
         n = len(self.final)
         if n == 0:
-            raise ValueError("a machine needs at least one state")
+            raise ParameterError("a machine needs at least one state")
         if not 0 <= self.start < n:
-            raise ValueError(f"start state {self.start} is not one of the {n} states")
+            raise ParameterError(f"start state {self.start} is not one of the {n} states", name='start', value=self.start)
         m = len(self.src)
         for name in ("ilabel", "olabel", "weight", "dst"):
             if len(getattr(self, name)) != m:
-                raise ValueError(f"arc array {name} has length {len(getattr(self, name))}, expected {m}")
+                raise ParameterError(f"arc array {name} has length {len(getattr(self, name))}, expected {m}")
         if m:
             if self.src.min() < 0 or self.src.max() >= n or self.dst.min() < 0 or self.dst.max() >= n:
-                raise ValueError("an arc names a state outside the machine")
+                raise ParameterError("an arc names a state outside the machine")
             top = len(self.alphabet)
             for name in ("ilabel", "olabel"):
                 labels = getattr(self, name)
                 if labels.min() < 0 or labels.max() > top:
-                    raise ValueError(f"an arc's {name} is outside 0..{top} (0 = ε)")
+                    raise ParameterError(f"an arc's {name} is outside 0..{top} (0 = ε)")
             if np.isnan(self.weight).any() or (self.weight == np.inf).any():
-                raise ValueError("arc weights must be finite or −inf")
+                raise ParameterError("arc weights must be finite or −inf")
         if np.isnan(self.final).any() or (self.final == np.inf).any():
-            raise ValueError("final weights must be finite or −inf")
+            raise ParameterError("final weights must be finite or −inf", name='final', value=self.final)
 
     # -- construction ------------------------------------------------------------------
     @classmethod
@@ -104,7 +106,7 @@ class Wfsa:
         try:
             return self.alphabet.index(symbol) + 1
         except ValueError:
-            raise ValueError(f"symbol {symbol!r} is not in the alphabet") from None
+            raise ParameterError(f"symbol {symbol!r} is not in the alphabet", name='symbol', value=symbol) from None
 
     def encode(self, string) -> list:
         """A string (any iterable of symbols) as labels."""
@@ -112,7 +114,7 @@ class Wfsa:
         try:
             return [index[s] for s in string]
         except KeyError as error:
-            raise ValueError(f"symbol {error.args[0]!r} is not in the alphabet") from None
+            raise ParameterError(f"symbol {error.args[0]!r} is not in the alphabet", name='string', value=string) from None
 
     def decode(self, labels) -> tuple:
         return tuple(self.alphabet[i - 1] for i in labels if i != EPSILON)
@@ -125,7 +127,7 @@ def linear_acceptor(alphabet, string, weight: float = 0.0) -> Wfsa:
     try:
         labels = [index[s] for s in string]
     except KeyError as error:
-        raise ValueError(f"symbol {error.args[0]!r} is not in the alphabet") from None
+        raise ParameterError(f"symbol {error.args[0]!r} is not in the alphabet", name='string', value=string) from None
     arcs = [(i, lab, lab, 0.0, i + 1) for i, lab in enumerate(labels)]
     return Wfsa.from_arcs(alphabet, len(labels) + 1, 0, arcs, {len(labels): weight})
 
@@ -142,7 +144,7 @@ def strings_acceptor(alphabet, weighted_strings) -> Wfsa:
         node = 0
         for s in string:
             if s not in index:
-                raise ValueError(f"symbol {s!r} is not in the alphabet")
+                raise ParameterError(f"symbol {s!r} is not in the alphabet", name='weighted_strings', value=weighted_strings)
             nxt = children[node].get(index[s])
             if nxt is None:
                 nxt = len(children)

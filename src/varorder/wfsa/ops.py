@@ -14,9 +14,9 @@ OpenFst's *tropical* semiring is its min-plus mirror on negated costs. The name
   (Mohri 2002, "Semiring frameworks and algorithms for shortest-distance problems": the
   closure (I − M)⁻¹ is exact whenever the series converges); a non-convergent machine
   (spectral radius ≥ 1 on the trimmed part) has no nonnegative solution (Perron–Frobenius)
-  and raises ValueError; the Neumann series Σ Mᵏ r is summed first when it converges
+  and raises DivergenceError; the Neumann series Σ Mᵏ r is summed first when it converges
   fast (machines read against one string are nearly acyclic), the LU solve otherwise; in the max-plus semiring by Bellman–Ford relaxation (a positive
-  cycle raises ValueError);
+  cycle raises DivergenceError);
 * arc posteriors (expected arc counts) α(src)·w·β(dst)/Z and expected n-gram counts;
 * the product with a complete deterministic automaton given as a transition table (the
   n-gram and variable-order feature machines of Cotterell & Eisner 2015, §3.4);
@@ -38,6 +38,7 @@ import scipy.sparse.linalg as spla
 
 from varorder.engine.lattice import csr_index
 from varorder.engine.validate import as_rng
+from varorder.errors import DivergenceError, ParameterError
 from varorder.wfsa.fsa import EPSILON, NEG_INF, Wfsa, linear_acceptor
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -57,13 +58,13 @@ def _check_semiring(semiring: str) -> str:
                       DeprecationWarning, stacklevel=3)
         return "max"
     if semiring not in SEMIRINGS:
-        raise ValueError(f"semiring must be one of {SEMIRINGS}, got {semiring!r}")
+        raise ParameterError(f"semiring must be one of {SEMIRINGS}, got {semiring!r}", name='semiring', value=semiring)
     return semiring
 
 
 def _check_alphabets(a: Wfsa, b: Wfsa) -> None:
     if a.alphabet != b.alphabet:
-        raise ValueError("the two machines have different alphabets")
+        raise ParameterError("the two machines have different alphabets", name='a', value=a)
 
 
 # ---------------------------------------------------------------------------
@@ -121,14 +122,14 @@ def compose(a: Wfsa, b: Wfsa) -> Wfsa:
 def intersect(a: Wfsa, b: Wfsa) -> Wfsa:
     """The pointwise product of two acceptors (composition of acceptors)."""
     if not (a.is_acceptor and b.is_acceptor):
-        raise ValueError("intersect needs two acceptors; use compose for transducers")
+        raise ParameterError("intersect needs two acceptors; use compose for transducers", name='a', value=a)
     return compose(a, b)
 
 
 def project(fsa: Wfsa, side: str = "input") -> Wfsa:
     """The acceptor of one tape (``"input"`` or ``"output"``)."""
     if side not in ("input", "output"):
-        raise ValueError(f"side must be 'input' or 'output', got {side!r}")
+        raise ParameterError(f"side must be 'input' or 'output', got {side!r}", name='side', value=side)
     labels = fsa.ilabel if side == "input" else fsa.olabel
     return fsa.replace(ilabel=labels.copy(), olabel=labels.copy())
 
@@ -229,7 +230,7 @@ def _log_solve(n, src, dst, weight, rhs_log, transpose: bool, shift: float):
     rhs = np.exp(rhs_log - shift)
     x = np.atleast_1d(_closure(M, rhs, transpose))
     if not np.all(np.isfinite(x)) or (x < -1e-12 * max(1.0, np.abs(x).max())).any():
-        raise ValueError("the machine's total weight diverges (the closure series does not converge)")
+        raise DivergenceError("the machine's total weight diverges (the closure series does not converge)")
     with np.errstate(divide="ignore"):
         return np.log(np.maximum(x, 0.0)) + shift
 
@@ -238,7 +239,7 @@ def shortest_distance(fsa: Wfsa, semiring: str = "log", reverse: bool = False, i
     """Per-state ⊕ of path weights: from the start (α, ``reverse=False``) or to a final
     state including its final weight (β, ``reverse=True``). ``initial`` (log weights per
     state) replaces the start state by an initial weight vector for α. States off every
-    initial-to-final path get −inf. Raises ValueError when the ⊕-sum diverges."""
+    initial-to-final path get −inf. Raises DivergenceError when the ⊕-sum diverges."""
     semiring = _check_semiring(semiring)
     if initial is None:
         initial = np.full(fsa.n_states, NEG_INF)
@@ -277,7 +278,7 @@ def _bellman_ford(n, src, dst, weight, rhs, reverse: bool) -> np.ndarray:
         if np.array_equal(new, d):
             return d
         d = new
-    raise ValueError("the machine has a cycle of positive weight: its max-plus shortest distance is unbounded")
+    raise DivergenceError("the machine has a cycle of positive weight: its max-plus shortest distance is unbounded")
 
 
 def log_total_weight(fsa: Wfsa, semiring: str = "log") -> float:
@@ -292,7 +293,7 @@ def arc_posteriors(fsa: Wfsa):
     factorisation of I − M on the connected part serves both α (transposed) and β."""
     keep = connected_states(fsa)
     if not keep[fsa.start]:
-        raise ValueError("the machine accepts nothing: posteriors are undefined")
+        raise ParameterError("the machine accepts nothing: posteriors are undefined", name='fsa', value=fsa)
     index = np.flatnonzero(keep)
     new_id = np.cumsum(keep) - 1
     live = keep[fsa.src] & keep[fsa.dst] & (fsa.weight > NEG_INF)
@@ -309,11 +310,11 @@ def arc_posteriors(fsa: Wfsa):
     alpha = np.atleast_1d(_closure(M, e_start, True, lu_cache))
     for x in (alpha, beta):
         if not np.all(np.isfinite(x)) or (x < -1e-12 * max(1.0, np.abs(x).max())).any():
-            raise ValueError("the machine's total weight diverges (the closure series does not converge)")
+            raise DivergenceError("the machine's total weight diverges (the closure series does not converge)")
     alpha, beta = np.maximum(alpha, 0.0), np.maximum(beta, 0.0)
     z = beta[new_id[fsa.start]]
     if not z > 0:
-        raise ValueError("the machine accepts nothing: posteriors are undefined")
+        raise ParameterError("the machine accepts nothing: posteriors are undefined", name='fsa', value=fsa)
     arc = np.zeros(fsa.n_arcs)
     arc[live] = alpha[src] * np.exp(fsa.weight[live]) * beta[dst] / z
     final_counts = np.zeros(fsa.n_states)
@@ -334,7 +335,7 @@ def ngram_history_table(alphabet, order: int, boundaries: bool = True) -> tuple[
     start. Returns ``(histories as tuples, next_state (S, A))``, histories in breadth-first
     order of discovery."""
     if order < 1:
-        raise ValueError(f"order must be ≥ 1, got {order}")
+        raise ParameterError(f"order must be ≥ 1, got {order}", name='order', value=order)
     history_ids: dict[tuple, int] = {}
     histories: list[tuple] = []
 
@@ -360,9 +361,9 @@ def expected_ngram_counts(fsa: Wfsa, order: int, boundaries: bool = True) -> dic
     normalised acceptor; with ``boundaries`` the string is read as ``^ x $`` (n-grams may
     contain ``"^"`` / ``"$"``), the convention of Cotterell & Eisner (2015, App. B.2)."""
     if order < 1:
-        raise ValueError(f"order must be ≥ 1, got {order}")
+        raise ParameterError(f"order must be ≥ 1, got {order}", name='order', value=order)
     if not fsa.is_acceptor:
-        raise ValueError("expected_ngram_counts needs an acceptor")
+        raise ParameterError("expected_ngram_counts needs an acceptor", name='fsa', value=fsa)
     histories, next_state = ngram_history_table(fsa.alphabet, order, boundaries)
     symbols = fsa.alphabet
     S = len(histories)
@@ -403,7 +404,7 @@ def product_with_dfa(fsa: Wfsa, next_state: np.ndarray, start: int, cell_weight:
     """
     S, A = next_state.shape
     if A != len(fsa.alphabet):
-        raise ValueError(f"next_state has {A} symbol columns, the alphabet has {len(fsa.alphabet)}")
+        raise ParameterError(f"next_state has {A} symbol columns, the alphabet has {len(fsa.alphabet)}", name='next_state', value=next_state)
     s_all = np.arange(S)
     m = fsa.n_arcs
     src = (fsa.src[:, None] * S + s_all[None, :]).ravel()
@@ -431,7 +432,7 @@ def kbest_strings(fsa: Wfsa, k: int, max_pops: int = 200_000) -> list:
     max-plus completion, so complete paths pop in order of weight. ``max_pops`` bounds the
     work on machines whose many paths share few strings (fewer than k may come back)."""
     if k < 1:
-        raise ValueError(f"k must be ≥ 1, got {k}")
+        raise ParameterError(f"k must be ≥ 1, got {k}", name='k', value=k)
     machine = project(fsa, "input") if not fsa.is_acceptor else fsa
     h = shortest_distance(machine, "max", reverse=True)
     if h[machine.start] == NEG_INF:
@@ -473,7 +474,7 @@ def sample_strings(fsa: Wfsa, n: int, seed=None, max_length: int = 10_000) -> li
     machine = project(fsa, "input") if not fsa.is_acceptor else fsa
     beta = shortest_distance(machine, "log", reverse=True)
     if beta[machine.start] == NEG_INF:
-        raise ValueError("the machine accepts nothing: nothing to sample")
+        raise ParameterError("the machine accepts nothing: nothing to sample", name='fsa', value=fsa)
     order = np.argsort(machine.src, kind="stable")
     first = np.searchsorted(machine.src[order], np.arange(machine.n_states + 1))
     out = []
@@ -491,7 +492,7 @@ def sample_strings(fsa: Wfsa, n: int, seed=None, max_length: int = 10_000) -> li
                 labels.append(int(machine.ilabel[e]))
             q = int(machine.dst[e])
         else:
-            raise ValueError(f"a sampled path exceeded {max_length} arcs")
+            raise DivergenceError(f"a sampled path exceeded {max_length} arcs", option='max_length')
         out.append(machine.decode(labels))
     return out
 

@@ -16,6 +16,7 @@ import math
 
 import numpy as np
 
+from varorder.errors import FormatError, ParameterError
 from varorder.io import atomic_write_text, open_text
 from varorder.wfsa.fsa import EPSILON, NEG_INF, Wfsa
 
@@ -34,11 +35,11 @@ def format_fst(fsa: Wfsa, acceptor: bool | None = None) -> str:
     """The machine as OpenFst text (acceptor columns when it is an acceptor, by default)."""
     acceptor = fsa.is_acceptor if acceptor is None else acceptor
     if acceptor and not fsa.is_acceptor:
-        raise ValueError("a transducer cannot be written in acceptor format")
+        raise ParameterError("a transducer cannot be written in acceptor format", name='acceptor', value=acceptor)
     names = (EPSILON_SYMBOL,) + tuple(str(s) for s in fsa.alphabet)
     for s in names[1:]:
         if not s or any(c.isspace() for c in s) or s == EPSILON_SYMBOL:
-            raise ValueError(f"symbol {s!r} cannot be written in OpenFst text (empty, spaces, or <eps>)")
+            raise ParameterError(f"symbol {s!r} cannot be written in OpenFst text (empty, spaces, or <eps>)", name='fsa', value=fsa)
     # OpenFst's start is the first line's state: arcs leaving the start come first
     order = np.argsort(fsa.src != fsa.start, kind="stable")
     lines = []
@@ -65,7 +66,7 @@ def write_fst(fsa: Wfsa, path, acceptor: bool | None = None) -> None:
 
 def _parse_state(token: str, where: str) -> int:
     if not token.isdigit():
-        raise ValueError(f"{where}: expected a state number (non-negative integer), got {token!r}")
+        raise FormatError(f"{where}: expected a state number (non-negative integer), got {token!r}")
     return int(token)
 
 
@@ -73,9 +74,9 @@ def _parse_cost(token: str, where: str) -> float:
     try:
         cost = float(token)
     except ValueError:
-        raise ValueError(f"{where}: expected a cost (a number or Infinity), got {token!r}") from None
+        raise FormatError(f"{where}: expected a cost (a number or Infinity), got {token!r}") from None
     if math.isnan(cost) or cost == -math.inf:
-        raise ValueError(f"{where}: cost {token!r} is not a weight (NaN or -Infinity)")
+        raise FormatError(f"{where}: cost {token!r} is not a weight (NaN or -Infinity)")
     return -cost
 
 
@@ -99,7 +100,7 @@ def read_fst(path, alphabet=None, acceptor: bool | None = None) -> Wfsa:
             if len(fields) <= 2:
                 q = _parse_state(fields[0], where)
                 if q in finals:
-                    raise ValueError(f"{where}: final state {q} is listed twice")
+                    raise FormatError(f"{where}: final state {q} is listed twice", path=path, line=lineno)
                 finals[q] = _parse_cost(fields[1], where) if len(fields) == 2 else 0.0
                 if start is None:
                     start = q
@@ -109,8 +110,8 @@ def read_fst(path, alphabet=None, acceptor: bool | None = None) -> Wfsa:
                 acceptor = len(fields) == 3
             expected = (3, 4) if acceptor else (4, 5)
             if len(fields) not in expected:
-                raise ValueError(f"{where}: expected {expected[0]} or {expected[1]} fields for an "
-                                 f"{'acceptor' if acceptor else 'transducer'} arc, got {len(fields)}")
+                raise FormatError(f"{where}: expected {expected[0]} or {expected[1]} fields for an "
+                                  f"{'acceptor' if acceptor else 'transducer'} arc, got {len(fields)}", path=path, line=lineno)
             src = _parse_state(fields[0], where)
             dst = _parse_state(fields[1], where)
             labels = [fields[2]] if acceptor else fields[2:4]
@@ -121,7 +122,7 @@ def read_fst(path, alphabet=None, acceptor: bool | None = None) -> Wfsa:
                     continue
                 if sym not in index:
                     if fixed:
-                        raise ValueError(f"{where}: symbol {sym!r} is not in the alphabet")
+                        raise FormatError(f"{where}: symbol {sym!r} is not in the alphabet", path=path, line=lineno)
                     symbols.append(sym)
                     index[sym] = len(symbols)
                 ids.append(index[sym])
@@ -132,5 +133,5 @@ def read_fst(path, alphabet=None, acceptor: bool | None = None) -> Wfsa:
             arcs.append((src, ids[0], ids[-1], weight, dst))
             n_states = max(n_states, src + 1, dst + 1)
     if start is None:
-        raise ValueError(f"{path}: no arcs and no final states: an empty machine has no start state")
+        raise FormatError(f"{path}: no arcs and no final states: an empty machine has no start state", path=path)
     return Wfsa.from_arcs(tuple(symbols), n_states, start, arcs, finals)
