@@ -14,6 +14,7 @@ prose).  ``docs/tools`` writes the generated pages (the benchmark summary from
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -64,6 +65,8 @@ myst_heading_anchors = 3
 autodoc_default_options = {"member-order": "bysource"}
 autodoc_typehints = "none"  # numpydoc's Parameters sections carry the types
 autodoc_mock_imports: list[str] = []
+if importlib.util.find_spec("torch") is None:  # varorder.torch's pages build without the optional extra
+    autodoc_mock_imports.append("torch")
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks: set[str] = set()

@@ -36,7 +36,11 @@ from varorder.lm.estimate import AbsoluteDiscounting, AdditiveSmoothing, Modifie
 from varorder.loglinear.model import StructuredLogLinear
 from varorder.models.crf import CRF
 from varorder.models.features import pos_features
+from varorder.models.count_hmm import CategoricalHMM, PoissonHMM
+from varorder.models.gaussian_hmm import GaussianHMM
+from varorder.models.gmm_hmm import GMMHMM
 from varorder.models.hmm import HMM
+from varorder.models.hsmm import GaussianHSMM, PoissonHSMM
 from varorder.models.memm import MEMM
 from varorder.neg.model import NegGenerator
 from varorder.neg.task import Candidate, NegDocument, Slot
@@ -127,6 +131,21 @@ CASES = {
     "EditEM": (lambda: EditEM(method="ep1", iterations=1, method_params={"iterations": 1, "inner_passes": 1}),
                lambda m, _: m.fit(_graph()), []),
     "AgreementEM": (lambda: AgreementEM(submodels=_views(), n_iter=1), lambda m, _: m.fit(_view_shards()), []),
+    "GaussianHMM": (lambda: GaussianHMM(n_components=2, n_iter=2, random_state=0),
+                    lambda m, _: m.fit(np.arange(12.0).reshape(6, 2) % 5, [4, 2]),
+                    [lambda m: m.predict(np.zeros((3, 2))), lambda m: m.sample(3, random_state=0)]),
+    # means_prior (a mean: any sign) left None (= 0), so the bad-value check picks means_weight
+    "GMMHMM": (lambda: GMMHMM(n_components=2, n_mix=2, n_iter=2, random_state=0, means_prior=None),
+               lambda m, _: m.fit(np.arange(24.0).reshape(12, 2) % 7), [lambda m: m.predict(np.zeros((3, 2)))]),
+    "PoissonHMM": (lambda: PoissonHMM(n_components=2, n_iter=2, random_state=0),
+                   lambda m, _: m.fit(np.arange(12).reshape(6, 2) % 5), [lambda m: m.predict(np.ones((3, 2)))]),
+    "CategoricalHMM": (lambda: CategoricalHMM(n_components=2, n_iter=2, random_state=0),
+                       lambda m, _: m.fit(np.array([[0], [1], [2], [1]])), [lambda m: m.predict(np.array([[0], [2]]))]),
+    "GaussianHSMM": (lambda: GaussianHSMM(n_components=2, max_duration=3, n_iter=2, random_state=0),
+                     lambda m, _: m.fit(np.arange(12.0).reshape(6, 2) % 5, [4, 2]),
+                     [lambda m: m.predict(np.zeros((3, 2)))]),
+    "PoissonHSMM": (lambda: PoissonHSMM(n_components=2, max_duration=3, n_iter=2, random_state=0),
+                    lambda m, _: m.fit(np.arange(12).reshape(6, 2) % 5), [lambda m: m.predict(np.ones((3, 2)))]),
     "TntEmissions": (lambda: TntEmissions(), lambda m, _: m.fit(list(zip(_WORDS, _TAGS))),
                      [lambda m: m.log_likelihoods("dog")]),
 }

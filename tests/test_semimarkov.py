@@ -223,3 +223,45 @@ def test_one_long_factored_sequence_is_stable():
     expected_positions = (durations[0] * np.arange(1, D + 1)).sum()
     assert abs(expected_positions - L) < 1e-8 * L
     assert abs(edges[0].sum() - (durations[0].sum() - 1)) < 1e-8
+
+
+@SETTINGS
+@given(segment_chains(factored=True, max_len=7, max_duration=4))
+def test_scaled_statistics_equal_the_generic_recursion(case):
+    """The registered LOG specialisation of segment_statistics (exp space, per-position
+    scaling) gives the generic recursion's numbers, −inf entries and fallbacks included."""
+    from varorder.engine import semimarkov as engine
+
+    si = semimarkov.prepare(_scores_arg(case), case.transitions, case.lengths, case.start, case.end)
+    fast = engine.segment_statistics(si)
+    slow = engine.segment_statistics(si, specialised=False)
+    assert _close(fast[0], slow[0], 1e-12)
+    for a, b in zip(fast[1:], slow[1:]):
+        assert np.allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_scaled_statistics_hand_an_underflowing_sequence_to_the_generic_recursion():
+    """State 0 alone can start and never leaves, so one segment of it covers the sequence;
+    at position 20 its emission is e^-800 below state 1's: the scaled product underflows
+    there and the sequence is recomputed in log space (its statistics exact)."""
+    from varorder.engine import semimarkov as engine
+
+    rng = np.random.default_rng(4)
+    n = 40
+    E = rng.normal(size=(2, n, 2))
+    E[0, 20] = [-800.0, 0.0]
+    dur = np.log(np.full((2, n), 1.0 / n))
+    T = np.full((2, 2), -np.inf)
+    start = np.array([0.0, -np.inf])
+    si = semimarkov.prepare(semimarkov.from_emissions(E, dur), T, start=start)
+    done = np.zeros(2, dtype=bool)
+    engine._scaled_factored_statistics(si.P, si.Q, si.transitions, si.start, si.end, si.lengths,
+                                       np.zeros((2, n, 2)), np.zeros((2, 2, n)), np.zeros((2, 2, 2)),
+                                       np.zeros((2, 2)), np.zeros(2), done)
+    assert done.tolist() == [False, True]
+    fast, slow = engine.segment_statistics(si), engine.segment_statistics(si, specialised=False)
+    assert np.isclose(fast[0][0], E[0, :, 0].sum() + dur[0, n - 1], rtol=1e-13)
+    assert _close(fast[0], slow[0], 1e-12)
+    for a, b in zip(fast[1:], slow[1:]):
+        assert np.allclose(a, b, rtol=1e-10, atol=1e-12)
+    assert fast[2][0, 0, n - 1] == 1.0

@@ -185,7 +185,7 @@ def speed(new: dict, base: dict, rounds: int, only=None, repeat: int = 1) -> tup
               f"CPU ratio {ratio:.3f} (median of per-round ratios)  load {timing.load()}", flush=True)
         rows.append(harness.row(f"builder {name}", "random inputs (benchmarks/guards/builders.py)",
                                 "CPU s per round (median)", timing.median("new"), timing.median("base"),
-                                "the baseline tree (same process, interleaved)",
+                                "varorder at the baseline tree (same process, interleaved)",
                                 note=f"outputs bit-identical; median per-round ratio {ratio:.3f}; "
                                      f"rounds new {[round(t, 4) for t in timing.cpu('new')]}, "
                                      f"baseline {[round(t, 4) for t in timing.cpu('base')]}"))

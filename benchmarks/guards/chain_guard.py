@@ -66,7 +66,7 @@ def main():
                           f"(load {timing.load()})", flush=True)
                     rows.append(harness.row(f"varorder {op}", f"K={K}, L={L}, B={B}, shared transitions",
                                             "CPU s per call (median)", new, old,
-                                            "varorder baseline tree (same process, interleaved)", note="one thread"))
+                                            "varorder at the baseline tree (same process, interleaved)", note="one thread"))
     if args.json:
         harness.write_results(args.json, harness.results_document(
             "engine", "dense-chain operations of this tree vs a baseline tree", rows, issue=34, loads=loads))

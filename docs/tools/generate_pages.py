@@ -24,6 +24,7 @@ PUBLIC = [
     ("varorder.chain", "Dense chains: log Z, marginals, Viterbi, k-best and sampling"),
     ("varorder.lattice", "Position-indexed lattices"),
     ("varorder.hypergraph", "Hypergraphs (inside-outside)"),
+    ("varorder.torch", "PyTorch layers: CRF, semi-Markov CRF, dependency trees, autograd Functions"),
     ("varorder.models", "CRF, MEMM and HMM estimators"),
     ("varorder.lm", "n-gram language models"),
     ("varorder.loglinear", "Log-linear language models with structured penalties"),

@@ -19,7 +19,8 @@ _EXPORTS = {
     # the estimator convention
     **dict.fromkeys(("NotFittedError",), "varorder.base"),
     # taggers
-    **dict.fromkeys(("CRF", "HMM", "MEMM"), "varorder.models"),
+    **dict.fromkeys(("CRF", "HMM", "MEMM", "GaussianHMM", "GMMHMM", "PoissonHMM", "CategoricalHMM", "GaussianHSMM",
+                     "PoissonHSMM"), "varorder.models"),
     **dict.fromkeys(("SampleRankTagger",), "varorder.factorgraph"),
     # n-gram and log-linear language models
     **dict.fromkeys(("AbsoluteDiscounting", "AdditiveSmoothing", "ModifiedKneserNey", "NgramLM", "Vocabulary"),

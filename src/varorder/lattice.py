@@ -154,6 +154,18 @@ class Lattice:
     def __repr__(self) -> str:
         return f"Lattice(nodes={self.num_nodes}, arcs={self.num_arcs}, max_length={self.max_length})"
 
+    def with_weights(self, arc_weight, final=None) -> "Lattice":
+        """The same structure with new arc log-weights (and final weights, when given); the
+        structure is not validated again, the weights are."""
+        new = object.__new__(Lattice)
+        for name in Lattice.__slots__:
+            setattr(new, name, getattr(self, name))
+        new.arc_weight = as_potentials("arc_weight", arc_weight, (self.num_arcs,))
+        if final is not None:
+            new.final = as_potentials("final", final, (self.num_nodes,))
+        check_no_overflow(self.max_length + 2, arc_weight=new.arc_weight, final=new.final)
+        return new
+
     @classmethod
     def from_chain(cls, emissions, transitions, start=None, end=None) -> "Lattice":
         """The lattice of one dense chain: emissions (L, K), transitions (K, K).

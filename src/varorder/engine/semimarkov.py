@@ -45,6 +45,7 @@ import numpy as np
 from varorder.engine.chain_viterbi import _top_k
 from varorder.engine.lattice import _draw_log
 from varorder.engine.semiring import LOG, MAX, Semiring, cells, compiled
+from varorder.engine.semiring import operation as choose
 from varorder.engine.semiring_structured import EXPECTATION, KBEST, entropy_of
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
@@ -308,6 +309,20 @@ def entropy(si: SegmentInput) -> np.ndarray:
 # ---------------------------------------------------------------------------
 
 
+@nb.njit(cache=True)
+def _finish_occupancy(occ, n):
+    """Occupancy from its difference array (+p where a segment starts, −p after it ends):
+    the running sum, clipped to [0, 1] against its rounding."""
+    K = occ.shape[1]
+    for t in range(1, n):
+        for k in range(K):
+            occ[t, k] += occ[t - 1, k]
+    for t in range(n):
+        for k in range(K):
+            v = occ[t, k]
+            occ[t, k] = 0.0 if v < 0.0 else (1.0 if v > 1.0 else v)
+
+
 def _make_marginals(semiring: Semiring, form: str):
     forward = forward_kernel(LOG, form)
     backward = backward_kernel(LOG, form)
@@ -369,13 +384,7 @@ def _make_marginals(semiring: Semiring, form: str):
                             v = ai + Tb[i, j] + bstar[t + 1, j]
                             if v > NEG_INF:
                                 edges[b, i, j] += np.exp(v - z)
-            for t in range(1, n):
-                for k in range(K):
-                    occ[t, k] += occ[t - 1, k]
-            for t in range(n):
-                for k in range(K):
-                    v = occ[t, k]
-                    occ[t, k] = 0.0 if v < 0.0 else (1.0 if v > 1.0 else v)  # rounding of the running sum
+            _finish_occupancy(occ, n)
         return logz
 
     return run
@@ -403,11 +412,177 @@ def marginals(si: SegmentInput, edges: bool = False):
     return (seg, edge) if edges else seg
 
 
-def segment_statistics(si: SegmentInput):
+def generic_segment_statistics(si: SegmentInput):
     """(log Z (B,), occupancy (B, L, K), durations (B, K, D), edges (B, K, K), first (B, K)):
-    what EM for a hidden semi-Markov model needs, without the (B, L, D, K) marginals."""
+    what EM for a hidden semi-Markov model needs, without the (B, L, D, K) marginals — the
+    generic LOG forward and backward."""
     _, occupancy, durations, edges, first, logz = _statistics(si, keep_segments=False)
     return logz, occupancy, durations, edges, first
+
+
+# Products below this bound are treated as a potential underflow: the scaled recursion
+# gives the sequence up and the generic log-space one computes it.
+_TINY = 1e-280
+
+
+@nb.njit(cache=True)
+def _scaled_factored_statistics(E, logdur, T, start, end, lengths, occupancy, durations, edges, first, logz, done):
+    """The factored form's statistics in exp space (the LOG specialisation of
+    :func:`generic_segment_statistics`): emissions shifted to a largest entry of 0 per
+    position, forward values normalised per position by their sum sₜ (hmmlearn's scaling,
+    carried through each segment's running product Πᵤ ẽᵤ / sᵤ), the backward on the same
+    scales. ``done[b]`` is False where a product could underflow (the caller recomputes that
+    sequence with the generic recursion)."""
+    B, L, K = E.shape
+    D = logdur.shape[1]
+    dur = np.exp(logdur)
+    pi = np.exp(start)
+    fin = np.exp(end)
+    for b in range(B):
+        n = lengths[b]
+        A = np.exp(T[b % T.shape[0]])
+        q = np.empty((n, K))  # ẽ[u, k] / s_u once s_u is known
+        e0 = np.empty((n, K))
+        shift = np.empty(n)
+        ok = True
+        for u in range(n):
+            m = -np.inf
+            for k in range(K):
+                if E[b, u, k] > m:
+                    m = E[b, u, k]
+            if m == -np.inf:
+                ok = False
+                break
+            shift[u] = m
+            for k in range(K):
+                e0[u, k] = np.exp(E[b, u, k] - m)
+        if not ok:
+            done[b] = False
+            continue
+        astar = np.zeros((n, K))
+        alpha = np.empty((n, K))
+        for k in range(K):
+            astar[0, k] = pi[k]
+        log_scale = 0.0
+        for t in range(n):
+            total = 0.0
+            for k in range(K):
+                r = e0[t, k]
+                acc = astar[t, k] * dur[k, 0] * r
+                for d in range(1, min(D, t + 1)):
+                    r *= q[t - d, k]
+                    acc += astar[t - d, k] * dur[k, d] * r
+                alpha[t, k] = acc
+                total += acc
+            if not total > _TINY or not np.isfinite(total):
+                ok = False
+                break
+            log_scale += np.log(total) + shift[t]
+            inv = 1.0 / total
+            for k in range(K):
+                alpha[t, k] *= inv
+                q[t, k] = e0[t, k] * inv
+            if t + 1 < n:
+                for i in range(K):
+                    ai = alpha[t, i]
+                    if ai == 0.0:
+                        continue
+                    for j in range(K):
+                        astar[t + 1, j] += ai * A[i, j]
+        if not ok:
+            done[b] = False
+            continue
+        R = 0.0
+        for k in range(K):
+            R += alpha[n - 1, k] * fin[k]
+        if not R > _TINY:
+            done[b] = False
+            continue
+        logz[b] = log_scale + np.log(R)
+        invR = 1.0 / R
+        beta = np.empty((n, K))
+        bstar = np.zeros((n, K))
+        occ = occupancy[b]
+        for t in range(n - 1, -1, -1):
+            for i in range(K):
+                if t == n - 1:
+                    beta[t, i] = fin[i]
+                else:
+                    acc = 0.0
+                    for j in range(K):
+                        acc += A[i, j] * bstar[t + 1, j]
+                    beta[t, i] = acc
+            for k in range(K):
+                bk = beta[t, k]
+                if bk == 0.0:
+                    continue
+                r = q[t, k] * bk
+                ending = 0.0  # mass of the segments of k that end at t
+                for d in range(min(D, t + 1)):
+                    if d > 0:
+                        r *= q[t - d, k]
+                    wb = dur[k, d] * r
+                    bstar[t - d, k] += wb
+                    p = astar[t - d, k] * wb * invR
+                    durations[b, k, d] += p
+                    occ[t - d, k] += p
+                    ending += p
+                if t + 1 < n:
+                    occ[t + 1, k] -= ending
+            if t + 1 < n:
+                for i in range(K):
+                    ai = alpha[t, i]
+                    if ai == 0.0:
+                        continue
+                    for j in range(K):
+                        edges[b, i, j] += ai * A[i, j] * bstar[t + 1, j] * invR
+        for k in range(K):
+            first[b, k] = pi[k] * bstar[0, k] * invR
+        _finish_occupancy(occ, n)
+        done[b] = True
+    return done
+
+
+def _subset(si: SegmentInput, rows: np.ndarray) -> SegmentInput:
+    T = si.transitions if si.transitions.shape[0] == 1 else si.transitions[rows]
+    return SegmentInput(si.form, si.P[rows], si.Q, T, si.start, si.end, si.lengths[rows])
+
+
+def _scaled_segment_statistics(si: SegmentInput):
+    """The registered LOG specialisation for the factored form; the dense form, and any
+    sequence the scaled recursion gives up, run the generic recursion."""
+    if si.form != "factored":
+        return generic_segment_statistics(si)
+    B, L, K, D = si.batch, si.positions, si.num_labels, si.max_length
+    occupancy = np.zeros((B, L, K))
+    durations = np.zeros((B, K, D))
+    edges = np.zeros((B, K, K))
+    first = np.zeros((B, K))
+    logz = np.full(B, NEG_INF)
+    done = np.zeros(B, dtype=np.bool_)
+    _scaled_factored_statistics(si.P, si.Q, si.transitions, si.start, si.end, si.lengths, occupancy, durations,
+                                edges, first, logz, done)
+    rest = np.flatnonzero(~done)
+    if rest.size:
+        occupancy[rest] = 0.0
+        durations[rest] = 0.0
+        edges[rest] = 0.0
+        first[rest] = 0.0
+        out = generic_segment_statistics(_subset(si, rest))
+        logz[rest], occupancy[rest], durations[rest], edges[rest], first[rest] = out
+    return logz, occupancy, durations, edges, first
+
+
+# Registered specialisations of the operations: name → (semiring, function with the
+# generic operation's signature and results; tests/test_semimarkov.py checks them equal).
+SPECIALISED = {"segment_statistics": (LOG, _scaled_segment_statistics)}
+GENERIC = {"segment_statistics": generic_segment_statistics}
+
+
+def segment_statistics(si: SegmentInput, specialised: bool = True):
+    """(log Z (B,), occupancy (B, L, K), durations (B, K, D), edges (B, K, K), first (B, K)):
+    what EM for a hidden semi-Markov model needs, without the (B, L, D, K) marginals."""
+    return choose("segment_statistics", GENERIC, SPECIALISED, specialised)(si)
 
 
 # ---------------------------------------------------------------------------

@@ -1,0 +1,372 @@
+"""Explicit-duration hidden semi-Markov models: ``GaussianHSMM``, ``PoissonHSMM``.
+
+Factorization (Ferguson 1980; Yu 2010, "Hidden semi-Markov models", §2.2): a sequence is
+a run of segments; segment i has state yᵢ, duration dᵢ ∈ 1 … ``max_duration`` and emits
+its observations independently given the state:
+
+    p(x, y, d) = π[y₁] · Πᵢ pᵢ(dᵢ | yᵢ) · Πᵢ₌₂ A[yᵢ₋₁, yᵢ] · Πₜ p(xₜ | state at t)
+
+with no self-transitions (A's diagonal is zero when K > 1, so a state's stay is its
+duration) and the sequence ending at a segment boundary (no right-censoring). This is
+the semi-Markov structure of :mod:`varorder.semimarkov` in its factored form
+(``from_emissions``: per-position emission log-densities, durations log p(d | k)); its
+segment statistics (position occupancy, expected durations, transitions, first state)
+are the E-step. Emission models are the HMMs' own (:class:`GaussianHMM`,
+:class:`PoissonHMM`: densities, sufficient statistics and M-steps with the occupancy
+p(zₜ = k | x) as weights), so the EM loop is :mod:`varorder.models.hmm_em`'s.
+
+Duration distributions per state, on 1 … D:
+
+* ``"nonparametric"``: any probability vector (M-step: expected counts, normalised);
+* ``"poisson"``: d − 1 ~ Poisson(λₖ) truncated to 1 … D (M-step: the λ whose truncated mean
+  equals the expected mean, by bisection — exact, so EM stays monotone);
+* ``"negative_binomial"``: d − 1 ~ NB(rₖ, pₖ) truncated (M-step: the expected log-likelihood
+  maximised numerically from the current values; a step that would not improve it is refused).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import optimize, special
+
+from varorder import semimarkov
+from varorder.base import check_choice, check_int
+from varorder.errors import ParameterError
+from varorder.models.count_hmm import PoissonHMM
+from varorder.models.gaussian_hmm import GaussianHMM
+from varorder.models.sequences import ChunkPlan
+
+__all__ = ["GaussianHSMM", "PoissonHSMM", "DURATION_DISTRIBUTIONS", "truncated_poisson_log_pmf",
+           "truncated_negative_binomial_log_pmf"]
+
+DURATION_DISTRIBUTIONS = ("nonparametric", "poisson", "negative_binomial")
+
+
+def _log_normalise(logp: np.ndarray) -> np.ndarray:
+    return logp - special.logsumexp(logp, axis=-1, keepdims=True)
+
+
+def truncated_poisson_log_pmf(lambdas, max_duration: int) -> np.ndarray:
+    """(K, D) log p(d) for d = 1 … D with d − 1 ~ Poisson(λₖ) truncated to that range."""
+    lam = np.asarray(lambdas, dtype=np.float64)[:, None]
+    j = np.arange(max_duration)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        logp = np.where(lam > 0, j * np.log(np.where(lam > 0, lam, 1.0)) - lam - special.gammaln(j + 1),
+                        np.where(j == 0, 0.0, -np.inf))
+    return _log_normalise(logp)
+
+
+def truncated_negative_binomial_log_pmf(n, p, max_duration: int) -> np.ndarray:
+    """(K, D) log p(d) for d = 1 … D with d − 1 ~ NB(nₖ, pₖ) (failures before nₖ successes of
+    probability pₖ) truncated to that range."""
+    n = np.asarray(n, dtype=np.float64)[:, None]
+    p = np.asarray(p, dtype=np.float64)[:, None]
+    j = np.arange(max_duration)[None, :]
+    logp = special.gammaln(j + n) - special.gammaln(n) - special.gammaln(j + 1) + n * np.log(p) + j * np.log1p(-p)
+    return _log_normalise(logp)
+
+
+def _truncated_poisson_rate(mean_minus_one: float, max_duration: int) -> float:
+    """The λ whose Poisson truncated to 0 … D−1 has the given mean (bisection on a monotone map)."""
+    if mean_minus_one <= 0:
+        return 0.0
+    top = max_duration - 1
+    if mean_minus_one >= top:
+        return 1e6
+    j = np.arange(max_duration)
+
+    def mean(lam):
+        w = np.exp(_log_normalise(j * np.log(lam) - special.gammaln(j + 1)))
+        return float((w * j).sum())
+
+    lo, hi = 1e-12, max(1.0, 2 * mean_minus_one)
+    while mean(hi) < mean_minus_one:
+        hi *= 2
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mean(mid) < mean_minus_one:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo <= 1e-14 * hi:
+            break
+    return 0.5 * (lo + hi)
+
+
+class _SemiMarkovChain:
+    """The chain part of an explicit-duration HSMM, mixed before an HMM emission model: the
+    E-step, decoding and sampling on :mod:`varorder.semimarkov`; the duration M-step."""
+
+    def _check_common(self):
+        super()._check_common()
+        check_int(self, "max_duration", 1)
+        check_choice(self, "duration_distribution", DURATION_DISTRIBUTIONS)
+
+    # -- parameters ---------------------------------------------------------------------
+
+    def _init(self, X, lengths):
+        super()._init(X, lengths)
+        K, D = self.n_components, self.max_duration
+        if "t" in self.init_params and K > 1:  # no self-transitions: a state's stay is its duration
+            T = np.array(self.transmat_, dtype=np.float64)
+            np.fill_diagonal(T, 0.0)
+            self.transmat_ = T / T.sum(axis=1, keepdims=True)
+        if self._needs_init("d", "durations_"):
+            mean = min(max(float(np.mean(lengths)) / (2 * K), 1.0), D)  # a few segments per sequence
+            self._set_poisson(np.full(K, max(mean - 1.0, 0.5)))
+            if self.duration_distribution == "negative_binomial":
+                self.duration_n_ = np.full(K, 2.0)
+                lam = self.duration_lambdas_
+                self.duration_p_ = self.duration_n_ / (self.duration_n_ + lam)
+                self.durations_ = np.exp(truncated_negative_binomial_log_pmf(self.duration_n_, self.duration_p_, D))
+            if self.duration_distribution != "poisson":
+                del self.duration_lambdas_
+
+    def _set_poisson(self, lambdas):
+        self.duration_lambdas_ = np.asarray(lambdas, dtype=np.float64)
+        self.durations_ = np.exp(truncated_poisson_log_pmf(self.duration_lambdas_, self.max_duration))
+
+    def _check(self):
+        super()._check()
+        dur = np.asarray(self.durations_, dtype=np.float64)
+        want = (self.n_components, self.max_duration)
+        if dur.shape != want:
+            raise ParameterError(f"durations_ must have shape {want}, got {dur.shape}", name="durations_",
+                                 value=dur.shape)
+        bad = ~np.isfinite(dur) | (dur < 0)
+        if bad.any():
+            idx = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ParameterError(f"durations_{list(idx)} = {float(dur[idx])!r} is not a probability",
+                                 name="durations_", value=float(dur[idx]))
+        off = np.flatnonzero(np.abs(dur.sum(axis=1) - 1.0) > 1e-8)
+        if off.size:
+            raise ParameterError(f"durations_ row {int(off[0])} does not sum to 1", name="durations_",
+                                 value=int(off[0]))
+        self.durations_ = dur
+
+    def _log_durations(self):
+        with np.errstate(divide="ignore"):
+            return np.log(self.durations_)
+
+    # -- the structure ---------------------------------------------------------------------
+
+    def _chunks(self, frames, lengths):
+        """Per chunk of the length plan: (seq_ids, flat_index, valid, SegmentInput arguments)."""
+        plan = ChunkPlan(lengths)
+        log_T, log_pi = self._chain_arrays()
+        log_d = self._log_durations()
+        for seq_ids, chunk_lengths, flat_index, valid in plan.chunks:
+            yield seq_ids, flat_index, valid, (semimarkov.from_emissions(frames[flat_index], log_d), log_T,
+                                               dict(lengths=chunk_lengths, start=log_pi))
+
+    def _posteriors(self, frames, lengths, edges):
+        K, D = self.n_components, self.max_duration
+        post = np.empty_like(frames)
+        logp = np.empty(lengths.size)
+        trans = np.zeros((lengths.size, K, K))
+        first = np.zeros((lengths.size, K))
+        durations = np.zeros((lengths.size, K, D))
+        for seq_ids, flat_index, valid, (seg, T, kw) in self._chunks(frames, lengths):
+            logz, occupancy, dur, edge, fst = semimarkov.segment_statistics(seg, T, **kw)
+            post[flat_index[valid]] = occupancy[valid]
+            logp[seq_ids] = logz
+            trans[seq_ids] = edge
+            first[seq_ids] = fst
+            durations[seq_ids] = dur
+        self._last_first, self._last_durations = first, durations
+        return post, logp, trans, None
+
+    def _do_estep(self, X, lengths, weights):
+        frames = self._compute_log_likelihood(X)
+        post, logp, trans, _ = self._posteriors(frames, lengths, edges=True)
+        if not np.isfinite(logp).all():
+            bad = int(np.flatnonzero(~np.isfinite(logp))[0])
+            raise ParameterError(f"sequence {bad} of X has probability zero under the current parameters "
+                                 f"(is it shorter than every allowed segmentation? max_duration={self.max_duration})",
+                                 name="X", value=bad)
+        weighted = post * np.repeat(weights, lengths)[:, None]
+        stats = {"start": weights @ self._last_first, "trans": np.einsum("s,sij->ij", weights, trans),
+                 "durations": np.einsum("s,skd->kd", weights, self._last_durations)}
+        stats.update(self._initialize_emission_statistics())
+        self._accumulate_emission_statistics(stats, X, weighted)
+        return stats, float(weights @ logp)
+
+    def _do_mstep(self, stats):
+        super()._do_mstep(stats)
+        if "d" not in self.params:
+            return
+        counts = stats["durations"]
+        K, D = counts.shape
+        if self.duration_distribution == "nonparametric":
+            totals = counts.sum(axis=1, keepdims=True)
+            with np.errstate(invalid="ignore"):
+                self.durations_ = np.where(totals > 0, counts / np.where(totals > 0, totals, 1), self.durations_)
+        elif self.duration_distribution == "poisson":
+            lam = self.duration_lambdas_.copy()
+            for k in range(K):
+                total = counts[k].sum()
+                if total > 0:
+                    lam[k] = _truncated_poisson_rate(float(counts[k] @ np.arange(D)) / total, D)
+            self._set_poisson(lam)
+        else:
+            n, p = self.duration_n_.copy(), self.duration_p_.copy()
+            for k in range(K):
+                if counts[k].sum() <= 0:
+                    continue
+
+                def loss(theta, c=counts[k]):
+                    lp = truncated_negative_binomial_log_pmf([np.exp(theta[0])], [special.expit(theta[1])], D)[0]
+                    return -float(c @ np.where(c > 0, lp, 0.0))
+
+                theta0 = np.array([np.log(n[k]), special.logit(p[k])])
+                res = optimize.minimize(loss, theta0, method="Nelder-Mead",
+                                        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 2000})
+                if res.fun < loss(theta0):
+                    n[k], p[k] = np.exp(res.x[0]), special.expit(res.x[1])
+            self.duration_n_, self.duration_p_ = n, p
+            self.durations_ = np.exp(truncated_negative_binomial_log_pmf(n, p, D))
+
+    def _emission_scalars(self):
+        K, D = self.n_components, self.max_duration
+        dur = {"nonparametric": K * (D - 1), "poisson": K, "negative_binomial": 2 * K}[self.duration_distribution]
+        return {**super()._emission_scalars(), "d": dur}
+
+    def _get_n_fit_scalars_per_param(self):
+        K = self.n_components
+        return {"s": K - 1, "t": K * (K - 2) if K > 1 else 0, **self._emission_scalars()}
+
+    # -- inference --------------------------------------------------------------------------
+
+    def score(self, X, lengths=None) -> float:
+        _, lengths, frames = self._frames(X, lengths)
+        return float(sum(semimarkov.log_partition(seg, T, **kw).sum()
+                         for _, _, _, (seg, T, kw) in self._chunks(frames, lengths)))
+
+    def predict_proba(self, X, lengths=None, filtered: bool = False, lag: int | None = None):
+        if filtered or lag is not None:
+            raise ParameterError("filtered=True and lag= are not available for semi-Markov models (the forward "
+                                 "values are per segment end, not per position)", name="filtered", value=filtered)
+        return super().predict_proba(X, lengths)
+
+    @staticmethod
+    def _states_of(segmentation, n):
+        out = np.full(n, -1, dtype=np.int64)
+        for s, e, k in segmentation:
+            out[s:e] = k
+        return out
+
+    def decode(self, X, lengths=None, algorithm=None):
+        algorithm = self.algorithm if algorithm is None else algorithm
+        if algorithm == "map":
+            return super().decode(X, lengths, algorithm)
+        if algorithm != "viterbi":
+            return super().decode(X, lengths, algorithm)  # refuses it by name
+        _, lengths, frames = self._frames(X, lengths)
+        states = np.empty(frames.shape[0], dtype=np.int64)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        total = 0.0
+        for seq_ids, _, _, (seg, T, kw) in self._chunks(frames, lengths):
+            segs, scores = semimarkov.viterbi(seg, T, **kw)
+            total += float(scores.sum())
+            for s, segmentation in zip(seq_ids, segs):
+                n = int(lengths[s])
+                states[offsets[s]:offsets[s] + n] = self._states_of(segmentation, n)
+        return total, states
+
+    def segments(self, X, lengths=None):
+        """The Viterbi segmentation of each sequence: a list of (start, end, state) per
+        sequence, end exclusive."""
+        _, lengths, frames = self._frames(X, lengths)
+        out = [None] * lengths.size
+        for seq_ids, _, _, (seg, T, kw) in self._chunks(frames, lengths):
+            for s, segmentation in zip(seq_ids, semimarkov.viterbi(seg, T, **kw)[0]):
+                out[s] = segmentation
+        return out
+
+    def kbest_paths(self, X, lengths=None, k: int = 2):
+        """The k most probable (segmentation, states) of each sequence: a list per sequence of
+        (states (k, n), log p(x, y, d) (k,)), −1 / −inf padded."""
+        _, lengths, frames = self._frames(X, lengths)
+        out = [None] * lengths.size
+        for seq_ids, _, _, (seg, T, kw) in self._chunks(frames, lengths):
+            lists, scores = semimarkov.kbest(seg, T, k, **kw)
+            for i, s in enumerate(seq_ids):
+                n = int(lengths[s])
+                paths = np.full((k, n), -1, dtype=np.int64)
+                for r, segmentation in enumerate(lists[i]):
+                    paths[r] = self._states_of(segmentation, n)
+                out[s] = (paths, scores[i])
+        return out
+
+    def sample_paths(self, X, lengths=None, n: int = 1, random_state=None):
+        """``n`` exact posterior state paths per sequence, (n, length) each."""
+        _, lengths, frames = self._frames(X, lengths)
+        seed = self._rng(random_state).integers(0, 2**63 - 1)
+        out = [None] * lengths.size
+        for seq_ids, _, _, (seg, T, kw) in self._chunks(frames, lengths):
+            draws = semimarkov.sample(seg, T, n, seed + int(seq_ids[0]), **kw)
+            for i, s in enumerate(seq_ids):
+                out[s] = np.stack([self._states_of(d, int(lengths[s])) for d in draws[i]])
+        return out
+
+    def sample(self, n_samples: int = 1, random_state=None, currstate=None):
+        """(X, states): segments drawn (state, then duration, then the next state) until
+        ``n_samples`` positions are filled (the last segment cut there)."""
+        rng, state = self._sampling_start(n_samples, random_state, currstate)
+        out = np.empty(n_samples, dtype=np.int64)
+        t = 0
+        D = self.max_duration
+        while t < n_samples:
+            d = int(rng.choice(D, p=self.durations_[state])) + 1
+            out[t:t + d] = state
+            t += d
+            state = int(rng.choice(self.n_components, p=self.transmat_[state]))
+        return self._sample_emissions(out, rng), out
+
+
+def _hsmm_doc(base):
+    return f"""Explicit-duration HSMM with {base}'s emissions (see :mod:`varorder.models.hsmm`).
+
+    Parameters: {base}'s, plus ``max_duration`` (D, the longest segment), ``duration_distribution``
+    ("nonparametric", "poisson", "negative_binomial") and the letter 'd' in ``params`` /
+    ``init_params`` for the durations. Learned: {base}'s, plus ``durations_`` (K, D) with
+    ``durations_[k, d]`` = p(duration d + 1 | state k) (and ``duration_lambdas_`` or
+    ``duration_n_``, ``duration_p_`` for the parametric ones). :meth:`segments` gives the
+    Viterbi segmentation; ``predict_proba`` the occupancy p(zₜ = k | x)."""
+
+
+_DURATION_ARRAYS = ("durations_", "duration_lambdas_", "duration_n_", "duration_p_")
+
+
+class GaussianHSMM(_SemiMarkovChain, GaussianHMM):
+    __doc__ = _hsmm_doc("GaussianHMM")
+    _LEARNED = GaussianHMM._LEARNED + _DURATION_ARRAYS
+
+    def __init__(self, *, n_components: int = 1, max_duration: int = 50, duration_distribution: str = "nonparametric",
+                 covariance_type: str = "diag", min_covar: float = 1e-3, startprob_prior=1.0, transmat_prior=1.0,
+                 means_prior=0, means_weight=0, covars_prior=1e-2, covars_weight=1, algorithm: str = "viterbi",
+                 random_state=None, n_iter: int = 10, tol: float = 1e-2, verbose: bool = False,
+                 params: str = "stmcd", init_params: str = "stmcd", implementation: str = "log"):
+        super().__init__(n_components=n_components, covariance_type=covariance_type, min_covar=min_covar,
+                         startprob_prior=startprob_prior, transmat_prior=transmat_prior, means_prior=means_prior,
+                         means_weight=means_weight, covars_prior=covars_prior, covars_weight=covars_weight,
+                         algorithm=algorithm, random_state=random_state, n_iter=n_iter, tol=tol, verbose=verbose,
+                         params=params, init_params=init_params, implementation=implementation)
+        self.max_duration = max_duration
+        self.duration_distribution = duration_distribution
+
+
+class PoissonHSMM(_SemiMarkovChain, PoissonHMM):
+    __doc__ = _hsmm_doc("PoissonHMM")
+    _LEARNED = PoissonHMM._LEARNED + _DURATION_ARRAYS
+
+    def __init__(self, *, n_components: int = 1, max_duration: int = 50, duration_distribution: str = "nonparametric",
+                 startprob_prior=1.0, transmat_prior=1.0, lambdas_prior=0.0, lambdas_weight=0.0,
+                 algorithm: str = "viterbi", random_state=None, n_iter: int = 10, tol: float = 1e-2,
+                 verbose: bool = False, params: str = "stld", init_params: str = "stld", implementation: str = "log"):
+        super().__init__(n_components=n_components, startprob_prior=startprob_prior, transmat_prior=transmat_prior,
+                         lambdas_prior=lambdas_prior, lambdas_weight=lambdas_weight, algorithm=algorithm,
+                         random_state=random_state, n_iter=n_iter, tol=tol, verbose=verbose, params=params,
+                         init_params=init_params, implementation=implementation)
+        self.max_duration = max_duration
+        self.duration_distribution = duration_distribution

@@ -1,0 +1,70 @@
+"""Tensor ↔ array conversion shared by the Functions: the engine computes in float64 on the
+CPU; results go back in the caller's dtype and device."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import torch
+
+from varorder.errors import ParameterError
+
+__all__ = ["to_numpy", "to_tensor", "as_lengths", "check_float", "keeps_torch_threads"]
+
+
+def to_numpy(tensor):
+    """float64 NumPy copy (or view) of a tensor; None stays None."""
+    if tensor is None:
+        return None
+    return tensor.detach().to(device="cpu", dtype=torch.float64).numpy()
+
+
+def to_tensor(array, like: torch.Tensor) -> torch.Tensor:
+    """An array as a tensor of ``like``'s dtype and device."""
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device=like.device, dtype=like.dtype)
+
+
+def as_lengths(lengths, batch: int, length: int):
+    """(B,) int64 NumPy lengths in [1, L], or None for all L; a ParameterError naming the argument."""
+    if lengths is None:
+        return None
+    if isinstance(lengths, torch.Tensor):
+        if lengths.dtype.is_floating_point or lengths.dtype == torch.bool:
+            raise ParameterError(f"lengths must hold integers, got dtype {lengths.dtype}", name="lengths", value=lengths.dtype)
+        lengths = lengths.detach().cpu().numpy()
+    n = np.asarray(lengths)
+    if n.shape != (batch,):
+        raise ParameterError(f"lengths must have shape ({batch},), got {n.shape}", name="lengths", value=n.shape)
+    n = n.astype(np.int64)
+    bad = (n < 1) | (n > length)
+    if bad.any():
+        b = int(np.flatnonzero(bad)[0])
+        raise ParameterError(f"lengths[{b}] = {n[b]} is outside [1, {length}]", name="lengths", value=int(n[b]))
+    return n
+
+
+def check_float(name: str, tensor) -> None:
+    if tensor is not None and tensor.dtype not in (torch.float32, torch.float64):
+        raise ParameterError(f"{name} must be a float32 or float64 tensor, got {tensor.dtype}", name=name, value=tensor.dtype)
+
+
+def keeps_torch_threads(function):
+    """Run ``function`` and give torch back its intra-op thread count afterwards.
+
+    The engine sets Numba's thread count around its kernels and restores Numba's own count;
+    with Numba's OpenMP layer that sets the OpenMP count torch reads too, so a user's
+    ``torch.set_num_threads(1)`` would silently become the core count after one engine call
+    (every later torch op then runs parallel — 10 µs ops costing ms of CPU on a busy machine).
+    """
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        threads = torch.get_num_threads()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
+
+    return run
