@@ -311,8 +311,6 @@ def connect_dask(address: str, timeout: float = 10.0):
     install hint) without the optional package; a :class:`~varorder.errors.ParameterError` for an
     empty address, and for an unreachable or malformed address or one where something other than a
     Dask scheduler answers (:func:`probe_dask_scheduler`), within about ``timeout`` seconds."""
-    from varorder.errors import ParameterError
-
     if not isinstance(address, str) or not address.strip():
         raise ParameterError(f"the Dask scheduler address is empty: got {address!r}, expected e.g. tcp://host:8786",
                              name="dask_scheduler", value=address)
@@ -336,18 +334,19 @@ _DASK_DEFAULT_PORT = 8786
 
 def _tcp_endpoint(address: str):
     """(host, port) of a ``tcp://`` or scheme-less address; None for another scheme (tls://,
-    inproc://, ucx://: left to distributed); a ValueError for a malformed one."""
+    inproc://, ucx://: left to distributed); a ParameterError for a malformed one."""
     scheme, sep, rest = address.strip().rpartition("://")
     if sep and scheme != "tcp":
         if scheme in ("http", "https", "ws", "wss"):
-            raise ValueError(f"{scheme}:// is a web address, not a Dask scheduler's (tcp://host:8786)")
+            raise ParameterError(f"{scheme}:// is a web address, not a Dask scheduler's (tcp://host:8786)",
+                                 name="dask_scheduler", value=address)
         return None
     host, colon, port = rest.rstrip("/").rpartition(":")
     if not colon:
         host, port = rest.rstrip("/"), str(_DASK_DEFAULT_PORT)
     host = host.strip("[]")
     if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise ValueError("expected tcp://host:port")
+        raise ParameterError("expected tcp://host:port", name="dask_scheduler", value=address)
     return host, int(port)
 
 
@@ -387,8 +386,6 @@ def probe_dask_scheduler(address: str, timeout: float = 10.0) -> None:
     :class:`~varorder.errors.ParameterError` naming the address and what answered; a silent
     listener is sent one HTTP ``HEAD`` request to tell an HTTP server apart."""
     import struct
-
-    from varorder.errors import ParameterError
 
     def refuse(what):
         raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {what}", name="dask_scheduler",

@@ -416,22 +416,22 @@ def _check_structure(i: int, d: dict, n: int, slots) -> None:
     (a slot at sentence 10**6 or paragraph -5 would index past the document)."""
     starts, paragraphs = d["sentence_starts"], d["paragraph_of_sentence"]
     if not isinstance(starts, list) or not isinstance(paragraphs, list) or not all(map(_is_index, starts + paragraphs)):
-        raise ValueError(f"document {i}: sentence_starts and paragraph_of_sentence must be lists of indices >= 0")
+        raise FormatError(f"document {i}: sentence_starts and paragraph_of_sentence must be lists of indices >= 0")
     if n and (not starts or starts[0] != 0) or any(b < a for a, b in zip(starts, starts[1:])) \
             or any(s > n for s in starts):
-        raise ValueError(f"document {i}: sentence_starts must rise from 0 within its {n} words")
+        raise FormatError(f"document {i}: sentence_starts must rise from 0 within its {n} words")
     if len(paragraphs) != len(starts) or (paragraphs and paragraphs[0] != 0) \
             or any(b - a not in (0, 1) for a, b in zip(paragraphs, paragraphs[1:])):
-        raise ValueError(f"document {i}: paragraph_of_sentence must count paragraphs from 0, one per sentence")
+        raise FormatError(f"document {i}: paragraph_of_sentence must count paragraphs from 0, one per sentence")
     ends = starts[1:] + [n]
     for slot in slots:
         if not _is_index(slot.sentence) or slot.sentence >= len(starts):
-            raise ValueError(f"document {i}: slot at {slot.start} is in sentence {slot.sentence!r} of "
-                             f"{len(starts)}")
+            raise FormatError(f"document {i}: slot at {slot.start} is in sentence {slot.sentence!r} of "
+                              f"{len(starts)}")
         if not starts[slot.sentence] <= slot.start < ends[slot.sentence]:
-            raise ValueError(f"document {i}: slot at {slot.start} does not start in its sentence {slot.sentence}")
+            raise FormatError(f"document {i}: slot at {slot.start} does not start in its sentence {slot.sentence}")
         if slot.paragraph != paragraphs[slot.sentence]:
-            raise ValueError(f"document {i}: slot at {slot.start} is in paragraph {slot.paragraph!r}, its sentence "
-                             f"in paragraph {paragraphs[slot.sentence]}")
+            raise FormatError(f"document {i}: slot at {slot.start} is in paragraph {slot.paragraph!r}, its sentence "
+                              f"in paragraph {paragraphs[slot.sentence]}")
         if not isinstance(slot.features, list) or not all(isinstance(f, str) for f in slot.features):
-            raise ValueError(f"document {i}: slot at {slot.start} has features that are not a list of strings")
+            raise FormatError(f"document {i}: slot at {slot.start} has features that are not a list of strings")

@@ -439,8 +439,10 @@ def not_a_dask_scheduler(kind: str, lifetime: float = 120.0):
     import threading
     import time
 
+    from varorder.errors import ParameterError
+
     if kind not in NOT_A_SCHEDULER:
-        raise ValueError(f"kind must be one of {NOT_A_SCHEDULER}, got {kind!r}")
+        raise ParameterError(f"kind must be one of {NOT_A_SCHEDULER}, got {kind!r}", name="kind", value=kind)
 
     @contextlib.contextmanager
     def listening():
