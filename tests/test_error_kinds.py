@@ -137,11 +137,13 @@ class _Package:
         # functions that end in a raise: a handler calling one reports the error rather than hiding it
         self.no_return = {key for key, fn in self.functions.items() if isinstance(fn.body[-1], ast.Raise)}
         self.raises = {key for key, fn in self.functions.items() if self._raises_directly(key, fn)}
+        callees = {key: set().union(*(self.resolve(key, _called_name(n)) for n in ast.walk(fn) if isinstance(n, ast.Call)))
+                   for key, fn in self.functions.items()}
         changed = True
         while changed:
             changed = False
-            for key, fn in self.functions.items():
-                if key not in self.raises and self.calls_raising(key, [fn]):
+            for key, targets in callees.items():
+                if key not in self.raises and targets & self.raises:
                     self.raises.add(key)
                     changed = True
 

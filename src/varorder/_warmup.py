@@ -138,6 +138,11 @@ def language_models(tmp: Path):
     _cli("lm", "build-binary", tmp / "kneser-ney.arpa", tmp / "kn.bin")
     _cli("lm", "score", tmp / "kn.bin", corpus)
     _cli("lm", "maxarpa", tmp / "kneser-ney.arpa", tmp / "max.arpa")
+    import varorder.lm.kenlm as kenlm  # the kenlm-compatible API's stateful query kernel
+
+    model, state, out = kenlm.Model(tmp / "kn.bin"), kenlm.State(), kenlm.State()
+    model.BeginSentenceWrite(state)
+    model.BaseScore(state, "the", out)
 
 
 @step

@@ -465,7 +465,7 @@ def as_executor(executor=None, n_jobs: int | None = None, dask_scheduler: str | 
 
     Raises
     ------
-    ValueError
+    ParameterError
         ``n_jobs`` is not an integer other than 0, or the scheduler cannot be reached.
     TypeError
         ``executor`` is of an unknown kind.
@@ -503,7 +503,7 @@ def progress_note(executor) -> str:
 
 
 def check_n_jobs(owner) -> None:
-    """Refuse ``owner.n_jobs`` unless None or a non-zero integer (a ValueError naming the value)."""
+    """Refuse ``owner.n_jobs`` unless None or a non-zero integer (a ParameterError naming the value)."""
     n_jobs = getattr(owner, "n_jobs", None)
     if n_jobs is not None and (isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0):
         raise ParameterError(f"{type(owner).__name__}: parameter n_jobs={n_jobs!r} is invalid: "

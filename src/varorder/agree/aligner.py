@@ -457,7 +457,7 @@ class WordAligner(ParamsMixin):
     def load(cls, path) -> "WordAligner":
         """Read a model written by :meth:`save`. Every array's dtype, shape and value range is
         checked against the metadata (vocabulary sizes, pair count, jump width), so that a
-        damaged file is a ValueError naming it — never an out-of-bounds read in compiled code."""
+        damaged file is a FormatError naming it — never an out-of-bounds read in compiled code."""
         where = os.fspath(path)
         params, state, data = load_model(path, _KIND, ("pair_keys", "e_vocab", "f_vocab", "table0", "null0",
                                                        "jumps0", "table1", "null1", "jumps1"))

@@ -1,6 +1,6 @@
 """``varorder lm``: train n-gram language models, score text with them, convert ARPA to
 varorder's memory-mapped binary format (and verify such files), print next-word
-distributions, and write MAX-ARPA files (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`.
+distributions, write MAX-ARPA files, mix models (SRILM's -mix-lm) and prune them by relative entropy (Stolcke 1998) (Carter, Dymetman & Bouchard 2012, §2.3). See :mod:`varorder.lm`.
 
 Every command that takes a MODEL accepts ARPA text (``.gz`` too) or a binary model made
 by ``build-binary`` (recognised by its magic bytes). Imports happen inside the commands,
@@ -85,7 +85,7 @@ def _checked_memory(text: str | None, param) -> int | None:
 
 # options that only an n-gram model reads (refused with --model loglinear rather than ignored)
 _NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
-               "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa")
+               "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa", "prune_entropy")
 
 
 def _refuse_inapplicable(ctx, model_family: str, method: str) -> None:
@@ -118,7 +118,7 @@ def _no_client():
 
 @click.group()
 def lm():
-    """n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds."""
+    """n-gram language models: estimation, scoring, binary models, MAX-ARPA bounds, mixing, pruning."""
 
 
 @lm.command()
@@ -158,10 +158,13 @@ def lm():
                    "runs into -T instead (reachable by the workers), merged on disk under -S.")
 @click.option("--binary", "binary", is_flag=True, help="Write the binary format instead of ARPA.")
 @click.option("--max-arpa", is_flag=True, help="Write MAX-ARPA (two extra columns) instead of ARPA.")
+@click.option("--prune-entropy", type=Real(0), metavar="THETA",
+              help="Prune the estimated model by relative entropy before writing it, as `varorder lm prune "
+                   "--threshold THETA` (SRILM's -prune); the model is then estimated in memory (counts on disk with -S).")
 @loglinear_options
 def train(corpus, output, order, method, discount, smoothing, alpha, min_count, prune, limit_vocab_file,
           discount_fallback, fallback_discounts, memory, temp_dir, dask_scheduler, binary, max_arpa,
-          model_family, **loglinear):
+          prune_entropy, model_family, **loglinear):
     """Estimate a model from CORPUS files (one sentence per line, .gz read transparently)."""
     _refuse_inapplicable(click.get_current_context(), model_family, method)
     import os
@@ -204,7 +207,8 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
     try:
         with dask_client(dask_scheduler) if dask_scheduler else _no_client() as client:
             trained = train_from_files(estimator, list(corpus), memory=memory, temp_dir=temp_dir, client=client,
-                                       output=output, binary=binary, max_arpa=max_arpa, progress=True)
+                                       output=output, binary=binary, max_arpa=max_arpa, progress=True,
+                                       prune_entropy=prune_entropy)
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     if trained.n_workers is not None:
@@ -417,6 +421,93 @@ def maxarpa(model_path, output):
     _say(f"max-backoff weights of {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")
     write_arpa(model, output, max_arpa=True)
     _say(f"wrote {output}")
+
+
+@lm.command()
+@click.argument("models", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=OutputFile(),
+              help="Write the static mixture (one back-off model, SRILM's -mix-lm -write-lm): ARPA, or binary with "
+                   "--binary.")
+@click.option("--lambda", "weights", metavar="'L1 L2 ...'",
+              callback=lambda ctx, param, value: _checked_numbers(value, float, param),
+              help="Mixture weights, one per model (or one fewer: the last model takes the rest, as SRILM's -lambda "
+                   "for two models); equal when omitted. With --tune, the starting point of EM.")
+@click.option("--tune", type=click.Path(exists=True, dir_okay=False),
+              help="Held-out text (one sentence per line): choose the weights by EM on it (SRILM's compute-best-mix).")
+@click.option("--eval", "evaluate", type=click.Path(exists=True, dir_okay=False),
+              help="Text to report perplexities on (default: the --tune text).")
+@click.option("--binary", is_flag=True, help="Write the binary format instead of ARPA.")
+def mix(models, output, weights, tune, evaluate, binary):
+    """Interpolate two or more MODELS linearly: p(w | h) = sum of weight_i p_i(w | h).
+
+    Prints the weights, and with --tune or --eval the perplexity of the dynamic mixture
+    (exact, at query time) beside that of the static model written with -o (the union of
+    the n-grams with their mixed probabilities and recomputed back-off weights: SRILM's
+    approximation), and of each model.
+    """
+    from varorder.lm.mix import mix_models
+
+    if len(models) < 2:
+        raise click.UsageError("mixing needs at least two models")
+    if not (output or tune or evaluate):
+        raise click.UsageError("nothing to do: give -o to write the mixture, or --tune/--eval to measure it")
+    for path in models:
+        _ngram_model_only(path, "mix")
+    start = time.perf_counter()
+    try:
+        result = mix_models(models, weights=weights, tune=tune, evaluate=evaluate, output=output, binary=binary)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo("weights\t" + " ".join(f"{w:.6f}" for w in result.weights))
+    if result.history:
+        _say(f"EM: {len(result.history) - 1} iterations, held-out log10 likelihood {result.history[0]:.4f} -> "
+             f"{result.history[-1]:.4f}")
+    if result.dynamic_perplexity is not None:
+        click.echo(f"perplexity dynamic mixture\t{result.dynamic_perplexity:.4f}")
+        click.echo(f"perplexity static mixture\t{result.static_perplexity:.4f}")
+        for path, perplexity in zip(models, result.component_perplexities):
+            click.echo(f"perplexity {path}\t{perplexity:.4f}")
+    counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(result.model.ngram_counts, start=1))
+    _say(f"static mixture: {counts} in {time.perf_counter() - start:.1f} s")
+    if output:
+        _say(f"wrote {output}")
+
+
+@lm.command()
+@click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
+@click.argument("output", type=OutputFile())
+@click.option("--threshold", type=Real(0),
+              help="Prune every n-gram whose removal raises the training-set perplexity by a relative amount "
+                   "below this (SRILM's -prune; e.g. 1e-8).")
+@click.option("--target-size", type=click.IntRange(1),
+              help="Instead of --threshold: the smallest threshold leaving at most this many n-grams.")
+@click.option("--min-order", default=2, show_default=True, type=click.IntRange(2),
+              help="Prune only n-grams of this order and above (SRILM's -minprune); unigrams never.")
+@click.option("--eval", "evaluate", type=click.Path(exists=True, dir_okay=False),
+              help="Text to report the perplexity on before and after pruning.")
+@click.option("--binary", is_flag=True, help="Write the binary format instead of ARPA.")
+def prune(model_path, output, threshold, target_size, min_order, evaluate, binary):
+    """Prune MODEL by relative entropy (Stolcke 1998, as SRILM's `ngram -prune`) and write
+    it to OUTPUT, back-off weights recomputed."""
+    from varorder.lm.prune import prune_model_file
+
+    if (threshold is None) == (target_size is None):
+        raise click.UsageError("give one of --threshold or --target-size")
+    _ngram_model_only(model_path, "prune")
+    start = time.perf_counter()
+    try:
+        report = prune_model_file(model_path, output, threshold=threshold, target_size=target_size,
+                                  min_order=min_order, binary=binary, evaluate=evaluate)
+    except ValueError as error:
+        raise click.ClickException(str(error)) from None
+    click.echo(f"threshold\t{report['threshold']:.6g}")
+    for name in ("before", "after"):
+        counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(report[name], start=1))
+        click.echo(f"{name}\t{counts}\ttotal={sum(report[name])}")
+    if evaluate:
+        click.echo(f"perplexity before\t{report['perplexity_before']:.4f}")
+        click.echo(f"perplexity after\t{report['perplexity_after']:.4f}")
+    _say(f"wrote {output} in {time.perf_counter() - start:.1f} s")
 
 
 COMMAND = lm

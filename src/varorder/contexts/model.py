@@ -119,7 +119,7 @@ class ReifiedContextModel(ParamsMixin):
     progress : report training progress (a bar on a terminal, a summary line otherwise).
 
     Parameters are keyword-only (``num_labels`` is required) and checked by :meth:`fit` (a
-    ValueError names the parameter and the value passed); prediction before :meth:`fit`
+    ParameterError names the parameter and the value passed); prediction before :meth:`fit`
     raises NotFittedError.
     """
 

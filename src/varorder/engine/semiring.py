@@ -178,7 +178,7 @@ def register(semiring: Semiring) -> Semiring:
 
 
 def resolve(semiring) -> Semiring:
-    """A registered semiring by name, or a Semiring itself; else a ValueError naming the known ones."""
+    """A registered semiring by name, or a Semiring itself; else a ParameterError naming the known ones."""
     if isinstance(semiring, Semiring):
         return semiring
     found = SEMIRINGS.get(semiring) if isinstance(semiring, str) else None

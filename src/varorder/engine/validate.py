@@ -2,7 +2,7 @@
 
 Every public inference entry point validates its arguments here before any
 kernel sees them, so a bad shape, a NaN or an out-of-range length fails with a
-``ValueError`` that names the argument (and the first offending index) instead
+:class:`~varorder.errors.ParameterError` that names the argument (and the first offending index) instead
 of surfacing later as a wrong answer or a Numba type error.
 """
 
@@ -90,7 +90,7 @@ def potentials_and_bound(name: str, value, shape: tuple[int | None, ...],
 
 
 def check_int_at_least(name: str, value, minimum: int) -> int:
-    """``value`` as an int, or a ValueError naming ``name`` if it is below ``minimum``."""
+    """``value`` as an int, or a ParameterError naming ``name`` if it is below ``minimum``."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ParameterError(f"{name} must be an integer, got {value!r}", name=name, value=value)
     if value < minimum:

@@ -248,7 +248,7 @@ class SampleRankTagger(ParamsMixin):
     @classmethod
     @persist.model_loader
     def load(cls, path) -> "SampleRankTagger":
-        """Read a model written by :meth:`save`; a corrupted or foreign file raises ValueError."""
+        """Read a model written by :meth:`save`; a corrupted or foreign file raises FormatError."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, ("theta",))
         unknown = set(params) - set(_PARAMS)
         if unknown:

@@ -72,7 +72,7 @@ class GrammarInducer(ParamsMixin):
 
     # ---- data ----------------------------------------------------------------------------------
     def encode(self, sentences):
-        """Tag-name sequences → tag-id arrays (a tag outside ``tags_`` is a ValueError naming it)."""
+        """Tag-name sequences → tag-id arrays (a tag outside ``tags_`` is a ParameterError naming it)."""
         check_is_fitted(self, "tags_")
         index = {t: i for i, t in enumerate(self.tags_)}
         out = []

@@ -2,7 +2,7 @@
 
 :func:`open_text` is how every reader opens a file: gzip is recognised by its magic
 bytes (not by the name), and undecodable bytes or a corrupt compressed stream become a
-``ValueError`` that names the file and the line, never a bare ``UnicodeDecodeError``,
+:class:`~varorder.errors.FormatError` that names the file and the line, never a bare ``UnicodeDecodeError``,
 ``EOFError`` or ``zlib.error``. :func:`atomic_write_text` writes through a hidden
 temporary file in the target's folder and renames it into place, with the mode an
 ordinary ``open`` would give under the current umask.
@@ -93,8 +93,8 @@ def _expected_size(path: str, compressed: bool) -> int:
 
 
 class CheckedTextReader(io.TextIOBase):
-    """A read-only text handle that reports corruption as ``ValueError(file, line)`` (and a file past
-    the :func:`input_limit` in force as :class:`InputTooLargeError`)."""
+    """A read-only text handle that reports corruption as a ``FormatError(file, line)`` (and a file
+    past the :func:`input_limit` in force as :class:`InputTooLargeError`)."""
 
     def __init__(self, path: str, raw: io.TextIOBase, compressed: bool):
         self._path = path
@@ -159,7 +159,7 @@ class CheckedTextReader(io.TextIOBase):
 def open_text(path, errors: str = "strict") -> CheckedTextReader:
     """Open a UTF-8 text file for reading, gunzipping when its content is gzip.
 
-    Raises ``ValueError`` naming the file (and line) for undecodable or corrupt data,
+    Raises ``FormatError`` naming the file (and line) for undecodable or corrupt data,
     and ``OSError`` subclasses as usual when the file cannot be opened. ``errors`` is
     the codec's error handler (``"surrogateescape"`` keeps any byte as a distinct
     character, for corpora that are not all UTF-8).

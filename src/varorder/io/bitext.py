@@ -212,7 +212,7 @@ def read_bitext(e_path, f_path, limit: int | None = None, normalize_text=False):
     """Read line-aligned English and French files into a list of (e tokens, f tokens).
 
     ``normalize_text``: a :class:`Normalization`, or True for all of it (False/None: whitespace
-    tokens). Either path may be ``-`` (stdin). Raises ValueError naming the file and line when one
+    tokens). Either path may be ``-`` (stdin). Raises FormatError naming the file and line when one
     side has more lines.
     """
     return list(iter_bitext(e_path, f_path, limit, _tokens=_Interner(_normalization(normalize_text))))

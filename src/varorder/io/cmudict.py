@@ -6,7 +6,7 @@ become separate entries for ``word``; stress digits are removed from the phoneme
 the word is lower-cased (the spelling to predict). Pair files hold one pair per line:
 space-separated input symbols, a tab, the output string. Both read through
 :func:`varorder.io._text.open_text` (gzip by magic bytes); a malformed line is a
-ValueError naming the file and line.
+FormatError naming the file and line.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ def _column(tag_column: str) -> int:
 
 
 def read_conllu(path) -> list[ConlluSentence]:
-    """Sentences of a CoNLL-U file (.gz transparent); a malformed line → ValueError with file:line."""
+    """Sentences of a CoNLL-U file (.gz transparent); a malformed line → FormatError with file:line."""
     path = os.fspath(path)
     sentences: list[ConlluSentence] = []
     current = ConlluSentence()

@@ -13,7 +13,7 @@ span (document-level word positions), entity id, fields, and head word by the de
 (the span's first word whose head lies outside the span). :func:`entity_values` re-serialises
 the mentions of a document to each word's ``Entity=`` value in GUM's order (openings of
 multi-word mentions outer first, then a one-word mention, then closings inner first), so that
-reading and writing round-trips. A malformed bracket raises ValueError naming file:line.
+reading and writing round-trips. A malformed bracket raises FormatError naming file:line.
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ def read_coref(path) -> list[CorefDocument]:
 
     A malformed ``Entity=`` value, a closing bracket with no open mention of its id, a mention
     left open at the end of its document, or annotation before any ``# global.Entity`` header
-    raises ValueError naming file:line.
+    raises FormatError naming file:line.
     """
     path = os.fspath(path)
     sentences = read_conllu(path)

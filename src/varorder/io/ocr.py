@@ -53,7 +53,7 @@ class OcrWord:
 def read_ocr_letters(path, downsample: bool = False) -> list[OcrWord]:
     """Read ``letter.data`` (optionally gzip-compressed) into words, in file order.
 
-    Raises ValueError naming the file and 1-based line number on a malformed line
+    Raises FormatError naming the file and 1-based line number on a malformed line
     (wrong column count, non-integer field, non-binary pixel, a letter that is not a
     single character, or a word whose letters are not contiguous and in position order).
     """

@@ -4,7 +4,7 @@ Format: a tree is ``(LABEL child …)``; a preterminal is ``(TAG word)``; files 
 each sentence in an outer pair of parentheses with an empty label, ``( (S …) )``,
 and trees may span many lines. The reader is a strict tokenizer over ``(``, ``)``
 and whitespace-free atoms: an unbalanced parenthesis, a node without a label or a
-stray atom is a ValueError naming the file and line. ``.gz`` files are read
+stray atom is a FormatError naming the file and line. ``.gz`` files are read
 transparently; :func:`read_ptb_archive` reads every ``.mrg`` member of a tar archive
 (e.g. the NLTK WSJ sample ``wsj_sample.mrg.tar.gz``) in name order.
 """

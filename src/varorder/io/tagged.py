@@ -28,7 +28,7 @@ class TaggedSentence:
 
 
 def read_tagged(path) -> list[TaggedSentence]:
-    """Sentences of a word<TAB>tag file (.gz transparent); a malformed line → ValueError with file:line."""
+    """Sentences of a word<TAB>tag file (.gz transparent); a malformed line → FormatError with file:line."""
     path = os.fspath(path)
     sentences: list[TaggedSentence] = []
     words: list[str] = []

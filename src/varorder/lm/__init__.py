@@ -35,6 +35,7 @@ Values are stored in log10 (ARPA's base); every method names the base it returns
 
 from varorder.lm.corpus import BOS, EOS, UNK, Vocabulary, iter_sentences, open_text, read_corpus
 from varorder.lm.model import MaxBackoffTable, NgramLM
+from varorder.lm.state import State
 
 # The estimators are imported on first use (PEP 562): reading or scoring a model never
 # needs them, and every process that opens varorder.lm.corpus or .model imports this
@@ -78,6 +79,7 @@ __all__ = [
     "ModifiedKneserNey",
     "NgramCounts",
     "NgramLM",
+    "State",
     "Vocabulary",
     "count_ngrams",
     "merge_counts",

@@ -12,7 +12,8 @@ a word). The paper's MAX-ARPA table adds two columns to each stored n-gram c x:
   and for an unstored context, w(x | c) = p(x | c) (eq. 8).
 
 Both are computed from the highest order down. With tables closed under prefixes and
-suffixes (which :class:`~varorder.lm.model.NgramLM` guarantees), for an order-m n-gram c x:
+suffixes (which :class:`~varorder.lm.model.NgramLM` guarantees; this module reads them through
+its :class:`~varorder.lm.tables.TableView`), for an order-m n-gram c x:
 
 * mbow(c)  = max over y of bow(y c) + mbow(y c), where an unstored y c contributes 0;
 * mf(c x)  = max( max over stored y c x of mf(y c x),
@@ -25,53 +26,24 @@ whole table costs time linear in the model size.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 
 from varorder.lm import _kernels
+from varorder.lm.tables import TableView, first_words, suffix_rows
 
-if TYPE_CHECKING:  # the model calls this module (``NgramLM.max_backoff``): no import back at run time
-    from varorder.lm.model import NgramLM
-
-
-def suffix_rows(model: NgramLM) -> list[np.ndarray | None]:
-    """Per order m >= 2, the row one order down of each n-gram's suffix (last m - 1 words)."""
-    vocab_size = model.vocab_size
-    keys = model._keys
-    suffixes: list[np.ndarray | None] = [None]
-    for m in range(1, model.order):
-        words = keys[m] % vocab_size
-        if m == 1:
-            suffixes.append(words)
-            continue
-        # suffix(h w) = suffix(h) w: look up one order down from the prefix's suffix.
-        wanted = suffixes[m - 1][keys[m] // vocab_size] * vocab_size + words
-        found = np.searchsorted(keys[m - 1], wanted)
-        if np.any(found >= len(keys[m - 1])) or np.any(keys[m - 1][np.minimum(found, len(keys[m - 1]) - 1)] != wanted):
-            raise AssertionError("model tables are not closed under suffixes")
-        suffixes.append(found)
-    return suffixes
+__all__ = ["compute_max_backoff", "first_words", "suffix_rows"]
 
 
-def first_words(model: NgramLM) -> list[np.ndarray]:
-    """Per order, the first word of every stored n-gram."""
-    first = [np.arange(model.vocab_size, dtype=np.int64)]
-    for m in range(1, model.order):
-        first.append(first[-1][model._keys[m] // model.vocab_size])
-    return first
-
-
-def compute_max_backoff(model: NgramLM) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+def compute_max_backoff(model: TableView) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
     """The mf and mbow columns (log10, float64) of every stored n-gram of ``model``, one
     array per order each (the fields of :class:`varorder.lm.model.MaxBackoffTable`)."""
     order = model.order
     vocab_size = model.vocab_size
-    eos = model.vocabulary.eos_id
+    eos = model.eos_id
     n_extension_words = vocab_size - 1  # every word but </s> may precede a context
-    keys = model._keys
-    log10_probs = [model._order_values(m + 1)[:, 0].astype(np.float64) for m in range(order)]
-    log10_backoffs = [model._order_values(m + 1)[:, 1].astype(np.float64) for m in range(order)]
+    keys = model.keys
+    log10_probs = [p.astype(np.float64) for p in model.log10_probs]
+    log10_backoffs = [b.astype(np.float64) for b in model.log10_backoffs]
     suffixes = suffix_rows(model)
     firsts = first_words(model)
 
@@ -110,13 +82,11 @@ def compute_max_backoff(model: NgramLM) -> tuple[tuple[np.ndarray, ...], tuple[n
         members = np.lexsort((-extension_score, groups))
         group_offsets = np.zeros(n_groups + 1, dtype=np.int64)
         np.cumsum(np.bincount(groups, minlength=n_groups), out=group_offsets[1:])
-        hash_index = m - 1  # hash tables start at bigrams: order m + 1 sits at m - 1
-        start = model._hash_base[hash_index]
-        capacity = int(model._hash_cap[hash_index])
+        capacity = int(model.hash_cap[m - 1])  # hash tables start at bigrams: order m + 1 sits at m - 1
         best_unstored = np.empty(n_rows)
         _kernels.best_unexcluded_extension(
             ngram_contexts, keys[index] % vocab_size, group_offsets, members, extension_score,
-            firsts[index] == eos, model._hash_rows[start : start + capacity], capacity, vocab_size, best_unstored,
+            firsts[index] == eos, model.hash_table(m + 1), capacity, vocab_size, best_unstored,
         )
         usable_members = np.bincount(groups[firsts[index] != eos], minlength=n_groups)
         unstored_context_exists = usable_members[ngram_contexts] < n_extension_words

@@ -23,63 +23,28 @@ import math
 import sys
 from collections.abc import Iterable, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
 from varorder.errors import FormatError, ParameterError
+from varorder.lm._score_python import score_flat_python
+from varorder.lm.bounds import MaxBackoffBounds, MaxBackoffTable
+from varorder.lm.construction import from_ngrams
 from varorder.lm.corpus import Vocabulary
+from varorder.lm.state import State
+from varorder.lm.tables import QueryTables, TableView, _find_rows, _hash_capacity, key_tables_problem
+from varorder.lm.tables import kernels as _kernels
 
-def _kernels():
-    """The Numba kernels, imported on first use: opening a binary model and scoring a few
-    sentences (:meth:`NgramLM.token_log10probs` on small inputs) never load Numba, which
-    keeps a one-sentence ``varorder lm score`` well under a second."""
-    from varorder.lm import _kernels as kernels
-
-    return kernels
-
+# Names other modules import from here (the model's tables moved to their own modules).
+__all__ = ["LN10", "MaxBackoffTable", "NgramLM", "QueryTables", "State", "TableView", "_find_rows", "_hash_capacity",
+           "key_tables_problem", "score_flat_python", "use_compiled_scoring"]
 
 LN10 = math.log(10.0)
-# Hash tables are sized for this load factor: linear probing stays at about 1.5 probes
-# for a hit and 2.5 for a miss, while the table costs 16 / 0.67 = 24 bytes per n-gram.
-_LOAD_FACTOR = 0.67
 # Inputs up to this many predicted tokens are scored in Python while Numba is not loaded.
 _PYTHON_SCORING_LIMIT = 256
-_GOLDEN = 0x9E3779B97F4A7C15
-_MASK64 = (1 << 64) - 1
 
 
-@dataclass(frozen=True)
-class MaxBackoffTable:
-    """The two MAX-ARPA columns of Carter et al. (2012), §2.3, per order (log10).
-
-    ``max_log10prob[m][i]`` (mf) is the largest log10 p(x | e c) over every left extension
-    e of the context of the i-th stored (m+1)-gram c x; ``max_log10backoff[m][i]`` (mbow)
-    is the largest total log10 back-off paid on the way down from any left extension of
-    that n-gram, used as a context, to the n-gram itself. Extensions range over every
-    vocabulary word except ``</s>`` (which never precedes a word) and fill the context to
-    order - 1 words.
-    """
-
-    max_log10prob: tuple[np.ndarray, ...]
-    max_log10backoff: tuple[np.ndarray, ...]
-
-
-class QueryTables(NamedTuple):
-    """An LM's compiled tables in the argument order of the query kernels."""
-
-    vocab_size: int
-    hash_rows: np.ndarray
-    hash_base: np.ndarray
-    hash_cap: np.ndarray
-    values: np.ndarray
-    value_base: np.ndarray
-    max_log10prob: np.ndarray
-    max_log10backoff: np.ndarray
-
-
-class NgramLM:
+class NgramLM(MaxBackoffBounds):
     """A back-off n-gram language model over integer word ids.
 
     Build one with an estimator (:mod:`varorder.lm.estimate`), with
@@ -219,117 +184,17 @@ class NgramLM:
         model._attach(values=values, value_base=value_base, hash_rows=hash_rows, hash_base=hash_base,
                       hash_cap=hash_cap, extends=extends)
         return model
-
-    # ------------------------------------------------------------------ construction
-
     @classmethod
-    def from_ngrams(
-        cls,
-        vocabulary: Vocabulary,
-        ngrams: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]],
-        *,
-        source: str | None = None,
-        line_numbers: Sequence[np.ndarray] | None = None,
-    ) -> "NgramLM":
-        """Build a model from word-id rows.
+    def from_ngrams(cls, vocabulary: Vocabulary, ngrams: Sequence[tuple[np.ndarray, np.ndarray, np.ndarray]], *,
+                    source: str | None = None, line_numbers: Sequence[np.ndarray] | None = None) -> "NgramLM":
+        """Build a model from word-id rows (see :func:`varorder.lm.construction.from_ngrams`).
 
-        Parameters
-        ----------
-        vocabulary : Vocabulary
-        ngrams : sequence of ``(rows, log10_probs, log10_backoffs)``
-            ``ngrams[m]`` has ``rows`` of shape (n, m + 1); ``ngrams[0]`` must list every
-            vocabulary word exactly once (any order).
-        source, line_numbers : optional
-            A file name and, per order, the line of each row, so that errors (a duplicate
-            n-gram) name the file and line.
-
-        N-grams whose prefix or suffix is missing get that prefix or suffix inserted with
-        its back-off probability and a back-off weight of 1: scores change only by the
-        float32 rounding of those values (about 1e-7), and
-        lookups may stop at the first miss.
+        ``ngrams[m]`` is ``(rows of shape (n, m + 1), log10_probs, log10_backoffs)``;
+        ``ngrams[0]`` must list every vocabulary word exactly once (any order). ``source``
+        and, per order, ``line_numbers`` let errors (a duplicate n-gram) name the file
+        and line. Missing prefixes and suffixes are inserted with their back-off values.
         """
-        order = len(ngrams)
-        vocab_size = len(vocabulary)
-
-        def where(m: int, row: int) -> str:
-            if source is None or line_numbers is None:
-                return f"order {m + 1}, row {row}"
-            return f"{source}:{int(line_numbers[m][row])}"
-
-        unigram_rows, unigram_probs, unigram_backoffs = ngrams[0]
-        unigram_ids = np.asarray(unigram_rows).reshape(-1)
-        if len(unigram_ids) != vocab_size or not np.array_equal(np.sort(unigram_ids), np.arange(vocab_size)):
-            seen = np.bincount(unigram_ids, minlength=vocab_size)
-            duplicate = np.flatnonzero(seen > 1)
-            if duplicate.size:
-                row = int(np.flatnonzero(unigram_ids == duplicate[0])[1])
-                raise FormatError(f"{where(0, row)}: duplicate unigram {vocabulary.words[duplicate[0]]!r}")
-            raise FormatError("the unigram table must list every vocabulary word exactly once")
-        log10_probs = [np.empty(vocab_size, np.float64)]
-        log10_backoffs = [np.empty(vocab_size, np.float64)]
-        log10_probs[0][unigram_ids] = unigram_probs
-        log10_backoffs[0][unigram_ids] = unigram_backoffs
-
-        rows = [unigram_ids.reshape(-1, 1).astype(np.int64)]
-        for m in range(1, order):
-            m_rows, m_probs, m_backoffs = ngrams[m]
-            rows.append(np.asarray(m_rows, dtype=np.int64).reshape(-1, m + 1))
-            log10_probs.append(np.asarray(m_probs, dtype=np.float64))
-            log10_backoffs.append(np.asarray(m_backoffs, dtype=np.float64))
-        closed = _keys_if_closed(rows, vocab_size)
-        if closed is not None:
-            # The common case (files from estimators): nothing to insert, keys found by
-            # binary search instead of sorting every order's rows with their candidates.
-            keys, permutations, hashes = closed
-            return cls(vocabulary, keys, [log10_probs[0]] + [log10_probs[m][permutations[m]] for m in range(1, order)],
-                       [log10_backoffs[0]] + [log10_backoffs[m][permutations[m]] for m in range(1, order)],
-                       hashes=hashes)
-        inserted = [np.zeros(len(r), dtype=bool) for r in rows]
-
-        # Close under prefixes and suffixes, highest order first so that inserted rows
-        # get their own prefixes and suffixes checked one order down.
-        for m in range(order - 1, 0, -1):
-            candidates = np.concatenate([rows[m][:, :-1], rows[m][:, 1:]])
-            candidates = _unique_rows(candidates)
-            if m == 1:
-                continue  # unigrams are the whole vocabulary
-            present = _row_set_contains(rows[m - 1], candidates)
-            missing = candidates[~present]
-            if len(missing):
-                rows[m - 1] = np.concatenate([rows[m - 1], missing])
-                log10_probs[m - 1] = np.concatenate([log10_probs[m - 1], np.full(len(missing), np.nan)])
-                log10_backoffs[m - 1] = np.concatenate([log10_backoffs[m - 1], np.zeros(len(missing))])
-                inserted[m - 1] = np.concatenate([inserted[m - 1], np.ones(len(missing), dtype=bool)])
-
-        keys = [np.arange(vocab_size, dtype=np.int64)]
-        sorted_probs = [log10_probs[0]]
-        sorted_backoffs = [log10_backoffs[0]]
-        for m in range(1, order):
-            prefix_rows = _rows_to_indices(rows[m][:, :-1], keys, vocab_size)
-            m_keys = prefix_rows * vocab_size + rows[m][:, -1]
-            permutation = np.argsort(m_keys, kind="stable")
-            m_keys = m_keys[permutation]
-            duplicate = np.flatnonzero(m_keys[1:] == m_keys[:-1])
-            if duplicate.size:
-                original = permutation[duplicate[0] + 1]
-                words = " ".join(vocabulary.decode(rows[m][original]))
-                raise FormatError(f"{where(m, int(original))}: duplicate {m + 1}-gram {words!r}")
-            keys.append(m_keys)
-            probs = log10_probs[m][permutation]
-            backoffs = log10_backoffs[m][permutation]
-            filled = inserted[m][permutation]
-            if filled.any():
-                # p(x | h) of an inserted h x is what back-off gave before insertion:
-                # bow(h) + log10 p(x | h minus its first word).
-                lower = NgramLM(vocabulary, keys[:m], sorted_probs, sorted_backoffs)
-                for index in np.flatnonzero(filled):
-                    ngram = rows[m][permutation[index]]
-                    context_row = lower._row_of(ngram[:-1])
-                    backoff = float(lower._values[lower._value_base[m - 1] + context_row, 1]) if context_row >= 0 else 0.0
-                    probs[index] = backoff + lower.log10prob(ngram[1:-1], int(ngram[-1]))
-            sorted_probs.append(probs)
-            sorted_backoffs.append(backoffs)
-        return cls(vocabulary, keys, sorted_probs, sorted_backoffs)
+        return from_ngrams(cls, vocabulary, ngrams, source=source, line_numbers=line_numbers)
 
     # ------------------------------------------------------------------ inspection
 
@@ -337,6 +202,23 @@ class NgramLM:
     def ngram_counts(self) -> tuple[int, ...]:
         """Number of stored n-grams of each order, unigrams first."""
         return tuple(len(k) for k in self._keys)
+
+    def table_view(self) -> TableView:
+        """The model's tables, read-only by contract and without copies (see
+        :class:`varorder.lm.tables.TableView`): what MAX-ARPA, pruning and mixing read."""
+        values = [self._order_values(m + 1) for m in range(self.order)]
+        return TableView(self.order, self.vocab_size, self.vocabulary.bos_id, self.vocabulary.eos_id, self._keys,
+                         tuple(v[:, 0] for v in values), tuple(v[:, 1] for v in values), self._hash_rows,
+                         self._hash_base, self._hash_cap)
+
+    def state_tables(self) -> tuple:
+        """The tables of a stateful query, without copies, in the argument order of
+        :func:`varorder.lm._kenlm_kernels.base_full_score` after its context and word:
+        ``(order, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, extends)``,
+        ``extends`` flagging (flat, addressed like ``values``) each stored n-gram that a
+        longer one extends. A kernel reading them runs inside :meth:`naming_damage`."""
+        return (self.order, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap, self._values,
+                self._value_base, self._extends_flat)
 
     @property
     def nbytes(self) -> int:
@@ -571,7 +453,7 @@ class NgramLM:
 
     # ------------------------------------------------------------------ states
 
-    def minimal_state(self, context: Sequence[int]) -> tuple[int, ...]:
+    def minimal_state(self, context: Sequence[int]) -> State:
         """The shortest suffix of ``context`` that determines every future score.
 
         That is the longest suffix s (at most order - 1 words) that is stored and either
@@ -580,6 +462,7 @@ class NgramLM:
         which the q-automaton uses to merge states). An entry that the reader inserted to
         close the tables carries its back-off value and still counts as an extension, so
         on such files a state can keep a word that changes nothing (as KenLM's does).
+        The :class:`~varorder.lm.state.State` compares equal to the tuple of its words.
         """
         context = self._context_array(context)
         for start in range(len(context)):
@@ -590,56 +473,23 @@ class NgramLM:
             length = len(suffix)
             backoff = self._values[self._value_base[length - 1] + row, 1]
             if self._extends[length - 1][row] or backoff != 0.0:
-                return tuple(int(w) for w in suffix)
-        return ()
-
-    # ------------------------------------------------------------------ MAX-ARPA
-
-    def max_backoff(self) -> MaxBackoffTable:
-        """The MAX-ARPA columns (computed once, then cached)."""
-        if self._max_backoff is None:
-            from varorder.lm.maxarpa import compute_max_backoff
-
-            self._ensure_keys()
-            max_prob, max_backoff = compute_max_backoff(self)
-            self._max_backoff = MaxBackoffTable(max_prob, max_backoff)
-        return self._max_backoff
-
-    def set_max_backoff(self, table: MaxBackoffTable) -> None:
-        """Attach MAX-ARPA columns read from a file (shapes are checked)."""
-        for m in range(self.order):
-            n = len(self._keys[m])
-            if len(table.max_log10prob[m]) != n or len(table.max_log10backoff[m]) != n:
-                raise ParameterError(f"order {m + 1}: MAX-ARPA columns have the wrong length", name='table', value=table)
-        self._max_backoff = table
-
-    def max_log10prob(self, context: Sequence[int], word: int) -> float:
-        """log10 of w(word | context) = max over left extensions e of p(word | e context)
-        (Carter et al. 2012, eq. 2, computed by eq. 8), for any context, stored or not.
-
-        Extensions fill the context up to order - 1 words with any word but ``</s>``.
-        """
-        context = self._context_array(context)
-        word = self._check_word(word)
-        table = self.max_backoff()
-        ngram_row = self._row_of(np.append(context, word))
-        if ngram_row >= 0:
-            return float(table.max_log10prob[len(context)][ngram_row])
-        log10prob = self.lookup(context, word)[0]
-        context_row = self._row_of(context)
-        if context_row < 0:
-            # No stored left extension of an absent context: every one backs off to it.
-            return log10prob
-        return float(table.max_log10backoff[len(context) - 1][context_row]) + log10prob
-
-    def max_logprob(self, context: Sequence[int], word: int) -> float:
-        """Natural-log version of :meth:`max_log10prob`."""
-        return self.max_log10prob(context, word) * LN10
-
+                return State(suffix)
+        return State()
     # ------------------------------------------------------------------ batched queries
 
     def _flat_queries(self, contexts, words) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(flat context ids, offsets, words) of a batch, contexts cut to order - 1 words."""
+        """(flat context ids, offsets, words) of a batch, contexts cut to order - 1 words;
+        ``contexts`` a sequence of id sequences or an (M, k) array of M contexts of k words."""
+        if isinstance(contexts, np.ndarray) and contexts.ndim == 2:
+            contexts = contexts[:, max(0, contexts.shape[1] - (self.order - 1)):] if self.order > 1 else contexts[:, :0]
+            words = np.asarray(words, dtype=np.int64).reshape(-1)
+            if len(words) != len(contexts):
+                raise ParameterError(f"got {len(contexts)} contexts but {len(words)} words", name='words', value=words)
+            flat = np.ascontiguousarray(contexts, dtype=np.int64).reshape(-1)
+            offsets = np.arange(len(contexts) + 1, dtype=np.int64) * contexts.shape[1]
+            self._check_ids(flat)
+            self._check_ids(words)
+            return flat, offsets, words
         contexts = [np.asarray(c, dtype=np.int64).reshape(-1) for c in contexts]
         words = np.asarray(words, dtype=np.int64).reshape(-1)
         if len(words) != len(contexts):
@@ -656,7 +506,8 @@ class NgramLM:
 
     def lookups(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """Batched :meth:`lookup`: ``(log10 p (M,), lengths of the n-grams used (M,))`` for
-        M (context, word) queries in one compiled call."""
+        M (context, word) queries in one compiled call; ``contexts`` may be an (M, k) array
+        (M contexts of k words each)."""
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
         lengths = np.empty(len(words), dtype=np.int64)
@@ -692,195 +543,9 @@ class NgramLM:
             raise self._corrupt(error) from None
         return out, lengths
 
-    def query_tables(self) -> "QueryTables":
-        """The compiled lookup tables, for Numba code that queries the LM in its own loops
-        (:func:`varorder.lm._kernels.backoff_log10prob` and
-        :func:`~varorder.lm._kernels.max_backoff_log10prob` take them in this order)."""
-        table = self.max_backoff()
-        if getattr(self, "_max_flat_of", None) is not table:
-            # One flat column per MAX-ARPA field, addressed like ``_values`` by order base.
-            self._max_flat = (np.concatenate(table.max_log10prob).astype(np.float64),
-                              np.concatenate(table.max_log10backoff).astype(np.float64))
-            self._max_flat_of = table
-        return QueryTables(self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap, self._values,
-                           self._value_base, self._max_flat[0], self._max_flat[1])
-
-    def max_log10probs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
-        """Batched :meth:`max_log10prob` (M,) for M (context, word) queries in one compiled
-        call (the same eq. 8 case analysis, per query)."""
-        flat, offsets, words = self._flat_queries(contexts, words)
-        out = np.empty(len(words))
-        try:
-            _kernels().batched_max_log10prob(flat, offsets, words, *self.query_tables(), out)
-        except ValueError as error:
-            raise self._corrupt(error) from None
-        return out
-
-    def max_logprobs(self, contexts: Sequence[Sequence[int]], words: Sequence[int]) -> np.ndarray:
-        """Natural-log version of :meth:`max_log10probs`."""
-        return self.max_log10probs(contexts, words) * LN10
-
-
-def _lexicographic_groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Sort the rows of a 2-D int array lexicographically; return the order and, for each
-    sorted position, whether it starts a new distinct row. (``np.unique(axis=0)`` sorts
-    opaque byte strings and is many times slower on millions of rows.)"""
-    order = np.lexsort(rows.T[::-1])
-    ordered = rows[order]
-    starts = np.ones(len(rows), dtype=bool)
-    if len(rows) > 1:
-        starts[1:] = np.any(ordered[1:] != ordered[:-1], axis=1)
-    return order, starts
-
-
-def _unique_rows(rows: np.ndarray) -> np.ndarray:
-    order, starts = _lexicographic_groups(rows)
-    return rows[order[starts]]
-
-
-def _row_set_contains(table_rows: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """For each row of ``queries``, whether it occurs among ``table_rows`` (same width)."""
-    if len(table_rows) == 0 or len(queries) == 0:
-        return np.zeros(len(queries), dtype=bool)
-    combined = np.concatenate([table_rows, queries])
-    order, starts = _lexicographic_groups(combined)
-    group = np.cumsum(starts) - 1
-    from_table = order < len(table_rows)
-    group_has_table_row = np.zeros(group[-1] + 1, dtype=bool)
-    group_has_table_row[group[from_table]] = True
-    contains = np.empty(len(combined), dtype=bool)
-    contains[order] = group_has_table_row[group]
-    return contains[len(table_rows) :]
-
-
-def _rows_to_indices(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int) -> np.ndarray:
-    """Row indices of word-id rows (all of one order, present in ``keys``), by walking
-    prefixes through the sorted key arrays."""
-    index = rows[:, 0].astype(np.int64)
-    for position in range(1, rows.shape[1]):
-        wanted = index * vocab_size + rows[:, position]
-        index = np.searchsorted(keys[position], wanted)
-    return index
-
-
-def key_tables_problem(keys: Sequence[np.ndarray], vocab_size: int) -> str | None:
-    """What is wrong with per-order packed key arrays (``keys[0]`` the unigram ids), or
-    None: each order's keys must increase strictly and name prefix rows of the order below."""
-    for m in range(1, len(keys)):
-        k = keys[m]
-        if len(k) and (k[0] < 0 or k[-1] >= len(keys[m - 1]) * vocab_size or bool(np.any(k[1:] <= k[:-1]))):
-            return f"the {m + 1}-gram keys are not strictly increasing packed keys"
-    return None
-
-
-def _python_find_slot(hash_rows, base: int, capacity: int, key: int) -> int:
-    """:func:`varorder.lm._kernels.find_slot` in Python (same hash, same probing)."""
-    slot = ((((key * _GOLDEN) & _MASK64) >> 32) * capacity) >> 32
-    for _ in range(capacity):
-        stored = int(hash_rows[base + slot, 0])
-        if stored == key:
-            return base + slot
-        if stored == -1:
-            return -1
-        slot += 1
-        if slot == capacity:
-            slot = 0
-    return -1
-
-
-def score_flat_python(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
-                      hash_rows, hash_values, hash_base, hash_cap, values, out_log10prob, out_length,
-                      out_sentence) -> None:
-    """:func:`varorder.lm._kernels.score_flat` in Python, one sentence at a time, for inputs
-    too small to repay loading Numba; float32 values are summed in float64 in the same
-    order, so the scores are bit-identical."""
-    cursor = 0
-    for sentence in range(len(offsets) - 1):
-        total = 0.0
-        begin, end = int(offsets[sentence]), int(offsets[sentence + 1])
-        previous_row: list[int] = []
-        previous_backoff: list[float] = []
-        if add_bos and order > 1:
-            previous_row, previous_backoff = [bos_id], [float(values[bos_id, 1])]
-        n_predicted = end - begin + (1 if add_eos else 0)
-        for position in range(n_predicted):
-            word = int(ids[begin + position]) if begin + position < end else eos_id
-            current_row, current_backoff = [word], [float(values[word, 1])]
-            log10prob = float(values[word, 0])
-            for length in range(2, min(order, len(previous_row) + 1) + 1):
-                slot = _python_find_slot(hash_rows, int(hash_base[length - 2]), int(hash_cap[length - 2]),
-                                         previous_row[length - 2] * vocab_size + word)
-                if slot < 0:
-                    break
-                current_row.append(int(hash_rows[slot, 1]))
-                current_backoff.append(float(hash_values[slot, 5]))
-                log10prob = float(hash_values[slot, 4])
-            for context_length in range(len(current_row), len(previous_row) + 1):
-                log10prob += previous_backoff[context_length - 1]
-            out_log10prob[cursor] = log10prob
-            out_length[cursor] = len(current_row)
-            total += log10prob
-            cursor += 1
-            keep = min(len(current_row), order - 1)
-            previous_row, previous_backoff = current_row[:keep], current_backoff[:keep]
-        out_sentence[sentence] = total
-
-
-def _find_rows(rows: np.ndarray, keys: Sequence[np.ndarray], vocab_size: int, hashes=None) -> np.ndarray:
-    """Row indices of word-id rows in the sorted ``keys`` tables, -1 where absent; by
-    hash lookups when ``hashes[m]`` (the :func:`build_hash` table of ``keys[m]``) is
-    given, else by binary search."""
-    index = rows[:, 0].astype(np.int64)
-    for position in range(1, rows.shape[1]):
-        table = keys[position]
-        if len(table) == 0:
-            return np.full(len(rows), -1, dtype=np.int64)
-        wanted = index * vocab_size + rows[:, position]  # negative once absent: never found
-        if hashes is not None:
-            _kernels().find_many(hashes[position], len(hashes[position]), wanted, index)
-            continue
-        found_at = np.minimum(np.searchsorted(table, wanted), len(table) - 1)
-        index = np.where(table[found_at] == wanted, found_at, -1)
-    return index
-
-
-def _hash_capacity(n_keys: int) -> int:
-    return max(8, int(n_keys / _LOAD_FACTOR) + 1)
-
-
-def _keys_if_closed(rows: Sequence[np.ndarray], vocab_size: int):
-    """``(sorted keys, sorting permutation, hash table)`` per order when every n-gram's
-    prefix and suffix are themselves listed; None otherwise (the caller inserts them).
-    Each order's hash is built as soon as its keys are sorted and serves the lookups of
-    the next order's prefixes and suffixes (and then the model itself)."""
-    keys = [np.arange(vocab_size, dtype=np.int64)]
-    permutations: list[np.ndarray | None] = [None]
-    hashes: list[np.ndarray | None] = [None]
-    # Every order's table in one array, laid out as NgramLM keeps them (no copy later).
-    capacities = [_hash_capacity(len(r)) for r in rows[1:]]
-    hash_base = np.concatenate([[0], np.cumsum(capacities)]).astype(np.int64)
-    all_hashes = np.empty((int(hash_base[-1]), 3), dtype=np.int64)
-    for m in range(1, len(rows)):
-        prefix = _find_rows(rows[m][:, :-1], keys, vocab_size, hashes)
-        if m > 1 and (prefix < 0).any():
-            return None
-        if m > 1 and (_find_rows(rows[m][:, 1:], keys, vocab_size, hashes) < 0).any():
-            return None
-        m_keys = prefix * vocab_size + rows[m][:, -1]
-        permutation = np.argsort(m_keys, kind="stable")
-        keys.append(m_keys[permutation])
-        permutations.append(permutation)
-        if len(keys[m]) > 1 and np.any(keys[m][1:] == keys[m][:-1]):
-            return None  # duplicates: the general path reports them with their lines
-        table = all_hashes[hash_base[m - 1]:hash_base[m]]
-        _kernels().build_hash_into(keys[m], table)
-        hashes.append(table)
-    return keys, permutations, hashes
-
 
 def use_compiled_scoring() -> None:
     """Load the compiled scoring kernels now (~0.3 s once per process): every later
     :meth:`NgramLM.score_sentences` call uses them, however small its input. Short runs skip this
     and score small inputs in Python, sparing Numba's start; a long stream pays it once."""
     import varorder.lm._kernels  # noqa: F401  (NgramLM checks whether they are loaded)
-

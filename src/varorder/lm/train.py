@@ -20,6 +20,10 @@ given, otherwise       either      counting on disk (sorted runs, merged under t
                                    :func:`~varorder.lm.external.count_ngrams_on_disk`), the model
                                    estimated in memory from those counts
 =====================  ==========  ===============================================================
+
+With ``prune_entropy`` the model is pruned by relative entropy (Stolcke 1998, as SRILM's
+``-prune``; :mod:`varorder.lm.prune`) before it is written, so it is estimated in memory
+(from counts on disk under a budget), as for the binary and MAX-ARPA writers.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ class FileTraining:
     ``ngram_counts``: n-grams per order in the model; ``written``: whether ``output`` was
     written; ``streamed``: whether the estimate ran on disk (the estimator then has its
     discounts but no ``model_``); ``n_workers``: the Dask workers that counted, or None when
-    this process counted.
+    this process counted; ``model``: the model written (pruned with ``prune_entropy``), None
+    when streamed.
     """
 
     estimator: object
@@ -48,11 +53,13 @@ class FileTraining:
     written: bool
     streamed: bool
     n_workers: int | None = None
+    model: object = None
 
 
 def train_from_files(estimator, paths: PathLike | Sequence[PathLike], *, memory: int | None = None,
                      temp_dir: PathLike | None = None, client=None, output: PathLike | None = None,
-                     binary: bool = False, max_arpa: bool = False, progress: bool = False) -> FileTraining:
+                     binary: bool = False, max_arpa: bool = False, progress: bool = False,
+                     prune_entropy: float | None = None) -> FileTraining:
     """Fit ``estimator`` (a :mod:`varorder.lm.estimate` estimator) on text files (one
     sentence per line, ``.gz`` read transparently) and write the model to ``output`` when
     given: ARPA, MAX-ARPA (``max_arpa``) or the binary format (``binary``).
@@ -60,11 +67,14 @@ def train_from_files(estimator, paths: PathLike | Sequence[PathLike], *, memory:
     ``memory``: bytes of data to hold at most (lmplz's ``-S``); None keeps everything in
     memory. ``temp_dir``: where the tables on disk go (with ``client``, a folder the workers
     reach). ``client``: a ``dask.distributed`` client whose workers count the shards. Which
-    path runs is the table of the module docstring.
+    path runs is the table of the module docstring. ``prune_entropy``: the threshold θ of
+    :func:`varorder.lm.prune.prune_entropy` applied to the model before it is written
+    (``estimator.model_`` stays the unpruned model; ``FileTraining.model`` is the written one).
     """
     paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    # the binary and MAX-ARPA writers need the model in memory; plain ARPA can be written as it is computed
-    streamed = memory is not None and output is not None and not (binary or max_arpa)
+    # the binary and MAX-ARPA writers and pruning need the model in memory; plain ARPA can be written as
+    # it is computed
+    streamed = memory is not None and output is not None and not (binary or max_arpa or prune_entropy is not None)
     n_workers = None
     if client is not None and memory is None:
         from varorder.lm.sharded import count_ngrams_sharded
@@ -85,15 +95,21 @@ def train_from_files(estimator, paths: PathLike | Sequence[PathLike], *, memory:
                                                   min_count=estimator.min_count, progress=progress, client=client))
     else:
         estimator.fit(paths)
+    model = None
     if not streamed:
-        ngram_counts = list(estimator.model_.ngram_counts)
+        model = estimator.model_
+        if prune_entropy is not None:
+            from varorder.lm.prune import prune_entropy as prune
+
+            model, _ = prune(model, prune_entropy)
+        ngram_counts = list(model.ngram_counts)
         if output is not None and binary:
             from varorder.lm.binary import write_binary
 
-            write_binary(estimator.model_, output, max_arpa=max_arpa)
+            write_binary(model, output, max_arpa=max_arpa)
         elif output is not None:
             from varorder.lm.arpa import write_arpa
 
-            write_arpa(estimator.model_, output, max_arpa=max_arpa)
+            write_arpa(model, output, max_arpa=max_arpa)
     return FileTraining(estimator, list(ngram_counts), written=output is not None, streamed=streamed,
-                        n_workers=n_workers)
+                        n_workers=n_workers, model=model)

@@ -440,7 +440,7 @@ class LogLinearLM:
     @classmethod
     @model_loader
     def load(cls, path) -> "LogLinearLM":
-        """Load and fully validate a model file (ValueError naming the file otherwise)."""
+        """Load and fully validate a model file (FormatError naming the file otherwise)."""
         names = ("weights",) + tuple(ContextTrie(0, 0, *([np.empty(0)] * 11)).arrays())
         params, state, arrays = load_model(path, KIND, names)
         where = os.fspath(path)
@@ -554,7 +554,7 @@ class StructuredLogLinear(ParamsMixin):
     restart : str
         ``"none"`` — Algorithm 1 as printed: τ and δ run on across epochs, so γ = L + μ/δ
         grows like μt²/4 and after a few thousand mini-batches the step 1/γ is tens of times
-        smaller than 1/L (the iterates freeze: the under-convergence of earlier runs).
+        smaller than 1/L (the iterates freeze before convergence).
         ``"epoch"`` — restart the acceleration at each pass (τ = δ = 1, Z = W): the usual
         remedy for momentum on noisy gradients (O'Donoghue & Candès 2015), an extension.
     accelerated : bool

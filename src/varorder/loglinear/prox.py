@@ -151,7 +151,7 @@ def _preorder_sizes(parent):
 
 
 def preorder_sizes(parent) -> np.ndarray:
-    """Subtree sizes of a forest in preorder; raises ValueError when the subtrees are not
+    """Subtree sizes of a forest in preorder; raises ParameterError when the subtrees are not
     the contiguous ranges ``[i, i + size[i])`` that preorder guarantees."""
     parent = _check_forest(parent)
     size = _preorder_sizes(parent)

@@ -78,7 +78,7 @@ class ContextTrie:
 
     @classmethod
     def from_arrays(cls, order: int, vocab_size: int, arrays: dict[str, np.ndarray], where: str = "model") -> "ContextTrie":
-        """Rebuild from stored arrays, checking every structural invariant (ValueError naming
+        """Rebuild from stored arrays, checking every structural invariant (FormatError naming
         ``where`` and the broken array otherwise)."""
         def stored(name):
             # integers of any width as int64, the kernels' type (an int32 array would compile them

@@ -436,7 +436,7 @@ def format_templates(templates) -> str:
 
 def check_features(owner) -> None:
     """Validate an estimator's ``features`` parameter: None (the caller gives feature dicts or arrays) or a
-    template list :func:`parse_templates` reads; a ValueError names the parameter and the value passed."""
+    template list :func:`parse_templates` reads; a ParameterError names the parameter and the value passed."""
     features = owner.features
     if features is None:
         return

@@ -6,7 +6,7 @@ class), ``params`` (constructor arguments) and ``state`` (small learned state su
 label names and feature names). Files are written atomically (temporary file in the
 same directory, then ``os.replace``) and read with ``allow_pickle=False``; every
 problem on load — truncation (zip CRC), wrong kind, newer format, missing or misshapen
-array — is a ValueError naming the file.
+array — is a FormatError naming the file.
 
 Integrity: ``sha256`` in the metadata is a digest of every other metadata field and of every
 array (name, dtype, shape, bytes). A consistent hand edit — ``params.order`` raised by one,
@@ -132,7 +132,7 @@ def templates_as_parameter(path, params: dict, state: dict) -> dict:
 def model_loader(load):
     """Decorate an estimator's ``load(cls, path)`` so that metadata of the wrong type or
     shape (a string where a list belongs, a missing key, an unknown constructor argument)
-    ends in a ValueError naming the file, like every other defect of a model file."""
+    ends in a FormatError naming the file, like every other defect of a model file."""
 
     @functools.wraps(load)
     def checked(cls, path, *args, **kwargs):

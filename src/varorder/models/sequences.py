@@ -65,7 +65,7 @@ class LabelCodec:
         return cls(sorted(seen, key=lambda v: (str(type(v)), v)))
 
     def encode(self, label_sequences, name: str = "y") -> np.ndarray:
-        """Concatenated label ids of all sequences (int64); unknown label → ValueError."""
+        """Concatenated label ids of all sequences (int64); unknown label → ParameterError."""
         out = []
         for i, seq in enumerate(label_sequences):
             try:

@@ -466,7 +466,7 @@ class NegGenerator(ParamsMixin):
     @classmethod
     @persist.model_loader
     def load(cls, path) -> "NegGenerator":
-        """Read a model written by :meth:`save`; anything damaged or foreign raises ValueError naming the file."""
+        """Read a model written by :meth:`save`; anything damaged or foreign raises FormatError naming the file."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, ("theta",))
         if not set(params) <= set(_PARAMS):
             raise FormatError(f"{path}: unknown NegGenerator parameters {sorted(set(params) - set(_PARAMS))}", path=path)

@@ -365,7 +365,7 @@ def save_task(path, documents, source: str = "") -> None:
 
 
 def load_task(path) -> list[NegDocument]:
-    """Read a file written by :func:`save_task`; anything malformed raises ValueError naming the file."""
+    """Read a file written by :func:`save_task`; anything malformed raises FormatError naming the file."""
     path = os.fspath(path)
     try:
         with open_text(path) as handle:

@@ -384,7 +384,7 @@ class AlignmentTransducer(ParamsMixin):
         executor; the model depends on it, never on the executor or the worker count) and the
         executor :func:`varorder.parallel.as_executor` builds from ``executor`` (a Dask ``Client``, a
         ``concurrent.futures`` pool, a :class:`varorder.parallel.Executor`) or ``n_jobs`` (local
-        joblib workers). They apply to the mini-batch mode only (a ValueError otherwise).
+        joblib workers). They apply to the mini-batch mode only (a ParameterError otherwise).
 
     Parameters are keyword-only and checked by :meth:`fit` (a ParameterError names the parameter
     and the value passed); prediction before :meth:`fit` raises NotFittedError.

@@ -7,7 +7,7 @@ negated log weights, as in OpenFst's log and tropical (min-plus) semirings, whos
 mirrors here are the log and max-plus semirings on log scores (``Infinity`` = weight
 zero). Labels are symbols spelled as in the alphabet, ``<eps>`` for ε — the text that
 ``fstprint --isymbols --osymbols`` writes and ``fstcompile`` reads. Fields are separated by
-tabs or spaces. The reader is strict: every problem is a ValueError naming file and line.
+tabs or spaces. The reader is strict: every problem is a FormatError naming file and line.
 """
 
 from __future__ import annotations
