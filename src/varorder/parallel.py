@@ -393,7 +393,7 @@ def probe_dask_scheduler(address: str, timeout: float = 10.0) -> None:
 
     try:
         endpoint = _tcp_endpoint(address)
-    except ValueError as exc:
+    except ParameterError as exc:
         refuse(str(exc))
     if endpoint is None:
         return
