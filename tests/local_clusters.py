@@ -60,9 +60,10 @@ def local_cluster(n_workers: int = 2, *, processes: bool = True, attempts: int =
         return
 
 
-def wait_for_workers(client, n_workers: int = 2) -> None:
-    """Until ``n_workers`` are connected (a killed worker restarted by its nanny), generously."""
-    client.wait_for_workers(n_workers, timeout=WORKER_START_S)
+def wait_for_workers(client, n_workers: int = 2, seconds: float | None = None) -> None:
+    """Until ``n_workers`` are connected (a killed worker restarted by its nanny): at most ``seconds``
+    (scaled; default :data:`WORKER_START_S`), then distributed's ``TimeoutError``."""
+    client.wait_for_workers(n_workers, timeout=WORKER_START_S if seconds is None else scaled(seconds))
 
 
 def run_in_guarded_child(code: str, idle_seconds: float, hang: str, progress: str | None = None) -> str:
@@ -81,6 +82,10 @@ def run_in_guarded_child(code: str, idle_seconds: float, hang: str, progress: st
             output, _ = child.communicate(timeout=min(10.0, limit))
             break
         except subprocess.TimeoutExpired:
+            if child.poll() is not None:  # it left, and something it started still holds its output
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                continue
             seen = _newest_change(progress)
             if seen != last_seen:
                 last_seen, last_progress = seen, time.monotonic()
@@ -88,6 +93,8 @@ def run_in_guarded_child(code: str, idle_seconds: float, hang: str, progress: st
                 os.killpg(child.pid, signal.SIGKILL)  # the child, its scheduler and its workers
                 child.communicate()
                 pytest.fail(f"{hang}: no progress for {limit:.0f} s")
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # nothing it started outlives it
+        os.killpg(child.pid, signal.SIGKILL)
     assert child.returncode == 0, output[-3000:]
     return output
 

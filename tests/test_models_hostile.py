@@ -18,8 +18,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from varorder.testing.hostile import (MODEL_KINDS, HypothesisChooser, model_members, mutate_array, mutate_bytes,
-                                      mutate_metadata, saved_model, write_members)
+from varorder.testing.hostile import (MODEL_KINDS, HypothesisChooser, break_array_header, model_members,
+                                      mutate_array, mutate_bytes, mutate_metadata, saved_model, write_members)
 
 SETTINGS = settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "25")), deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -119,6 +119,16 @@ def test_edits_without_the_digest_are_refused(saved, tmp_path, data):
         cls.load(bad)
         return
     with pytest.raises(ValueError, match=str(bad)):  # the digest, or an earlier check (format, kind)
+        cls.load(bad)
+
+
+def test_an_array_header_that_breaks_numpys_tokenizer_is_refused(saved, tmp_path):
+    """#47: a header whose brackets never close made NumPy raise tokenize.TokenError (a
+    ReifiedContextModel file with flipped bytes), not the ValueError naming the file."""
+    cls, _, path = saved
+    bad = tmp_path / "header.npz"
+    break_array_header(path, bad)
+    with pytest.raises(ValueError, match=f"{bad}.*not a readable varorder model file"):
         cls.load(bad)
 
 

@@ -308,16 +308,123 @@ def is_dask_client(obj) -> bool:
 
 def connect_dask(address: str, timeout: float = 10.0):
     """A ``distributed.Client`` of the scheduler at ``address``. Raises ImportError (with the
-    install hint) without the optional package, ParameterError for an unreachable or malformed
-    address after ``timeout`` seconds."""
+    install hint) without the optional package; a :class:`~varorder.errors.ParameterError` for an
+    empty address, and for an unreachable or malformed address or one where something other than a
+    Dask scheduler answers (:func:`probe_dask_scheduler`), within about ``timeout`` seconds."""
+    if not isinstance(address, str) or not address.strip():
+        raise ParameterError(f"the Dask scheduler address is empty: got {address!r}, expected e.g. tcp://host:8786",
+                             name="dask_scheduler", value=address)
     try:
         from distributed import Client
     except ImportError:
         raise ImportError("Dask needs the optional package 'distributed' (pip install 'varorder[dask]')") from None
+    probe_dask_scheduler(address, timeout)
     try:
         return Client(address, timeout=timeout)
-    except (OSError, TimeoutError, ValueError, TypeError) as exc:
-        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {exc}", name='address', value=address) from None
+    except (OSError, TimeoutError, ValueError, TypeError, MemoryError) as exc:
+        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {exc}",
+                             name="dask_scheduler", value=address) from None
+
+
+# a scheduler's first message (its handshake) is a few hundred bytes; a frame length past this is
+# not Dask's protocol (an HTTP reply's "HTTP/1.1" read as a length is 3.5 EiB)
+_HANDSHAKE_MAX_BYTES = 1 << 20
+_DASK_DEFAULT_PORT = 8786
+
+
+def _tcp_endpoint(address: str):
+    """(host, port) of a ``tcp://`` or scheme-less address; None for another scheme (tls://,
+    inproc://, ucx://: left to distributed); a ParameterError for a malformed one."""
+    scheme, sep, rest = address.strip().rpartition("://")
+    if sep and scheme != "tcp":
+        if scheme in ("http", "https", "ws", "wss"):
+            raise ParameterError(f"{scheme}:// is a web address, not a Dask scheduler's (tcp://host:8786)",
+                                 name="dask_scheduler", value=address)
+        return None
+    host, colon, port = rest.rstrip("/").rpartition(":")
+    if not colon:
+        host, port = rest.rstrip("/"), str(_DASK_DEFAULT_PORT)
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ParameterError("expected tcp://host:port", name="dask_scheduler", value=address)
+    return host, int(port)
+
+
+def _receive(sock, n: int, deadline: float) -> tuple[bytes, bool]:
+    """Up to ``n`` bytes from ``sock`` (fewer once ``deadline`` passed), and whether the stream ended."""
+    data = b""
+    while len(data) < n:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        sock.settimeout(left)
+        try:
+            chunk = sock.recv(n - len(data))
+        except (socket.timeout, TimeoutError):
+            break
+        except OSError:
+            return data, True
+        if not chunk:
+            return data, True
+        data += chunk
+    return data, False
+
+
+def _describe_answer(data: bytes) -> str:
+    if data.startswith(b"HTTP/"):
+        status = data.splitlines()[0].decode("latin-1")[:60]
+        return f"an HTTP server answered ({status}), not a Dask scheduler"
+    return f"what answered is not a Dask scheduler (its first bytes: {data[:16]!r})"
+
+
+def probe_dask_scheduler(address: str, timeout: float = 10.0) -> None:
+    """Check, before any work, that a Dask scheduler answers at ``address`` (``tcp://`` or no scheme;
+    other schemes are left to distributed): a TCP connection within ``timeout`` seconds, then the
+    scheduler's greeting (it speaks first) within ``timeout`` more, whose frame length must be that of
+    a small message. Anything else — a refused or unreachable port, an HTTP server (a dashboard port,
+    ``python -m http.server``), a listener that stays silent, bytes of another protocol — raises a
+    :class:`~varorder.errors.ParameterError` naming the address and what answered; a silent
+    listener is sent one HTTP ``HEAD`` request to tell an HTTP server apart."""
+    import struct
+
+    def refuse(what):
+        raise ParameterError(f"cannot reach the Dask scheduler at {address!r}: {what}", name="dask_scheduler",
+                             value=address)
+
+    try:
+        endpoint = _tcp_endpoint(address)
+    except ParameterError as exc:
+        refuse(str(exc))
+    if endpoint is None:
+        return
+    try:
+        sock = socket.create_connection(endpoint, timeout=timeout)
+    except (socket.timeout, TimeoutError):
+        refuse(f"no connection within {timeout:g} s")
+    except OSError as exc:
+        refuse(exc.strerror or str(exc))
+    with sock:
+        head, ended = _receive(sock, 8, time.monotonic() + timeout)
+        if not head and ended:
+            refuse("the listener there closed the connection without a word: it is not a Dask scheduler")
+        if not head:
+            try:
+                sock.sendall(b"HEAD / HTTP/1.0\r\n\r\n")
+            except OSError:
+                refuse(f"the listener there sent nothing within {timeout:g} s and closed the connection "
+                       "(a Dask scheduler greets at once)")
+            reply, _ = _receive(sock, 64, time.monotonic() + min(timeout, 3.0))
+            if reply.startswith(b"HTTP/"):
+                refuse(_describe_answer(reply))
+            refuse(f"the listener there sent nothing within {timeout:g} s (a Dask scheduler greets at once)")
+        if len(head) < 8:
+            refuse(_describe_answer(head))
+        (length,) = struct.unpack("<Q", head)
+        if not 16 <= length <= _HANDSHAKE_MAX_BYTES:
+            refuse(_describe_answer(head + _receive(sock, 56, time.monotonic() + 0.2)[0]))
+        frames, _ = _receive(sock, 8, time.monotonic() + timeout)
+        if len(frames) < 8 or not 1 <= struct.unpack("<Q", frames)[0] <= 64:
+            refuse(_describe_answer(head + frames))
 
 
 def _active_joblib_config() -> int | None:
@@ -372,7 +479,7 @@ def as_executor(executor=None, n_jobs: int | None = None, dask_scheduler: str | 
             return ThreadExecutor(pool=executor)
         raise TypeError("executor must be a varorder.parallel.Executor, a concurrent.futures.Executor or a "
                         f"dask.distributed.Client, got {type(executor).__name__}")
-    if dask_scheduler:
+    if dask_scheduler is not None:
         return DaskExecutor(connect_dask(dask_scheduler, timeout), own_client=True)
     if n_jobs is not None:
         if isinstance(n_jobs, bool) or not isinstance(n_jobs, int) or n_jobs == 0:

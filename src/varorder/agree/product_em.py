@@ -336,7 +336,7 @@ def make_executor(workers: int = 1, dask_address: str | None = None, timeout: fl
     for a worker count or a Dask scheduler: a ``dask.distributed`` client when
     ``dask_address`` is given, a thread pool of ``workers`` threads when ``workers > 1``
     (the E-step kernels release the GIL), else None (serial)."""
-    if dask_address:
+    if dask_address is not None:
         return connect_dask(dask_address, timeout)
     if workers and workers > 1:
         from concurrent.futures import ThreadPoolExecutor

@@ -9,7 +9,7 @@ import time
 import click
 
 from varorder.cli._options import Real
-from varorder.errors import FormatError
+from varorder.errors import DivergenceError, FormatError
 
 # the penalties of varorder.loglinear.prox.PENALTIES, named here so that building the
 # command line does not import the Numba kernels (a test checks the two agree)
@@ -85,6 +85,10 @@ def train_loglinear(corpus, output, order, min_count, options, say) -> None:
     start = time.perf_counter()
     try:
         estimator.fit(list(corpus))
+    except DivergenceError as error:
+        flag = {"lipschitz": "--lipschitz", "lipschitz_scale": "--lipschitz", "learning_rate": "--learning-rate"}
+        option = flag.get(error.option)
+        raise click.ClickException(f"{error}{f' (the option {option})' if option else ''}; nothing was written") from None
     except ValueError as error:
         raise click.ClickException(str(error)) from None
     model = estimator.model_

@@ -3,17 +3,20 @@
 ``OutputFile``: a file the command will write — its folder must exist and be writable when
 the command starts, not after an hour of training. ``OutputFolder``: a folder the command
 fills — an existing writable folder, or a new one whose parent is writable. ``Real``: a finite float in a range
-(click's FloatRange lets NaN through, since every comparison with NaN is false).
+(click's FloatRange lets NaN through, since every comparison with NaN is false). ``DaskAddress``: a
+scheduler address where a Dask scheduler answers (never empty).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 
 import click
 
-__all__ = ["OutputFile", "OutputFolder", "Real", "dask_client", "executor"]
+__all__ = ["DaskAddress", "OutputFile", "OutputFolder", "Real", "dask_client", "executor", "max_input_option",
+           "MAX_INPUT_BYTES"]
 
 
 class OutputFile(click.Path):
@@ -66,6 +69,50 @@ class Real(click.FloatRange):
         if not math.isfinite(number):  # NaN passes every range check; ±inf is no setting either
             self.fail(f"{value!r} is not a finite number", param, ctx)
         return number
+
+
+class DaskAddress(click.ParamType):
+    """A Dask scheduler address, checked as the option is parsed (before any input is read): an
+    empty or blank one is a usage error (it would silently mean "no scheduler"), and so is one where
+    no Dask scheduler answers a bounded handshake (:func:`varorder.parallel.probe_dask_scheduler`)."""
+
+    name = "address"
+
+    def __init__(self, timeout: float = 10.0):
+        self.timeout = timeout
+
+    def convert(self, value, param, ctx):
+        from varorder.parallel import probe_dask_scheduler
+
+        if not isinstance(value, str) or not value.strip():
+            self.fail(f"{value!r} is not a Dask scheduler address (expected e.g. tcp://host:8786)", param, ctx)
+        try:  # before any work: the option is processed before the inputs are read
+            probe_dask_scheduler(value.strip(), self.timeout)
+        except ValueError as exc:
+            self.fail(str(exc), param, ctx)
+        return value.strip()
+
+
+# the default limit of a command that holds its whole input: some GB of memory once parsed
+MAX_INPUT_BYTES = 1 << 30
+
+
+def max_input_option(command):
+    """``--max-input-bytes`` for a command that holds its whole input in memory: every file it reads
+    may hold at most that much text (:func:`varorder.io.input_limit`), refused with one line
+    naming the file and its size, before it is read where the size is known, never a MemoryError.
+    Put it right under the ``@...command`` decorator, so that it covers the whole command."""
+
+    @functools.wraps(command)
+    def limited(*args, max_input_bytes, **kwargs):
+        from varorder.io import input_limit
+
+        with input_limit(max_input_bytes):
+            return command(*args, **kwargs)
+
+    return click.option("--max-input-bytes", type=click.IntRange(min=1), default=MAX_INPUT_BYTES, show_default=True,
+                        help="refuse an input file of more text than this (the command holds its whole input in "
+                             "memory)")(limited)
 
 
 def dask_client(address: str, timeout: float = 10.0):

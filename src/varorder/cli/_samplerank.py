@@ -69,6 +69,8 @@ def _train(train_file, output, dev_file, tag_column, verbose, skip_factors, seco
     from varorder.factorgraph.samplerank import conllu_inputs
 
     sentences = _read(train_file)
+    if not sentences:
+        _fail(f"{train_file}: no sentences (an empty CoNLL-U file)")
     y = [s.tags(tag_column) for s in sentences]
     began = time.perf_counter()
     model = SampleRankTagger(skip_factors=skip_factors, second_order=second_order, rule=rule, pairs=pairs,
@@ -83,7 +85,8 @@ def _train(train_file, output, dev_file, tag_column, verbose, skip_factors, seco
             model.fit(X, y, keys, documents)
         model.save(output)
     except ValueError as err:
-        _fail(err)
+        named = [p for p in (train_file, dev_file) if p and str(p) in str(err)]
+        _fail(err if named else f"{train_file}{f' (dev {dev_file})' if dev_file else ''}: {err}")
     click.echo(f"trained SampleRankTagger on {len(sentences)} sentences in {time.perf_counter() - began:.1f} s "
                f"-> {output}", err=True)
 

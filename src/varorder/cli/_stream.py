@@ -2,8 +2,14 @@
 and feeds it lines; each line is answered (and stdout flushed) before the next one is read, so the
 process's start-up (imports, model load, compiled kernels) is paid once, not per request.
 
-Nothing here reads ahead of the line being answered: ``sys.stdin``'s iteration returns a line as soon
+Nothing here reads ahead of the line being answered: stdin's ``readline`` returns a line as soon
 as its newline arrives (the text layer reads what the pipe holds, never waiting to fill a buffer).
+
+The conventions every ``--stream`` command shares: a blank line is answered (by the
+command's answer to an empty input: an empty line, or the empty sentence's score), never the end of
+the stream; a line longer than ``--max-line-chars`` is answered by an empty line on stdout and one
+``Error:`` line naming it on stderr, and the stream goes on — it is read in pieces of the limit, so
+a 10 MB line costs neither the memory nor the minutes of answering it.
 """
 
 from __future__ import annotations
@@ -11,18 +17,47 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 
-__all__ = ["stream_lines"]
+import click
+
+__all__ = ["stream_lines", "max_line_option", "MAX_LINE_CHARS"]
+
+# far past any sentence (a 100,000-character line is some 15,000 words)
+MAX_LINE_CHARS = 100_000
 
 
-def stream_lines(path: str) -> Iterator[tuple[str, str]]:
+def max_line_option(fn):
+    """The ``--max-line-chars`` option of a ``--stream`` command."""
+    return click.option("--max-line-chars", type=click.IntRange(min=1), default=MAX_LINE_CHARS, show_default=True,
+                        help="--stream: a longer line is answered by an empty line and an error on stderr "
+                             "(the stream goes on)")(fn)
+
+
+def stream_lines(path: str, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple[str, str]]:
     """(``"FILE:LINE"``, the line without its newline) for each line of ``path`` (``-``: stdin), read one
-    at a time."""
-    if path == "-":
-        name, handle = "<stdin>", sys.stdin
-        yield from ((f"{name}:{number}", line.rstrip("\r\n")) for number, line in enumerate(handle, 1))
-        return
-    from varorder.io import open_text
+    at a time; a line longer than ``max_chars`` is not yielded but answered here (an empty line on
+    stdout, an error on stderr)."""
+    from varorder.io import open_stdin, open_text
 
-    with open_text(path) as handle:
-        for number, line in enumerate(handle, 1):
-            yield f"{path}:{number}", line.rstrip("\r\n")
+    with open_stdin() if path == "-" else open_text(path) as handle:
+        yield from _lines("<stdin>" if path == "-" else path, handle, max_chars)
+
+
+def _lines(name, handle, max_chars):
+    number = 0
+    while True:
+        line = handle.readline(max_chars + 2)  # the limit, then "\r\n"
+        if not line:
+            return
+        number += 1
+        content = line.rstrip("\r\n")
+        if len(content) <= max_chars:
+            yield f"{name}:{number}", content
+            continue
+        length = len(content)
+        while line and not line.endswith("\n"):  # the rest of the line, a piece at a time
+            line = handle.readline(max_chars + 2)
+            length += len(line.rstrip("\r\n"))
+        click.echo(f"Error: {name}:{number}: a line of {length} characters, longer than --max-line-chars "
+                   f"{max_chars}: answered with an empty line", err=True)
+        sys.stdout.write("\n")
+        sys.stdout.flush()

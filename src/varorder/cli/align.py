@@ -23,7 +23,8 @@ from contextlib import ExitStack, contextmanager
 
 import click
 
-from varorder.cli._options import OutputFile, Real, executor, refuse_inapplicable
+from varorder.cli._options import DaskAddress, OutputFile, Real, executor, refuse_inapplicable
+from varorder.cli._stream import max_line_option
 from varorder.errors import FormatError
 
 __all__ = ["COMMAND"]
@@ -236,7 +237,7 @@ def _write_outputs(aligner, corpus, output, method, threshold, forward_path, rev
 @click.option("--shard-size", type=click.IntRange(min=1), default=5000, show_default=True,
               help="sentence pairs per E-step task (memory grows with it)")
 @click.option("--workers", "--jobs", "workers", type=click.IntRange(min=1), default=1, show_default=True, help="local E-step threads")
-@click.option("--dask", "--dask-scheduler", "dask_address", default=None, help="dask.distributed scheduler address")
+@click.option("--dask", "--dask-scheduler", "dask_address", type=DaskAddress(), default=None, help="dask.distributed scheduler address")
 @click.option("--parts", is_flag=True,
               help="INPUTs are pieces of one corpus, each an 'english ||| french' file, read and kept where the "
                    "E-steps run: on the workers of --dask-scheduler (which must reach the files at the same paths) "
@@ -328,9 +329,11 @@ def _train_parts(inputs, output, norm, limit, alignments_path, quiet, params):
 @click.option("-q", "--quiet", is_flag=True, help="no summary line (warnings are still shown)")
 @click.option("--stream", is_flag=True,
               help="Align each input line as it is read and write its Pharaoh line to stdout at once (flushed), "
-                   "so a pipeline loads the model once; no -o, -f, -r, -F, -R or --link-probabilities.")
+                   "so a pipeline loads the model once (a blank line gets a blank line); no -o, -f, -r, -F, -R or "
+                   "--link-probabilities.")
+@max_line_option
 def apply(model_path, inputs, output, method, forward_path, reverse_path, forward_scores, reverse_scores,
-          link_probabilities, threshold, normalize, quiet, stream):
+          link_probabilities, threshold, normalize, quiet, stream, max_line_chars):
     """Align INPUT (one 'english ||| french' file, default stdin, or ENGLISH FRENCH) with a trained model.
 
     The text is normalised as the model's training text was. Writes Pharaoh 'i-j' lines (0-based, English first).
@@ -352,7 +355,7 @@ def apply(model_path, inputs, output, method, forward_path, reverse_path, forwar
                     or link_probabilities:
                 raise click.UsageError("--stream writes Pharaoh lines to stdout only: no -o, -f, -r, -F, -R or "
                                        "--link-probabilities")
-            return _stream_alignments(aligner, _iter_pairs(inputs, norm), method, threshold)
+            return _stream_alignments(aligner, _stream_pairs(inputs, norm, max_line_chars), method, threshold)
         text = _CaseCount(_iter_pairs(inputs, norm))
         pairs = _encode(text, aligner.e_vocab_, aligner.f_vocab_, aligner.shard_size, grow=False,
                         max_length=aligner.max_length)
@@ -370,11 +373,29 @@ def apply(model_path, inputs, output, method, forward_path, reverse_path, forwar
         click.echo(f"aligned {len(pairs)} sentence pairs -> {output}", err=True)
 
 
+def _stream_pairs(inputs, norm, max_line_chars):
+    """``apply --stream``'s pairs, read one line at a time: None for a blank line (answered by a blank
+    line, as every --stream command answers one); ENGLISH FRENCH files are read pair by pair."""
+    from varorder.cli._stream import stream_lines
+    from varorder.io.bitext import parse_joint_line
+
+    if len(inputs) == 2:
+        yield from _iter_pairs(inputs, norm)
+        return
+    path = inputs[0] if inputs else "-"
+    for where, line in stream_lines(path, max_line_chars):
+        yield None if not line.strip() else parse_joint_line(line, path, int(where.rsplit(":", 1)[1]), norm)
+
+
 def _stream_alignments(aligner, pairs, method, threshold):
     """``apply --stream``: each pair aligned and its line written (flushed) before the next is read."""
     from varorder.io.pharaoh import format_line
 
     for pair in pairs:
+        if pair is None:  # a blank line: a blank answer
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            continue
         corpus = _encode(iter([pair]), aligner.e_vocab_, aligner.f_vocab_, aligner.shard_size, grow=False,
                          max_length=aligner.max_length)
         if method == "posterior":

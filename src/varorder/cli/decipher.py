@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from varorder.cli._options import OutputFile, OutputFolder, Real, executor, refuse_inapplicable
+from varorder.cli._options import DaskAddress, OutputFile, OutputFolder, Real, executor, refuse_inapplicable
 from varorder.errors import FormatError
 
 __all__ = ["COMMAND"]
@@ -67,7 +67,7 @@ def prepare(corpus, output, num_words, num_cipher, seed, max_unk_tokens, max_unk
 @click.option("--seed", type=click.IntRange(0), default=0, show_default=True)
 @click.option("--shards", type=click.IntRange(1), default=None, help="E-step work units (default: one per worker)")
 @click.option("--workers", "--jobs", "workers", type=click.IntRange(1), default=1, show_default=True, help="local E-step threads")
-@click.option("--dask", "--dask-scheduler", "dask_address", default=None, help="dask.distributed scheduler address")
+@click.option("--dask", "--dask-scheduler", "dask_address", type=DaskAddress(), default=None, help="dask.distributed scheduler address")
 def train(task_folder, output, order, inference, size, iterations, num_cipher, laplace, discount, smoothing, init_noise,
           seed, shards, workers, dask_address):
     """Learn the emission table from TASK_FOLDER's cipher text and plaintext (the key is read

@@ -15,7 +15,7 @@ import json
 
 import click
 
-from varorder.cli._options import OutputFile, Real, refuse_inapplicable
+from varorder.cli._options import OutputFile, Real, max_input_option, refuse_inapplicable
 
 __all__ = ["COMMAND"]
 
@@ -52,6 +52,7 @@ def COMMAND():
 
 
 @COMMAND.command("train")
+@max_input_option
 @click.argument("corpus", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFile(), help="model file (.npz)")
 @click.option("--model", type=click.Choice(["product", "dmv", "ccm"]), default="product", show_default=True)

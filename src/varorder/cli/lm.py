@@ -26,7 +26,8 @@ MINUS_99_HELP = ("ARPA text: read a log10 value of -99 as probability zero (SRIL
                  "or as the number -99 (KenLM's reading).")
 
 from varorder.cli._loglinear import LOGLINEAR_MAX_ORDER, loglinear_options  # noqa: E402  (light: no model imports)
-from varorder.cli._options import OutputFile, Real, dask_client, refuse_inapplicable  # noqa: E402
+from varorder.cli._options import DaskAddress, OutputFile, Real, dask_client, refuse_inapplicable  # noqa: E402
+from varorder.cli._stream import max_line_option  # noqa: E402
 
 
 def _say(message: str) -> None:
@@ -151,7 +152,7 @@ def lm():
                    "disk. Without it, everything is in memory.")
 @click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True),
               help="Folder for the tables of -S (with --dask-scheduler the workers must reach it).")
-@click.option("--dask-scheduler", metavar="ADDRESS",
+@click.option("--dask-scheduler", metavar="ADDRESS", type=DaskAddress(),
               help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files "
                    "must be reachable there at the same paths): one shard of the sentences per worker, the shards' "
                    "counts merged here in memory (exactly the counts of one pass). With -S the shards write sorted "
@@ -235,7 +236,8 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
 @click.option("--stream", is_flag=True,
               help="Answer each line of TEXT as it is read (flushed; a blank line is the empty sentence), so "
                    "that a pipeline pays the model's load once: e.g. TEXT - fed line by line by another process.")
-def score(model_path, text, sentences, per_token, minus_99, verify, stream):
+@max_line_option
+def score(model_path, text, sentences, per_token, minus_99, verify, stream, max_line_chars):
     """Score TEXT (one sentence per line; - for stdin) with MODEL (an n-gram model, or a log-linear npz).
 
     Per sentence: log10 p (with <s> and </s>), the number of predicted tokens (words and
@@ -256,7 +258,7 @@ def score(model_path, text, sentences, per_token, minus_99, verify, stream):
         from varorder.lm.corpus import BOS, EOS
 
         totals = [0, 0.0, 0, 0]
-        for where, line in stream_lines(text):
+        for where, line in stream_lines(text, max_line_chars):
             tokens = line.split()
             if BOS in tokens or EOS in tokens:
                 raise click.ClickException(f"{where}: the text spells out {BOS} or {EOS}; write sentences "
@@ -272,12 +274,15 @@ def score(model_path, text, sentences, per_token, minus_99, verify, stream):
                 use_compiled_scoring()
         n_sentences, total, n_tokens, n_oov = totals
     else:
-        try:
-            tokens = [t for _, t in iter_sentences(text)]  # "-" is stdin, under the same rules as a file
+        out.write(header)
+        totals = [0, 0.0, 0, 0]
+        try:  # a batch of sentences at a time, never the whole text ("-" is stdin, under a file's rules)
+            for batch in _batches(iter_sentences(text), _SCORE_BATCH_TOKENS):
+                for k, v in enumerate(_write_scores(model, batch, out, sentences, per_token)):
+                    totals[k] += v
         except ValueError as error:
             raise click.ClickException(str(error)) from None
-        out.write(header)
-        n_sentences, total, n_tokens, n_oov = _write_scores(model, tokens, out, sentences, per_token)
+        n_sentences, total, n_tokens, n_oov = totals
     perplexity = 10.0 ** (-total / n_tokens) if n_tokens else float("nan")
     click.echo(
         f"sentences={n_sentences} tokens={n_tokens} oovs={n_oov} log10prob={total:.4f} perplexity={perplexity:.4f}"
@@ -286,6 +291,23 @@ def score(model_path, text, sentences, per_token, minus_99, verify, stream):
 
 # predicted tokens after which `score --stream` switches to the compiled scorer
 _STREAM_COMPILED_AFTER = 2000
+
+
+# tokens of the sentences `score` holds at once: a few MB, whatever the size of the text
+_SCORE_BATCH_TOKENS = 200_000
+
+
+def _batches(numbered_sentences, max_tokens: int):
+    """Lists of sentences of about ``max_tokens`` tokens from ``(line, tokens)`` pairs, read as needed."""
+    batch, size = [], 0
+    for _, tokens in numbered_sentences:
+        batch.append(tokens)
+        size += len(tokens) + 1
+        if size >= max_tokens:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def _write_scores(model, tokens, out, sentences: bool, per_token: bool) -> tuple[int, float, int, int]:

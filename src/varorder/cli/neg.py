@@ -18,7 +18,7 @@ import sys
 
 import click
 
-from varorder.cli._options import OutputFile, Real
+from varorder.cli._options import OutputFile, Real, max_input_option
 from varorder.errors import FormatError
 from varorder.io import atomic_write_text
 
@@ -37,6 +37,16 @@ def _task(path):
         raise click.ClickException(str(err)) from None
 
 
+def _slots(documents) -> int:
+    return sum(len(d.slots) for d in documents)
+
+
+def _nothing_to_do(task_file, documents, what: str) -> None:
+    """eval/predict on a task with no slot: a warning and exit status 1 (no figures, no file)."""
+    click.echo(f"Warning: {task_file} holds {len(documents)} documents and 0 slots: nothing to {what}", err=True)
+    sys.exit(1)
+
+
 def _model(path):
     from varorder.models.persist import model_kind
     from varorder.neg.model import NegGenerator
@@ -50,6 +60,7 @@ def _model(path):
 
 
 @COMMAND.command("prepare")
+@max_input_option
 @click.argument("conllu_file", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=OutputFile(), help="task file to write (.json or .json.gz)")
 def prepare(conllu_file, output):
@@ -61,6 +72,9 @@ def prepare(conllu_file, output):
         documents = build_documents(read_coref(conllu_file))
     except (ValueError, OSError) as err:
         raise click.ClickException(str(err)) from None
+    if not documents:
+        raise click.ClickException(f"{conllu_file}: no document with a named person's mention (Entity= with "
+                                   "etype person on a proper noun): the task would have 0 slots")
     save_task(output, documents, source=str(conllu_file))
     click.echo(json.dumps(task_counts(documents)))
 
@@ -96,6 +110,8 @@ def train(task_file, output, method, link, other_pairs, link_between, cues, warm
     from varorder.neg.model import NegGenerator
 
     documents = _task(task_file)
+    if not _slots(documents):
+        raise click.ClickException(f"{task_file}: {len(documents)} documents and 0 slots: nothing to train on")
     model = NegGenerator(method=method, link_factors=link, other_pairs=other_pairs, link_between=link_between,
                          cues=cues, warm_start=None if warm_start == "none" else warm_start, unary_step=unary_step,
                          step_size=step_size, C=C, n_epochs=epochs, rule=rule,
@@ -116,6 +132,8 @@ def predict(model_file, task_file, output, slots_file):
     from varorder.neg.task import normal_key, regenerate
 
     model, documents = _model(model_file), _task(task_file)
+    if not _slots(documents):
+        _nothing_to_do(task_file, documents, "predict")
     indices = model.predict_indices(documents)
     with atomic_write_text(output) as handle:
         for document, chosen in zip(documents, indices):
@@ -145,5 +163,7 @@ def evaluate(model_file, task_file, as_json):
     from varorder.neg.task import evaluate as evaluate_task
 
     model, documents = _model(model_file), _task(task_file)
+    if not _slots(documents):
+        _nothing_to_do(task_file, documents, "evaluate")
     scores = evaluate_task(documents, model.predict(documents))
     click.echo(json.dumps(scores) if as_json else format_scores(scores))

@@ -29,7 +29,8 @@ import time
 import click
 
 import varorder._numba_start  # noqa: F401,I001  (before Numba's import: no SciPy version check, no scipy.linalg)
-from varorder.cli._options import OutputFile, Real, executor
+from varorder.cli._options import DaskAddress, OutputFile, Real, executor, max_input_option
+from varorder.cli._stream import max_line_option
 
 from varorder.cli._samplerank import samplerank_learner, samplerank_models
 from varorder.errors import FormatError
@@ -185,6 +186,7 @@ def COMMAND():
 
 
 @COMMAND.command("train")
+@max_input_option
 @_train_files
 @samplerank_learner
 @click.argument("train_file", nargs=-1, required=True, metavar="TRAIN_FILE...",
@@ -218,7 +220,7 @@ def COMMAND():
 @_task
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="CRF/MEMM L-BFGS: evaluate the objective in shards on this many local threads")
-@click.option("--dask-scheduler", "dask_address", metavar="ADDRESS", default=None,
+@click.option("--dask-scheduler", "dask_address", metavar="ADDRESS", type=DaskAddress(), default=None,
               help="CRF/MEMM L-BFGS: evaluate the objective's shards on this dask.distributed scheduler's workers")
 @click.option("--shards", type=click.IntRange(min=1), default=None,
               help="CRF/MEMM L-BFGS: shards of the objective (default 1, or 8 with --jobs/--dask-scheduler); "
@@ -322,15 +324,17 @@ def _train_parts(paths, output, input_format, tag_column, templates, params, job
 @click.option("--stream", is_flag=True,
               help="Read INPUT_FILE (- for stdin) as one sentence of space-separated words per line and write "
                    "each line's tags (space-separated) to stdout as soon as the line is read (flushed), so a "
-                   "pipeline loads the model once. No -o.")
-def predict(model_file, input_file, output, tag_column, input_format, task, scheme, column, probabilities, stream):
+                   "pipeline loads the model once (a blank line gets a blank line). No -o.")
+@max_line_option
+def predict(model_file, input_file, output, tag_column, input_format, task, scheme, column, probabilities, stream,
+            max_line_chars):
     """Tag INPUT_FILE with MODEL_FILE, writing the input's format with the tags filled in (CoNLL-U: the tag
     column, or with --task ner a MISC NER= item per word; CoNLL columns: --column)."""
     constraints = _constraints(task, scheme)
     if stream:
         if output or probabilities or input_format != "conllu":
             raise click.UsageError("--stream writes tags to stdout: give no -o, --probabilities or --format")
-        return _stream_tags(_load(model_file), input_file, constraints)
+        return _stream_tags(_load(model_file), input_file, max_line_chars, constraints)
     if output is None:
         raise click.UsageError("Missing option '-o' / '--output'.")
     if input_file == "-":
@@ -375,7 +379,7 @@ def _predict(model, inputs, constraints):
         raise click.ClickException(str(err)) from None
 
 
-def _stream_tags(model, input_file, constraints=None):
+def _stream_tags(model, input_file, max_line_chars, constraints=None):
     """``predict --stream``: one line of tags per line of words, each flushed before the next line is read."""
     import sys
 
@@ -385,7 +389,7 @@ def _stream_tags(model, input_file, constraints=None):
     own_features = isinstance(model, HMM) or getattr(model, "features", None) is not None
     templates = None if own_features else parse_templates("pos")
     out = sys.stdout
-    for where, line in stream_lines(input_file):
+    for where, line in stream_lines(input_file, max_line_chars):
         words = line.split()
         if words:
             try:

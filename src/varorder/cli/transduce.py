@@ -16,7 +16,9 @@ import json
 
 import click
 
-from varorder.cli._options import OutputFile, Real, dask_client, refuse_inapplicable
+from varorder.cli._options import (DaskAddress, OutputFile, Real, dask_client, max_input_option,
+                                   refuse_inapplicable)
+from varorder.cli._stream import max_line_option
 
 __all__ = ["COMMAND"]
 
@@ -25,6 +27,9 @@ _FORMAT = click.option("--format", "fmt", type=click.Choice(["auto", "cmudict", 
 _LIMIT = click.option("--limit", type=click.IntRange(min=1), default=None,
                       help="use a random LIMIT pairs (seeded by --sample-seed)")
 _SAMPLE_SEED = click.option("--sample-seed", type=click.IntRange(min=0), default=0, show_default=True, help="seed of the --limit sample")
+# the transducer's MAX_INPUT_SYMBOLS, named here so that the option does not import the model (and Numba)
+_MAX_SYMBOLS = click.option("--max-input-symbols", type=click.IntRange(min=1), default=200, show_default=True,
+                            help="refuse a longer input (its lattice grows with the square of its length)")
 
 
 def _read(path, fmt, limit, sample_seed):
@@ -79,7 +84,7 @@ def COMMAND():
                    "trains the same model on any executor and number of workers")
 @click.option("--jobs", type=click.IntRange(min=1), default=None,
               help="--batch-size: compute the pieces on this many local worker processes")
-@click.option("--dask-scheduler", "dask_address", metavar="ADDRESS", default=None,
+@click.option("--dask-scheduler", "dask_address", metavar="ADDRESS", type=DaskAddress(), default=None,
               help="--batch-size: compute the pieces on this dask.distributed scheduler's workers")
 def train(data, output, fmt, limit, sample_seed, method, size, order, max_advance, hash_bits, unigrams, backoff, epochs,
           step_size, delta, truncation, seed, dev, history, batch_size, shards, jobs, dask_address):
@@ -135,7 +140,9 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
               help="Read DATA (- for stdin) as one space-separated input per line and write each line's "
                    "'input<TAB>prediction' to stdout as soon as the line is read (flushed), so a pipeline "
                    "loads the model once (a blank line gets a blank line).")
-def apply(model_file, data, output, fmt, stream):
+@max_line_option
+@_MAX_SYMBOLS
+def apply(model_file, data, output, fmt, stream, max_line_chars, max_input_symbols):
     """Predict the output of every input in DATA."""
     from varorder.io import atomic_write_text, open_text
     from varorder.transduce.model import AlignmentTransducer
@@ -146,14 +153,14 @@ def apply(model_file, data, output, fmt, stream):
         raise click.UsageError("DATA - (stdin) is read with --stream")
     model = AlignmentTransducer.load(model_file)
     if stream:
-        return _stream_predictions(model, data)
+        return _stream_predictions(model, data, max_line_chars, max_input_symbols)
     if fmt == "inputs":
         with open_text(data) as handle:
             inputs = [line.split() for line in handle if line.strip()]
     else:
         inputs = _read(data, fmt, None, 0)[0]
     model.progress = output != "-"
-    lines = [f"{' '.join(x)}\t{y}\n" for x, y in zip(inputs, model.predict(inputs))]
+    lines = [f"{' '.join(x)}\t{y}\n" for x, y in zip(inputs, model.predict(inputs, max_input_symbols))]
     if output == "-":
         click.echo("".join(lines), nl=False)
     else:
@@ -161,32 +168,38 @@ def apply(model_file, data, output, fmt, stream):
             handle.writelines(lines)
 
 
-def _stream_predictions(model, data):
+def _stream_predictions(model, data, max_line_chars, max_input_symbols):
     """``apply --stream``: each line's prediction written (flushed) before the next line is read."""
     import sys
 
     from varorder.cli._stream import stream_lines
 
     model.progress = False
-    for where, line in stream_lines(data):
+    for where, line in stream_lines(data, max_line_chars):
         symbols = line.split()
         if symbols:
-            try:
-                prediction = model.predict([symbols])[0]
-            except ValueError as err:
-                raise click.ClickException(f"{where}: {err}") from None
-            sys.stdout.write(f"{' '.join(symbols)}\t{prediction}")
+            if len(symbols) > max_input_symbols:  # as an over-long line: answered empty, the stream goes on
+                click.echo(f"Error: {where}: an input of {len(symbols)} symbols, longer than --max-input-symbols "
+                           f"{max_input_symbols}: answered with an empty line", err=True)
+            else:
+                try:
+                    prediction = model.predict([symbols], max_input_symbols)[0]
+                except ValueError as err:
+                    raise click.ClickException(f"{where}: {err}") from None
+                sys.stdout.write(f"{' '.join(symbols)}\t{prediction}")
         sys.stdout.write("\n")
         sys.stdout.flush()
 
 
 @COMMAND.command("eval")
+@max_input_option
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("data", type=click.Path(exists=True, dir_okay=False))
 @_FORMAT
 @_LIMIT
 @_SAMPLE_SEED
-def evaluate(model_file, data, fmt, limit, sample_seed):
+@_MAX_SYMBOLS
+def evaluate(model_file, data, fmt, limit, sample_seed, max_input_symbols):
     """Character error rate and exact match of the model on DATA (JSON on stdout)."""
     import time
 
@@ -196,7 +209,7 @@ def evaluate(model_file, data, fmt, limit, sample_seed):
     model = AlignmentTransducer.load(model_file)
     inputs, outputs = _read(data, fmt, limit, sample_seed)
     start = time.perf_counter()
-    predictions = model.predict(inputs)
+    predictions = model.predict(inputs, max_input_symbols)
     seconds = time.perf_counter() - start
     click.echo(json.dumps({"words": len(inputs), "cer": character_error_rate(predictions, outputs),
                            "exact_match": exact_match(predictions, outputs),

@@ -14,6 +14,7 @@ _EXPORTS = {
     **dict.fromkeys(("OcrWord", "read_ocr_letters"), "varorder.io.ocr"),
     **dict.fromkeys(("TaggedSentence", "read_tagged"), "varorder.io.tagged"),
     # the text-file helpers every writer uses: atomic, umask-respecting, gzip by suffix
-    **dict.fromkeys(("atomic_write_text", "naming_path", "open_text", "umask_mode"), "varorder.io._text"),
+    **dict.fromkeys(("atomic_write_text", "input_limit", "InputTooLargeError", "naming_path", "open_stdin", "open_text",
+                      "umask_mode"), "varorder.io._text"),
 }
 __getattr__, __dir__, __all__ = attach(__name__, _EXPORTS)

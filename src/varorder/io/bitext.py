@@ -17,15 +17,14 @@ On the already-tokenised NAACL test text it changes no line's token count.
 from __future__ import annotations
 
 import re
-import sys
 import unicodedata
 from dataclasses import asdict, dataclass
 
 from varorder.errors import FormatError, ParameterError
-from varorder.io._text import open_text
+from varorder.io._text import open_stdin, open_text
 
-__all__ = ["Normalization", "read_bitext", "read_joint", "iter_bitext", "iter_joint", "normalize", "strip_accents",
-           "JOINT_SEPARATOR"]
+__all__ = ["Normalization", "read_bitext", "read_joint", "iter_bitext", "iter_joint", "parse_joint_line", "normalize",
+           "strip_accents", "JOINT_SEPARATOR"]
 
 JOINT_SEPARATOR = "|||"
 _LIGATURES = {"œ": "oe", "Œ": "oe", "æ": "ae", "Æ": "ae", "ß": "ss", "«": '"', "»": '"', "“": '"', "”": '"'}
@@ -188,21 +187,8 @@ def normalize(line: str, language: str, lowercase: bool = True, accents: bool = 
 
 def _open(path):
     if str(path) == "-":
-        return _Unclosed(sys.stdin)
+        return open_stdin()  # strict UTF-8 as a file is, whatever the locale
     return open_text(path)
-
-
-class _Unclosed:
-    """Context manager around a stream that the caller does not own (stdin)."""
-
-    def __init__(self, stream):
-        self.stream = stream
-
-    def __enter__(self):
-        return self.stream
-
-    def __exit__(self, *exc):
-        return False
 
 
 def iter_bitext(e_path, f_path, limit: int | None = None, normalize_text=False, _tokens=None):
@@ -239,14 +225,20 @@ def iter_joint(path, limit: int | None = None, normalize_text=False, _tokens=Non
         for line_no, line in enumerate(fh, 1):
             if limit is not None and line_no > limit:
                 break
-            parts = line.rstrip("\r\n").split(f" {JOINT_SEPARATOR} ")
-            if len(parts) != 2:
-                parts = line.rstrip("\r\n").split(JOINT_SEPARATOR)
-            if len(parts) != 2:
-                shown = "stdin" if str(path) == "-" else path
-                raise FormatError(f"{shown}, line {line_no}: expected 'english tokens ||| french tokens' "
-                                  f"(one '{JOINT_SEPARATOR}'), found {len(parts) - 1}", path=shown, line=line_no)
-            yield norm(parts[0], "en"), norm(parts[1], "fr")
+            yield parse_joint_line(line, path, line_no, norm)
+
+
+def parse_joint_line(line: str, path, line_no: int, normalize_text=False):
+    """The (english, french) token lists of one ``english ||| french`` line of ``path`` (``-``: stdin)."""
+    norm = normalize_text if callable(normalize_text) else _normalization(normalize_text)
+    parts = line.rstrip("\r\n").split(f" {JOINT_SEPARATOR} ")
+    if len(parts) != 2:
+        parts = line.rstrip("\r\n").split(JOINT_SEPARATOR)
+    if len(parts) != 2:
+        shown = "stdin" if str(path) == "-" else path
+        raise FormatError(f"{shown}, line {line_no}: expected 'english tokens ||| french tokens' "
+                          f"(one '{JOINT_SEPARATOR}'), found {len(parts) - 1}", path=shown, line=line_no)
+    return norm(parts[0], "en"), norm(parts[1], "fr")
 
 
 def read_joint(path, limit: int | None = None, normalize_text=False):

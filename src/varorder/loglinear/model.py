@@ -27,7 +27,7 @@ import numpy as np
 
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_real
-from varorder.errors import FormatError, ParameterError
+from varorder.errors import DivergenceError, FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
@@ -787,7 +787,12 @@ class StructuredLogLinear(ParamsMixin):
                 smooth = _FullBatchLoss(positions, targets, trie, model.root_param, vocabulary.bos_id, feature_values,
                                         shards=[tokens for _, tokens in plan], executor=executor)
         if self.polish:
-            theta = self._polish(theta, smooth, kind, trie.param_parent, lam_mean * node_weights, sizes, L)
+            self._check_converged(theta if feature_values is None else theta * feature_values)
+            try:
+                theta = self._polish(theta, smooth, kind, trie.param_parent, lam_mean * node_weights, sizes, L)
+            except ZeroDivisionError:  # backtracking halved the step to zero: no finite step decreases
+                self._diverged("the full-batch polish found no step that decreases the objective")
+        self._check_converged(theta if feature_values is None else theta * feature_values)
         model.weights = theta if feature_values is None else theta * feature_values
         self.theta_ = theta
         # eq. 2 at the returned point, in the optimised variable θ (w itself under "groups")
@@ -798,6 +803,26 @@ class StructuredLogLinear(ParamsMixin):
         self.fit_seconds_ = time.perf_counter() - start
         self.model_ = model
         return self
+
+    def _check_converged(self, weights) -> None:
+        """A :class:`~varorder.errors.DivergenceError` naming the step's option when the weights left the
+        finite numbers or ran past what a model file may hold (``MAX_WEIGHT``: ``load`` would refuse it)."""
+        finite = np.isfinite(weights).all()
+        largest = float(np.abs(weights).max()) if weights.size and finite else 0.0
+        if finite and largest <= MAX_WEIGHT and all(math.isfinite(h) for h in self.history_):
+            return
+        self._diverged("non-finite weights" if not finite else f"a weight of magnitude {largest:.3g} (> {MAX_WEIGHT:g})")
+
+    def _diverged(self, what: str):
+        if self.optimizer == "adagrad":
+            option, value = "learning_rate", self.learning_rate
+        elif self.lipschitz is not None:
+            option, value = "lipschitz", self.lipschitz
+        else:
+            option, value = "lipschitz_scale", self.lipschitz_scale
+        advice = "lower it" if option == "learning_rate" else "raise it"
+        raise DivergenceError(f"the log-linear fit diverged ({what}): its step is too long ({option}={value!r}; "
+                              f"{advice})", option=option)
 
     def _polish(self, theta, smooth, kind, parent, penalty_weights, sizes, lipschitz):
         """Full-batch FISTA with backtracking and function-value restart (see ``polish``),

@@ -103,8 +103,8 @@ class ContextTrie:
             array = getattr(self, name)
             if array.ndim != 1 or len(array) != length or array.dtype.kind not in "iu":
                 fail(f"array {name!r} must be 1-d integers of length {length}, got {array.dtype} {array.shape}")
-        if n_ctx == 0 or self.ctx_parent[0] != -1 or self.ctx_depth[0] != 0:
-            fail("context 0 must be the root (parent −1, depth 0)")
+        if n_ctx == 0 or self.ctx_parent[0] != -1 or self.ctx_word[0] != -1 or self.ctx_depth[0] != 0:
+            fail("context 0 must be the root (parent −1, word −1, depth 0)")
         index = np.arange(n_ctx)
         if ((self.ctx_parent[1:] < 0) | (self.ctx_parent[1:] >= index[1:])).any() or (np.diff(self.ctx_parent) < 0).any():
             fail("ctx_parent must be non-decreasing with parent < child")

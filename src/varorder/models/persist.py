@@ -22,7 +22,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import struct
 import tempfile
+import tokenize
 import zipfile
 import zlib
 
@@ -151,6 +153,13 @@ def model_loader(load):
     return checked
 
 
+# what damaged bytes make zipfile and NumPy's header parser raise besides the above: a flipped
+# compression method or encryption flag (NotImplementedError, RuntimeError), an array header whose
+# brackets no longer close (tokenize.TokenError from NumPy's fallback header filter), a header that
+# is no literal (SyntaxError)
+_DAMAGED_ARCHIVE = (NotImplementedError, RuntimeError, SyntaxError, tokenize.TokenError, struct.error)
+
+
 def _read(path) -> tuple[dict[str, np.ndarray], dict]:
     path = os.fspath(path)
     try:
@@ -161,7 +170,7 @@ def _read(path) -> tuple[dict[str, np.ndarray], dict]:
             members = {name: archive[name] for name in archive.files}
     except FileNotFoundError:
         raise
-    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, KeyError) as err:
+    except (zipfile.BadZipFile, zlib.error, OSError, ValueError, EOFError, KeyError, *_DAMAGED_ARCHIVE) as err:
         raise FormatError(f"{path}: not a readable varorder model file ({type(err).__name__}: {err})", path=path) from None
     if _META not in members:
         raise FormatError(f"{path}: not a varorder model file (no {_META} member)", path=path)

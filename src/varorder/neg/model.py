@@ -54,7 +54,7 @@ from varorder import chain
 from varorder._progress import Progress
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
 from varorder.engine.threads import single_threaded_blas
-from varorder.errors import FormatError
+from varorder.errors import FormatError, ParameterError
 from varorder.factorgraph import domains
 from varorder.factorgraph.kernels import GIBBS, METROPOLIS
 from varorder.models import persist
@@ -331,6 +331,7 @@ class NegGenerator(ParamsMixin):
         check_int(self, "n_epochs", 1, 10**6)
         check_int(self, "max_iter", 1, 10**6)
         check_int(self, "anneal_sweeps", 0, 10**6)
+        check_int(self, "random_state", 0, allow_none=True)  # a seed of numpy's default_rng
         for name in ("link_factors", "link_between", "cues", "chain_pairs", "other_pairs", "average", "verbose"):
             check_bool(self, name)
 
@@ -349,6 +350,10 @@ class NegGenerator(ParamsMixin):
     def fit(self, documents) -> "NegGenerator":
         """Learn from prepared documents (:class:`~varorder.neg.task.NegDocument`, gold REs known)."""
         self._check_params()
+        documents = list(documents)
+        if not any(document.slots for document in documents):
+            raise ParameterError(f"nothing to train on: {len(documents)} documents with 0 slots",
+                                 name="documents", value=len(documents))
         began = time.perf_counter()
         design = _design(documents, None, fit=True, cues=self.cues)
         self.feature_names_ = design.indexer.names_

@@ -273,7 +273,17 @@ def build_document(coref_doc) -> NegDocument:
 
 
 def build_documents(coref_documents) -> list[NegDocument]:
-    """:func:`build_document` of each document that has at least one slot."""
+    """:func:`build_document` of each document that has at least one slot. A mention whose entity
+    type is not one word (a ``# global.Entity`` header naming fewer fields than the mentions hold,
+    so that ``etype`` swallowed the rest) raises a :class:`~varorder.errors.FormatError` naming it."""
+    coref_documents = list(coref_documents)
+    for document in coref_documents:
+        for m in document.mentions:
+            if "-" in m.etype:
+                raise FormatError(f"mention of entity {m.entity} has the entity type {m.etype!r:.60}: the "
+                                  "'# global.Entity' header names fewer fields than the mentions hold",
+                                  path=document.path, line=m.line or None,
+                                  expected="a header such as GRP-etype-infstat-saliency-centering-minspan-link-identity")
     out = [build_document(d) for d in coref_documents]
     return [d for d in out if d.slots]
 
@@ -383,8 +393,9 @@ def load_task(path) -> list[NegDocument]:
                         or case not in ("nom", "acc", "gen"):
                     raise FormatError(f"document {i}: slot at {start} has entity/type/case {entity!r}/{gold_type!r}/"
                                       f"{case!r}")
-                slots.append(Slot(start, end, str(entity), str(gold), gold_type, case, int(sentence), int(paragraph),
-                                  [str(f) for f in features]))
+                slots.append(Slot(start, end, str(entity), str(gold), gold_type, case, sentence, paragraph,
+                                  features))
+            _check_structure(i, d, n, slots)
             document = NegDocument(str(d["doc_id"]), str(d["genre"]), list(d["words"]),
                                    [bool(x) for x in d["space_after"]], [int(x) for x in d["sentence_starts"]],
                                    [int(x) for x in d["paragraph_of_sentence"]], slots, candidates)
@@ -394,3 +405,33 @@ def load_task(path) -> list[NegDocument]:
     except (KeyError, TypeError, ValueError) as err:
         raise FormatError(f"{path}: invalid NEG task ({type(err).__name__}: {err})", path=path) from None
     return documents
+
+
+def _is_index(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _check_structure(i: int, d: dict, n: int, slots) -> None:
+    """Sentence starts, paragraphs and each slot's sentence and paragraph in range and consistent
+    (a slot at sentence 10**6 or paragraph -5 would index past the document)."""
+    starts, paragraphs = d["sentence_starts"], d["paragraph_of_sentence"]
+    if not isinstance(starts, list) or not isinstance(paragraphs, list) or not all(map(_is_index, starts + paragraphs)):
+        raise FormatError(f"document {i}: sentence_starts and paragraph_of_sentence must be lists of indices >= 0")
+    if n and (not starts or starts[0] != 0) or any(b < a for a, b in zip(starts, starts[1:])) \
+            or any(s > n for s in starts):
+        raise FormatError(f"document {i}: sentence_starts must rise from 0 within its {n} words")
+    if len(paragraphs) != len(starts) or (paragraphs and paragraphs[0] != 0) \
+            or any(b - a not in (0, 1) for a, b in zip(paragraphs, paragraphs[1:])):
+        raise FormatError(f"document {i}: paragraph_of_sentence must count paragraphs from 0, one per sentence")
+    ends = starts[1:] + [n]
+    for slot in slots:
+        if not _is_index(slot.sentence) or slot.sentence >= len(starts):
+            raise FormatError(f"document {i}: slot at {slot.start} is in sentence {slot.sentence!r} of "
+                              f"{len(starts)}")
+        if not starts[slot.sentence] <= slot.start < ends[slot.sentence]:
+            raise FormatError(f"document {i}: slot at {slot.start} does not start in its sentence {slot.sentence}")
+        if slot.paragraph != paragraphs[slot.sentence]:
+            raise FormatError(f"document {i}: slot at {slot.start} is in paragraph {slot.paragraph!r}, its sentence "
+                              f"in paragraph {paragraphs[slot.sentence]}")
+        if not isinstance(slot.features, list) or not all(isinstance(f, str) for f in slot.features):
+            raise FormatError(f"document {i}: slot at {slot.start} has features that are not a list of strings")

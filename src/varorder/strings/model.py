@@ -346,6 +346,13 @@ def read_hopkins(path, edit_copy: float = 0.9, edit_delete: float = 0.02, edit_i
                 parts = [p.strip() for p in fields[1].split(",") if p.strip()]
                 if not parts:
                     raise FormatError(f"{path}:{lineno}: expected KEY=value morpheme annotations", path=path, line=lineno)
+                # a word's annotation names at least one KEY=value morpheme (a bare token such as
+                # PREFIX_REDUP only beside one): a two-column word list is not an annotated file
+                if not any("=" in p for p in parts) or any(
+                        "=" in p and not all(side.strip() for side in p.split("=", 1)) for p in parts):
+                    raise FormatError(f"annotation {fields[1]!r:.60} names no KEY=value morpheme",
+                                      path=path, line=lineno,
+                                      expected="surface<TAB>stem<TAB>suffix or surface<TAB>KEY=value,KEY=value")
                 prefixes = [p for p in parts if p.upper().startswith("PREFIX")]
                 suffixes = [p for p in parts if p.upper().startswith("SUFFIX")]
                 middle = [p for p in parts if p not in prefixes and p not in suffixes]

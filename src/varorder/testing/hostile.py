@@ -7,6 +7,11 @@ and the re-runnable attack do the same kinds of damage: bytes overwritten and th
 truncated; a metadata field of a model file replaced by arbitrary JSON; one array of a
 model file given another value, shape or dtype, or removed. :func:`saved_model` fits and
 saves a tiny model of every estimator kind, with a ``use`` check of a loaded copy.
+
+Further attacks, each applied by the tests to every command it fits: :func:`not_a_dask_scheduler` (listeners that are not a
+Dask scheduler), :func:`over_long_line` (``--stream``), :func:`lying_gzip` (a size that lies),
+:func:`break_array_header` (an array header NumPy's tokenizer chokes on), :data:`NON_UTF8_LINE` and
+:data:`SHORT_ENTITY_HEADER`; the field edits replace every scalar by ``[]``, ``{}`` and ``"x"`` too.
 """
 
 from __future__ import annotations
@@ -17,7 +22,9 @@ import random
 import numpy as np
 
 __all__ = ["HypothesisChooser", "RandomChooser", "model_members", "write_members", "mutate_bytes", "mutate_metadata",
-           "mutate_array", "HOSTILE_VALUES", "MODEL_KINDS", "saved_model", "cipher_task"]
+           "mutate_array", "HOSTILE_VALUES", "MODEL_KINDS", "saved_model", "cipher_task", "NOT_A_SCHEDULER",
+           "not_a_dask_scheduler", "NON_UTF8_LINE", "SHORT_ENTITY_HEADER", "over_long_line", "lying_gzip",
+           "break_array_header", "commands_with"]
 
 # values that trained models never hold, or that break arithmetic when they do
 HOSTILE_VALUES = (np.inf, -np.inf, np.nan, 1e308, -1e308, 1e5, -1.0, 0.0, 2.0, 2 ** 40)
@@ -349,15 +356,16 @@ def saved_model(kind: str, folder) -> tuple[type, object, object]:
 
 def _value_edits(value):
     """Replacements for one metadata value that keep it JSON but break its type, range or
-    consistency: off by one, sign, NaN, other types, lists shortened, repeated or reordered."""
+    consistency: off by one, sign, NaN, other types (a scalar replaced by ``[]``, ``{}`` or ``"x"``:
+    a forged ``random_state``), lists shortened, repeated or reordered."""
     if isinstance(value, bool):
-        return [not value, 0, "true", None]
+        return [not value, 0, "true", None, [], {}]
     if isinstance(value, int):
-        return [value + 1, value - 1, -1, 0, 2 ** 63, value + 0.5, str(value), None]
+        return [value + 1, value - 1, -1, 0, 2 ** 63, value + 0.5, str(value), "x", None, [], {}]
     if isinstance(value, float):
-        return [value * 2 + 1, -value - 1, float("nan"), float("inf"), -1.0, "x", None]
+        return [value * 2 + 1, -value - 1, float("nan"), float("inf"), -1.0, "x", None, [], {}]
     if isinstance(value, str):
-        return ["", value + "x", 3, None]
+        return ["", value + "x", 3, None, [], {}]
     if isinstance(value, list):
         edits = [[], None, "x"]
         if value:
@@ -413,3 +421,148 @@ def field_edits(members: dict):
 
 
 _DROP = object()
+
+
+# ---- network inputs: addresses where something other than a Dask scheduler answers ---------------
+
+NOT_A_SCHEDULER = ("http", "silent", "garbage", "closes")
+
+
+def not_a_dask_scheduler(kind: str, lifetime: float = 120.0):
+    """A context manager giving a ``tcp://127.0.0.1:PORT`` address (a port the OS chose) where something
+    other than a Dask scheduler listens: ``"http"`` (an HTTP server: a dashboard port, ``python -m
+    http.server``), ``"silent"`` (accepts and never sends), ``"garbage"`` (sends 8 bytes that read as a
+    frame of exabytes) or ``"closes"`` (accepts and hangs up). The listener stops when the block ends,
+    or by itself after ``lifetime`` seconds, so a test cannot leave it behind."""
+    import contextlib
+    import socket
+    import threading
+    import time
+
+    from varorder.errors import ParameterError
+
+    if kind not in NOT_A_SCHEDULER:
+        raise ParameterError(f"kind must be one of {NOT_A_SCHEDULER}, got {kind!r}", name="kind", value=kind)
+
+    @contextlib.contextmanager
+    def listening():
+        server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        server.settimeout(0.2)
+        stop = threading.Event()
+        deadline = time.monotonic() + lifetime
+        held = []
+
+        def answer(conn):
+            conn.settimeout(0.2)
+            if kind == "garbage":
+                conn.sendall(b"\xff" * 8 + b"not dask")
+            elif kind == "closes":
+                conn.close()
+                return
+            request = b""
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    chunk = conn.recv(4096)
+                except (socket.timeout, TimeoutError):
+                    continue
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                request += chunk
+                if kind == "http" and (b"\r\n\r\n" in request or len(request) > 8):
+                    # answers whatever arrives, as a web server answers a bad request
+                    body = b"<html>not here</html>"
+                    conn.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Type: text/html\r\nContent-Length: "
+                                 + str(len(body)).encode() + b"\r\n\r\n" + body)
+                    break
+            conn.close()
+
+        def serve():
+            while not stop.is_set() and time.monotonic() < deadline:
+                try:
+                    conn, _ = server.accept()
+                except (socket.timeout, TimeoutError):
+                    continue
+                except OSError:
+                    break
+                worker = threading.Thread(target=answer, args=(conn,), daemon=True)
+                worker.start()
+                held.append(worker)
+            server.close()
+
+        thread = threading.Thread(target=serve, daemon=True)
+        thread.start()
+        try:
+            yield f"tcp://127.0.0.1:{server.getsockname()[1]}"
+        finally:
+            stop.set()
+            thread.join(5)
+            for worker in held:
+                worker.join(5)
+
+    return listening()
+
+
+# ---- inputs of the other attacks, so the next command gets them by default ---------------------------
+
+# bytes that are not UTF-8 inside an otherwise valid line (stdin under the C locale let them through)
+NON_UTF8_LINE = b"the cat ||| le \xff\xfechat\n"
+# a CorefUD header naming two fields: the entity type swallows the rest of every mention's fields
+SHORT_ENTITY_HEADER = "# global.Entity = GRP-etype"
+
+
+def over_long_line(valid: str, max_chars: int) -> str:
+    """``valid`` repeated (space-separated) past ``max_chars`` characters: a line a ``--stream``
+    command must answer with an empty line, the stream going on."""
+    repeats = max_chars // (len(valid) + 1) + 2
+    return " ".join([valid] * repeats)
+
+
+def lying_gzip(text: str, tail: str = "\n") -> bytes:
+    """Gzip bytes of ``text`` then ``tail`` as two members: the size recorded at the end of the file
+    (what a reader may check before reading) is the small tail's, not the text's."""
+    import gzip
+
+    return gzip.compress(text.encode()) + gzip.compress(tail.encode())
+
+
+def break_array_header(path, out, member: str | None = None) -> str:
+    """Copy the model file ``path`` to ``out`` with one array's ``.npy`` header (``member``, default the
+    first array) rewritten so that its brackets never close: NumPy's fallback header filter then raises
+    ``tokenize.TokenError`` (a ReifiedContextModel file with flipped bytes did). Returns the member."""
+    import struct
+    import zipfile
+
+    with zipfile.ZipFile(path) as source, zipfile.ZipFile(out, "w") as target:
+        names = source.namelist()
+        member = member or next(name for name in names if name != "__meta__.npy")
+        for name in names:
+            data = source.read(name)
+            if name == member:
+                header = b"{'descr': '<f8', 'fortran_order': False, 'shape': (3, ".ljust(118) + b"\n"
+                length = struct.unpack("<H", data[8:10])[0]
+                data = b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)) + header + data[10 + length:]
+            target.writestr(name, data)
+    return member
+
+
+def commands_with(group, has) -> list[str]:
+    """The command lines ("tag train") of every command under the click ``group`` whose parameters
+    satisfy ``has(params)``: how the hostile tests find each command an attack applies to, so that a
+    command added later is attacked without being listed."""
+    import click
+
+    found = []
+
+    def walk(command, words):
+        if isinstance(command, click.Group):
+            for name in sorted(command.list_commands(None)):
+                walk(command.get_command(None, name), words + [name])
+        elif has(command.params):
+            found.append(" ".join(words))
+
+    walk(group, [])
+    return found
