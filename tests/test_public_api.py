@@ -50,8 +50,7 @@ DOCUMENTED = [
 KNOWN_WITHOUT_ALL = {
     "varorder.engine.hypergraph", "varorder.engine.lattice", "varorder.engine.potential_scan",
     "varorder.engine.semiring", "varorder.lm.arpa", "varorder.lm.binary", "varorder.lm.corpus",
-    "varorder.lm.estimate", "varorder.lm.external", "varorder.lm.maxarpa", "varorder.lm.model",
-    "varorder.lm.streaming",
+    "varorder.lm.estimate", "varorder.lm.external", "varorder.lm.streaming",
 }
 
 # Imports of another package's private module or name that remain; delete an entry with its

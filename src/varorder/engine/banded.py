@@ -24,6 +24,7 @@ import numpy as np
 
 from varorder.engine.chain_generic import generic_forward
 from varorder.engine.semiring import LOG, MAX, Semiring, resolve
+from varorder.engine.threads import uses_engine_threads
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 from varorder.errors import ParameterError
@@ -218,11 +219,15 @@ def forward_values(emissions, band, start=None, lengths=None, semiring: Semiring
     """⊕ over the paths of each sequence (B,) of a chain with banded transitions: the
     registered O(L·K·w) kernel for the semiring (and ``specialised``), else the dense
     chain's generic recursion (:mod:`varorder.engine.chain_generic`) on ``dense_of(band)``."""
-    semiring = resolve(semiring)
+    return _forward_values(np.ascontiguousarray(emissions, dtype=np.float64), band, start, lengths,
+                           resolve(semiring), specialised)
+
+
+@uses_engine_threads
+def _forward_values(E, band, start, lengths, semiring: Semiring, specialised: bool) -> np.ndarray:
     fast = SPECIALISED_FORWARD.get(semiring) if specialised else None
     if fast is not None:
-        return fast(emissions, band, start, lengths)
-    E = np.ascontiguousarray(emissions, dtype=np.float64)
+        return fast(E, band, start, lengths)
     B, L, K = E.shape
     start = np.zeros(K) if start is None else np.ascontiguousarray(start, dtype=np.float64)
     lengths = np.full(B, L, dtype=np.int64) if lengths is None else np.ascontiguousarray(lengths, dtype=np.int64)

@@ -17,6 +17,8 @@ import numpy as np
 
 from varorder.lm.tables import TableView, suffix_rows
 
+__all__ = ["context_masses", "backoff_log10weights"]
+
 # Below this, a context's back-off mass (numerator or denominator) is taken as none:
 # the lower-order words it would reach are all stored after the context already.
 _NO_MASS = 1e-12

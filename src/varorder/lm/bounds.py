@@ -16,6 +16,8 @@ import numpy as np
 from varorder.errors import ParameterError
 from varorder.lm.tables import QueryTables, kernels
 
+__all__ = ["MaxBackoffTable", "MaxBackoffBounds"]
+
 LN10 = math.log(10.0)
 
 

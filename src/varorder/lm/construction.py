@@ -18,6 +18,8 @@ from varorder.errors import FormatError
 from varorder.lm.corpus import Vocabulary
 from varorder.lm.tables import _find_rows, _hash_capacity, kernels
 
+__all__ = ["from_ngrams", "unique_rows"]
+
 if TYPE_CHECKING:
     from varorder.lm.model import NgramLM
 

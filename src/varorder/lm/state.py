@@ -10,6 +10,8 @@ weight other than 1; two histories with one state have the same future.
 
 from __future__ import annotations
 
+__all__ = ["State"]
+
 
 class State(tuple):
     """An LM state: the word ids of the history's minimal suffix, oldest first.

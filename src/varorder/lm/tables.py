@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+__all__ = ["kernels", "TableView", "QueryTables", "key_tables_problem", "suffix_rows", "first_words"]
+
 # Hash tables are sized for this load factor: linear probing stays at about 1.5 probes
 # for a hit and 2.5 for a miss, while the table costs 16 / 0.67 = 24 bytes per n-gram.
 _LOAD_FACTOR = 0.67
