@@ -39,7 +39,7 @@ def _random_documents(rng, n_docs=2, max_slots=4, n_entities=2, max_cands=3):
             gold = candidates[entity][int(rng.integers(len(candidates[entity])))]
             features = list(rng.choice(_FEATURES, size=3, replace=False))
             slots.append(Slot(2 * j, 2 * j, entity, gold.text, gold.reg08, str(rng.choice(["nom", "acc", "gen"])),
-                              j // 2, j // 3, features))
+                              j // 2, (j // 2) // 2, features))  # the sentence's own paragraph
         documents.append(NegDocument(f"d{d}", "bio", words, [True] * len(words), list(range(0, len(words), 4)),
                                      [s // 2 for s in range(len(range(0, len(words), 4)))], slots, candidates))
     return documents

@@ -39,35 +39,60 @@ rng = np.random.default_rng(0)
 subjects = ["the dog", "a cat", "the old man", "my friend", "the good dog"]
 verbs = ["sees", "likes", "finds", "wants"]
 objects = ["the ball", "a bone", "the house", "a good book", "the old cat"]
-corpus = [f"{subjects[rng.integers(5)]} {verbs[rng.integers(4)]} {objects[rng.integers(5)]}" for _ in range(3000)]
+corpus = [
+    f"{subjects[rng.integers(5)]} {verbs[rng.integers(4)]} {objects[rng.integers(5)]}"
+    for _ in range(3000)
+]
 work = Path(tempfile.mkdtemp(prefix="varorder-unbounded-"))
 (work / "corpus.txt").write_text("\n".join(corpus) + "\n")
 
 index = build_index(work / "corpus.txt", work / "corpus.idx")
-print(f"{index.num_tokens} tokens, {index.num_documents} sentences | count('the old') =", index.count("the old".split()))
+print(
+    f"{index.num_tokens} tokens, {index.num_documents} sentences | count('the old') =",
+    index.count("the old".split()),
+)
 tokens, counts = index.ntd("<s> the old".split())
-print("after '<s> the old':", {index.vocabulary.words[t]: int(c) for t, c in zip(tokens, counts)})
-print("longest occurring suffix of 'zebra my friend likes':", index.longest_suffix("zebra my friend likes".split()))
+print(
+    "after '<s> the old':",
+    {index.vocabulary.words[t]: int(c) for t, c in zip(tokens, counts)},
+)
+print(
+    "longest occurring suffix of 'zebra my friend likes':",
+    index.longest_suffix("zebra my friend likes".split()),
+)
 p, effective_n = InfiniGram(index).distribution("<s> my friend likes a good".split())
-print(f"∞-gram after '<s> my friend likes a good' (effective n = {effective_n}):",
-      {index.vocabulary.words[w]: round(float(p[w]), 3) for w in np.flatnonzero(p)})
+print(
+    f"∞-gram after '<s> my friend likes a good' (effective n = {effective_n}):",
+    {index.vocabulary.words[w]: round(float(p[w]), 3) for w in np.flatnonzero(p)},
+)
 model = WittenBell(index)
-print("Witten–Bell, unbounded order: perplexity of two sentences =",
-      round(model.perplexity(["the dog sees a bone", "my friend wants the old cat"]), 3))
+print(
+    "Witten–Bell, unbounded order: perplexity of two sentences =",
+    round(model.perplexity(["the dog sees a bone", "my friend wants the old cat"]), 3),
+)
 
 # %%
 # A 4-gram LM conditioned on containing "old" and then "book", 5 to 8 words: the exact
 # probability of the constraint, the most probable such sentence, exact samples, and the
 # conditional next-word distribution after a prefix (what a sampler's logits hook returns).
 lm = AbsoluteDiscounting(order=4).fit_sentences(corpus).model_
-constrained = ConstrainedLM(lm, contains_dfa([["old"], ["book"]], lm.vocabulary, ordered=True),
-                            min_length=5, max_length=8)
-print(f"p(constraint) = {np.exp(constrained.log_probability):.4f}; best:", " ".join(constrained.decode()[0]))
+constrained = ConstrainedLM(
+    lm,
+    contains_dfa([["old"], ["book"]], lm.vocabulary, ordered=True),
+    min_length=5,
+    max_length=8,
+)
+print(
+    f"p(constraint) = {np.exp(constrained.log_probability):.4f}; best:",
+    " ".join(constrained.decode()[0]),
+)
 for sentence in constrained.sample(3, seed=0):
     print("sample:", " ".join(sentence))
 next_p = np.exp(constrained.next_logprobs("the old man likes".split()))
-print("p(next | 'the old man likes', constraint):",
-      {lm.vocabulary.words[w]: round(float(next_p[w]), 3) for w in np.argsort(-next_p)[:3]})
+print(
+    "p(next | 'the old man likes', constraint):",
+    {lm.vocabulary.words[w]: round(float(next_p[w]), 3) for w in np.argsort(-next_p)[:3]},
+)
 
 # %%
 # Command line
@@ -92,10 +117,13 @@ shell.check_returncode()  # a failing command stops the script
 # and "million" in any order, 5–15 words — p(constraint) = 9.5 × 10⁻⁵, so naive rejection
 # keeps about one draw in 10,000::
 #
-#     varorder lm train ../shared/data/ptb-lm/ptb.train.txt.gz -n 2 --min-count 340 --discount-fallback -o ptb2.arpa
-#     varorder lm constrain ptb2.arpa --contains "new york" --contains million --min-length 5 --max-length 15
+#     varorder lm train ../shared/data/ptb-lm/ptb.train.txt.gz -n 2 --min-count 340 \
+#         --discount-fallback -o ptb2.arpa
+#     varorder lm constrain ptb2.arpa --contains "new york" --contains million \
+#         --min-length 5 --max-length 15
 #     the new york <unk> N million	-7.277221
-#     varorder lm constrain ptb2.arpa --contains "new york" --contains million --min-length 5 --max-length 15 -n 3 --seed 1
+#     varorder lm constrain ptb2.arpa --contains "new york" --contains million \
+#         --min-length 5 --max-length 15 -n 3 --seed 1
 #     still <unk> house <unk> of N million in new york stock price	-16.707249
 #     in the new york <unk> to yield N million	-10.364082
 #     for and what <unk> in the <unk> to about $ N million new york	-21.296130

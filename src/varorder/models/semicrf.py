@@ -428,7 +428,7 @@ class SemiMarkovCRF(ParamsMixin):
             yield from zip(seq_ids.tolist(), logz.tolist())
 
     def predict_marginals(self, X, allowed=None, constraints: str | None = None) -> list[np.ndarray]:
-        """Per sentence (n, len(classes_)): p(word t has tag c), from the segment marginals (BIO, BIOES, BILOU:
+        """Per sentence (n, len(``classes_``)): p(word t has tag c), from the segment marginals (BIO, BIOES, BILOU:
         the first word of a segment takes B (or S/U alone), the last E/L, the others I; IOB1 is refused)."""
         from varorder import semimarkov
         from varorder.io.schemes import canonical_scheme, encode
