@@ -55,8 +55,8 @@ def test_probe_names_the_address_and_what_answered(kind):
     with not_a_dask_scheduler(kind) as address:
         began = time.monotonic()
         with pytest.raises(ParameterError, match="cannot reach the Dask scheduler") as caught:
-            probe_dask_scheduler(address, timeout=1.0)
-        assert time.monotonic() - began < 30  # bounded: 1 s for the greeting, a few for the HTTP check
+            probe_dask_scheduler(address, timeout=5.0)
+        assert time.monotonic() - began < 30  # bounded: 5 s for the greeting, 3 for the HTTP check
     message = str(caught.value)
     assert address in message and _EXPECTED[kind] in message and "\n" not in message, message
     assert caught.value.name == "dask_scheduler" and caught.value.value == address
@@ -65,7 +65,7 @@ def test_probe_names_the_address_and_what_answered(kind):
 def test_connect_refuses_before_distributed_reads_a_frame():
     pytest.importorskip("distributed")
     with not_a_dask_scheduler("http") as address, pytest.raises(ParameterError, match="HTTP server answered"):
-        connect_dask(address, timeout=1.0)
+        connect_dask(address, timeout=5.0)
 
 
 @pytest.mark.parametrize("address", ["", "   "])
@@ -130,7 +130,7 @@ def test_python_http_server_as_scheduler_is_one_line(tmp_path):
         port = int(lines[0].split("port")[1].split()[0])
         address = f"tcp://127.0.0.1:{port}"
         with pytest.raises(ParameterError, match=r"HTTP server answered \(HTTP/1\.0 200"):
-            probe_dask_scheduler(address, timeout=1.0)
+            probe_dask_scheduler(address, timeout=5.0)
     finally:
         server.kill()
         server.wait(60)
