@@ -23,6 +23,7 @@ import summarize_results
 PUBLIC = [
     ("varorder.chain", "Dense chains: log Z, marginals, Viterbi, k-best and sampling"),
     ("varorder.lattice", "Position-indexed lattices"),
+    ("varorder.semimarkov", "Semi-Markov chains: labelled segmentations (HSMMs, semi-Markov CRFs)"),
     ("varorder.hypergraph", "Hypergraphs (inside-outside)"),
     ("varorder.torch", "PyTorch layers: CRF, semi-Markov CRF, dependency trees, autograd Functions"),
     ("varorder.models", "CRF, MEMM and HMM estimators"),

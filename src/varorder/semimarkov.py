@@ -14,8 +14,10 @@ segment_scores : (B, L, D, K) log-potentials, or the factored form of :func:`fro
     read (and not validated); −inf forbids a segment.
 transitions : (K, K) shared or (B, K, K) per sequence
     label i's segment followed by label j's.
-start, end : optional (K,) log-potentials of the first / last segment's label (default 0).
-lengths : optional (B,) ints in 1..L (default L).
+start, end : optional (K,)
+    log-potentials of the first / last segment's label (default 0).
+lengths : optional (B,)
+    ints in 1..L (default L).
 
 A sequence without a segmentation of finite score has log Z = −inf, Viterbi score −inf and
 an empty segmentation. The recursion, generic over the semirings of
