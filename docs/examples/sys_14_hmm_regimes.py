@@ -66,6 +66,8 @@ for k in (1, 2, 3, 4):
     models[k] = GaussianHMM(n_components=k, n_iter=200, random_state=0).fit(X)
     m = models[k]
     print(f"K={k}: log-likelihood {m.score(X):8.2f}  AIC {m.aic(X):7.1f}  BIC {m.bic(X):7.1f}")
+print(f"BIC picks K={min(models, key=lambda k: models[k].bic(X))}, "
+      f"AIC picks K={min(models, key=lambda k: models[k].aic(X))}")
 
 two = models[2]
 calm = int(np.argmin(two.covars_[:, 0, 0]))
@@ -81,7 +83,7 @@ print(f"calm state: {calm_quarters.size} quarters, "
 # The states are relabelled by their mean growth (0 = falling output, 1 = normal, 2 = fast).
 # ``predict`` is the Viterbi path; ``predict_proba(X)`` the smoothed p(zₜ | x₁..ₙ);
 # ``predict_proba(X, filtered=True)`` the filtered p(zₜ | x₁..ₜ), from a forward pass only — what
-# the model would have said in real time. hmmlearn has no filtered posteriors.
+# the model would have said in real time (hmmlearn has no public call for them).
 import matplotlib.pyplot as plt
 
 hmm = models[3]
