@@ -11,8 +11,8 @@ against the NBER's recession dates. The models take hmmlearn's names and call sh
 :class:`~varorder.models.hsmm.GaussianHSMM`, both on the one chain / semi-Markov engine.
 
 **Needs** ``pip install statsmodels`` (BSD-3-Clause) for the data set, and matplotlib (a varorder
-dependency) for the figures, which are written to ``regimes.png`` and ``durations.png`` in a
-temporary folder when the script runs outside the docs build.
+dependency) for the figures, which the script also writes to ``regimes.png`` and
+``durations.png`` in a temporary folder (it prints where).
 
 **Papers.** Hamilton (1989), *A new approach to the economic analysis of nonstationary time
 series and the business cycle* (two-regime switching in GNP growth); Rabiner (1989) for the HMM;
