@@ -542,17 +542,21 @@ def test_dependency_distribution_against_enumeration():
 
 
 def test_engine_calls_leave_torchs_thread_count_alone():
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)  # the fixture did too; said again because it is what is tested
-        crf = _crf(3)
-        E = _rand(40, 5, 3, seed=19)  # enough sequences for the engine's thread policy to set Numba's count
-        crf(E, torch.zeros(40, 5, dtype=torch.long)).backward()
-        crf.decode(E)
-        crf.marginals(E)
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(before)
+    """torch's intra-op count is the OpenMP runtime's, which Numba's OpenMP layer sets when it starts; the engine
+    starts the layer itself and puts the runtime's settings back (``engine.threads.start_numba_threads``). In a
+    fresh process, so that the layer's first start happens here."""
+    code = ("import torch; torch.set_num_threads(1)\n"
+            "from varorder.torch import CRF\n"
+            "torch.manual_seed(0); crf = CRF(3, batch_first=True).double()\n"
+            "E = torch.randn(40, 5, 3, dtype=torch.float64, requires_grad=True)\n"
+            "crf(E, torch.zeros(40, 5, dtype=torch.long)).backward(); crf.decode(E); crf.marginals(E)\n"
+            "import numba; print(numba.threading_layer(), torch.get_num_threads())\n")
+    # two engine threads by policy: the first call starts Numba's layer (under "auto" a short job stays serial)
+    env = {"PYTHONPATH": str(SRC), "VARORDER_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    layer, count = out.stdout.split()
+    assert count == "1", layer
 
 
 # -- semi-Markov chains ------------------------------------------------------------------------
