@@ -93,6 +93,7 @@ try:
 except (AttributeError, OSError, TypeError):
     print(json.dumps(None)); sys.exit()
 runtime.omp_set_num_threads(1)
+runtime.omp_set_nested(0)
 runtime.omp_set_max_active_levels(1)
 import numba
 import numpy as np
@@ -113,7 +114,8 @@ def thread_ids(n):
 
 threads.set_threads(2)
 used = len(set(thread_ids(20000).tolist()))
-print(json.dumps([numba.threading_layer(), runtime.omp_get_max_threads(), runtime.omp_get_max_active_levels(), used]))
+print(json.dumps([numba.threading_layer(), runtime.omp_get_max_threads(), runtime.omp_get_nested(),
+                  runtime.omp_get_max_active_levels(), used]))
 """
 
 
@@ -137,7 +139,7 @@ def test_starting_numbas_threads_leaves_the_openmp_settings_alone(path):
     found = json.loads(out.stdout.strip().splitlines()[-1])
     if found is None:
         pytest.skip("this platform's OpenMP runtime cannot be reached through Numba's layer (ctypes)")
-    layer, count, levels, used = found
+    layer, count, nested, levels, used = found
     assert layer == "omp"
-    assert (count, levels) == (1, 1)
+    assert (count, nested, levels) == (1, 0, 1)
     assert used == 2  # the restored runtime count does not cap Numba's own (its regions name their thread count)

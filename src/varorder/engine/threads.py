@@ -73,23 +73,35 @@ _numba_started = False
 _numba_start_lock = threading.Lock()
 
 
+_OPENMP_SETTINGS = ("omp_get_max_threads", "omp_set_num_threads", "omp_get_nested", "omp_set_nested",
+                    "omp_get_max_active_levels", "omp_set_max_active_levels")
+
+
 def _openmp_runtime():
-    """The OpenMP runtime Numba's OpenMP layer is linked against (a ctypes library), or None where it cannot be had
-    (no such layer, or a platform whose libraries do not expose their dependencies' symbols)."""
+    """The OpenMP runtime whose settings Numba's OpenMP layer sets (a ctypes library), or None where it cannot
+    be had (no such layer, or a platform whose libraries do not expose their symbols this way).
+
+    The layer's calls bind as a shared library's do: to the process's global scope first — a runtime another
+    library loaded globally (torch loads its own libgomp so) — and only then to the layer's own dependency,
+    which may be a second copy of the runtime; so the lookup goes in that order."""
     import ctypes
     import importlib.util
 
     try:
         spec = importlib.util.find_spec("numba.np.ufunc.omppool")
-        if spec is None or spec.origin is None:
-            return None
-        runtime = ctypes.CDLL(spec.origin)
-        for name in ("omp_get_max_threads", "omp_set_num_threads", "omp_get_max_active_levels",
-                     "omp_set_max_active_levels"):
-            getattr(runtime, name)
-    except (ImportError, OSError, AttributeError):
+    except ImportError:
         return None
-    return runtime
+    if spec is None or spec.origin is None:
+        return None
+    for name in (None, spec.origin):
+        try:
+            runtime = ctypes.CDLL(name)
+            for symbol in _OPENMP_SETTINGS:
+                getattr(runtime, symbol)
+        except (OSError, AttributeError, TypeError):
+            continue
+        return runtime
+    return None
 
 
 def start_numba_threads() -> None:
@@ -101,8 +113,9 @@ def start_numba_threads() -> None:
     ``omp_get_max_threads()``, so a ``torch.set_num_threads(1)`` made before varorder's first parallel-capable
     call became the core count after it, and each later torch op ran on every core (on a busy machine a 10 µs
     op then spun for ms of CPU). Numba does not need them: its parallel regions name their thread count
-    (``num_threads(n)``) and ``numba.set_num_threads`` only sets a per-thread mask of Numba's. So the count
-    and the nesting depth (``omp_get_max_active_levels``) read before the start are put back after it."""
+    (``num_threads(n)``) and ``numba.set_num_threads`` only sets a per-thread mask of Numba's. So the count,
+    the nesting flag and the nesting depth read before the start are put back after it (the flag first: in
+    newer runtimes setting it sets the depth too)."""
     global _numba_started
     if _numba_started:
         return
@@ -110,11 +123,14 @@ def start_numba_threads() -> None:
         if _numba_started:
             return
         runtime = _openmp_runtime()
-        saved = None if runtime is None else (runtime.omp_get_max_threads(), runtime.omp_get_max_active_levels())
+        saved = None if runtime is None else (runtime.omp_get_max_threads(), runtime.omp_get_nested(),
+                                              runtime.omp_get_max_active_levels())
         _numba_get_num_threads()  # starts the layer
         if saved is not None and numba.threading_layer() == "omp":
-            runtime.omp_set_num_threads(saved[0])
-            runtime.omp_set_max_active_levels(saved[1])
+            count, nested, levels = saved
+            runtime.omp_set_num_threads(count)
+            runtime.omp_set_nested(nested)
+            runtime.omp_set_max_active_levels(levels)
         _numba_started = True
 
 
