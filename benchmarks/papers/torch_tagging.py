@@ -392,12 +392,16 @@ def results_file(results, loads):
 
 
 def ner_results_file(results, loads):
-    """Dev entity F1 of each head and decoder against the feature CRF's (its unconstrained Viterbi), with the
-    invalid-BIO sentence counts in the notes."""
+    """Dev entity F1 of each head and decoder against the feature CRF's (its unconstrained Viterbi; without it in
+    the run, against the first head's first decoder), with the invalid-BIO sentence counts in the notes."""
     by_head = {r["head"]: r for r in results}
-    feature = by_head.get("feature CRF")
-    reference = None if feature is None else feature["dev_entities"]["viterbi"]["f1"]
     neural = next((r for r in results if r["head"] != "feature CRF"), results[0])
+    if "feature CRF" in by_head:
+        reference, reference_name = by_head["feature CRF"]["dev_entities"]["viterbi"]["f1"], "feature CRF, viterbi"
+    else:  # a run without the feature CRF: its first head's first decoder
+        first_decoder, first_scores = next(iter(neural["dev_entities"].items()))
+        reference = first_scores["f1"]
+        reference_name = f"{encoder_name(neural)} + {neural['head']} head, {first_decoder}"
     task = (f"GUM flat named entities (PROPN-head mentions, BIO, 21 tags), train ({neural['train_sentences']} "
             f"sentences) -> dev ({neural['dev_sentences']})")
     rows = []
@@ -406,8 +410,7 @@ def ner_results_file(results, loads):
                   f"{encoder_name(r)} + {r['head']} head ({r['epochs']} epochs of Adam)")
         for decoder, scores in r["dev_entities"].items():
             rows.append(harness.row(f"{system}, {decoder} decoding", task, "dev entity F1 (conlleval)", scores["f1"],
-                                    reference, None if reference is None else "feature CRF, viterbi",
-                                    better="higher",
+                                    reference, reference_name, better="higher",
                                     note=f"strict BIO F1 {scores['strict_f1']}; {scores['invalid_sentences']} of "
                                          f"{r['dev_sentences']} dev sentences decoded to an invalid BIO sequence; "
                                          f"train {r['train_cpu_s']} CPU s; load {r['load']}"))
