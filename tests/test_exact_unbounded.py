@@ -26,9 +26,10 @@ WORDS = ["a", "b", "c", "d"]
 
 
 def random_model(tmp_path, seed: int, n_words: int = 3, n_sentences: int = 12, max_length: int = 4,
-                 budget: int | None = None):
+                 budget: int = 10**6):
     """A Witten–Bell model over a random corpus of short sentences (skewed word choice,
-    repeated sentences, so that long contexts occur and branch)."""
+    repeated sentences, so that long contexts occur and branch), and its context model
+    (by default with a budget that never falls back to the bound 1)."""
     rng = np.random.default_rng(seed)
     weights = rng.dirichlet(np.full(n_words, 0.8))
     sentences = [list(rng.choice(n_words, size=rng.integers(1, max_length + 1), p=weights))
@@ -39,7 +40,7 @@ def random_model(tmp_path, seed: int, n_words: int = 3, n_sentences: int = 12, m
     lengths = np.asarray([len(s) for s in sentences], dtype=np.int64)
     index = build_index_from_ids(vocabulary, ids, lengths, tmp_path / f"idx{seed}")
     model = WittenBell(index)
-    return model, sentences, (UnboundedContext(model) if budget is None else UnboundedContext(model, budget=budget))
+    return model, sentences, UnboundedContext(model, budget=budget)
 
 
 def _stream(model, sentences):
@@ -113,17 +114,15 @@ def test_bound_at_an_absent_context_or_a_full_history_is_p(tmp_path):
 
 def test_a_spent_budget_falls_back_to_probability_one(tmp_path):
     model, sentences, ctx = random_model(tmp_path, 4, budget=1)
-    vocab = model.vocabulary
     word = sentences[0][0]
     # the empty context: every occurrence of the word is an extension to walk
     assert model.index.count([word]) > 1
     assert ctx.max_logprob((), word) == 0.0
     assert ctx.unigram_bounds_of(np.asarray([word]))[0] == 0.0
-    full = UnboundedContext(model)
+    full = UnboundedContext(model, budget=10**6)
     assert full.unigram_bounds_of(np.asarray([word]))[0] == full.max_logprob((), word) < 0.0
     with pytest.raises(ParameterError):
         UnboundedContext(model, budget=0)
-    assert vocab.bos_id not in predictable(model)[:0]
 
 
 def random_target(model, seed: int, length: int, n_candidates: int, eos: bool = True):
@@ -195,3 +194,30 @@ def test_context_model_dispatch(tmp_path):
         context_model(object())
     with pytest.raises(ParameterError):
         NgramContext(model)
+
+
+def test_cli_decodes_and_samples_under_the_index_model(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    model, _, _ = random_model(tmp_path, 2, n_words=4, n_sentences=20, max_length=5)
+    target = random_target(model, 2, 4, 3)
+    paths = enumerate_target(target)
+    vocab = model.vocabulary
+    line = json.dumps([{vocab.words[int(s)]: float(l) for s, l in zip(symbols, logliks)}
+                       for symbols, logliks in zip(target.symbols[: target.length], target.logliks[: target.length])])
+    folder = str(model.index.folder)
+    result = CliRunner().invoke(main, ["decode", folder, "--task", "candidates", "--text", line, "--json"])
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.output.strip().splitlines()[-1])
+    assert record["exact"] and record["log_p"] == pytest.approx(oracle.max_score(paths), abs=1e-9)
+    result = CliRunner().invoke(main, ["sample", folder, "--task", "candidates", "--text", line, "--samples", "5",
+                                       "--seed", "0"])
+    assert result.exit_code == 0, result.output
+    damaged = tmp_path / "not-an-index"
+    damaged.mkdir()
+    result = CliRunner().invoke(main, ["decode", str(damaged), "--task", "candidates", "--text", line])
+    assert result.exit_code != 0 and "Traceback" not in result.output and "index" in result.output

@@ -6,8 +6,10 @@ Factorization: p(x) = prod_i p(x_i | <s> x_1 .. x_{i-1}), each factor reading so
 of the history. A :class:`ContextModel` answers, for a context c (a suffix of the
 history) and a word x:
 
-* ``score(c, x)`` = log p(x | c), c the history the model reads (the last n - 1 symbols of
-  an n-gram model; the whole history of an unbounded-order one);
+* ``score(c, x)`` = (log p(x | c), r), c the history the model reads (the last n - 1
+  symbols of an n-gram model; the whole history of an unbounded-order one) and r how many
+  of its last symbols the value depends on (n - 1; for the unbounded model one more than
+  the longest suffix that occurs), so that a factor is recomputed only when those change;
 * ``bound(c, x)`` = w(x | c) >= max over left extensions e of p(x | e c): the weight of a
   q-automaton arc whose state knows only c;
 * ``relevant(c)``: False when every left extension gives the same factors as c (the bound
@@ -15,9 +17,11 @@ history) and a word x:
 * ``max_context``: the longest context the model reads (n - 1), or None (unbounded: the
   whole history, so a factor is at full order when its context starts with ``<s>``).
 
-The q-automaton's compiled kernels take the three operations as Numba functions and the
-model's tables as one tuple (:meth:`ContextModel.kernels`); ``scale`` turns the kernels'
-units into natural log (log10 for the ARPA tables).
+The q-automaton's compiled kernels call :func:`score`, :func:`bound` and :func:`relevant`
+on the model's tables, one tuple (:meth:`ContextModel.kernels`); each is a Numba overload
+that picks the model's implementation from the tuple's type at compile time (so the
+kernels' on-disk cache holds, which passing the functions as arguments would defeat), and
+``scale`` turns the kernels' units into natural log (log10 for the ARPA tables).
 
 Two models implement it:
 
@@ -38,6 +42,7 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+from numba.extending import overload
 
 from varorder.errors import FormatError, ParameterError
 from varorder.lm import _kernels as lm_kernels
@@ -50,19 +55,38 @@ __all__ = ["ContextModel", "ModelKernels", "NgramContext", "UnboundedContext", "
            "DEFAULT_EXTENSION_BUDGET"]
 
 #: Left extensions walked per unbounded-order bound before it falls back to 1.
-DEFAULT_EXTENSION_BUDGET = 4096
+DEFAULT_EXTENSION_BUDGET = 32
 
 
 class ModelKernels(NamedTuple):
-    """The Numba functions ``score(tables, context, word)``, ``bound(tables, context,
-    word)`` (kernel units) and ``relevant(tables, context)``, the tables they read and the
-    factor from kernel units to natural log."""
+    """The tables :func:`score`, :func:`bound` and :func:`relevant` read, and the factor
+    from kernel units to natural log."""
 
-    score: object
-    bound: object
-    relevant: object
     tables: tuple
     scale: float
+
+
+def score(tables, context, word):
+    """(log p(word | context) in kernel units, symbols read): compiled code only."""
+    raise NotImplementedError("varorder.exact.model.score is called from Numba code")
+
+
+def bound(tables, context, word):
+    """w(word | context) in kernel units: compiled code only."""
+    raise NotImplementedError("varorder.exact.model.bound is called from Numba code")
+
+
+def relevant(tables, context):
+    """Whether a left extension of the context can change a factor: compiled code only."""
+    raise NotImplementedError("varorder.exact.model.relevant is called from Numba code")
+
+
+_NGRAM_TABLES = 8  # QueryTables
+_UNBOUNDED_TABLES = 13
+
+
+def _kind(tables) -> int:
+    return len(getattr(tables, "types", ()))
 
 
 class ContextModel:
@@ -112,7 +136,7 @@ class ContextModel:
 def ngram_score(tables, context, word):
     log10prob, _ = lm_kernels.backoff_log10prob(context, word, tables[0], tables[1], tables[2], tables[3],
                                                 tables[4], tables[5])
-    return log10prob
+    return log10prob, context.shape[0]
 
 
 @numba.njit(cache=True)
@@ -137,7 +161,7 @@ class NgramContext(ContextModel):
         self._unigram: np.ndarray | None = None
 
     def kernels(self) -> ModelKernels:
-        return ModelKernels(ngram_score, ngram_bound, ngram_relevant, tuple(self.lm.query_tables()), LN10)
+        return ModelKernels(tuple(self.lm.query_tables()), LN10)
 
     def logprob(self, context, word) -> float:
         context = list(context)[-self.max_context:] if self.max_context else []
@@ -176,9 +200,11 @@ def _scratch(tables, context):
 @numba.njit(cache=True)
 def unbounded_score(tables, context, word):
     firsts, ends = _scratch(tables, context)
-    p, _, _, _, _ = _suffix.witten_bell_query(tables[0], tables[1], tables[2], tables[3], tables[4], tables[5],
+    p, _, _, _, m = _suffix.witten_bell_query(tables[0], tables[1], tables[2], tables[3], tables[4], tables[5],
                                               0.0, 0, context, word, firsts, ends, tables[10], tables[11])
-    return np.log(p)
+    # p depends on the last m + 1 symbols: the longest suffix that occurs and the one
+    # token before it, which makes the next longer suffix absent
+    return np.log(p), min(m + 1, context.shape[0])
 
 
 @numba.njit(cache=True)
@@ -230,7 +256,7 @@ class UnboundedContext(ContextModel):
         self._unigram = np.full(V, np.nan)
 
     def kernels(self) -> ModelKernels:
-        return ModelKernels(unbounded_score, unbounded_bound, unbounded_relevant, self._tables, 1.0)
+        return ModelKernels(self._tables, 1.0)
 
     def _ids(self, context) -> np.ndarray:
         return np.asarray(self.lm.index.encode(list(context), unknown="unk"), dtype=np.int64)
@@ -241,7 +267,7 @@ class UnboundedContext(ContextModel):
         return float(value)
 
     def logprob(self, context, word) -> float:
-        return self._checked(unbounded_score(self._tables, self._ids(context), int(word)))
+        return self._checked(unbounded_score(self._tables, self._ids(context), int(word))[0])
 
     def max_logprob(self, context, word) -> float:
         return self._checked(unbounded_bound(self._tables, self._ids(context), int(word)))
@@ -255,6 +281,33 @@ class UnboundedContext(ContextModel):
             self._checked(out.sum())
             self._unigram[missing] = out
         return self._unigram[symbols].copy()
+
+
+@overload(score)
+def _score_overload(tables, context, word):
+    if _kind(tables) == _NGRAM_TABLES:
+        return lambda tables, context, word: ngram_score(tables, context, word)
+    if _kind(tables) == _UNBOUNDED_TABLES:
+        return lambda tables, context, word: unbounded_score(tables, context, word)
+    return None
+
+
+@overload(bound)
+def _bound_overload(tables, context, word):
+    if _kind(tables) == _NGRAM_TABLES:
+        return lambda tables, context, word: ngram_bound(tables, context, word)
+    if _kind(tables) == _UNBOUNDED_TABLES:
+        return lambda tables, context, word: unbounded_bound(tables, context, word)
+    return None
+
+
+@overload(relevant)
+def _relevant_overload(tables, context):
+    if _kind(tables) == _NGRAM_TABLES:
+        return lambda tables, context: ngram_relevant(tables, context)
+    if _kind(tables) == _UNBOUNDED_TABLES:
+        return lambda tables, context: unbounded_relevant(tables, context)
+    return None
 
 
 def context_model(lm, **kw) -> ContextModel:

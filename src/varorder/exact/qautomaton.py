@@ -53,6 +53,7 @@ import numpy as np
 from varorder.engine.builder import grown1, grown_columns
 from varorder.engine.lattice import sample_kernel, viterbi_kernel
 from varorder.errors import ParameterError
+from varorder.exact import model as model_kernels
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -140,7 +141,7 @@ class QAutomaton:
         T = target.num_positions
         self.num_positions = T
         self.model = target.model
-        self._kernels = tuple(self.model.kernels())  # score_fn, bound_fn, relevant_fn, tables, scale
+        self._kernels = tuple(self.model.kernels())  # tables, scale
         self._candidate_symbols = np.concatenate(target.symbols).astype(np.int64)
         self._candidate_unigram = self.weights.unigram_bounds_of(self._candidate_symbols)
         self._candidate_logliks = np.concatenate(target.logliks).astype(np.float64)
@@ -432,7 +433,7 @@ def _suffix_of_length(states, state, length):
 
 @numba.njit(cache=True)
 def _refine(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_counts, cands, history, order,
-            cand_offsets, cand_unigram, score_fn, bound_fn, relevant_fn, tables, scale):
+            cand_offsets, cand_unigram, tables, scale):
     """Algorithm 2 along one path (candidate indices ``cands``, ``history`` = <s> and its
     symbols). Returns the (possibly reallocated) tables and the number of n-grams raised."""
     T = cands.shape[0]
@@ -448,12 +449,12 @@ def _refine(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_coun
         used[j] = weight_state
         old_bound[j] = bound
     return _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order,
-                          reach, used, old_bound, score_fn, bound_fn, relevant_fn, tables, scale)
+                          reach, used, old_bound, tables, scale)
 
 
 @numba.njit(cache=True)
 def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order, reach, used,
-                   old_bound, score_fn, bound_fn, relevant_fn, tables, scale):
+                   old_bound, tables, scale):
     """:func:`_refine` given the path's trace: per position j, ``reach[j]`` the state the
     path is in (j = 0 .. T - 1 are read), ``used[j]`` the weight state of its factor and
     ``old_bound[j]`` its bound (j = 1 .. T). ``reach`` is updated as states are created."""
@@ -463,7 +464,7 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
         k = 0 if used[i] < 0 else states[_LENGTH, used[i]]
         if k >= min(order - 1, i):
             continue
-        if k > 0 and not relevant_fn(tables, history[i - k:i]):
+        if k > 0 and not model_kernels.relevant(tables, history[i - k:i]):
             continue  # no left extension changes the factor (an absent n-gram): the bound is exact already
         # The state with context history[i-k-1 : i] at position i - 1, created (with the
         # states before it that lead to it) when missing: position p needs a state of
@@ -495,7 +496,7 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
             e = ngrams[_NG_NEXT, e]
         if e >= 0:
             continue  # already refined (cannot happen on a path traced through this q)
-        weight = bound_fn(tables, history[i - m:i], history[i]) * scale
+        weight = model_kernels.bound(tables, history[i - m:i], history[i]) * scale
         # A longer context never has a larger bound; guard against rounding.
         weight = min(weight, old_bound[i])
         e = sizes[1]
@@ -513,29 +514,32 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
 
 
 @numba.njit(cache=True)
-def _path_log_p(history, logliks, order, score_fn, bound_fn, relevant_fn, tables, scale):
+def _path_log_p(history, logliks, order, tables, scale):
     """log p of a path: exact LM factors (last order - 1 symbols of the history, <s>
     included) plus the observation log-likelihoods; summed like
     :meth:`HighOrderTarget.log_p` (the model's terms, in its units, first)."""
     factors = np.empty(history.shape[0], np.float64)
+    reads = np.empty(history.shape[0], np.int64)
     previous = np.empty(history.shape[0], np.int64)
-    total = _update_factors(history, previous, factors, order, True, score_fn, tables)
+    total = _update_factors(history, previous, factors, reads, order, True, tables)
     return total * scale + logliks.sum()
 
 
 @numba.njit(cache=True)
-def _update_factors(history, previous, factors, order, fresh, score_fn, tables):
-    """Sum of the path's LM factors (the model's kernel units), ``factors[i]`` recomputed only where the
-    window history[i - order + 1 .. i] differs from ``previous`` (all when ``fresh``);
-    ``previous`` becomes ``history``. Successive Viterbi paths of q differ in few places."""
+def _update_factors(history, previous, factors, reads, order, fresh, tables):
+    """Sum of the path's LM factors (the model's kernel units), ``factors[i]`` recomputed only where
+    history[i - reads[i] .. i] differs from ``previous`` (all when ``fresh``): ``reads[i]``
+    is how many symbols before i the factor depended on when it was computed (the score
+    function says; at most order - 1); ``previous`` becomes ``history``. Successive Viterbi
+    paths of q differ in few places."""
     last_change = -1  # the last index <= i where history and previous differ
     total = 0.0
     for i in range(1, history.shape[0]):
         if fresh or history[i] != previous[i]:
             last_change = i
-        start = max(0, i - (order - 1))
-        if fresh or last_change >= start:
-            factors[i] = score_fn(tables, history[start:i], history[i])
+        if fresh or last_change >= i - reads[i]:
+            start = max(0, i - (order - 1))
+            factors[i], reads[i] = model_kernels.score(tables, history[start:i], history[i])
         total += factors[i]
     previous[:] = history
     return total
@@ -671,8 +675,7 @@ def _build_arcs(T, states, sizes, ngrams, ngram_bounds, cand_offsets, cand_symbo
 
 @numba.njit(cache=True)
 def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T, order, max_iterations,
-                 tolerance, cand_offsets, cand_symbols, cand_unigram, cand_logliks, bos, score_fn, bound_fn,
-                 relevant_fn, tables, scale):
+                 tolerance, cand_offsets, cand_symbols, cand_unigram, cand_logliks, bos, tables, scale):
     """Algorithm 1, optimisation mode, for up to ``max_iterations`` Viterbi calls."""
     # Per-iteration records, grown by doubling (max_iterations is a budget, often huge).
     capacity = min(max_iterations, 64)
@@ -689,6 +692,7 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
     old_bound = np.empty(T + 1, np.float64)
     previous_history = np.empty(T + 1, np.int64)
     factors = np.empty(T + 1, np.float64)
+    reads = np.empty(T + 1, np.int64)
     status = _RUNNING
     n_iter = 0
     num_nodes = 0
@@ -721,7 +725,7 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
             grown_ngrams = np.zeros((capacity, order_counts.shape[0]), np.int64)
             grown_ngrams[:n_iter] = refined_ngrams[:n_iter]
             refined_ngrams = grown_ngrams
-        lp = _update_factors(history, previous_history, factors, order, n_iter == 0, score_fn,
+        lp = _update_factors(history, previous_history, factors, reads, order, n_iter == 0,
                              tables) * scale + logliks.sum()
         log_q[n_iter] = score
         log_p[n_iter] = lp
@@ -732,7 +736,7 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
         # Refined even after the last allowed iteration: a next call starts from this q.
         states, ngrams, ngram_bounds, raised = _refine_traced(
             states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order, reach, used,
-            old_bound, score_fn, bound_fn, relevant_fn, tables, scale)
+            old_bound, tables, scale)
         if raised == 0:
             status = _STUCK
             break
