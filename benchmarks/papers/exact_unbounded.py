@@ -4,6 +4,7 @@ T9-style candidate lists (issue 44, item 3).
 
     python benchmarks/papers/exact_unbounded.py pos [--max-sentences 60]
     python benchmarks/papers/exact_unbounded.py t9  [--per-length 2] [--decode-cap 100]
+    python benchmarks/papers/exact_unbounded.py spelling [--per-length 2]
     ... --json benchmarks/results/exact-unbounded.json
 
 Models on the same inputs (the same candidate lists and observation log-likelihoods):
@@ -21,6 +22,9 @@ POS: ptb-wsj-sample files wsj_0001-0159 train the tag models and TnT emissions; 
 of wsj_0180-0199 (test) are tagged. T9: ptb-lm train trains the LMs; ptb-lm valid
 sentences of lengths 1-10 (all words in the vocabulary, no numbers) are typed cleanly;
 candidates are the same-length words (``--decode-cap`` keeps the most likely m).
+Spelling (noisy channel, varorder.tasks.spelling): the same LMs and sentences, each word of
+four letters or more misspelt by one random edit with probability 0.3; candidates are the
+words within two edits, 4 nats an edit.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from varorder.lm import ModifiedKneserNey, read_corpus
 from varorder.lm.suffix_index import build_index, build_index_from_ids
 from varorder.lm.unbounded import WittenBell
 from varorder.tasks.pos_highorder import PosTask
+from varorder.tasks.spelling import SpellingTask
 from varorder.tasks.t9 import T9Task, read_test_sentences
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: the shared harness
@@ -162,7 +167,7 @@ def pos(args, folder: Path):
     return loads, summary
 
 
-def t9(args, folder: Path):
+def word_models(args, folder: Path):
     corpus = DATA / "ptb-lm" / "ptb.train.txt.gz"
     t0 = time.process_time()
     with warnings.catch_warnings():
@@ -173,7 +178,17 @@ def t9(args, folder: Path):
         raise SystemExit("the 5- and 10-gram LMs have different vocabularies")
     index = build_index(corpus, folder / "ptb", vocabulary=lm5.vocabulary)
     wb = WittenBell(index)
-    print(f"t9: models trained in {time.process_time() - t0:.1f} CPU s; {index.num_tokens} tokens", flush=True)
+    print(f"word LMs trained in {time.process_time() - t0:.1f} CPU s; {index.num_tokens} tokens", flush=True)
+    return lm5, lm10, wb
+
+
+_WORD_MODELS = {}
+
+
+def t9(args, folder: Path):
+    if not _WORD_MODELS:
+        _WORD_MODELS["models"] = word_models(args, folder)
+    lm5, lm10, wb = _WORD_MODELS["models"]
     task = T9Task(lm5, max_candidates=args.decode_cap)
     models = {"mkn-5": (5, task.weights), "mkn-10": (10, MaxBackoffWeights(lm10)),
               "wb-unbounded": (None, MaxBackoffWeights(UnboundedContext(wb, budget=args.budget)))}
@@ -190,9 +205,33 @@ def t9(args, folder: Path):
     return loads, summary
 
 
+def spelling(args, folder: Path):
+    if not _WORD_MODELS:
+        _WORD_MODELS["models"] = word_models(args, folder)
+    lm5, lm10, wb = _WORD_MODELS["models"]
+    task = SpellingTask(lm5)
+    models = {"mkn-5": (5, task.weights), "mkn-10": (10, MaxBackoffWeights(lm10)),
+              "wb-unbounded": (None, MaxBackoffWeights(UnboundedContext(wb, budget=args.budget)))}
+    groups = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", lm5.vocabulary, per_length=args.per_length,
+                                 seed=args.seed + 1)
+    sentences = [words for length in sorted(groups) for words in groups[length]]
+    rng = np.random.default_rng(args.seed)
+    observed = [task.corrupt(words, rng) for words in sentences]
+    targets = [task.target(tokens) for tokens in observed]
+    print(f"spelling: {sum(a != b for o, w in zip(observed, sentences) for a, b in zip(o, w))} misspelt words in "
+          f"{sum(map(len, sentences))}", flush=True)
+
+    def gold(words, path):
+        return sum(a == b for a, b in zip(task.words(path), words)), len(words)
+
+    loads, summary = run(models, targets, sentences, gold)
+    print_summary("spelling", summary, loads)
+    return loads, summary
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("tasks", nargs="+", choices=["pos", "t9"])
+    parser.add_argument("tasks", nargs="+", choices=["pos", "t9", "spelling"])
     parser.add_argument("--max-sentences", type=int, default=60)
     parser.add_argument("--per-length", type=int, default=2)
     parser.add_argument("--decode-cap", type=int, default=None)
@@ -204,12 +243,17 @@ def main(argv=None) -> int:
     rows, details, all_loads = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
-            loads, summary = (pos if name == "pos" else t9)(args, Path(tmp))
+            loads, summary = {"pos": pos, "t9": t9, "spelling": spelling}[name](args, Path(tmp))
             all_loads += loads
             details[name] = summary
-            note = (f"ptb-wsj-sample test sentences, first {args.max_sentences}" if name == "pos" else
-                    f"ptb-lm valid, lengths 1-10, {args.per_length} a length, candidates "
-                    f"{'all same-length words' if args.decode_cap is None else f'top {args.decode_cap}'}")
+            if name == "pos":
+                note = f"ptb-wsj-sample test sentences, first {args.max_sentences}"
+            elif name == "t9":
+                note = (f"ptb-lm valid, lengths 1-10, {args.per_length} a length, candidates "
+                        f"{'all same-length words' if args.decode_cap is None else f'top {args.decode_cap}'}")
+            else:
+                note = (f"ptb-lm valid, lengths 1-10, {args.per_length} a length, one edit per word w.p. 0.3; "
+                        "candidates within 2 edits, 4 nats an edit")
             note += f"; unbounded bounds walk at most {args.budget} left extensions"
             rows += rows_of(name, summary, note)
     if args.json:
