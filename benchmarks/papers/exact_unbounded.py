@@ -5,6 +5,7 @@ T9-style candidate lists (issue 44, item 3).
     python benchmarks/papers/exact_unbounded.py pos [--max-sentences 60]
     python benchmarks/papers/exact_unbounded.py t9  [--per-length 2] [--decode-cap 100]
     python benchmarks/papers/exact_unbounded.py spelling [--per-length 2]
+    python benchmarks/papers/exact_unbounded.py t9-sample [--sample-lengths 4 6 8]
     ... --json benchmarks/results/exact-unbounded.json
 
 Models on the same inputs (the same candidate lists and observation log-likelihoods):
@@ -24,7 +25,9 @@ sentences of lengths 1-10 (all words in the vocabulary, no numbers) are typed cl
 candidates are the same-length words (``--decode-cap`` keeps the most likely m).
 Spelling (noisy channel, varorder.tasks.spelling): the same LMs and sentences, each word of
 four letters or more misspelt by one random edit with probability 0.3; candidates are the
-words within two edits, 4 nats an edit.
+words within two edits, 4 nats an edit. t9-sample: adaptive rejection sampling (batch 100,
+100 candidates a position, as the paper's sampling) until AR-100 >= 20 %: trials, final q
+states and CPU seconds per model (paper Table 3 / Fig. 3c-d).
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from varorder.exact import HighOrderTarget, MaxBackoffWeights, decode
+from varorder.exact import HighOrderTarget, MaxBackoffWeights, decode, sample
 from varorder.exact.model import DEFAULT_EXTENSION_BUDGET, UnboundedContext
 from varorder.lm import ModifiedKneserNey, read_corpus
 from varorder.lm.suffix_index import build_index, build_index_from_ids
@@ -229,9 +232,52 @@ def spelling(args, folder: Path):
     return loads, summary
 
 
+def t9_sample(args, folder: Path):
+    if not _WORD_MODELS:
+        _WORD_MODELS["models"] = word_models(args, folder)
+    lm5, lm10, wb = _WORD_MODELS["models"]
+    task = T9Task(lm5, max_candidates=100)
+    models = {"mkn-5": task.weights, "mkn-10": MaxBackoffWeights(lm10),
+              "wb-unbounded": MaxBackoffWeights(UnboundedContext(wb, budget=args.budget))}
+    groups = read_test_sentences(DATA / "ptb-lm" / "ptb.valid.txt.gz", lm5.vocabulary, lengths=args.sample_lengths,
+                                 per_length=args.per_length, seed=args.seed)
+    sentences = [words for length in sorted(groups) for words in groups[length]]
+    targets = [task.target(task.observe(words)) for words in sentences]
+    for name, weights in models.items():  # warm-up
+        sample(same_inputs(targets[0], weights), target_ar=0.2, batch=100, seed=0, max_trials=2000)
+    per = {name: {"cpu": [], "trials": [], "states": [], "reached": 0} for name in models}
+    loads = [harness.load_average()]
+    names = list(models)
+    for k, target in enumerate(targets):
+        for name in (names if k % 2 == 0 else names[::-1]):
+            t = same_inputs(target, models[name])
+            timing, result = harness.timed(lambda: sample(t, target_ar=0.2, batch=100, seed=args.seed + k,
+                                                          max_trials=args.max_trials))
+            r = per[name]
+            r["cpu"].append(timing.cpu)
+            r["trials"].append(result.history.num_trials)
+            r["states"].append(result.num_states)
+            r["reached"] += int(result.stopped_by == "target_ar")
+        loads.append(harness.load_average())
+    summary = {}
+    for name, r in per.items():
+        summary[name] = {"inputs": len(r["cpu"]), "reached_ar": r["reached"], "cpu_total": float(np.sum(r["cpu"])),
+                         "cpu_median": float(np.median(r["cpu"])), "trials_mean": float(np.mean(r["trials"])),
+                         "states_mean": float(np.mean(r["states"])),
+                         "cpu_ratio_total_vs_first": float(np.sum(r["cpu"]) / np.sum(per[names[0]]["cpu"]))}
+    print(f"t9-sample (load {harness.load_range(loads)}):")
+    for name, x in summary.items():
+        print(f"  {name:12s} reached AR-100 >= 20% {x['reached_ar']}/{x['inputs']}  trials {x['trials_mean']:.0f}  "
+              f"states {x['states_mean']:.0f}  CPU {x['cpu_total']:.2f} s ({x['cpu_ratio_total_vs_first']:.2f}x)",
+              flush=True)
+    return loads, summary
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("tasks", nargs="+", choices=["pos", "t9", "spelling"])
+    parser.add_argument("tasks", nargs="+", choices=["pos", "t9", "spelling", "t9-sample"])
+    parser.add_argument("--sample-lengths", type=int, nargs="+", default=[4, 6, 8])
+    parser.add_argument("--max-trials", type=int, default=20000)
     parser.add_argument("--max-sentences", type=int, default=60)
     parser.add_argument("--per-length", type=int, default=2)
     parser.add_argument("--decode-cap", type=int, default=None)
@@ -243,7 +289,8 @@ def main(argv=None) -> int:
     rows, details, all_loads = [], {}, []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.tasks:
-            loads, summary = {"pos": pos, "t9": t9, "spelling": spelling}[name](args, Path(tmp))
+            loads, summary = {"pos": pos, "t9": t9, "spelling": spelling, "t9-sample": t9_sample}[name](
+                args, Path(tmp))
             all_loads += loads
             details[name] = summary
             if name == "pos":
@@ -251,13 +298,23 @@ def main(argv=None) -> int:
             elif name == "t9":
                 note = (f"ptb-lm valid, lengths 1-10, {args.per_length} a length, candidates "
                         f"{'all same-length words' if args.decode_cap is None else f'top {args.decode_cap}'}")
-            else:
+            elif name == "spelling":
                 note = (f"ptb-lm valid, lengths 1-10, {args.per_length} a length, one edit per word w.p. 0.3; "
                         "candidates within 2 edits, 4 nats an edit")
+            else:
+                note = (f"ptb-lm valid, lengths {args.sample_lengths}, {args.per_length} a length, top 100 candidates, "
+                        "B = 100, until AR-100 >= 20%")
             note += f"; unbounded bounds walk at most {args.budget} left extensions"
+            if name == "t9-sample":
+                first = next(iter(summary))
+                for model, x in summary.items():
+                    for metric, key in (("CPU seconds, all inputs", "cpu_total"), ("trials (mean)", "trials_mean"),
+                                        ("q states (mean)", "states_mean")):
+                        rows.append(harness.row(model, name, metric, x[key], summary[first][key], first, note=note))
+                continue
             rows += rows_of(name, summary, note)
     if args.json:
-        doc = harness.results_document("exact", "Exact decoding under an unbounded-order LM vs 5- and 10-gram",
+        doc = harness.results_document("Exact high-order HMMs", "Exact decoding under an unbounded-order LM vs 5- and 10-gram",
                                        rows, issue=44, loads=all_loads, details=details)
         harness.write_results(args.json, doc)
     return 0
