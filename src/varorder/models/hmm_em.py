@@ -185,6 +185,16 @@ class BaseHMM(ParamsMixin):
     def _accumulate_emission_statistics(self, stats, X, posteriors) -> None:
         """Add the (weighted) posteriors' sufficient statistics of X to ``stats``."""
 
+    def _emission_features(self, X):
+        """(N, P) per-sample features whose posterior-weighted sums are the emission model's statistics
+        (:meth:`_accumulate_feature_statistics`), summed by the engine in its E-step pass; None: the model
+        accumulates from the posteriors (:meth:`_accumulate_emission_statistics`)."""
+        return None
+
+    def _accumulate_feature_statistics(self, stats, occupancy, feature_sums) -> None:
+        """Add the E-step's Σₜ γₜ (K,) and Σₜ γₜ ⊗ features (K, P) (weighted) to ``stats``."""
+        raise NotImplementedError
+
     def _do_emission_mstep(self, stats) -> None:
         raise NotImplementedError
 
@@ -301,20 +311,29 @@ class BaseHMM(ParamsMixin):
                 trans[seq_ids] = edge
         return post, logp, trans, plan
 
-    def _do_estep(self, X, lengths, weights):
+    def _do_estep(self, X, lengths, weights, workspace=None):
+        """(statistics, Σ weighted log p): the engine's chain statistics (one call: log Z, expected start and
+        transition counts, and either the emission model's feature sums or the posteriors it accumulates)."""
         frames = self._compute_log_likelihood(X)
-        post, logp, trans, plan = self._posteriors(frames, lengths, edges="t" in self.params)
+        features = self._emission_features(X)
+        log_T, log_pi = self._chain_arrays()
+        result = _chain.statistics(frames, lengths, log_T, log_pi, weights=weights, features=features,
+                                   node=features is None, workspace=workspace)
+        logp = result.log_z
         if not np.isfinite(logp).all():
             bad = int(np.flatnonzero(~np.isfinite(logp))[0])
             raise ParameterError(f"sequence {bad} of X has probability zero under the current parameters "
                                  f"(a forbidden start/transition or an emission of zero density)", name="X",
                                  value=bad)
-        token_weights = np.repeat(weights, lengths)
-        weighted = post * token_weights[:, None]
-        stats = {"start": (post[plan.first_tokens()] * weights[:, None]).sum(axis=0),
-                 "trans": np.einsum("s,sij->ij", weights, trans) if trans is not None else None}
+        stats = {"start": result.start, "trans": result.transitions}
         stats.update(self._initialize_emission_statistics())
-        self._accumulate_emission_statistics(stats, X, weighted)
+        if features is not None:
+            self._accumulate_feature_statistics(stats, result.occupancy, result.features)
+        else:
+            post = result.node
+            if (weights != 1.0).any():
+                post *= np.repeat(weights, lengths)[:, None]
+            self._accumulate_emission_statistics(stats, X, post)
         return stats, float(weights @ logp)
 
     def _do_mstep(self, stats):
@@ -356,8 +375,9 @@ class BaseHMM(ParamsMixin):
         self._check()
         self.monitor_ = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
         self.history_ = []
+        workspace = _chain.Workspace()  # the E-step kernel's scratch, kept across iterations
         for iteration in range(1, self.n_iter + 1):
-            stats, log_likelihood = self._do_estep(X, lengths, weights)
+            stats, log_likelihood = self._do_estep(X, lengths, weights, workspace)
             log_posterior = log_likelihood + self._log_prior()
             self.history_.append({"iteration": iteration, "log_likelihood": log_likelihood,
                                   "log_posterior": log_posterior})
@@ -401,13 +421,8 @@ class BaseHMM(ParamsMixin):
     def score(self, X, lengths=None) -> float:
         """log p(X), summed over the sequences."""
         _, lengths, frames = self._frames(X, lengths)
-        plan = ChunkPlan(lengths)
         log_T, log_pi = self._chain_arrays()
-        total = 0.0
-        for _, chunk_lengths, flat_index, _ in plan.chunks:
-            ci = _chain.prepare(frames[flat_index], log_T, log_pi, None, chunk_lengths)
-            total += float(_chain.log_partition(ci).sum())
-        return total
+        return float(_chain.flat_log_partition(frames, lengths, log_T, log_pi).sum())
 
     def predict_proba(self, X, lengths=None, filtered: bool = False, lag: int | None = None) -> np.ndarray:
         """State posteriors (n_samples, n_components): smoothed p(zₜ | x₁..ₙ); with

@@ -176,7 +176,7 @@ class _SemiMarkovChain:
         self._last_first, self._last_durations = first, durations
         return post, logp, trans, None
 
-    def _do_estep(self, X, lengths, weights):
+    def _do_estep(self, X, lengths, weights, workspace=None):
         frames = self._compute_log_likelihood(X)
         post, logp, trans, _ = self._posteriors(frames, lengths, edges=True)
         if not np.isfinite(logp).all():
