@@ -6,13 +6,14 @@ Factorization (Rabiner 1989): for a sequence x₁ … xₙ with hidden states z�
 
 — a dense chain for the engine with emissions log p(xₜ | k), transitions log A and start
 log π: its log-partition is log p(x), its node and summed edge marginals are the E-step's
-posteriors and expected transitions (:mod:`varorder.engine.chain`, through
-:mod:`varorder.models.sequences`). There is no forward–backward here.
+posteriors and expected transitions (:func:`varorder.engine.chain.statistics`, one call per
+E-step: also the posterior-weighted sums of the emission model's features, e.g. [x, x²]).
+There is no forward–backward here.
 
 EM (Baum 1972; Dempster, Laird & Rubin 1977) as hmmlearn lays it out: ``_init`` (start,
 transition and emission parameters named by the ``init_params`` letters), then per
-iteration the E-step (``_compute_log_likelihood`` → engine marginals →
-``_accumulate_sufficient_statistics``) and the M-step (``_do_mstep``) for the parameters
+iteration the E-step (``_compute_log_likelihood`` → engine statistics →
+``_accumulate_feature_statistics`` or ``_accumulate_emission_statistics``) and the M-step (``_do_mstep``) for the parameters
 named by ``params``. An emission model overrides those four methods, its parameter checks
 (``_check``), its parameter count (``_get_n_fit_scalars_per_param``, for ``aic``/``bic``),
 its log-prior (``_log_prior``, for the objective) and sampling from a state.
@@ -40,7 +41,7 @@ from varorder.engine.semiring import LOG
 from varorder.engine.threads import engine_threads
 from varorder.errors import FormatError, ParameterError
 from varorder.models import persist
-from varorder.models.sequences import ChunkPlan, iter_marginals
+from varorder.models.sequences import ChunkPlan
 
 __all__ = ["ConvergenceMonitor", "BaseHMM", "split_lengths", "as_observations", "store_chain_params"]
 
@@ -294,22 +295,12 @@ class BaseHMM(ParamsMixin):
     def _chain_arrays(self):
         return _log(self.transmat_), _log(self.startprob_)
 
-    def _posteriors(self, frames: np.ndarray, lengths: np.ndarray, edges: bool):
-        """(posteriors (N, K), log p per sequence (S,), expected transitions per sequence
-        (S, K, K) or None) from the engine's chain marginals over emissions ``frames``."""
-        plan = ChunkPlan(lengths)
+    def _posteriors(self, frames: np.ndarray, lengths: np.ndarray):
+        """(posteriors (N, K), log p per sequence (S,)) from the engine's chain statistics over emissions
+        ``frames``."""
         log_T, log_pi = self._chain_arrays()
-        K = frames.shape[1]
-        post = np.empty_like(frames)
-        logp = np.empty(lengths.size)
-        trans = np.zeros((lengths.size, K, K)) if edges else None
-        for seq_ids, _, flat_index, valid, node, edge, logz in iter_marginals(
-                plan, frames, log_T, log_pi, edges="sum" if edges else False):
-            post[flat_index[valid]] = node[valid]
-            logp[seq_ids] = logz
-            if edges:
-                trans[seq_ids] = edge
-        return post, logp, trans, plan
+        result = _chain.statistics(frames, lengths, log_T, log_pi, node=True)
+        return result.node, result.log_z
 
     def _do_estep(self, X, lengths, weights, workspace=None):
         """(statistics, Σ weighted log p): the engine's chain statistics (one call: log Z, expected start and
@@ -415,7 +406,7 @@ class BaseHMM(ParamsMixin):
     def score_samples(self, X, lengths=None):
         """(log p(X), posteriors (n_samples, n_components)): the smoothed p(zₜ | x₁..ₙ)."""
         _, lengths, frames = self._frames(X, lengths)
-        post, logp, _, _ = self._posteriors(frames, lengths, edges=False)
+        post, logp = self._posteriors(frames, lengths)[:2]
         return float(logp.sum()), post
 
     def score(self, X, lengths=None) -> float:
