@@ -65,7 +65,8 @@ from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_outpu
 from varorder.lm.model import MaxBackoffTable, NgramLM, key_tables_problem
 
 MAGIC = b"varorder-lm\x00"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1  # the hash-table layout below; version 2 is the trie of varorder.lm.trie
+READABLE_VERSIONS = (1, 2)
 _PREAMBLE = struct.Struct("<12sIQII")  # magic, version, header length, header CRC, zero
 _ALIGN = 64
 _KENLM_MAGIC = b"mmap lm "
@@ -109,14 +110,26 @@ def _model_arrays(model: NgramLM) -> dict[str, np.ndarray]:
     return arrays
 
 
-def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None) -> None:
+def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None, trie: bool = False,
+                 prob_bits: int | None = None, backoff_bits: int | None = None) -> None:
     """Write ``model`` in the binary format, atomically (a temporary file renamed into
     place; permissions follow the umask).
 
     ``max_arpa``: store the MAX-ARPA columns (computed if needed); by default they are
-    stored when the model already holds them.
+    stored when the model already holds them. ``trie``: write format version 2 instead
+    (:mod:`varorder.lm.trie`: a sorted trie, 3-5 times smaller), with the probabilities
+    and back-offs of orders >= 2 quantised to ``prob_bits`` / ``backoff_bits`` bits when
+    given (KenLM's ``build_binary -q -b trie``); version 2 stores no MAX-ARPA columns.
     """
     path = Path(path)
+    if trie or prob_bits or backoff_bits:
+        if max_arpa:
+            raise ParameterError("format version 2 (trie) stores no MAX-ARPA columns (they are computed on "
+                                 "demand); write version 1 for them", name="max_arpa", value=max_arpa)
+        from varorder.lm.trie import write_trie
+
+        write_trie(model, path, prob_bits=prob_bits, backoff_bits=backoff_bits)
+        return
     if max_arpa:
         model.max_backoff()
     elif max_arpa is False:
@@ -240,8 +253,9 @@ def _read_header(path, handle, file_size: int) -> dict:
     _, version, header_length, header_crc, reserved = _PREAMBLE.unpack(preamble)
     if reserved != 0:  # written as zero; anything else is damage or a format this reader does not know
         raise _refuse(path, f"field 'reserved' of the preamble is {reserved}, not 0: damaged or not written by varorder")
-    if version != FORMAT_VERSION:
-        raise _refuse(path, f"binary format version {version}, but this varorder reads version {FORMAT_VERSION}; "
+    if version not in READABLE_VERSIONS:
+        raise _refuse(path, f"binary format version {version}, but this varorder reads versions "
+                            f"{', '.join(map(str, READABLE_VERSIONS))}; "
                             "rebuild it from the ARPA file with `varorder lm build-binary`")
     if _PREAMBLE.size + header_length > file_size:
         raise _refuse(path, f"truncated: the header needs {_PREAMBLE.size + header_length} bytes, the file has {file_size}")
@@ -254,6 +268,7 @@ def _read_header(path, handle, file_size: int) -> dict:
         raise _refuse(path, f"corrupt header: {error}") from None
     if not isinstance(header, dict):
         raise _refuse(path, "corrupt header: not a JSON object")
+    header["_preamble_version"] = version
     return header
 
 
@@ -389,13 +404,26 @@ def open_binary(path: PathLike, verify: bool | None = None) -> NgramLM:
         if verify is None:
             verify = not _known_verified(file_stat)
         header = _read_header(path, handle, file_size)
-        _check_header(path, header, file_size)
+        version = header.pop("_preamble_version")
+        if version == FORMAT_VERSION:
+            _check_header(path, header, file_size)
+        else:
+            from varorder.lm.trie import _check_trie_header
+
+            _check_trie_header(path, header, file_size)
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         try:  # pages read from disk through this mapping come in huge folios where possible
             buffer.madvise(mmap.MADV_HUGEPAGE)
         except OSError:
             pass
+    if version != FORMAT_VERSION:
+        from varorder.lm.trie import open_trie
+
+        model = open_trie(path, header, buffer, file_size, bool(verify))
+        if verify:
+            _record_verified(file_stat)
+        return model
     arrays = _map_arrays(path, header, buffer)
     _check_control_checksums(path, header, arrays)
     text = arrays["vocabulary"].tobytes().decode("utf-8", errors="surrogateescape")
