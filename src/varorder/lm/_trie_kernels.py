@@ -31,15 +31,21 @@ import numba
 import numpy as np
 
 import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
-from varorder.lm._kernels import SCORE_LANES, _at, _prefetch_row
+from varorder.lm._kernels import _at, _prefetch_row, emit_token
 
 CORRUPT_POINTER = "corrupt n-gram model: a trie pointer names rows outside the next order"
 
 # Columns of a layout row (one row per order, unigrams first).
 COUNT, WORD_START, WORD_WIDTH, POINTER_START, POINTER_WIDTH = 0, 1, 2, 3, 4
 PROB_START, PROB_WIDTH, PROB_BOOK, BACKOFF_START, BACKOFF_WIDTH, BACKOFF_BOOK = 5, 6, 7, 8, 9, 10
-LAYOUT_COLUMNS = 11
+SAMPLE_START = 11
+LAYOUT_COLUMNS = 12
 NO_COLUMN = -1  # BACKOFF_WIDTH of the highest order (its back-offs are 0), POINTER_WIDTH too
+# ``samples[layout[level, SAMPLE_START] + j]`` is the word of row j * SAMPLE_STRIDE of the
+# (level + 1)-grams (computed on open, not stored): a long child range is narrowed to one
+# stride by a search over these, dense and hot in the cache, before its packed words are read.
+SAMPLE_STRIDE = 32
+_LONG_RANGE = 2 * SAMPLE_STRIDE
 
 
 @numba.njit(cache=True, inline="always")
@@ -107,11 +113,31 @@ def children(bits, layout, level, row):
 
 
 @numba.njit(cache=True, inline="always")
-def find_child(bits, layout, level, row, word):
-    """Row of the (level + 2)-gram (row ``row`` of the (level + 1)-grams) + ``word``, or -1."""
-    first, end = children(bits, layout, level, row)
-    start, width = layout[level + 1, WORD_START], layout[level + 1, WORD_WIDTH]
-    low, high = first, end
+def narrow(layout, samples, level, first, end, word):
+    """``(low, high)`` within the child range ``first .. end - 1`` of the (level + 1)-grams
+    such that ``word``, if there, is at ``low .. high - 1`` (at most one stride, for a
+    long range with samples; the whole range otherwise)."""
+    base = layout[level, SAMPLE_START]
+    if end - first <= _LONG_RANGE or base < 0:
+        return first, end
+    inside = (first + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE  # the first sample inside the range
+    low, high = inside, (end - 1) // SAMPLE_STRIDE + 1
+    while low < high:  # the last sample <= word
+        middle = (low + high) >> 1
+        if samples[_at(base + middle)] <= word:
+            low = middle + 1
+        else:
+            high = middle
+    if low == inside:
+        return first, inside * SAMPLE_STRIDE
+    return (low - 1) * SAMPLE_STRIDE, min(end, low * SAMPLE_STRIDE)
+
+
+@numba.njit(cache=True, inline="always")
+def search(bits, layout, level, low, high, word):
+    """Row of ``word`` among the sorted words ``low .. high - 1`` of the (level + 1)-grams, or -1."""
+    start, width = layout[level, WORD_START], layout[level, WORD_WIDTH]
+    end = high
     while high - low > 4:  # binary search down to a few entries, then a scan
         middle = (low + high) >> 1
         if field(bits, start, width, middle) < word:
@@ -126,19 +152,39 @@ def find_child(bits, layout, level, row, word):
     return -1
 
 
+@numba.njit(cache=True, inline="always")
+def find_child(bits, layout, samples, level, row, word):
+    """Row of the (level + 2)-gram (row ``row`` of the (level + 1)-grams) + ``word``, or -1."""
+    first, end = children(bits, layout, level, row)
+    low, high = narrow(layout, samples, level + 1, first, end, word)
+    return search(bits, layout, level + 1, low, high, word)
+
+
 @numba.njit(cache=True)
-def find_ngram(ngram, bits, layout):
+def fill_samples(bits, layout, samples):
+    """``samples`` (see :data:`SAMPLE_STRIDE`) for every order >= 2 whose SAMPLE_START is set."""
+    for level in range(1, layout.shape[0]):
+        base = layout[level, SAMPLE_START]
+        if base < 0:
+            continue
+        start, width = layout[level, WORD_START], layout[level, WORD_WIDTH]
+        for j in range(-(-layout[level, COUNT] // SAMPLE_STRIDE)):
+            samples[base + j] = field(bits, start, width, j * SAMPLE_STRIDE)
+
+
+@numba.njit(cache=True)
+def find_ngram(ngram, bits, layout, samples):
     """Row of the n-gram ``ngram`` (word ids, checked by the caller) in its order, or -1."""
     row = np.int64(ngram[0])
     for position in range(1, ngram.shape[0]):
-        row = find_child(bits, layout, position - 1, row, ngram[position])
+        row = find_child(bits, layout, samples, position - 1, row, ngram[position])
         if row < 0:
             return -1
     return row
 
 
 @numba.njit(cache=True)
-def backoff_log10prob(context, word, bits, floats, layout):
+def backoff_log10prob(context, word, bits, floats, layout, samples):
     """Equation 7 of Carter et al. (2012) for one query over the trie: ``(log10 p(word |
     context), length of the n-gram used)``; ``context`` already cut to order - 1 words."""
     length = context.shape[0]
@@ -148,42 +194,42 @@ def backoff_log10prob(context, word, bits, floats, layout):
     backoff_sum = 0.0
     for start in range(length + 1):
         order = length + 1 - start
-        row = find_ngram(ngram[start:], bits, layout)
+        row = find_ngram(ngram[start:], bits, layout, samples)
         if row >= 0:
             return log10prob_of(bits, floats, layout, order - 1, row) + backoff_sum, order
-        context_row = find_ngram(ngram[start:length], bits, layout) if order > 1 else -1
+        context_row = find_ngram(ngram[start:length], bits, layout, samples) if order > 1 else -1
         if context_row >= 0:
             backoff_sum += log10backoff_of(bits, floats, layout, order - 2, context_row)
     return -np.inf, 0  # unreachable: every word has a unigram
 
 
 @numba.njit(cache=True)
-def batched_lookup(flat, offsets, words, bits, floats, layout, out, lengths):
+def batched_lookup(flat, offsets, words, bits, floats, layout, samples, out, lengths):
     for q in range(words.shape[0]):
-        log10prob, length = backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], bits, floats, layout)
+        log10prob, length = backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], bits, floats, layout, samples)
         out[q] = log10prob
         lengths[q] = length
 
 
 @numba.njit(cache=True)
-def grid_lookup(flat, offsets, words, bits, floats, layout, out, lengths):
+def grid_lookup(flat, offsets, words, bits, floats, layout, samples, out, lengths):
     for c in range(offsets.shape[0] - 1):
         context = flat[offsets[c]:offsets[c + 1]]
         for w in range(words.shape[0]):
-            log10prob, length = backoff_log10prob(context, words[w], bits, floats, layout)
+            log10prob, length = backoff_log10prob(context, words[w], bits, floats, layout, samples)
             out[c, w] = log10prob
             lengths[c, w] = length
 
 
 @numba.njit(cache=True)
-def state_length(ngram, order, bits, floats, layout):
+def state_length(ngram, order, bits, floats, layout, samples):
     """Length of the minimal state after ``ngram`` (its longest suffix of at most order - 1
     words that is stored and extends to a longer n-gram or has a back-off other than 1;
     KenLM's right state), 0 for the empty state."""
     n = ngram.shape[0]
     for start in range(max(0, n - (order - 1)), n):
         size = n - start
-        row = find_ngram(ngram[start:], bits, layout)
+        row = find_ngram(ngram[start:], bits, layout, samples)
         if row < 0:
             continue
         first, end = children(bits, layout, size - 1, row) if size < order else (0, 0)
@@ -193,30 +239,45 @@ def state_length(ngram, order, bits, floats, layout):
 
 
 @numba.njit(cache=True)
-def base_full_score(context, word, order, bits, floats, layout):
+def base_full_score(context, word, order, bits, floats, layout, samples):
     """``(log10 p(word | context), n-gram length, words of context + word to keep as the
     next state)`` for :mod:`varorder.lm.kenlm`; ``context`` holds at most order - 1 words."""
-    log10prob, length = backoff_log10prob(context, word, bits, floats, layout)
+    log10prob, length = backoff_log10prob(context, word, bits, floats, layout, samples)
     n = context.shape[0] + 1
     extended = np.empty(n, dtype=np.int64)
     extended[:n - 1] = context
     extended[n - 1] = word
-    return log10prob, length, state_length(extended, order, bits, floats, layout)
+    return log10prob, length, state_length(extended, order, bits, floats, layout, samples)
+
+
+# The steps of one lane's token in :func:`score_flat`: each ends by prefetching what the
+# next one reads, and the lane then waits for the other lanes' steps.
+_BEGIN, _SCAN, _VALUES = 0, 1, 2
+TRIE_LANES = 16
 
 
 @numba.njit(cache=True, inline="always")
-def _prefetch_pointers(lane, previous_row, n_previous, order, bits2d, layout):
-    # The pointer words every lookup of the lane's next word starts from.
-    last = bits2d.shape[0] - 1
-    for length in range(2, min(order, n_previous[lane] + 1) + 1):
-        level = length - 2
-        position = layout[level, POINTER_START] + previous_row[lane, level] * layout[level, POINTER_WIDTH]
-        _prefetch_row(bits2d, min(position >> 6, last))
+def _prefetch_entry(bits2d, layout, level, start_column, width_column, index):
+    _prefetch_row(bits2d, (layout[level, start_column] + index * layout[level, width_column]) >> 6)
 
 
 @numba.njit(cache=True, inline="always")
-def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, lane_sentence,
-                    lane_index, lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence):
+def _prefetch_found(bits2d, floats2d, layout, level, row):
+    # A found row's values and (below the highest order) its pointer pair.
+    for start_column, width_column in ((PROB_START, PROB_WIDTH), (BACKOFF_START, BACKOFF_WIDTH)):
+        width = layout[level, width_column]
+        if width == 0:
+            _prefetch_row(floats2d, layout[level, start_column] + row)
+        elif width > 0:
+            _prefetch_row(bits2d, (layout[level, start_column] + row * width) >> 6)
+    if layout[level, POINTER_WIDTH] > 0:
+        _prefetch_entry(bits2d, layout, level, POINTER_START, POINTER_WIDTH, row)
+
+
+@numba.njit(cache=True, inline="always")
+def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first, bos_end,
+                    lane_sentence, lane_index, lane_cursor, lane_total, previous_row, previous_backoff,
+                    previous_first, previous_end, n_previous, out_sentence):
     """Give ``lane`` the next sentence that predicts a token (scoring the others as 0);
     returns the next sentence still unassigned and whether the lane got one."""
     n_sentences = offsets.shape[0] - 1
@@ -235,6 +296,8 @@ def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, orde
         if add_bos and order > 1:
             previous_row[lane, 0] = bos_id
             previous_backoff[lane, 0] = bos_backoff
+            previous_first[lane, 0] = bos_first
+            previous_end[lane, 0] = bos_end
             n_previous[lane] = 1
         return next_sentence, True
     lane_sentence[lane] = -1
@@ -242,86 +305,153 @@ def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, orde
 
 
 @numba.njit(cache=True)
-def score_flat(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, bits, floats, layout, out_log10prob,
+def score_flat(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, bits, floats, layout, samples, out_log10prob,
                out_length, out_sentence):
     """Score every token of many sentences with back-off, carrying KenLM-style state: the
     trie counterpart of :func:`varorder.lm._kernels.score_flat`, with the same outputs and
     the same arithmetic (so the same scores from the same values).
 
-    The state after a word is the rows (and back-offs) of the n-grams ending at it, of
-    lengths 1 .. k; the next word extends each row by a search among its children and
-    stops at the first miss (the tables are closed under suffixes). :data:`SCORE_LANES`
-    sentences advance in turn, and the pointer words a lane's next lookups start from
-    are prefetched as soon as its word is scored, so the misses of all lanes overlap.
+    The state after a word is the rows, back-offs and child ranges of the n-grams ending
+    at it, of lengths 1 .. k; the next word extends each by a search among its children
+    and stops at the first miss (the tables are closed under suffixes). A search reads
+    the range's words (narrowed first by the hot samples), then the found row's values
+    and pointer pair: two dependent cache misses per length. :data:`TRIE_LANES`
+    sentences advance in turn, one such step each (asynchronous memory access chaining):
+    every step ends by prefetching what its lane's next step reads, which arrives while
+    the other lanes take theirs.
     """
-    lanes = SCORE_LANES
+    lanes = TRIE_LANES
     previous_row = np.empty((lanes, order), dtype=np.int64)
     previous_backoff = np.empty((lanes, order), dtype=np.float64)
-    current_row = np.empty(order, dtype=np.int64)
-    current_backoff = np.empty(order, dtype=np.float64)
+    previous_first = np.empty((lanes, order), dtype=np.int64)
+    previous_end = np.empty((lanes, order), dtype=np.int64)
+    lane_row = np.empty((lanes, order), dtype=np.int64)
+    lane_backoff = np.empty((lanes, order), dtype=np.float64)
+    lane_first = np.zeros((lanes, order), dtype=np.int64)
+    lane_end = np.zeros((lanes, order), dtype=np.int64)
     n_previous = np.zeros(lanes, dtype=np.int64)
     lane_sentence = np.full(lanes, -1, dtype=np.int64)
     lane_index = np.zeros(lanes, dtype=np.int64)
     lane_cursor = np.zeros(lanes, dtype=np.int64)
     lane_total = np.zeros(lanes, dtype=np.float64)
+    lane_step = np.zeros(lanes, dtype=np.int64)
+    lane_word = np.zeros(lanes, dtype=np.int64)
+    lane_log10prob = np.zeros(lanes, dtype=np.float64)
+    lane_matched = np.zeros(lanes, dtype=np.int64)
+    lane_length = np.zeros(lanes, dtype=np.int64)
+    lane_limit = np.zeros(lanes, dtype=np.int64)
+    lane_low = np.zeros(lanes, dtype=np.int64)
+    lane_high = np.zeros(lanes, dtype=np.int64)
     bits2d = bits.reshape(-1, 1)
+    floats2d = floats.reshape(-1, 1)
     bos_backoff = log10backoff_of(bits, floats, layout, 0, bos_id)
+    bos_first, bos_end = children(bits, layout, 0, bos_id) if order > 1 else (0, 0)
     eos_extra = 1 if add_eos else 0
     next_sentence = 0
     active = 0
     for lane in range(lanes):
         next_sentence, started = _start_sentence(
-            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, lane_sentence, lane_index,
-            lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence)
+            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first, bos_end,
+            lane_sentence, lane_index, lane_cursor, lane_total, previous_row, previous_backoff, previous_first,
+            previous_end, n_previous, out_sentence)
         if started:
             active += 1
-            _prefetch_pointers(lane, previous_row, n_previous, order, bits2d, layout)
+            lane_step[lane] = _BEGIN
     while active > 0:
         for lane in range(lanes):
-            sentence = lane_sentence[_at(lane)]
-            if sentence < 0:
+            if lane_sentence[_at(lane)] < 0:
                 continue
-            index = lane_index[_at(lane)]
-            words_end = offsets[_at(sentence + 1)]
-            word = np.int64(ids[_at(index)]) if index < words_end else np.int64(eos_id)
-            current_row[0] = word
-            current_backoff[0] = log10backoff_of(bits, floats, layout, 0, word)
-            log10prob = np.float64(log10prob_of(bits, floats, layout, 0, word))
-            n_current = 1
-            lane_previous = n_previous[_at(lane)]
-            for length in range(2, min(order, lane_previous + 1) + 1):
-                row = find_child(bits, layout, length - 2, previous_row[_at(lane), _at(length - 2)], word)
+            step = lane_step[_at(lane)]
+            word = lane_word[_at(lane)]
+            length = lane_length[_at(lane)]
+            finished = False
+            lookup = False
+            if step == _SCAN:
+                row = search(bits, layout, length - 1, lane_low[_at(lane)], lane_high[_at(lane)], word)
                 if row < 0:
-                    break
-                current_row[_at(length - 1)] = row
-                current_backoff[_at(length - 1)] = log10backoff_of(bits, floats, layout, length - 1, row)
-                log10prob = log10prob_of(bits, floats, layout, length - 1, row)
-                n_current = length
-            for context_length in range(n_current, lane_previous + 1):
-                log10prob += previous_backoff[_at(lane), _at(context_length - 1)]
-            total = lane_total[_at(lane)] + log10prob
-            cursor = lane_cursor[_at(lane)]
-            out_log10prob[_at(cursor)] = log10prob
-            out_length[_at(cursor)] = n_current
-            lane_cursor[_at(lane)] = cursor + 1
-            index += 1
-            if index < words_end + eos_extra:
-                lane_total[_at(lane)] = total
-                kept = min(n_current, order - 1)
-                n_previous[_at(lane)] = kept
-                for length in range(kept):
-                    previous_row[_at(lane), _at(length)] = current_row[_at(length)]
-                    previous_backoff[_at(lane), _at(length)] = current_backoff[_at(length)]
-                lane_index[_at(lane)] = index
-            else:
-                out_sentence[sentence] = total
-                next_sentence, started = _start_sentence(
-                    lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, lane_sentence,
-                    lane_index, lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence)
-                if not started:
-                    active -= 1
+                    finished = True
+                else:
+                    lane_row[_at(lane), _at(length - 1)] = row
+                    _prefetch_found(bits2d, floats2d, layout, length - 1, row)
+                    lane_step[_at(lane)] = _VALUES
                     continue
-            _prefetch_pointers(lane, previous_row, n_previous, order, bits2d, layout)
+            elif step == _VALUES:
+                row = lane_row[_at(lane), _at(length - 1)]
+                lane_backoff[_at(lane), _at(length - 1)] = log10backoff_of(bits, floats, layout, length - 1, row)
+                lane_log10prob[_at(lane)] = log10prob_of(bits, floats, layout, length - 1, row)
+                lane_matched[_at(lane)] = length
+                if length < order:
+                    first, end = children(bits, layout, length - 1, row)
+                    lane_first[_at(lane), _at(length - 1)] = first
+                    lane_end[_at(lane), _at(length - 1)] = end
+                if length < lane_limit[_at(lane)]:
+                    length += 1
+                    lookup = True
+                else:
+                    finished = True
+            begin = step == _BEGIN
+            while finished or begin:
+                if finished:
+                    # The token's n-gram is found: back off through every longer stored context.
+                    sentence = lane_sentence[_at(lane)]
+                    n_current = lane_matched[_at(lane)]
+                    total = emit_token(lane, lane_log10prob[_at(lane)], n_current, n_previous[_at(lane)],
+                                       previous_backoff, lane_total, lane_cursor, out_log10prob, out_length)
+                    index = lane_index[_at(lane)] + 1
+                    if index < offsets[_at(sentence + 1)] + eos_extra:
+                        lane_total[_at(lane)] = total
+                        kept = min(n_current, order - 1)
+                        n_previous[_at(lane)] = kept
+                        for k in range(kept):
+                            previous_row[_at(lane), _at(k)] = lane_row[_at(lane), _at(k)]
+                            previous_backoff[_at(lane), _at(k)] = lane_backoff[_at(lane), _at(k)]
+                            previous_first[_at(lane), _at(k)] = lane_first[_at(lane), _at(k)]
+                            previous_end[_at(lane), _at(k)] = lane_end[_at(lane), _at(k)]
+                        lane_index[_at(lane)] = index
+                    else:
+                        out_sentence[sentence] = total
+                        next_sentence, started = _start_sentence(
+                            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first,
+                            bos_end, lane_sentence, lane_index, lane_cursor, lane_total, previous_row,
+                            previous_backoff, previous_first, previous_end, n_previous, out_sentence)
+                        if not started:
+                            active -= 1
+                            break
+                # The lane's next token: its unigram (a table small enough to stay cached).
+                sentence = lane_sentence[_at(lane)]
+                index = lane_index[_at(lane)]
+                word = np.int64(ids[_at(index)]) if index < offsets[_at(sentence + 1)] else np.int64(eos_id)
+                lane_word[_at(lane)] = word
+                lane_row[_at(lane), 0] = word
+                lane_backoff[_at(lane), 0] = log10backoff_of(bits, floats, layout, 0, word)
+                lane_log10prob[_at(lane)] = log10prob_of(bits, floats, layout, 0, word)
+                lane_matched[_at(lane)] = 1
+                if order > 1:
+                    first, end = children(bits, layout, 0, word)
+                    lane_first[_at(lane), 0] = first
+                    lane_end[_at(lane), 0] = end
+                limit = min(order, n_previous[_at(lane)] + 1)
+                lane_limit[_at(lane)] = limit
+                begin = False
+                finished = limit < 2
+                length = 2
+                lookup = not finished
+            if lookup:
+                # Search the children of the state's n-gram of length - 1 for the word.
+                first = previous_first[_at(lane), _at(length - 2)]
+                end = previous_end[_at(lane), _at(length - 2)]
+                low, high = narrow(layout, samples, length - 1, first, end, word)
+                if low == high:
+                    # A miss: the token is done at once (no memory to wait for).
+                    lane_length[_at(lane)] = length
+                    lane_step[_at(lane)] = _SCAN
+                    lane_low[_at(lane)], lane_high[_at(lane)] = low, high
+                else:
+                    _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, low)
+                    _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, high - 1)
+                    lane_length[_at(lane)] = length
+                    lane_low[_at(lane)], lane_high[_at(lane)] = low, high
+                    lane_step[_at(lane)] = _SCAN
 
 
 @numba.njit(cache=True)
@@ -359,12 +489,11 @@ def check_trie(bits, layout, vocab_size):
 
 
 @numba.njit(cache=True)
-def link_rows(ids, done, n_lines, bits, layout, level, vocab_size, path_rows, suffix_rows, counts, words_out):
-    """Streaming build: enter ``n_lines`` parsed lines of the (level + 1)-gram section
-    (word ids, in lexicographic order) whose rows start at ``done``.
+def link_rows(ids, done, n_lines, bits, layout, samples, path_rows, suffix_rows, counts, words_out):
+    """Streaming build: enter ``n_lines`` parsed lines of one n-gram section (word ids
+    ``ids``, n = ``ids.shape[1]``, in lexicographic order) whose rows start at ``done``.
 
-    The prefix of each line (its first ``level`` words) and its suffix (its last
-    ``level`` words) are found in the trie of the lower orders, already complete; the
+    The prefix of each line (its first n - 1 words) and its suffix (its last n - 1 words) are found in the trie of the lower orders, already complete; the
     walks of consecutive lines share their leading steps, kept in ``path_rows`` (prefix)
     and ``suffix_rows`` (suffix) between calls. ``counts[r]`` counts the children of
     prefix row r; ``words_out`` receives each line's last word. Returns 0; 1 if a line
@@ -386,7 +515,7 @@ def link_rows(ids, done, n_lines, bits, layout, level, vocab_size, path_rows, su
             path_rows[0] = ids[line, 0]
             same = 1
         for k in range(same, width - 1):
-            row = find_child(bits, layout, k - 1, path_rows[k - 1], ids[line, k])
+            row = find_child(bits, layout, samples, k - 1, path_rows[k - 1], ids[line, k])
             if row < 0:
                 return 2
             path_rows[k] = row
@@ -396,7 +525,7 @@ def link_rows(ids, done, n_lines, bits, layout, level, vocab_size, path_rows, su
             suffix_rows[0] = ids[line, 1]
             suffix_same = 1
         for k in range(suffix_same, width - 1):
-            row = find_child(bits, layout, k - 1, suffix_rows[k - 1], ids[line, k + 1])
+            row = find_child(bits, layout, samples, k - 1, suffix_rows[k - 1], ids[line, k + 1])
             if row < 0:
                 return 2
             suffix_rows[k] = row

@@ -54,29 +54,22 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import struct
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from varorder.errors import FormatError, ParameterError
+from varorder.errors import ParameterError
+from varorder.lm._binary_file import (_ALIGN, _FORMAT_NAME, _KENLM_MAGIC, _PREAMBLE, MAGIC, BinaryFormatError,
+                                     _drop_cached_pages, _known_verified, _record_verified, _refuse)
 from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output
 from varorder.lm.model import MaxBackoffTable, NgramLM, key_tables_problem
 
-MAGIC = b"varorder-lm\x00"
 FORMAT_VERSION = 1  # the hash-table layout below; version 2 is the trie of varorder.lm.trie
 READABLE_VERSIONS = (1, 2)
-_PREAMBLE = struct.Struct("<12sIQII")  # magic, version, header length, header CRC, zero
-_ALIGN = 64
-_KENLM_MAGIC = b"mmap lm "
-_FORMAT_NAME = "varorder n-gram language model"
 
-
-class BinaryFormatError(FormatError):
-    """A file that is not a valid varorder binary model (a FormatError, hence a ValueError,
-    so callers that catch bad input keep working)."""
-
+__all__ = ["BinaryFormatError", "FORMAT_VERSION", "MAGIC", "READABLE_VERSIONS", "is_binary_model", "open_binary",
+           "verify_binary", "write_binary"]
 
 def is_binary_model(path: PathLike) -> bool:
     """Whether ``path`` starts with the varorder binary magic bytes."""
@@ -171,74 +164,6 @@ def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None
             handle.write(b"\x00" * (-array.nbytes % _ALIGN))
     _drop_cached_pages(path)
     _record_verified(os.stat(path))  # written from a validated model: its bytes are sound
-
-
-def _drop_cached_pages(path: Path) -> None:
-    """Flush the file just written and drop it from the page cache. Written pages sit in
-    the cache as 4 KB pages, and every later mapping of the file would use them; read
-    back by the first :func:`open_binary` (which asks for huge pages), they come in
-    2 MB folios where the kernel and file system support it, so that the random probes of
-    the hash tables need one TLB entry per 2 MB (about 15% of scoring time on the PTB
-    5-gram). Best effort: nothing happens where the calls are missing."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(descriptor)
-        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-_STAMP_LIMIT = 512
-
-
-def _stamp_file() -> Path:
-    root = os.environ.get("VARORDER_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "varorder")
-    return Path(root) / "verified-binary-models.json"
-
-
-def _stamp(file_stat: os.stat_result) -> str:
-    # Any write to the file, a copy, a rename over it or a restore changes one of these
-    # (the inode's change time cannot be set back by a user), so a match means the bytes
-    # that were verified are the bytes on disk, short of silent media corruption.
-    return (f"{file_stat.st_dev}:{file_stat.st_ino}:{file_stat.st_size}:"
-            f"{file_stat.st_mtime_ns}:{file_stat.st_ctime_ns}")
-
-
-def _read_stamps() -> list[str]:
-    try:
-        stamps = json.loads(_stamp_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []  # no cache or an unreadable one: every model is verified in full
-    return [s for s in stamps if isinstance(s, str)] if isinstance(stamps, list) else []
-
-
-def _known_verified(file_stat: os.stat_result) -> bool:
-    """Whether this file version passed a full verification before (written by
-    :func:`write_binary`, or verified by an earlier open). The default open then checks
-    only the structure: the full check is paid once per file version, not per process,
-    and a file changed in any way since is verified in full again."""
-    return _stamp(file_stat) in _read_stamps()
-
-
-def _record_verified(file_stat: os.stat_result) -> None:
-    stamp = _stamp(file_stat)
-    stamps = [s for s in _read_stamps() if s != stamp][-(_STAMP_LIMIT - 1):] + [stamp]
-    target = _stamp_file()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(target) as handle:
-            handle.write(json.dumps(stamps).encode("ascii"))
-    except OSError:
-        pass  # a read-only home: models are verified in full on every open instead
-
-
-def _refuse(path, message: str) -> BinaryFormatError:
-    return BinaryFormatError(f"{path}: {message}", path=path)
 
 
 def _read_header(path, handle, file_size: int) -> dict:

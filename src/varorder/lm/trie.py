@@ -104,7 +104,7 @@ def trie_plan(order: int, counts, vocabulary_nbytes: int, prob_bits: int, backof
 
 
 def _offsets(plan) -> tuple[dict[str, dict], int]:
-    from varorder.lm.binary import _ALIGN
+    from varorder.lm._binary_file import _ALIGN
 
     entries, offset = {}, 0
     for name, dtype, shape, _ in plan:
@@ -120,6 +120,11 @@ def _layout(order: int, counts, entries: dict, plan, prob_bits: int, backoff_bit
     widths = {name: width for name, _, _, width in plan}
     layout = np.zeros((order, k.LAYOUT_COLUMNS), dtype=np.int64)
     book = entries["codebooks"]["offset"] // 4
+    samples = 0
+    layout[0, k.SAMPLE_START] = -1
+    for level in range(1, order):
+        layout[level, k.SAMPLE_START] = samples
+        samples += -(-counts[level] // k.SAMPLE_STRIDE)
     for level in range(order):
         m = level + 1
         layout[level, k.COUNT] = counts[level]
@@ -210,7 +215,7 @@ class TrieWriter:
     reserved before the data."""
 
     def __init__(self, handle, order: int, counts, words: list[str], prob_bits: int = 0, backoff_bits: int = 0):
-        from varorder.lm.binary import _ALIGN, _PREAMBLE
+        from varorder.lm._binary_file import _ALIGN, _PREAMBLE
 
         for word in words:
             if "\n" in word:
@@ -236,7 +241,7 @@ class TrieWriter:
         self.put("vocabulary", np.frombuffer(vocabulary, dtype=np.uint8))
 
     def _header_bytes(self, data_start: int, data_bytes: int, placeholder: bool = False) -> bytes:
-        from varorder.lm.binary import _FORMAT_NAME
+        from varorder.lm._binary_file import _FORMAT_NAME
 
         arrays = {name: dict(entry, crc32=(0xFFFFFFFF if placeholder else self._crc[name]))
                   for name, entry in self.entries.items()}
@@ -298,7 +303,7 @@ class TrieWriter:
         self.put_packed(name, codes)
 
     def finish(self) -> None:
-        from varorder.lm.binary import _PREAMBLE, MAGIC
+        from varorder.lm._binary_file import _PREAMBLE, MAGIC
 
         self.put("codebooks", self._book)
         missing = [name for name, entry in self.entries.items() if self._written.get(name) != entry["nbytes"]]
@@ -329,7 +334,7 @@ def write_trie(model: NgramLM, path: PathLike, *, prob_bits: int | None = None,
     ``backoff_bits``: quantise the log10 probabilities / back-offs of orders >= 2 to that
     many bits (KenLM's ``build_binary -q`` / ``-b``); None keeps float32 (scores equal to
     the model's bit for bit)."""
-    from varorder.lm.binary import _drop_cached_pages, _record_verified
+    from varorder.lm._binary_file import _drop_cached_pages, _record_verified
 
     prob_bits, backoff_bits = _check_bits("prob_bits", prob_bits), _check_bits("backoff_bits", backoff_bits)
     path = Path(path)
@@ -356,7 +361,7 @@ def write_trie(model: NgramLM, path: PathLike, *, prob_bits: int | None = None,
 
 def _check_trie_header(path, header: dict, file_size: int) -> tuple[list, dict]:
     """Everything the header says, against the plan its counts and bit widths imply."""
-    from varorder.lm.binary import _FORMAT_NAME, _refuse
+    from varorder.lm._binary_file import _FORMAT_NAME, _refuse
 
     if header.get("format") != _FORMAT_NAME or header.get("version") != TRIE_VERSION:
         raise _refuse(path, f"corrupt header: format {header.get('format')!r} version {header.get('version')!r}")
@@ -415,7 +420,7 @@ def _checksum(region: np.ndarray, entry: dict) -> int:
 def open_trie(path: Path, header: dict, buffer, file_size: int, verify: bool) -> "TrieLM":
     """A :class:`TrieLM` over ``buffer`` (the whole file mapped), ``header`` read and
     checksummed by :func:`varorder.lm.binary.open_binary`; see the module for the checks."""
-    from varorder.lm.binary import _refuse
+    from varorder.lm._binary_file import _refuse
 
     plan, entries = _check_trie_header(path, header, file_size)
     order, counts = header["order"], header["ngram_counts"]
@@ -433,6 +438,14 @@ def open_trie(path: Path, header: dict, buffer, file_size: int, verify: bool) ->
     layout = _layout(order, counts, entries, plan, quantization["prob_bits"], quantization["backoff_bits"])
     bits = region.view(np.uint64)
     floats = region.view(np.float32)
+    k = _trie_kernels()
+    for level in range(order - 1):  # where each pointer column starts and ends: the counts again
+        start, width = layout[level, k.POINTER_START], layout[level, k.POINTER_WIDTH]
+        if k.field(bits, start, width, 0) != 0 or k.field(bits, start, width, counts[level]) != counts[level + 1]:
+            raise _refuse(path, f"inconsistent model: the {level + 1}-gram pointers do not end at the "
+                                f"{counts[level + 1]} {level + 2}-grams the header counts")
+    samples = np.empty(sum(-(-c // k.SAMPLE_STRIDE) for c in counts[1:]), dtype=np.int32)
+    k.fill_samples(bits, layout, samples)
     book = entries["codebooks"]
     if np.isnan(floats[book["offset"] // 4:(book["offset"] + book["nbytes"]) // 4]).any():
         raise _refuse(path, "the codebooks hold NaN")
@@ -450,7 +463,7 @@ def open_trie(path: Path, header: dict, buffer, file_size: int, verify: bool) ->
                 column = floats[entry["offset"] // 4:(entry["offset"] + entry["nbytes"]) // 4]
                 if np.isnan(column).any() or np.isposinf(column).any():
                     raise _refuse(path, f"array {name!r} holds NaN or +inf")
-    return TrieLM._mapped(Vocabulary(words), header, layout, bits, floats, str(path), bool(verify))
+    return TrieLM._mapped(Vocabulary(words), header, layout, bits, floats, samples, str(path), bool(verify))
 
 
 # ------------------------------------------------------------------ the model
@@ -470,14 +483,14 @@ class TrieLM(NgramLM):
     query (0 when unquantised)."""
 
     @classmethod
-    def _mapped(cls, vocabulary: Vocabulary, header: dict, layout, bits, floats, source: str,
+    def _mapped(cls, vocabulary: Vocabulary, header: dict, layout, bits, floats, samples, source: str,
                 checked: bool) -> "TrieLM":
         model = cls.__new__(cls)
         model.vocabulary = vocabulary
         model.order = header["order"]
         model.vocab_size = header["vocab_size"]
         model._counts = tuple(header["ngram_counts"])
-        model._layout, model._bits, model._floats = layout, bits, floats
+        model._layout, model._bits, model._floats, model._samples = layout, bits, floats, samples
         model._source = source
         model._keys_checked = checked
         model._max_backoff = None
@@ -500,8 +513,7 @@ class TrieLM(NgramLM):
         for level in range(self.order):
             n = self._counts[level]
             if level:
-                pointers = np.empty(self._counts[level - 1] + 1, dtype=np.int64)
-                k.unpack(bits, layout[level - 1, k.POINTER_START], layout[level - 1, k.POINTER_WIDTH], pointers)
+                pointers = self._pointer_column(level)
                 words = np.empty(n, dtype=np.int64)
                 k.unpack(bits, layout[level, k.WORD_START], layout[level, k.WORD_WIDTH], words)
                 prefix = np.repeat(np.arange(self._counts[level - 1], dtype=np.int64), np.diff(pointers))
@@ -510,6 +522,14 @@ class TrieLM(NgramLM):
         model = NgramLM(self.vocabulary, keys, None, None, values=np.concatenate(values).astype(np.float32))
         for name in _DECODED:
             self.__dict__[name] = model.__dict__[name]
+
+    def _pointer_column(self, order: int) -> np.ndarray:
+        """The pointers of the ``order``-grams into the next order, unpacked."""
+        k = _trie_kernels()
+        pointers = np.empty(self._counts[order - 1] + 1, dtype=np.int64)
+        k.unpack(self._bits, self._layout[order - 1, k.POINTER_START], self._layout[order - 1, k.POINTER_WIDTH],
+                 pointers)
+        return pointers
 
     @property
     def ngram_counts(self) -> tuple[int, ...]:
@@ -543,7 +563,7 @@ class TrieLM(NgramLM):
         return error
 
     def _tables(self) -> tuple:
-        return self._bits, self._floats, self._layout
+        return self._bits, self._floats, self._layout, self._samples
 
     def _query_kernels(self) -> tuple:
         return _trie_kernels(), self._tables()
@@ -552,7 +572,8 @@ class TrieLM(NgramLM):
         if len(ngram) == 0 or len(ngram) > self.order:
             return -1
         with self.naming_damage():
-            return int(_trie_kernels().find_ngram(np.asarray(ngram, dtype=np.int64), *self._tables()))
+            return int(_trie_kernels().find_ngram(np.asarray(ngram, dtype=np.int64), self._bits, self._layout,
+                                                  self._samples))
 
     def minimal_state(self, context) -> State:
         context = self._context_array(context)
