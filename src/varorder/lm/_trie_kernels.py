@@ -53,11 +53,13 @@ def field(bits, start, width, index):
     """Entry ``index`` of the ``width``-bit column starting at bit ``start`` of ``bits``."""
     position = start + index * width
     word = position >> 6
-    shift = position & 63
-    value = bits[_at(word)] >> np.uint64(shift)
-    if shift + width > 64:
-        value |= bits[_at(word + 1)] << np.uint64(64 - shift)
-    return np.int64(value & ((np.uint64(1) << np.uint64(width)) - np.uint64(1)))
+    shift = np.uint64(position & 63)
+    # Both words, always (a column's spare last word makes the second one exist): a branch
+    # on whether the entry straddles them is taken at random and mispredicts half the
+    # time. The second shift is split in two so that shift 0 never shifts by 64.
+    low = bits[_at(word)] >> shift
+    high = (bits[_at(word + 1)] << np.uint64(1)) << (np.uint64(63) - shift)
+    return np.int64((low | high) & ((np.uint64(1) << np.uint64(width)) - np.uint64(1)))
 
 
 @numba.njit(cache=True)
@@ -121,35 +123,37 @@ def narrow(layout, samples, level, first, end, word):
     if end - first <= _LONG_RANGE or base < 0:
         return first, end
     inside = (first + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE  # the first sample inside the range
-    low, high = inside, (end - 1) // SAMPLE_STRIDE + 1
-    while low < high:  # the last sample <= word
-        middle = (low + high) >> 1
-        if samples[_at(base + middle)] <= word:
-            low = middle + 1
-        else:
-            high = middle
-    if low == inside:
+    # The number of samples inside the range that are <= word, by a branchless search
+    # (the comparisons go either way at random: a branch on them mispredicts half the time).
+    at, n = inside, (end - 1) // SAMPLE_STRIDE + 1 - inside
+    while n > 1:
+        half = n >> 1
+        at = at + half if samples[_at(base + at + half - 1)] <= word else at
+        n -= half
+    last = at + (1 if samples[_at(base + at)] <= word else 0)  # one past the last sample <= word
+    if last == inside:
         return first, inside * SAMPLE_STRIDE
-    return (low - 1) * SAMPLE_STRIDE, min(end, low * SAMPLE_STRIDE)
+    return (last - 1) * SAMPLE_STRIDE, min(end, last * SAMPLE_STRIDE)
 
 
 @numba.njit(cache=True, inline="always")
 def search(bits, layout, level, low, high, word):
     """Row of ``word`` among the sorted words ``low .. high - 1`` of the (level + 1)-grams, or -1."""
+    if high <= low:
+        return -1
     start, width = layout[level, WORD_START], layout[level, WORD_WIDTH]
-    end = high
-    while high - low > 4:  # binary search down to a few entries, then a scan
-        middle = (low + high) >> 1
-        if field(bits, start, width, middle) < word:
-            low = middle + 1
-        else:
-            high = middle
-    while low < end:
-        found = field(bits, start, width, low)
-        if found >= word:
-            return low if found == word else -1
-        low += 1
-    return -1
+    at, n = low, high - low
+    while n > 1:  # branchless, as in narrow: ``at`` ends at the first word >= ``word`` or before it
+        half = n >> 1
+        at = at + half if field(bits, start, width, at + half - 1) < word else at
+        n -= half
+    found = field(bits, start, width, at)
+    if found < word:
+        at += 1
+        if at == high:
+            return -1
+        found = field(bits, start, width, at)
+    return at if found == word else -1
 
 
 @numba.njit(cache=True, inline="always")
