@@ -155,6 +155,9 @@ def _layout(order: int, counts, entries: dict, plan, prob_bits: int, backoff_bit
 
 # ------------------------------------------------------------------ quantisation
 
+_QUANTIZE_PIECE = 1 << 16  # values coded at a time: the coder's temporaries stay small
+
+
 def quantize(values: np.ndarray, bits: int, keep_zero: bool) -> tuple[np.ndarray, np.ndarray, float]:
     """``(codebook of 2**bits float32 centres, codes, largest |value - its centre|)``.
 
@@ -166,43 +169,62 @@ def quantize(values: np.ndarray, bits: int, keep_zero: bool) -> tuple[np.ndarray
     values = np.asarray(values, dtype=np.float32)
     size = 1 << bits
     book = np.zeros(size, dtype=np.float32)
-    distinct = np.unique(values)
-    if len(distinct) <= size:
+    ordered = np.sort(values)
+    starts = np.ones(len(ordered), dtype=bool)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    if int(np.count_nonzero(starts)) <= size:
+        distinct = ordered[starts]
         book[:len(distinct)] = distinct
         book[len(distinct):] = distinct[-1] if len(distinct) else 0.0
-        return book, np.searchsorted(distinct, values).astype(np.uint64), 0.0
-    exact = [v for v in (-np.inf, np.inf) if bool(np.any(values == v))]
-    if keep_zero:
-        exact.append(0.0)
-    exact_values = np.asarray(exact, dtype=np.float32)
-    finite = np.sort(values[~np.isin(values, exact_values)].astype(np.float64))
+        return book, _coded(values, lambda piece: np.searchsorted(distinct, piece))[0], 0.0
+    del starts
+    exact = [v for v, present in ((-np.inf, ordered[0] == -np.inf), (np.inf, ordered[-1] == np.inf)) if present]
+    exact += [0.0] if keep_zero else []
+    exact_values = np.sort(np.asarray(exact, dtype=np.float32))
     bins = size - len(exact)
     if bins < 1:
         raise ParameterError(f"{bits} bits leave no centre beside the {len(exact)} exact values", name="bits",
                              value=bits)
+    finite = ordered[~np.isin(ordered, exact_values)]
+    del ordered
     cuts = (len(finite) * np.arange(bins + 1, dtype=np.int64)) // bins
-    sums = np.concatenate([[0.0], np.cumsum(finite)])
     widths = np.diff(cuts)
-    centres = np.where(widths > 0, (sums[cuts[1:]] - sums[cuts[:-1]]) / np.maximum(widths, 1), np.nan)
+    filled = np.flatnonzero(widths > 0)
+    means = np.add.reduceat(finite, cuts[filled], dtype=np.float64) / widths[filled]
     # An empty bin (more bins than values in a stretch) repeats its neighbour's centre.
-    filled = np.flatnonzero(~np.isnan(centres))
-    centres = centres[filled[np.minimum(np.searchsorted(filled, np.arange(bins)), len(filled) - 1)]]
-    centres = np.sort(centres.astype(np.float32))
+    centres = np.sort(means[np.minimum(np.searchsorted(filled, np.arange(bins)), len(filled) - 1)]
+                      .astype(np.float32))
     book[:bins] = centres
     book[bins:] = exact_values
-    codes = np.empty(len(values), dtype=np.uint64)
-    is_exact = np.isin(values, exact_values)
-    if len(exact_values):
-        order = np.argsort(exact_values)
-        codes[is_exact] = bins + order[np.searchsorted(exact_values[order], values[is_exact])]
-    rest = values[~is_exact].astype(np.float64)
-    above = np.clip(np.searchsorted(centres, rest), 1, bins - 1) if bins > 1 else np.zeros(len(rest), np.int64)
-    below = above - 1 if bins > 1 else above
-    nearer_below = np.abs(rest - centres[below]) <= np.abs(rest - centres[above])
-    chosen = np.where(nearer_below, below, above)
-    codes[~is_exact] = chosen
-    error = float(np.max(np.abs(rest - centres[chosen].astype(np.float64)))) if len(rest) else 0.0
+
+    def nearest(piece: np.ndarray) -> np.ndarray:
+        piece64 = piece.astype(np.float64)
+        above = np.clip(np.searchsorted(centres, piece), 1, max(bins - 1, 1)) if bins > 1 else \
+            np.zeros(len(piece), np.int64)
+        below = above - 1 if bins > 1 else above
+        codes = np.where(np.abs(piece64 - centres[below]) <= np.abs(piece64 - centres[above]), below, above)
+        is_exact = np.isin(piece, exact_values)
+        codes[is_exact] = bins + np.searchsorted(exact_values, piece[is_exact])
+        return codes
+
+    codes, error = _coded(values, nearest, book)
     return book, codes, error
+
+
+def _coded(values: np.ndarray, code, book: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+    """``(code(values) as uint64, largest |value - book[code]|)``, a piece at a time."""
+    codes = np.empty(len(values), dtype=np.uint64)
+    error = 0.0
+    for start in range(0, len(values), _QUANTIZE_PIECE):
+        piece = values[start:start + _QUANTIZE_PIECE]
+        piece_codes = code(piece)
+        codes[start:start + len(piece)] = piece_codes
+        if book is not None:
+            decoded = book[piece_codes].astype(np.float64)
+            finite = np.isfinite(piece)
+            if finite.any():
+                error = max(error, float(np.max(np.abs(piece[finite].astype(np.float64) - decoded[finite]))))
+    return codes, error
 
 
 # ------------------------------------------------------------------ writing

@@ -35,7 +35,7 @@ from varorder.lm.trie import TrieWriter, _check_bits, write_trie
 
 __all__ = ["CHUNK_BYTES", "build_trie"]
 
-CHUNK_BYTES = 4 << 20
+CHUNK_BYTES = 1 << 20
 
 
 class _GeneralReader(Exception):
@@ -49,8 +49,11 @@ def build_trie(arpa: PathLike, output: PathLike, *, prob_bits: int | None = None
     streamed path served (False: the file was read in memory; see the module)."""
     from varorder.lm._binary_file import _drop_cached_pages, _record_verified
 
+    from varorder.lm._disk import release_freed_arrays
+
     prob_bits, backoff_bits = _check_bits("prob_bits", prob_bits), _check_bits("backoff_bits", backoff_bits)
     arpa, output = Path(arpa), Path(output)
+    release_freed_arrays()  # each piece's arrays go back to the system when freed, not to a growing heap
     try:
         with atomic_output(output) as handle:
             _stream(arpa, handle, prob_bits, backoff_bits, minus_99)
