@@ -190,21 +190,27 @@ def find_ngram(ngram, bits, layout, samples):
 @numba.njit(cache=True)
 def backoff_log10prob(context, word, bits, floats, layout, samples):
     """Equation 7 of Carter et al. (2012) for one query over the trie: ``(log10 p(word |
-    context), length of the n-gram used)``; ``context`` already cut to order - 1 words."""
+    context), length of the n-gram used)``; ``context`` already cut to order - 1 words.
+
+    For each start, longest first, one walk finds the context ``context[start:]`` and then
+    the n-gram with ``word`` among its children; on a miss the context's back-off is paid
+    (a context not stored has none) and the next shorter start is tried."""
     length = context.shape[0]
-    ngram = np.empty(length + 1, dtype=np.int64)
-    ngram[:length] = context
-    ngram[length] = word
     backoff_sum = 0.0
-    for start in range(length + 1):
+    for start in range(length):
         order = length + 1 - start
-        row = find_ngram(ngram[start:], bits, layout, samples)
-        if row >= 0:
-            return log10prob_of(bits, floats, layout, order - 1, row) + backoff_sum, order
-        context_row = find_ngram(ngram[start:length], bits, layout, samples) if order > 1 else -1
-        if context_row >= 0:
-            backoff_sum += log10backoff_of(bits, floats, layout, order - 2, context_row)
-    return -np.inf, 0  # unreachable: every word has a unigram
+        row = np.int64(context[start])
+        for position in range(start + 1, length):
+            row = find_child(bits, layout, samples, position - start - 1, row, context[position])
+            if row < 0:
+                break
+        if row < 0:
+            continue
+        found = find_child(bits, layout, samples, order - 2, row, word)
+        if found >= 0:
+            return log10prob_of(bits, floats, layout, order - 1, found) + backoff_sum, order
+        backoff_sum += log10backoff_of(bits, floats, layout, order - 2, row)
+    return log10prob_of(bits, floats, layout, 0, word) + backoff_sum, 1
 
 
 @numba.njit(cache=True)
