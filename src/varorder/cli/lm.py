@@ -391,10 +391,11 @@ def build_binary(arpa, output, max_arpa, minus_99, trie, prob_bits, backoff_bits
 @lm.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
 def verify(model_path):
-    """Check a binary MODEL completely: every array's checksum, the key order, every hash
-    slot's row and scores. Exit status 0 and `ok` when it is sound, else an error naming
-    the first problem. (Opening a model for scoring checks only its layout once this
-    version of the file has passed the full check.)"""
+    """Check a binary MODEL completely: every array's checksum and the tables' invariants
+    (format 1: the key order, every hash slot's row and scores; format 2: the trie's
+    pointers and word order, no NaN or +inf value). Exit status 0 and `ok` when it is
+    sound, else an error naming the first problem. (Opening a model for scoring checks only
+    its layout once this version of the file has passed the full check.)"""
     from varorder.lm.binary import is_binary_model, verify_binary
 
     if not is_binary_model(model_path):

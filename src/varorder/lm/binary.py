@@ -4,7 +4,10 @@ so that opening a model maps the file and parses nothing (KenLM's ``build_binary
 Factorization: the back-off model of :mod:`varorder.lm.model` (Carter, Dymetman &
 Bouchard 2012, eq. 7), stored exactly as it is held in memory — the packed sorted keys,
 the float32 ``(log10 p, log10 bow)`` pairs and the open-addressing hash of each order —
-so scores from a binary file equal those of the model that wrote it bit for bit.
+so scores from a binary file equal those of the model that wrote it bit for bit. Format
+version 2, a sorted trie five times smaller with optional quantisation, is
+:mod:`varorder.lm.trie`; :func:`open_binary` opens either version and :func:`write_binary`
+writes either (``trie=True``).
 
 Layout (little-endian), version 1::
 
