@@ -342,7 +342,7 @@ def _write_scores(model, tokens, out, sentences: bool, per_token: bool) -> tuple
 @click.option("--max-arpa", is_flag=True, help="Also store the MAX-ARPA columns (computed when the ARPA file lacks them; "
                                                "format version 1 only).")
 @click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
-@click.option("--trie", is_flag=True, help="Write format version 2: a sorted trie with bit-packed columns, 3-5x "
+@click.option("--trie", is_flag=True, help="Write format version 2: a sorted trie with bit-packed columns, about 5x "
                                            "smaller than version 1's hash tables (KenLM's `build_binary trie`), "
                                            "built in one streamed pass.")
 @click.option("-q", "--prob-bits", type=click.IntRange(1, 24), default=None,

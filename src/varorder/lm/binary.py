@@ -113,7 +113,7 @@ def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None
 
     ``max_arpa``: store the MAX-ARPA columns (computed if needed); by default they are
     stored when the model already holds them. ``trie``: write format version 2 instead
-    (:mod:`varorder.lm.trie`: a sorted trie, 3-5 times smaller), with the probabilities
+    (:mod:`varorder.lm.trie`: a sorted trie, about 5 times smaller), with the probabilities
     and back-offs of orders >= 2 quantised to ``prob_bits`` / ``backoff_bits`` bits when
     given (KenLM's ``build_binary -q -b trie``); version 2 stores no MAX-ARPA columns.
     """

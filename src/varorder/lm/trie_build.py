@@ -15,9 +15,9 @@ below) and last words (4 bytes each), plus, when quantising, that order's values
 bytes each: the bins need them all).
 
 This path needs each section in lexicographic order of its word ids (what varorder and
-SRILM write) and every n-gram's prefix and suffix listed (what every estimator writes).
-Any other file — unsorted, not closed, gzip or not, with unusual text, or one with an
-error — is read by :func:`varorder.lm.arpa.read_arpa` in memory instead, which closes
+SRILM write) and every n-gram's prefix and suffix listed (what every estimator writes);
+gzip files stream too. Any other file — unsorted, not closed, with unusual text, or one
+with an error — is read by :func:`varorder.lm.arpa.read_arpa` in memory instead, which closes
 the tables and names the file and line of any error, and is then written by
 :func:`varorder.lm.trie.write_trie`: the same file either way.
 """
