@@ -131,7 +131,8 @@ def test_text_output_reads_back_as_conll_columns(files, tmp_path):
     assert _predict(models["crf"], "-", "-o", out, input="The dog runs.\na cat sleeps.\n").exit_code == 0
     again = _predict(models["crf"], "--format", "conll", out)
     assert again.exit_code == 0, again.output
-    assert [line.split() for line in again.stdout.splitlines()] == [line.split() for line in out.read_text().splitlines()]
+    columns = [line.split() for line in out.read_text().splitlines()]
+    assert [line.split() for line in again.stdout.splitlines()] == columns
 
 
 def test_stream_still_answers_line_by_line(files):

@@ -12,9 +12,10 @@ unless ``--features`` names others (:func:`varorder.models.features.parse_templa
 model file records them, so predict and eval re-apply them); with ``--format crfsuite`` the
 input is a CRFsuite attribute file instead (:mod:`varorder.io.crfsuite`), features given item
 by item; ``predict`` also reads plain text, one sentence a line, tokenized by
-:func:`varorder.io.text.tokenize` (``--no-tokenize``: already space-separated tokens), the default
-for ``-`` (standard input) and ``*.txt``, and writes ``TOKEN<TAB>TAG`` lines (:func:`varorder.tasks.tagging.tag_text`);
-its output goes to stdout unless ``-o`` names a file. The HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with
+:func:`varorder.io.text.tokenize` (``--no-tokenize``: already space-separated tokens), the
+default for ``-`` (standard input) and ``*.txt``, and writes ``TOKEN<TAB>TAG`` lines
+(:func:`varorder.tasks.tagging.tag_text`); its output goes to stdout unless ``-o`` names a
+file. The HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with
 --tag-column (give the same one to every subcommand). ``predict --probabilities FILE`` writes
 every token's marginal label probabilities. ``train --parts`` trains a CRF (L-BFGS) on several
 training files as the shards of one corpus, each read and featurised where its shard is evaluated
