@@ -209,7 +209,8 @@ class CompileNotice(_event.Listener):
     took: a first call that finds no cached machine code (a source tree that was never warmed, another
     CPU, a new Numba) spends seconds to minutes in LLVM, which without a word looks like a hang or, in a
     printed timing, like slowness. Listens to Numba's ``numba:compile`` event, which fires only on a cache
-    miss, for dispatchers defined in varorder. Speaks when stderr is a terminal, or always with
+    miss, for the cached dispatchers defined in varorder (``cache=True``; kernels a factory makes at run
+    time have no on-disk cache and are left out). Speaks when stderr is a terminal, or always with
     ``VARORDER_COMPILE_NOTICE=1`` (never with ``=0``)."""
 
     def __init__(self, stream=None):
@@ -225,9 +226,14 @@ class CompileNotice(_event.Listener):
         return setting == "1" or (setting != "0" and hasattr(stream, "isatty") and stream.isatty())
 
     def on_start(self, event):
+        from numba.core.caching import Cache
+
         dispatcher = (event.data or {}).get("dispatcher")
         module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
-        if self._depth or module.split(".")[0] == "varorder":
+        # cached kernels only: a kernel made by a factory at run time has no on-disk cache, compiles in every
+        # process, and is no warm-up's to fix
+        cached = isinstance(getattr(dispatcher, "_cache", None), Cache)
+        if self._depth or (cached and module.split(".")[0] == "varorder"):
             self._depth += 1
             if self._depth == 1:
                 self._began = time.perf_counter()
