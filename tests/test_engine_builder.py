@@ -37,7 +37,7 @@ def test_tables_grow_by_doubling_and_keep_their_rows():
 # a beam (key −1, singletons) or the exact chain (key = label, B = V: every context kept).
 @nb.njit
 def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd, c_key,
-            c_class, c_forced, c_payload):
+            c_class, c_flags, c_payload):
     emissions, transitions, start, beam = ctx
     V = emissions.shape[1]
     n = 0
@@ -52,7 +52,7 @@ def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_sr
             c_fwd[n] = node_fwd[u] + w
             c_key[n] = -1 if beam else y
             c_class[n] = 0
-            c_forced[n] = False
+            c_flags[n] = 0
             c_payload[n, 0] = y
             n += 1
     return n
@@ -65,14 +65,14 @@ def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
 
 @nb.njit
 def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n, g_rep, g_fwd,
-           g_forced, active, g_node, n_groups, g_target):
+           g_flags, active, g_node, n_groups, g_target, c_target):
     for g in range(n_groups):
         if not active[g]:
             g_target[g] = DROP if ctx[3] else root(0)
 
 
 @nb.njit
-def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row):
+def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, v, row):
     row[0] = -2
 
 
