@@ -174,7 +174,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
 
 
 @nb.njit(cache=True)
-def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, v, row):
+def _root_state(ctx, i, key, node_state, v, row):
     slots = ctx[3]
     star = ctx[0].shape[1] + 1
     for j in range(slots):

@@ -132,7 +132,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
 
 
 @nb.njit(cache=True, nogil=True)
-def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, v, row):
+def _root_state(ctx, i, key, node_state, v, row):
     row[_U] = -1
     row[_V] = -1
     row[_LEN] = 0

@@ -126,7 +126,8 @@ class SelectionBuilder(NamedTuple):
       position i from the nodes ``prev_first … prev_first + prev_count − 1`` (at most
       ``prev_count · fanout``): parent node, label, arc weight, forward score, state key,
       class, flags (bits; :data:`FORCED` for the default ``select``) and the arc's payload
-      row;
+      row (the source, label, weight and payload columns are the arc table's own rows from
+      the next free arc on: a kept candidate is not copied, a dropped one is compacted away);
     * ``open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row)``: the state row of
       the context candidate c opens (called for the first candidate of each kept group);
     * ``merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload,
@@ -137,9 +138,9 @@ class SelectionBuilder(NamedTuple):
       different parents, each merged through its own); ``g_node[g]`` is the node of a kept
       group, ``g_rep[g]`` its first candidate, ``g_flags[g]`` its candidates' flags OR-ed; it
       may finish the kept nodes' state rows;
-    * ``root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, v, row)``: the state
-      row of root ``key``, node ``v``, first used by group g (−1: root 0 made eagerly); a
-      builder that needs the roots of position i − 1 at position i records them here;
+    * ``root_state(ctx, i, key, node_state, v, row)``: the state row of root ``key``, node
+      ``v`` (made on first use while the arcs are emitted, or eagerly); a builder that needs
+      the roots of position i − 1 at position i records them here;
     * ``select(ctx, g_fwd, n_groups, g_class, g_flags, n_classes, budget, active)``: step 3
       (default :func:`select_best`);
     * ``end(ctx, i, node_pos, node_fwd, node_state, n_nodes, a_src, …, n_arcs) -> (n_nodes,
@@ -183,15 +184,11 @@ def make_selection_loop(builder: SelectionBuilder):
         n_nodes = 1
         n_arcs = 0
         cap_c = max(sizes[2], 1)
-        c_src = np.empty(cap_c, np.int64)
-        c_lab = np.empty(cap_c, np.int64)
-        c_w = np.empty(cap_c)
         c_fwd = np.empty(cap_c)
         c_key = np.empty(cap_c, np.int64)
         c_class = np.empty(cap_c, np.int64)
         c_flags = np.empty(cap_c, np.int64)
         c_group = np.empty(cap_c, np.int64)
-        c_payload = np.empty((cap_c, payload_width), np.int64)
         c_target = np.empty(cap_c if per_candidate else 1, np.int64)
         g_rep = np.empty(cap_c, np.int64)
         g_fwd = np.empty(cap_c)
@@ -211,17 +208,26 @@ def make_selection_loop(builder: SelectionBuilder):
             if prev_count == 0:
                 break
             need = prev_count * fanout
-            if need > c_src.shape[0]:
-                cap_c = max(2 * c_src.shape[0], need)
-                c_src = np.empty(cap_c, np.int64)
-                c_lab = np.empty(cap_c, np.int64)
-                c_w = np.empty(cap_c)
+            # candidate c is written straight into arc slot n_arcs + c (source, label, weight,
+            # payload); the arcs kept are compacted in order after the merge
+            room = n_arcs + need + prev_count
+            a_src = grown1(a_src, n_arcs, room)
+            a_dst = grown1(a_dst, n_arcs, room)
+            a_lab = grown1(a_lab, n_arcs, room)
+            a_w = grown1(a_w, n_arcs, room)
+            a_pos = grown1(a_pos, n_arcs, room)
+            a_payload = grown2(a_payload, n_arcs, room)
+            c_src = a_src[n_arcs:]
+            c_lab = a_lab[n_arcs:]
+            c_w = a_w[n_arcs:]
+            c_payload = a_payload[n_arcs:]
+            if need > c_fwd.shape[0]:
+                cap_c = max(2 * c_fwd.shape[0], need)
                 c_fwd = np.empty(cap_c)
                 c_key = np.empty(cap_c, np.int64)
                 c_class = np.empty(cap_c, np.int64)
                 c_flags = np.empty(cap_c, np.int64)
                 c_group = np.empty(cap_c, np.int64)
-                c_payload = np.empty((cap_c, payload_width), np.int64)
                 if per_candidate:
                     c_target = np.empty(cap_c, np.int64)
                 g_rep = np.empty(cap_c, np.int64)
@@ -291,7 +297,7 @@ def make_selection_loop(builder: SelectionBuilder):
                 n_nodes += 1
                 node_pos[v] = i
                 node_fwd[v] = _NEG_INF
-                root_state(ctx, i, 0, -1, g_rep, c_src, c_lab, node_state, v, node_state[v])
+                root_state(ctx, i, 0, node_state, v, node_state[v])
                 root_of[0] = v
                 roots_made[0] = 0
                 n_roots = 1
@@ -304,13 +310,7 @@ def make_selection_loop(builder: SelectionBuilder):
                     if key >= 0:
                         slot_group[key] = -1
             # 5b. arcs, in candidate order; a root is made on first use
-            room = n_arcs + n_c + prev_count
-            a_src = grown1(a_src, n_arcs, room)
-            a_dst = grown1(a_dst, n_arcs, room)
-            a_lab = grown1(a_lab, n_arcs, room)
-            a_w = grown1(a_w, n_arcs, room)
-            a_pos = grown1(a_pos, n_arcs, room)
-            a_payload = grown2(a_payload, n_arcs, room)
+            base = n_arcs
             for c in range(n_c):
                 g = c_group[c]
                 v = g_target[g]
@@ -326,7 +326,7 @@ def make_selection_loop(builder: SelectionBuilder):
                         n_nodes += 1
                         node_pos[v] = i
                         node_fwd[v] = _NEG_INF
-                        root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, v, node_state[v])
+                        root_state(ctx, i, key, node_state, v, node_state[v])
                         root_of[key] = v
                         roots_made[n_roots] = key
                         n_roots += 1
@@ -339,13 +339,14 @@ def make_selection_loop(builder: SelectionBuilder):
                 if has_coverage and v >= first_root:
                     w += coverage
                     f += coverage
-                a_src[a] = c_src[c]
+                if a != base + c:  # candidates dropped before this one: move it down, order kept
+                    a_src[a] = c_src[c]
+                    a_lab[a] = c_lab[c]
+                    for t in range(payload_width):
+                        a_payload[a, t] = c_payload[c, t]
                 a_dst[a] = v
-                a_lab[a] = c_lab[c]
                 a_w[a] = w
                 a_pos[a] = i
-                for t in range(payload_width):
-                    a_payload[a, t] = c_payload[c, t]
                 node_fwd[v] = log_plus(node_fwd[v], f)
             for k in range(n_roots):
                 root_of[roots_made[k]] = -1

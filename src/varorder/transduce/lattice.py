@@ -32,9 +32,16 @@ Context selection during the forward pass (App. A adapted as in §4.2):
 * ``bigram_exact=True`` (order 2 only): contexts keep only the last letter (with the
   state), all of them — exact inference in the bigram model used by forced decoding.
 
-Merging needs no hashing: roots (and, in the exact bigram, every context) are found in dense
-tables indexed by state and letter, other contexts through the ancestor chain of the context
-they extend (``_kept_ancestor``).
+The loop (expand, group, keep best, merge, emit) is the engine's selection builder
+(:mod:`varorder.engine.builder`); this module supplies its hooks: the state (alignment state
+and fixed labels), the scorer (θᵀφ of the output and alignment n-grams, the feature indices
+as each arc's payload), a ``select`` with the second budget over the gold prefix, a merge
+candidate by candidate (in the exact bigram one context gathers expansions of different
+parents, each merged through its own) and the end-symbol arcs of each position. Grouping
+needs no hashing: expansions of a root or of the start (and, in the exact bigram, every
+expansion) are keyed by state and label; merging walks the ancestor chain of the context an
+expansion extends, then the roots of its state made at the previous position
+(``_kept_ancestor``).
 """
 
 from __future__ import annotations
@@ -477,7 +484,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
 
 
 @nb.njit(cache=True)
-def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, v, row):
+def _root_state(ctx, i, key, node_state, v, row):
     """Root (z, f) = divmod(key, 2), "any y_{1:i} with this state"; recorded for the merge of
     position i + 1."""
     row[_J] = key // 2
