@@ -133,9 +133,9 @@ class SelectionBuilder(NamedTuple):
     * ``merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload,
       n, g_rep, g_fwd, g_flags, active, g_node, n_groups, g_target, c_target)``: set
       ``g_target[g]`` for every group not kept — a node id (a kept context of position i),
-      :func:`root` (key) or :data:`DROP`; with ``per_candidate`` set ``c_target[c]`` instead
-      for every candidate c of a group not kept (candidates of one group may come from
-      different parents, each merged through its own); ``g_node[g]`` is the node of a kept
+      :func:`root` (key) or :data:`DROP`; with ``per_candidate`` set ``c_target[c]`` instead,
+      for every candidate c (the node of its group when that is kept; candidates of a group
+      not kept may come from different parents, each merged through its own); ``g_node[g]`` is the node of a kept
       group, ``g_rep[g]`` its first candidate, ``g_flags[g]`` its candidates' flags OR-ed; it
       may finish the kept nodes' state rows;
     * ``root_state(ctx, i, key, node_state, v, row)``: the state row of root ``key``, node
@@ -196,6 +196,7 @@ def make_selection_loop(builder: SelectionBuilder):
         g_flags = np.empty(cap_c, np.int64)
         g_target = np.empty(cap_c, np.int64)
         active = np.empty(cap_c, np.bool_)
+        keys_used = np.empty(cap_c if n_slots > 0 else 1, np.int64)  # slot keys to reset after a position
         runs = n_slots == 0
         singletons = n_slots < 0
         ident = np.arange(cap_c)
@@ -236,12 +237,15 @@ def make_selection_loop(builder: SelectionBuilder):
                 g_flags = np.empty(cap_c, np.int64)
                 g_target = np.empty(cap_c, np.int64)
                 active = np.empty(cap_c, np.bool_)
+                if n_slots > 0:
+                    keys_used = np.empty(cap_c, np.int64)
                 ident = np.arange(cap_c)
             # 1. expand
             n_c = expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd,
                          c_key, c_class, c_flags, c_payload)
             # 2. group
             n_g = 0
+            n_keyed = 0
             if singletons:  # every candidate is a group of its own: the candidate columns serve
                 n_g = n_c
                 g_rep, g_fwd, g_class, g_flags, c_group = ident, c_fwd, c_class, c_flags, ident
@@ -261,6 +265,9 @@ def make_selection_loop(builder: SelectionBuilder):
                         new = True
                 elif key >= 0:
                     g, n_g, new = group_of_slot(slot_group, key, c_fwd[c], n_g, g_fwd)
+                    if new:
+                        keys_used[n_keyed] = key
+                        n_keyed += 1
                 else:
                     g = n_g
                     n_g += 1
@@ -304,18 +311,16 @@ def make_selection_loop(builder: SelectionBuilder):
             # 4. merge the others (g_target of the kept groups is their node)
             merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_c, g_rep, g_fwd,
                   g_flags, active, g_target, n_g, g_target, c_target)
-            if not runs and not singletons:
-                for g in range(n_g):
-                    key = c_key[g_rep[g]]
-                    if key >= 0:
-                        slot_group[key] = -1
+            for k in range(n_keyed):
+                slot_group[keys_used[k]] = -1
             # 5b. arcs, in candidate order; a root is made on first use
             base = n_arcs
             for c in range(n_c):
-                g = c_group[c]
-                v = g_target[g]
-                if per_candidate and not active[g]:
+                if per_candidate:
                     v = c_target[c]
+                else:
+                    g = c_group[c]
+                    v = g_target[g]
                 if v < 0:
                     if v == DROP:
                         continue
@@ -334,18 +339,17 @@ def make_selection_loop(builder: SelectionBuilder):
                         g_target[g] = v
                 a = n_arcs
                 n_arcs += 1
-                w = c_w[c]
-                f = c_fwd[c]
-                if has_coverage and v >= first_root:
-                    w += coverage
-                    f += coverage
                 if a != base + c:  # candidates dropped before this one: move it down, order kept
                     a_src[a] = c_src[c]
                     a_lab[a] = c_lab[c]
+                    a_w[a] = c_w[c]
                     for t in range(payload_width):
                         a_payload[a, t] = c_payload[c, t]
+                f = c_fwd[c]
+                if has_coverage and v >= first_root:
+                    a_w[a] += coverage
+                    f += coverage
                 a_dst[a] = v
-                a_w[a] = w
                 a_pos[a] = i
                 node_fwd[v] = log_plus(node_fwd[v], f)
             for k in range(n_roots):

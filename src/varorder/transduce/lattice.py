@@ -459,7 +459,8 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
             node_state[v, _FORCED] = 1 if g_flags[g] & FORCED else 0
     if beam:
         for c in range(n):
-            c_target[c] = DROP
+            g = c_group[c]
+            c_target[c] = g_node[g] if active[g] else DROP
         return
     prev_first = counts[1]
     child = np.full((counts[2], NL), -1, np.int64)  # (context at i−1, label) → kept context at i
@@ -467,6 +468,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
         g = c_group[c]
         if active[g]:
             child[c_src[c] - prev_first, c_lab[c]] = g_node[g]
+            c_target[c] = g_node[g]
     for g in range(n_groups):
         if active[g]:
             c = g_rep[g]
@@ -550,9 +552,12 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
            np.empty(n, np.int64), np.full(n_keys, -1, np.int64), np.full(n_keys, -1, np.int64),
            np.empty(width, np.int64), np.empty(width), np.empty((width, F), np.int64), np.zeros(3, np.int64))
     n_slots = -1 if beam else n_keys * (V if bigram_exact else V * NM)
+    # size hints: the bounds (capped), so that the tables rarely grow; pages never written
+    # are never touched
+    candidates = width * V * NM
     node_pos, node_fwd, state, src, dst, lab, w, apos, feat, _ = _LOOP(
         ctx, Lmax + 1, state0, F, V * NM, B, 1 if beam else Lp + 1, n_slots, n_keys, False, 0.0, False,
-        (1 + (Lmax + 1) * width, 4096, V * NM))
+        (1 + (Lmax + 1) * width, min((Lmax + 1) * candidates, 1 << 20), candidates))
     return (node_pos, state[:, _J].copy(), state[:, _LEN].copy(), state[:, _ROOT] == 1, node_fwd, state[:, _END] == 1,
             src, dst, lab, w, apos, feat)
 
