@@ -546,6 +546,9 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
     state0[_FORCED] = 1
     state0[_ANC] = -1
     n_keys = (Lp + 1) * 2
+    # the hooks' tuple (the small hooks read it by index): 0-18 the inputs as named in
+    # _expand, 19-26 the scorer's scratch, 27-28 each root key's node and position
+    # (_root_state), 29-31 the end arcs found by _expand, 32 (end arcs, prev_first, prev_count)
     ctx = (x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff, F, beam, bigram_exact, Lmax, clamp, gold,
            extra_k, forced_moves, np.empty(NM), np.empty((NM, F), np.int64), np.empty((V, NM, F), np.int64),
            np.empty((V, NM)), np.empty(V, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
