@@ -125,7 +125,7 @@ class SelectionBuilder(NamedTuple):
       c_w, c_fwd, c_key, c_class, c_flags, c_payload) -> n``: write the candidates of
       position i from the nodes ``prev_first … prev_first + prev_count − 1`` (at most
       ``prev_count · fanout``): parent node, label, arc weight, forward score, state key,
-      class, flags (bits; :data:`FORCED` for the default ``select``) and the arc's payload
+      class, flags (uint8 bits; :data:`FORCED` for the default ``select``) and the arc's payload
       row (the source, label, weight and payload columns are the arc table's own rows from
       the next free arc on: a kept candidate is not copied, a dropped one is compacted away);
     * ``open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row)``: the state row of
@@ -187,13 +187,13 @@ def make_selection_loop(builder: SelectionBuilder):
         c_fwd = np.empty(cap_c)
         c_key = np.empty(cap_c, np.int64)
         c_class = np.empty(cap_c, np.int64)
-        c_flags = np.empty(cap_c, np.int64)
+        c_flags = np.empty(cap_c, np.uint8)
         c_group = np.empty(cap_c, np.int64)
         c_target = np.empty(cap_c if per_candidate else 1, np.int64)
         g_rep = np.empty(cap_c, np.int64)
         g_fwd = np.empty(cap_c)
         g_class = np.empty(cap_c, np.int64)
-        g_flags = np.empty(cap_c, np.int64)
+        g_flags = np.empty(cap_c, np.uint8)
         g_target = np.empty(cap_c, np.int64)
         active = np.empty(cap_c, np.bool_)
         keys_used = np.empty(cap_c if n_slots > 0 else 1, np.int64)  # slot keys to reset after a position
@@ -227,14 +227,14 @@ def make_selection_loop(builder: SelectionBuilder):
                 c_fwd = np.empty(cap_c)
                 c_key = np.empty(cap_c, np.int64)
                 c_class = np.empty(cap_c, np.int64)
-                c_flags = np.empty(cap_c, np.int64)
+                c_flags = np.empty(cap_c, np.uint8)
                 c_group = np.empty(cap_c, np.int64)
                 if per_candidate:
                     c_target = np.empty(cap_c, np.int64)
                 g_rep = np.empty(cap_c, np.int64)
                 g_fwd = np.empty(cap_c)
                 g_class = np.empty(cap_c, np.int64)
-                g_flags = np.empty(cap_c, np.int64)
+                g_flags = np.empty(cap_c, np.uint8)
                 g_target = np.empty(cap_c, np.int64)
                 active = np.empty(cap_c, np.bool_)
                 if n_slots > 0:
