@@ -125,19 +125,20 @@ class SelectionBuilder(NamedTuple):
       c_w, c_fwd, c_key, c_class, c_flags, c_payload) -> n``: write the candidates of
       position i from the nodes ``prev_first … prev_first + prev_count − 1`` (at most
       ``prev_count · fanout``): parent node, label, arc weight, forward score, state key,
-      class, flags (uint8 bits; :data:`FORCED` for the default ``select``) and the arc's payload
-      row (the source, label, weight and payload columns are the arc table's own rows from
-      the next free arc on: a kept candidate is not copied, a dropped one is compacted away);
+      class, flags (uint8 bits; :data:`FORCED` for the default ``select``) and the arc's
+      payload row (the source, label, weight and payload columns are the arc table's own
+      rows from the next free arc on: a kept candidate is not copied, a dropped one is
+      compacted away);
     * ``open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row)``: the state row of
       the context candidate c opens (called for the first candidate of each kept group);
     * ``merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload,
       n, g_rep, g_fwd, g_flags, active, g_node, n_groups, g_target, c_target)``: set
       ``g_target[g]`` for every group not kept — a node id (a kept context of position i),
-      :func:`root` (key) or :data:`DROP`; with ``per_candidate`` set ``c_target[c]`` instead,
-      for every candidate c (the node of its group when that is kept; candidates of a group
-      not kept may come from different parents, each merged through its own); ``g_node[g]`` is the node of a kept
-      group, ``g_rep[g]`` its first candidate, ``g_flags[g]`` its candidates' flags OR-ed; it
-      may finish the kept nodes' state rows;
+      :func:`root` (key) or :data:`DROP`; with ``per_candidate`` set ``c_target[c]``
+      instead, for every candidate c (the node of its group when that is kept; candidates
+      of a group not kept may come from different parents, each merged through its own);
+      ``g_node[g]`` is the node of a kept group, ``g_rep[g]`` its first candidate,
+      ``g_flags[g]`` its candidates' flags OR-ed; it may finish the kept nodes' state rows;
     * ``root_state(ctx, i, key, node_state, v, row)``: the state row of root ``key``, node
       ``v`` (made on first use while the arcs are emitted, or eagerly); a builder that needs
       the roots of position i − 1 at position i records them here;
