@@ -320,7 +320,7 @@ def make_selection_loop(builder: SelectionBuilder):
                 if per_candidate:
                     v = c_target[c]
                 else:
-                    g = c_group[c]
+                    g = c if singletons else c_group[c]
                     v = g_target[g]
                 if v < 0:
                     if v == DROP:
