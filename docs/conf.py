@@ -30,6 +30,17 @@ os.environ.setdefault("VARORDER_THREADS", "1")  # examples print the same number
 # the system pages run their shell lines with bash: `varorder` is this interpreter's, as in an active venv
 os.environ["PATH"] = os.pathsep.join((os.path.dirname(sys.executable), os.environ.get("PATH", "")))
 
+# The system pages print timings (a command's "read N n-grams in 0.4 s"): compile the kernels before any
+# example runs, so that no page shows compilation as speed. A no-op while varorder._warmup's stamp matches
+# the sources (the editable install warmed them); otherwise the warm-up, announced on stderr. A command that
+# still compiles says so on its page (the notice goes to the shell lines' output; tests/test_docs_site.py
+# fails on it).
+if not os.environ.get("VARORDER_NO_WARMUP"):
+    from varorder import _warmup  # noqa: E402
+
+    _warmup.warm(jobs=2)
+os.environ["VARORDER_COMPILE_NOTICE"] = "1"
+
 import gallery  # noqa: E402  (docs/tools: the varorder-results directive of the system pages)
 import generate_pages  # noqa: E402  (docs/tools)
 import varorder  # noqa: E402

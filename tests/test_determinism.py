@@ -21,10 +21,11 @@ import pytest
 
 # (family, outputs to compare, command lines); "{d}" is the run's output folder
 COMMANDS = {
-    "lm": (["m.arpa", "ll.npz", "score.stdout", "max.arpa", "m.bin"], [
+    "lm": (["m.arpa", "ll.npz", "score.stdout", "max.arpa", "m.bin", "mq.bin"], [
         ["lm", "train", "words.txt", "-n", "3", "--discount-fallback", "-o", "{d}/m.arpa"],
         ["lm", "maxarpa", "{d}/m.arpa", "{d}/max.arpa"],
         ["lm", "build-binary", "{d}/m.arpa", "{d}/m.bin"],
+        ["lm", "build-binary", "-q", "8", "-b", "8", "{d}/m.arpa", "{d}/mq.bin"],
         ["lm", "train", "words.txt", "-n", "3", "--model", "loglinear", "--epochs", "2", "--batch-size", "7",
          "-o", "{d}/ll.npz"],
         ["lm", "score", "{d}/ll.npz", "words.txt", ">score"]]),

@@ -54,6 +54,10 @@ def test_the_site_builds_with_every_page(site):
     systems = sorted(p.name for p in (site / "systems").glob("sys_*.html"))
     assert len(systems) == len(list((DOCS / "examples").glob("sys_*.py"))) >= 14
     # the examples ran: their printed output is on the pages
+    # no page's output includes compilation (the build warms the kernels first; a command that compiled
+    # anyway would have printed varorder._numba_start's notice into its page)
+    for page in sorted((site / "systems").glob("sys_*.html")):
+        assert "compiling Numba kernels on first use" not in page.read_text(encoding="utf-8"), page.name
     engine = (site / "systems" / "sys_01_engine.html").read_text(encoding="utf-8")
     assert "+ varorder demo --engine" in engine and "Viterbi scores" in engine
     # the HMM regimes page: its shell lines, its printed fit and both figures
@@ -155,15 +159,19 @@ def _chromium():
     return result.stdout.strip().splitlines()[-1]
 
 
-def _dump_dom(browser, page: Path) -> str:
+def _headless(browser, page: Path, *options: str) -> str:
     with tempfile.TemporaryDirectory(prefix="varorder-chromium-") as profile:
         result = subprocess.run(
             [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-             "--dump-dom", page.as_uri()],
+             *options, page.as_uri()],
             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     return result.stdout
+
+
+def _dump_dom(browser, page: Path, *options: str) -> str:
+    return _headless(browser, page, *options, "--dump-dom")
 
 
 def test_the_built_pages_open_in_a_browser(site):
@@ -176,3 +184,36 @@ def test_the_built_pages_open_in_a_browser(site):
     assert 'id="varorder.models.crf.CRF.fit"' in api
     fit = api[api.index('id="varorder.models.crf.CRF.fit"'):]
     assert '<span class="pre">fit</span>' in fit[:2000]
+
+
+# the issue's width: a laptop's browser window, both sidebars of the theme shown
+WINDOW = (1400, 1100)
+
+
+def test_the_comparison_tables_fit_a_1400_px_window(site, tmp_path):
+    """The comparison page in headless Chromium at 1400 px: no table reaches past the window or needs
+    sideways scrolling in its column, and no cell hides text (docs/tools/table_fit.js measures each
+    table in the laid-out page); the screenshot is saved in this test's folder."""
+    import json
+    import re
+
+    browser = _chromium()
+    page = site / "_generated" / "summary.html"
+    measured = page.with_name("summary-table-fit.html")  # beside the page: its styles load as they do for it
+    shutil.copy(DOCS / "tools" / "table_fit.js", measured.with_name("table_fit.js"))
+    measured.write_text(page.read_text(encoding="utf-8").replace(
+        "</body>", '<script src="table_fit.js"></script></body>'), encoding="utf-8")
+    size = f"--window-size={WINDOW[0]},{WINDOW[1]}"
+    dom = _dump_dom(browser, measured, size, "--hide-scrollbars")
+    found = re.search(r'<pre id="varorder-table-fit">(.*?)</pre>', dom, re.S)
+    assert found, "table_fit.js wrote no report"
+    report = json.loads(found.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+    screenshot = tmp_path / "summary-1400px.png"
+    _headless(browser, page, size, "--hide-scrollbars", f"--screenshot={screenshot}")
+    print(f"screenshot of the comparison page at {WINDOW[0]} px: {screenshot}")
+    assert screenshot.is_file() and screenshot.stat().st_size > 10_000
+    sections = [table["section"] for table in report["tables"]]
+    assert "at-a-glance" in sections and len(sections) >= 10, sections  # the headline table, then the areas
+    assert report["viewport"] > WINDOW[0] - 40, report["viewport"]
+    clipped = {table["section"]: table["clipped"] for table in report["tables"] if table["clipped"]}
+    assert not clipped, f"tables cut off at {WINDOW[0]} px (screenshot: {screenshot}): {clipped}"

@@ -29,6 +29,8 @@ KINDS = {"VarorderError", "FormatError", "ParameterError", "DivergenceError", "N
 VALUE_ERROR_ALLOWED = {
     # a Numba kernel's bounds check; NgramLM._corrupt turns it into a FormatError naming the file
     "lm/_kernels.py": "checked_row",
+    # the trie's pointer check, the same way (TrieLM._corrupt)
+    "lm/_trie_kernels.py": "children",
 }
 
 # handlers of a bare ValueError allowed to swallow a varorder kind, with the reason

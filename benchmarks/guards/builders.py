@@ -5,7 +5,8 @@ The baseline's ``varorder`` is loaded beside this tree's as ``varorder_base``
 (:func:`harness.baseline_package`). Builders: the RCMS/beam context lattice
 (``contexts.context_set``), the decipherment context sets (``decipher.context_sets``), the
 alignment lattice (``transduce.lattice``). ``equality`` draws instances with ties in the
-scores, −∞ potentials, capped contexts, forced labels, gold extras and exact bigrams;
+scores, −∞ potentials, capped contexts, forced labels, gold extras, forced gold moves,
+clamped outputs, −∞ weights and exact bigrams;
 ``speed`` times fixed workloads (OCR-sized contexts, a 150-word decipherment, order-5
 alignment) in interleaved rounds and checks their outputs too.
 
@@ -106,13 +107,17 @@ def equality(new: dict, base: dict, trials: int, seed: int = 0) -> dict:
              new["decipher"].context_estep(em, tables, size, dmode), "decipher estep", counter)
         n["decipher"] += 1
 
-        Vt, Lp, tord, M = int(rng.integers(1, 3)), int(rng.integers(1, 4)), int(rng.integers(2, 4)), int(rng.integers(1, 3))
+        big = trial % 10 == 9  # now and then a larger alphabet and input
+        Vt, Lp = int(rng.integers(1, 4 if big else 3)), int(rng.integers(1, 6 if big else 4))
+        tord, M = int(rng.integers(2, 4)), int(rng.integers(1, 3))
         fst = AlignmentFeatureSpace(Vt, 2, order=tord, max_advance=M, hash_bits=18, edge_unigrams=bool(trial & 1),
                                     backoff=bool(trial & 2))
         x = rng.integers(0, 2, size=Lp)
         th = rng.normal(size=fst.size)
         if trial % 3 == 0:
             th = np.round(th, 1)
+        if trial % 4 == 3:  # −∞ weights: unreachable groups, merged candidate by candidate
+            th[rng.random(fst.size) < 0.05] = -np.inf
         Lmax = int(rng.integers(1, 5))
         sel = "beam" if trial % 2 else "rcms"
         kw = {}
@@ -121,6 +126,11 @@ def equality(new: dict, base: dict, trials: int, seed: int = 0) -> dict:
             kw["extra_gold"] = int(rng.integers(0, 3))
         if trial % 7 == 2:
             kw["bigram_exact"] = True
+        if trial % 11 == 6:  # the gold (letters, moves) forced onto the beam
+            kw["gold_letters"] = rng.integers(0, Vt, size=Lmax)
+            kw["forced_moves"] = rng.integers(0, M + 1, size=Lmax)
+        if trial % 3 == 2:  # the target lattice p(z | x, y)
+            kw["clamp"] = rng.integers(0, Vt, size=int(rng.integers(1, Lmax + 2)))
         B = int(rng.integers(1, 5))
         outcomes = []
         for module in (base["transduce"], new["transduce"]):

@@ -40,12 +40,19 @@ import this one before ``numba``; the chain engine (``engine.chain``), the featu
 the CRF's optimiser register their serial kernels too (the serial twins of the chain's and the
 feature product's parallel kernels included), so that a short job on one thread — a one-sentence
 tagging process, a tiny ``tag train`` — loads its cached kernels without the refresh.
+
+One addition speaks instead of saving time: :class:`CompileNotice` says on a terminal's stderr when
+a call is compiling varorder's kernels (no cached machine code: a tree never warmed by
+``python -m varorder._warmup``, another CPU, a new Numba), and at exit how many and how long.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
+import os
 import sys
+import time
 import types
 
 _BLAS_MODULE = "scipy.linalg.cython_blas"
@@ -194,5 +201,70 @@ def lock_cache_saves() -> None:
 
 
 numba = import_numba()
+from numba.core import event as _event  # noqa: E402  (after import_numba: Numba without SciPy's check)
+
+
+class CompileNotice(_event.Listener):
+    """Say on stderr, once per process, that varorder's kernels are being compiled, and at exit how long it
+    took: a first call that finds no cached machine code (a source tree that was never warmed, another
+    CPU, a new Numba) spends seconds to minutes in LLVM, which without a word looks like a hang or, in a
+    printed timing, like slowness. Listens to Numba's ``numba:compile`` event, which fires only on a cache
+    miss, for the cached dispatchers defined in varorder (``cache=True``; kernels a factory makes at run
+    time have no on-disk cache and are left out). Speaks when stderr is a terminal, or always with
+    ``VARORDER_COMPILE_NOTICE=1`` (never with ``=0``)."""
+
+    def __init__(self, stream=None):
+        self.stream = stream
+        self.kernels = 0
+        self.seconds = 0.0
+        self._depth = 0
+        self._began = 0.0
+
+    def _speaks(self) -> bool:
+        setting = os.environ.get("VARORDER_COMPILE_NOTICE", "")
+        stream = self.stream or sys.stderr
+        return setting == "1" or (setting != "0" and hasattr(stream, "isatty") and stream.isatty())
+
+    def on_start(self, event):
+        from numba.core.caching import Cache
+
+        dispatcher = (event.data or {}).get("dispatcher")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "") or ""
+        # cached kernels only: a kernel made by a factory at run time has no on-disk cache, compiles in every
+        # process, and is no warm-up's to fix
+        cached = isinstance(getattr(dispatcher, "_cache", None), Cache)
+        if self._depth or (cached and module.split(".")[0] == "varorder"):
+            self._depth += 1
+            if self._depth == 1:
+                self._began = time.perf_counter()
+                if not self.kernels and self._speaks():
+                    atexit.register(self.summary)
+                    print("varorder: compiling Numba kernels on first use (no cached machine code for them yet): "
+                          "a first call can take from seconds to a few minutes on a 2-core machine; later calls "
+                          "load the cached code. `python -m varorder._warmup --jobs 2` compiles every kernel "
+                          "ahead (about 2.5 min).", file=self.stream or sys.stderr, flush=True)
+                self.kernels += 1
+
+    def on_end(self, event):
+        if self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self.seconds += time.perf_counter() - self._began
+
+    def summary(self):
+        print(f"varorder: compiled {self.kernels} kernel(s) in {self.seconds:.0f} s (cached for later calls)",
+              file=self.stream or sys.stderr, flush=True)
+
+
+def announce_compilation() -> None:
+    """Register one :class:`CompileNotice` for Numba's compile events (safe to call more than once)."""
+    global _NOTICE
+    if _NOTICE is None:
+        _NOTICE = CompileNotice()
+        _event.register("numba:compile", _NOTICE)
+
+
+_NOTICE = None
 lock_cache_saves()
 _defer_scipy_linalg_before_refresh()
+announce_compilation()

@@ -312,7 +312,9 @@ def test_read_arpa_opens_binary_models_too(tmp_path):
 @settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "40")), deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_damaged_binary_never_crashes_and_verify_refuses_it(tmp_path, data):
+@pytest.mark.parametrize("form", [{}, {"trie": True}, {"trie": True, "prob_bits": 4, "backoff_bits": 3}],
+                         ids=["version-1", "version-2", "version-2-quantised"])
+def test_damaged_binary_never_crashes_and_verify_refuses_it(tmp_path, form, data):
     """Bytes overwritten and the file cut anywhere. The structural open: a
     ValueError naming the file, or a model on which every query returns or raises such a
     ValueError (damage inside a table can change scores: that is what verification is
@@ -322,7 +324,7 @@ def test_damaged_binary_never_crashes_and_verify_refuses_it(tmp_path, data):
 
     model, _ = random_model(np.random.default_rng(3), 6, 3)
     good = tmp_path / "good.bin"
-    write_binary(model, good)
+    write_binary(model, good, **form)
     bad = tmp_path / "bad.bin"
     bad.write_bytes(mutate_bytes(HypothesisChooser(data), good.read_bytes(), max_edits=4))
     try:

@@ -148,7 +148,7 @@ def samplerank_models(mode: str):
 
             if kwargs.get("stream"):
                 raise click.UsageError("a SampleRankTagger tags whole CoNLL-U files: no --stream")
-            if kwargs.get("input_format", "conllu") != "conllu" or kwargs.get("probabilities"):
+            if kwargs.get("input_format") not in (None, "conllu") or kwargs.get("probabilities"):
                 raise click.UsageError("a SampleRankTagger reads CoNLL-U and gives no probabilities")
             try:
                 model = SampleRankTagger.load(path)
@@ -165,7 +165,8 @@ def samplerank_models(mode: str):
             if mode == "predict":
                 write_conllu(kwargs["output"], sentences, tags, kwargs["tag_column"])
                 click.echo(f"tagged {sum(map(len, tags))} tokens in {len(tags)} sentences with SampleRankTagger in "
-                           f"{time.perf_counter() - began:.1f} s -> {kwargs['output']}", err=True)
+                           f"{time.perf_counter() - began:.1f} s -> {'stdout' if kwargs['output'] == '-' else kwargs['output']}",
+                           err=True)
                 return
             gold = [s.tags(kwargs["tag_column"]) for s in sentences]
             accuracy = token_accuracy(tags, gold)

@@ -19,10 +19,9 @@ from collections.abc import Iterator
 
 import click
 
-__all__ = ["stream_lines", "max_line_option", "MAX_LINE_CHARS"]
+from varorder.io.text import MAX_LINE_CHARS  # far past any sentence (some 15,000 words)
 
-# far past any sentence (a 100,000-character line is some 15,000 words)
-MAX_LINE_CHARS = 100_000
+__all__ = ["stream_lines", "max_line_option", "MAX_LINE_CHARS"]
 
 
 def max_line_option(fn):
@@ -43,20 +42,12 @@ def stream_lines(path: str, max_chars: int = MAX_LINE_CHARS) -> Iterator[tuple[s
 
 
 def _lines(name, handle, max_chars):
-    number = 0
-    while True:
-        line = handle.readline(max_chars + 2)  # the limit, then "\r\n"
-        if not line:
-            return
-        number += 1
-        content = line.rstrip("\r\n")
-        if len(content) <= max_chars:
+    from varorder.io.text import bounded_lines
+
+    for number, content, length in bounded_lines(handle, max_chars):
+        if content is not None:
             yield f"{name}:{number}", content
             continue
-        length = len(content)
-        while line and not line.endswith("\n"):  # the rest of the line, a piece at a time
-            line = handle.readline(max_chars + 2)
-            length += len(line.rstrip("\r\n"))
         click.echo(f"Error: {name}:{number}: a line of {length} characters, longer than --max-line-chars "
                    f"{max_chars}: answered with an empty line", err=True)
         sys.stdout.write("\n")

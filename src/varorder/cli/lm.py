@@ -339,38 +339,63 @@ def _write_scores(model, tokens, out, sentences: bool, per_token: bool) -> tuple
 @lm.command("build-binary")
 @click.argument("arpa", type=click.Path(exists=True, dir_okay=False))
 @click.argument("output", type=OutputFile())
-@click.option("--max-arpa", is_flag=True, help="Also store the MAX-ARPA columns (computed when the ARPA file lacks them).")
+@click.option("--max-arpa", is_flag=True, help="Also store the MAX-ARPA columns (computed when the ARPA file lacks them; "
+                                               "format version 1 only).")
 @click.option("--minus-99", type=click.Choice(("zero", "literal")), default="zero", show_default=True, help=MINUS_99_HELP)
-def build_binary(arpa, output, max_arpa, minus_99):
+@click.option("--trie", is_flag=True, help="Write format version 2: a sorted trie with bit-packed columns, about 5x "
+                                           "smaller than version 1's hash tables (KenLM's `build_binary trie`), "
+                                           "built in one streamed pass.")
+@click.option("-q", "--prob-bits", type=click.IntRange(1, 24), default=None,
+              help="Quantise the log10 probabilities of orders >= 2 to this many bits (KenLM's -q; implies --trie).")
+@click.option("-b", "--backoff-bits", type=click.IntRange(1, 24), default=None,
+              help="Quantise the log10 back-offs of orders >= 2 to this many bits (KenLM's -b; implies --trie).")
+def build_binary(arpa, output, max_arpa, minus_99, trie, prob_bits, backoff_bits):
     """Convert ARPA to varorder's binary format, which opens by memory-mapping (no parse).
 
     The file is versioned and checked on open: its layout and control arrays always, every
     checksum and table invariant the first time a version of the file is opened (a copy or
     a changed file is checked in full again; `varorder lm verify` checks everything on
-    demand). It holds the same tables as the model in memory, so its scores equal the
-    ARPA file's.
+    demand). Version 1 (the default) holds the same hash tables as the model in memory;
+    version 2 (--trie) the same values in a trie: either way its scores equal the ARPA
+    file's, unless -q/-b quantise them (then within the error the file records).
     """
-    from varorder.lm.binary import write_binary
+    from varorder.lm.binary import is_binary_model, write_binary
 
     _ngram_model_only(arpa, "build-binary")
+    trie = trie or prob_bits is not None or backoff_bits is not None
+    if trie and max_arpa:
+        raise click.BadParameter("format version 2 (--trie, -q, -b) stores no MAX-ARPA columns; they are "
+                                 "computed when needed", param_hint="--max-arpa")
     start = time.perf_counter()
+    if trie and not is_binary_model(arpa):
+        from varorder.lm.trie_build import build_trie
+
+        try:
+            streamed = build_trie(arpa, output, prob_bits=prob_bits, backoff_bits=backoff_bits, minus_99=minus_99)
+        except ValueError as error:
+            raise click.ClickException(str(error)) from None
+        _say(f"wrote {output} ({'streamed' if streamed else 'read in memory first'}) in "
+             f"{time.perf_counter() - start:.1f} s")
+        return
     model = _load(arpa, minus_99)
     _say(f"read {sum(model.ngram_counts)} n-grams in {time.perf_counter() - start:.1f} s")
     # Not read back and verified here: write_binary writes from a model the reader has
     # validated and records the file version as verified, as every writer of the format
     # does (reading the 116 MB PTB 5-gram back was a fifth of the command's CPU time);
     # `varorder lm verify` checks a file in full on demand.
-    write_binary(model, output, max_arpa=True if max_arpa else None)
+    write_binary(model, output, max_arpa=True if max_arpa else None, trie=trie, prob_bits=prob_bits,
+                 backoff_bits=backoff_bits)
     _say(f"wrote {output}")
 
 
 @lm.command()
 @click.argument("model_path", metavar="MODEL", type=click.Path(exists=True, dir_okay=False))
 def verify(model_path):
-    """Check a binary MODEL completely: every array's checksum, the key order, every hash
-    slot's row and scores. Exit status 0 and `ok` when it is sound, else an error naming
-    the first problem. (Opening a model for scoring checks only its layout once this
-    version of the file has passed the full check.)"""
+    """Check a binary MODEL completely: every array's checksum and the tables' invariants
+    (format 1: the key order, every hash slot's row and scores; format 2: the trie's
+    pointers and word order, no NaN or +inf value). Exit status 0 and `ok` when it is
+    sound, else an error naming the first problem. (Opening a model for scoring checks only
+    its layout once this version of the file has passed the full check.)"""
     from varorder.lm.binary import is_binary_model, verify_binary
 
     if not is_binary_model(model_path):

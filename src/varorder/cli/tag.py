@@ -2,6 +2,7 @@
 
     varorder tag train TRAIN.conllu[.gz] -o MODEL.npz [--dev DEV.conllu] [--model crf|memm|hmm]
     varorder tag predict MODEL.npz INPUT.conllu -o OUTPUT.conllu     # tag column filled in
+    echo "The dog runs." | varorder tag predict MODEL.npz -         # plain text: TOKEN<TAB>TAG lines
     varorder tag eval MODEL.npz GOLD.conllu                          # token accuracy
     varorder tag train ... --learner samplerank [--skip-factors] [--second-order]   # factor graph, SampleRank
     varorder tag train PART1.conllu PART2.conllu ... --parts -o MODEL.npz [--jobs N | --dask-scheduler ADDRESS]
@@ -10,7 +11,11 @@ CRF and MEMM use the POS feature templates of :func:`varorder.models.features.po
 unless ``--features`` names others (:func:`varorder.models.features.parse_templates`; the
 model file records them, so predict and eval re-apply them); with ``--format crfsuite`` the
 input is a CRFsuite attribute file instead (:mod:`varorder.io.crfsuite`), features given item
-by item. The HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with
+by item; ``predict`` also reads plain text, one sentence a line, tokenized by
+:func:`varorder.io.text.tokenize` (``--no-tokenize``: already space-separated tokens), the
+default for ``-`` (standard input) and ``*.txt``, and writes ``TOKEN<TAB>TAG`` lines
+(:func:`varorder.tasks.tagging.tag_text`); its output goes to stdout unless ``-o`` names a
+file. The HMM uses the word forms. The tag column (UPOS or XPOS) is chosen with
 --tag-column (give the same one to every subcommand). ``predict --probabilities FILE`` writes
 every token's marginal label probabilities. ``train --parts`` trains a CRF (L-BFGS) on several
 training files as the shards of one corpus, each read and featurised where its shard is evaluated
@@ -39,11 +44,12 @@ from varorder.io.conllu import read_conllu, write_conllu
 from varorder.io.crfsuite import read_crfsuite, write_labels
 from varorder.models.crf import CRF
 from varorder.models.crf2 import SecondOrderCRF
-from varorder.models.features import format_templates, parse_templates, template_features
+from varorder.models.features import format_templates, parse_templates
 from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
 from varorder.models.persist import model_kind
 from varorder.models.sequences import token_accuracy
+from varorder.tasks.tagging import model_inputs
 
 # The interpreter's last garbage collection at exit walks every object Numba and LLVM made (~0.2 CPU s, a
 # fifth of a tiny training run). Python does not promise finalizers for objects still alive at exit, and the
@@ -66,10 +72,7 @@ def _inputs(model, sentences):
             raise click.UsageError(f"this model extracts its own features (features={model.features!r}): give it "
                                    "CoNLL-U, not a CRFsuite attribute file")
         return sentences
-    if isinstance(model, HMM) or model.features is not None:
-        return [s.words for s in sentences]
-    parsed = parse_templates("pos")
-    return [template_features(s.words, parsed) for s in sentences]
+    return model_inputs(model, [s.words for s in sentences])
 
 
 def _templates(spec):
@@ -309,14 +312,42 @@ def _train_parts(paths, output, input_format, tag_column, templates, params, job
     click.echo(f"trained CRF on {len(paths)} parts in {time.perf_counter() - began:.1f} s -> {output}", err=True)
 
 
+_PREDICT_FORMAT = click.option(
+    "--format", "input_format", type=click.Choice(["text", "conllu", "crfsuite", "conll"]), default=None,
+    help="text: plain text, one sentence a line (tokenized unless --no-tokenize), tagged as TOKEN<TAB>TAG lines; "
+         "conllu, crfsuite, conll: as for train, written back with the tags filled in. [default: text for - "
+         "(stdin) and *.txt, conllu otherwise]")
+
+
+def _predict_format(input_file, input_format):
+    if input_format is not None:
+        return input_format
+    name = input_file.lower()
+    return "text" if input_file == "-" or name.endswith((".txt", ".txt.gz")) else "conllu"
+
+
+def _wrong_format(err, input_format):
+    """A reader's FormatError, with the option that reads the other format: a one-line command error."""
+    if input_format == "text":
+        hint = "--format conllu reads CoNLL-U (conll: CoNLL columns, crfsuite: attribute files)"
+    else:
+        hint = ("plain text, one sentence a line, is read with --format text (the default for - and *.txt)"
+                if input_format == "conllu" else "--format text reads plain text, one sentence a line")
+    return click.ClickException(f"{err} [read as --format {input_format}; {hint}]")
+
+
 @COMMAND.command("predict")
 @samplerank_models("predict")
 @click.argument("model_file", type=click.Path(exists=True, dir_okay=False))
 @click.argument("input_file", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
-@click.option("-o", "--output", type=OutputFile(),
-              help="CoNLL-U file to write (.gz compresses); with --format crfsuite, one label per line")
+@click.option("-o", "--output", type=OutputFile(allow_dash=True), default="-", show_default=True,
+              help="file to write (.gz compresses; - is stdout): the input's format with the tags filled in, "
+                   "TOKEN<TAB>TAG lines for text, one label per line for --format crfsuite")
 @click.option("--tag-column", type=click.Choice(["upos", "xpos"]), default="upos", show_default=True)
-@_FORMAT
+@_PREDICT_FORMAT
+@click.option("--tokenize/--no-tokenize", default=True, show_default=True,
+              help="--format text: split each line by varorder.io.text.tokenize (punctuation and the English "
+                   "clitics n't 's 're 've 'll 'd 'm apart), or take its space-separated tokens as they are")
 @_task
 @click.option("--probabilities", "probabilities", type=OutputFile(), default=None,
               help="also write each token's marginal label probabilities (TSV: sentence, token, form, tag, "
@@ -326,29 +357,37 @@ def _train_parts(paths, output, input_format, tag_column, templates, params, job
                    "each line's tags (space-separated) to stdout as soon as the line is read (flushed), so a "
                    "pipeline loads the model once (a blank line gets a blank line). No -o.")
 @max_line_option
-def predict(model_file, input_file, output, tag_column, input_format, task, scheme, column, probabilities, stream,
-            max_line_chars):
-    """Tag INPUT_FILE with MODEL_FILE, writing the input's format with the tags filled in (CoNLL-U: the tag
-    column, or with --task ner a MISC NER= item per word; CoNLL columns: --column)."""
+def predict(model_file, input_file, output, tag_column, input_format, tokenize, task, scheme, column, probabilities,
+            stream, max_line_chars):
+    """Tag INPUT_FILE (- for stdin) with MODEL_FILE. Plain text (one sentence a line; the default for - and
+    *.txt) gives TOKEN<TAB>TAG lines, a blank line after each sentence; the other formats are written back with
+    the tags filled in (CoNLL-U: the tag column, or with --task ner a MISC NER= item per word; CoNLL columns:
+    --column). Output goes to stdout unless -o names a file."""
     constraints = _constraints(task, scheme)
     if stream:
-        if output or probabilities or input_format != "conllu":
+        if output != "-" or probabilities or input_format not in (None, "text"):
             raise click.UsageError("--stream writes tags to stdout: give no -o, --probabilities or --format")
         return _stream_tags(_load(model_file), input_file, max_line_chars, constraints)
-    if output is None:
-        raise click.UsageError("Missing option '-o' / '--output'.")
+    input_format = _predict_format(input_file, input_format)
+    if input_format == "text":
+        if probabilities:
+            raise click.UsageError("--probabilities applies to --format conllu, conll or crfsuite, not text")
+        return _tag_text(_load(model_file), input_file, output, tokenize, constraints, max_line_chars)
     if input_file == "-":
-        raise click.UsageError("INPUT_FILE - (stdin) is read with --stream")
+        raise click.UsageError(f"INPUT_FILE - (stdin) is read as plain text (--format text) or with --stream, "
+                               f"not as --format {input_format}")
     model = _load(model_file)
     ner = input_format == "conll" or (task == "ner" and input_format == "conllu")
-    if ner:
-        try:
+    try:
+        if ner:
             data = _ner_data(input_file, input_format, column, scheme)
-        except (ValueError, FileNotFoundError) as err:
-            raise click.ClickException(str(err)) from None
-        sentences = data.sentences
-    else:
-        sentences, _ = _read(input_file, input_format, tag_column)
+            sentences = data.sentences
+        else:
+            sentences, _ = _read_file(input_file, input_format, tag_column)
+    except FormatError as err:
+        raise _wrong_format(err, input_format) from None
+    except (ValueError, FileNotFoundError) as err:
+        raise click.ClickException(str(err)) from None
     began = time.perf_counter()
     inputs = _inputs(model, sentences)
     tags = _predict(model, inputs, constraints)
@@ -365,7 +404,31 @@ def predict(model_file, input_file, output, tag_column, input_format, task, sche
             model.predict_marginals(inputs, constraints=constraints)
         _write_probabilities(probabilities, model, sentences, tags, marginals)
     click.echo(f"tagged {sum(map(len, tags))} tokens in {len(tags)} sentences with {type(model).__name__} in "
-               f"{time.perf_counter() - began:.1f} s -> {output}", err=True)
+               f"{time.perf_counter() - began:.1f} s -> {_shown(output)}", err=True)
+
+
+def _shown(output):
+    return "stdout" if output == "-" else output
+
+
+def _tag_text(model, input_file, output, tokenize, constraints, max_line_chars):
+    """``predict`` on plain text: :func:`varorder.tasks.tagging.tag_text`, written as it is tagged."""
+    from varorder.io.text import format_tagged
+    from varorder.tasks.tagging import tag_text
+
+    began = time.perf_counter()
+    tokens = sentences = 0
+    try:
+        with atomic_write_text(output) as handle:
+            for words, tags in tag_text(model, input_file, tokenize, constraints, max_line_chars=max_line_chars):
+                handle.write(format_tagged(words, tags))
+                tokens, sentences = tokens + len(words), sentences + 1
+    except FormatError as err:
+        raise _wrong_format(err, "text") from None
+    except ValueError as err:
+        raise click.ClickException(str(err)) from None
+    click.echo(f"tagged {tokens} tokens in {sentences} sentences with {type(model).__name__} in "
+               f"{time.perf_counter() - began:.1f} s -> {_shown(output)}", err=True)
 
 
 def _predict(model, inputs, constraints):
@@ -385,15 +448,12 @@ def _stream_tags(model, input_file, max_line_chars, constraints=None):
 
     from varorder.cli._stream import stream_lines
 
-    # words for the HMM and for a model with its own templates (its features parameter), else the 'pos' dicts
-    own_features = isinstance(model, HMM) or getattr(model, "features", None) is not None
-    templates = None if own_features else parse_templates("pos")
     out = sys.stdout
     for where, line in stream_lines(input_file, max_line_chars):
         words = line.split()
         if words:
             try:
-                item = [words if templates is None else template_features(words, templates)]
+                item = model_inputs(model, [words])
                 tags = (model.predict(item) if constraints is None else
                         model.predict(item, constraints=constraints))[0]
             except ValueError as err:

@@ -60,7 +60,7 @@ import numba as nb
 import numpy as np
 
 from varorder.contexts.features import NgramFeatureSpace
-from varorder.engine.builder import SelectionBuilder, root, selection_builder
+from varorder.engine.builder import FORCED, SelectionBuilder, root, selection_builder
 from varorder.errors import ParameterError
 from varorder.lattice import Lattice
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -98,7 +98,7 @@ def _pattern_weight(theta, slots, length, label, window, num_labels, base, star,
 
 @nb.njit(cache=True)
 def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, pc, c_src, c_lab, c_w, c_fwd, c_key, c_class,
-            c_forced, c_payload):
+            c_flags, c_payload):
     """Step 1 of App. A: expansions label-major, each label block in the order of 𝒞_{i−1};
     lcs̃ (payload column 1) is lcs_{i−1} + 1 inside a block, 0 across. Duplicates (possible
     only with capped contexts) are adjacent with lcs̃ == cap: one run, one state key."""
@@ -124,7 +124,7 @@ def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, pc, c_src, c_lab
             c_key[e] = c_key[e - 1] if e > 0 and c_payload[e - 1, 1] >= cap else e
             # beam search keeps singletons only
             c_class[e] = -1 if beam_mode and node_state[u, slots + _ROOT] == 1 else 0
-            c_forced[e] = forcing and y == forced[i - 1] and k == gold[0]
+            c_flags[e] = FORCED if forcing and y == forced[i - 1] and k == gold[0] else 0
     return pc * V
 
 
@@ -143,7 +143,7 @@ def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
 
 @nb.njit(cache=True)
 def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_exp, g_rep, g_fwd,
-           g_forced, active, g_node, n_groups, g_target):
+           g_flags, active, g_node, n_groups, g_target, c_target):
     """Step 3 of App. A: walk the groups backwards with a stack (a depth-first pass of the
     context tree) and merge every one not kept into its least kept ancestor (or 𝒴_{1:i});
     a kept context's lcs with the next is set on the way."""
@@ -167,14 +167,14 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
             stack_node[top] = v
             stack_len[top] = node_state[v, slots + _LEN]
             ell = big
-            if g_forced[g]:
+            if g_flags[g] & FORCED:
                 gold[0] = v - first
         else:
             g_target[g] = root(0) if stack_node[top] < 0 else stack_node[top]
 
 
 @nb.njit(cache=True)
-def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row):
+def _root_state(ctx, i, key, node_state, v, row):
     slots = ctx[3]
     star = ctx[0].shape[1] + 1
     for j in range(slots):

@@ -65,7 +65,7 @@ _U, _V, _LEN, _CTX = range(4)
 
 @nb.njit(cache=True, nogil=True)
 def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd, c_key,
-            c_class, c_forced, c_payload):
+            c_class, c_flags, c_payload):
     """Every kept context of position i − 1 by every word, scored by the chain's row; the
     state key is the (y_{i−1}, y_i) pair or the ★y_i pattern (beam: none, singletons)."""
     (obs, order, beam, K, log_unigram, log_bigram, log_bigram_raw, context_row, log_gamma, log_norm,
@@ -89,7 +89,7 @@ def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_sr
             c_w[c] = w
             c_fwd[c] = node_fwd[p] + w
             c_class[c] = 0
-            c_forced[c] = False
+            c_flags[c] = 0
             c_key[c] = -1 if beam else last * K + y if pair else star_slots + y
     return n
 
@@ -115,7 +115,7 @@ def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
 
 @nb.njit(cache=True, nogil=True)
 def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n, g_rep, g_fwd,
-           g_forced, active, g_node, n_groups, g_target):
+           g_flags, active, g_node, n_groups, g_target, c_target):
     """(y_{i−1}, y_i) into ★y_i when that is kept, else into the all-★ root (beam: dropped)."""
     order, beam, K = ctx[1], ctx[2], ctx[3]
     star_slots = (K + 1) * K
@@ -132,7 +132,7 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
 
 
 @nb.njit(cache=True, nogil=True)
-def _root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row):
+def _root_state(ctx, i, key, node_state, v, row):
     row[_U] = -1
     row[_V] = -1
     row[_LEN] = 0

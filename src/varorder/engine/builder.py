@@ -8,16 +8,19 @@ into f_i(c_{i−1}, y_i), the least selected context containing it, weighted by 
 scorer. Position by position the loop does
 
 1. **expand**: every kept context of position i − 1 by every label (the builder's
-   ``expand``: the candidates' parent, label, arc weight, forward score, state key, class
-   and the state of the context each would open);
+   ``expand``: the candidates' parent, label, arc weight, forward score, state key, class,
+   flags and arc payload);
 2. **group**: candidates whose state keys agree are one group (the state cannot tell them
    apart), their forward scores ⊕-summed in LOG (:func:`varorder.engine.selection.group_of_slot`);
    a negative key is a group of its own;
 3. **keep best**: the budget B of groups of largest forward score per class, ties to the
    earlier, −∞ never, plus the forced ones (the builder's ``select``; by default
-   :func:`select_best`, :func:`varorder.engine.selection.keep_best`);
+   :func:`select_best`, :func:`varorder.engine.selection.keep_best`); a group's flags are
+   its candidates' OR-ed, so a builder's ``select`` may spend a second budget on a flag
+   (the transducer's gold prefix);
 4. **merge**: every other group into its least kept ancestor, a root of its class, or
-   dropped (the builder's ``merge``, which knows what an ancestor is);
+   dropped (the builder's ``merge``, which knows what an ancestor is) — or, with
+   ``per_candidate``, every candidate of such a group through its own parent;
 5. **emit**: the kept groups become nodes in group order, then the roots in order of first
    use (or root 0 always, first); every candidate not dropped becomes an arc into its
    group's node, in candidate order, and the nodes' forward scores are ⊕-summed from them.
@@ -47,11 +50,14 @@ from varorder.engine.semiring import compiled, log_plus
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["SelectionBuilder", "selection_builder", "select_best", "grown1", "grown2", "grown_columns",
-           "DROP", "root"]
+           "DROP", "FORCED", "root"]
 
 _NEG_INF = -np.inf
 #: a ``merge`` target: drop the group's candidates (beam search)
 DROP = -1
+#: the candidate flag the default ``select`` keeps whatever its score (a group's flags are
+#: its candidates' OR-ed; a builder may use the other bits for its own ``select``)
+FORCED = 1
 
 
 @nb.njit(cache=True, inline="always")
@@ -95,12 +101,12 @@ def grown_columns(table, needed, fill):
 
 
 @nb.njit(cache=True)
-def select_best(ctx, g_fwd, n_groups, g_class, g_forced, n_classes, budget, active):
+def select_best(ctx, g_fwd, n_groups, g_class, g_flags, n_classes, budget, active):
     """Step 3 by default: the ``budget`` best groups per class (``keep_best``), then every
-    forced group."""
+    group flagged :data:`FORCED`."""
     keep_best(g_fwd, n_groups, g_class, n_classes, budget, active)
     for g in range(n_groups):
-        if g_forced[g]:
+        if g_flags[g] & FORCED:
             active[g] = True
 
 
@@ -116,23 +122,32 @@ class SelectionBuilder(NamedTuple):
     and scratch, passed through unchanged):
 
     * ``expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab,
-      c_w, c_fwd, c_key, c_class, c_forced, c_payload) -> n``: write the candidates of
+      c_w, c_fwd, c_key, c_class, c_flags, c_payload) -> n``: write the candidates of
       position i from the nodes ``prev_first … prev_first + prev_count − 1`` (at most
       ``prev_count · fanout``): parent node, label, arc weight, forward score, state key,
-      class, forced, and the arc's payload row;
+      class, flags (uint8 bits; :data:`FORCED` for the default ``select``) and the arc's
+      payload row (the source, label, weight and payload columns are the arc table's own
+      rows from the next free arc on: a kept candidate is not copied, a dropped one is
+      compacted away);
     * ``open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row)``: the state row of
       the context candidate c opens (called for the first candidate of each kept group);
     * ``merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload,
-      n, g_rep, g_fwd, g_forced, active, g_node, n_groups, g_target)``: set ``g_target[g]``
-      for every group not kept — a node id (a kept context of position i), :func:`root`
-      (key) or :data:`DROP`; ``g_node[g]`` is the node of a kept group, ``g_rep[g]`` its
-      first candidate; it may finish the kept nodes' state rows;
-    * ``root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, row)``: the state row of
-      root ``key``, first used by group g (−1: root 0 made eagerly);
-    * ``select``: step 3 (default :func:`select_best`);
+      n, g_rep, g_fwd, g_flags, active, g_node, n_groups, g_target, c_target)``: set
+      ``g_target[g]`` for every group not kept — a node id (a kept context of position i),
+      :func:`root` (key) or :data:`DROP`; with ``per_candidate`` set ``c_target[c]``
+      instead, for every candidate c (the node of its group when that is kept; candidates
+      of a group not kept may come from different parents, each merged through its own);
+      ``g_node[g]`` is the node of a kept group, ``g_rep[g]`` its first candidate,
+      ``g_flags[g]`` its candidates' flags OR-ed; it may finish the kept nodes' state rows;
+    * ``root_state(ctx, i, key, node_state, v, row)``: the state row of root ``key``, node
+      ``v`` (made on first use while the arcs are emitted, or eagerly); a builder that needs
+      the roots of position i − 1 at position i records them here;
+    * ``select(ctx, g_fwd, n_groups, g_class, g_flags, n_classes, budget, active)``: step 3
+      (default :func:`select_best`);
     * ``end(ctx, i, node_pos, node_fwd, node_state, n_nodes, a_src, …, n_arcs) -> (n_nodes,
       n_arcs)``: extra nodes and arcs after a position's own (room for one node and
-      ``prev_count`` arcs is there; default none); they are not expanded further.
+      ``prev_count`` arcs is there; default none); they are not expanded further;
+    * ``per_candidate``: ``merge`` targets candidates, not groups (a compile-time switch).
     """
 
     expand: Callable
@@ -141,11 +156,12 @@ class SelectionBuilder(NamedTuple):
     root_state: Callable
     select: Callable = select_best
     end: Callable = no_end_arcs
+    per_candidate: bool = False
 
 
 def make_selection_loop(builder: SelectionBuilder):
     """The selection-builder loop specialised to ``builder``'s hooks (see the module docstring)."""
-    expand, open_state, merge, root_state, select, end = builder
+    expand, open_state, merge, root_state, select, end, per_candidate = builder
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
@@ -169,21 +185,19 @@ def make_selection_loop(builder: SelectionBuilder):
         n_nodes = 1
         n_arcs = 0
         cap_c = max(sizes[2], 1)
-        c_src = np.empty(cap_c, np.int64)
-        c_lab = np.empty(cap_c, np.int64)
-        c_w = np.empty(cap_c)
         c_fwd = np.empty(cap_c)
         c_key = np.empty(cap_c, np.int64)
         c_class = np.empty(cap_c, np.int64)
-        c_forced = np.empty(cap_c, np.bool_)
+        c_flags = np.empty(cap_c, np.uint8)
         c_group = np.empty(cap_c, np.int64)
-        c_payload = np.empty((cap_c, payload_width), np.int64)
+        c_target = np.empty(cap_c if per_candidate else 1, np.int64)
         g_rep = np.empty(cap_c, np.int64)
         g_fwd = np.empty(cap_c)
         g_class = np.empty(cap_c, np.int64)
-        g_forced = np.empty(cap_c, np.bool_)
+        g_flags = np.empty(cap_c, np.uint8)
         g_target = np.empty(cap_c, np.int64)
         active = np.empty(cap_c, np.bool_)
+        keys_used = np.empty(cap_c if n_slots > 0 else 1, np.int64)  # slot keys to reset after a position
         runs = n_slots == 0
         singletons = n_slots < 0
         ident = np.arange(cap_c)
@@ -196,32 +210,46 @@ def make_selection_loop(builder: SelectionBuilder):
             if prev_count == 0:
                 break
             need = prev_count * fanout
-            if need > c_src.shape[0]:
-                cap_c = max(2 * c_src.shape[0], need)
-                c_src = np.empty(cap_c, np.int64)
-                c_lab = np.empty(cap_c, np.int64)
-                c_w = np.empty(cap_c)
+            # candidate c is written straight into arc slot n_arcs + c (source, label, weight,
+            # payload); the arcs kept are compacted in order after the merge
+            room = n_arcs + need + prev_count
+            a_src = grown1(a_src, n_arcs, room)
+            a_dst = grown1(a_dst, n_arcs, room)
+            a_lab = grown1(a_lab, n_arcs, room)
+            a_w = grown1(a_w, n_arcs, room)
+            a_pos = grown1(a_pos, n_arcs, room)
+            a_payload = grown2(a_payload, n_arcs, room)
+            c_src = a_src[n_arcs:]
+            c_lab = a_lab[n_arcs:]
+            c_w = a_w[n_arcs:]
+            c_payload = a_payload[n_arcs:]
+            if need > c_fwd.shape[0]:
+                cap_c = max(2 * c_fwd.shape[0], need)
                 c_fwd = np.empty(cap_c)
                 c_key = np.empty(cap_c, np.int64)
                 c_class = np.empty(cap_c, np.int64)
-                c_forced = np.empty(cap_c, np.bool_)
+                c_flags = np.empty(cap_c, np.uint8)
                 c_group = np.empty(cap_c, np.int64)
-                c_payload = np.empty((cap_c, payload_width), np.int64)
+                if per_candidate:
+                    c_target = np.empty(cap_c, np.int64)
                 g_rep = np.empty(cap_c, np.int64)
                 g_fwd = np.empty(cap_c)
                 g_class = np.empty(cap_c, np.int64)
-                g_forced = np.empty(cap_c, np.bool_)
+                g_flags = np.empty(cap_c, np.uint8)
                 g_target = np.empty(cap_c, np.int64)
                 active = np.empty(cap_c, np.bool_)
+                if n_slots > 0:
+                    keys_used = np.empty(cap_c, np.int64)
                 ident = np.arange(cap_c)
             # 1. expand
             n_c = expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd,
-                         c_key, c_class, c_forced, c_payload)
+                         c_key, c_class, c_flags, c_payload)
             # 2. group
             n_g = 0
+            n_keyed = 0
             if singletons:  # every candidate is a group of its own: the candidate columns serve
                 n_g = n_c
-                g_rep, g_fwd, g_class, g_forced, c_group = ident, c_fwd, c_class, c_forced, ident
+                g_rep, g_fwd, g_class, g_flags, c_group = ident, c_fwd, c_class, c_flags, ident
                 for g in range(n_g):
                     active[g] = False
             for c in range(0 if singletons else n_c):
@@ -238,6 +266,9 @@ def make_selection_loop(builder: SelectionBuilder):
                         new = True
                 elif key >= 0:
                     g, n_g, new = group_of_slot(slot_group, key, c_fwd[c], n_g, g_fwd)
+                    if new:
+                        keys_used[n_keyed] = key
+                        n_keyed += 1
                 else:
                     g = n_g
                     n_g += 1
@@ -246,15 +277,15 @@ def make_selection_loop(builder: SelectionBuilder):
                 if new:
                     g_rep[g] = c
                     g_class[g] = c_class[c]
-                    g_forced[g] = False
+                    g_flags[g] = c_flags[c]
                     active[g] = False
-                if c_forced[c]:
-                    g_forced[g] = True
+                else:
+                    g_flags[g] |= c_flags[c]
                 c_group[c] = g
             # 3. keep best
-            select(ctx, g_fwd, n_g, g_class, g_forced, n_classes, budget, active)
+            select(ctx, g_fwd, n_g, g_class, g_flags, n_classes, budget, active)
             # 5a. the kept groups become nodes, in group order (g_target: their node)
-            room = n_nodes + n_g + min(n_root_keys, n_g) + 2
+            room = n_nodes + n_g + min(n_root_keys, n_c if per_candidate else n_g) + 2
             node_pos = grown1(node_pos, n_nodes, room)
             node_fwd = grown1(node_fwd, n_nodes, room)
             node_state = grown2(node_state, n_nodes, room)
@@ -274,29 +305,23 @@ def make_selection_loop(builder: SelectionBuilder):
                 n_nodes += 1
                 node_pos[v] = i
                 node_fwd[v] = _NEG_INF
-                root_state(ctx, i, 0, -1, g_rep, c_src, c_lab, node_state, node_state[v])
+                root_state(ctx, i, 0, node_state, v, node_state[v])
                 root_of[0] = v
                 roots_made[0] = 0
                 n_roots = 1
             # 4. merge the others (g_target of the kept groups is their node)
             merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_c, g_rep, g_fwd,
-                  g_forced, active, g_target, n_g, g_target)
-            if not runs and not singletons:
-                for g in range(n_g):
-                    key = c_key[g_rep[g]]
-                    if key >= 0:
-                        slot_group[key] = -1
+                  g_flags, active, g_target, n_g, g_target, c_target)
+            for k in range(n_keyed):
+                slot_group[keys_used[k]] = -1
             # 5b. arcs, in candidate order; a root is made on first use
-            room = n_arcs + n_c + prev_count
-            a_src = grown1(a_src, n_arcs, room)
-            a_dst = grown1(a_dst, n_arcs, room)
-            a_lab = grown1(a_lab, n_arcs, room)
-            a_w = grown1(a_w, n_arcs, room)
-            a_pos = grown1(a_pos, n_arcs, room)
-            a_payload = grown2(a_payload, n_arcs, room)
+            base = n_arcs
             for c in range(n_c):
-                g = c_group[c]
-                v = g_target[g]
+                if per_candidate:
+                    v = c_target[c]
+                else:
+                    g = c if singletons else c_group[c]
+                    v = g_target[g]
                 if v < 0:
                     if v == DROP:
                         continue
@@ -307,25 +332,26 @@ def make_selection_loop(builder: SelectionBuilder):
                         n_nodes += 1
                         node_pos[v] = i
                         node_fwd[v] = _NEG_INF
-                        root_state(ctx, i, key, g, g_rep, c_src, c_lab, node_state, node_state[v])
+                        root_state(ctx, i, key, node_state, v, node_state[v])
                         root_of[key] = v
                         roots_made[n_roots] = key
                         n_roots += 1
-                    g_target[g] = v
+                    if not per_candidate:
+                        g_target[g] = v
                 a = n_arcs
                 n_arcs += 1
-                w = c_w[c]
+                if a != base + c:  # candidates dropped before this one: move it down, order kept
+                    a_src[a] = c_src[c]
+                    a_lab[a] = c_lab[c]
+                    a_w[a] = c_w[c]
+                    for t in range(payload_width):
+                        a_payload[a, t] = c_payload[c, t]
                 f = c_fwd[c]
                 if has_coverage and v >= first_root:
-                    w += coverage
+                    a_w[a] += coverage
                     f += coverage
-                a_src[a] = c_src[c]
                 a_dst[a] = v
-                a_lab[a] = c_lab[c]
-                a_w[a] = w
                 a_pos[a] = i
-                for t in range(payload_width):
-                    a_payload[a, t] = c_payload[c, t]
                 node_fwd[v] = log_plus(node_fwd[v], f)
             for k in range(n_roots):
                 root_of[roots_made[k]] = -1

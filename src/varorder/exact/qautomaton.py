@@ -50,7 +50,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from varorder.engine.builder import grown1, grown_columns
+from varorder.engine.builder import grown1, grown2, grown_columns
 from varorder.engine.lattice import sample_kernel, viterbi_kernel
 from varorder.errors import ParameterError
 from varorder.exact import model as model_kernels
@@ -719,12 +719,8 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
             capacity = min(2 * capacity, max_iterations)
             log_q = grown1(log_q, log_q.shape[0], capacity)
             log_p = grown1(log_p, log_p.shape[0], capacity)
-            grown = np.zeros(capacity, np.int64)
-            grown[:n_iter] = refined_states[:n_iter]
-            refined_states = grown
-            grown_ngrams = np.zeros((capacity, order_counts.shape[0]), np.int64)
-            grown_ngrams[:n_iter] = refined_ngrams[:n_iter]
-            refined_ngrams = grown_ngrams
+            refined_states = grown1(refined_states, n_iter, capacity)
+            refined_ngrams = grown2(refined_ngrams, n_iter, capacity)
         lp = _update_factors(history, previous_history, factors, reads, order, n_iter == 0,
                              tables) * scale + logliks.sum()
         log_q[n_iter] = score

@@ -13,6 +13,7 @@ _EXPORTS = {
     **dict.fromkeys(("read_naacl",), "varorder.io.naacl"),
     **dict.fromkeys(("OcrWord", "read_ocr_letters"), "varorder.io.ocr"),
     **dict.fromkeys(("TaggedSentence", "read_tagged"), "varorder.io.tagged"),
+    **dict.fromkeys(("tokenize", "read_sentences", "format_tagged"), "varorder.io.text"),
     # the text-file helpers every writer uses: atomic, umask-respecting, gzip by suffix
     **dict.fromkeys(("atomic_write_text", "input_limit", "InputTooLargeError", "naming_path", "open_stdin", "open_text",
                       "umask_mode"), "varorder.io._text"),

@@ -223,9 +223,16 @@ def atomic_write_text(path):
 
     The file gets the umask's ordinary mode (``mkstemp`` alone would leave it 0600);
     an exception or signal-driven exit (``KeyboardInterrupt``, ``SystemExit``) removes
-    the hidden temporary file.
+    the hidden temporary file. ``"-"`` is standard output (written as it comes, flushed
+    at the end; nothing to replace).
     """
     path = os.fspath(path)
+    if path == "-":
+        import sys
+
+        yield sys.stdout
+        sys.stdout.flush()
+        return
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise ParameterError(f"{path}: cannot write: folder {directory!r} does not exist", name='path', value=path)

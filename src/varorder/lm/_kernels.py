@@ -286,6 +286,24 @@ def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, orde
     return next_sentence, False
 
 
+@numba.njit(cache=True, inline="always")
+def emit_token(lane, log10prob, n_current, n_previous, previous_backoff, lane_total, lane_cursor, out_log10prob,
+               out_length):
+    """Finish a lane's token whose longest stored n-gram (``n_current`` words) gave
+    ``log10prob``: back off through every stored context longer than it (up to the
+    state's ``n_previous`` words), write the token's outputs; returns the sentence's
+    running total. Shared by the scorers of both binary formats, so that their
+    arithmetic is the same."""
+    for context_length in range(n_current, n_previous + 1):
+        log10prob += previous_backoff[_at(lane), _at(context_length - 1)]
+    total = lane_total[_at(lane)] + log10prob
+    cursor = lane_cursor[_at(lane)]
+    out_log10prob[_at(cursor)] = log10prob
+    out_length[_at(cursor)] = n_current
+    lane_cursor[_at(lane)] = cursor + 1
+    return total
+
+
 @numba.njit(cache=True)
 def score_flat(
     ids, offsets, add_bos, add_eos, bos_id, eos_id, order, vocab_size,
@@ -375,14 +393,8 @@ def score_flat(
                 current_backoff[_at(length - 1)] = slot_values[_at(6 * found + 5)]
                 log10prob = slot_values[_at(6 * found + 4)]
                 n_current = length
-            # Back off through every stored context longer than the matched one.
-            for context_length in range(n_current, lane_previous + 1):
-                log10prob += previous_backoff[_at(lane), _at(context_length - 1)]
-            total = lane_total[_at(lane)] + log10prob
-            cursor = lane_cursor[_at(lane)]
-            out_log10prob[_at(cursor)] = log10prob
-            out_length[_at(cursor)] = n_current
-            lane_cursor[_at(lane)] = cursor + 1
+            total = emit_token(lane, log10prob, n_current, lane_previous, previous_backoff, lane_total, lane_cursor,
+                               out_log10prob, out_length)
             index += 1
             if index < words_end + eos_extra:
                 lane_total[_at(lane)] = total

@@ -4,7 +4,10 @@ so that opening a model maps the file and parses nothing (KenLM's ``build_binary
 Factorization: the back-off model of :mod:`varorder.lm.model` (Carter, Dymetman &
 Bouchard 2012, eq. 7), stored exactly as it is held in memory — the packed sorted keys,
 the float32 ``(log10 p, log10 bow)`` pairs and the open-addressing hash of each order —
-so scores from a binary file equal those of the model that wrote it bit for bit.
+so scores from a binary file equal those of the model that wrote it bit for bit. Format
+version 2, a sorted trie five times smaller with optional quantisation, is
+:mod:`varorder.lm.trie`; :func:`open_binary` opens either version and :func:`write_binary`
+writes either (``trie=True``).
 
 Layout (little-endian), version 1::
 
@@ -54,28 +57,22 @@ from __future__ import annotations
 import json
 import mmap
 import os
-import struct
 import zlib
 from pathlib import Path
 
 import numpy as np
 
-from varorder.errors import FormatError, ParameterError
+from varorder.errors import ParameterError
+from varorder.lm._binary_file import (_ALIGN, _FORMAT_NAME, _KENLM_MAGIC, _PREAMBLE, MAGIC, BinaryFormatError,
+                                     _drop_cached_pages, _known_verified, _record_verified, _refuse)
 from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_output
 from varorder.lm.model import MaxBackoffTable, NgramLM, key_tables_problem
 
-MAGIC = b"varorder-lm\x00"
-FORMAT_VERSION = 1
-_PREAMBLE = struct.Struct("<12sIQII")  # magic, version, header length, header CRC, zero
-_ALIGN = 64
-_KENLM_MAGIC = b"mmap lm "
-_FORMAT_NAME = "varorder n-gram language model"
+FORMAT_VERSION = 1  # the hash-table layout below; version 2 is the trie of varorder.lm.trie
+READABLE_VERSIONS = (1, 2)
 
-
-class BinaryFormatError(FormatError):
-    """A file that is not a valid varorder binary model (a FormatError, hence a ValueError,
-    so callers that catch bad input keep working)."""
-
+__all__ = ["BinaryFormatError", "FORMAT_VERSION", "MAGIC", "READABLE_VERSIONS", "is_binary_model", "open_binary",
+           "verify_binary", "write_binary"]
 
 def is_binary_model(path: PathLike) -> bool:
     """Whether ``path`` starts with the varorder binary magic bytes."""
@@ -109,14 +106,26 @@ def _model_arrays(model: NgramLM) -> dict[str, np.ndarray]:
     return arrays
 
 
-def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None) -> None:
+def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None, trie: bool = False,
+                 prob_bits: int | None = None, backoff_bits: int | None = None) -> None:
     """Write ``model`` in the binary format, atomically (a temporary file renamed into
     place; permissions follow the umask).
 
     ``max_arpa``: store the MAX-ARPA columns (computed if needed); by default they are
-    stored when the model already holds them.
+    stored when the model already holds them. ``trie``: write format version 2 instead
+    (:mod:`varorder.lm.trie`: a sorted trie, about 5 times smaller), with the probabilities
+    and back-offs of orders >= 2 quantised to ``prob_bits`` / ``backoff_bits`` bits when
+    given (KenLM's ``build_binary -q -b trie``); version 2 stores no MAX-ARPA columns.
     """
     path = Path(path)
+    if trie or prob_bits or backoff_bits:
+        if max_arpa:
+            raise ParameterError("format version 2 (trie) stores no MAX-ARPA columns (they are computed on "
+                                 "demand); write version 1 for them", name="max_arpa", value=max_arpa)
+        from varorder.lm.trie import write_trie
+
+        write_trie(model, path, prob_bits=prob_bits, backoff_bits=backoff_bits)
+        return
     if max_arpa:
         model.max_backoff()
     elif max_arpa is False:
@@ -160,74 +169,6 @@ def write_binary(model: NgramLM, path: PathLike, *, max_arpa: bool | None = None
     _record_verified(os.stat(path))  # written from a validated model: its bytes are sound
 
 
-def _drop_cached_pages(path: Path) -> None:
-    """Flush the file just written and drop it from the page cache. Written pages sit in
-    the cache as 4 KB pages, and every later mapping of the file would use them; read
-    back by the first :func:`open_binary` (which asks for huge pages), they come in
-    2 MB folios where the kernel and file system support it, so that the random probes of
-    the hash tables need one TLB entry per 2 MB (about 15% of scoring time on the PTB
-    5-gram). Best effort: nothing happens where the calls are missing."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fdatasync(descriptor)
-        os.posix_fadvise(descriptor, 0, 0, os.POSIX_FADV_DONTNEED)
-    except OSError:
-        pass
-    finally:
-        os.close(descriptor)
-
-
-_STAMP_LIMIT = 512
-
-
-def _stamp_file() -> Path:
-    root = os.environ.get("VARORDER_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "varorder")
-    return Path(root) / "verified-binary-models.json"
-
-
-def _stamp(file_stat: os.stat_result) -> str:
-    # Any write to the file, a copy, a rename over it or a restore changes one of these
-    # (the inode's change time cannot be set back by a user), so a match means the bytes
-    # that were verified are the bytes on disk, short of silent media corruption.
-    return (f"{file_stat.st_dev}:{file_stat.st_ino}:{file_stat.st_size}:"
-            f"{file_stat.st_mtime_ns}:{file_stat.st_ctime_ns}")
-
-
-def _read_stamps() -> list[str]:
-    try:
-        stamps = json.loads(_stamp_file().read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return []  # no cache or an unreadable one: every model is verified in full
-    return [s for s in stamps if isinstance(s, str)] if isinstance(stamps, list) else []
-
-
-def _known_verified(file_stat: os.stat_result) -> bool:
-    """Whether this file version passed a full verification before (written by
-    :func:`write_binary`, or verified by an earlier open). The default open then checks
-    only the structure: the full check is paid once per file version, not per process,
-    and a file changed in any way since is verified in full again."""
-    return _stamp(file_stat) in _read_stamps()
-
-
-def _record_verified(file_stat: os.stat_result) -> None:
-    stamp = _stamp(file_stat)
-    stamps = [s for s in _read_stamps() if s != stamp][-(_STAMP_LIMIT - 1):] + [stamp]
-    target = _stamp_file()
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_output(target) as handle:
-            handle.write(json.dumps(stamps).encode("ascii"))
-    except OSError:
-        pass  # a read-only home: models are verified in full on every open instead
-
-
-def _refuse(path, message: str) -> BinaryFormatError:
-    return BinaryFormatError(f"{path}: {message}", path=path)
-
-
 def _read_header(path, handle, file_size: int) -> dict:
     preamble = handle.read(_PREAMBLE.size)
     if len(preamble) < len(MAGIC) or preamble[: len(MAGIC)] != MAGIC:
@@ -240,8 +181,9 @@ def _read_header(path, handle, file_size: int) -> dict:
     _, version, header_length, header_crc, reserved = _PREAMBLE.unpack(preamble)
     if reserved != 0:  # written as zero; anything else is damage or a format this reader does not know
         raise _refuse(path, f"field 'reserved' of the preamble is {reserved}, not 0: damaged or not written by varorder")
-    if version != FORMAT_VERSION:
-        raise _refuse(path, f"binary format version {version}, but this varorder reads version {FORMAT_VERSION}; "
+    if version not in READABLE_VERSIONS:
+        raise _refuse(path, f"binary format version {version}, but this varorder reads versions "
+                            f"{', '.join(map(str, READABLE_VERSIONS))}; "
                             "rebuild it from the ARPA file with `varorder lm build-binary`")
     if _PREAMBLE.size + header_length > file_size:
         raise _refuse(path, f"truncated: the header needs {_PREAMBLE.size + header_length} bytes, the file has {file_size}")
@@ -254,6 +196,7 @@ def _read_header(path, handle, file_size: int) -> dict:
         raise _refuse(path, f"corrupt header: {error}") from None
     if not isinstance(header, dict):
         raise _refuse(path, "corrupt header: not a JSON object")
+    header["_preamble_version"] = version
     return header
 
 
@@ -389,13 +332,26 @@ def open_binary(path: PathLike, verify: bool | None = None) -> NgramLM:
         if verify is None:
             verify = not _known_verified(file_stat)
         header = _read_header(path, handle, file_size)
-        _check_header(path, header, file_size)
+        version = header.pop("_preamble_version")
+        if version == FORMAT_VERSION:
+            _check_header(path, header, file_size)
+        else:
+            from varorder.lm.trie import _check_trie_header
+
+            _check_trie_header(path, header, file_size)
         buffer = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
     if hasattr(mmap, "MADV_HUGEPAGE"):
         try:  # pages read from disk through this mapping come in huge folios where possible
             buffer.madvise(mmap.MADV_HUGEPAGE)
         except OSError:
             pass
+    if version != FORMAT_VERSION:
+        from varorder.lm.trie import open_trie
+
+        model = open_trie(path, header, buffer, file_size, bool(verify))
+        if verify:
+            _record_verified(file_stat)
+        return model
     arrays = _map_arrays(path, header, buffer)
     _check_control_checksums(path, header, arrays)
     text = arrays["vocabulary"].tobytes().decode("utf-8", errors="surrogateescape")

@@ -12,7 +12,7 @@ sentence on whitespace, start from ``<s>`` (``bos=True``) or the empty context a
 ``</s>`` (``eos=True``); an out-of-vocabulary word is scored as ``<unk>`` and flagged
 ``oov`` (as is ``<unk>`` itself, KenLM's word 0); ``word in model`` is false for unknown
 words and ``<unk>``; ``perplexity`` counts the words and one ``</s>``. ``Model`` opens ARPA
-files and varorder binary files (not KenLM's binary format).
+files and varorder binary files of either format version (not KenLM's binary format).
 """
 
 from __future__ import annotations
@@ -190,9 +190,7 @@ class Model:
         _check_state(out_state, "out_state")
         word_id = self._id(word)
         if self._tables is None:
-            from varorder.lm._kenlm_kernels import base_full_score
-
-            self._query, self._tables = base_full_score, self.model.state_tables()
+            self._query, self._tables = self.model.state_query()
         with self.model.naming_damage():
             log10prob, length, keep = self._query(in_state._ids, word_id, *self._tables)
         if keep:

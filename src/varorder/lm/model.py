@@ -220,6 +220,15 @@ class NgramLM(MaxBackoffBounds):
         return (self.order, self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap, self._values,
                 self._value_base, self._extends_flat)
 
+    def state_query(self) -> tuple:
+        """``(kernel, tables)`` of one stateful query of :mod:`varorder.lm.kenlm`:
+        ``kernel(context, word, *tables)`` returns ``(log10 p, n-gram length, words to keep
+        as the next state)`` (:func:`varorder.lm._kenlm_kernels.base_full_score` over
+        :meth:`state_tables`). Run it inside :meth:`naming_damage`."""
+        from varorder.lm._kenlm_kernels import base_full_score
+
+        return base_full_score, self.state_tables()
+
     @property
     def nbytes(self) -> int:
         """Bytes held by the tables (keys, values, hashes once built, extension flags)."""
@@ -307,6 +316,13 @@ class NgramLM(MaxBackoffBounds):
             raise self._corrupt(ValueError(_kernels().CORRUPT_ROW))
         return max(row, -1)
 
+    def _query_kernels(self) -> tuple:
+        """``(kernel module, tables)``: the module's ``backoff_log10prob``,
+        ``batched_lookup`` and ``grid_lookup`` take the tables after their queries (a
+        model over other tables, :class:`varorder.lm.trie.TrieLM`, gives its own)."""
+        return _kernels(), (self.vocab_size, self._hash_rows, self._hash_base, self._hash_cap, self._values,
+                            self._value_base)
+
     def _context_array(self, context: Iterable[int]) -> np.ndarray:
         context = np.asarray(list(context) if not isinstance(context, np.ndarray) else context, dtype=np.int64)
         if context.ndim != 1:
@@ -334,11 +350,10 @@ class NgramLM(MaxBackoffBounds):
         sentence start.
         """
         context = self._context_array(context)
+        word = self._check_word(word)
+        kernels, tables = self._query_kernels()
         try:
-            log10prob, length = _kernels().backoff_log10prob(
-                context, self._check_word(word), self.vocab_size, self._hash_rows, self._hash_base,
-                self._hash_cap, self._values, self._value_base,
-            )
+            log10prob, length = kernels.backoff_log10prob(context, word, *tables)
         except ValueError as error:
             raise self._corrupt(error) from None
         return float(log10prob), int(length)
@@ -390,6 +405,12 @@ class NgramLM(MaxBackoffBounds):
         out_log10prob = np.empty(n_out, dtype=np.float64)
         out_length = np.empty(n_out, dtype=np.int8)
         out_sentence = np.empty(len(lengths), dtype=np.float64)
+        self._run_scorer(ids, offsets, bos, eos, out_log10prob, out_length, out_sentence)
+        return out_log10prob, out_length, out_sentence
+
+    def _run_scorer(self, ids, offsets, bos: bool, eos: bool, out_log10prob, out_length, out_sentence) -> None:
+        """Fill the outputs of :meth:`_score_ids` (see :func:`varorder.lm._kernels.score_flat`)."""
+        n_out = len(out_log10prob)
         # A few tokens score faster in Python than Numba loads; the results are identical.
         small = n_out <= _PYTHON_SCORING_LIMIT and "varorder.lm._kernels" not in sys.modules
         score_flat = score_flat_python if small else _kernels().score_flat
@@ -398,7 +419,6 @@ class NgramLM(MaxBackoffBounds):
             self._hash_rows, self._hash_values, self._hash_base, self._hash_cap, self._values, out_log10prob, out_length,
             out_sentence,
         )
-        return out_log10prob, out_length, out_sentence
 
     def sentence_log10probs(
         self, ids: np.ndarray, lengths: np.ndarray | None = None, *, bos: bool = True, eos: bool = True
@@ -511,9 +531,9 @@ class NgramLM(MaxBackoffBounds):
         flat, offsets, words = self._flat_queries(contexts, words)
         out = np.empty(len(words))
         lengths = np.empty(len(words), dtype=np.int64)
+        kernels, tables = self._query_kernels()
         try:
-            _kernels().batched_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
-                                      self._hash_cap, self._values, self._value_base, out, lengths)
+            kernels.batched_lookup(flat, offsets, words, *tables, out, lengths)
         except ValueError as error:
             raise self._corrupt(error) from None
         return out, lengths
@@ -536,9 +556,9 @@ class NgramLM(MaxBackoffBounds):
         self._check_ids(words)
         out = np.empty((len(offsets) - 1, len(words)))
         lengths = np.empty((len(offsets) - 1, len(words)), dtype=np.int64)
+        kernels, tables = self._query_kernels()
         try:
-            _kernels().grid_lookup(flat, offsets, words, self.vocab_size, self._hash_rows, self._hash_base,
-                                   self._hash_cap, self._values, self._value_base, out, lengths)
+            kernels.grid_lookup(flat, offsets, words, *tables, out, lengths)
         except ValueError as error:
             raise self._corrupt(error) from None
         return out, lengths

@@ -32,9 +32,16 @@ Context selection during the forward pass (App. A adapted as in §4.2):
 * ``bigram_exact=True`` (order 2 only): contexts keep only the last letter (with the
   state), all of them — exact inference in the bigram model used by forced decoding.
 
-Merging needs no hashing: roots (and, in the exact bigram, every context) are found in dense
-tables indexed by state and letter, other contexts through the ancestor chain of the context
-they extend (``_kept_ancestor``).
+The loop (expand, group, keep best, merge, emit) is the engine's selection builder
+(:mod:`varorder.engine.builder`); this module supplies its hooks: the state (alignment state
+and fixed labels), the scorer (θᵀφ of the output and alignment n-grams, the feature indices
+as each arc's payload), a ``select`` with the second budget over the gold prefix, a merge
+candidate by candidate (in the exact bigram one context gathers expansions of different
+parents, each merged through its own) and the end-symbol arcs of each position. Grouping
+needs no hashing: expansions of a root or of the start (and, in the exact bigram, every
+expansion) are keyed by state and label; merging walks the ancestor chain of the context an
+expansion extends, then the roots of its state made at the previous position
+(``_kept_ancestor``).
 """
 
 from __future__ import annotations
@@ -44,8 +51,8 @@ from dataclasses import dataclass
 import numba as nb
 import numpy as np
 
-from varorder.engine.builder import grown1, grown2
-from varorder.engine.selection import group_of_slot, keep_best
+from varorder.engine.builder import DROP, FORCED, SelectionBuilder, root, selection_builder
+from varorder.engine.selection import keep_best
 from varorder.engine.semiring import log_plus
 from varorder.errors import ParameterError
 from varorder.lattice import Lattice
@@ -55,6 +62,10 @@ import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locke
 __all__ = ["AlignmentLattice", "build_alignment_lattice", "restrict_to_output"]
 
 _NEG_INF = -np.inf
+# a context's state row: these columns, then the labels it fixes (the first ``_LEN`` of them)
+_J, _F, _LEN, _ROOT, _GOLD, _FORCED, _ANC, _END, _SYM = range(9)
+#: the candidate flag "spells the gold prefix" (beside the engine's FORCED)
+_GOLD_PREFIX = 2
 
 
 @nb.njit(cache=True)
@@ -96,7 +107,7 @@ def _backoff_features(history, symbol, w, alphabet, first_kind, hashed, mask, of
 
 
 @nb.njit(cache=True)
-def _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slots, window):
+def _context_history(x, node_state, u, u_len, full, j, V, P, n, M, slots, window):
     """What the features of every expansion of context u (state z = j) read from u, once per u.
 
     ``slots``: the n − 1 output slot codes (oldest first: letters, V = BOS, V + 1 = ★);
@@ -110,7 +121,7 @@ def _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slots, window):
     for t in range(w):  # oldest slot first
         k = w - t
         if k <= u_len:
-            s = node_sym[u, u_len - k] // NM
+            s = node_state[u, _SYM + u_len - k] // NM
         elif full:
             s = V  # BOS
         else:
@@ -122,7 +133,7 @@ def _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slots, window):
     jpos = j
     k = u_len - 1
     while got < w and k >= 0:
-        lab = node_sym[u, k]
+        lab = node_state[u, _SYM + k]
         yk = lab // NM
         mk = lab % NM
         if mk == 0:
@@ -259,47 +270,269 @@ def _step_weights(theta, letter, feats, j, y, V, n, M, Lp, unigrams, backoff, wt
         wts[m] = total
 
 
+@nb.njit(cache=True, inline="always")
+def _moved(j, m):
+    """The alignment state (z, single-phoneme flag) after move m from z = j."""
+    if m == 0:
+        return j, 1
+    return j + m, 1 if m == 1 else 0
+
+
 @nb.njit(cache=True)
-def _kept_ancestor(u, lab, node_anc, node_root, node_j, prev_roots, child, prev_first, NM):
+def _kept_ancestor(u, lab, node_state, root_node, root_pos, i, child, prev_first, NM):
     """The kept context at i for (u's proper ancestors at i − 1) + lab, longest first; −1: none.
 
     A kept context (state, s + lab) came from the context (state′, s) at i − 1, which is
     an ancestor of u (same z, its suffix a suffix of u's) — so walking u's ancestor chain
-    and then the roots of u's z finds the least active ancestor without any hashing.
+    and then the roots of u's z made at i − 1 finds the least active ancestor without any
+    hashing.
     """
-    if node_root[u] or u == 0:
+    if node_state[u, _ROOT] or u == 0:
         return -1
-    t = node_anc[u]
+    t = node_state[u, _ANC]
     while t >= 0:
         v = child[t - prev_first, lab]
         if v >= 0:
             return v
-        t = node_anc[t]
-    j = node_j[u]
+        t = node_state[t, _ANC]
+    j = node_state[u, _J]
     for f in range(1, -1, -1):
         if lab % NM == 0 and f == 0:
             continue  # a share needs a single-phoneme root
-        r = prev_roots[j * 2 + f]
-        if r >= 0:
-            v = child[r - prev_first, lab]
+        key = j * 2 + f
+        if root_pos[key] == i - 1:
+            v = child[root_node[key] - prev_first, lab]
             if v >= 0:
                 return v
     return -1
 
 
 @nb.njit(cache=True)
-def _select(g_fwd, g_j, g_gold, g_forced, n_g, groups, B, beam, extra_k):
-    """Kept candidates: the B best per z_i (RCMS; ``groups`` = L′ + 1) or overall (beam), the
-    ``extra_k`` best that spell the gold prefix, and the forced one; −∞ candidates never
-    (:func:`varorder.engine.selection.keep_best`, ties to the earlier candidate)."""
-    active = np.zeros(n_g, np.bool_)
-    keep_best(g_fwd, n_g, np.zeros(n_g, np.int64) if beam else g_j, groups, B, active)
+def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd, c_key,
+            c_class, c_flags, c_payload):
+    """Every context of position i − 1 that something reaches by every (letter, move) the
+    state allows, scored by θᵀφ (every letter's indices first, then θ in one sweep); its
+    end-symbol arc, where z = |x|, is kept for ``_end_arcs``. Keys: the exact bigram's
+    (state, letter), a root's or the start's (state, label) (the two roots of one z meet
+    there), otherwise none (a longer context than its parent's is new at this position);
+    class z_i (RCMS) or one (beam); flags gold prefix / forced."""
+    (x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff, F, beam, bigram_exact, Lmax, clamp, gold,
+     extra_k, forced_moves, step_w, step_f, y_feats, y_wts, y_letter, ctx_window, win_buf, slot_buf, root_node,
+     root_pos, e_par, e_w, e_feat, counts) = ctx
+    Lp = x.shape[0]
+    NM = M + 1
+    NL = V * NM
+    clamped = clamp.shape[0] > 0
+    Lc = clamp.shape[0]
+    n_gold = gold.shape[0]
+    forcing = forced_moves.shape[0] > 0
+    remaining = (Lc - i) if clamped else (Lmax - i)
+    n_c = 0
+    n_e = 0
+    for u in range(prev_first, prev_first + prev_count):
+        if node_fwd[u] == _NEG_INF:
+            continue
+        j = node_state[u, _J]
+        f = node_state[u, _F]
+        u_len = node_state[u, _LEN]
+        start = node_state[u, _ROOT] == 1 or u == 0
+        full = u_len == node_pos[u]
+        prefix = _context_history(x, node_state, u, u_len, full, j, V, P, n, M, slot_buf, ctx_window)
+        if j == Lp and i >= 2 and (not clamped or i == Lc + 1):
+            letter = _step_features(x, prefix, slot_buf, ctx_window, j, V, V, P, n, M, hashed, mask, offsets,
+                                    unigrams, backoff, step_f, win_buf)
+            _step_weights(theta, letter, step_f, j, V, V, n, M, Lp, unigrams, backoff, step_w)
+            e_w[n_e] = step_w[0]
+            for t in range(F):
+                e_feat[n_e, t] = step_f[0, t]
+            e_par[n_e] = u
+            n_e += 1
+        if clamped and i > Lc:
+            continue
+        if i > Lmax:
+            continue
+        for y in range(V):
+            if clamped and y != clamp[i - 1]:
+                continue
+            y_letter[y] = _step_features(x, prefix, slot_buf, ctx_window, j, y, V, P, n, M, hashed, mask,
+                                         offsets, unigrams, backoff, y_feats[y], win_buf)
+        for y in range(V):
+            if clamped and y != clamp[i - 1]:
+                continue
+            _step_weights(theta, y_letter[y], y_feats[y], j, y, V, n, M, Lp, unigrams, backoff, y_wts[y])
+        gold_parent = node_state[u, _GOLD] == 1 and i <= n_gold
+        for y in range(V):
+            if clamped and y != clamp[i - 1]:
+                continue
+            for m in range(NM):
+                if m == 0 and (f == 0 or j == 0):
+                    continue
+                j2, f2 = _moved(j, m)
+                if j2 > Lp:
+                    break
+                if Lp - j2 > M * remaining:
+                    continue
+                if clamped and remaining > 0 and j2 == Lp and f2 == 0:
+                    continue
+                lab = y * NM + m
+                w = y_wts[y, m]
+                c = n_c
+                n_c += 1
+                c_src[c] = u
+                c_lab[c] = lab
+                c_w[c] = w
+                for t in range(F):
+                    c_payload[c, t] = y_feats[y, m, t]
+                c_fwd[c] = node_fwd[u] + w
+                if bigram_exact:
+                    c_key[c] = (j2 * 2 + f2) * V + y
+                elif start:
+                    c_key[c] = (j2 * 2 + f2) * NL + lab
+                else:
+                    c_key[c] = -1
+                c_class[c] = 0 if beam else j2
+                flags = 0
+                if gold_parent and y == gold[i - 1]:
+                    flags = _GOLD_PREFIX
+                    if forcing and node_state[u, _FORCED] == 1 and m == forced_moves[i - 1]:
+                        flags |= FORCED
+                c_flags[c] = flags
+    counts[0] = n_e
+    counts[1] = prev_first
+    counts[2] = prev_count
+    return n_c
+
+
+@nb.njit(cache=True)
+def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
+    """The context candidate c opens: its state, and its parent's labels + c's (one label
+    only in the exact bigram or from a root or the start)."""
+    NM = ctx[5] + 1
+    u = c_src[c]
+    lab = c_lab[c]
+    j2, f2 = _moved(node_state[u, _J], lab % NM)
+    length = 1 if ctx[13] or node_state[u, _ROOT] == 1 or u == 0 else node_state[u, _LEN] + 1
+    row[_J] = j2
+    row[_F] = f2
+    row[_LEN] = length
+    row[_ROOT] = 0
+    row[_GOLD] = 0
+    row[_FORCED] = 0
+    row[_ANC] = -1
+    row[_END] = 0
+    for k in range(length - 1):
+        row[_SYM + k] = node_state[u, _SYM + k]
+    row[_SYM + length - 1] = lab
+
+
+@nb.njit(cache=True)
+def _select(ctx, g_fwd, n_groups, g_class, g_flags, n_classes, budget, active):
+    """The B best per z_i (RCMS) or overall (beam), the ``extra_gold`` best that spell the
+    gold prefix, and the forced one; −∞ never (:func:`varorder.engine.selection.keep_best`,
+    ties to the earlier)."""
+    extra_k = ctx[17]
+    keep_best(g_fwd, n_groups, g_class, n_classes, budget, active)
     if extra_k > 0:
-        keep_best(g_fwd, n_g, np.where(g_gold[:n_g], 0, -1), 1, extra_k, active)
-    for g in range(n_g):
-        if g_forced[g] and g_fwd[g] > _NEG_INF:
+        gold_class = np.empty(n_groups, np.int64)
+        for g in range(n_groups):
+            gold_class[g] = 0 if g_flags[g] & _GOLD_PREFIX else -1
+        keep_best(g_fwd, n_groups, gold_class, 1, extra_k, active)
+    for g in range(n_groups):
+        if g_flags[g] & FORCED and g_fwd[g] > _NEG_INF:
             active[g] = True
-    return active
+
+
+@nb.njit(cache=True)
+def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n, g_rep, g_fwd,
+           g_flags, active, g_node, n_groups, g_target, c_target):
+    """Every candidate not kept into its least active ancestor, through its own parent's
+    ancestor chain, else its state's root (RCMS); dropped (beam). A kept context records
+    its flags and its least active proper ancestor."""
+    NM = ctx[5] + 1
+    NL = ctx[2] * NM
+    beam = ctx[12]
+    root_node, root_pos, counts = ctx[27], ctx[28], ctx[32]
+    for g in range(n_groups):
+        if active[g]:
+            v = g_node[g]
+            node_state[v, _GOLD] = 1 if g_flags[g] & _GOLD_PREFIX else 0
+            node_state[v, _FORCED] = 1 if g_flags[g] & FORCED else 0
+    if beam:
+        for c in range(n):
+            g = c_group[c]
+            c_target[c] = g_node[g] if active[g] else DROP
+        return
+    prev_first = counts[1]
+    child = np.full((counts[2], NL), -1, np.int64)  # (context at i−1, label) → kept context at i
+    for c in range(n):
+        g = c_group[c]
+        if active[g]:
+            child[c_src[c] - prev_first, c_lab[c]] = g_node[g]
+            c_target[c] = g_node[g]
+    for g in range(n_groups):
+        if active[g]:
+            c = g_rep[g]
+            node_state[g_node[g], _ANC] = _kept_ancestor(c_src[c], c_lab[c], node_state, root_node, root_pos, i,
+                                                         child, prev_first, NM)
+    for c in range(n):
+        if active[c_group[c]]:
+            continue
+        u = c_src[c]
+        target = _kept_ancestor(u, c_lab[c], node_state, root_node, root_pos, i, child, prev_first, NM)
+        if target < 0:
+            j2, f2 = _moved(node_state[u, _J], c_lab[c] % NM)
+            target = root(j2 * 2 + f2)
+        c_target[c] = target
+
+
+@nb.njit(cache=True)
+def _root_state(ctx, i, key, node_state, v, row):
+    """Root (z, f) = divmod(key, 2), "any y_{1:i} with this state"; recorded for the merge of
+    position i + 1."""
+    row[_J] = key // 2
+    row[_F] = key % 2
+    row[_LEN] = 0
+    row[_ROOT] = 1
+    row[_GOLD] = 0
+    row[_FORCED] = 0
+    row[_ANC] = -1
+    row[_END] = 0
+    ctx[27][key] = v
+    ctx[28][key] = i
+
+
+@nb.njit(cache=True)
+def _end_arcs(ctx, i, node_pos, node_fwd, node_state, n_nodes, a_src, a_dst, a_lab, a_w, a_pos, a_payload, n_arcs):
+    """The end node of position i and the end-symbol arcs ``_expand`` found into it."""
+    V, NM, F = ctx[2], ctx[5] + 1, ctx[11]
+    e_par, e_w, e_feat, counts = ctx[29], ctx[30], ctx[31], ctx[32]
+    n_e = counts[0]
+    if n_e == 0:
+        return n_nodes, n_arcs
+    v = n_nodes
+    n_nodes += 1
+    node_pos[v] = i
+    node_fwd[v] = _NEG_INF
+    for t in range(_SYM):
+        node_state[v, t] = 0
+    node_state[v, _ANC] = -1
+    node_state[v, _END] = 1
+    for e in range(n_e):
+        a = n_arcs
+        n_arcs += 1
+        a_src[a] = e_par[e]
+        a_dst[a] = v
+        a_lab[a] = V * NM
+        a_w[a] = e_w[e]
+        a_pos[a] = i
+        for t in range(F):
+            a_payload[a, t] = e_feat[e, t]
+        node_fwd[v] = log_plus(node_fwd[v], node_fwd[e_par[e]] + e_w[e])
+    return n_nodes, n_arcs
+
+
+_LOOP = selection_builder(SelectionBuilder(_expand, _open_state, _merge, _root_state, _select, _end_arcs,
+                                           per_candidate=True))
 
 
 @nb.njit(cache=True)
@@ -307,262 +540,29 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
                   clamp, gold, extra_k, forced_moves):
     Lp = x.shape[0]
     NM = M + 1
-    clamped = clamp.shape[0] > 0
-    Lc = clamp.shape[0]
-    n_gold = gold.shape[0]
-    forcing = forced_moves.shape[0] > 0
-    width = (B if beam else B * (Lp + 1)) + extra_k + 2 + 2 * (Lp + 1) + 1
-    max_nodes = 1 + (Lmax + 1) * width
-    slots = Lmax + 1
-    node_pos = np.zeros(max_nodes, np.int64)
-    node_j = np.zeros(max_nodes, np.int64)
-    node_f = np.zeros(max_nodes, np.int64)
-    node_len = np.zeros(max_nodes, np.int64)
-    node_sym = np.empty((max_nodes, slots), np.int64)  # row v: its first node_len[v] entries only
-    node_fwd = np.full(max_nodes, _NEG_INF)
-    node_root = np.zeros(max_nodes, np.bool_)
-    node_gold = np.zeros(max_nodes, np.bool_)
-    node_forced = np.zeros(max_nodes, np.bool_)
-    node_end = np.zeros(max_nodes, np.bool_)
-    cap_a = 4096
-    a_src = np.empty(cap_a, np.int64)
-    a_dst = np.empty(cap_a, np.int64)
-    a_lab = np.empty(cap_a, np.int64)
-    a_w = np.empty(cap_a)
-    a_pos = np.empty(cap_a, np.int64)
-    a_feat = np.empty((cap_a, F), np.int64)
-    node_fwd[0] = 0.0
-    node_gold[0] = True
-    node_forced[0] = True
-    n_nodes = 1
-    n_arcs = 0
-    prev_first = 0
-    prev_count = 1
-    step_w = np.empty(NM)
-    step_f = np.empty((NM, F), np.int64)
-    y_feats = np.empty((V, NM, F), np.int64)
-    y_wts = np.empty((V, NM))
-    y_letter = np.empty(V, np.int64)
-    ctx_window = np.empty(n, np.int64)
-    win_buf = np.empty(n, np.int64)
-    slot_buf = np.empty(n, np.int64)
-    prev_roots = np.full((Lp + 1) * 2, -1, np.int64)
-    node_anc = np.full(max_nodes, -1, np.int64)  # least active proper ancestor, same state, same position
-    NL = V * NM
-    for i in range(1, Lmax + 2):
-        if prev_count == 0:
-            break
-        max_c = prev_count * V * NM
-        # candidate c is written straight into arc slot n_arcs + c (source, label, weight,
-        # features); after selection the kept ones are compacted in order (beam) or all kept (RCMS)
-        need = n_arcs + max_c + prev_count
-        if need > a_src.shape[0]:
-            a_src = grown1(a_src, n_arcs, need)
-            a_dst = grown1(a_dst, n_arcs, need)
-            a_lab = grown1(a_lab, n_arcs, need)
-            a_w = grown1(a_w, n_arcs, need)
-            a_pos = grown1(a_pos, n_arcs, need)
-            a_feat = grown2(a_feat, n_arcs, need)
-        c_fwd = np.empty(max_c)
-        c_group = np.empty(max_c, np.int64)
-        e_par = np.empty(prev_count, np.int64)
-        e_w = np.empty(prev_count)
-        e_feat = np.empty((prev_count, F), np.int64)
-        n_c = 0
-        n_e = 0
-        # duplicates arise only from the two roots of one z (advance labels), or, in the
-        # exact bigram, from any two contexts sharing (state, last letter): dense tables
-        root_table = np.full((Lp + 1) * 2 * NL, -1, np.int64)
-        bigram_table = np.full((Lp + 1) * 2 * V if bigram_exact else 1, -1, np.int64)
-        g_rep = np.empty(max_c, np.int64)
-        g_fwd = np.empty(max_c)
-        g_j = np.empty(max_c, np.int64)
-        g_f = np.empty(max_c, np.int64)
-        g_len = np.empty(max_c, np.int64)
-        g_gold = np.zeros(max_c, np.bool_)
-        g_forced = np.zeros(max_c, np.bool_)
-        n_g = 0
-        remaining = (Lc - i) if clamped else (Lmax - i)
-        for u in range(prev_first, prev_first + prev_count):
-            if node_fwd[u] == _NEG_INF:
-                continue
-            j = node_j[u]
-            f = node_f[u]
-            u_len = node_len[u]
-            full = u_len == node_pos[u]
-            prefix = _context_history(x, node_sym, u, u_len, full, j, V, P, n, M, slot_buf, ctx_window)
-            if j == Lp and i >= 2 and (not clamped or i == Lc + 1):
-                letter = _step_features(x, prefix, slot_buf, ctx_window, j, V, V, P, n, M, hashed, mask, offsets,
-                                        unigrams, backoff, step_f, win_buf)
-                _step_weights(theta, letter, step_f, j, V, V, n, M, Lp, unigrams, backoff, step_w)
-                e_w[n_e] = step_w[0]
-                for t in range(F):
-                    e_feat[n_e, t] = step_f[0, t]
-                e_par[n_e] = u
-                n_e += 1
-            if clamped and i > Lc:
-                continue
-            if i > Lmax:
-                continue
-            # every letter's indices first, then θ in one sweep, then the candidates
-            for y in range(V):
-                if clamped and y != clamp[i - 1]:
-                    continue
-                y_letter[y] = _step_features(x, prefix, slot_buf, ctx_window, j, y, V, P, n, M, hashed, mask,
-                                             offsets, unigrams, backoff, y_feats[y], win_buf)
-            for y in range(V):
-                if clamped and y != clamp[i - 1]:
-                    continue
-                _step_weights(theta, y_letter[y], y_feats[y], j, y, V, n, M, Lp, unigrams, backoff, y_wts[y])
-            for y in range(V):
-                if clamped and y != clamp[i - 1]:
-                    continue
-                for m in range(NM):
-                    if m == 0:
-                        if f == 0 or j == 0:
-                            continue
-                        j2 = j
-                        f2 = 1
-                    else:
-                        j2 = j + m
-                        if j2 > Lp:
-                            break
-                        f2 = 1 if m == 1 else 0
-                    if Lp - j2 > M * remaining:
-                        continue
-                    if clamped and remaining > 0 and j2 == Lp and f2 == 0:
-                        continue
-                    lab = y * NM + m
-                    w = y_wts[y, m]
-                    c = n_c
-                    n_c += 1
-                    a = n_arcs + c
-                    a_src[a] = u
-                    a_lab[a] = lab
-                    a_w[a] = w
-                    for t in range(F):
-                        a_feat[a, t] = y_feats[y, m, t]
-                    c_fwd[c] = node_fwd[u] + w
-                    if bigram_exact:
-                        g, n_g, new = group_of_slot(bigram_table, (j2 * 2 + f2) * V + y, c_fwd[c], n_g, g_fwd)
-                        new_len = 1
-                    elif node_root[u] or u == 0:
-                        g, n_g, new = group_of_slot(root_table, (j2 * 2 + f2) * NL + lab, c_fwd[c], n_g, g_fwd)
-                        new_len = 1
-                    else:  # a longer context than its parent's is new at this position
-                        g = n_g
-                        n_g += 1
-                        g_fwd[g] = c_fwd[c]
-                        new = True
-                        new_len = u_len + 1
-                    if new:
-                        g_rep[g] = c
-                        g_j[g] = j2
-                        g_f[g] = f2
-                        g_len[g] = new_len
-                    c_group[c] = g
-                    if node_gold[u] and i <= n_gold and y == gold[i - 1]:
-                        g_gold[g] = True
-                        if forcing and node_forced[u] and m == forced_moves[i - 1]:
-                            g_forced[g] = True
-        # selection: B best per z_i (RCMS) or overall (beam), plus gold extras and the forced entry
-        active = _select(g_fwd, g_j, g_gold, g_forced, n_g, 1 if beam else Lp + 1, B, beam, extra_k)
-        first = n_nodes
-        g_node = np.full(n_g, -1, np.int64)
-        child = np.full((prev_count, NL), -1, np.int64)  # (context at i−1, label) → kept context at i
-        for g in range(n_g):
-            if not active[g]:
-                continue
-            v = n_nodes
-            n_nodes += 1
-            g_node[g] = v
-            c = n_arcs + g_rep[g]
-            u = a_src[c]
-            node_pos[v] = i
-            node_j[v] = g_j[g]
-            node_f[v] = g_f[g]
-            node_len[v] = g_len[g]
-            if g_len[g] == 1:
-                node_sym[v, 0] = a_lab[c]
-            else:
-                for k in range(g_len[g] - 1):
-                    node_sym[v, k] = node_sym[u, k]
-                node_sym[v, g_len[g] - 1] = a_lab[c]
-            node_gold[v] = g_gold[g]
-            node_forced[v] = g_forced[g]
-        for c in range(n_c):
-            g = c_group[c]
-            if active[g]:
-                child[a_src[n_arcs + c] - prev_first, a_lab[n_arcs + c]] = g_node[g]
-        for g in range(n_g):
-            if active[g] and not beam:
-                c = n_arcs + g_rep[g]
-                node_anc[g_node[g]] = _kept_ancestor(a_src[c], a_lab[c], node_anc, node_root, node_j,
-                                                     prev_roots, child, prev_first, NM)
-        # merge every other candidate into its least active ancestor (RCMS) or drop it (beam)
-        roots = np.full((Lp + 1) * 2, -1, np.int64)
-        c_dst = np.full(n_c, -1, np.int64)
-        for c in range(n_c):
-            g = c_group[c]
-            if active[g]:
-                c_dst[c] = g_node[g]
-                continue
-            if beam:
-                continue
-            target = _kept_ancestor(a_src[n_arcs + c], a_lab[n_arcs + c], node_anc, node_root, node_j, prev_roots, child,
-                                    prev_first, NM)
-            if target < 0:
-                rk = g_j[g] * 2 + g_f[g]
-                target = roots[rk]
-                if target < 0:
-                    target = n_nodes
-                    n_nodes += 1
-                    node_pos[target] = i
-                    node_j[target] = g_j[g]
-                    node_f[target] = g_f[g]
-                    node_len[target] = 0
-                    node_root[target] = True
-                    roots[rk] = target
-            c_dst[c] = target
-        prev_roots = roots
-        n_regular = n_nodes - first
-        end_node = -1
-        if n_e > 0:
-            end_node = n_nodes
-            n_nodes += 1
-            node_pos[end_node] = i
-            node_end[end_node] = True
-        base = n_arcs
-        for c in range(n_c):
-            v = c_dst[c]
-            if v < 0:
-                continue
-            a = base + c
-            if a != n_arcs:  # dropped beam candidates before it: move this arc down, order kept
-                a_src[n_arcs] = a_src[a]
-                a_lab[n_arcs] = a_lab[a]
-                a_w[n_arcs] = a_w[a]
-                for t in range(F):
-                    a_feat[n_arcs, t] = a_feat[a, t]
-            a_dst[n_arcs] = v
-            a_pos[n_arcs] = i
-            node_fwd[v] = log_plus(node_fwd[v], c_fwd[c])
-            n_arcs += 1
-        for e in range(n_e):
-            a_src[n_arcs] = e_par[e]
-            a_dst[n_arcs] = end_node
-            a_lab[n_arcs] = V * NM
-            a_w[n_arcs] = e_w[e]
-            a_pos[n_arcs] = i
-            for t in range(F):
-                a_feat[n_arcs, t] = e_feat[e, t]
-            node_fwd[end_node] = log_plus(node_fwd[end_node], node_fwd[e_par[e]] + e_w[e])
-            n_arcs += 1
-        prev_first = first
-        prev_count = n_regular
-    return (node_pos[:n_nodes], node_j[:n_nodes], node_len[:n_nodes], node_root[:n_nodes], node_fwd[:n_nodes],
-            node_end[:n_nodes], a_src[:n_arcs], a_dst[:n_arcs], a_lab[:n_arcs], a_w[:n_arcs], a_pos[:n_arcs],
-            a_feat[:n_arcs])
+    width = (B if beam else B * (Lp + 1)) + extra_k + 2 + 2 * (Lp + 1) + 1  # nodes of one position, at most
+    state0 = np.zeros(_SYM + Lmax + 1, np.int64)
+    state0[_GOLD] = 1
+    state0[_FORCED] = 1
+    state0[_ANC] = -1
+    n_keys = (Lp + 1) * 2
+    # the hooks' tuple (the small hooks read it by index): 0-18 the inputs as named in
+    # _expand, 19-26 the scorer's scratch, 27-28 each root key's node and position
+    # (_root_state), 29-31 the end arcs found by _expand, 32 (end arcs, prev_first, prev_count)
+    ctx = (x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff, F, beam, bigram_exact, Lmax, clamp, gold,
+           extra_k, forced_moves, np.empty(NM), np.empty((NM, F), np.int64), np.empty((V, NM, F), np.int64),
+           np.empty((V, NM)), np.empty(V, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+           np.empty(n, np.int64), np.full(n_keys, -1, np.int64), np.full(n_keys, -1, np.int64),
+           np.empty(width, np.int64), np.empty(width), np.empty((width, F), np.int64), np.zeros(3, np.int64))
+    n_slots = -1 if beam else n_keys * (V if bigram_exact else V * NM)
+    # size hints: the bounds (capped), so that the tables rarely grow; pages never written
+    # are never touched
+    candidates = width * V * NM
+    node_pos, node_fwd, state, src, dst, lab, w, apos, feat, _ = _LOOP(
+        ctx, Lmax + 1, state0, F, V * NM, B, 1 if beam else Lp + 1, n_slots, n_keys, False, 0.0, False,
+        (1 + (Lmax + 1) * width, min((Lmax + 1) * candidates, 1 << 20), candidates))
+    return (node_pos, state[:, _J].copy(), state[:, _LEN].copy(), state[:, _ROOT] == 1, node_fwd, state[:, _END] == 1,
+            src, dst, lab, w, apos, feat)
 
 
 @dataclass

@@ -1,0 +1,548 @@
+"""Numba kernels of the sorted-trie binary format (:mod:`varorder.lm.trie`): bit-packed
+columns, child search, ARPA's back-off scoring over the trie and its full check.
+
+Factorization: the back-off recursion of ARPA models (Carter, Dymetman & Bouchard 2012,
+eq. 7), over KenLM's ``trie`` layout (Heafield 2011, "KenLM: Faster and Smaller Language
+Model Queries", §3.2): the n-grams of each order sorted by (prefix row, last word), so the
+extensions of an n-gram are one contiguous range of the next order, found from the
+n-gram's row by its pointer column and searched by word.
+
+The tables are flat views of one mapped region (``bits`` as uint64, ``floats`` as float32)
+and a ``layout`` (one row per order, the columns named below) saying where each column
+starts and how wide it is. A bit-packed column of width w holds entry i in bits ``start +
+i * w`` .. ``+ w - 1`` of ``bits`` (little-endian bit order); every packed column ends
+with a spare 64-bit word, so a read of its last entry stays inside it. A value column of
+width 0 is a plain float32 column starting at ``floats[start]``; of width q > 0 its entries
+are q-bit codes into a codebook at ``floats[book]``.
+
+Tables may come from a file that was only checked structurally on open, so every pointer
+read from a file is checked (a child range must lie inside the next order) before it
+indexes anything: a damaged file gives wrong scores or :data:`CORRUPT_POINTER` (a
+ValueError the model re-raises naming the file), never a read outside the region. Word
+ids read from a column are only compared, never used as indices; every other index is a
+row the kernels produced themselves or a word id checked by the caller.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numba
+import numpy as np
+
+import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
+from varorder.lm._kernels import _at, _prefetch_row, emit_token
+
+CORRUPT_POINTER = "corrupt n-gram model: a trie pointer names rows outside the next order"
+
+# Columns of a layout row (one row per order, unigrams first).
+COUNT, WORD_START, WORD_WIDTH, POINTER_START, POINTER_WIDTH = 0, 1, 2, 3, 4
+PROB_START, PROB_WIDTH, PROB_BOOK, BACKOFF_START, BACKOFF_WIDTH, BACKOFF_BOOK = 5, 6, 7, 8, 9, 10
+SAMPLE_START = 11
+LAYOUT_COLUMNS = 12
+NO_COLUMN = -1  # BACKOFF_WIDTH of the highest order (its back-offs are 0), POINTER_WIDTH too
+# ``samples[layout[level, SAMPLE_START] + j]`` is the word of row j * SAMPLE_STRIDE of the
+# (level + 1)-grams (computed on open, not stored): a long child range is narrowed to one
+# stride by a search over these, dense and hot in the cache, before its packed words are read.
+SAMPLE_STRIDE = 32
+_LONG_RANGE = 2 * SAMPLE_STRIDE
+
+
+@numba.njit(cache=True, inline="always")
+def field(bits, start, width, index):
+    """Entry ``index`` of the ``width``-bit column starting at bit ``start`` of ``bits``."""
+    position = start + index * width
+    word = position >> 6
+    shift = np.uint64(position & 63)
+    # Both words, always (a column's spare last word makes the second one exist): a branch
+    # on whether the entry straddles them is taken at random and mispredicts half the
+    # time. The second shift is split in two so that shift 0 never shifts by 64.
+    low = bits[_at(word)] >> shift
+    high = (bits[_at(word + 1)] << np.uint64(1)) << (np.uint64(63) - shift)
+    return np.int64((low | high) & ((np.uint64(1) << np.uint64(width)) - np.uint64(1)))
+
+
+@numba.njit(cache=True)
+def pack_into(values, bits, start, width):
+    """Write ``values`` (non-negative, below 2**width) as entries 0.. of the column at bit
+    ``start`` of ``bits`` (which must be zero there)."""
+    for index in range(values.shape[0]):
+        position = start + index * width
+        word = position >> 6
+        shift = position & 63
+        value = np.uint64(values[index])
+        bits[word] |= value << np.uint64(shift)
+        if shift + width > 64:
+            bits[word + 1] |= value >> np.uint64(64 - shift)
+
+
+@numba.njit(cache=True)
+def unpack(bits, start, width, out):
+    for index in range(out.shape[0]):
+        out[index] = field(bits, start, width, index)
+
+
+@numba.njit(cache=True, inline="always")
+def log10prob_of(bits, floats, layout, level, row):
+    """log10 p of row ``row`` of the (level + 1)-grams."""
+    width = layout[level, PROB_WIDTH]
+    if width == 0:
+        return floats[_at(layout[level, PROB_START] + row)]
+    return floats[_at(layout[level, PROB_BOOK] + field(bits, layout[level, PROB_START], width, row))]
+
+
+@numba.njit(cache=True, inline="always")
+def log10backoff_of(bits, floats, layout, level, row):
+    """log10 bow of row ``row`` of the (level + 1)-grams (0 for the highest order)."""
+    width = layout[level, BACKOFF_WIDTH]
+    if width == NO_COLUMN:
+        return np.float32(0.0)
+    if width == 0:
+        return floats[_at(layout[level, BACKOFF_START] + row)]
+    return floats[_at(layout[level, BACKOFF_BOOK] + field(bits, layout[level, BACKOFF_START], width, row))]
+
+
+@numba.njit(cache=True, inline="always")
+def children(bits, layout, level, row):
+    """``(first, end)``: the rows of the (level + 2)-grams extending row ``row`` of the
+    (level + 1)-grams, checked to lie inside that order."""
+    start, width = layout[level, POINTER_START], layout[level, POINTER_WIDTH]
+    first = field(bits, start, width, row)
+    end = field(bits, start, width, row + 1)
+    if end > layout[level + 1, COUNT] or first > end:
+        raise ValueError(CORRUPT_POINTER)
+    return first, end
+
+
+@numba.njit(cache=True, inline="always")
+def narrow(layout, samples, level, first, end, word):
+    """``(low, high)`` within the child range ``first .. end - 1`` of the (level + 1)-grams
+    such that ``word``, if there, is at ``low .. high - 1`` (at most one stride, for a
+    long range with samples; the whole range otherwise)."""
+    base = layout[level, SAMPLE_START]
+    if end - first <= _LONG_RANGE or base < 0:
+        return first, end
+    inside = (first + SAMPLE_STRIDE - 1) // SAMPLE_STRIDE  # the first sample inside the range
+    # The number of samples inside the range that are <= word, by a branchless search
+    # (the comparisons go either way at random: a branch on them mispredicts half the time).
+    at, n = inside, (end - 1) // SAMPLE_STRIDE + 1 - inside
+    while n > 1:
+        half = n >> 1
+        at = at + half if samples[_at(base + at + half - 1)] <= word else at
+        n -= half
+    last = at + (1 if samples[_at(base + at)] <= word else 0)  # one past the last sample <= word
+    if last == inside:
+        return first, inside * SAMPLE_STRIDE
+    return (last - 1) * SAMPLE_STRIDE, min(end, last * SAMPLE_STRIDE)
+
+
+@numba.njit(cache=True, inline="always")
+def search(bits, layout, level, low, high, word):
+    """Row of ``word`` among the sorted words ``low .. high - 1`` of the (level + 1)-grams, or -1."""
+    if high <= low:
+        return -1
+    start, width = layout[level, WORD_START], layout[level, WORD_WIDTH]
+    at, n = low, high - low
+    while n > 1:  # branchless, as in narrow: ``at`` ends at the first word >= ``word`` or before it
+        half = n >> 1
+        at = at + half if field(bits, start, width, at + half - 1) < word else at
+        n -= half
+    found = field(bits, start, width, at)
+    if found < word:
+        at += 1
+        if at == high:
+            return -1
+        found = field(bits, start, width, at)
+    return at if found == word else -1
+
+
+@numba.njit(cache=True, inline="always")
+def find_child(bits, layout, samples, level, row, word):
+    """Row of the (level + 2)-gram (row ``row`` of the (level + 1)-grams) + ``word``, or -1."""
+    first, end = children(bits, layout, level, row)
+    low, high = narrow(layout, samples, level + 1, first, end, word)
+    return search(bits, layout, level + 1, low, high, word)
+
+
+@numba.njit(cache=True)
+def fill_samples(bits, layout, samples):
+    """``samples`` (see :data:`SAMPLE_STRIDE`) for every order >= 2 whose SAMPLE_START is set."""
+    for level in range(1, layout.shape[0]):
+        base = layout[level, SAMPLE_START]
+        if base < 0:
+            continue
+        start, width = layout[level, WORD_START], layout[level, WORD_WIDTH]
+        for j in range(-(-layout[level, COUNT] // SAMPLE_STRIDE)):
+            samples[base + j] = field(bits, start, width, j * SAMPLE_STRIDE)
+
+
+@numba.njit(cache=True)
+def find_ngram(ngram, bits, layout, samples):
+    """Row of the n-gram ``ngram`` (word ids, checked by the caller) in its order, or -1."""
+    row = np.int64(ngram[0])
+    for position in range(1, ngram.shape[0]):
+        row = find_child(bits, layout, samples, position - 1, row, ngram[position])
+        if row < 0:
+            return -1
+    return row
+
+
+@numba.njit(cache=True)
+def backoff_log10prob(context, word, bits, floats, layout, samples):
+    """Equation 7 of Carter et al. (2012) for one query over the trie: ``(log10 p(word |
+    context), length of the n-gram used)``; ``context`` already cut to order - 1 words.
+
+    For each start, longest first, one walk finds the context ``context[start:]`` and then
+    the n-gram with ``word`` among its children; on a miss the context's back-off is paid
+    (a context not stored has none) and the next shorter start is tried."""
+    length = context.shape[0]
+    backoff_sum = 0.0
+    for start in range(length):
+        order = length + 1 - start
+        row = np.int64(context[start])
+        for position in range(start + 1, length):
+            row = find_child(bits, layout, samples, position - start - 1, row, context[position])
+            if row < 0:
+                break
+        if row < 0:
+            continue
+        found = find_child(bits, layout, samples, order - 2, row, word)
+        if found >= 0:
+            return log10prob_of(bits, floats, layout, order - 1, found) + backoff_sum, order
+        backoff_sum += log10backoff_of(bits, floats, layout, order - 2, row)
+    return log10prob_of(bits, floats, layout, 0, word) + backoff_sum, 1
+
+
+@numba.njit(cache=True)
+def batched_lookup(flat, offsets, words, bits, floats, layout, samples, out, lengths):
+    for q in range(words.shape[0]):
+        log10prob, length = backoff_log10prob(flat[offsets[q]:offsets[q + 1]], words[q], bits, floats, layout, samples)
+        out[q] = log10prob
+        lengths[q] = length
+
+
+@numba.njit(cache=True)
+def grid_lookup(flat, offsets, words, bits, floats, layout, samples, out, lengths):
+    for c in range(offsets.shape[0] - 1):
+        context = flat[offsets[c]:offsets[c + 1]]
+        for w in range(words.shape[0]):
+            log10prob, length = backoff_log10prob(context, words[w], bits, floats, layout, samples)
+            out[c, w] = log10prob
+            lengths[c, w] = length
+
+
+@numba.njit(cache=True)
+def state_length(ngram, order, bits, floats, layout, samples):
+    """Length of the minimal state after ``ngram`` (its longest suffix of at most order - 1
+    words that is stored and extends to a longer n-gram or has a back-off other than 1;
+    KenLM's right state), 0 for the empty state."""
+    n = ngram.shape[0]
+    for start in range(max(0, n - (order - 1)), n):
+        size = n - start
+        row = find_ngram(ngram[start:], bits, layout, samples)
+        if row < 0:
+            continue
+        first, end = children(bits, layout, size - 1, row) if size < order else (0, 0)
+        if end > first or log10backoff_of(bits, floats, layout, size - 1, row) != 0.0:
+            return size
+    return 0
+
+
+@numba.njit(cache=True)
+def base_full_score(context, word, order, bits, floats, layout, samples):
+    """``(log10 p(word | context), n-gram length, words of context + word to keep as the
+    next state)`` for :mod:`varorder.lm.kenlm`; ``context`` holds at most order - 1 words."""
+    log10prob, length = backoff_log10prob(context, word, bits, floats, layout, samples)
+    n = context.shape[0] + 1
+    extended = np.empty(n, dtype=np.int64)
+    extended[:n - 1] = context
+    extended[n - 1] = word
+    return log10prob, length, state_length(extended, order, bits, floats, layout, samples)
+
+
+# The steps of one lane's token in :func:`score_flat`: each ends by prefetching what the
+# next one reads, and the lane then waits for the other lanes' steps.
+_BEGIN, _SCAN, _VALUES = 0, 1, 2
+TRIE_LANES = 16
+
+
+@numba.njit(cache=True, inline="always")
+def _prefetch_entry(bits2d, layout, level, start_column, width_column, index):
+    _prefetch_row(bits2d, (layout[level, start_column] + index * layout[level, width_column]) >> 6)
+
+
+@numba.njit(cache=True, inline="always")
+def _prefetch_found(bits2d, floats2d, layout, level, row):
+    # A found row's values and (below the highest order) its pointer pair.
+    for start_column, width_column in ((PROB_START, PROB_WIDTH), (BACKOFF_START, BACKOFF_WIDTH)):
+        width = layout[level, width_column]
+        if width == 0:
+            _prefetch_row(floats2d, layout[level, start_column] + row)
+        elif width > 0:
+            _prefetch_row(bits2d, (layout[level, start_column] + row * width) >> 6)
+    if layout[level, POINTER_WIDTH] > 0:
+        _prefetch_entry(bits2d, layout, level, POINTER_START, POINTER_WIDTH, row)
+
+
+@numba.njit(cache=True, inline="always")
+def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first, bos_end,
+                    lane_sentence, lane_index, lane_cursor, lane_total, previous_row, previous_backoff,
+                    previous_first, previous_end, n_previous, out_sentence):
+    """Give ``lane`` the next sentence that predicts a token (scoring the others as 0);
+    returns the next sentence still unassigned and whether the lane got one."""
+    n_sentences = offsets.shape[0] - 1
+    eos_extra = 1 if add_eos else 0
+    while next_sentence < n_sentences:
+        sentence = next_sentence
+        next_sentence += 1
+        if offsets[sentence + 1] + eos_extra == offsets[sentence]:
+            out_sentence[sentence] = 0.0
+            continue
+        lane_sentence[lane] = sentence
+        lane_index[lane] = offsets[sentence]
+        lane_cursor[lane] = offsets[sentence] + sentence * eos_extra
+        lane_total[lane] = 0.0
+        n_previous[lane] = 0
+        if add_bos and order > 1:
+            previous_row[lane, 0] = bos_id
+            previous_backoff[lane, 0] = bos_backoff
+            previous_first[lane, 0] = bos_first
+            previous_end[lane, 0] = bos_end
+            n_previous[lane] = 1
+        return next_sentence, True
+    lane_sentence[lane] = -1
+    return next_sentence, False
+
+
+@numba.njit(cache=True)
+def score_flat(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, bits, floats, layout, samples, out_log10prob,
+               out_length, out_sentence):
+    """Score every token of many sentences with back-off, carrying KenLM-style state: the
+    trie counterpart of :func:`varorder.lm._kernels.score_flat`, with the same outputs and
+    the same arithmetic (so the same scores from the same values).
+
+    The state after a word is the rows, back-offs and child ranges of the n-grams ending
+    at it, of lengths 1 .. k; the next word extends each by a search among its children
+    and stops at the first miss (the tables are closed under suffixes). A search reads
+    the range's words (narrowed first by the hot samples), then the found row's values
+    and pointer pair: two dependent cache misses per length. :data:`TRIE_LANES`
+    sentences advance in turn, one such step each (asynchronous memory access chaining):
+    every step ends by prefetching what its lane's next step reads, which arrives while
+    the other lanes take theirs.
+    """
+    lanes = TRIE_LANES
+    previous_row = np.empty((lanes, order), dtype=np.int64)
+    previous_backoff = np.empty((lanes, order), dtype=np.float64)
+    previous_first = np.empty((lanes, order), dtype=np.int64)
+    previous_end = np.empty((lanes, order), dtype=np.int64)
+    lane_row = np.empty((lanes, order), dtype=np.int64)
+    lane_backoff = np.empty((lanes, order), dtype=np.float64)
+    lane_first = np.zeros((lanes, order), dtype=np.int64)
+    lane_end = np.zeros((lanes, order), dtype=np.int64)
+    n_previous = np.zeros(lanes, dtype=np.int64)
+    lane_sentence = np.full(lanes, -1, dtype=np.int64)
+    lane_index = np.zeros(lanes, dtype=np.int64)
+    lane_cursor = np.zeros(lanes, dtype=np.int64)
+    lane_total = np.zeros(lanes, dtype=np.float64)
+    lane_step = np.zeros(lanes, dtype=np.int64)
+    lane_word = np.zeros(lanes, dtype=np.int64)
+    lane_log10prob = np.zeros(lanes, dtype=np.float64)
+    lane_matched = np.zeros(lanes, dtype=np.int64)
+    lane_length = np.zeros(lanes, dtype=np.int64)
+    lane_limit = np.zeros(lanes, dtype=np.int64)
+    lane_low = np.zeros(lanes, dtype=np.int64)
+    lane_high = np.zeros(lanes, dtype=np.int64)
+    bits2d = bits.reshape(-1, 1)
+    floats2d = floats.reshape(-1, 1)
+    bos_backoff = log10backoff_of(bits, floats, layout, 0, bos_id)
+    bos_first, bos_end = children(bits, layout, 0, bos_id) if order > 1 else (0, 0)
+    eos_extra = 1 if add_eos else 0
+    next_sentence = 0
+    active = 0
+    for lane in range(lanes):
+        next_sentence, started = _start_sentence(
+            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first, bos_end,
+            lane_sentence, lane_index, lane_cursor, lane_total, previous_row, previous_backoff, previous_first,
+            previous_end, n_previous, out_sentence)
+        if started:
+            active += 1
+            lane_step[lane] = _BEGIN
+    while active > 0:
+        for lane in range(lanes):
+            if lane_sentence[_at(lane)] < 0:
+                continue
+            step = lane_step[_at(lane)]
+            word = lane_word[_at(lane)]
+            length = lane_length[_at(lane)]
+            finished = False
+            lookup = False
+            if step == _SCAN:
+                row = search(bits, layout, length - 1, lane_low[_at(lane)], lane_high[_at(lane)], word)
+                if row < 0:
+                    finished = True
+                else:
+                    lane_row[_at(lane), _at(length - 1)] = row
+                    _prefetch_found(bits2d, floats2d, layout, length - 1, row)
+                    lane_step[_at(lane)] = _VALUES
+                    continue
+            elif step == _VALUES:
+                row = lane_row[_at(lane), _at(length - 1)]
+                lane_backoff[_at(lane), _at(length - 1)] = log10backoff_of(bits, floats, layout, length - 1, row)
+                lane_log10prob[_at(lane)] = log10prob_of(bits, floats, layout, length - 1, row)
+                lane_matched[_at(lane)] = length
+                if length < order:
+                    first, end = children(bits, layout, length - 1, row)
+                    lane_first[_at(lane), _at(length - 1)] = first
+                    lane_end[_at(lane), _at(length - 1)] = end
+                if length < lane_limit[_at(lane)]:
+                    length += 1
+                    lookup = True
+                else:
+                    finished = True
+            begin = step == _BEGIN
+            while finished or begin:
+                if finished:
+                    # The token's n-gram is found: back off through every longer stored context.
+                    sentence = lane_sentence[_at(lane)]
+                    n_current = lane_matched[_at(lane)]
+                    total = emit_token(lane, lane_log10prob[_at(lane)], n_current, n_previous[_at(lane)],
+                                       previous_backoff, lane_total, lane_cursor, out_log10prob, out_length)
+                    index = lane_index[_at(lane)] + 1
+                    if index < offsets[_at(sentence + 1)] + eos_extra:
+                        lane_total[_at(lane)] = total
+                        kept = min(n_current, order - 1)
+                        n_previous[_at(lane)] = kept
+                        for k in range(kept):
+                            previous_row[_at(lane), _at(k)] = lane_row[_at(lane), _at(k)]
+                            previous_backoff[_at(lane), _at(k)] = lane_backoff[_at(lane), _at(k)]
+                            previous_first[_at(lane), _at(k)] = lane_first[_at(lane), _at(k)]
+                            previous_end[_at(lane), _at(k)] = lane_end[_at(lane), _at(k)]
+                        lane_index[_at(lane)] = index
+                    else:
+                        out_sentence[sentence] = total
+                        next_sentence, started = _start_sentence(
+                            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first,
+                            bos_end, lane_sentence, lane_index, lane_cursor, lane_total, previous_row,
+                            previous_backoff, previous_first, previous_end, n_previous, out_sentence)
+                        if not started:
+                            active -= 1
+                            break
+                # The lane's next token: its unigram (a table small enough to stay cached).
+                sentence = lane_sentence[_at(lane)]
+                index = lane_index[_at(lane)]
+                word = np.int64(ids[_at(index)]) if index < offsets[_at(sentence + 1)] else np.int64(eos_id)
+                lane_word[_at(lane)] = word
+                lane_row[_at(lane), 0] = word
+                lane_backoff[_at(lane), 0] = log10backoff_of(bits, floats, layout, 0, word)
+                lane_log10prob[_at(lane)] = log10prob_of(bits, floats, layout, 0, word)
+                lane_matched[_at(lane)] = 1
+                if order > 1:
+                    first, end = children(bits, layout, 0, word)
+                    lane_first[_at(lane), 0] = first
+                    lane_end[_at(lane), 0] = end
+                limit = min(order, n_previous[_at(lane)] + 1)
+                lane_limit[_at(lane)] = limit
+                begin = False
+                finished = limit < 2
+                length = 2
+                lookup = not finished
+            if lookup:
+                # Search the children of the state's n-gram of length - 1 for the word.
+                first = previous_first[_at(lane), _at(length - 2)]
+                end = previous_end[_at(lane), _at(length - 2)]
+                low, high = narrow(layout, samples, length - 1, first, end, word)
+                if low == high:
+                    # A miss: the token is done at once (no memory to wait for).
+                    lane_length[_at(lane)] = length
+                    lane_step[_at(lane)] = _SCAN
+                    lane_low[_at(lane)], lane_high[_at(lane)] = low, high
+                else:
+                    _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, low)
+                    _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, high - 1)
+                    lane_length[_at(lane)] = length
+                    lane_low[_at(lane)], lane_high[_at(lane)] = low, high
+                    lane_step[_at(lane)] = _SCAN
+
+
+@numba.njit(cache=True)
+def check_trie(bits, layout, vocab_size):
+    """The invariants the lookups rely on, over the whole trie: each pointer column starts
+    at 0, never decreases and ends at the next order's count; each order's words are
+    below ``vocab_size`` and strictly increasing among the children of one row. Returns
+    0, or the order (>= 1) of the first column that breaks them."""
+    n_orders = layout.shape[0]
+    for level in range(n_orders - 1):
+        start, width = layout[level, POINTER_START], layout[level, POINTER_WIDTH]
+        count = layout[level, COUNT]
+        previous = field(bits, start, width, 0)
+        if previous != 0:
+            return level + 1
+        for row in range(1, count + 1):
+            pointer = field(bits, start, width, row)
+            if pointer < previous:
+                return level + 1
+            previous = pointer
+        if previous != layout[level + 1, COUNT]:
+            return level + 1
+        word_start, word_width = layout[level + 1, WORD_START], layout[level + 1, WORD_WIDTH]
+        first = 0
+        for row in range(count):
+            end = field(bits, start, width, row + 1)
+            last = -1
+            for child in range(first, end):
+                word = field(bits, word_start, word_width, child)
+                if word <= last or word >= vocab_size:
+                    return level + 2
+                last = word
+            first = end
+    return 0
+
+
+@numba.njit(cache=True)
+def link_rows(ids, done, n_lines, bits, layout, samples, path_rows, suffix_rows, counts, words_out):
+    """Streaming build: enter ``n_lines`` parsed lines of one n-gram section (word ids
+    ``ids``, n = ``ids.shape[1]``, in lexicographic order) whose rows start at ``done``.
+
+    The prefix of each line (its first n - 1 words) and its suffix (its last n - 1 words) are found in the trie of the lower orders, already complete; the
+    walks of consecutive lines share their leading steps, kept in ``path_rows`` (prefix)
+    and ``suffix_rows`` (suffix) between calls. ``counts[r]`` counts the children of
+    prefix row r; ``words_out`` receives each line's last word. Returns 0; 1 if a line
+    is not after the previous one in lexicographic order (unsorted or a duplicate);
+    2 if a prefix or suffix is missing (a model not closed)."""
+    width = ids.shape[1]
+    for line in range(n_lines):
+        # Where this line first differs from the previous one (0 for the first line).
+        same = 0
+        if done + line > 0:
+            while same < width and ids[line, same] == path_rows[width + same]:
+                same += 1
+            if same == width or ids[line, same] < path_rows[width + same]:
+                return 1
+        for k in range(width):
+            path_rows[width + k] = ids[line, k]
+        # Prefix rows: path_rows[k] is the row of ids[line, :k + 1].
+        if same == 0:
+            path_rows[0] = ids[line, 0]
+            same = 1
+        for k in range(same, width - 1):
+            row = find_child(bits, layout, samples, k - 1, path_rows[k - 1], ids[line, k])
+            if row < 0:
+                return 2
+            path_rows[k] = row
+        # Suffix rows: suffix_rows[k] is the row of ids[line, 1 : k + 2].
+        suffix_same = max(same - 1, 0)
+        if suffix_same == 0:
+            suffix_rows[0] = ids[line, 1]
+            suffix_same = 1
+        for k in range(suffix_same, width - 1):
+            row = find_child(bits, layout, samples, k - 1, suffix_rows[k - 1], ids[line, k + 1])
+            if row < 0:
+                return 2
+            suffix_rows[k] = row
+        counts[path_rows[width - 2]] += 1
+        words_out[done + line] = ids[line, width - 1]
+    return 0
+
+
+# cached kernels load without refreshing Numba's registries (see varorder._numba_start)
+varorder._numba_start.load_without_refresh(sys.modules[__name__])
