@@ -155,7 +155,7 @@ shell.check_returncode()  # a failing command stops the script
 # (ratio = varorder ÷ CRFsuite; ``benchmarks/peers/ner_gum.py``).
 #
 # .. varorder-results:: Sequence tagging
-#    :systems: first order; second-order; semi-Markov; constraints; algorithm=
+#    :systems: first order; start/end; second-order; semi-Markov; constraints; algorithm=
 
 # %%
 # Limits
