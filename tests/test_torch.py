@@ -542,17 +542,21 @@ def test_dependency_distribution_against_enumeration():
 
 
 def test_engine_calls_leave_torchs_thread_count_alone():
-    before = torch.get_num_threads()
-    try:
-        torch.set_num_threads(1)  # the fixture did too; said again because it is what is tested
-        crf = _crf(3)
-        E = _rand(40, 5, 3, seed=19)  # enough sequences for the engine's thread policy to set Numba's count
-        crf(E, torch.zeros(40, 5, dtype=torch.long)).backward()
-        crf.decode(E)
-        crf.marginals(E)
-        assert torch.get_num_threads() == 1
-    finally:
-        torch.set_num_threads(before)
+    """torch's intra-op count is the OpenMP runtime's, which Numba's OpenMP layer sets when it starts; the engine
+    starts the layer itself and puts the runtime's settings back (``engine.threads.start_numba_threads``). In a
+    fresh process, so that the layer's first start happens here."""
+    code = ("import torch; torch.set_num_threads(1)\n"
+            "from varorder.torch import CRF\n"
+            "torch.manual_seed(0); crf = CRF(3, batch_first=True).double()\n"
+            "E = torch.randn(40, 5, 3, dtype=torch.float64, requires_grad=True)\n"
+            "crf(E, torch.zeros(40, 5, dtype=torch.long)).backward(); crf.decode(E); crf.marginals(E)\n"
+            "import numba; print(numba.threading_layer(), torch.get_num_threads())\n")
+    # two engine threads by policy: the first call starts Numba's layer (under "auto" a short job stays serial)
+    env = {"PYTHONPATH": str(SRC), "VARORDER_THREADS": "2", "NUMBA_NUM_THREADS": "2"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    layer, count = out.stdout.split()
+    assert count == "1", layer
 
 
 # -- semi-Markov chains ------------------------------------------------------------------------
@@ -641,9 +645,32 @@ def test_semimarkov_crf_module_against_enumeration_and_training():
     assert losses[-1] < losses[0]
 
 
-def test_the_tagging_examples_heads_lower_their_loss_deterministically():
+def _tagging_example():
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks" / "papers"))
     import torch_tagging
+
+    return torch_tagging
+
+
+def _train_example(data, vocab, tagset, head, case=False, steps=8):
+    """(losses, model): ``steps`` Adam steps of the example's model on ``data`` as one batch, seed 0."""
+    torch_tagging = _tagging_example()
+    torch.manual_seed(0)
+    model = torch_tagging.build_model(len(vocab) + 2, len(tagset), head, dim=16, case=case)
+    opt = torch.optim.Adam(model.parameters(), lr=0.05)
+    batch = torch_tagging.tensors(data, vocab, tagset, case)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = model.loss(*batch)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses, model
+
+
+def test_the_tagging_examples_heads_lower_their_loss_deterministically():
+    torch_tagging = _tagging_example()
 
     words = ["the", "dog", "runs", "a", "cat", "sleeps", "big", "dogs", "run"]
     tags = {"the": "DET", "a": "DET", "dog": "NOUN", "cat": "NOUN", "dogs": "NOUN", "runs": "VERB",
@@ -657,17 +684,7 @@ def test_the_tagging_examples_heads_lower_their_loss_deterministically():
     tagset = {t: i for i, t in enumerate(sorted(set(tags.values())))}
 
     def train(head):
-        torch.manual_seed(0)
-        model = torch_tagging.build_model(len(vocab) + 2, len(tagset), head, dim=16)
-        opt = torch.optim.Adam(model.parameters(), lr=0.05)
-        batch = torch_tagging.tensors(data, vocab, tagset)
-        losses = []
-        for _ in range(8):
-            opt.zero_grad()
-            loss = model.loss(*batch)
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.detach()))
+        losses, model = _train_example(data, vocab, tagset, head)
         return losses, torch_tagging.evaluate(model, data, vocab, tagset, head)
 
     for head in ("softmax", "memm", "crf"):
@@ -675,3 +692,58 @@ def test_the_tagging_examples_heads_lower_their_loss_deterministically():
         assert losses == train(head)[0], head
         assert losses[-1] < 0.6 * losses[0], (head, losses)
         assert all(0 <= a <= 100 for a in accuracy.values())
+
+
+def test_the_tagging_examples_ner_path_lowers_its_loss_deterministically():
+    """The GUM NER half of the example on a tiny synthetic BIO set: every head (the word-shape encoder too)
+    lowers its loss under a seed, twice identically; the BIO-constrained decoders never emit an invalid
+    sequence, and the entity scores are those of varorder.eval.ner."""
+    torch_tagging = _tagging_example()
+
+    from varorder.io.schemes import is_valid
+
+    names = {"Ann": "person", "Bob": "person", "Paris": "place", "Rome": "place", "Acme": "organization"}
+    others = ["saw", "the", "visited", "in", "and", "works", "at"]
+    rng = np.random.default_rng(1)
+    data = []
+    for _ in range(24):
+        words, tags = [], []
+        for _ in range(int(rng.integers(2, 7))):
+            if rng.random() < 0.4:
+                name = str(rng.choice(list(names)))
+                span = [name] + (["City"] if names[name] == "place" and rng.random() < 0.5 else [])
+                words += span
+                tags += [f"B-{names[name]}"] + [f"I-{names[name]}"] * (len(span) - 1)
+            else:
+                words.append(str(rng.choice(others)))
+                tags.append("O")
+        data.append((words, tags))
+    vocab = {w.lower(): i + 2 for i, w in enumerate(list(names) + others + ["City"])}
+    tagset = {t: i for i, t in enumerate(sorted({t for _, ts in data for t in ts}))}
+    for tag in [f"{p}-{t[2:]}" for t in list(tagset) if t != "O" for p in "BI"]:
+        tagset.setdefault(tag, len(tagset))
+
+    def train(head, case):
+        return _train_example(data, vocab, tagset, head, case)
+
+    labels = sorted(tagset, key=tagset.get)
+    for head, case in (("crf", False), ("crf", True), ("softmax", False), ("memm", False)):
+        losses, model = train(head, case)
+        assert losses == train(head, case)[0], head
+        assert losses[-1] < 0.6 * losses[0], (head, losses)
+        gold, predicted = torch_tagging.predict(model, data, vocab, tagset, head, scheme=True, case=case)
+        assert "viterbi+BIO" in predicted
+        tags = [[labels[i] for i in p] for p in predicted["viterbi+BIO"]]
+        assert all(is_valid(t, "BIO") for t in tags)
+        scores = torch_tagging.evaluate_entities(model, data, vocab, tagset, head, case)
+        assert scores["viterbi+BIO"]["invalid_sentences"] == 0
+        assert 0.0 <= scores["viterbi+BIO"]["f1"] <= 1.0
+    # a model whose scores prefer the invalid O → I-person: the constrained decoder still emits valid BIO,
+    # the unconstrained one does not (the check above can fail)
+    _, model = train("crf", False)
+    with torch.no_grad():
+        model.crf.transitions[tagset["O"], tagset["I-person"]] = 50.0
+        model.crf.start_transitions[tagset["I-person"]] = 50.0
+    scores = torch_tagging.evaluate_entities(model, data, vocab, tagset, "crf")
+    assert scores["viterbi"]["invalid_sentences"] > 0
+    assert scores["viterbi+BIO"]["invalid_sentences"] == 0

@@ -1,15 +1,20 @@
 """varorder.torch on a CUDA device (issue #43): the checks of tests/test_torch.py's native path,
 then the forward + backward benchmark against pytorch-crf and torch-struct, on the GPU.
 
-One command, a few minutes, on a machine with a CUDA GPU and the test extra installed
-(``pip install -e ".[test]"`` — or any CUDA build of torch plus pytorch-crf and torch-struct):
+One command, a few minutes, on a machine with a CUDA GPU, from the repository root, with the
+package and the test extra installed (``pip install -e ".[test]"`` — or any CUDA build of torch
+plus pytorch-crf and torch-struct; ``PYTHONPATH=src`` instead of the install also works):
 
-    python benchmarks/devices/torch_gpu.py                                   # checks + benchmark, prints JSON
-    python benchmarks/devices/torch_gpu.py --out benchmarks/results/torch-crf-gpu.json
+    python benchmarks/devices/torch_gpu.py                                   # checks + benchmark, prints JSON lines
+    python benchmarks/devices/torch_gpu.py --out benchmarks/results/torch-crf-gpu.json   # + a results file
     python benchmarks/devices/torch_gpu.py --checks-only                     # about 10 s
 
-Without CUDA it prints why and exits 0 (nothing is measured), so it is safe to run anywhere.
-A failed check exits 1 before any timing.
+Without CUDA it prints why and exits 0 (nothing is measured, nothing written), so it is safe to
+run anywhere. A failed check exits 1 before any timing. ``--out`` writes a results file in
+schema 1 (``benchmarks/harness.py``: one row per size and dtype against each peer, GPU wall ms per
+batch, and one row per check, its largest relative error against its tolerance; the full report
+under ``details``), so ``python docs/tools/summarize_results.py --check`` accepts it and the
+comparison page shows it.
 
 Checks (CUDA tensors against the CPU engine, the oracle of the native path): log Z, the
 gradients (= node / edge / start marginals), node marginals and Viterbi paths of
@@ -40,6 +45,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "benchmarks" / "peers"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def _close(name, got, want, tol, failures):
@@ -190,9 +196,41 @@ def main(argv=None) -> int:
     elif not args.checks_only:
         report["benchmark"] = benchmark(device, args.rounds)
     if args.out is not None:
-        args.out.write_text(json.dumps(report, indent=2) + "\n")
+        import harness
+
+        harness.write_results(args.out, results_file(report))
         print(f"wrote {args.out}")
     return 1 if report["checks"]["failures"] else 0
+
+
+#: the tolerance of each check, by the dtype its name ends with (pytorch-crf's checks: float64)
+_TOLERANCES = {"float64": 1e-10, "float32": 1e-4}
+
+
+def results_file(report) -> dict:
+    """The report as a results file (schema 1): timing rows, varorder.torch against each peer (GPU wall ms
+    per batch), and a row per check (its largest relative error against its tolerance)."""
+    import harness
+
+    rows = []
+    for run in report.get("benchmark", []):
+        task = (f"B={run['B']}, L={run['L']}, K={run['K']}, {run['dtype']}: NLL forward + backward per batch, "
+                f"ragged lengths, on {report['device']}")
+        mine = run["wall_s"]["varorder.torch"]
+        for peer in ("pytorch-crf", "torch-struct"):
+            if peer not in run["wall_s"]:
+                continue
+            agree = abs(run["values"][peer] - run["values"]["varorder.torch"]) / max(1.0, abs(run["values"][peer]))
+            rows.append(harness.row("varorder.torch CRF (native path, CUDA)", task, "GPU wall ms per batch",
+                                    1e3 * mine, 1e3 * run["wall_s"][peer], peer, better="lower",
+                                    note=f"values agree to {agree:.1e} relative"))
+    for name, error in report["checks"]["max_relative_errors"].items():
+        tolerance = _TOLERANCES["float32" if name.endswith("float32") else "float64"]
+        rows.append(harness.row("varorder.torch on CUDA against the CPU engine", name, "max relative error",
+                                error, tolerance, "tolerance", better="lower"))
+    title = "varorder.torch on a CUDA device: checks against the CPU engine, NLL + backward against peers"
+    return harness.results_document("Neural structured layers", title, rows, issue=43,
+                                    machine_info=harness.machine(note=report["device"]), details=report)
 
 
 if __name__ == "__main__":

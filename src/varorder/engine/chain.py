@@ -45,7 +45,6 @@ from __future__ import annotations
 import math
 from contextlib import contextmanager
 
-import numba as nb
 import numpy as np
 
 from varorder.engine import threads as _threads
@@ -160,7 +159,7 @@ def prepare(emissions, transitions, start=None, end=None, lengths=None, allowed=
 
 def _num_chunks(ci: ChainInput) -> int:
     """Work units for prange: a few per thread balances ragged lengths without per-sequence scratch."""
-    return max(1, min(ci.shape[0], 4 * nb.get_num_threads()))
+    return max(1, min(ci.shape[0], 4 * _threads.numba_thread_count()))
 
 
 def _block_size(ci: ChainInput) -> int:
@@ -183,7 +182,7 @@ def _blocking(ci: ChainInput, block: int):
     """(length order, number of prange chunks of blocks)."""
     order = np.argsort(-ci.lengths, kind="stable").astype(np.int64)
     num_blocks = -(-ci.shape[0] // block)
-    return order, max(1, min(num_blocks, 4 * nb.get_num_threads()))
+    return order, max(1, min(num_blocks, 4 * _threads.numba_thread_count()))
 
 
 def _scaling(ci: ChainInput):

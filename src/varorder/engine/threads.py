@@ -20,6 +20,10 @@ whenever the policy gives the call one thread; a compiled small-input path calls
 :func:`serial_twin` when :func:`runs_serial` says so. A small input (one sentence, one pair) so never
 starts Numba's thread pool nor enters a parallel region, whose launch alone costs more than
 the work (``tests/test_thread_policy.py`` lists the parallel kernels and fails on one outside).
+
+Numba's threading layer is started here (:func:`start_numba_threads`), so that its start leaves the
+process's OpenMP settings to their owners: Numba's count is its own per-thread mask, and the OpenMP
+runtime's count (which torch's ``get_num_threads`` and any other OpenMP user read) stays as it was.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from varorder.errors import ParameterError
 __all__ = ["set_threads", "get_threads", "engine_threads", "uses_engine_threads", "MIN_PARALLEL_SEQUENCES",
            "load_cython_blas", "sleep_idle_threads", "sequence_threads", "single_threaded_blas", "threads_for",
            "map_in_order", "parallel_kernel", "serial_twin", "warm_parallel_twin", "runs_serial", "PARALLEL_KERNELS",
-           "PARALLEL_START_CPU_S", "SHORT_JOB_WORK"]
+           "PARALLEL_START_CPU_S", "SHORT_JOB_WORK", "start_numba_threads", "numba_thread_count", "set_numba_thread_count"]
 
 # below this many sequences a batch fills at most two chunks of 16: not worth a second thread
 MIN_PARALLEL_SEQUENCES = 32
@@ -63,12 +67,92 @@ def _parse(value, source: str):
     return value
 
 
+# Numba's own entry points, kept here so that a test's stand-in for numba.get_num_threads cannot start the layer
+_numba_get_num_threads = numba.get_num_threads
+_numba_started = False
+_numba_start_lock = threading.Lock()
+
+
+_OPENMP_SETTINGS = ("omp_get_max_threads", "omp_set_num_threads", "omp_get_nested", "omp_set_nested",
+                    "omp_get_max_active_levels", "omp_set_max_active_levels")
+
+
+def _openmp_runtime():
+    """The OpenMP runtime whose settings Numba's OpenMP layer sets (a ctypes library), or None where it cannot
+    be had (no such layer, or a platform whose libraries do not expose their symbols this way).
+
+    The layer's calls bind as a shared library's do: to the process's global scope first — a runtime another
+    library loaded globally (torch loads its own libgomp so) — and only then to the layer's own dependency,
+    which may be a second copy of the runtime; so the lookup goes in that order."""
+    import ctypes
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("numba.np.ufunc.omppool")
+    except ImportError:
+        return None
+    if spec is None or spec.origin is None:
+        return None
+    for name in (None, spec.origin):
+        try:
+            runtime = ctypes.CDLL(name)
+            for symbol in _OPENMP_SETTINGS:
+                getattr(runtime, symbol)
+        except (OSError, AttributeError, TypeError):
+            continue
+        return runtime
+    return None
+
+
+def start_numba_threads() -> None:
+    """Start Numba's threading layer (once per process), leaving this thread's OpenMP settings as they were.
+
+    Numba's OpenMP layer, when it starts, sets the OpenMP runtime's thread count to NUMBA_NUM_THREADS and
+    enables nested regions (``omp_set_num_threads``, ``omp_set_nested`` in its ``launch_threads``). Every other
+    OpenMP user of the process that shares the runtime reads those settings: torch's intra-op count *is*
+    ``omp_get_max_threads()``, so a ``torch.set_num_threads(1)`` made before varorder's first parallel-capable
+    call became the core count after it, and each later torch op ran on every core (on a busy machine a 10 µs
+    op then spun for ms of CPU). Numba does not need them: its parallel regions name their thread count
+    (``num_threads(n)``) and ``numba.set_num_threads`` only sets a per-thread mask of Numba's. So the count,
+    the nesting flag and the nesting depth read before the start are put back after it (the flag first: in
+    newer runtimes setting it sets the depth too)."""
+    global _numba_started
+    if _numba_started:
+        return
+    with _numba_start_lock:
+        if _numba_started:
+            return
+        runtime = _openmp_runtime()
+        saved = None if runtime is None else (runtime.omp_get_max_threads(), runtime.omp_get_nested(),
+                                              runtime.omp_get_max_active_levels())
+        _numba_get_num_threads()  # starts the layer
+        if saved is not None and numba.threading_layer() == "omp":
+            count, nested, levels = saved
+            runtime.omp_set_num_threads(count)
+            runtime.omp_set_nested(nested)
+            runtime.omp_set_max_active_levels(levels)
+        _numba_started = True
+
+
+def numba_thread_count() -> int:
+    """Numba's thread count in this thread (:func:`numba.get_num_threads`), its layer started by
+    :func:`start_numba_threads`."""
+    start_numba_threads()
+    return numba.get_num_threads()
+
+
+def set_numba_thread_count(n: int) -> None:
+    """:func:`numba.set_num_threads` in this thread, its layer started by :func:`start_numba_threads`."""
+    start_numba_threads()
+    numba.set_num_threads(n)
+
+
 def set_threads(value: int | str = _AUTO) -> None:
     """Use ``value`` threads in the engine (capped by Numba's NUMBA_NUM_THREADS), or "auto"."""
     global _policy
     _policy = _parse(value, "threads")
     if _policy != _AUTO:
-        numba.set_num_threads(min(_policy, numba.config.NUMBA_NUM_THREADS))
+        set_numba_thread_count(min(_policy, numba.config.NUMBA_NUM_THREADS))
 
 
 def get_threads() -> int | str:
@@ -118,7 +202,7 @@ def threads_for(num_sequences: int) -> int:
     :func:`set_threads` chose in the thread that called it: a fixed policy therefore caps the count here, so
     that ``VARORDER_THREADS=1`` means one thread in an executor's threads too (not their kernels' batches
     on two pool threads and their parallel regions on every core)."""
-    current = numba.get_num_threads()
+    current = numba_thread_count()
     policy = get_threads()
     if policy != _AUTO:
         return min(policy, current)
@@ -180,6 +264,7 @@ _COMPILE_TWINS = os.environ.get("VARORDER_COMPILE_TWINS") == "1"
 
 
 def _compile_twin(done, twin) -> None:
+    start_numba_threads()  # compiling a parallel kernel starts Numba's layer
     for signature in done.signatures:
         if signature not in twin.signatures:
             twin.compile(signature)
@@ -320,7 +405,7 @@ def sequence_threads(num_sequences: int):
     """Run the enclosed parallel kernels over ``num_sequences`` sequences with :func:`threads_for`
     threads (the engine's policy, for a model's own per-sequence kernels around engine calls)."""
     wanted = threads_for(num_sequences)
-    previous = numba.get_num_threads()
+    previous = numba_thread_count()
     if wanted == previous:
         yield wanted
         return
@@ -426,7 +511,7 @@ _on_pool = threading.local()
 
 def _enter_worker():
     _on_pool.active = True
-    numba.set_num_threads(1)  # thread-local in Numba: this worker's kernels run on it alone
+    set_numba_thread_count(1)  # thread-local in Numba: this worker's kernels run on it alone
 
 
 def _worker_pool(workers: int):

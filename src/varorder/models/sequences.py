@@ -18,6 +18,7 @@ import numba
 import numpy as np
 
 from varorder.engine import chain as _engine
+from varorder.engine import threads as _threads
 from varorder.errors import ParameterError
 from varorder.eval.metrics import sequence_accuracy
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -41,7 +42,7 @@ def numba_threads(n_threads: int | None):
         return
     if isinstance(n_threads, bool) or not isinstance(n_threads, int) or n_threads < 1:
         raise ParameterError(f"n_threads must be an int >= 1, got {n_threads!r}", name='n_threads', value=n_threads)
-    previous = numba.get_num_threads()
+    previous = _threads.numba_thread_count()
     numba.set_num_threads(min(n_threads, numba.config.NUMBA_NUM_THREADS))
     try:
         yield

@@ -3,14 +3,12 @@ CPU; results go back in the caller's dtype and device."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import torch
 
 from varorder.errors import ParameterError
 
-__all__ = ["to_numpy", "to_tensor", "as_lengths", "check_float", "keeps_torch_threads"]
+__all__ = ["to_numpy", "to_tensor", "as_lengths", "check_float"]
 
 
 def to_numpy(tensor):
@@ -47,24 +45,3 @@ def as_lengths(lengths, batch: int, length: int):
 def check_float(name: str, tensor) -> None:
     if tensor is not None and tensor.dtype not in (torch.float32, torch.float64):
         raise ParameterError(f"{name} must be a float32 or float64 tensor, got {tensor.dtype}", name=name, value=tensor.dtype)
-
-
-def keeps_torch_threads(function):
-    """Run ``function`` and give torch back its intra-op thread count afterwards.
-
-    The engine sets Numba's thread count around its kernels and restores Numba's own count;
-    with Numba's OpenMP layer that sets the OpenMP count torch reads too, so a user's
-    ``torch.set_num_threads(1)`` would silently become the core count after one engine call
-    (every later torch op then runs parallel — 10 µs ops costing ms of CPU on a busy machine).
-    """
-
-    @functools.wraps(function)
-    def run(*args, **kwargs):
-        threads = torch.get_num_threads()
-        try:
-            return function(*args, **kwargs)
-        finally:
-            if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)
-
-    return run

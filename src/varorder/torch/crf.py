@@ -32,7 +32,7 @@ from torch import nn
 from varorder import chain as _chain
 from varorder.errors import ParameterError
 from varorder.torch import native as _native
-from varorder.torch._convert import keeps_torch_threads, to_numpy
+from varorder.torch._convert import to_numpy
 from varorder.torch.functions import BACKENDS, chain_log_partition
 
 __all__ = ["CRF", "allowed_transitions", "is_transition_allowed", "SCHEMES"]
@@ -306,7 +306,6 @@ class CRF(nn.Module):
         T, S, F = self.potentials()
         return to_numpy(emissions), to_numpy(T), to_numpy(S), to_numpy(F), lengths.numpy()
 
-    @keeps_torch_threads
     def decode(self, emissions, mask=None) -> list[list[int]]:
         """The best tag sequence of each sequence (Viterbi), one list per sequence (per selected
         token under a sub-word mask)."""
@@ -321,7 +320,6 @@ class CRF(nn.Module):
                 paths, _ = _chain.viterbi(*self._arrays(emissions, lengths))
         return [[] if empty[b] else paths[b, :int(lengths[b])].tolist() for b in range(paths.shape[0])]
 
-    @keeps_torch_threads
     def kbest(self, emissions, k: int, mask=None):
         """The k best tag sequences: (one list of up to k tag lists per sequence, best first;
         scores (B, k) with −inf past the number of paths)."""
@@ -332,7 +330,6 @@ class CRF(nn.Module):
                                       if scores[b, r] > -np.inf] for b in range(paths.shape[0])]
         return found, torch.from_numpy(scores).to(device=emissions.device, dtype=emissions.dtype)
 
-    @keeps_torch_threads
     def sample(self, emissions, n: int = 1, mask=None, seed=None) -> list[list[list[int]]]:
         """n exact samples from p(y | emissions) per sequence (forward filtering, backward
         sampling; ``seed`` makes them reproducible)."""
@@ -342,7 +339,6 @@ class CRF(nn.Module):
         return [[] if empty[b] else [draws[b, s, :int(lengths[b])].tolist() for s in range(n)]
                 for b in range(draws.shape[0])]
 
-    @keeps_torch_threads
     def marginals(self, emissions, mask=None) -> torch.Tensor:
         """p(yₜ = k | emissions) in the layout of ``emissions`` (zero at unselected tokens)."""
         with torch.no_grad():
@@ -365,7 +361,6 @@ class CRF(nn.Module):
                 node = full
             return node if self.batch_first else node.transpose(0, 1)
 
-    @keeps_torch_threads
     def entropy(self, emissions, mask=None) -> torch.Tensor:
         """Entropy (nats) of p(y | emissions) per sequence (B,) (0 for a sequence with no selected token)."""
         with torch.no_grad():

@@ -24,7 +24,7 @@ import torch
 from varorder import hypergraph as _hypergraph
 from varorder.errors import ParameterError
 from varorder.hypergraph import Hypergraph
-from varorder.torch._convert import as_lengths, check_float, keeps_torch_threads
+from varorder.torch._convert import as_lengths, check_float
 from varorder.torch.functions import hypergraph_log_partition
 
 __all__ = ["eisner_template", "tree_batch", "tree_log_partition", "tree_marginals", "tree_argmax",
@@ -121,7 +121,6 @@ def tree_log_partition(arc_scores, lengths=None) -> torch.Tensor:
     return hypergraph_log_partition(graph, _edge_weights(arc_scores, edge_arc))
 
 
-@keeps_torch_threads
 def tree_marginals(arc_scores, lengths=None) -> torch.Tensor:
     """p(h → m ∈ tree) (B, L + 1, L + 1), zero for impossible arcs."""
     graph, edge_arc, _ = _inputs(arc_scores, lengths)
@@ -142,7 +141,6 @@ def _heads(edges, edge_arc, width, n):
     return heads
 
 
-@keeps_torch_threads
 def tree_argmax(arc_scores, lengths=None):
     """(heads: a list of B int arrays, heads[b][m − 1] = h of word m (0 = root); scores (B,))."""
     graph, edge_arc, n = _inputs(arc_scores, lengths)
@@ -152,7 +150,6 @@ def tree_argmax(arc_scores, lengths=None):
     return [_heads(d, edge_arc, width, int(n[b])) for b, d in enumerate(derivations)], torch.from_numpy(scores)
 
 
-@keeps_torch_threads
 def tree_kbest(arc_scores, k: int, lengths=None):
     """(per sentence a list of up to k head arrays, best first; scores (B, k))."""
     graph, edge_arc, n = _inputs(arc_scores, lengths)
@@ -163,7 +160,6 @@ def tree_kbest(arc_scores, k: int, lengths=None):
         torch.from_numpy(scores)
 
 
-@keeps_torch_threads
 def tree_sample(arc_scores, n_samples: int = 1, lengths=None, seed=None):
     """Per sentence, ``n_samples`` exact draws of head arrays."""
     graph, edge_arc, n = _inputs(arc_scores, lengths)

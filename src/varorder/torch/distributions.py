@@ -23,7 +23,7 @@ import torch
 from varorder import chain as _chain
 from varorder import hypergraph as _hypergraph
 from varorder.torch import dependency as _dependency
-from varorder.torch._convert import as_lengths, keeps_torch_threads, to_numpy
+from varorder.torch._convert import as_lengths, to_numpy
 from varorder.torch.functions import chain_log_partition
 
 __all__ = ["ChainCRF", "DependencyCRF"]
@@ -67,42 +67,35 @@ class ChainCRF:
                                    backend=self.backend)
 
     @cached_property
-    @keeps_torch_threads
     def marginals(self) -> torch.Tensor:
         """p(yₜ = k) (B, L, K), zero past each length."""
         return self._tensor(_chain.marginals(*self._arrays())[0])
 
     @cached_property
-    @keeps_torch_threads
     def edge_marginals(self) -> torch.Tensor:
         """p(yₜ = i, yₜ₊₁ = j) (B, L − 1, K, K)."""
         return self._tensor(_chain.marginals(*self._arrays(), edges=True)[1])
 
     @cached_property
-    @keeps_torch_threads
     def argmax(self) -> torch.Tensor:
         """The best path (B, L) long, −1 past each length."""
         return self._tensor(_chain.viterbi(*self._arrays())[0], torch.long)
 
     @cached_property
-    @keeps_torch_threads
     def max(self) -> torch.Tensor:
         """The best path's score (B,)."""
         return self._tensor(_chain.viterbi(*self._arrays())[1])
 
     @cached_property
-    @keeps_torch_threads
     def entropy(self) -> torch.Tensor:
         """Entropy in nats (B,)."""
         return self._tensor(_chain.entropy(*self._arrays()))
 
-    @keeps_torch_threads
     def topk(self, k: int):
         """(paths (B, k, L) long, best first, −1 padded; scores (B, k))."""
         paths, scores = _chain.kbest(*self._arrays(), k=k)
         return self._tensor(paths, torch.long), self._tensor(scores)
 
-    @keeps_torch_threads
     def sample(self, n: int = 1, seed=None) -> torch.Tensor:
         """n exact samples (n, B, L) long, −1 past each length."""
         draws = _chain.sample(*self._arrays(), n=n, seed=seed)
@@ -152,7 +145,6 @@ class DependencyCRF:
         return self._heads(_dependency.tree_argmax(self.arc_scores, self.lengths)[0])
 
     @cached_property
-    @keeps_torch_threads
     def entropy(self) -> torch.Tensor:
         """Entropy in nats (B,)."""
         graph, edge_arc, _ = _dependency._inputs(self.arc_scores, self.lengths)

@@ -42,7 +42,7 @@ from varorder.engine import lattice as _engine_lattice
 from varorder.errors import ParameterError
 from varorder.hypergraph import Hypergraph, marginals as _hypergraph_marginals
 from varorder.lattice import Lattice
-from varorder.torch._convert import as_lengths, check_float, keeps_torch_threads, to_numpy, to_tensor
+from varorder.torch._convert import as_lengths, check_float, to_numpy, to_tensor
 from varorder.torch import native as _native
 
 __all__ = ["chain_log_partition", "lattice_log_partition", "hypergraph_log_partition", "semimarkov_log_partition",
@@ -90,7 +90,6 @@ def _chain_like_backward(ctx, grad):
 
 class _ChainLogPartition(torch.autograd.Function):
     @staticmethod
-    @keeps_torch_threads
     def forward(ctx, emissions, transitions, start, end, lengths, allowed):
         node, edge, logz = _chain.marginals(to_numpy(emissions), to_numpy(transitions), to_numpy(start),
                                             to_numpy(end), lengths, allowed, edges="sum", return_log_z=True)
@@ -105,7 +104,6 @@ class _ChainLogPartition(torch.autograd.Function):
         return (*_chain_like_backward(ctx, grad), None, None)
 
 
-@keeps_torch_threads
 def chain_log_partition(emissions, transitions, start=None, end=None, lengths=None, allowed=None,
                         backend: str = "auto") -> torch.Tensor:
     """log Z per sequence (B,) of the dense chain, differentiable in every tensor argument.
@@ -137,7 +135,6 @@ def chain_log_partition(emissions, transitions, start=None, end=None, lengths=No
 
 class _LatticeLogPartition(torch.autograd.Function):
     @staticmethod
-    @keeps_torch_threads
     def forward(ctx, arc_weight, final, lattice):
         lat = lattice.with_weights(to_numpy(arc_weight), to_numpy(final))
         logz, _, arc, fin = _engine_lattice.marginals_kernel(
@@ -168,7 +165,6 @@ def lattice_log_partition(lattice: Lattice, arc_weight: torch.Tensor, final: tor
 
 class _HypergraphLogPartition(torch.autograd.Function):
     @staticmethod
-    @keeps_torch_threads
     def forward(ctx, edge_weight, hypergraph):
         hg = hypergraph.with_weights(to_numpy(edge_weight))
         logz, edge, _ = _hypergraph_marginals(hg)
@@ -195,7 +191,6 @@ def hypergraph_log_partition(hypergraph: Hypergraph, edge_weight: torch.Tensor) 
 
 class _SemiMarkovLogPartition(torch.autograd.Function):
     @staticmethod
-    @keeps_torch_threads
     def forward(ctx, segment_scores, transitions, start, end, lengths):
         args = (to_numpy(segment_scores), to_numpy(transitions))
         kw = dict(lengths=lengths, start=to_numpy(start), end=to_numpy(end))
@@ -214,7 +209,6 @@ class _SemiMarkovLogPartition(torch.autograd.Function):
         return (*_chain_like_backward(ctx, grad), None)
 
 
-@keeps_torch_threads
 def semimarkov_log_partition(segment_scores, transitions, start=None, end=None, lengths=None,
                              backend: str = "auto") -> torch.Tensor:
     """log Z per sequence (B,) over labelled segmentations (:mod:`varorder.semimarkov`'s

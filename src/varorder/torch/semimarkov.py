@@ -21,7 +21,7 @@ from torch import nn
 
 from varorder import semimarkov as _semimarkov
 from varorder.errors import ParameterError
-from varorder.torch._convert import keeps_torch_threads, to_numpy
+from varorder.torch._convert import to_numpy
 from varorder.torch.functions import BACKENDS, semimarkov_log_partition
 
 __all__ = ["SemiMarkovCRF", "segment_scores_from_emissions"]
@@ -122,14 +122,12 @@ class SemiMarkovCRF(nn.Module):
         n = None if lengths is None else (lengths.cpu().numpy() if isinstance(lengths, torch.Tensor) else lengths)
         return (to_numpy(P), to_numpy(T)), dict(lengths=n, start=to_numpy(S), end=to_numpy(F))
 
-    @keeps_torch_threads
     def decode(self, inputs, lengths=None):
         """The best segmentation of each sequence: a list of (start, end, label) per sequence."""
         with torch.no_grad():
             args, kw = self._arrays(inputs, lengths)
             return _semimarkov.viterbi(*args, **kw)[0]
 
-    @keeps_torch_threads
     def kbest(self, inputs, k: int, lengths=None):
         """(per sequence up to k segmentations best first, scores (B, k))."""
         with torch.no_grad():
@@ -137,21 +135,18 @@ class SemiMarkovCRF(nn.Module):
             found, scores = _semimarkov.kbest(*args, k, **kw)
         return found, torch.from_numpy(scores)
 
-    @keeps_torch_threads
     def sample(self, inputs, n: int = 1, lengths=None, seed=None):
         """Per sequence ``n`` exact posterior segmentations."""
         with torch.no_grad():
             args, kw = self._arrays(inputs, lengths)
             return _semimarkov.sample(*args, n, seed, **kw)
 
-    @keeps_torch_threads
     def marginals(self, inputs, lengths=None) -> torch.Tensor:
         """p(segment of label k covering t − d … t) (B, L, D, K)."""
         with torch.no_grad():
             args, kw = self._arrays(inputs, lengths)
             return torch.from_numpy(_semimarkov.marginals(*args, **kw))
 
-    @keeps_torch_threads
     def entropy(self, inputs, lengths=None) -> torch.Tensor:
         """Entropy (nats) of the posterior over segmentations (B,)."""
         with torch.no_grad():
