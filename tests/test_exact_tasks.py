@@ -216,3 +216,61 @@ def test_t9_noisy_typing_follows_the_noise_model():
     assert oracle.chi_square_pvalue(counts, {o: w / total for o, w in weights.items()}) > 1e-3
     assert task.observe(["dog"]) == ["364"]  # clean without a generator
     assert all(len(o) == 3 for o in task.observe(["dog", "fog"], rng=rng))
+
+
+def _edit_distance(a: str, b: str) -> int:
+    """Damerau–Levenshtein distance (insertions, deletions, substitutions, transpositions of
+    adjacent letters, any edit sequence; Lowrance & Wagner 1975's dynamic programme): the
+    brute-force oracle of edit_distances."""
+    inf = len(a) + len(b)
+    d = [[0] * (len(b) + 2) for _ in range(len(a) + 2)]
+    d[0][0] = inf
+    for i in range(len(a) + 1):
+        d[i + 1][0], d[i + 1][1] = inf, i
+    for j in range(len(b) + 1):
+        d[0][j + 1], d[1][j + 1] = inf, j
+    last_row = {}
+    for i in range(1, len(a) + 1):
+        last_col = 0
+        for j in range(1, len(b) + 1):
+            i1, j1 = last_row.get(b[j - 1], 0), last_col
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            if cost == 0:
+                last_col = j
+            d[i + 1][j + 1] = min(d[i][j] + cost, d[i + 1][j] + 1, d[i][j + 1] + 1,
+                                  d[i1][j1] + (i - i1 - 1) + 1 + (j - j1 - 1))
+        last_row[a[i - 1]] = i
+    return d[len(a) + 1][len(b) + 1]
+
+
+def test_spelling_candidates_are_the_words_within_two_edits():
+    from varorder.tasks.spelling import edit_distances
+
+    rng = np.random.default_rng(0)
+    letters = "abcd"
+    words = {"".join(rng.choice(list(letters), size=rng.integers(1, 6))) for _ in range(300)}
+    for _ in range(40):
+        token = "".join(rng.choice(list(letters), size=rng.integers(1, 6)))
+        found = edit_distances(token, words, 2)
+        expected = {w: _edit_distance(token, w) for w in words if _edit_distance(token, w) <= 2}
+        assert found == expected
+
+
+def test_spelling_decode_matches_brute_force():
+    from varorder.tasks.spelling import SpellingTask
+
+    sentences = ["the cat sat", "the cat ran", "a cat sat on the mat", "the rat sat", "a bat ran on the mat"] * 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        lm = ModifiedKneserNey(order=3).fit_sentences(sentences).model_
+    task = SpellingTask(lm, cost=1.5)
+    ids, logliks = task.candidates("cst")
+    assert set(task.words(ids)) >= {"cat"} and logliks.max() == -1.5
+    assert task.words(task.candidates("zzzzzz")[0]) == ["<unk>"]
+    target = task.target("teh cat sta".split())
+    paths = enumerate_target(target)
+    result = decode(target)
+    assert result.exact and result.log_p == pytest.approx(oracle.max_score(paths), abs=1e-9)
+    assert task.words(result.sentence) == ["the", "cat", "sat"]
+    words = task.corrupt(["sentence", "of", "words"] * 20, np.random.default_rng(1))
+    assert any(w not in ("sentence", "of", "words") for w in words) and words[1] == "of"

@@ -59,7 +59,10 @@ KNOWN_PRIVATE_IMPORTS = {
     # the build's warm-up (itself private) imports the LM kernels so that NgramLM scores even a
     # tiny input with them (it checks sys.modules), which compiles them into the wheel
     ("varorder._warmup", "varorder.lm._kernels"),
-    ("varorder.exact.qautomaton", "varorder.lm._kernels"),
+    # the q-automaton's model interface calls the LMs' compiled kernels from its own
+    # compiled code (a Numba function cannot go through the models' Python methods)
+    ("varorder.exact.model", "varorder.lm._kernels"),
+    ("varorder.exact.model", "varorder.lm._suffix"),
     ("varorder.lm.corpus", "varorder.io._text"),
 }
 

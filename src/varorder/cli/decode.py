@@ -4,6 +4,10 @@
     varorder decode LM.arpa --task t9 --text "843 66639"            # keypad digits per word
     varorder decode TAGS.arpa --task pos --train wsj.tsv --text "The cat sat ."
     varorder decode LM.arpa --task candidates --input cands.jsonl    # generic observations
+    varorder decode CORPUS.idx --task t9 --max-candidates 100 --text "843 66639"
+
+LM is an ARPA file or a suffix index directory (``varorder lm index``), decoded under the
+unbounded-order Witten–Bell model over it (:mod:`varorder.exact.model`).
 
 ``--input FILE`` holds one observation per line (t9: digit strings; pos: words;
 candidates: a JSON list over positions of ``{"word": log-likelihood, ...}``); ``--text``
@@ -28,9 +32,16 @@ TASKS = ("t9", "pos", "candidates")
 
 
 def load_lm(path):
-    from varorder.lm.arpa import read_arpa
-
+    """An ARPA file, or a suffix index directory (``varorder lm index``): the unbounded-order
+    Witten–Bell model over it."""
     try:
+        if os.path.isdir(path):
+            from varorder.lm.suffix_index import open_index
+            from varorder.lm.unbounded import WittenBell
+
+            return WittenBell(open_index(path))
+        from varorder.lm.arpa import read_arpa
+
         return read_arpa(path)
     except (ValueError, OSError) as err:
         raise click.ClickException(str(err)) from None
@@ -113,7 +124,7 @@ def check_task_options(task: str, train) -> None:
 
 def task_options(function):
     for option in reversed([
-        click.argument("lm_file", type=click.Path(exists=True, dir_okay=False)),
+        click.argument("lm_file", type=click.Path(exists=True, dir_okay=True)),
         click.option("--task", type=click.Choice(TASKS), required=True, help="how observations are read"),
         click.option("--text", default=None, help="one observation given inline"),
         click.option("--input", "input_file", type=click.Path(exists=True, dir_okay=False), default=None,

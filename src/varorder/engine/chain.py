@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import numpy as np
 
@@ -59,6 +60,7 @@ from varorder.engine.chain_forward import (_DIRECT_LIMIT, _end_scaling, _logz_ke
 from varorder.engine.chain_marginals import _entropy_finish, _marginals_kernel
 from varorder.engine.chain_viterbi import _kbest_kernel, _viterbi_kernel, _viterbi_serial, _viterbi_small
 from varorder.engine.chain_sample import _sample_kernel
+from varorder.engine import chain_statistics as _stats
 from varorder.engine.validate import (_overflow_limit, as_potentials, as_rng, check_int_at_least, check_no_overflow,
                                       first_index, potentials_and_bound)
 from varorder.errors import ParameterError
@@ -75,6 +77,10 @@ __all__ = [
     "forward_values",
     "small_viterbi",
     "small_log_partition",
+    "statistics",
+    "flat_log_partition",
+    "Workspace",
+    "ChainStatistics",
 ]
 
 
@@ -465,11 +471,134 @@ def _sample_fused(ci: ChainInput, uniforms: np.ndarray):
     return _sample_kernel(ci.emissions, ci.transitions, ci.start, ci.end, ci.lengths, uniforms)
 
 
+# ---------------------------------------------------------------------------
+# expected sufficient statistics over flat, ragged sequences (the E-step of EM)
+# ---------------------------------------------------------------------------
+
+
+class ChainStatistics(NamedTuple):
+    """What :func:`statistics` returns: log Z per sequence (S,); Σₛ wₛ p(y₁ = k) (K,); Σₛ wₛ Σₜ p(yₜ = i,
+    yₜ₊₁ = j) (K, K); Σₛ wₛ Σₜ p(yₜ = k) (K,); Σₛ wₛ Σₜ p(yₜ = k) features[t] (K, P) or None; the node
+    posteriors (N, K) (unweighted) or None."""
+
+    log_z: np.ndarray
+    start: np.ndarray
+    transitions: np.ndarray
+    occupancy: np.ndarray
+    features: np.ndarray | None
+    node: np.ndarray | None
+
+
+def _flat_arguments(emissions, lengths, transitions, start, end, weights, features):
+    """Validated float64 arrays of :func:`statistics`, or a ParameterError naming the argument."""
+    E = np.asarray(emissions)
+    if E.ndim != 2 or E.shape[0] < 1 or E.shape[1] < 1:
+        raise ParameterError(f"emissions must have shape (N >= 1, K >= 1), got {E.shape}", name="emissions",
+                             value=E.shape)
+    N, K = E.shape
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or lengths.size < 1 or not np.issubdtype(lengths.dtype, np.integer):
+        raise ParameterError(f"lengths must be a non-empty 1-d integer array, got {lengths!r:.80}", name="lengths",
+                             value=lengths)
+    lengths = lengths.astype(np.int64)
+    if (lengths < 1).any():
+        i = int(np.flatnonzero(lengths < 1)[0])
+        raise ParameterError(f"lengths[{i}] = {int(lengths[i])}: every sequence needs a position", name="lengths",
+                             value=int(lengths[i]))
+    if int(lengths.sum()) != N:
+        raise ParameterError(f"lengths sum to {int(lengths.sum())}, emissions have {N} rows", name="lengths",
+                             value=int(lengths.sum()))
+    terms = 2 * int(lengths.max()) + 1
+    E, e_top = potentials_and_bound("emissions", E, (None, None), terms)
+    T, _ = potentials_and_bound("transitions", transitions, (K, K), terms)
+    S, _ = (_zeros(K), 0.0) if start is None else potentials_and_bound("start", start, (K,), terms)
+    F_end = _zeros(K) if end is None else as_potentials("end", end, (K,), terms)
+    w = np.ones(lengths.size) if weights is None else np.ascontiguousarray(weights, dtype=np.float64)
+    if w.shape != lengths.shape or not np.isfinite(w).all() or (w < 0).any():
+        raise ParameterError(f"weights must be {lengths.size} finite numbers >= 0", name="weights", value=w)
+    if features is None:
+        feats = np.zeros((N, 0))
+    else:
+        feats = np.ascontiguousarray(features, dtype=np.float64)
+        if feats.ndim != 2 or feats.shape[0] != N:
+            raise ParameterError(f"features must have shape ({N}, P), got {feats.shape}", name="features",
+                                 value=feats.shape)
+        if not np.isfinite(feats).all():
+            raise ParameterError(f"features{list(first_index(~np.isfinite(feats)))} is not finite", name="features",
+                                 value=feats)
+    return E, lengths, T, S, F_end, w, feats
+
+
+def _generic_statistics(E, lengths, T, start, end, weights, features, node: bool, workspace=None) -> ChainStatistics:
+    """:func:`statistics` from the node and position-summed edge marginals of :func:`marginals` (sequences of
+    one length together), the statistics summed in NumPy: the generic definition, and the path of
+    sequences the scaled pass hands back."""
+    N, K = E.shape
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    log_z = np.empty(lengths.size)
+    posts = np.empty((N, K))
+    edges = np.zeros((K, K))
+    for n in np.unique(lengths):
+        seqs = np.flatnonzero(lengths == n)
+        rows = offsets[seqs][:, None] + np.arange(n)[None]
+        nodes, edge_sums, z = marginals(prepare(E[rows], T, start, end), edges="sum")
+        posts[rows] = nodes
+        log_z[seqs] = z
+        edges += np.einsum("s,sij->ij", weights[seqs], edge_sums)
+    weighted = posts * np.repeat(weights, lengths)[:, None]
+    return ChainStatistics(log_z, weighted[offsets[:-1]].sum(axis=0), edges, weighted.sum(axis=0),
+                           weighted.T @ features if features.shape[1] else None, posts if node else None)
+
+
+def _scaled_statistics(E, lengths, T, start, end, weights, features, node: bool, workspace=None) -> ChainStatistics:
+    """:func:`statistics` by the per-sequence scaled forward–backward (``chain_statistics``; the LOG
+    specialisation) for a matrix without zeros; the sequences its guard hands back (and every sequence under
+    a matrix with zeros or an end vector with a wide range) by :func:`_generic_statistics`."""
+    N, K = E.shape
+    expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift = _shared_scaling(T, end)
+    if not (dense[0] and min_expT[0] > 0.0 and min_exp_end >= 1e-20):
+        return _generic_statistics(E, lengths, T, start, end, weights, features, node)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    S, P = lengths.size, features.shape[1]
+    chunks = _stats.num_chunks(S)
+    posts = np.empty((N, K)) if node else np.empty((0, K))
+    parts = (np.zeros((chunks, K)), np.zeros((chunks, K)), np.zeros((chunks, K, K)), np.zeros((chunks, K, P)))
+    log_z, ok = np.empty(S), np.empty(S, dtype=np.bool_)
+    parts_in_scratch = 2 if node else 3  # forward values, exp-emissions (and posteriors, when node does not hold them)
+    at = _stats.scratch_layout(lengths, K, chunks, parts_in_scratch)
+    scratch = (workspace or _stats.Workspace()).take(int(at[-1]))
+    load_cython_blas()
+    # BLAS products per sequence: (K, n)·(n, K) and (K, n)·(n, P)
+    with single_threaded_blas() if K * max(K, P) * int(lengths.max()) >= _BLAS_SERIAL_WORK else _no_context():
+        _stats.statistics_kernel(E, offsets, start, expT[0], np.ascontiguousarray(expT[0].T), float(tshift[0]),
+                                 _stats.emission_guard(float(min_expT[0]), K), exp_end, end_shift, weights, features,
+                                 True, node, posts, chunks, scratch, at, parts_in_scratch, log_z, ok, *parts)
+    occupancy, first, xi, feats = (p.sum(axis=0) for p in parts)
+    edges = expT[0] * xi
+    if not ok.all():
+        bad = np.flatnonzero(~ok)
+        rows = np.concatenate([np.arange(offsets[s], offsets[s + 1]) for s in bad])
+        rest = _generic_statistics(E[rows], lengths[bad], T, start, end, weights[bad], features[rows], node)
+        log_z[bad] = rest.log_z
+        first, edges, occupancy = first + rest.start, edges + rest.transitions, occupancy + rest.occupancy
+        feats = feats + rest.features if P else feats
+        if node:
+            posts[rows] = rest.node
+    return ChainStatistics(log_z, first, edges, occupancy, feats if P else None, posts if node else None)
+
+
+@contextmanager
+def _no_context():
+    yield
+
+
 # Operations = the generic recursion in a semiring plus a finishing step
 # (engine/chain_generic_ops.py); their fused kernels are registered specialisations,
 # tested equal (tests/test_engine_semiring_structured.py).
-SPECIALISED = {"entropy": (EXPECTATION, _entropy_fused), "kbest": (KBEST, _kbest_fused), "sample": (LOG, _sample_fused)}
-GENERIC = {"entropy": generic_entropy, "kbest": generic_kbest, "sample": generic_sample}
+SPECIALISED = {"entropy": (EXPECTATION, _entropy_fused), "kbest": (KBEST, _kbest_fused), "sample": (LOG, _sample_fused),
+               "statistics": (LOG, _scaled_statistics)}
+GENERIC = {"entropy": generic_entropy, "kbest": generic_kbest, "sample": generic_sample,
+           "statistics": _generic_statistics}
 
 
 @uses_engine_threads
@@ -489,6 +618,47 @@ def sample(ci: ChainInput, n: int, seed=None, specialised: bool = True):
     B, L, _ = ci.shape
     uniforms = as_rng(seed).random((B, n, L))
     return operation("sample", GENERIC, SPECIALISED, specialised)(ci, uniforms)
+
+
+def statistics(emissions, lengths, transitions, start=None, end=None, *, weights=None, features=None,
+               node: bool = False, workspace=None, specialised: bool = True) -> ChainStatistics:
+    """The expected sufficient statistics of S sequences laid out flat — emissions (N, K), sequence s the rows
+    ``lengths[:s].sum()`` … of length ``lengths[s]`` — under one shared (K, K) transition matrix (start, end
+    as in :func:`prepare`): Baum–Welch's E-step as one call (:class:`ChainStatistics`). ``weights`` (S,)
+    weight each sequence's statistics; ``features`` (N, P) are summed against the node posteriors
+    (Σₜ p(yₜ = k) features[t]); ``node=True`` also returns the posteriors; ``workspace`` (a
+    :class:`Workspace`) keeps the kernel's scratch between calls. The LOG specialisation (``chain_statistics``)
+    unless ``specialised=False``: the statistics of :func:`marginals`."""
+    args = _flat_arguments(emissions, lengths, transitions, start, end, weights, features)
+    # SPECIALISED["statistics"] / GENERIC["statistics"], named directly: the kernel declares its own thread
+    # policy (threads.parallel_kernel), so this entry point needs no engine_threads block around the registry
+    return (_scaled_statistics if specialised else _generic_statistics)(*args, node, workspace)
+
+
+Workspace = _stats.Workspace
+
+
+def flat_log_partition(emissions, lengths, transitions, start=None, end=None) -> np.ndarray:
+    """log Z (S,) of flat sequences (arguments as :func:`statistics`): the scaled pass's forward alone for a
+    matrix without zeros (sequences its guard hands back, and other matrices, by :func:`log_partition`)."""
+    E, lengths, T, S, F_end, _, _ = _flat_arguments(emissions, lengths, transitions, start, end, None, None)
+    N, K = E.shape
+    expT, tshift, min_expT, dense, exp_end, min_exp_end, end_shift = _shared_scaling(T, F_end)
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    log_z, ok = np.empty(lengths.size), np.zeros(lengths.size, dtype=np.bool_)
+    if dense[0] and min_expT[0] > 0.0 and min_exp_end >= 1e-20:
+        chunks = _stats.num_chunks(lengths.size)
+        parts = (np.zeros((1, K)), np.zeros((1, K)), np.zeros((1, K, K)), np.zeros((1, K, 0)))
+        at = np.zeros(chunks + 1, dtype=np.int64)
+        scratch = np.empty(0)
+        _stats.statistics_kernel(E, offsets, S, expT[0], expT[0], float(tshift[0]),
+                                 _stats.emission_guard(float(min_expT[0]), K), exp_end, end_shift,
+                                 np.ones(lengths.size), np.zeros((N, 0)), False, False, np.empty((0, K)), chunks,
+                                 scratch, at, 2, log_z, ok, *parts)
+    for s in np.flatnonzero(~ok):
+        rows = slice(offsets[s], offsets[s + 1])
+        log_z[s] = log_partition(prepare(E[rows][None], T, S, F_end))[0]
+    return log_z
 
 
 def _register_serial_kernels() -> None:

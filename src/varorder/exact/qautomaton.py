@@ -53,10 +53,9 @@ import numpy as np
 from varorder.engine.builder import grown1, grown_columns
 from varorder.engine.lattice import sample_kernel, viterbi_kernel
 from varorder.errors import ParameterError
+from varorder.exact import model as model_kernels
 from varorder.exact.target import HighOrderTarget
 from varorder.lattice import Lattice
-from varorder.lm import _kernels as lm_kernels
-from varorder.lm.model import LN10
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["QAutomaton", "PathTrace", "DecodeSteps"]
@@ -141,9 +140,10 @@ class QAutomaton:
         self.weights = target.weights
         T = target.num_positions
         self.num_positions = T
-        self._tables = target.lm.query_tables()
+        self.model = target.model
+        self._kernels = tuple(self.model.kernels())  # tables, scale
         self._candidate_symbols = np.concatenate(target.symbols).astype(np.int64)
-        self._candidate_unigram = self.weights.unigram_bounds()[self._candidate_symbols]
+        self._candidate_unigram = self.weights.unigram_bounds_of(self._candidate_symbols)
         self._candidate_logliks = np.concatenate(target.logliks).astype(np.float64)
         sizes = [len(c) for c in target.symbols]
         self._candidate_offsets = np.zeros(T + 1, dtype=np.int64)
@@ -223,9 +223,9 @@ class QAutomaton:
         ``target.log_p(labels)``, computed in compiled code from the arcs."""
         a = self._arrays()
         arcs = np.asarray(arcs, dtype=np.int64)
-        with self.target.lm.naming_damage():
+        with self.model.naming_damage():
             return float(_path_log_p(self._history(a.labels[arcs]), self._candidate_logliks[a.candidate[arcs]],
-                                     self.target.order, *self._tables))
+                                     self.target.order, *self._kernels))
 
     def below_full_order(self, arcs: np.ndarray) -> np.ndarray:
         """Positions (1-based) of the path ``arcs`` whose factor uses a context shorter
@@ -308,11 +308,11 @@ class QAutomaton:
         """Algorithm 2 at every position of ``path``: raise each factor not yet at full
         order by one order. Returns the number of n-grams raised (0: q = p on the path)."""
         cands = self._candidates(path)
-        with self.target.lm.naming_damage():
+        with self.model.naming_damage():
             states, ngrams, ngram_bounds, raised = _refine(
                 *self._kernel_state(), cands,
                 self._history(self._candidate_symbols[self._candidate_offsets[:-1] + cands]),
-                self.target.order, self._candidate_offsets, self._candidate_unigram, *self._tables)
+                self.target.order, self._candidate_offsets, self._candidate_unigram, *self._kernels)
         self.num_refinements += 1
         self._store(states, ngrams, ngram_bounds)
         return int(raised)
@@ -327,13 +327,13 @@ class QAutomaton:
         path, stop when p = q there, else refine q along it (Algorithm 2) and repeat."""
         if max_iterations < 1:
             raise ParameterError(f"max_iterations must be >= 1, got {max_iterations}", name='max_iterations', value=max_iterations)
-        with self.target.lm.naming_damage():
+        with self.model.naming_damage():
             (states, ngrams, ngram_bounds, status, n_iter, log_q, log_p, refined_states, refined_ngrams,
              path, num_states) = _decode_loop(
                 self._states, self._ngrams, self._ngram_bounds, self._sizes, self._num_local, self._order_counts,
                 self.num_positions, self.target.order, int(max_iterations), EXACT_TOLERANCE,
                 self._candidate_offsets, self._candidate_symbols, self._candidate_unigram,
-                self._candidate_logliks, self.target.bos, *self._tables)
+                self._candidate_logliks, self.target.bos, *self._kernels)
         refinements = max(n_iter - 1, 0) if status == _EXACT else n_iter
         self.num_refinements += refinements
         self._store(states, ngrams, ngram_bounds)
@@ -433,8 +433,7 @@ def _suffix_of_length(states, state, length):
 
 @numba.njit(cache=True)
 def _refine(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_counts, cands, history, order,
-            cand_offsets, cand_unigram, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
-            max_prob, max_backoff):
+            cand_offsets, cand_unigram, tables, scale):
     """Algorithm 2 along one path (candidate indices ``cands``, ``history`` = <s> and its
     symbols). Returns the (possibly reallocated) tables and the number of n-grams raised."""
     T = cands.shape[0]
@@ -450,14 +449,12 @@ def _refine(states, ngrams, ngram_bounds, sizes, empty_of, num_local, order_coun
         used[j] = weight_state
         old_bound[j] = bound
     return _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order,
-                          reach, used, old_bound, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
-                          max_prob, max_backoff)
+                          reach, used, old_bound, tables, scale)
 
 
 @numba.njit(cache=True)
 def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order, reach, used,
-                   old_bound, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, max_prob,
-                   max_backoff):
+                   old_bound, tables, scale):
     """:func:`_refine` given the path's trace: per position j, ``reach[j]`` the state the
     path is in (j = 0 .. T - 1 are read), ``used[j]`` the weight state of its factor and
     ``old_bound[j]`` its bound (j = 1 .. T). ``reach`` is updated as states are created."""
@@ -467,8 +464,8 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
         k = 0 if used[i] < 0 else states[_LENGTH, used[i]]
         if k >= min(order - 1, i):
             continue
-        if k > 0 and lm_kernels.find_ngram(history[i - k:i], vocab_size, hash_rows, hash_base, hash_cap) < 0:
-            continue  # the context is not a stored n-gram: the bound is exact already
+        if k > 0 and not model_kernels.relevant(tables, history[i - k:i]):
+            continue  # no left extension changes the factor (an absent n-gram): the bound is exact already
         # The state with context history[i-k-1 : i] at position i - 1, created (with the
         # states before it that lead to it) when missing: position p needs a state of
         # length m - (i - 1 - p), and each new state's suffix is the longest one there.
@@ -499,10 +496,9 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
             e = ngrams[_NG_NEXT, e]
         if e >= 0:
             continue  # already refined (cannot happen on a path traced through this q)
-        bound = lm_kernels.max_backoff_log10prob(history[i - m:i], history[i], vocab_size, hash_rows, hash_base,
-                                                 hash_cap, values, value_base, max_prob, max_backoff) * LN10
+        weight = model_kernels.bound(tables, history[i - m:i], history[i]) * scale
         # A longer context never has a larger bound; guard against rounding.
-        bound = min(bound, old_bound[i])
+        weight = min(weight, old_bound[i])
         e = sizes[1]
         ngrams = grown_columns(ngrams, e + 1, -1)
         ngram_bounds = grown1(ngram_bounds, ngram_bounds.shape[0], e + 1)
@@ -510,7 +506,7 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
         ngrams[_NG_CONTEXT, e] = context
         ngrams[_NG_NEXT, e] = states[_NGRAM_HEAD, context]
         states[_NGRAM_HEAD, context] = e
-        ngram_bounds[e] = bound
+        ngram_bounds[e] = weight
         sizes[1] = e + 1
         order_counts[m + 1] += 1
         raised += 1
@@ -518,34 +514,32 @@ def _refine_traced(states, ngrams, ngram_bounds, sizes, num_local, order_counts,
 
 
 @numba.njit(cache=True)
-def _path_log_p(history, logliks, order, vocab_size, hash_rows, hash_base, hash_cap, values, value_base,
-                max_prob, max_backoff):
-    """log p of a path: exact back-off LM factors (last order - 1 symbols of the history,
-    <s> included) plus the observation log-likelihoods; summed like
-    :meth:`HighOrderTarget.log_p` (base-10 terms first)."""
+def _path_log_p(history, logliks, order, tables, scale):
+    """log p of a path: exact LM factors (last order - 1 symbols of the history, <s>
+    included) plus the observation log-likelihoods; summed like
+    :meth:`HighOrderTarget.log_p` (the model's terms, in its units, first)."""
     factors = np.empty(history.shape[0], np.float64)
+    reads = np.empty(history.shape[0], np.int64)
     previous = np.empty(history.shape[0], np.int64)
-    total = _update_log10_factors(history, previous, factors, order, True, vocab_size, hash_rows, hash_base,
-                                  hash_cap, values, value_base)
-    return total * LN10 + logliks.sum()
+    total = _update_factors(history, previous, factors, reads, order, True, tables)
+    return total * scale + logliks.sum()
 
 
 @numba.njit(cache=True)
-def _update_log10_factors(history, previous, factors, order, fresh, vocab_size, hash_rows, hash_base, hash_cap,
-                          values, value_base):
-    """Sum of the path's log10 LM factors, ``factors[i]`` recomputed only where the
-    window history[i - order + 1 .. i] differs from ``previous`` (all when ``fresh``);
-    ``previous`` becomes ``history``. Successive Viterbi paths of q differ in few places."""
+def _update_factors(history, previous, factors, reads, order, fresh, tables):
+    """Sum of the path's LM factors (the model's kernel units), ``factors[i]`` recomputed only where
+    history[i - reads[i] .. i] differs from ``previous`` (all when ``fresh``): ``reads[i]``
+    is how many symbols before i the factor depended on when it was computed (the score
+    function says; at most order - 1); ``previous`` becomes ``history``. Successive Viterbi
+    paths of q differ in few places."""
     last_change = -1  # the last index <= i where history and previous differ
     total = 0.0
     for i in range(1, history.shape[0]):
         if fresh or history[i] != previous[i]:
             last_change = i
-        start = max(0, i - (order - 1))
-        if fresh or last_change >= start:
-            log10prob, _ = lm_kernels.backoff_log10prob(history[start:i], history[i], vocab_size, hash_rows,
-                                                        hash_base, hash_cap, values, value_base)
-            factors[i] = log10prob
+        if fresh or last_change >= i - reads[i]:
+            start = max(0, i - (order - 1))
+            factors[i], reads[i] = model_kernels.score(tables, history[start:i], history[i])
         total += factors[i]
     previous[:] = history
     return total
@@ -681,8 +675,7 @@ def _build_arcs(T, states, sizes, ngrams, ngram_bounds, cand_offsets, cand_symbo
 
 @numba.njit(cache=True)
 def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T, order, max_iterations,
-                 tolerance, cand_offsets, cand_symbols, cand_unigram, cand_logliks, bos, vocab_size, hash_rows,
-                 hash_base, hash_cap, values, value_base, max_prob, max_backoff):
+                 tolerance, cand_offsets, cand_symbols, cand_unigram, cand_logliks, bos, tables, scale):
     """Algorithm 1, optimisation mode, for up to ``max_iterations`` Viterbi calls."""
     # Per-iteration records, grown by doubling (max_iterations is a budget, often huge).
     capacity = min(max_iterations, 64)
@@ -699,6 +692,7 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
     old_bound = np.empty(T + 1, np.float64)
     previous_history = np.empty(T + 1, np.int64)
     factors = np.empty(T + 1, np.float64)
+    reads = np.empty(T + 1, np.int64)
     status = _RUNNING
     n_iter = 0
     num_nodes = 0
@@ -731,8 +725,8 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
             grown_ngrams = np.zeros((capacity, order_counts.shape[0]), np.int64)
             grown_ngrams[:n_iter] = refined_ngrams[:n_iter]
             refined_ngrams = grown_ngrams
-        lp = _update_log10_factors(history, previous_history, factors, order, n_iter == 0, vocab_size, hash_rows,
-                                   hash_base, hash_cap, values, value_base) * LN10 + logliks.sum()
+        lp = _update_factors(history, previous_history, factors, reads, order, n_iter == 0,
+                             tables) * scale + logliks.sum()
         log_q[n_iter] = score
         log_p[n_iter] = lp
         n_iter += 1
@@ -742,7 +736,7 @@ def _decode_loop(states, ngrams, ngram_bounds, sizes, num_local, order_counts, T
         # Refined even after the last allowed iteration: a next call starts from this q.
         states, ngrams, ngram_bounds, raised = _refine_traced(
             states, ngrams, ngram_bounds, sizes, num_local, order_counts, cands, history, order, reach, used,
-            old_bound, vocab_size, hash_rows, hash_base, hash_cap, values, value_base, max_prob, max_backoff)
+            old_bound, tables, scale)
         if raised == 0:
             status = _STUCK
             break

@@ -1,4 +1,4 @@
-"""Targets of exact decoding and sampling: a back-off n-gram LM times per-position
+"""Targets of exact decoding and sampling: a language model times per-position
 observation likelihoods (Carter, Dymetman & Bouchard 2012, eq. 1).
 
 Factorization, over a sentence x_1 .. x_L with candidate symbols per position:
@@ -6,14 +6,16 @@ Factorization, over a sentence x_1 .. x_L with candidate symbols per position:
     log p(x) = sum_{i=1..L} [ log p_lm(x_i | <s> x_1 .. x_{i-1}) + log p_obs(o_i | x_i) ]
                + log p_lm(</s> | <s> x_1 .. x_L)            (when ``eos``)
 
-The LM factor uses at most the last n - 1 symbols of the history (ARPA back-off, eq. 7).
+The LM factor uses at most the last n - 1 symbols of the history (ARPA back-off, eq. 7),
+or the whole history for an unbounded-order model (:class:`~varorder.lm.unbounded.WittenBell`);
+what the q-automaton asks of the model is :mod:`varorder.exact.model`.
 Internally the end marker is position L + 1 with the single candidate ``</s>`` and
 observation log-likelihood 0, so every factor is "an LM factor times an observation
 factor at some position" and the q-automaton needs no special final weights.
 
-:class:`MaxBackoffWeights` caches the max-backoff bounds w(x | c) (eq. 2, computed by the
-MAX-ARPA recursion of eq. 8 in :meth:`varorder.lm.NgramLM.max_logprob`) so that several
-targets over the same LM share them.
+:class:`MaxBackoffWeights` caches the max-backoff bounds w(x | ()) (eq. 2; MAX-ARPA's eq. 8
+for an n-gram LM, :meth:`varorder.lm.NgramLM.max_logprob`) so that several targets over the
+same LM share them.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from varorder.errors import ParameterError
-from varorder.lm import NgramLM
+from varorder.exact.model import ContextModel, NgramContext, context_model
 from varorder.lm.model import LN10
 
 __all__ = ["MaxBackoffWeights", "HighOrderTarget"]
@@ -37,23 +39,25 @@ class MaxBackoffWeights:
     w(x | c) = max over left extensions e of p(x | e c) >= p(x | h) for every history h
     ending in c. When c is not a stored n-gram, no extension e c is stored either (the
     tables are closed under suffixes), every back-off weight on the way is 1, and
-    w(x | c) = p(x | c) = p(x | h): the bound is already exact.
+    w(x | c) = p(x | c) = p(x | h): the bound is already exact. ``lm``: an NgramLM, a
+    base-less :class:`~varorder.lm.unbounded.WittenBell` (its bounds are computed per
+    symbol on first use) or a :class:`~varorder.exact.model.ContextModel`.
     """
 
-    def __init__(self, lm: NgramLM):
-        if not isinstance(lm, NgramLM):
-            raise ParameterError(f"lm must be a varorder.lm.NgramLM, got {type(lm).__name__}", name='lm', value=lm)
-        self.lm = lm
-        self._unigram: np.ndarray | None = None
+    def __init__(self, lm):
+        self.model: ContextModel = context_model(lm)
+        self.lm = self.model.lm
 
     def unigram_bounds(self) -> np.ndarray:
-        """w(x | ()) for every word id x (V,), computed once in one batched call; equal to
-        ``lm.max_logprob((), x)``."""
-        if self._unigram is None:
-            words = np.arange(self.lm.vocab_size)
-            self._unigram = self.lm.max_logprobs([()] * len(words), words)
-            self._unigram.flags.writeable = False
-        return self._unigram
+        """w(x | ()) for every word id x (V,) of an n-gram LM, computed once in one batched
+        call; equal to ``lm.max_logprob((), x)``."""
+        if not isinstance(self.model, NgramContext):
+            return self.unigram_bounds_of(np.arange(self.model.vocab_size))
+        return self.model.unigram_bounds()
+
+    def unigram_bounds_of(self, symbols) -> np.ndarray:
+        """w(x | ()) of each of ``symbols``."""
+        return self.model.unigram_bounds_of(np.asarray(symbols, dtype=np.int64))
 
 
 class HighOrderTarget:
@@ -61,8 +65,9 @@ class HighOrderTarget:
 
     Parameters
     ----------
-    lm : NgramLM
-        Any order (the history used is the last ``lm.order - 1`` symbols).
+    lm : NgramLM, WittenBell or ContextModel
+        An n-gram LM of any order (the history used is the last ``lm.order - 1``
+        symbols) or an unbounded-order model (the whole history).
     candidates : sequence over positions of ``(symbols, log_likelihoods)``
         Word ids allowed at each position and their observation log-likelihoods
         log p_obs(o_i | x_i) (natural log, finite). ``<s>`` and ``</s>`` are not allowed.
@@ -72,12 +77,14 @@ class HighOrderTarget:
         A shared cache of bounds for ``lm``.
     """
 
-    def __init__(self, lm: NgramLM, candidates, *, eos: bool = True, weights: MaxBackoffWeights | None = None):
-        self.lm = lm
+    def __init__(self, lm, candidates, *, eos: bool = True, weights: MaxBackoffWeights | None = None):
         self.weights = weights if weights is not None else MaxBackoffWeights(lm)
-        if self.weights.lm is not lm:
+        if self.weights.lm is not lm and self.weights.model is not lm:
             raise ParameterError("weights were built for another LM", name='weights', value=weights)
-        vocab = lm.vocabulary
+        #: the q-automaton's view of the LM (:mod:`varorder.exact.model`)
+        self.model: ContextModel = self.weights.model
+        self.lm = self.model.lm
+        vocab = self.model.vocabulary
         self.bos = vocab.bos_id
         self.eos_id = vocab.eos_id
         self.eos = bool(eos)
@@ -91,8 +98,8 @@ class HighOrderTarget:
             ll = np.asarray(ll, dtype=np.float64).reshape(-1)
             if len(ids) == 0 or len(ids) != len(ll):
                 raise ParameterError(f"candidates[{position - 1}]: need a non-empty list of symbols with one log-likelihood each", name='candidates', value=candidates)
-            if ids.min() < 0 or ids.max() >= lm.vocab_size:
-                raise ParameterError(f"candidates[{position - 1}]: symbol ids must lie in 0 .. {lm.vocab_size - 1}", name='candidates', value=candidates)
+            if ids.min() < 0 or ids.max() >= self.model.vocab_size:
+                raise ParameterError(f"candidates[{position - 1}]: symbol ids must lie in 0 .. {self.model.vocab_size - 1}", name='candidates', value=candidates)
             if np.any(ids == self.bos) or np.any(ids == self.eos_id):
                 raise ParameterError(f"candidates[{position - 1}]: <s> and </s> cannot be candidates", name='candidates', value=candidates)
             if len(np.unique(ids)) != len(ids):
@@ -119,11 +126,13 @@ class HighOrderTarget:
 
     @property
     def order(self) -> int:
-        return self.lm.order
+        """The LM's order; for an unbounded-order model T + 1 (at position i <= T the
+        whole history, i symbols with <s>, is read)."""
+        return self.model.order_for(self.num_positions)
 
     def full_context_length(self, position: int) -> int:
         """Length of the history the LM uses at ``position`` (1-based; <s> counts)."""
-        return min(self.lm.order - 1, position)
+        return min(self.order - 1, position)
 
     def with_end(self, sentence: Sequence[int]) -> list[int]:
         """A sentence of L word ids as an automaton path (``</s>`` appended with eos)."""
@@ -142,6 +151,9 @@ class HighOrderTarget:
             if ll is None:
                 return -np.inf
             obs += ll
+        if not isinstance(self.model, NgramContext):
+            history = [self.bos] + path
+            return float(sum(self.model.lm.logprob(history[:i], history[i]) for i in range(1, len(history))) + obs)
         words = np.asarray(path[: self.length], dtype=np.int32)
         log10, _ = self.lm.token_log10probs(words, bos=True, eos=self.eos)
         return float(log10.sum() * LN10 + obs)

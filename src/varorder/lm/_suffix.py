@@ -169,6 +169,56 @@ def longest_suffix_ranges(tokens, sa, context, firsts, ends):
 
 
 @numba.njit(cache=True)
+def witten_bell_query(tokens, sa, unigram_counts, unigram_total, unigram_types, n_predictable, base_p, base_order,
+                      context, word, firsts, ends, scratch_tokens, scratch_counts):
+    """Interpolated Witten–Bell p(word | context) over every suffix length of the context
+    up to the longest one with a continuation (:mod:`varorder.lm.unbounded`), as
+    ``(p, levels used, ∞-gram probability, sparse, m)``; m is the length of the longest
+    suffix that occurs (``DAMAGED`` on a bad position). ``firsts``/``ends`` (length >=
+    len(context) + 1) get the rows of each suffix length. With ``base_order`` n > 0 the
+    recursion starts at ``base_p`` = p_n(word | last n - 1 tokens) and runs over the
+    lengths n, n + 1, ... only."""
+    m = longest_suffix_ranges(tokens, sa, context, firsts, ends)
+    if m == DAMAGED:
+        return np.nan, 0, np.nan, False, DAMAGED
+    # the unigram level: corpus counts without <s>, over the uniform base
+    c_w = unigram_counts[word] if word < unigram_counts.shape[0] else 0
+    p = (c_w + unigram_types / n_predictable) / (unigram_total + unigram_types)
+    infinigram = c_w / unigram_total
+    sparse = unigram_types == 1
+    used = 0
+    first_level = 1
+    if base_order > 0:
+        p = base_p
+        first_level = base_order
+    for level in range(1, m + 1):
+        total, distinct, hit = _continuation(tokens, sa, firsts[level], ends[level], level, word,
+                                             scratch_tokens, scratch_counts)
+        if total < 0:
+            return np.nan, 0, np.nan, False, DAMAGED
+        if total == 0:
+            break
+        if level >= first_level:
+            p = (hit + distinct * p) / (total + distinct)
+        infinigram = hit / total
+        sparse = distinct == 1
+        used = level
+    return p, used, infinigram, sparse, m
+
+
+@numba.njit(cache=True)
+def unigram_totals(unigram_counts):
+    """(c(•), N₁₊(•)): the predicted tokens and the distinct ones."""
+    unigram_total = 0
+    unigram_types = 0
+    for w in range(unigram_counts.shape[0]):
+        unigram_total += unigram_counts[w]
+        if unigram_counts[w] > 0:
+            unigram_types += 1
+    return unigram_total, unigram_types
+
+
+@numba.njit(cache=True)
 def witten_bell_stream(tokens, sa, unigram_counts, n_predictable, eval_ids, sentence_starts, base_logprob,
                        base_order, out_logprob, out_match, out_infinigram, out_sparse):
     """Natural-log interpolated Witten–Bell probabilities of every token of ``eval_ids``
@@ -176,13 +226,13 @@ def witten_bell_stream(tokens, sa, unigram_counts, n_predictable, eval_ids, sent
     ``sentence_starts[s]``), each given its whole sentence prefix, over every suffix
     length up to the longest one with a continuation in the corpus; the ∞-gram
     probability (that longest suffix's relative frequency) and whether its next-token
-    distribution has a single token (infini-gram's "sparse" estimate) beside.
+    distribution has a single token (infini-gram's "sparse" estimate) beside
+    (:func:`witten_bell_query` per token).
 
     With ``base_order`` n > 0 the levels below n are replaced by a fixed-order model: the
     recursion starts from ``exp(base_logprob[t])`` = p_n(x_t | last n - 1 tokens) and runs
     over the suffix lengths n, n + 1, ... only. Position 0 of each sentence (``<s>``) is
     not predicted (out_logprob = 0, match -1). Returns 0, or DAMAGED."""
-    n_pos = eval_ids.shape[0]
     max_len = 1
     for s in range(sentence_starts.shape[0] - 1):
         max_len = max(max_len, sentence_starts[s + 1] - sentence_starts[s])
@@ -190,12 +240,7 @@ def witten_bell_stream(tokens, sa, unigram_counts, n_predictable, eval_ids, sent
     ends = np.empty(max_len + 1, np.int64)
     scratch_tokens = np.empty(unigram_counts.shape[0] + 1, np.int64)
     scratch_counts = np.empty(unigram_counts.shape[0] + 1, np.int64)
-    unigram_total = 0
-    unigram_types = 0
-    for w in range(unigram_counts.shape[0]):
-        unigram_total += unigram_counts[w]
-        if unigram_counts[w] > 0:
-            unigram_types += 1
+    unigram_total, unigram_types = unigram_totals(unigram_counts)
     for s in range(sentence_starts.shape[0] - 1):
         a0 = sentence_starts[s]
         b0 = sentence_starts[s + 1]
@@ -204,35 +249,133 @@ def witten_bell_stream(tokens, sa, unigram_counts, n_predictable, eval_ids, sent
         out_infinigram[a0] = 0.0
         out_sparse[a0] = False
         for t in range(a0 + 1, b0):
-            word = eval_ids[t]
-            context = eval_ids[a0:t]
-            m = longest_suffix_ranges(tokens, sa, context, firsts, ends)
+            base_p = np.exp(base_logprob[t]) if base_order > 0 else 0.0
+            p, used, infinigram, sparse, m = witten_bell_query(
+                tokens, sa, unigram_counts, unigram_total, unigram_types, n_predictable, base_p, base_order,
+                eval_ids[a0:t], eval_ids[t], firsts, ends, scratch_tokens, scratch_counts)
             if m == DAMAGED:
                 return DAMAGED
-            # the unigram level: corpus counts without <s>, over the uniform base
-            c_w = unigram_counts[word] if word < unigram_counts.shape[0] else 0
-            p = (c_w + unigram_types / n_predictable) / (unigram_total + unigram_types)
-            infinigram = c_w / unigram_total
-            sparse = unigram_types == 1
-            used = 0
-            first_level = 1
-            if base_order > 0:
-                p = np.exp(base_logprob[t])
-                first_level = base_order
-            for level in range(1, m + 1):
-                total, distinct, hit = _continuation(tokens, sa, firsts[level], ends[level], level, word,
-                                                     scratch_tokens, scratch_counts)
-                if total < 0:
-                    return DAMAGED
-                if total == 0:
-                    break
-                if level >= first_level:
-                    p = (hit + distinct * p) / (total + distinct)
-                infinigram = hit / total
-                sparse = distinct == 1
-                used = level
             out_logprob[t] = np.log(p)
             out_match[t] = used
             out_infinigram[t] = infinigram
             out_sparse[t] = sparse
     return 0
+
+
+@numba.njit(cache=True)
+def witten_bell_max_query(tokens, sa, unigram_counts, unigram_total, unigram_types, n_predictable, bos, context,
+                          word, budget, firsts, ends, scratch_tokens, scratch_counts, pattern):
+    """An upper bound of p(word | h) over every history h = e·context that starts with
+    ``bos`` and holds no other ``bos`` (interpolated Witten–Bell without a base), and
+    whether the walk was complete.
+
+    p(word | h) is the recursion over the suffixes of h up to the longest one that
+    occurs, u; the levels up to |context| are the context's own. When the context does
+    not occur, u is a suffix of it for every e: p(word | h) = p(word | context). Else each
+    level above mixes the level below with the relative frequency f_v(word) = c(v word) /
+    c(v •) of a left extension v of the context, p_v = (c(v word) + N₁₊(v •) p_parent) /
+    (c(v •) + N₁₊(v •)); where c(v word) = 0 the level only lowers p, and so does every
+    longer one (its counts are a subset), so the maximum over every h is the maximum of
+    p_v over the context and its left extensions v that are followed by ``word`` somewhere
+    in the corpus. These are walked depth-first from the occurrences of context·word,
+    grouped by their next token to the left; a v that occurs once continues, one token
+    at a time up to its sentence's ``<s>``, with counts 1, so p rises to
+    1 - (1 - p_v) / 2^L after L more tokens. Returns ``(p, complete)``: ``complete`` when
+    the walk covered every extension (p is then the maximum of p_v over them, attained by
+    the histories whose longest occurring suffix is the maximising v); when it would visit
+    more than ``budget`` extensions it stops and returns (1, False), 1 bounding every
+    probability. p is NaN on a damaged index.
+    """
+    k = context.shape[0]
+    p, _, _, _, m = witten_bell_query(tokens, sa, unigram_counts, unigram_total, unigram_types, n_predictable,
+                                      0.0, 0, context, word, firsts, ends, scratch_tokens, scratch_counts)
+    if m == DAMAGED:
+        return np.nan, False
+    if m < k or (k > 0 and context[0] == bos):
+        return p, True  # no left extension occurs, or none is a history
+    # rows of context·word inside the context's rows
+    if pattern.shape[0] < k + 1:
+        pattern = np.empty(2 * (k + 1), np.int64)
+    pattern[:k] = context
+    pattern[k] = word
+    a, b = pattern_range(tokens, sa, pattern, 0, k + 1, firsts[k], ends[k])
+    if a == DAMAGED:
+        return np.nan, False
+    if b <= a:
+        return p, True
+    if b - a > budget:
+        return 1.0, False
+    n = tokens.shape[0]
+    starts = np.empty(b - a, np.int64)  # where each occurrence of the context starts
+    for r in range(a, b):
+        s = np.int64(sa[r])
+        if s < 0 or s >= n:
+            return np.nan, False
+        starts[r - a] = s
+    best = p
+    # A stack of groups: starts[lo:hi] share the left extension of depth `depth` (the node
+    # v = tokens[s - depth : s + k]) whose level value is `value`.
+    stack_lo = np.empty(b - a + 1, np.int64)
+    stack_hi = np.empty(b - a + 1, np.int64)
+    stack_depth = np.empty(b - a + 1, np.int64)
+    stack_value = np.empty(b - a + 1, np.float64)
+    top = 0
+    stack_lo[0], stack_hi[0], stack_depth[0], stack_value[0] = 0, b - a, 0, p
+    top = 1
+    visited = 0
+    keys = np.empty(b - a, np.int64)
+    while top > 0:
+        top -= 1
+        lo, hi, depth, value = stack_lo[top], stack_hi[top], stack_depth[top], stack_value[top]
+        # group this node's occurrences by the token one further to the left
+        for i in range(lo, hi):
+            s = starts[i] - depth - 1
+            keys[i] = np.int64(tokens[s]) if s >= 0 else -1
+        order = np.argsort(keys[lo:hi], kind="mergesort")
+        starts[lo:hi] = starts[lo:hi][order]
+        keys[lo:hi] = keys[lo:hi][order]
+        i = lo
+        while i < hi:
+            j = i + 1
+            while j < hi and keys[j] == keys[i]:
+                j += 1
+            left = keys[i]
+            if left >= 0:  # -1: the corpus starts (cannot happen inside a framed sentence)
+                visited += 1
+                if visited > budget:
+                    return 1.0, False
+                s0 = starts[i] - depth - 1
+                length = depth + 1 + k
+                if pattern.shape[0] < length:
+                    pattern = np.empty(2 * length, np.int64)
+                for t in range(length):
+                    pattern[t] = tokens[s0 + t]
+                va, vb = pattern_range(tokens, sa, pattern, 0, length, 0, sa.shape[0])
+                if va == DAMAGED:
+                    return np.nan, False
+                total, distinct, hit = _continuation(tokens, sa, va, vb, length, word, scratch_tokens,
+                                                     scratch_counts)
+                if total < 0:
+                    return np.nan, False
+                child = (hit + distinct * value) / (total + distinct)
+                if child > best:
+                    best = child
+                if left != bos:
+                    if total == 1:
+                        # Unique from here on: one more level of counts 1 per token up to
+                        # the sentence's <s>, each (1 + p) / 2 (iterated, not the closed form
+                        # 1 - (1 - p) / 2^L, so that rounding matches the scorer's).
+                        t = s0 - 1
+                        chain = child
+                        while t >= 0:
+                            chain = (1 + 1 * chain) / (1 + 1)
+                            if tokens[t] == bos:
+                                break
+                            t -= 1
+                        if chain > best:
+                            best = chain
+                    else:
+                        stack_lo[top], stack_hi[top], stack_depth[top], stack_value[top] = i, j, depth + 1, child
+                        top += 1
+            i = j
+    return best, True

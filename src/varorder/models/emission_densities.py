@@ -31,15 +31,24 @@ _LOG_2PI = math.log(2.0 * math.pi)
 @nb.njit(cache=True)
 def gaussian_diag_log_density(X, means, variances):
     """(N, K) log-densities of rows X (N, D) under K diagonal Gaussians (means, variances
-    (K, D)); NaN entries of X are left out of each row's density (marginalised)."""
+    (K, D)); NaN entries of X are left out of each row's density (marginalised). A complete
+    row's quadratic forms run over the states in the inner loop (means and inverse variances
+    transposed to (D, K)), which vectorises."""
     N, D = X.shape
     K = means.shape[0]
     out = np.empty((N, K))
-    inv = 1.0 / variances
+    inv_t = np.empty((D, K))
+    means_t = np.empty((D, K))
     log_det = np.zeros(K)
     for k in range(K):
         for d in range(D):
+            inv_t[d, k] = 1.0 / variances[k, d]
+            means_t[d, k] = means[k, d]
             log_det[k] += math.log(variances[k, d])
+    base = np.empty(K)
+    for k in range(K):
+        base[k] = D * _LOG_2PI + log_det[k]
+    quad = np.empty(K)
     for n in range(N):
         row = X[n]
         complete = True
@@ -47,24 +56,29 @@ def gaussian_diag_log_density(X, means, variances):
             if math.isnan(row[d]):
                 complete = False
                 break
+        if complete:
+            for k in range(K):
+                quad[k] = 0.0
+            for d in range(D):
+                x = row[d]
+                for k in range(K):
+                    diff = x - means_t[d, k]
+                    quad[k] += diff * diff * inv_t[d, k]
+            for k in range(K):
+                out[n, k] = -0.5 * (base[k] + quad[k])
+            continue
         for k in range(K):
-            quad = 0.0
-            if complete:
-                for d in range(D):
-                    diff = row[d] - means[k, d]
-                    quad += diff * diff * inv[k, d]
-                out[n, k] = -0.5 * (D * _LOG_2PI + log_det[k] + quad)
-            else:
-                seen = 0
-                ld = 0.0
-                for d in range(D):
-                    x = row[d]
-                    if not math.isnan(x):
-                        diff = x - means[k, d]
-                        quad += diff * diff * inv[k, d]
-                        ld += math.log(variances[k, d])
-                        seen += 1
-                out[n, k] = -0.5 * (seen * _LOG_2PI + ld + quad)
+            q = 0.0
+            seen = 0
+            ld = 0.0
+            for d in range(D):
+                x = row[d]
+                if not math.isnan(x):
+                    diff = x - means[k, d]
+                    q += diff * diff * inv_t[d, k]
+                    ld += math.log(variances[k, d])
+                    seen += 1
+            out[n, k] = -0.5 * (seen * _LOG_2PI + ld + q)
     return out
 
 

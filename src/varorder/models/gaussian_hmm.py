@@ -304,6 +304,26 @@ class GaussianHMM(BaseHMM):
     def _initialize_emission_statistics(self) -> dict:
         return {}
 
+    def _emission_features(self, X):
+        """Spherical and diagonal models: [x, x²] per sample (with NaN entries: [seen, x, x²], missing entries 0),
+        whose posterior-weighted sums are the M-step's moments; full and tied models: None (posteriors)."""
+        if self.covariance_type not in ("spherical", "diag") or not ({"m", "c"} & set(self.params)):
+            return None
+        missing = np.isnan(X)
+        if not missing.any():
+            return np.concatenate([X, X * X], axis=1)
+        filled = np.where(missing, 0.0, X)
+        return np.concatenate([(~missing).astype(np.float64), filled, filled * filled], axis=1)
+
+    def _accumulate_feature_statistics(self, stats, occupancy, feature_sums) -> None:
+        D = self.n_features
+        stats["post"] = occupancy
+        if feature_sums.shape[1] == 3 * D:
+            stats["count"], stats["obs"], stats["obs**2"] = np.split(feature_sums, 3, axis=1)
+        else:
+            stats["obs"], stats["obs**2"] = np.split(feature_sums, 2, axis=1)
+            stats["count"] = np.repeat(occupancy[:, None], D, axis=1)
+
     def _accumulate_emission_statistics(self, stats, X, posteriors) -> None:
         if not ({"m", "c"} & set(self.params)):
             return

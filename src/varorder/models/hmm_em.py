@@ -6,13 +6,14 @@ Factorization (Rabiner 1989): for a sequence x₁ … xₙ with hidden states z�
 
 — a dense chain for the engine with emissions log p(xₜ | k), transitions log A and start
 log π: its log-partition is log p(x), its node and summed edge marginals are the E-step's
-posteriors and expected transitions (:mod:`varorder.engine.chain`, through
-:mod:`varorder.models.sequences`). There is no forward–backward here.
+posteriors and expected transitions (:func:`varorder.engine.chain.statistics`, one call per
+E-step: also the posterior-weighted sums of the emission model's features, e.g. [x, x²]).
+There is no forward–backward here.
 
 EM (Baum 1972; Dempster, Laird & Rubin 1977) as hmmlearn lays it out: ``_init`` (start,
 transition and emission parameters named by the ``init_params`` letters), then per
-iteration the E-step (``_compute_log_likelihood`` → engine marginals →
-``_accumulate_sufficient_statistics``) and the M-step (``_do_mstep``) for the parameters
+iteration the E-step (``_compute_log_likelihood`` → engine statistics →
+``_accumulate_feature_statistics`` or ``_accumulate_emission_statistics``) and the M-step (``_do_mstep``) for the parameters
 named by ``params``. An emission model overrides those four methods, its parameter checks
 (``_check``), its parameter count (``_get_n_fit_scalars_per_param``, for ``aic``/``bic``),
 its log-prior (``_log_prior``, for the objective) and sampling from a state.
@@ -40,7 +41,7 @@ from varorder.engine.semiring import LOG
 from varorder.engine.threads import engine_threads
 from varorder.errors import FormatError, ParameterError
 from varorder.models import persist
-from varorder.models.sequences import ChunkPlan, iter_marginals
+from varorder.models.sequences import ChunkPlan
 
 __all__ = ["ConvergenceMonitor", "BaseHMM", "split_lengths", "as_observations", "store_chain_params"]
 
@@ -185,6 +186,16 @@ class BaseHMM(ParamsMixin):
     def _accumulate_emission_statistics(self, stats, X, posteriors) -> None:
         """Add the (weighted) posteriors' sufficient statistics of X to ``stats``."""
 
+    def _emission_features(self, X):
+        """(N, P) per-sample features whose posterior-weighted sums are the emission model's statistics
+        (:meth:`_accumulate_feature_statistics`), summed by the engine in its E-step pass; None: the model
+        accumulates from the posteriors (:meth:`_accumulate_emission_statistics`)."""
+        return None
+
+    def _accumulate_feature_statistics(self, stats, occupancy, feature_sums) -> None:
+        """Add the E-step's Σₜ γₜ (K,) and Σₜ γₜ ⊗ features (K, P) (weighted) to ``stats``."""
+        raise NotImplementedError
+
     def _do_emission_mstep(self, stats) -> None:
         raise NotImplementedError
 
@@ -284,37 +295,36 @@ class BaseHMM(ParamsMixin):
     def _chain_arrays(self):
         return _log(self.transmat_), _log(self.startprob_)
 
-    def _posteriors(self, frames: np.ndarray, lengths: np.ndarray, edges: bool):
-        """(posteriors (N, K), log p per sequence (S,), expected transitions per sequence
-        (S, K, K) or None) from the engine's chain marginals over emissions ``frames``."""
-        plan = ChunkPlan(lengths)
+    def _posteriors(self, frames: np.ndarray, lengths: np.ndarray):
+        """(posteriors (N, K), log p per sequence (S,)) from the engine's chain statistics over emissions
+        ``frames``."""
         log_T, log_pi = self._chain_arrays()
-        K = frames.shape[1]
-        post = np.empty_like(frames)
-        logp = np.empty(lengths.size)
-        trans = np.zeros((lengths.size, K, K)) if edges else None
-        for seq_ids, _, flat_index, valid, node, edge, logz in iter_marginals(
-                plan, frames, log_T, log_pi, edges="sum" if edges else False):
-            post[flat_index[valid]] = node[valid]
-            logp[seq_ids] = logz
-            if edges:
-                trans[seq_ids] = edge
-        return post, logp, trans, plan
+        result = _chain.statistics(frames, lengths, log_T, log_pi, node=True)
+        return result.node, result.log_z
 
-    def _do_estep(self, X, lengths, weights):
+    def _do_estep(self, X, lengths, weights, workspace=None):
+        """(statistics, Σ weighted log p): the engine's chain statistics (one call: log Z, expected start and
+        transition counts, and either the emission model's feature sums or the posteriors it accumulates)."""
         frames = self._compute_log_likelihood(X)
-        post, logp, trans, plan = self._posteriors(frames, lengths, edges="t" in self.params)
+        features = self._emission_features(X)
+        log_T, log_pi = self._chain_arrays()
+        result = _chain.statistics(frames, lengths, log_T, log_pi, weights=weights, features=features,
+                                   node=features is None, workspace=workspace)
+        logp = result.log_z
         if not np.isfinite(logp).all():
             bad = int(np.flatnonzero(~np.isfinite(logp))[0])
             raise ParameterError(f"sequence {bad} of X has probability zero under the current parameters "
                                  f"(a forbidden start/transition or an emission of zero density)", name="X",
                                  value=bad)
-        token_weights = np.repeat(weights, lengths)
-        weighted = post * token_weights[:, None]
-        stats = {"start": (post[plan.first_tokens()] * weights[:, None]).sum(axis=0),
-                 "trans": np.einsum("s,sij->ij", weights, trans) if trans is not None else None}
+        stats = {"start": result.start, "trans": result.transitions}
         stats.update(self._initialize_emission_statistics())
-        self._accumulate_emission_statistics(stats, X, weighted)
+        if features is not None:
+            self._accumulate_feature_statistics(stats, result.occupancy, result.features)
+        else:
+            post = result.node
+            if (weights != 1.0).any():
+                post *= np.repeat(weights, lengths)[:, None]
+            self._accumulate_emission_statistics(stats, X, post)
         return stats, float(weights @ logp)
 
     def _do_mstep(self, stats):
@@ -356,8 +366,9 @@ class BaseHMM(ParamsMixin):
         self._check()
         self.monitor_ = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
         self.history_ = []
+        workspace = _chain.Workspace()  # the E-step kernel's scratch, kept across iterations
         for iteration in range(1, self.n_iter + 1):
-            stats, log_likelihood = self._do_estep(X, lengths, weights)
+            stats, log_likelihood = self._do_estep(X, lengths, weights, workspace)
             log_posterior = log_likelihood + self._log_prior()
             self.history_.append({"iteration": iteration, "log_likelihood": log_likelihood,
                                   "log_posterior": log_posterior})
@@ -395,19 +406,14 @@ class BaseHMM(ParamsMixin):
     def score_samples(self, X, lengths=None):
         """(log p(X), posteriors (n_samples, n_components)): the smoothed p(zₜ | x₁..ₙ)."""
         _, lengths, frames = self._frames(X, lengths)
-        post, logp, _, _ = self._posteriors(frames, lengths, edges=False)
+        post, logp = self._posteriors(frames, lengths)[:2]
         return float(logp.sum()), post
 
     def score(self, X, lengths=None) -> float:
         """log p(X), summed over the sequences."""
         _, lengths, frames = self._frames(X, lengths)
-        plan = ChunkPlan(lengths)
         log_T, log_pi = self._chain_arrays()
-        total = 0.0
-        for _, chunk_lengths, flat_index, _ in plan.chunks:
-            ci = _chain.prepare(frames[flat_index], log_T, log_pi, None, chunk_lengths)
-            total += float(_chain.log_partition(ci).sum())
-        return total
+        return float(_chain.flat_log_partition(frames, lengths, log_T, log_pi).sum())
 
     def predict_proba(self, X, lengths=None, filtered: bool = False, lag: int | None = None) -> np.ndarray:
         """State posteriors (n_samples, n_components): smoothed p(zₜ | x₁..ₙ); with

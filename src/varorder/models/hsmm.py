@@ -159,7 +159,7 @@ class _SemiMarkovChain:
             yield seq_ids, flat_index, valid, (semimarkov.from_emissions(frames[flat_index], log_d), log_T,
                                                dict(lengths=chunk_lengths, start=log_pi))
 
-    def _posteriors(self, frames, lengths, edges):
+    def _posteriors(self, frames, lengths):  # (posteriors, log p, expected transitions per sequence)
         K, D = self.n_components, self.max_duration
         post = np.empty_like(frames)
         logp = np.empty(lengths.size)
@@ -174,11 +174,11 @@ class _SemiMarkovChain:
             first[seq_ids] = fst
             durations[seq_ids] = dur
         self._last_first, self._last_durations = first, durations
-        return post, logp, trans, None
+        return post, logp, trans
 
-    def _do_estep(self, X, lengths, weights):
+    def _do_estep(self, X, lengths, weights, workspace=None):
         frames = self._compute_log_likelihood(X)
-        post, logp, trans, _ = self._posteriors(frames, lengths, edges=True)
+        post, logp, trans = self._posteriors(frames, lengths)
         if not np.isfinite(logp).all():
             bad = int(np.flatnonzero(~np.isfinite(logp))[0])
             raise ParameterError(f"sequence {bad} of X has probability zero under the current parameters "

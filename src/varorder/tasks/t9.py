@@ -55,7 +55,8 @@ _KEY_INDEX = {k: i for i, k in enumerate(_KEYS)}
 
 @dataclass
 class T9Task:
-    """An LM and its vocabulary indexed by word length for keypad decoding."""
+    """An LM (an NgramLM, or an unbounded-order :class:`~varorder.lm.unbounded.WittenBell`)
+    and its vocabulary indexed by word length for keypad decoding."""
 
     lm: NgramLM
     k: float = DEFAULT_K
@@ -98,7 +99,7 @@ class T9Task:
         loglik = -np.log(self.k * distances + 1.0).sum(axis=1)
         if self.max_candidates is not None and len(ids) > self.max_candidates:
             # Best by likelihood; ties broken by the unigram bound, then by id (stable).
-            unigram = self.weights.unigram_bounds()[ids]
+            unigram = self.weights.unigram_bounds_of(ids)
             order = np.lexsort((ids, -unigram, -loglik))[: self.max_candidates]
             ids, loglik = ids[order], loglik[order]
         return ids, loglik
