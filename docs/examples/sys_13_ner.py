@@ -130,8 +130,11 @@ shell.check_returncode()  # a failing command stops the script
 #
 # * Defaults: ``all_possible_states`` and ``all_possible_transitions`` default to True here (the
 #   dense F × K weights varorder always had), False in CRFsuite; pass False for CRFsuite's sparse
-#   feature set. ``min_freq`` is ``min_feature_count``. The model has start and end weights, which
-#   CRFsuite lacks.
+#   feature set (a feature seen with a label counts whatever its value, as in CRFsuite: a False
+#   flag is a feature with the value 0). ``min_freq`` is ``min_feature_count``. The objective is
+#   CRFsuite's: on the same feature dicts with ``all_possible_states=False`` the L-BFGS / OWL-QN
+#   loss equals CRFsuite's at every iteration (``tests/test_models_crfsuite_compat.py``).
+#   ``boundary_weights=True`` adds start and end label weights, which CRFsuite lacks.
 # * Files: the model is npz + JSON (``save`` / ``load``), not CRFsuite's binary format; there is no
 #   ``model_filename`` / ``keep_tempfiles`` / ``trainer_cls``.
 # * Trainers: ``l2sgd``'s step-size calibration follows CRFsuite's idea (try η on a sample, grow or
@@ -152,13 +155,13 @@ shell.check_returncode()  # a failing command stops the script
 # (ratio = varorder ÷ CRFsuite; ``benchmarks/peers/ner_gum.py``).
 #
 # .. varorder-results:: Sequence tagging
-#    :systems: first order; second-order; semi-Markov; constraints; algorithm=
+#    :systems: first order; start/end; second-order; semi-Markov; constraints; algorithm=
 
 # %%
 # Limits
 # ------
-# * The second-order CRF runs the dense engine over pair states (≈ 260 for GUM's 21 BIO labels): a
-#   training pass costs ≈ 35× a first-order one.
+# * The second-order CRF runs the engine's sparse-move chain over pair states (≈ 260 for GUM's 21
+#   BIO labels, ≈ 3 100 moves): a training pass costs ≈ 6× a first-order one.
 # * :class:`~varorder.models.semicrf.SemiMarkovCRF` scores whole segments (length, span shape,
 #   span text) on the engine's semi-Markov structure; it reads words and costs a forward
 #   pass over (positions × lengths × labels) segment scores.

@@ -8,7 +8,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.chain_generic import NEG_INF, _TINY
-from varorder.engine.chain_scaled import (_CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _normalised_log_forward, _plane,
+from varorder.engine.chain_scaled import (_EXP_UNDERFLOW, _CHUNK, _FAST_REDUCE, _KEEP_BACKWARD, _block_bounds, _normalised_log_forward, _plane,
                                           _pow2_scale, _product_rows, _shifted_logsumexp_row, _vec_mat_rows)
 from varorder.engine.chain_forward import _block_forward, _block_transitions, _chain_blocks
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -227,7 +227,8 @@ def _log_marginals_one(E, T, start, end, n, node, edge, edge_sum, want_edges, wa
                 m = v
         s = 0.0
         for j in range(K):
-            v = np.exp(a[t, j] + bb[t, j] - m)
+            d = a[t, j] + bb[t, j] - m
+            v = np.exp(d) if d > _EXP_UNDERFLOW else 0.0
             node[t, j] = v
             s += v
         for j in range(K):
@@ -245,7 +246,8 @@ def _log_marginals_one(E, T, start, end, n, node, edge, edge_sum, want_edges, wa
             s = 0.0
             for i in range(K):
                 for j in range(K):
-                    v = np.exp(xi[i, j] - m)
+                    d = xi[i, j] - m
+                    v = np.exp(d) if d > _EXP_UNDERFLOW else 0.0
                     xi[i, j] = v
                     s += v
             for i in range(K):

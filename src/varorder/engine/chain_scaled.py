@@ -314,6 +314,12 @@ def _plane(buf, t, rows, stride, K):
 # ---------------------------------------------------------------------------
 
 
+# exp(d) is exactly 0.0 in double precision for every d below this: a sum's terms there are skipped
+# without an exp (the log-space paths run at extreme weights, e.g. an optimiser's overshooting trial
+# point, where most terms of each row lie thousands below its maximum), and the sum is unchanged
+_EXP_UNDERFLOW = -746.0
+
+
 @nb.njit(cache=True)
 def _shifted_logsumexp_row(x):
     """(largest entry m of x, log Σ exp(x − m)); m = −inf when every entry is −inf."""
@@ -324,7 +330,9 @@ def _shifted_logsumexp_row(x):
         return m, 0.0
     s = 0.0
     for j in range(x.shape[0]):
-        s += np.exp(x[j] - m)
+        d = x[j] - m
+        if d > _EXP_UNDERFLOW:
+            s += np.exp(d)
     return m, np.log(s)
 
 

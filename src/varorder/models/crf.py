@@ -216,6 +216,14 @@ class CRF(ChainDecoding, ParamsMixin):
         objective differs only in the order of additions (≈1e-15 relative).
     verbose : a per-iteration log line (objective, gradient norm, dev accuracy); a progress
         bar too when stderr is a terminal.
+    all_possible_states, all_possible_transitions : False: only the (feature, label) pairs, or
+        label bigrams, seen in training are weights (CRFsuite's ``feature.possible_states`` /
+        ``feature.possible_transitions``; a feature counts as seen with a label whatever its value,
+        as CRFsuite fires a False flag with the value 0); the others stay 0.
+    boundary_weights : False (default, CRFsuite's model): no start / end label weights, so
+        ``start_weights_`` and ``end_weights_`` stay 0 and the objective is CRFsuite's to the
+        last digit on the same features. True adds them (the chain's first and last label
+        scores, as torch-struct and pytorch-crf have).
 
     Every parameter is keyword-only and checked by :meth:`fit` (a ValueError names it and
     the value passed); :meth:`predict` before :meth:`fit` raises NotFittedError.
@@ -247,12 +255,13 @@ class CRF(ChainDecoding, ParamsMixin):
                  min_feature_count: int = 1, features: str | None = None, random_state=None,
                  n_threads: int | None = None, n_shards: int | None = None, n_jobs: int | None = None,
                  executor=None, verbose: bool = False, all_possible_states: bool = True,
-                 all_possible_transitions: bool = True, epsilon: float = 0.0, pa_type: int = 1, c: float = 1.0,
+                 all_possible_transitions: bool = True, boundary_weights: bool = False, epsilon: float = 0.0, pa_type: int = 1, c: float = 1.0,
                  error_sensitive: bool = True, averaging: bool = True, variance: float = 1.0, gamma: float = 1.0,
                  calibration_eta: float = 0.1, calibration_rate: float = 2.0, calibration_samples: int = 1000,
                  calibration_candidates: int = 10, calibration_max_trials: int = 20):
         self.all_possible_states = all_possible_states
         self.all_possible_transitions = all_possible_transitions
+        self.boundary_weights = boundary_weights
         self.epsilon = epsilon
         self.pa_type = pa_type
         self.c = c
@@ -311,6 +320,7 @@ class CRF(ChainDecoding, ParamsMixin):
         check_bool(self, "verbose")
         check_bool(self, "all_possible_states")
         check_bool(self, "all_possible_transitions")
+        check_bool(self, "boundary_weights")
         check_real(self, "epsilon", 0)
         check_int(self, "pa_type", 0, 2)
         check_real(self, "c", 0, exclusive_minimum=True)
@@ -445,8 +455,11 @@ class CRF(ChainDecoding, ParamsMixin):
             handles = executor.map_remote(featurised_shard, sources, read, self.features, self._indexer,
                                           self.classes_)
             progress, record = self._recorder(began, K, None, executor)
-            theta = self._train_lbfgs(ShardedObjective.placed(handles, executor),
-                                      np.zeros((self.n_features_in_ + K + 2) * K), record)
+            F = self.n_features_in_
+            keep = None if self.boundary_weights else np.concatenate(
+                [np.ones((F + K) * K, dtype=bool), np.zeros(2 * K, dtype=bool)])
+            theta = self._train_lbfgs(_masked(ShardedObjective.placed(handles, executor), keep),
+                                      np.zeros((F + K + 2) * K), record)
         progress.close()
         self._set_params(theta, K)
         self.training_time_ = time.perf_counter() - began
@@ -512,11 +525,14 @@ class CRF(ChainDecoding, ParamsMixin):
 
     def _sparse_mask(self, matrix, lengths, gold, K, partial):
         """The flat mask of trainable θ entries, or None when every one is: with ``all_possible_states=False``
-        only (feature, label) pairs seen in training, with ``all_possible_transitions=False`` only label
-        bigrams seen (CRFsuite's sparse feature set); start and end weights are always trained."""
-        if self.all_possible_states and self.all_possible_transitions:
+        only (feature, label) pairs seen in training (whatever the feature's value), with
+        ``all_possible_transitions=False`` only label bigrams seen (CRFsuite's sparse feature set); start and
+        end weights only with ``boundary_weights=True``."""
+        if self.all_possible_states and self.all_possible_transitions and self.boundary_weights:
             return None
         F = matrix.shape[1]
+        if self.all_possible_states and self.all_possible_transitions:
+            return np.concatenate([np.ones((F + K) * K, dtype=bool), np.zeros(2 * K, dtype=bool)])
         if partial:  # a token with a candidate set supports each of its candidates
             states = np.asarray(rows_to_csr(matrix).T @ gold.astype(np.float64)) != 0
             allowed = gold
@@ -527,13 +543,16 @@ class CRF(ChainDecoding, ParamsMixin):
             if rows is None:
                 csr = matrix.tocsr()
                 rows = Rows(csr.indptr, csr.indices, csr.data, csr.shape)
-            states = label_counts(rows, gold, K) != 0
+            # CRFsuite fires a state feature for every attribute an item carries, whatever its value (a
+            # False flag is the value 0): the pairs are those seen, not those with a non-zero sum
+            seen = Rows(rows.indptr, rows.indices, np.ones_like(rows.data), rows.shape)
+            states = label_counts(seen, gold, K) != 0
             prev, nxt = ChunkPlan(lengths).next_pairs()
             bigrams = np.zeros((K, K), dtype=bool)
             bigrams[gold[prev], gold[nxt]] = True
         states = states if not self.all_possible_states else np.ones((F, K), dtype=bool)
         bigrams = bigrams if not self.all_possible_transitions else np.ones((K, K), dtype=bool)
-        return np.concatenate([states.ravel(), bigrams.ravel(), np.ones(2 * K, dtype=bool)])
+        return np.concatenate([states.ravel(), bigrams.ravel(), np.full(2 * K, bool(self.boundary_weights))])
 
     def _fit_minibatch(self, theta, matrix, lengths, gold, K, record, keep=None):
         rng = np.random.default_rng(self.random_state)
@@ -679,7 +698,7 @@ class CRF(ChainDecoding, ParamsMixin):
         self._check_fitted()
         params = {k: getattr(self, k) for k in ("algorithm", "c1", "c2", "max_iterations", "delta", "period",
                                                  "batch_size", "step_size", "min_feature_count", "features",
-                                                 "n_threads", "n_shards", "all_possible_states",
+                                                 "n_threads", "n_shards", "all_possible_states", "boundary_weights",
                                                  "all_possible_transitions") + _ONLINE_PARAMS}
         persist.save_model(path, self._MODEL_KIND, params, {
             "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,

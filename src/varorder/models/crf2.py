@@ -13,20 +13,21 @@ second-order model's, exactly. With U = 0 the model is the first-order :class:`~
 
 ``constraints`` (a tag scheme, e.g. ``"BIO"``) keeps as states only the pairs the scheme allows (and
 as starts only the labels it allows first): fewer states (≈ 260 instead of 462 for GUM's 21 BIO labels)
-and outputs that are always valid. The training tags must then be valid in the scheme. The state
-transitions are K times sparser than the S × S matrix the dense engine multiplies, so training costs
-about S²/K² ≈ K times a first-order CRF's.
+and outputs that are always valid. The training tags must then be valid in the scheme. Training runs
+the pair chain on the engine's sparse-move chain (:mod:`varorder.engine.chain_sparse`): S·K products per
+position, not the S² of a dense S × S matrix.
 """
 
 from __future__ import annotations
 
-from varorder.errors import ParameterError
 import numpy as np
 
+from varorder.engine import chain_sparse
+from varorder.errors import ParameterError
 from varorder.models import persist
 from varorder.models.crf import CRF, ChainObjective
 from varorder.models.features import FeatureIndexer, csr_times_dense
-from varorder.models.sequences import ChainDecoding, ChunkPlan, decode_viterbi, iter_marginals, numba_threads, token_mask
+from varorder.models.sequences import ChainDecoding, ChunkPlan, decode_viterbi, numba_threads, token_mask
 
 __all__ = ["SecondOrderCRF", "PairStates", "SecondOrderObjective"]
 
@@ -84,24 +85,26 @@ class PairStates:
 
 
 class SecondOrderObjective(ChainObjective):
-    """Σ NLL of a second-order CRF and its gradient in θ = (W, T, start, end, U), by the pair chain."""
+    """Σ NLL of a second-order CRF and its gradient in θ = (W, T, start, end, U), by the pair chain.
+
+    The pair chain's moves are sparse (a state (i, j) moves only to the states (j, ·)), so the engine's
+    sparse-move chain (:mod:`varorder.engine.chain_sparse`) runs it: M = S·K products per position
+    instead of the dense chain's S², and no (n, S) emission array (states emit their label's score).
+    """
 
     def __init__(self, X, lengths, gold, n_labels, states: PairStates):
-        S = states.S
-        # edge sums are (B, S, S) per engine call: ≈ 64 MB of them at a time
-        super().__init__(X, lengths, gold, n_labels, max_cells=max(64, (1 << 23) // (S * S) * 16))
+        super().__init__(X, lengths, gold, n_labels)
         self.states = states
-        self.gold_states = states.encode(gold, self.plan)
+        self.moves = chain_sparse.SparseMoves(states.label, states.src, states.dst, n_labels)
+        gold_states = states.encode(gold, self.plan)
         K = n_labels
-        first = self.plan.first_tokens()
-        has_prev = np.ones(gold.size, dtype=bool)
-        has_prev[first] = False
         prev_rows, next_rows = self.plan.next_pairs()
         # U's gold counts: (y_{t-2} or BOS, y_{t-1}, y_t) for every t ≥ 2 (1-based), BOS where t = 2
-        grand = np.full(gold.size, K, dtype=np.int64)
-        grand[next_rows] = states.previous[self.gold_states[prev_rows]]
-        self.empirical_U = np.zeros((K + 1) * K * K)
-        np.add.at(self.empirical_U, (grand[next_rows] * K + gold[prev_rows]) * K + gold[next_rows], 1.0)
+        self.gold_trigram = (states.previous[gold_states[prev_rows]] * K + gold[prev_rows]) * K + gold[next_rows]
+        self.empirical_U = np.bincount(self.gold_trigram, minlength=(K + 1) * K * K).astype(np.float64)
+        first = self.plan.first_tokens()
+        if not states.is_start[gold_states[first]].all():
+            raise ParameterError("y: a sentence opens with a label the constraints forbid first")
 
     @property
     def n_params(self) -> int:
@@ -117,50 +120,41 @@ class SecondOrderObjective(ChainObjective):
     def __call__(self, theta):
         W, T, start, end, U = self.unpack(theta)
         st = self.states
-        moves, first, last = st.potentials(T, U, start, end)
+        move_scores = T.ravel()[st.bigram] + U.ravel()[st.trigram]
+        first = np.where(st.is_start, start[st.label], NEG_INF)
+        last = end[st.label]
         scores = csr_times_dense(self.X, W)
-        state_scores = scores[:, st.label]
         grad = np.empty_like(theta)
         gW, gT, g_start, g_end, gU = self.unpack(grad)
         node_label = np.zeros_like(scores)
-        edge = np.zeros((st.S, st.S))
+        move_counts = np.zeros(self.moves.M)
         log_z = 0.0
-        first_rows, last_rows = self.plan.first_tokens(), self.plan.last_tokens()
-        node_states_first = np.zeros(st.S)
-        node_states_last = np.zeros(st.S)
-        is_first = np.zeros(self.gold.size, dtype=bool)
-        is_first[first_rows] = True
-        is_last = np.zeros(self.gold.size, dtype=bool)
-        is_last[last_rows] = True
-        for _, _, flat_index, valid, node, edge_sum, logz in iter_marginals(self.plan, state_scores, moves, first,
-                                                                           last, edges="sum"):
+        for _, lengths, flat_index, valid in self.plan.chunks:
+            logz, node, counts = chain_sparse.marginals(self.moves, scores[flat_index], move_scores, first, last,
+                                                        lengths)
             log_z += logz.sum()
-            rows = flat_index[valid]
-            cells = node[valid]
-            node_label[rows] = cells @ st.to_label
-            node_states_first += cells[is_first[rows]].sum(axis=0)
-            node_states_last += cells[is_last[rows]].sum(axis=0)
-            edge += edge_sum.sum(axis=0)
+            node_label[flat_index[valid]] = node[valid]
+            move_counts += counts
         K = self.K
-        move_counts = edge[st.src, st.dst]
         gT[:] = np.bincount(st.bigram, weights=move_counts, minlength=K * K).reshape(K, K) - self.empirical_T
-        gU[:] = np.bincount(st.trigram, weights=move_counts, minlength=(K + 1) * K * K).reshape(K + 1, K, K) \
-            - self.empirical_U.reshape(K + 1, K, K)
-        g_start[:] = np.bincount(st.label, weights=node_states_first, minlength=K) - self.empirical_start
-        g_end[:] = np.bincount(st.label, weights=node_states_last, minlength=K) - self.empirical_end
+        gU[:] = (np.bincount(st.trigram, weights=move_counts, minlength=(K + 1) * K * K)
+                 - self.empirical_U).reshape(K + 1, K, K)
+        g_start[:] = node_label[self.plan.first_tokens()].sum(axis=0) - self.empirical_start
+        g_end[:] = node_label[self.plan.last_tokens()].sum(axis=0) - self.empirical_end
         csr_times_dense(self.XT, node_label, out=gW)
         gW -= self.empirical_W
-        gold_score = float(state_scores[np.arange(self.gold.size), self.gold_states].sum()
-                           + moves[self.gold_states[:-1][~is_last[:-1]], self.gold_states[1:][~is_first[1:]]].sum()
-                           + first[self.gold_states[first_rows]].sum() + last[self.gold_states[last_rows]].sum())
+        gold_score = float(scores[np.arange(self.gold.size), self.gold].sum()
+                           + T[self.gold_prev, self.gold_next].sum() + U.ravel()[self.gold_trigram].sum()
+                           + start[self.gold_first].sum() + end[self.gold_last].sum())
         return float(log_z - gold_score), grad
 
 
 class SecondOrderCRF(CRF):
     """A second-order linear-chain CRF with the API of :class:`~varorder.models.crf.CRF` (see the module doc).
 
-    Parameters: those of :class:`~varorder.models.crf.CRF` (L-BFGS training only; the feature sets are
-    dense), and ``constraints``: None, or a tag scheme whose invalid label pairs are not states.
+    Parameters: those of :class:`~varorder.models.crf.CRF` (L-BFGS training only;
+    ``all_possible_transitions=False`` also keeps only the label trigrams seen), and ``constraints``: None,
+    or a tag scheme whose invalid label pairs are not states.
 
     Learned attributes: the CRF's, and ``second_order_weights_`` (K + 1, K, K): U[i, j, k] for labels
     i (K: the sentence start), j, k in a row.
@@ -179,19 +173,19 @@ class SecondOrderCRF(CRF):
 
     def __init__(self, *, constraints: str | None = None, c1: float = 0.0, c2: float = 0.1,
                  max_iterations: int = 100, delta: float = 1e-5, period: int = 10, min_feature_count: int = 1,
-                 features: str | None = None, n_threads: int | None = None, verbose: bool = False):
+                 features: str | None = None, n_threads: int | None = None, verbose: bool = False,
+                 all_possible_states: bool = True, all_possible_transitions: bool = True,
+                 boundary_weights: bool = False):
         super().__init__(c1=c1, c2=c2, max_iterations=max_iterations, delta=delta, period=period,
                          min_feature_count=min_feature_count, features=features, n_threads=n_threads,
-                         verbose=verbose)
+                         verbose=verbose, all_possible_states=all_possible_states,
+                         all_possible_transitions=all_possible_transitions, boundary_weights=boundary_weights)
         self.constraints = constraints
 
     def _check_params(self):
         super()._check_params()
         if self.algorithm != "lbfgs":
             raise ParameterError(f"SecondOrderCRF trains with algorithm='lbfgs', not {self.algorithm!r}")
-        if not (self.all_possible_states and self.all_possible_transitions):
-            raise ParameterError("SecondOrderCRF has dense feature sets: all_possible_states and "
-                             "all_possible_transitions must be True")
         if self.constraints is not None:
             from varorder.io.schemes import canonical_scheme
 
@@ -207,6 +201,24 @@ class SecondOrderCRF(CRF):
 
     def _n_params(self, K):
         return (self.n_features_in_ + K + 2) * K + (K + 1) * K * K
+
+    def _sparse_mask(self, matrix, lengths, gold, K, partial):
+        """The first-order mask, then U: every trigram, or with ``all_possible_transitions=False`` only the
+        label trigrams (BOS first where the bigram opens the sentence) seen in training."""
+        first = super()._sparse_mask(matrix, lengths, gold, K, partial)
+        if self.all_possible_transitions:
+            if first is None:
+                return None
+            trigrams = np.ones((K + 1) * K * K, dtype=bool)
+        else:
+            prev, nxt = ChunkPlan(lengths).next_pairs()
+            before = np.full(gold.size, K, dtype=np.int64)
+            before[nxt] = gold[prev]
+            trigrams = np.zeros((K + 1) * K * K, dtype=bool)
+            trigrams[(before[prev] * K + gold[prev]) * K + gold[nxt]] = True
+        if first is None:
+            first = np.ones((self.n_features_in_ + K + 2) * K, dtype=bool)
+        return np.concatenate([first, trigrams])
 
     def _objective(self, matrix, lengths, gold, K):
         if self.n_shards not in (None, 1) or self.executor is not None or self.n_jobs not in (None, 1):

@@ -36,7 +36,8 @@ ONLINE_ALGORITHMS = ("ap", "pa", "arow", "l2sgd")
 class _Sequences:
     """Per-sequence slices of a CSR design matrix and its gold labels, with θ's layout."""
 
-    def __init__(self, matrix, lengths, gold, K, state_mask=None, transition_mask=None):
+    def __init__(self, matrix, lengths, gold, K, state_mask=None, transition_mask=None, boundary=True):
+        self.boundary = boundary
         self.indptr, self.indices, self.data = matrix.indptr, matrix.indices, matrix.data
         self.F, self.K = matrix.shape[1], K
         self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -77,8 +78,9 @@ class _Sequences:
             if self.transition_mask is None or self.transition_mask[a, b]:
                 i = self.t_at + a * K + b
                 out[i] = out.get(i, 0.0) + sign
-        for i in (self.s_at + int(labels[0]), self.e_at + int(labels[-1])):
-            out[i] = out.get(i, 0.0) + sign
+        if self.boundary:
+            for i in (self.s_at + int(labels[0]), self.e_at + int(labels[-1])):
+                out[i] = out.get(i, 0.0) + sign
         return out
 
     def gold_of(self, s):
@@ -194,6 +196,8 @@ def _nll_step(data, s, theta, eta, scale):
     if data.transition_mask is not None:
         gT = gT * data.transition_mask
     theta[data.t_at:data.s_at] -= step * gT.ravel()
+    if not data.boundary:
+        return float(logz[0] - gold_score)
     g_start = node[0].copy()
     g_start[gold[0]] -= 1.0
     g_end = node[-1].copy()
@@ -280,7 +284,7 @@ def _nll_value(data, s, theta):
 def train_online(params: dict, matrix, lengths, gold, K, record, state_mask=None, transition_mask=None):
     """Train θ with one of :data:`ONLINE_ALGORITHMS` (``params`` holds the CRF's parameters); returns
     (θ, epochs, stop reason). ``matrix`` is a CSR design matrix (scipy or its arrays)."""
-    data = _Sequences(matrix, lengths, gold, K, state_mask, transition_mask)
+    data = _Sequences(matrix, lengths, gold, K, state_mask, transition_mask, params.get("boundary_weights", True))
     n_params = (data.F + K + 2) * K
     theta = np.zeros(n_params)
     rng = np.random.default_rng(params["random_state"])
