@@ -121,7 +121,7 @@ def tagging(tmp: Path):
     train, dev = tmp / "train.conllu", tmp / "dev.conllu"
     _tagged_corpus(train, 40, 0)
     _tagged_corpus(dev, 10, 1)
-    for model in ("crf", "memm", "hmm"):
+    for model in ("crf", "memm", "hmm", "crf2"):  # crf2: the sparse-move chain (engine.chain_sparse)
         path = tmp / f"{model}.npz"
         _cli("tag", "train", train, "-o", path, "--model", model,
              *([] if model == "hmm" else ["--max-iterations", "3"]), "--quiet")
