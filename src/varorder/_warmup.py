@@ -178,6 +178,25 @@ def exact_decoding(tmp: Path):
 
 
 @step
+def exact_decoding_unbounded(tmp: Path):
+    import numpy as np
+
+    from varorder.exact import HighOrderTarget, decode, sample
+    from varorder.lm.suffix_index import build_index
+    from varorder.lm.unbounded import WittenBell
+
+    corpus = tmp / "unbounded.txt"
+    corpus.write_text("the old dog likes a good bone\nthe old man wants a good book\nmy dog finds a ball\n" * 5)
+    model = WittenBell(build_index(corpus, tmp / "unbounded.idx"))
+    vocab = model.vocabulary
+    candidates = [(np.asarray([vocab.id_of(w) for w in options]), np.zeros(len(options)))
+                  for options in (["the", "my"], ["old", "dog"], ["dog", "man"], ["likes", "wants"])]
+    target = HighOrderTarget(model, candidates)
+    decode(target)
+    sample(target, n_samples=2, batch=4, seed=0)
+
+
+@step
 def alignment(tmp: Path):
     import numpy as np
 
