@@ -197,6 +197,19 @@ def exact_decoding_unbounded(tmp: Path):
 
 
 @step
+def constrained_lm(tmp: Path):
+    from varorder.constrain import ConstrainedLM
+    from varorder.lm import AdditiveSmoothing
+
+    lm = AdditiveSmoothing(order=2, alpha=0.5).fit_sentences(["the dog runs", "a cat eats", "the cat runs"]).model_
+    model = ConstrainedLM.from_spec(lm, contains=["cat"], min_length=2, max_length=4)
+    model.sample(3, seed=0)
+    model.sample_array(2, seed=None)
+    model.decode()
+    model.next_logprobs(["the"])
+
+
+@step
 def alignment(tmp: Path):
     import numpy as np
 
