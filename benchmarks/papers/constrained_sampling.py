@@ -13,9 +13,9 @@ state can no longer accept (neither changes which sentences are accepted), the a
 ones are kept. Its tables are built once per LM (not counted). Constrained: the product's
 backward tables built per constraint (counted), then ``sample_array`` draws N samples in
 one kernel call; its rate is N / (build + draws). Both in CPU seconds of this process, in
-interleaved rounds (``harness.interleaved``); the ratio is the median over rounds of the
-per-round ratio. p(C) is the product's exact log Z, checked against rejection's acceptance
-rate (binomial standard error). Exactness is the test suite's (tests/test_constrain.py,
+interleaved rounds (``harness.interleaved``); the ratio is that of the median rates (the
+median of the per-round ratios goes beside it). p(C) is the product's exact log Z, checked
+against rejection's acceptance rate (binomial standard error). Exactness is the test suite's (tests/test_constrain.py,
 tests/test_lattice_product_sample.py).
 
     python benchmarks/papers/constrained_sampling.py --json benchmarks/results/lm-constrained-sampling.json
@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--orders", default="2:340", help="order:min-count pairs")
     parser.add_argument("--samples", default="10000,100000", help="exact samples per build")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--min-accepted", type=int, default=3000,
+    parser.add_argument("--min-accepted", type=int, default=1000,
                         help="rejection draws per round: enough to accept about this many")
     parser.add_argument("--only", default=None, help="comma-separated constraint numbers (1-based)")
     parser.add_argument("--json", type=Path)
@@ -204,13 +204,15 @@ def main() -> None:
                     "metric": "accepted samples per CPU s", "varorder": round(float(np.median(exact_rates)), 1),
                     "reference": round(float(np.median(rej_rates)), 2),
                     "reference_name": "naive rejection from the same LM (compiled ancestral sampling, guide tables)",
-                    "ratio": round(ratio, 1), "better": "higher",
+                    "ratio": round(round(float(np.median(exact_rates)), 1) / round(float(np.median(rej_rates)), 2), 1),
+                    "better": "higher",
                     "note": (f"p(C) = {p_c:.3e} (exact log Z; rejection accepted {accepted} of {drawn:,}, "
                              f"{rate_hat:.3e}, z = {(rate_hat - p_c) / se:+.2f}); rejection draws "
                              f"{raw_rate:,.0f} sentences a CPU s; exact: build {build_med:.4f} CPU s + "
                              f"{n} samples {draw_med:.4f} s (LM automaton {wfsa_s:.2f} s and rejection tables "
-                             f"{tables_s:.3f} s once per LM, not counted); ratio = median over "
-                             f"{args.rounds} interleaved rounds of the per-round ratio; load {rounds.load()}")})
+                             f"{tables_s:.3f} s once per LM, not counted); ratio of the medians over "
+                             f"{args.rounds} interleaved rounds (median of the per-round ratios {ratio:.1f}); "
+                             f"load {rounds.load()}")})
         del lm, wfsa
     if args.json:
         harness.write_results(args.json, harness.results_document(

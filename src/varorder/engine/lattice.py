@@ -379,8 +379,9 @@ def product_backward(prob, nxt, end, dq, accepting, live, min_len, max_len):
     scale = np.zeros(max_len + 1)
     acc = np.empty(L)
     # a first-order automaton (the next state depends on the column only, as in a bigram
-    # LM): the continuation sums are one matrix product per position, prob @ G with
-    # G[x, j] = β(t + 1, nxt[·, x], dq[state j, x])
+    # LM): the continuation sums are one matrix product per position, prob @ Gᵀ with
+    # G[j, x] = β(t + 1, nxt[·, x], dq[state j, x]) gathered once (a loop, not BLAS, whose
+    # threads spin on a busy machine)
     shared = True
     for s in range(1, S):
         for x in range(X):
@@ -389,7 +390,7 @@ def product_backward(prob, nxt, end, dq, accepting, live, min_len, max_len):
                 break
         if not shared:
             break
-    G = np.zeros((X, L))
+    G = np.zeros((L, X))
     for t in range(max_len, -1, -1):
         cur = B[t]
         # the end weights are divided by β's scale at t + 1 (the continuations' unit)
@@ -399,12 +400,21 @@ def product_backward(prob, nxt, end, dq, accepting, live, min_len, max_len):
             for x in range(X):
                 row = nb_[nxt[0, x]]
                 for j in range(L):
-                    G[x, j] = row[dq_live[x, j]]
-            cont = np.dot(prob, G)
+                    G[j, x] = row[dq_live[x, j]]
             for s in range(S):
                 e = end[s] * end_unit if t >= min_len else 0.0
                 for j in range(L):
-                    cur[s, states[j]] = cont[s, j] + (e if accepting[states[j]] else 0.0)
+                    g = G[j]
+                    c0 = 0.0
+                    c1 = 0.0
+                    x = 0
+                    while x + 1 < X:
+                        c0 += prob[s, x] * g[x]
+                        c1 += prob[s, x + 1] * g[x + 1]
+                        x += 2
+                    if x < X:
+                        c0 += prob[s, x] * g[x]
+                    cur[s, states[j]] = (c0 + c1) + (e if accepting[states[j]] else 0.0)
         for s in range(S if not (shared and t < max_len) else 0):
             e = end[s] * end_unit if t >= min_len else 0.0
             for j in range(L):
