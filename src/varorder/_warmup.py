@@ -170,7 +170,7 @@ def hmm_series(tmp: Path):
     chain.flat_log_partition(E, lengths, T)
     chain.filtered(E, lengths, T)
     series = tmp / "series.csv"
-    series.write_text("id,a,b\n" + "".join(f"{i // 30},{a!r},{'' if i % 9 == 0 else repr(b)}\n"
+    series.write_text("id,a,b\n" + "".join(f"{i // 30},{float(a)!r},{'' if i % 9 == 0 else repr(float(b))}\n"
                                            for i, (a, b) in enumerate(X)))
     for kind in ("gaussian", "gmm"):
         path = tmp / f"{kind}.npz"
