@@ -208,6 +208,10 @@ def language_models(tmp: Path):
     model, state, out = kenlm.Model(tmp / "kn.bin"), kenlm.State(), kenlm.State()
     model.BeginSentenceWrite(state)
     model.BaseScore(state, "the", out)
+    # Counting in blocks merges the blocks' tables (a corpus this small is one block on the CLI).
+    from varorder.lm.counting import count_corpus
+
+    count_corpus(corpus, 3, block_tokens=8)
 
 
 @step
