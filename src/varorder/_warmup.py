@@ -156,6 +156,10 @@ def language_models(tmp: Path):
     model, state, out = kenlm.Model(tmp / "kn.bin"), kenlm.State(), kenlm.State()
     model.BeginSentenceWrite(state)
     model.BaseScore(state, "the", out)
+    # Counting in blocks merges the blocks' tables (a corpus this small is one block on the CLI).
+    from varorder.lm.counting import count_corpus
+
+    count_corpus(corpus, 3, block_tokens=8)
 
 
 @step
@@ -194,6 +198,19 @@ def exact_decoding_unbounded(tmp: Path):
     target = HighOrderTarget(model, candidates)
     decode(target)
     sample(target, n_samples=2, batch=4, seed=0)
+
+
+@step
+def constrained_lm(tmp: Path):
+    from varorder.constrain import ConstrainedLM
+    from varorder.lm import AdditiveSmoothing
+
+    lm = AdditiveSmoothing(order=2, alpha=0.5).fit_sentences(["the dog runs", "a cat eats", "the cat runs"]).model_
+    model = ConstrainedLM.from_spec(lm, contains=["cat"], min_length=2, max_length=4)
+    model.sample(3, seed=0)
+    model.sample_array(2, seed=None)
+    model.decode()
+    model.next_logprobs(["the"])
 
 
 @step
