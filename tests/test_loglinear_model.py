@@ -405,3 +405,53 @@ def test_group_weighting_is_deprecated():
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
         StructuredLogLinear()._validate()
+
+
+@pytest.mark.parametrize("knobs", [dict(mu=1e-3, restart="epoch", polish_tol=1e-9),
+                                   dict(lipschitz=3.0, accelerated=False, average=True, prox_method="pivot"),
+                                   dict(lipschitz_scale=0.8, learning_rate=0.5)])
+def test_solver_options_and_the_old_keywords_give_the_same_model(tmp_path, knobs):
+    """The knobs that moved into ``solver=SolverOptions(...)`` still work as keywords for one
+    release, with a FutureWarning, and give the same model bit for bit."""
+    from varorder.base import DEPRECATED
+    from varorder.loglinear import SolverOptions
+
+    path = training_text(tmp_path)
+    common = dict(order=3, penalty="wltinf" if "prox_method" in knobs else "wlt2", lam=0.5, epochs=2, batch_size=50,
+                  polish=40, optimizer="adagrad" if "learning_rate" in knobs else "apg")
+    new = StructuredLogLinear(solver=SolverOptions(**knobs), **common)
+    old = StructuredLogLinear(**knobs, **common)
+    with pytest.warns(FutureWarning, match="deprecated"):
+        old.fit(path)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the new spelling warns of nothing
+        new.fit(path)
+    assert np.array_equal(new.model_.weights, old.model_.weights)
+    assert new.polish_history_ == old.polish_history_ and new.history_ == old.history_
+    assert new.model_.params == old.model_.params
+    assert all(new.model_.params[k] == v for k, v in knobs.items())
+    # scikit-learn's convention: the parameters as given, clone rebuilds both spellings
+    assert old.get_params()["solver"] is None and new.get_params()["mu"] == DEPRECATED
+    from sklearn.base import clone
+
+    for estimator in (old, new):
+        copy = clone(estimator)
+        assert copy.get_params().keys() == estimator.get_params().keys()
+        assert all(copy.get_params()[k] == v for k, v in estimator.get_params().items())
+    assert clone(old).get_params()["mu"] == old.mu and clone(new).get_params()["mu"] == DEPRECATED
+    assert StructuredLogLinear().set_params(solver=SolverOptions(mu=0.1)).solver.mu == 0.1
+
+
+def test_solver_options_are_checked_at_fit(tmp_path):
+    from varorder.errors import ParameterError
+    from varorder.loglinear import SolverOptions
+
+    path = training_text(tmp_path)
+    with pytest.raises(ParameterError, match="mu"):
+        StructuredLogLinear(epochs=1, solver=SolverOptions(mu=-1.0)).fit(path)
+    with pytest.raises(ParameterError, match="solver"):
+        StructuredLogLinear(epochs=1, solver={"mu": 0.1}).fit(path)
+    with pytest.raises(ParameterError, match="restart"), pytest.warns(FutureWarning):
+        StructuredLogLinear(epochs=1, restart="sometimes").fit(path)

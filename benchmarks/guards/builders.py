@@ -64,8 +64,12 @@ def same(a, b, what: str, counter: list) -> None:
         same(fa[key], fb[key], f"{what}.{key}", counter)
 
 
-def equality(new: dict, base: dict, trials: int, seed: int = 0) -> dict:
-    """Random instances through both trees' builders; counts of instances compared."""
+def equality(new: dict, base: dict, trials: int, seed: int = 0, only=None) -> dict:
+    """Random instances through both trees' builders; counts of instances compared. ``only``:
+    the builders to compare (MODULES keys; the instances drawn are the same either way)."""
+    def want(key):
+        return not only or key in only
+
     from varorder.contexts.features import NgramFeatureSpace
     from varorder.decipher.transitions import fit_transitions
     from varorder.transduce import AlignmentFeatureSpace
@@ -89,9 +93,10 @@ def equality(new: dict, base: dict, trials: int, seed: int = 0) -> dict:
         if mode == "rcms" and trial % 6 == 4:
             kw["coverage_weight"] = -1.5
         B = int(rng.integers(1, 6))
-        same(base["contexts"].build_context_lattice(obs, theta, fs, B, mode=mode, **kw),
-             new["contexts"].build_context_lattice(obs, theta, fs, B, mode=mode, **kw), "contexts", counter)
-        n["contexts"] += 1
+        if want("contexts"):
+            same(base["contexts"].build_context_lattice(obs, theta, fs, B, mode=mode, **kw),
+                 new["contexts"].build_context_lattice(obs, theta, fs, B, mode=mode, **kw), "contexts", counter)
+            n["contexts"] += 1
 
         words = ["a", "b", "c", "d"]
         sents = [[words[i] for i in rng.integers(0, 4, size=int(rng.integers(1, 6)))] for _ in range(30)]
@@ -101,11 +106,12 @@ def equality(new: dict, base: dict, trials: int, seed: int = 0) -> dict:
             em = np.round(em, 1)
         dmode = "beam" if trial % 2 else "rcms"
         size = int(rng.integers(1, 6))
-        same(base["decipher"].build_context_arrays(em, tables, size, dmode),
-             new["decipher"].build_context_arrays(em, tables, size, dmode), "decipher", counter)
-        same(base["decipher"].context_estep(em, tables, size, dmode),
-             new["decipher"].context_estep(em, tables, size, dmode), "decipher estep", counter)
-        n["decipher"] += 1
+        if want("decipher"):
+            same(base["decipher"].build_context_arrays(em, tables, size, dmode),
+                 new["decipher"].build_context_arrays(em, tables, size, dmode), "decipher", counter)
+            same(base["decipher"].context_estep(em, tables, size, dmode),
+                 new["decipher"].context_estep(em, tables, size, dmode), "decipher estep", counter)
+            n["decipher"] += 1
 
         big = trial % 10 == 9  # now and then a larger alphabet and input
         Vt, Lp = int(rng.integers(1, 4 if big else 3)), int(rng.integers(1, 6 if big else 4))
@@ -132,6 +138,8 @@ def equality(new: dict, base: dict, trials: int, seed: int = 0) -> dict:
         if trial % 3 == 2:  # the target lattice p(z | x, y)
             kw["clamp"] = rng.integers(0, Vt, size=int(rng.integers(1, Lmax + 2)))
         B = int(rng.integers(1, 5))
+        if not want("transduce"):
+            continue
         outcomes = []
         for module in (base["transduce"], new["transduce"]):
             try:
@@ -209,6 +217,7 @@ def main(argv=None):
     eq = sub.add_parser("equality")
     eq.add_argument("--trials", type=int, default=200)
     eq.add_argument("--seed", type=int, default=0)
+    eq.add_argument("--only", nargs="+", choices=sorted(MODULES), help="the builders to compare (default: all)")
     sp = sub.add_parser("speed")
     sp.add_argument("--rounds", type=int, default=7)
     sp.add_argument("--only", nargs="+", help="workload name prefixes (contexts, decipher, transduce)")
@@ -218,7 +227,7 @@ def main(argv=None):
     harness.baseline_package(args.baseline)
     new, base = modules("varorder"), modules("varorder_base")
     if args.command == "equality":
-        print("bit-identical:", equality(new, base, args.trials, args.seed))
+        print("bit-identical:", equality(new, base, args.trials, args.seed, args.only))
         return
     rows, loads = speed(new, base, args.rounds, args.only, args.repeat)
     if args.json:

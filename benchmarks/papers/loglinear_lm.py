@@ -36,7 +36,7 @@ import numpy as np
 
 from varorder.lm import ModifiedKneserNey, Vocabulary, read_corpus
 from varorder.loglinear import prox as P
-from varorder.loglinear.model import StructuredLogLinear
+from varorder.loglinear.model import SolverOptions, StructuredLogLinear
 from varorder.loglinear.trie import build_trie, ngram_counts
 
 import sys
@@ -117,11 +117,11 @@ def encode(train_sentences, eval_sentences):
 
 
 def fit_loglinear(args, order, penalty, lam, vocabulary, train, alpha=None):
+    solver = SolverOptions(learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
+                           average=args.average, restart=args.restart, polish_tol=args.polish_tol)
     estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, alpha=alpha, epochs=args.epochs, optimizer=args.optimizer,
-                                    learning_rate=args.learning_rate, lipschitz_scale=args.lipschitz_scale, mu=args.mu,
-                                    average=args.average, weighting=args.weighting, restart=args.restart,
-                                    penalize_root=not args.free_root, polish=args.polish, polish_tol=args.polish_tol,
-                                    seed=args.seed)
+                                    weighting=args.weighting, penalize_root=not args.free_root, polish=args.polish,
+                                    solver=solver, seed=args.seed)
     return estimator.fit_ids(*train, vocabulary)
 
 
@@ -275,7 +275,8 @@ def cmd_sweep(args):
                 setting = tuned(penalty, order, alphas)
                 start, cpu = time.time(), time.process_time()
                 fit = StructuredLogLinear(order=order, penalty=penalty, lam=setting["lam"], alpha=setting["alpha"], epochs=0,
-                                          polish=args.max_iter, polish_tol=args.tol, **settings).fit_ids(*train, vocabulary_k)
+                                          polish=args.max_iter, solver=SolverOptions(polish_tol=args.tol),
+                                          **settings).fit_ids(*train, vocabulary_k)
                 cell = {"subset": k, "order": order, "model": penalty, "lam": setting["lam"], "alpha": setting["alpha"],
                         "perplexity": fit.model_.perplexity(held), "iterations": len(fit.polish_history_) - 1,
                         "converged": fit.polish_converged_, "objective": fit.objective_, "residual": fit.polish_residual_,

@@ -9,6 +9,10 @@ machine learning software", 2013), without depending on scikit-learn:
   :func:`check_choice`), each failure a :class:`~varorder.errors.ParameterError` that
   names the parameter and the value passed;
 * ``fit`` returns ``self``; what it learns ends in ``_``;
+* knobs that few callers set are grouped into a frozen options object (one constructor
+  parameter, e.g. ``solver=``); a keyword moved into one keeps working for one release
+  (default :data:`DEPRECATED`; :func:`options_with_deprecated` moves it in, with a
+  FutureWarning);
 * a method that needs a fitted model calls :func:`check_is_fitted`, which raises
   :class:`NotFittedError` (scikit-learn's class when scikit-learn is installed, else a
   class of the same name deriving from ``ValueError`` and ``AttributeError``, as
@@ -21,6 +25,7 @@ when a NotFittedError is raised or asked for), so every layer may use it.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import math
@@ -31,8 +36,8 @@ from varorder.errors import ParameterError, VarorderError
 
 from varorder.errors import ParameterError
 
-__all__ = ["NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_deprecated", "check_int",
-           "check_is_fitted", "check_real"]
+__all__ = ["DEPRECATED", "NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_deprecated",
+           "check_int", "check_is_fitted", "check_real", "options_with_deprecated"]
 
 
 class _NotFittedError(VarorderError, AttributeError):
@@ -133,6 +138,35 @@ def check_deprecated(owner, name: str, deprecated: dict) -> None:
     if isinstance(value, str) and value in deprecated:
         warnings.warn(f"{type(owner).__name__}: {name}={value!r} is deprecated and will be removed in the next "
                       f"release; {deprecated[value]}", FutureWarning, stacklevel=4)
+
+
+#: the default of a keyword kept for one release beside the options object it moved to:
+#: "not passed" (a string, as scikit-learn spells its own deprecated parameters' default)
+DEPRECATED = "deprecated"
+
+
+def _passed(value) -> bool:
+    return not (isinstance(value, str) and value == DEPRECATED)
+
+
+def options_with_deprecated(owner, name: str, options_type, moved, stacklevel: int = 3) -> object:
+    """``owner.<name>`` — an ``options_type`` (a frozen dataclass) or None for its defaults —
+    with each keyword of ``moved`` that was passed to the constructor (not :data:`DEPRECATED`)
+    put in, with a FutureWarning (``stacklevel`` as :func:`warnings.warn`'s, counted from the
+    caller): the old spelling, kept for one release."""
+    options = getattr(owner, name)
+    if options is None:
+        options = options_type()
+    elif not isinstance(options, options_type):
+        raise _invalid(owner, name, options, f"None or a {options_type.__name__}")
+    passed = {key: getattr(owner, key) for key in moved if _passed(getattr(owner, key))}
+    if passed:
+        spelled = ", ".join(f"{key}={value!r}" for key, value in passed.items())
+        warnings.warn(f"{type(owner).__name__}: the keyword(s) {', '.join(passed)} are deprecated and will be removed "
+                      f"in the next release; pass {name}={options_type.__name__}({spelled})", FutureWarning,
+                      stacklevel=stacklevel + 1)
+        options = dataclasses.replace(options, **passed)
+    return options
 
 
 def check_bool(owner, name: str) -> bool:

@@ -70,16 +70,17 @@ def loglinear_options(command):
 
 def train_loglinear(corpus, output, order, min_count, options, say) -> None:
     """Fit a :class:`StructuredLogLinear` on CORPUS files and save it to OUTPUT (npz + JSON)."""
-    from varorder.loglinear.model import StructuredLogLinear
+    from varorder.loglinear.model import SolverOptions, StructuredLogLinear
 
     if options.get("tune"):
         return _train_tuned(corpus, output, order, min_count, options, say)
     estimator = StructuredLogLinear(
         order=order, penalty=options["penalty"], lam=1.0 if options["lam"] is None else options["lam"],
         alpha=options["depth_alpha"], epochs=options["epochs"], batch_size=options["batch_size"],
-        optimizer=options["optimizer"], learning_rate=options["learning_rate"], lipschitz=options["lipschitz"], mu=options["mu"],
-        average=options["average"], weighting=options["weighting"], penalize_root=not options["free_root"],
-        restart=options["restart"], polish=options["polish"], seed=options["seed"], min_count=min_count, progress=True,
+        optimizer=options["optimizer"], weighting=options["weighting"], penalize_root=not options["free_root"],
+        polish=options["polish"], seed=options["seed"], min_count=min_count, progress=True,
+        solver=SolverOptions(learning_rate=options["learning_rate"], lipschitz=options["lipschitz"], mu=options["mu"],
+                             average=options["average"], restart=options["restart"]),
     )
     say(f"fitting a {order}-gram log-linear model ({options['penalty']}, {options['optimizer']}) on {', '.join(corpus)} ...")
     start = time.perf_counter()

@@ -140,6 +140,8 @@ def _root_state(ctx, i, key, node_state, v, row):
 
 
 _LOOP = selection_builder(SelectionBuilder(_expand, _open_state, _merge, _root_state))
+# beam search: the candidates not kept are dropped (the loop visits only the kept ones)
+_BEAM_LOOP = selection_builder(SelectionBuilder(_expand, _open_state, _merge, _root_state, drop_unkept=True))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -150,9 +152,13 @@ def _build(obs, order, budget, beam, K, log_unigram, log_bigram, log_bigram_raw,
     ctx = (obs, order, beam, K, log_unigram, log_bigram, log_bigram_raw, context_row, log_gamma, log_norm,
            trigram_offsets, trigram_words, trigram_logp, row)
     state0 = np.array([K, K, order, 0], np.int64)
-    node_pos, node_fwd, node_state, src, dst, lab, wt, _, _, last_first = _LOOP(
-        ctx, L, state0, 0, K, budget, 1, -1 if beam else (K + 1) * K + K, 1, not beam, 0.0, False,
-        (1 + L * (budget + 1), L * (budget + 1) * K, (budget + 1) * K))
+    sizes = (1 + L * (budget + 1), L * (budget + 1) * K, (budget + 1) * K)
+    if beam:
+        node_pos, node_fwd, node_state, src, dst, lab, wt, _, _, last_first = _BEAM_LOOP(
+            ctx, L, state0, 0, K, budget, 1, -1, 1, False, 0.0, False, sizes)
+    else:
+        node_pos, node_fwd, node_state, src, dst, lab, wt, _, _, last_first = _LOOP(
+            ctx, L, state0, 0, K, budget, 1, (K + 1) * K + K, 1, True, 0.0, False, sizes)
     n_nodes = node_pos.shape[0]
     final = np.full(n_nodes, _NEG_INF)
     for v in range(last_first, n_nodes):

@@ -147,7 +147,10 @@ class SelectionBuilder(NamedTuple):
     * ``end(ctx, i, node_pos, node_fwd, node_state, n_nodes, a_src, …, n_arcs) -> (n_nodes,
       n_arcs)``: extra nodes and arcs after a position's own (room for one node and
       ``prev_count`` arcs is there; default none); they are not expanded further;
-    * ``per_candidate``: ``merge`` targets candidates, not groups (a compile-time switch).
+    * ``per_candidate``: ``merge`` targets candidates, not groups (a compile-time switch);
+    * ``drop_unkept``: every group not kept is dropped (beam search) and ``merge`` is not
+      called (a compile-time switch; with singleton groups the arc pass then visits the kept
+      candidates only).
     """
 
     expand: Callable
@@ -157,11 +160,12 @@ class SelectionBuilder(NamedTuple):
     select: Callable = select_best
     end: Callable = no_end_arcs
     per_candidate: bool = False
+    drop_unkept: bool = False
 
 
 def make_selection_loop(builder: SelectionBuilder):
     """The selection-builder loop specialised to ``builder``'s hooks (see the module docstring)."""
-    expand, open_state, merge, root_state, select, end, per_candidate = builder
+    expand, open_state, merge, root_state, select, end, per_candidate, drop_unkept = builder
 
     # not cached (closure factory): see varorder.engine.semiring
     @nb.njit
@@ -191,6 +195,7 @@ def make_selection_loop(builder: SelectionBuilder):
         c_flags = np.empty(cap_c, np.uint8)
         c_group = np.empty(cap_c, np.int64)
         c_target = np.empty(cap_c if per_candidate else 1, np.int64)
+        kept = np.empty(cap_c if drop_unkept else 1, np.int64)  # the kept groups, in order (drop_unkept)
         g_rep = np.empty(cap_c, np.int64)
         g_fwd = np.empty(cap_c)
         g_class = np.empty(cap_c, np.int64)
@@ -232,6 +237,8 @@ def make_selection_loop(builder: SelectionBuilder):
                 c_group = np.empty(cap_c, np.int64)
                 if per_candidate:
                     c_target = np.empty(cap_c, np.int64)
+                if drop_unkept:
+                    kept = np.empty(cap_c, np.int64)
                 g_rep = np.empty(cap_c, np.int64)
                 g_fwd = np.empty(cap_c)
                 g_class = np.empty(cap_c, np.int64)
@@ -290,6 +297,7 @@ def make_selection_loop(builder: SelectionBuilder):
             node_fwd = grown1(node_fwd, n_nodes, room)
             node_state = grown2(node_state, n_nodes, room)
             first = n_nodes
+            n_kept = 0
             for g in range(n_g):
                 if active[g]:
                     v = n_nodes
@@ -298,6 +306,11 @@ def make_selection_loop(builder: SelectionBuilder):
                     node_pos[v] = i
                     node_fwd[v] = _NEG_INF
                     open_state(ctx, i, node_state, g_rep[g], c_src, c_lab, c_payload, node_state[v])
+                    if drop_unkept:
+                        kept[n_kept] = g
+                        n_kept += 1
+                elif drop_unkept:
+                    g_target[g] = DROP
             first_root = n_nodes
             n_roots = 0
             if eager_root:
@@ -310,13 +323,15 @@ def make_selection_loop(builder: SelectionBuilder):
                 roots_made[0] = 0
                 n_roots = 1
             # 4. merge the others (g_target of the kept groups is their node)
-            merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_c, g_rep, g_fwd,
-                  g_flags, active, g_target, n_g, g_target, c_target)
+            if not drop_unkept:
+                merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, c_payload, n_c, g_rep,
+                      g_fwd, g_flags, active, g_target, n_g, g_target, c_target)
             for k in range(n_keyed):
                 slot_group[keys_used[k]] = -1
             # 5b. arcs, in candidate order; a root is made on first use
             base = n_arcs
-            for c in range(n_c):
+            for k in range(n_kept if drop_unkept and singletons else n_c):
+                c = kept[k] if drop_unkept and singletons else k
                 if per_candidate:
                     v = c_target[c]
                 else:

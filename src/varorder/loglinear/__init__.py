@@ -10,7 +10,8 @@ trie of :mod:`varorder.loglinear.trie`), fitted by accelerated stochastic proxim
 from varorder._lazy import attach
 
 _EXPORTS = {
-    **dict.fromkeys(("StructuredLogLinear", "LogLinearLM", "is_loglinear_model"), "varorder.loglinear.model"),
+    **dict.fromkeys(("StructuredLogLinear", "SolverOptions", "LogLinearLM", "is_loglinear_model"),
+                    "varorder.loglinear.model"),
     **dict.fromkeys(("ContextTrie", "build_trie"), "varorder.loglinear.trie"),
     **dict.fromkeys(("penalty_value",), "varorder.loglinear.prox"),
     **dict.fromkeys(("tune_loglinear", "fit_tuned", "split_for_tuning", "TuneResult"), "varorder.loglinear.tune"),

@@ -21,22 +21,25 @@ from __future__ import annotations
 import math
 import os
 import time
+import warnings
+from dataclasses import dataclass, fields
 
 import numba as nb
 import numpy as np
 
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_real
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_real,
+                           options_with_deprecated)
 from varorder.errors import DivergenceError, FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary, read_corpus
 from varorder.loglinear import prox as proxlib
 from varorder.loglinear.trie import ContextTrie, build_trie, find_contexts
-from varorder.models.optim import AdaGrad, fista
+from varorder.models.optim import AdaGrad, FistaObjective, fista, fista_loop
 from varorder.models.persist import check_keys, load_model, model_kind, model_loader, save_model
 from varorder.engine.validate import as_rng
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
-__all__ = ["LogLinearLM", "StructuredLogLinear", "is_loglinear_model"]
+__all__ = ["LogLinearLM", "SolverOptions", "StructuredLogLinear", "is_loglinear_model"]
 
 KIND = "LogLinearLM"
 # default α where §6's tuning was run here (PTB train 30K / 10K, converged fits); the
@@ -257,78 +260,43 @@ def _smooth(theta, feature_values, grad, want_grad, ctx_count, param_count, n_to
     return value
 
 
+# the full-batch objective as the FISTA loop's hooks; ctx = (feature values, penalty code,
+# penalty weights, positive, parent, threshold scratch, the objective's count tables)
+@nb.njit(cache=True)
+def _fista_smooth(ctx, x, grad, want_grad):
+    return _smooth(x, ctx[0], grad, want_grad, *ctx[6])
+
+
+@nb.njit(cache=True)
+def _fista_prox_step(ctx, y, grad, step, z):
+    code, penalty_weights, positive, parent, thresholds = ctx[1], ctx[2], ctx[3], ctx[4], ctx[5]
+    for i in range(len(y)):
+        v = y[i] - step * grad[i]
+        z[i] = v if (v > 0.0 or not positive) else 0.0
+        thresholds[i] = step * penalty_weights[i]
+    _prox_code(code, z, parent, thresholds)
+
+
+@nb.njit(cache=True)
+def _fista_penalty(ctx, x):
+    return _penalty_code(ctx[1], x, ctx[4], ctx[2])
+
+
+_FISTA = fista_loop(FistaObjective(_fista_smooth, _fista_prox_step, _fista_penalty))
+
+
 @nb.njit(cache=True)
 def _fista_kernel(theta, feature_values, code, penalty_weights, lipschitz, max_iter, tol, positive, history,
                   ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
                   root_param, bos_id):
-    """:func:`varorder.models.optim.fista`'s iterations compiled over this model's objective,
-    for ℓ2², ℓ1 and ℓT2 (backtracking, step growth 1.25, function-value restart, stop below
-    ``tol`` relative decrease three times running). A compiled FISTA taking its objective as
-    an argument cannot be cached on disk by Numba (it compiles again in every process), hence
-    this specialisation. Returns (θ, objectives written to ``history``, final step, stopped by tol)."""
-    n = len(theta)
+    """:func:`varorder.models.optim.fista`'s iterations compiled over this model's objective
+    (:func:`varorder.models.optim.fista_loop`), for ℓ2², ℓ1 and ℓT2; this cached kernel
+    carries the loop's code. Returns (θ, objectives written to ``history``, final step,
+    stopped by tol)."""
     args = (ctx_count, param_count, n_tokens, ctx_parent, succ_start, succ_param, param_parent, param_ctx,
             root_param, bos_id)
-    empty = np.empty(0)
-    x = theta.copy()
-    objective = _smooth(x, feature_values, empty, False, *args) + _penalty_code(code, x, param_parent, penalty_weights)
-    y = x.copy()
-    z = np.empty(n)
-    grad = np.empty(n)
-    thresholds = np.empty(n)
-    momentum = 1.0
-    step = 1.0 / lipschitz
-    history[0] = objective
-    h = 1
-    converged = False
-    small = 0
-    for _ in range(max_iter):
-        f_y = _smooth(y, feature_values, grad, True, *args)
-        while True:
-            for i in range(n):
-                v = y[i] - step * grad[i]
-                z[i] = v if (v > 0.0 or not positive) else 0.0
-                thresholds[i] = step * penalty_weights[i]
-            _prox_code(code, z, param_parent, thresholds)
-            f_z = _smooth(z, feature_values, empty, False, *args)
-            linear, quadratic = 0.0, 0.0
-            for i in range(n):
-                move = z[i] - y[i]
-                linear += grad[i] * move
-                quadratic += move * move
-            if f_z <= f_y + linear + quadratic / (2.0 * step) + 1e-13 * abs(f_y):
-                break
-            step *= 0.5
-        objective_z = f_z + _penalty_code(code, z, param_parent, penalty_weights)
-        if objective_z > objective:  # momentum overshot: restart from x
-            same = momentum == 1.0
-            if same:
-                for i in range(n):
-                    if y[i] != x[i]:
-                        same = False
-                        break
-            if same:
-                converged = True  # a plain prox-gradient step from x rises: stationary to rounding
-                break
-            y[:] = x
-            momentum = 1.0
-            continue
-        momentum_next = (1.0 + np.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
-        coef = (momentum - 1.0) / momentum_next
-        for i in range(n):
-            y[i] = z[i] + coef * (z[i] - x[i])
-            x[i] = z[i]
-        decrease = objective - objective_z
-        objective = objective_z
-        momentum = momentum_next
-        history[h] = objective
-        h += 1
-        step *= 1.25
-        small = small + 1 if decrease <= tol * abs(objective) else 0
-        if small >= _STOP_AFTER and h > _MIN_ITERATIONS:
-            converged = True
-            break
-    return x, h, step, converged
+    ctx = (feature_values, code, penalty_weights, positive, param_parent, np.empty(len(theta)), args)
+    return _FISTA(ctx, theta, 1.0 / lipschitz, max_iter, tol, _STOP_AFTER, _MIN_ITERATIONS, history)
 
 
 @nb.njit(cache=True)
@@ -498,6 +466,63 @@ def is_loglinear_model(path) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class SolverOptions:
+    """The rarely changed knobs of :class:`StructuredLogLinear`'s optimisers (its ``solver``
+    parameter); checked when the estimator fits.
+
+    Attributes
+    ----------
+    lipschitz : float, optional
+        L of Algorithm 1 (step 1/L). Default: the bound ½‖φ‖² on the Lipschitz constant of the
+        mean log-loss's gradient (the softmax Hessian is at most ½ I, and a word's score sums
+        at most m weights: ½‖φ‖² = m/2, or ½Σ_{d<m} α^{2d} with ``weighting="features"``),
+        times ``lipschitz_scale``.
+    lipschitz_scale : float
+        Multiplies the default L (< 1 takes longer steps than the worst-case bound allows).
+    mu : float
+        μ of Algorithm 1: the step is 1/γ with γ = L + μ/δ, δ = τ² shrinking like 4/t², so
+        μ > 0 damps the stochastic-gradient noise that the accelerated updates otherwise
+        amplify (our copy of the paper prints line 6's Z-update illegibly; we use the FISTA
+        form Z ← Z + (W − W̄)/τ, which with γ fixed is Nesterov's method).
+    restart : str
+        ``"none"`` — Algorithm 1 as printed: τ and δ run on across epochs, so γ = L + μ/δ
+        grows like μt²/4 and after a few thousand mini-batches the step 1/γ is tens of times
+        smaller than 1/L (the iterates freeze before convergence).
+        ``"epoch"`` — restart the acceleration at each pass (τ = δ = 1, Z = W): the usual
+        remedy for momentum on noisy gradients (O'Donoghue & Candès 2015), an extension.
+    accelerated : bool
+        Algorithm 1's accelerated (Hu, Kwok & Pan 2009) updates; False gives plain stochastic
+        proximal gradient.
+    learning_rate : float
+        η of ``adagrad``.
+    average : bool
+        An extension, not the paper's: return the mean of the iterates of the last epoch
+        (Polyak-Ruppert tail averaging) instead of the last iterate, which carries the noise
+        of its last mini-batches; the objective is convex, so the mean is a feasible point (w ≥ 0
+        is kept) whose objective is at most the iterates' mean objective.
+    polish_tol : float
+        Stop polishing once an iteration lowers the mean objective by less than
+        ``polish_tol`` × its value in three consecutive iterations, after at least 20
+        (``polish_converged_`` says whether it did, before the cap).
+    prox_method : str
+        For ℓT∞: ``heap`` (Algorithm 4) or ``pivot`` (Algorithm 3 on the trie).
+    """
+
+    lipschitz: float | None = None
+    lipschitz_scale: float = 1.0
+    mu: float = 1e-5
+    accelerated: bool = True
+    restart: str = "none"
+    learning_rate: float = 1.0
+    average: bool = False
+    polish_tol: float = 1e-6
+    prox_method: str = "heap"
+
+
+_SOLVER_KEYS = tuple(field.name for field in fields(SolverOptions))
+
+
 class StructuredLogLinear(ParamsMixin):
     """Estimator: penalised maximum likelihood for :class:`LogLinearLM` (paper eq. 2).
 
@@ -539,27 +564,6 @@ class StructuredLogLinear(ParamsMixin):
         Constrain w ≥ 0 (§2.5, default as in the paper).
     batch_size, epochs : int
         Mini-batches of ``batch_size`` tokens (400 in the paper), ``epochs`` passes.
-    lipschitz : float, optional
-        L of Algorithm 1 (step 1/L). Default: the bound ½‖φ‖² on the Lipschitz constant of the
-        mean log-loss's gradient (the softmax Hessian is at most ½ I, and a word's score sums
-        at most m weights: ½‖φ‖² = m/2, or ½Σ_{d<m} α^{2d} with ``weighting="features"``),
-        times ``lipschitz_scale``.
-    lipschitz_scale : float
-        Multiplies the default L (< 1 takes longer steps than the worst-case bound allows).
-    mu : float
-        μ of Algorithm 1: the step is 1/γ with γ = L + μ/δ, δ = τ² shrinking like 4/t², so
-        μ > 0 damps the stochastic-gradient noise that the accelerated updates otherwise
-        amplify (our copy of the paper prints line 6's Z-update illegibly; we use the FISTA
-        form Z ← Z + (W − W̄)/τ, which with γ fixed is Nesterov's method).
-    restart : str
-        ``"none"`` — Algorithm 1 as printed: τ and δ run on across epochs, so γ = L + μ/δ
-        grows like μt²/4 and after a few thousand mini-batches the step 1/γ is tens of times
-        smaller than 1/L (the iterates freeze before convergence).
-        ``"epoch"`` — restart the acceleration at each pass (τ = δ = 1, Z = W): the usual
-        remedy for momentum on noisy gradients (O'Donoghue & Candès 2015), an extension.
-    accelerated : bool
-        Algorithm 1's accelerated (Hu, Kwok & Pan 2009) updates; False gives plain stochastic
-        proximal gradient.
     optimizer : str
         ``"apg"`` — Algorithm 1, the paper's method (accelerated when ``accelerated``). With
         one global step 1/L the rarely seen n-gram weights move by about 1/(L·batch) per
@@ -568,13 +572,6 @@ class StructuredLogLinear(ParamsMixin):
         per-node thresholds λ·step_j·a_j. For ℓ1 and ℓ2² that is exactly AdaGrad's composite
         mirror-descent step; for the tree penalties it is a heuristic (the exact prox in a
         non-uniform metric has no closed form), so results under it are reported apart.
-    learning_rate : float
-        η of ``adagrad``.
-    average : bool
-        An extension, not the paper's: return the mean of the iterates of the last epoch
-        (Polyak-Ruppert tail averaging) instead of the last iterate, which carries the noise
-        of its last mini-batches; the objective is convex, so the mean is a feasible point (w ≥ 0
-        is kept) whose objective is at most the iterates' mean objective.
     polish : int
         After the stochastic passes, at most this many iterations
         of full-batch FISTA (Beck & Teboulle 2009) on the same objective (eq. 2, w ≥ 0 kept),
@@ -587,12 +584,11 @@ class StructuredLogLinear(ParamsMixin):
         ‖θ − prox(θ − s∇f(θ))‖∞ / s (zero exactly at the optimum). On by default (20000
         iterations at most, stopping at ``polish_tol`` = 1e-6): the model is then eq.
         2's optimum for λ, as the tuned default λ assumes; ``polish=0`` gives Algorithm 1 alone.
-    polish_tol : float
-        Stop polishing once an iteration lowers the mean objective by less than
-        ``polish_tol`` × its value in three consecutive iterations, after at least 20
-        (``polish_converged_`` says whether it did, before the cap).
-    prox_method : str
-        For ℓT∞: ``heap`` (Algorithm 4) or ``pivot`` (Algorithm 3 on the trie).
+    solver : SolverOptions, optional
+        The optimiser's rarely changed knobs (:class:`SolverOptions`: ``lipschitz``,
+        ``lipschitz_scale``, ``mu``, ``restart``, ``accelerated``, ``learning_rate``,
+        ``average``, ``polish_tol``, ``prox_method``); None: their defaults. The same names
+        as keywords of this constructor still work for one release (a FutureWarning).
     seed : int
         Shuffling seed.
     n_shards, n_jobs, executor : the full-batch objective of ``polish`` summed over ``n_shards``
@@ -610,12 +606,13 @@ class StructuredLogLinear(ParamsMixin):
     _requires_y = False  # fit takes the data alone (scikit-learn's target tag)
 
     def __init__(self, *, order: int = 3, penalty: str = "wlt2", lam: float = 1.0, alpha: float | None = None,
-                 positive: bool = True, batch_size: int = 400, epochs: int = 10, lipschitz: float | None = None,
-                 lipschitz_scale: float = 1.0, mu: float = 1e-5, accelerated: bool = True, optimizer: str = "apg",
-                 weighting: str = "features", restart: str = "none", penalize_root: bool = True,
-                 learning_rate: float = 1.0, average: bool = False, polish: int = 20000, polish_tol: float = 1e-6,
-                 prox_method: str = "heap", seed: int = 0, min_count: int = 1, progress: bool = False,
-                 n_shards: int | None = None, n_jobs: int | None = None, executor=None):
+                 positive: bool = True, batch_size: int = 400, epochs: int = 10, optimizer: str = "apg",
+                 weighting: str = "features", penalize_root: bool = True, polish: int = 20000,
+                 solver: SolverOptions | None = None, seed: int = 0, min_count: int = 1, progress: bool = False,
+                 n_shards: int | None = None, n_jobs: int | None = None, executor=None,
+                 lipschitz=DEPRECATED, lipschitz_scale=DEPRECATED, mu=DEPRECATED, accelerated=DEPRECATED,
+                 restart=DEPRECATED, learning_rate=DEPRECATED, average=DEPRECATED, polish_tol=DEPRECATED,
+                 prox_method=DEPRECATED):
         self.order = order
         self.penalty = penalty
         self.lam = lam
@@ -623,56 +620,68 @@ class StructuredLogLinear(ParamsMixin):
         self.positive = positive
         self.batch_size = batch_size
         self.epochs = epochs
-        self.lipschitz = lipschitz
-        self.lipschitz_scale = lipschitz_scale
-        self.mu = mu
-        self.accelerated = accelerated
-        self.weighting = weighting
-        self.restart = restart
-        self.penalize_root = penalize_root
         self.optimizer = optimizer
-        self.learning_rate = learning_rate
-        self.average = average
+        self.weighting = weighting
+        self.penalize_root = penalize_root
         self.polish = polish
-        self.polish_tol = polish_tol
-        self.prox_method = prox_method
+        self.solver = solver
         self.seed = seed
         self.min_count = min_count
         self.progress = progress
         self.n_shards = n_shards
         self.n_jobs = n_jobs
         self.executor = executor
+        # the keywords that moved into ``solver`` (kept for one release)
+        self.lipschitz = lipschitz
+        self.lipschitz_scale = lipschitz_scale
+        self.mu = mu
+        self.accelerated = accelerated
+        self.restart = restart
+        self.learning_rate = learning_rate
+        self.average = average
+        self.polish_tol = polish_tol
+        self.prox_method = prox_method
+
+    def _solver(self) -> SolverOptions:
+        """``solver`` with the deprecated keywords passed put in (a FutureWarning)."""
+        return options_with_deprecated(self, "solver", SolverOptions, _SOLVER_KEYS, stacklevel=4)
 
     # the model's own parameters, recorded in the fitted LogLinearLM (progress is not one)
+    # (the solver's among them, in this order: the saved model's metadata)
     _MODEL_PARAMS = ("order", "penalty", "lam", "alpha", "positive", "batch_size", "epochs", "lipschitz",
                      "lipschitz_scale", "mu", "accelerated", "weighting", "restart", "penalize_root", "optimizer",
                      "learning_rate", "average", "polish", "polish_tol", "prox_method", "seed", "min_count")
 
-    def _validate(self) -> None:
+    def _validate(self) -> SolverOptions:
+        """Check the parameters; returns the solver options in force."""
+        solver = self._solver()
         check_int(self, "order", 1)
         check_choice(self, "penalty", tuple(proxlib.PENALTIES))
         check_real(self, "lam", 0)
         check_real(self, "alpha", 0, exclusive_minimum=True, allow_none=True)
         check_int(self, "batch_size", 1)
         check_int(self, "epochs", 0)
-        check_real(self, "lipschitz", 0, exclusive_minimum=True, allow_none=True)
-        check_real(self, "lipschitz_scale", 0, exclusive_minimum=True)
-        check_real(self, "mu", 0)
+        check_real(solver, "lipschitz", 0, exclusive_minimum=True, allow_none=True)
+        check_real(solver, "lipschitz_scale", 0, exclusive_minimum=True)
+        check_real(solver, "mu", 0)
         check_choice(self, "optimizer", ("apg", "adagrad"))
-        check_real(self, "learning_rate", 0, exclusive_minimum=True)
-        check_choice(self, "prox_method", ("heap", "pivot"))
+        check_real(solver, "learning_rate", 0, exclusive_minimum=True)
+        check_choice(solver, "prox_method", ("heap", "pivot"))
         check_choice(self, "weighting", ("features", "groups"))
         check_deprecated(self, "weighting", {"groups": "weighting='features' is the paper's depth weighting (§6)"})
-        check_choice(self, "restart", ("none", "epoch"))
+        check_choice(solver, "restart", ("none", "epoch"))
         check_int(self, "polish", 0)
-        check_real(self, "polish_tol", 0)
+        check_real(solver, "polish_tol", 0)
         check_int(self, "min_count", 1)
         check_int(self, "n_shards", 1, allow_none=True)
         from varorder.parallel import check_n_jobs
 
         check_n_jobs(self)
-        for name in ("positive", "accelerated", "penalize_root", "average", "progress"):
+        for name in ("positive", "penalize_root", "progress"):
             check_bool(self, name)
+        for name in ("accelerated", "average"):
+            check_bool(solver, name)
+        return solver
 
     def fit(self, paths) -> "StructuredLogLinear":
         """Fit on text files (one sentence per line, ``.gz`` read transparently)."""
@@ -681,20 +690,22 @@ class StructuredLogLinear(ParamsMixin):
         if len(lengths) == 0:
             names = [os.fspath(paths)] if isinstance(paths, (str, os.PathLike)) else [os.fspath(p) for p in paths]
             raise FormatError(f"{', '.join(names)}: no sentences to train on (empty, or blank lines only)")
-        return self.fit_ids(ids, lengths, vocabulary)
+        with warnings.catch_warnings():  # the deprecations were told once, above
+            warnings.filterwarnings("ignore", ".*deprecated and will be removed", FutureWarning)
+            return self.fit_ids(ids, lengths, vocabulary)
 
     def fit_ids(self, ids, lengths, vocabulary: Vocabulary, *, on_epoch=None, init=None) -> "StructuredLogLinear":
         """Fit on encoded sentences; ``on_epoch(epoch, model)`` is called after each pass
         (the model then holds the current weights), e.g. to follow validation perplexity.
         ``init``: a starting point in the optimised variable (``theta_`` of an earlier fit on
         the same sentences and order — a warm start along a λ path), zeros by default."""
-        self._validate()
+        solver = self._validate()
         kind, best_alpha = proxlib.PENALTIES[self.penalty]
         best_alpha = TUNED_ALPHA.get(self.penalty, best_alpha)
         alpha = best_alpha if self.alpha is None else float(self.alpha)
         start = time.perf_counter()
         trie, positions, targets = build_trie(ids, lengths, self.order, len(vocabulary), vocabulary.bos_id, vocabulary.eos_id)
-        model = LogLinearLM(vocabulary, trie, np.zeros(trie.n_params), {**{k: getattr(self, k) for k in self._MODEL_PARAMS}, "alpha": alpha})
+        model = LogLinearLM(vocabulary, trie, np.zeros(trie.n_params), {**{k: getattr(solver if k in _SOLVER_KEYS else self, k) for k in self._MODEL_PARAMS}, "alpha": alpha})
         depth_scale = proxlib.depth_weights(trie.param_depth, alpha)
         if self.weighting == "features" and alpha != 1.0:  # θ is optimised, w = α^depth ⊙ θ scores (see ``weighting``)
             feature_values, node_weights = depth_scale, np.ones(trie.n_params)
@@ -705,7 +716,7 @@ class StructuredLogLinear(ParamsMixin):
         # ½‖φ‖²: the softmax Hessian is at most ½ I and a token's features are its m suffixes
         feature_norm2 = (sum(alpha ** (2 * d) for d in range(self.order)) if feature_values is not None
                          else float(self.order))
-        L = self.lipschitz if self.lipschitz is not None else self.lipschitz_scale * feature_norm2 / 2.0
+        L = solver.lipschitz if solver.lipschitz is not None else solver.lipschitz_scale * feature_norm2 / 2.0
         self.lipschitz_ = float(L)
         self.alpha_ = alpha
         self.build_seconds_ = time.perf_counter() - start
@@ -723,7 +734,7 @@ class StructuredLogLinear(ParamsMixin):
                 np.maximum(W, 0.0, out=W)
         Z = W.copy()
         grad = np.zeros(trie.n_params)
-        adagrad = AdaGrad(step_size=self.learning_rate, delta=1e-8)  # δ: only guards the first step's 0/0
+        adagrad = AdaGrad(step_size=solver.learning_rate, delta=1e-8)  # δ: only guards the first step's 0/0
         W_new = np.zeros(trie.n_params)
         thresholds = np.zeros(trie.n_params)
         sizes = proxlib.preorder_sizes(trie.param_parent)
@@ -733,18 +744,18 @@ class StructuredLogLinear(ParamsMixin):
         steps = 0
         iterator = Progress(range(self.epochs), enabled=self.progress, desc=f"loglinear {self.penalty} order {self.order}",
                             unit="epoch")
-        tail_sum = np.zeros(trie.n_params) if self.average and self.epochs > 0 else None
+        tail_sum = np.zeros(trie.n_params) if solver.average and self.epochs > 0 else None
         tail_steps = 0
         effective = np.zeros(trie.n_params) if feature_values is not None else None
         for epoch in iterator:
-            if self.restart == "epoch" and epoch > 0:
+            if solver.restart == "epoch" and epoch > 0:
                 tau, delta = 1.0, 1.0
                 Z[:] = W
             order_ = rng.permutation(n)
             epoch_loss = 0.0
             for first in range(0, n, self.batch_size):
                 batch = order_[first:first + self.batch_size]
-                accelerated = self.accelerated and self.optimizer == "apg"
+                accelerated = solver.accelerated and self.optimizer == "apg"
                 W_bar = (1.0 - tau) * W + tau * Z if accelerated else W
                 if effective is not None:
                     np.multiply(W_bar, feature_values, out=effective)
@@ -757,10 +768,10 @@ class StructuredLogLinear(ParamsMixin):
                 if self.optimizer == "adagrad":
                     adagrad.prox_half_step(W_bar, grad, W_new, thresholds, lam_mean, node_weights, self.positive)
                 else:
-                    gamma = L + self.mu / delta if accelerated else L
+                    gamma = L + solver.mu / delta if accelerated else L
                     _gradient_step(W_bar, grad, 1.0 / gamma, lam_mean, node_weights, self.positive, W_new, thresholds)
                 tick = time.perf_counter()
-                proxlib.prox_inplace(kind, W_new, trie.param_parent, thresholds, method=self.prox_method, sizes=sizes)
+                proxlib.prox_inplace(kind, W_new, trie.param_parent, thresholds, method=solver.prox_method, sizes=sizes)
                 self.prox_seconds_ += time.perf_counter() - tick
                 if accelerated:
                     Z += (W_new - W_bar) / tau
@@ -787,12 +798,12 @@ class StructuredLogLinear(ParamsMixin):
                 smooth = _FullBatchLoss(positions, targets, trie, model.root_param, vocabulary.bos_id, feature_values,
                                         shards=[tokens for _, tokens in plan], executor=executor)
         if self.polish:
-            self._check_converged(theta if feature_values is None else theta * feature_values)
+            self._check_converged(theta if feature_values is None else theta * feature_values, solver)
             try:
-                theta = self._polish(theta, smooth, kind, trie.param_parent, lam_mean * node_weights, sizes, L)
+                theta = self._polish(theta, smooth, kind, trie.param_parent, lam_mean * node_weights, sizes, L, solver)
             except ZeroDivisionError:  # backtracking halved the step to zero: no finite step decreases
-                self._diverged("the full-batch polish found no step that decreases the objective")
-        self._check_converged(theta if feature_values is None else theta * feature_values)
+                self._diverged("the full-batch polish found no step that decreases the objective", solver)
+        self._check_converged(theta if feature_values is None else theta * feature_values, solver)
         model.weights = theta if feature_values is None else theta * feature_values
         self.theta_ = theta
         # eq. 2 at the returned point, in the optimised variable θ (w itself under "groups")
@@ -804,27 +815,27 @@ class StructuredLogLinear(ParamsMixin):
         self.model_ = model
         return self
 
-    def _check_converged(self, weights) -> None:
+    def _check_converged(self, weights, solver) -> None:
         """A :class:`~varorder.errors.DivergenceError` naming the step's option when the weights left the
         finite numbers or ran past what a model file may hold (``MAX_WEIGHT``: ``load`` would refuse it)."""
         finite = np.isfinite(weights).all()
         largest = float(np.abs(weights).max()) if weights.size and finite else 0.0
         if finite and largest <= MAX_WEIGHT and all(math.isfinite(h) for h in self.history_):
             return
-        self._diverged("non-finite weights" if not finite else f"a weight of magnitude {largest:.3g} (> {MAX_WEIGHT:g})")
+        self._diverged("non-finite weights" if not finite else f"a weight of magnitude {largest:.3g} (> {MAX_WEIGHT:g})", solver)
 
-    def _diverged(self, what: str):
+    def _diverged(self, what: str, solver):
         if self.optimizer == "adagrad":
-            option, value = "learning_rate", self.learning_rate
-        elif self.lipschitz is not None:
-            option, value = "lipschitz", self.lipschitz
+            option, value = "learning_rate", solver.learning_rate
+        elif solver.lipschitz is not None:
+            option, value = "lipschitz", solver.lipschitz
         else:
-            option, value = "lipschitz_scale", self.lipschitz_scale
+            option, value = "lipschitz_scale", solver.lipschitz_scale
         advice = "lower it" if option == "learning_rate" else "raise it"
         raise DivergenceError(f"the log-linear fit diverged ({what}): its step is too long ({option}={value!r}; "
                               f"{advice})", option=option)
 
-    def _polish(self, theta, smooth, kind, parent, penalty_weights, sizes, lipschitz):
+    def _polish(self, theta, smooth, kind, parent, penalty_weights, sizes, lipschitz, solver):
         """Full-batch FISTA with backtracking and function-value restart (see ``polish``),
         minimising smooth(θ) + Σ-form penalty with per-node weights ``penalty_weights``
         (= λ/n · a) subject to θ ≥ 0 when ``positive``."""
@@ -833,7 +844,7 @@ class StructuredLogLinear(ParamsMixin):
             out = point - step * grad
             if self.positive:
                 np.maximum(out, 0.0, out=out)
-            proxlib.prox_inplace(kind, out, parent, step * penalty_weights, method=self.prox_method, sizes=sizes)
+            proxlib.prox_inplace(kind, out, parent, step * penalty_weights, method=solver.prox_method, sizes=sizes)
             return out
 
         def penalty(values):
@@ -844,7 +855,7 @@ class StructuredLogLinear(ParamsMixin):
             fv = smooth.feature_values if smooth.feature_values is not None else np.ones(len(theta))
             x, h, step, converged = _fista_kernel(
                 np.ascontiguousarray(theta, dtype=np.float64), fv, _FISTA_CODES[kind], penalty_weights,
-                float(lipschitz), int(self.polish), float(self.polish_tol), bool(self.positive), history, *smooth.args)
+                float(lipschitz), int(self.polish), float(solver.polish_tol), bool(self.positive), history, *smooth.args)
             _, grad_x = smooth.value_and_grad(x)
             self.polish_residual_ = float(np.abs(x - prox_step(x, grad_x, step)).max() / step)
             self.polish_history_ = history[:h].tolist()
@@ -852,7 +863,7 @@ class StructuredLogLinear(ParamsMixin):
             return x
         x, history, step, self.polish_converged_ = fista(
             smooth.value, smooth.value_and_grad, prox_step, penalty, theta, 1.0 / lipschitz, self.polish,
-            tol=self.polish_tol, stop_after=_STOP_AFTER, min_iterations=_MIN_ITERATIONS)
+            tol=solver.polish_tol, stop_after=_STOP_AFTER, min_iterations=_MIN_ITERATIONS)
         _, grad_x = smooth.value_and_grad(x)
         self.polish_residual_ = float(np.abs(x - prox_step(x, grad_x, step)).max() / step)
         self.polish_history_ = history

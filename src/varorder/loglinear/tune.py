@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import time
+import dataclasses
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -82,8 +83,17 @@ def _fit(train, vocabulary, order, penalty, lam, alpha, tol, max_iter, init, set
     from varorder.loglinear.model import StructuredLogLinear
 
     estimator = StructuredLogLinear(order=order, penalty=penalty, lam=lam, alpha=alpha, epochs=0, polish=max_iter,
-                                    polish_tol=tol, **settings)
+                                    **_with_polish_tol(settings, tol))
     return estimator.fit_ids(*train, vocabulary, init=init)
+
+
+def _with_polish_tol(settings, tol) -> dict:
+    """``settings`` (other StructuredLogLinear parameters) with the solver's ``polish_tol`` = tol."""
+    from varorder.loglinear.model import SolverOptions
+
+    settings = dict(settings or {})
+    settings["solver"] = dataclasses.replace(settings.get("solver") or SolverOptions(), polish_tol=tol)
+    return settings
 
 
 def tune_loglinear(train, valid, vocabulary, *, order: int, penalty: str = "wlt2", lams=DEFAULT_LAMS, alphas=None,
@@ -200,5 +210,5 @@ def fit_tuned(ids, lengths, vocabulary, *, order: int, penalty: str = "wlt2", la
     result = tune_loglinear(train, valid, vocabulary, order=order, penalty=penalty, lams=lams, alphas=alphas, tol=tol,
                             max_iter=max_iter, settings=settings, report=report)
     estimator = StructuredLogLinear(order=order, penalty=penalty, lam=result.lam, alpha=result.alpha, epochs=0,
-                                    polish=max_iter, polish_tol=tol, **dict(settings or {}))
+                                    polish=max_iter, **_with_polish_tol(settings, tol))
     return estimator.fit_ids(ids, lengths, vocabulary), result

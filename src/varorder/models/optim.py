@@ -25,14 +25,16 @@ by the optimiser (proximal step), never by adding a subgradient.
 from __future__ import annotations
 
 import math
+from typing import Callable, NamedTuple
 
 import numba as nb
 import numpy as np
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
+from varorder.engine.semiring import compiled
 from varorder.errors import ParameterError
 
-__all__ = ["SGD", "AdaGrad", "fista", "soft_threshold", "lbfgs", "dot", "axpy"]
+__all__ = ["SGD", "AdaGrad", "fista", "FistaObjective", "fista_loop", "make_fista_loop", "move_terms", "soft_threshold", "lbfgs", "dot", "axpy"]
 
 
 def soft_threshold(values: np.ndarray, threshold) -> None:
@@ -174,6 +176,131 @@ def _adagrad_prox_half_step(w, grad, squares, rate, delta, lam, weights, positiv
         grad[i] = 0.0
 
 
+class FistaObjective(NamedTuple):
+    """A composite objective f + g for the FISTA loop, as compiled hooks (``ctx`` is the
+    caller's tuple of inputs and scratch, passed through unchanged):
+
+    * ``smooth(ctx, x, grad, want_grad) -> f(x)``, writing ∇f(x) into ``grad`` when
+      ``want_grad``;
+    * ``prox_step(ctx, y, grad, step, z)``: z ← prox_{step·g}(y − step·grad), any constraint
+      (e.g. x ≥ 0) included;
+    * ``penalty(ctx, x) -> g(x)``;
+    * ``terms(grad, y, z) -> (grad · (z − y), ‖z − y‖²)`` (default :func:`move_terms`).
+    """
+
+    smooth: Callable
+    prox_step: Callable
+    penalty: Callable
+    terms: Callable = None
+
+
+@nb.njit(cache=True)
+def move_terms(grad, y, z):
+    """(grad · (z − y), ‖z − y‖²), summed in index order (the backtracking test's terms)."""
+    linear, quadratic = 0.0, 0.0
+    for i in range(y.shape[0]):
+        move = z[i] - y[i]
+        linear += grad[i] * move
+        quadratic += move * move
+    return linear, quadratic
+
+
+@nb.njit(cache=True)
+def _momentum_step(z, x, y, coef):
+    """y ← z + coef·(z − x), x ← z."""
+    for i in range(z.shape[0]):
+        y[i] = z[i] + coef * (z[i] - x[i])
+        x[i] = z[i]
+
+
+def make_fista_loop(objective: FistaObjective):
+    """The FISTA iterations over ``objective``'s hooks (see :func:`fista`), compiled:
+    ``loop(ctx, x0, step, max_iterations, tol, stop_after, min_iterations, history)`` returns
+    (x, the number of objectives written to ``history``, final step, converged). Its
+    ``py_func`` runs the same iterations over Python hooks (:func:`fista`)."""
+    smooth, prox_step, penalty, terms = objective
+    if terms is None:
+        terms = move_terms
+
+    # not cached (closure factory): see varorder.engine.semiring; a caller's cached kernel
+    # that calls the loop carries its code
+    def loop(ctx, x0, step, max_iterations, tol, stop_after, min_iterations, history):
+        n = x0.shape[0]
+        empty = np.empty(0)
+        x = x0.copy()
+        objective = smooth(ctx, x, empty, False) + penalty(ctx, x)
+        y = x.copy()
+        z = np.empty(n)
+        grad = np.empty(n)
+        momentum = 1.0
+        history[0] = objective
+        h = 1
+        small = 0
+        converged = False
+        for _ in range(max_iterations):
+            f_y = smooth(ctx, y, grad, True)
+            while True:
+                prox_step(ctx, y, grad, step, z)
+                f_z = smooth(ctx, z, empty, False)
+                linear, quadratic = terms(grad, y, z)
+                if f_z <= f_y + linear + quadratic / (2.0 * step) + 1e-13 * abs(f_y):
+                    break
+                step *= 0.5
+            objective_z = f_z + penalty(ctx, z)
+            if objective_z > objective:  # momentum overshot: restart from x (a plain step from x cannot rise)
+                if momentum == 1.0 and np.array_equal(y, x):
+                    converged = True  # a plain prox-gradient step from x rises: stationary to rounding
+                    break
+                y[:] = x
+                momentum = 1.0
+                continue
+            momentum_next = (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
+            _momentum_step(z, x, y, (momentum - 1.0) / momentum_next)
+            decrease = objective - objective_z
+            objective = objective_z
+            momentum = momentum_next
+            history[h] = objective
+            h += 1
+            step *= 1.25
+            small = small + 1 if decrease <= tol * abs(objective) else 0
+            if small >= stop_after and h > min_iterations:
+                converged = True
+                break
+        return x, h, step, converged
+
+    return nb.njit(loop)
+
+
+def fista_loop(objective: FistaObjective):
+    """The compiled FISTA loop of ``objective`` (built once per process and objective; see
+    :func:`make_fista_loop`)."""
+    return compiled(make_fista_loop, objective)
+
+
+def _py_smooth(ctx, x, grad, want_grad):
+    if not want_grad:
+        return ctx[0](x)
+    f, g = ctx[1](x)
+    grad[:] = g
+    return f
+
+
+def _py_prox_step(ctx, y, grad, step, z):
+    z[:] = ctx[2](y, grad, step)
+
+
+def _py_penalty(ctx, x):
+    return ctx[3](x)
+
+
+def _py_terms(grad, y, z):
+    move = z - y
+    return float(grad @ move), float(move @ move)
+
+
+_PY_OBJECTIVE = FistaObjective(_py_smooth, _py_prox_step, _py_penalty, _py_terms)
+
+
 def fista(value, value_and_grad, prox_step, penalty, x0: np.ndarray, step: float, max_iterations: int,
           tol: float = 0.0, stop_after: int = 3, min_iterations: int = 20):
     """Minimise f(x) + g(x), f smooth, g with a proximal operator, by FISTA.
@@ -186,41 +313,15 @@ def fista(value, value_and_grad, prox_step, penalty, x0: np.ndarray, step: float
     ``max_iterations``, or once the relative decrease was at most ``tol`` ``stop_after`` times
     running after ``min_iterations`` objectives, or when a plain prox-gradient step from x rises
     (stationary to rounding). Returns (x, objectives per accepted iterate, final step, converged).
+
+    The iterations are :func:`make_fista_loop`'s, run over these Python callables; an
+    objective whose parts are compiled hooks runs them compiled (:func:`fista_loop`).
     """
-    x = x0.copy()
-    f_x = value(x)
-    objective = f_x + penalty(x)
-    y, momentum = x.copy(), 1.0
-    history = [objective]
-    small = 0
-    converged = False
-    for _ in range(max_iterations):
-        f_y, grad_y = value_and_grad(y)
-        while True:
-            z = prox_step(y, grad_y, step)
-            move = z - y
-            f_z = value(z)
-            if f_z <= f_y + float(grad_y @ move) + float(move @ move) / (2.0 * step) + 1e-13 * abs(f_y):
-                break
-            step *= 0.5
-        objective_z = f_z + penalty(z)
-        if objective_z > objective:  # momentum overshot: restart from x (a plain step from x cannot rise)
-            if momentum == 1.0 and np.array_equal(y, x):
-                converged = True  # a plain prox-gradient step from x rises: stationary to rounding
-                break
-            y, momentum = x.copy(), 1.0
-            continue
-        momentum_next = (1.0 + math.sqrt(1.0 + 4.0 * momentum * momentum)) / 2.0
-        y = z + ((momentum - 1.0) / momentum_next) * (z - x)
-        decrease = objective - objective_z
-        x, objective, momentum = z, objective_z, momentum_next
-        history.append(objective)
-        step *= 1.25
-        small = small + 1 if decrease <= tol * abs(objective) else 0
-        if small >= stop_after and len(history) > min_iterations:
-            converged = True
-            break
-    return x, history, step, converged
+    history = np.empty(max_iterations + 1)
+    x, h, step, converged = make_fista_loop(_PY_OBJECTIVE).py_func(
+        (value, value_and_grad, prox_step, penalty), x0, step, max_iterations, tol, stop_after, min_iterations,
+        history)
+    return x, history[:h].tolist(), step, converged
 
 
 @nb.njit(cache=True)
