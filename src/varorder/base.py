@@ -34,7 +34,6 @@ import warnings
 
 from varorder.errors import ParameterError, VarorderError
 
-from varorder.errors import ParameterError
 
 __all__ = ["DEPRECATED", "NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_deprecated",
            "check_int", "check_is_fitted", "check_real", "options_with_deprecated"]
