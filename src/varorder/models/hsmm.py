@@ -26,6 +26,7 @@ Duration distributions per state, on 1 … D:
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 from scipy import optimize, special
 
@@ -42,6 +43,23 @@ __all__ = ["GaussianHSMM", "PoissonHSMM", "DURATION_DISTRIBUTIONS", "truncated_p
 DURATION_DISTRIBUTIONS = ("nonparametric", "poisson", "negative_binomial")
 
 
+@nb.njit(cache=True, fastmath={"nsz", "arcp", "contract", "reassoc"})
+def _weighted_feature_sums(weights, features):
+    """Σₜ weights[t, k] · features[t, p], (K, P): the emission moments of an E-step, in one
+    pass on one thread."""
+    N, K = weights.shape
+    P = features.shape[1]
+    out = np.zeros((K, P))
+    for t in range(N):
+        f = features[t]
+        for k in range(K):
+            w = weights[t, k]
+            row = out[k]
+            for p in range(P):
+                row[p] += w * f[p]
+    return out
+
+
 def _log_normalise(logp: np.ndarray) -> np.ndarray:
     return logp - special.logsumexp(logp, axis=-1, keepdims=True)
 
@@ -56,14 +74,42 @@ def truncated_poisson_log_pmf(lambdas, max_duration: int) -> np.ndarray:
     return _log_normalise(logp)
 
 
+def _negative_binomial_terms(rho, rate, max_duration: int) -> np.ndarray:
+    """(K, D) unnormalised log p(d) for d − 1 = j ~ NB(n, p) with rho = 1/n ≥ 0 and rate =
+    n(1 − p) ≥ 0: log Γ(j + n)/(Γ(n) j!) + j log(1 − p) (the constant n log p dropped) is
+    Σᵢ₌₀^{j−1} log1p(i·rho) − log j! + j log rate, continuous at rho = 0, where it is
+    the Poisson's j log rate − log j! (the limit n → ∞ at a fixed rate)."""
+    rho = np.asarray(rho, dtype=np.float64)[:, None]
+    rate = np.asarray(rate, dtype=np.float64)[:, None]
+    j = np.arange(max_duration)[None, :]
+    growth = np.concatenate([np.zeros_like(rho), np.cumsum(np.log1p(j[:, :-1] * rho), axis=1)], axis=1)
+    with np.errstate(divide="ignore"):
+        log_rate = np.log(rate)
+    slope = np.where(j == 0, 0.0, j * np.where(rate > 0, log_rate, 0.0))
+    return np.where((rate > 0) | (j == 0), growth + slope - special.gammaln(j + 1), -np.inf)
+
+
 def truncated_negative_binomial_log_pmf(n, p, max_duration: int) -> np.ndarray:
     """(K, D) log p(d) for d = 1 … D with d − 1 ~ NB(nₖ, pₖ) (failures before nₖ successes of
-    probability pₖ) truncated to that range."""
-    n = np.asarray(n, dtype=np.float64)[:, None]
-    p = np.asarray(p, dtype=np.float64)[:, None]
-    j = np.arange(max_duration)[None, :]
-    logp = special.gammaln(j + n) - special.gammaln(n) - special.gammaln(j + 1) + n * np.log(p) + j * np.log1p(-p)
-    return _log_normalise(logp)
+    probability pₖ) truncated to that range; 0 < nₖ < ∞, 0 < pₖ ≤ 1 (the Poisson limit
+    nₖ → ∞ at a fixed mean is :func:`truncated_poisson_log_pmf`)."""
+    n = np.asarray(n, dtype=np.float64)
+    p = np.asarray(p, dtype=np.float64)
+    bad = ~(np.isfinite(n) & (n > 0) & (p > 0) & (p <= 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ParameterError(f"negative binomial parameters must be 0 < n < inf and 0 < p <= 1, got n[{i}] = "
+                             f"{float(n[i])!r}, p[{i}] = {float(p[i])!r}", name="n", value=float(n[i]))
+    return _log_normalise(_negative_binomial_terms(1.0 / n, n * (1.0 - p), max_duration))
+
+
+def _duration_log_pmf(n, mean, max_duration: int) -> np.ndarray:
+    """(K, D) truncated NB log p(d) from nₖ (∞: the Poisson limit) and the mean mₖ of d − 1
+    before truncation (p = n / (n + m), n(1 − p) = m / (1 + m/n))."""
+    n = np.asarray(n, dtype=np.float64)
+    mean = np.asarray(mean, dtype=np.float64)
+    rho = np.where(np.isinf(n), 0.0, 1.0 / n)
+    return _log_normalise(_negative_binomial_terms(rho, mean / (1.0 + mean * rho), max_duration))
 
 
 def _truncated_poisson_rate(mean_minus_one: float, max_duration: int) -> float:
@@ -156,7 +202,8 @@ class _SemiMarkovChain:
         log_T, log_pi = self._chain_arrays()
         log_d = self._log_durations()
         for seq_ids, chunk_lengths, flat_index, valid in plan.chunks:
-            yield seq_ids, flat_index, valid, (semimarkov.from_emissions(frames[flat_index], log_d), log_T,
+            emissions = frames[None] if lengths.size == 1 else frames[flat_index]
+            yield seq_ids, flat_index, valid, (semimarkov.from_emissions(emissions, log_d), log_T,
                                                dict(lengths=chunk_lengths, start=log_pi))
 
     def _posteriors(self, frames, lengths):  # (posteriors, log p, expected transitions per sequence)
@@ -166,9 +213,11 @@ class _SemiMarkovChain:
         trans = np.zeros((lengths.size, K, K))
         first = np.zeros((lengths.size, K))
         durations = np.zeros((lengths.size, K, D))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
         for seq_ids, flat_index, valid, (seg, T, kw) in self._chunks(frames, lengths):
             logz, occupancy, dur, edge, fst = semimarkov.segment_statistics(seg, T, **kw)
-            post[flat_index[valid]] = occupancy[valid]
+            for i, s in enumerate(seq_ids):
+                post[offsets[s]:offsets[s + 1]] = occupancy[i, :lengths[s]]
             logp[seq_ids] = logz
             trans[seq_ids] = edge
             first[seq_ids] = fst
@@ -184,11 +233,16 @@ class _SemiMarkovChain:
             raise ParameterError(f"sequence {bad} of X has probability zero under the current parameters "
                                  f"(is it shorter than every allowed segmentation? max_duration={self.max_duration})",
                                  name="X", value=bad)
-        weighted = post * np.repeat(weights, lengths)[:, None]
+        if (weights != 1.0).any():
+            post *= np.repeat(weights, lengths)[:, None]
         stats = {"start": weights @ self._last_first, "trans": np.einsum("s,sij->ij", weights, trans),
                  "durations": np.einsum("s,skd->kd", weights, self._last_durations)}
         stats.update(self._initialize_emission_statistics())
-        self._accumulate_emission_statistics(stats, X, weighted)
+        features = self._emission_features(X)
+        if features is not None:  # the emission model's moments: Σₜ p(zₜ = k | x) · featuresₜ
+            self._accumulate_feature_statistics(stats, post.sum(axis=0), _weighted_feature_sums(post, features))
+        else:
+            self._accumulate_emission_statistics(stats, X, post)
         return stats, float(weights @ logp)
 
     def _do_mstep(self, stats):
