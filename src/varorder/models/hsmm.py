@@ -20,8 +20,12 @@ Duration distributions per state, on 1 … D:
 * ``"nonparametric"``: any probability vector (M-step: expected counts, normalised);
 * ``"poisson"``: d − 1 ~ Poisson(λₖ) truncated to 1 … D (M-step: the λ whose truncated mean
   equals the expected mean, by bisection — exact, so EM stays monotone);
-* ``"negative_binomial"``: d − 1 ~ NB(rₖ, pₖ) truncated (M-step: the expected log-likelihood
-  maximised numerically from the current values; a step that would not improve it is refused).
+* ``"negative_binomial"``: d − 1 ~ NB(nₖ, pₖ) truncated (M-step: the expected log-likelihood's
+  profile in log n, the best p at each n by mean matching — a one-parameter exponential
+  family once n is fixed; a step that would not improve it is refused). Stays no more
+  dispersed than a Poisson's are fitted by the family's limit n → ∞ at a fixed mean, the
+  truncated Poisson, represented exactly: ``duration_n_`` = ∞, ``duration_p_`` = 1 and the
+  rate in ``duration_lambdas_`` (the mean of d − 1 before truncation, for every state).
 """
 
 from __future__ import annotations
@@ -139,6 +143,63 @@ def _truncated_poisson_rate(mean_minus_one: float, max_duration: int) -> float:
     return 0.5 * (lo + hi)
 
 
+# The search domain of the negative binomial M-step: n in [_NB_MIN_N, _NB_MAX_N] or n = ∞ (the
+# Poisson limit), log of n(1 − p) in [−_NB_LOG_RATE, _NB_LOG_RATE] and p > 0.
+_NB_MIN_N, _NB_MAX_N, _NB_LOG_RATE = 1e-8, 1e8, 60.0
+
+
+def _negative_binomial_profile(counts, rho: float, growth_of=None):
+    """(Σⱼ cⱼ log p(j), rate) at 1/n = rho with the rate n(1 − p) that maximises it: the truncated
+    family at a fixed n is exponential in θ = log rate with statistic j, so the maximiser matches
+    the expected mean of j = d − 1 (a safeguarded Newton iteration on a monotone map)."""
+    D = counts.shape[0]
+    j = np.arange(D, dtype=np.float64)
+    base = _negative_binomial_terms(np.array([rho]), np.array([1.0]), D)[0]  # the terms at rate 1
+    total = counts.sum()
+    target = float(counts @ j) / total
+    lo = -_NB_LOG_RATE
+    hi = _NB_LOG_RATE if rho == 0.0 else min(_NB_LOG_RATE, -np.log(rho) - 1e-12)  # p > 0
+    theta = float(np.clip(np.log(max(target, 1e-300)), lo, hi))
+    for _ in range(200):
+        lw = base + theta * j
+        w = np.exp(lw - lw.max())
+        w /= w.sum()
+        mean = float(w @ j)
+        var = float(w @ (j * j)) - mean * mean
+        if mean > target:
+            hi = theta
+        else:
+            lo = theta
+        step = (mean - target) / var if var > 0 else np.inf
+        new = theta - step
+        if not lo < new < hi:
+            new = 0.5 * (lo + hi)
+        if abs(new - theta) <= 1e-13 * max(1.0, abs(theta)):
+            theta = new
+            break
+        theta = new
+    lw = base + theta * j
+    return float(counts @ lw - total * special.logsumexp(lw)), float(np.exp(theta))
+
+
+def _fit_negative_binomial(counts):
+    """(n, mean of d − 1 before truncation, Σⱼ cⱼ log p(j)) maximising the expected
+    log-likelihood of expected duration counts ``counts`` (D,) over the truncated NB family:
+    the profile in log n (bounded Brent search over [_NB_MIN_N, _NB_MAX_N]) of the best rate at
+    each n. The rule for stays no more dispersed than a Poisson's: the family's limit n → ∞ at a
+    fixed mean is the truncated Poisson, evaluated exactly (1/n = 0); when it is at least as good
+    as the best finite n, the result is n = ∞ (p = 1) with the Poisson's rate as the mean."""
+    limit, limit_rate = _negative_binomial_profile(counts, 0.0)
+    res = optimize.minimize_scalar(lambda u: -_negative_binomial_profile(counts, float(np.exp(-u)))[0],
+                                   bounds=(np.log(_NB_MIN_N), np.log(_NB_MAX_N)), method="bounded",
+                                   options={"xatol": 1e-7})
+    n = float(np.exp(res.x))
+    value, rate = _negative_binomial_profile(counts, 1.0 / n)
+    if limit >= value - 1e-12 * abs(value):  # a tie within rounding goes to the limit too
+        return np.inf, limit_rate, limit
+    return n, rate / (1.0 - rate / n), value  # the mean n(1 − p)/p from the rate n(1 − p)
+
+
 class _SemiMarkovChain:
     """The chain part of an explicit-duration HSMM, mixed before an HMM emission model: the
     E-step, decoding and sampling on :mod:`varorder.semimarkov`; the duration M-step."""
@@ -161,16 +222,23 @@ class _SemiMarkovChain:
             mean = min(max(float(np.mean(lengths)) / (2 * K), 1.0), D)  # a few segments per sequence
             self._set_poisson(np.full(K, max(mean - 1.0, 0.5)))
             if self.duration_distribution == "negative_binomial":
-                self.duration_n_ = np.full(K, 2.0)
-                lam = self.duration_lambdas_
-                self.duration_p_ = self.duration_n_ / (self.duration_n_ + lam)
-                self.durations_ = np.exp(truncated_negative_binomial_log_pmf(self.duration_n_, self.duration_p_, D))
-            if self.duration_distribution != "poisson":
+                self._set_negative_binomial(np.full(K, 2.0), self.duration_lambdas_)
+            if self.duration_distribution == "nonparametric":
                 del self.duration_lambdas_
 
     def _set_poisson(self, lambdas):
         self.duration_lambdas_ = np.asarray(lambdas, dtype=np.float64)
         self.durations_ = np.exp(truncated_poisson_log_pmf(self.duration_lambdas_, self.max_duration))
+
+    def _set_negative_binomial(self, n, mean):
+        """n (∞: the Poisson limit), the mean of d − 1 before truncation (``duration_lambdas_``), p = n / (n + mean)
+        (1 in the limit) and the truncated pmf."""
+        self.duration_n_ = np.asarray(n, dtype=np.float64)
+        self.duration_lambdas_ = np.asarray(mean, dtype=np.float64)
+        finite = np.isfinite(self.duration_n_)
+        self.duration_p_ = np.ones_like(self.duration_n_)
+        self.duration_p_[finite] = self.duration_n_[finite] / (self.duration_n_[finite] + self.duration_lambdas_[finite])
+        self.durations_ = np.exp(_duration_log_pmf(self.duration_n_, self.duration_lambdas_, self.max_duration))
 
     def _check(self):
         super()._check()
@@ -263,22 +331,25 @@ class _SemiMarkovChain:
                     lam[k] = _truncated_poisson_rate(float(counts[k] @ np.arange(D)) / total, D)
             self._set_poisson(lam)
         else:
-            n, p = self.duration_n_.copy(), self.duration_p_.copy()
-            for k in range(K):
-                if counts[k].sum() <= 0:
-                    continue
+            self._negative_binomial_mstep(counts)
 
-                def loss(theta, c=counts[k]):
-                    lp = truncated_negative_binomial_log_pmf([np.exp(theta[0])], [special.expit(theta[1])], D)[0]
-                    return -float(c @ np.where(c > 0, lp, 0.0))
-
-                theta0 = np.array([np.log(n[k]), special.logit(p[k])])
-                res = optimize.minimize(loss, theta0, method="Nelder-Mead",
-                                        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 2000})
-                if res.fun < loss(theta0):
-                    n[k], p[k] = np.exp(res.x[0]), special.expit(res.x[1])
-            self.duration_n_, self.duration_p_ = n, p
-            self.durations_ = np.exp(truncated_negative_binomial_log_pmf(n, p, D))
+    def _negative_binomial_mstep(self, counts):
+        """Each state's (n, mean) by :func:`_fit_negative_binomial`, kept only where it does not lower the expected
+        log-likelihood of the current durations (so EM stays monotone)."""
+        K = counts.shape[0]
+        n = np.array(self.duration_n_, dtype=np.float64)
+        mean = np.array(getattr(self, "duration_lambdas_", None) if getattr(self, "duration_lambdas_", None) is not None
+                        else n * (1.0 - self.duration_p_) / self.duration_p_, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            current = np.log(self.durations_)
+        for k in range(K):
+            c = counts[k]
+            if c.sum() <= 0:
+                continue
+            nk, mk, value = _fit_negative_binomial(c)
+            if value >= float(c[c > 0] @ current[k, c > 0]):
+                n[k], mean[k] = nk, mk
+        self._set_negative_binomial(n, mean)
 
     def _emission_scalars(self):
         K, D = self.n_components, self.max_duration
