@@ -487,7 +487,8 @@ def _factored_forward(q, shift, n, dur2, A, pi, ring, astar, alpha):
                 for k in range(K):
                     nxt[k] += ai * Ai[k]
         c = t % D
-        sig = (D - c) % D  # the slot of the segments starting at t
+        sig = (D - c) % D  # the slot of the segments starting at t (empty: see below)
+        after = (D - (t + 1) % D) % D  # the slot of the segments starting at t + 1
         before = t - 1 if t > 0 else 0  # (at t = 0 the ring is empty)
         total = 0.0
         for k in range(K):
@@ -495,13 +496,15 @@ def _factored_forward(q, shift, n, dur2, A, pi, ring, astar, alpha):
             row = ring[k]
             qk = q[before, k]
             weights = dur2[k, c:c + D]  # slot j holds a segment of length (j + c) mod D + 1
-            row[sig] = 0.0  # the segment that started D positions ago has ended
             acc = 0.0
             for j in range(D):
                 g = row[j] * qk
                 row[j] = g
                 acc += weights[j] * g
             row[sig] = a
+            # the segment that started at t + 1 − D cannot reach t + 1: its slot is emptied now, after the
+            # pass (a store just before the pass's vector loads of the row would stall them)
+            row[after] = 0.0
             v = (acc + a * dur2[k, 0]) * q[t, k]
             alpha[t, k] = v
             total += v
@@ -524,27 +527,13 @@ def _factored_backward(q, n, dur2, A, At, fin, invR, ring, counts, astar, alpha,
     ring[:, :] = 0.0
     counts[:, :] = 0.0
     pairs[:, :] = 0.0
+    beta[:] = fin
+    for k in range(K):
+        ring[k, (n - 1) % D] = beta[k]
     for s in range(n - 1, -1, -1):
-        if s == n - 1:
-            beta[:] = fin
-        else:
-            nxt = bstar[s + 1]
-            cur = alpha[s]
-            beta[:] = 0.0
-            for j in range(K):
-                bj = nxt[j]
-                Aj = At[j]
-                for i in range(K):
-                    beta[i] += bj * Aj[i]
-            for i in range(K):
-                ai = cur[i]
-                Pi = pairs[i]
-                for j in range(K):
-                    Pi[j] += ai * nxt[j]
-        c = s % D  # the slot of the segments ending at s
+        c = s % D  # the slot of the segments ending at s (holding β[s] already)
         for k in range(K):
             row = ring[k]
-            row[c] = beta[k]
             coef = astar[s, k] * invR
             qk = q[s, k]
             weights = dur2[k, D - c:2 * D - c]  # slot j: a segment of length (j − c) mod D + 1
@@ -560,6 +549,23 @@ def _factored_backward(q, n, dur2, A, At, fin, invR, ring, counts, astar, alpha,
             occ[s, k] = coef * bs  # segments of k starting at s
             if s + 1 < n:
                 occ[s + 1, k] -= alpha[s, k] * beta[k] * invR  # segments of k ending at s
+        if s > 0:  # β[s − 1] = A b*[s] into the slot of the segments ending at s − 1 (its ends expired)
+            nxt = bstar[s]
+            cur = alpha[s - 1]
+            beta[:] = 0.0
+            for j in range(K):
+                bj = nxt[j]
+                Aj = At[j]
+                for i in range(K):
+                    beta[i] += bj * Aj[i]
+            for i in range(K):
+                ai = cur[i]
+                Pi = pairs[i]
+                for j in range(K):
+                    Pi[j] += ai * nxt[j]
+            slot = (s - 1) % D
+            for k in range(K):
+                ring[k, slot] = beta[k]
 
 
 @nb.njit(cache=True)
