@@ -164,7 +164,7 @@ def test_negative_binomial_m_step_maximises_the_expected_log_likelihood(name):
                            truncated_poisson_log_pmf([mean], D)[0], atol=1e-12)
 
 
-def test_negative_binomial_em_is_monotone_and_warning_free_with_under_dispersed_stays():
+def test_negative_binomial_em_is_monotone_and_warning_free_with_under_dispersed_stays(tmp_path):
     """Segments of exactly 6 positions (variance 0): the M-step takes the Poisson limit (no
     search drifting n to infinity, no RuntimeWarning: the module runs under
     ``warnings.simplefilter("error")``), EM never decreases its objective, and the fitted
@@ -186,6 +186,11 @@ def test_negative_binomial_em_is_monotone_and_warning_free_with_under_dispersed_
         assert np.allclose(model.durations_[limit],
                            np.exp(truncated_poisson_log_pmf(model.duration_lambdas_[limit], 12)), atol=1e-12)
         assert np.isfinite(model.score(X))
+        path = tmp_path / "nb.npz"
+        model.save(path)  # n = inf is stored as 1/n = 0 (model files hold no +inf)
+        loaded = GaussianHSMM.load(path)
+        assert np.array_equal(loaded.duration_n_, model.duration_n_)
+        assert np.array_equal(loaded.durations_, model.durations_) and loaded.score(X) == model.score(X)
 
 
 def test_negative_binomial_pmf_refuses_parameters_outside_its_domain():

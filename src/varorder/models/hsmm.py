@@ -230,15 +230,36 @@ class _SemiMarkovChain:
         self.duration_lambdas_ = np.asarray(lambdas, dtype=np.float64)
         self.durations_ = np.exp(truncated_poisson_log_pmf(self.duration_lambdas_, self.max_duration))
 
+    @property
+    def duration_n_(self) -> np.ndarray:
+        """The negative binomial's n per state, ∞ for the Poisson limit; stored (and saved) as 1/n, which is
+        finite (model files hold no +inf)."""
+        inverse = getattr(self, "_duration_inverse_n_", None)
+        if inverse is None:
+            raise AttributeError("duration_n_")
+        inverse = np.asarray(inverse, dtype=np.float64)
+        out = np.full(inverse.shape, np.inf)
+        np.divide(1.0, inverse, out=out, where=inverse > 0)
+        return out
+
+    @duration_n_.setter
+    def duration_n_(self, n):
+        n = np.asarray(n, dtype=np.float64)
+        inverse = np.zeros(n.shape)
+        np.divide(1.0, n, out=inverse, where=np.isfinite(n))
+        self._duration_inverse_n_ = inverse
+
     def _set_negative_binomial(self, n, mean):
         """n (∞: the Poisson limit), the mean of d − 1 before truncation (``duration_lambdas_``), p = n / (n + mean)
         (1 in the limit) and the truncated pmf."""
-        self.duration_n_ = np.asarray(n, dtype=np.float64)
-        self.duration_lambdas_ = np.asarray(mean, dtype=np.float64)
-        finite = np.isfinite(self.duration_n_)
-        self.duration_p_ = np.ones_like(self.duration_n_)
-        self.duration_p_[finite] = self.duration_n_[finite] / (self.duration_n_[finite] + self.duration_lambdas_[finite])
-        self.durations_ = np.exp(_duration_log_pmf(self.duration_n_, self.duration_lambdas_, self.max_duration))
+        n = np.asarray(n, dtype=np.float64)
+        mean = np.asarray(mean, dtype=np.float64)
+        self.duration_n_ = n
+        self.duration_lambdas_ = mean
+        finite = np.isfinite(n)
+        self.duration_p_ = np.ones_like(n)
+        self.duration_p_[finite] = n[finite] / (n[finite] + mean[finite])
+        self.durations_ = np.exp(_duration_log_pmf(n, mean, self.max_duration))
 
     def _check(self):
         super()._check()
@@ -460,7 +481,7 @@ def _hsmm_doc(base):
     Viterbi segmentation; ``predict_proba`` the occupancy p(zₜ = k | x)."""
 
 
-_DURATION_ARRAYS = ("durations_", "duration_lambdas_", "duration_n_", "duration_p_")
+_DURATION_ARRAYS = ("durations_", "duration_lambdas_", "_duration_inverse_n_", "duration_p_")
 
 
 class GaussianHSMM(_SemiMarkovChain, GaussianHMM):
