@@ -128,3 +128,75 @@ def test_bad_input_names_the_argument():
         _model().predict_proba(np.zeros((3, D)), filtered=True)
     with pytest.raises(ValueError, match="max_duration"):
         GaussianHSMM(n_components=2, max_duration=0).fit(np.zeros((5, 1)))
+
+
+def _nb_counts(name, D):
+    j = np.arange(D)
+    pmf = {"nb": stats.nbinom(3.0, 0.3).pmf(j), "geometric": stats.geom(0.2).pmf(j + 1),
+           "under": stats.binom(20, 0.5).pmf(j), "point": (j == 9) * 1.0}[name]
+    return 100.0 * pmf / pmf.sum()
+
+
+@pytest.mark.parametrize("name", ["nb", "geometric", "under", "point"])
+def test_negative_binomial_m_step_maximises_the_expected_log_likelihood(name):
+    """The profile search's result is at least as good as every point of a grid over (n, p),
+    and as the truncated Poisson of the same mean; under-dispersed counts (a binomial's, a
+    point mass) give the Poisson limit exactly: n = inf, p = 1, the pmf the truncated Poisson's."""
+    from varorder.models.hsmm import _duration_log_pmf, _fit_negative_binomial
+
+    D = 30
+    c = _nb_counts(name, D)
+    n, mean, value = _fit_negative_binomial(c)
+    assert np.isclose(value, c @ _duration_log_pmf(np.array([n]), np.array([mean]), D)[0], rtol=1e-12)
+    grid = [(nn, pp) for nn in np.geomspace(0.05, 1e4, 40) for pp in np.linspace(0.01, 0.99, 40)]
+    lp = truncated_negative_binomial_log_pmf(np.array([g[0] for g in grid]), np.array([g[1] for g in grid]), D)
+    assert value >= (lp @ c).max() - 1e-9 * abs(value)
+    poisson_mean = float(c @ np.arange(D)) / c.sum()
+    from varorder.models.hsmm import _truncated_poisson_rate
+
+    lam = _truncated_poisson_rate(poisson_mean, D)
+    assert value >= c @ truncated_poisson_log_pmf([lam], D)[0] - 1e-9 * abs(value)
+    if name == "nb":
+        assert np.isclose(n, 3.0, rtol=1e-4) and np.isclose(mean, 3.0 * 0.7 / 0.3, rtol=1e-4)
+    if name in ("under", "point"):
+        assert n == np.inf
+        assert np.allclose(_duration_log_pmf(np.array([n]), np.array([mean]), D)[0],
+                           truncated_poisson_log_pmf([mean], D)[0], atol=1e-12)
+
+
+def test_negative_binomial_em_is_monotone_and_warning_free_with_under_dispersed_stays(tmp_path):
+    """Segments of exactly 6 positions (variance 0): the M-step takes the Poisson limit (no
+    search drifting n to infinity, no RuntimeWarning: the module runs under
+    ``warnings.simplefilter("error")``), EM never decreases its objective, and the fitted
+    model scores, saves and loads."""
+    import warnings
+
+    rng = np.random.default_rng(11)
+    means = np.array([[-4.0], [0.0], [4.0]])
+    states = np.concatenate([np.full(6, k) for k in rng.integers(0, 3, 40)])
+    X = means[states] + 0.3 * rng.normal(size=(states.size, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = GaussianHSMM(n_components=3, max_duration=12, duration_distribution="negative_binomial", n_iter=12,
+                             tol=0, random_state=0).fit(X)
+        objective = np.array([h["log_posterior"] for h in model.history_])
+        assert np.all(np.diff(objective) >= -1e-7 * np.abs(objective[1:])), objective
+        assert np.isinf(model.duration_n_).any() and (model.duration_p_[np.isinf(model.duration_n_)] == 1.0).all()
+        limit = np.isinf(model.duration_n_)
+        assert np.allclose(model.durations_[limit],
+                           np.exp(truncated_poisson_log_pmf(model.duration_lambdas_[limit], 12)), atol=1e-12)
+        assert np.isfinite(model.score(X))
+        path = tmp_path / "nb.npz"
+        model.save(path)  # n = inf is stored as 1/n = 0 (model files hold no +inf)
+        loaded = GaussianHSMM.load(path)
+        assert np.array_equal(loaded.duration_n_, model.duration_n_)
+        assert np.array_equal(loaded.durations_, model.durations_) and loaded.score(X) == model.score(X)
+
+
+def test_negative_binomial_pmf_refuses_parameters_outside_its_domain():
+    with pytest.raises(ParameterError, match=r"n\[0\] = inf"):
+        truncated_negative_binomial_log_pmf([np.inf], [1.0], 5)
+    with pytest.raises(ParameterError, match=r"p\[1\] = 0.0"):
+        truncated_negative_binomial_log_pmf([1.0, 2.0], [0.5, 0.0], 5)
+    lp = truncated_negative_binomial_log_pmf([2.0], [1.0], 5)[0]  # p = 1: all mass at d = 1
+    assert lp[0] == 0.0 and np.isneginf(lp[1:]).all()

@@ -112,6 +112,26 @@ def engine_lattice(tmp: Path):
 
 
 @step
+def hidden_semi_markov(tmp: Path):
+    import numpy as np
+
+    from varorder.models.hsmm import GaussianHSMM, PoissonHSMM
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    for distribution in ("nonparametric", "poisson", "negative_binomial"):
+        model = GaussianHSMM(n_components=2, max_duration=6, duration_distribution=distribution, n_iter=2,
+                             random_state=0).fit(X, [40, 20])
+    # score, decode, k-best and sampling run the generic recursion (kernels made per process, not cached);
+    # the cached helpers they call, compiled here:
+    from varorder.engine import semimarkov
+
+    semimarkov._argmax(np.zeros(3), 3)
+    semimarkov._finish_occupancy(np.zeros((2, 2)), 2)
+    PoissonHSMM(n_components=2, max_duration=5, n_iter=2, random_state=0).fit(rng.poisson(3.0, (30, 1)))
+
+
+@step
 def demo_engine(tmp: Path):
     _cli("demo", "--engine", "--samples", "100")
 

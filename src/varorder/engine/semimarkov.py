@@ -38,10 +38,12 @@ recursions).
 from __future__ import annotations
 
 import functools
+import math
 
 import numba as nb
 import numpy as np
 
+from varorder.engine.chain_scaled import _CHUNK, _FAST_REDUCE, _MIN_SHIFTED, _exp_into
 from varorder.engine.chain_viterbi import _top_k
 from varorder.engine.lattice import _draw_log
 from varorder.engine.semiring import LOG, MAX, Semiring, cells, compiled
@@ -426,119 +428,230 @@ _TINY = 1e-280
 
 
 @nb.njit(cache=True)
+def _compensated_add(total, comp, x):
+    """Kahan's step (total + x, compensation), in plain arithmetic (its caller reassociates)."""
+    y = x - comp
+    summed = total + y
+    return summed, (summed - total) - y
+
+
+@nb.njit(cache=True)
+def _shifted_exp(E, n, e0, shift, wbuf, bits):
+    """e0[t] = exp(E[t] − shift[t]) for t < n, shift[t] the row's largest entry; False when
+    a row is all −inf. Chunks of rows through the vectorised exp; entries below its range
+    by the library exp (exact to the last bit it gives)."""
+    K = E.shape[1]
+    flat = e0.reshape(-1)
+    for t0 in range(0, n, _CHUNK):
+        t1 = min(n, t0 + _CHUNK)
+        low = False
+        for t in range(t0, t1):
+            m = NEG_INF
+            for k in range(K):
+                m = max(m, E[t, k])
+            if m == NEG_INF:
+                return False
+            shift[t] = m
+            base = (t - t0) * K
+            for k in range(K):
+                w = E[t, k] - m
+                wbuf[base + k] = w
+                low |= w < _MIN_SHIFTED
+        size = (t1 - t0) * K
+        _exp_into(wbuf[:size], flat[t0 * K:t0 * K + size], bits)
+        if low:
+            for j in range(size):
+                if wbuf[j] < _MIN_SHIFTED:
+                    flat[t0 * K + j] = math.exp(wbuf[j])
+    return True
+
+
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _factored_forward(q, shift, n, dur2, A, pi, ring, astar, alpha):
+    """The scaled forward of one sequence (see :func:`_scaled_factored_statistics`): a*, α
+    normalised per position, q[t] turned from ẽₜ into ẽₜ / sₜ; (log of the scales, ok)."""
+    K, D = ring.shape
+    ring[:, :] = 0.0
+    log_scale = 0.0
+    comp = 0.0
+    for t in range(n):
+        nxt = astar[t]
+        if t == 0:
+            nxt[:] = pi
+        else:
+            prev = alpha[t - 1]
+            nxt[:] = 0.0
+            for i in range(K):
+                ai = prev[i]
+                Ai = A[i]
+                for k in range(K):
+                    nxt[k] += ai * Ai[k]
+        c = t % D
+        sig = (D - c) % D  # the slot of the segments starting at t (empty: see below)
+        after = (D - (t + 1) % D) % D  # the slot of the segments starting at t + 1
+        before = t - 1 if t > 0 else 0  # (at t = 0 the ring is empty)
+        total = 0.0
+        for k in range(K):
+            a = nxt[k]
+            row = ring[k]
+            qk = q[before, k]
+            weights = dur2[k, c:c + D]  # slot j holds a segment of length (j + c) mod D + 1
+            acc = 0.0
+            for j in range(D):
+                g = row[j] * qk
+                row[j] = g
+                acc += weights[j] * g
+            row[sig] = a
+            # the segment that started at t + 1 − D cannot reach t + 1: its slot is emptied now, after the
+            # pass (a store just before the pass's vector loads of the row would stall them)
+            row[after] = 0.0
+            v = (acc + a * dur2[k, 0]) * q[t, k]
+            alpha[t, k] = v
+            total += v
+        if not (total > _TINY and total < np.inf):
+            return log_scale, False
+        log_scale, comp = _compensated_add(log_scale, comp, math.log(total) + shift[t])
+        inv = 1.0 / total
+        for k in range(K):
+            alpha[t, k] *= inv
+            q[t, k] *= inv
+    return log_scale, True
+
+
+@nb.njit(cache=True, fastmath=_FAST_REDUCE)
+def _factored_backward(q, n, dur2, A, At, fin, invR, ring, counts, astar, alpha, bstar, beta, occ, pairs):
+    """The scaled backward of one sequence with its statistics (see
+    :func:`_scaled_factored_statistics`): b*; rotated duration counts; occupancy as the
+    difference array (start mass at t, minus the end mass at t − 1); Σₜ αₜᵀ b*ₜ₊₁ into pairs."""
+    K, D = ring.shape
+    ring[:, :] = 0.0
+    counts[:, :] = 0.0
+    pairs[:, :] = 0.0
+    beta[:] = fin
+    for k in range(K):
+        ring[k, (n - 1) % D] = beta[k]
+    for s in range(n - 1, -1, -1):
+        c = s % D  # the slot of the segments ending at s (holding β[s] already)
+        for k in range(K):
+            row = ring[k]
+            coef = astar[s, k] * invR
+            qk = q[s, k]
+            weights = dur2[k, D - c:2 * D - c]  # slot j: a segment of length (j − c) mod D + 1
+            mass = counts[k, D - c:2 * D - c]
+            bs = 0.0
+            for j in range(D):
+                g = row[j] * qk
+                row[j] = g
+                w = weights[j] * g
+                bs += w
+                mass[j] += coef * w
+            bstar[s, k] = bs
+            occ[s, k] = coef * bs  # segments of k starting at s
+            if s + 1 < n:
+                occ[s + 1, k] -= alpha[s, k] * beta[k] * invR  # segments of k ending at s
+        if s > 0:  # β[s − 1] = A b*[s] into the slot of the segments ending at s − 1 (its ends expired)
+            nxt = bstar[s]
+            cur = alpha[s - 1]
+            beta[:] = 0.0
+            for j in range(K):
+                bj = nxt[j]
+                Aj = At[j]
+                for i in range(K):
+                    beta[i] += bj * Aj[i]
+            for i in range(K):
+                ai = cur[i]
+                Pi = pairs[i]
+                for j in range(K):
+                    Pi[j] += ai * nxt[j]
+            slot = (s - 1) % D
+            for k in range(K):
+                ring[k, slot] = beta[k]
+
+
+@nb.njit(cache=True)
 def _scaled_factored_statistics(E, logdur, T, start, end, lengths, occupancy, durations, edges, first, logz, done):
     """The factored form's statistics in exp space (the LOG specialisation of
-    :func:`generic_segment_statistics`): emissions shifted to a largest entry of 0 per
-    position, forward values normalised per position by their sum sₜ (hmmlearn's scaling,
-    carried through each segment's running product Πᵤ ẽᵤ / sᵤ), the backward on the same
-    scales. ``done[b]`` is False where a product could underflow (the caller recomputes that
-    sequence with the generic recursion)."""
+    :func:`generic_segment_statistics`), one forward and one backward pass per sequence.
+
+    Emissions are shifted to a largest entry of 0 per position (ẽ); forward values are
+    normalised per position by their sum sₜ, and qᵤ = ẽᵤ / sᵤ. A segment of label k over
+    s … t then weighs a*[s, k] · dur[k, t − s] · Πᵤ₌ₛᵗ qᵤ[k] in the forward and
+    dur[k, t − s] · Πᵤ₌ₛᵗ qᵤ[k] · β[t, k] in the backward. The running products of the
+    D segments alive at a position are kept per label in a ring of D slots (the forward's
+    indexed by −s mod D, the backward's by t mod D), every slot multiplied by the new
+    position's q in one vectorised pass that also reads the slots against the durations
+    (``dur2`` = [dur, dur] turns the ring's rotation into a contiguous slice): K · D
+    independent multiply-adds per position, no chain of dependent products. The backward
+    sums each segment's posterior into rotated duration counts in the same pass;
+    occupancy is the mass of the segments starting at or before t minus that of the
+    segments ending before t (a*·b* and α·β per position); expected transitions
+    A ⊙ Σₜ αₜᵀ b*ₜ₊₁. ``done[b]`` is False where a product could underflow or overflow, or
+    the backward's total strays from the forward's (the caller recomputes that sequence
+    with the generic recursion)."""
     B, L, K = E.shape
     D = logdur.shape[1]
-    dur = np.exp(logdur)
+    dur2 = np.empty((K, 2 * D))
+    for k in range(K):
+        for d in range(D):
+            v = math.exp(logdur[k, d])
+            dur2[k, d] = v
+            dur2[k, D + d] = v
     pi = np.exp(start)
     fin = np.exp(end)
+    N = 1
     for b in range(B):
+        N = max(N, lengths[b])
+    q = np.empty((N, K))  # ẽ, then ẽ / s once s is known
+    shift = np.empty(N)
+    astar = np.empty((N, K))
+    alpha = np.empty((N, K))
+    bstar = np.empty((N, K))
+    ring = np.empty((K, D))
+    counts = np.empty((K, 2 * D))
+    beta = np.empty(K)
+    wbuf = np.empty(_CHUNK * K)
+    bits = np.empty(_CHUNK * K, dtype=np.int64)
+    pairs = np.empty((K, K))
+    A = np.empty((K, K))
+    At = np.empty((K, K))
+    for b in range(B):
+        done[b] = False
         n = lengths[b]
-        A = np.exp(T[b % T.shape[0]])
-        q = np.empty((n, K))  # ẽ[u, k] / s_u once s_u is known
-        e0 = np.empty((n, K))
-        shift = np.empty(n)
-        ok = True
-        for u in range(n):
-            m = -np.inf
-            for k in range(K):
-                if E[b, u, k] > m:
-                    m = E[b, u, k]
-            if m == -np.inf:
-                ok = False
-                break
-            shift[u] = m
-            for k in range(K):
-                e0[u, k] = np.exp(E[b, u, k] - m)
-        if not ok:
-            done[b] = False
+        if b == 0 or T.shape[0] > 1:
+            Tb = T[b % T.shape[0]]
+            for i in range(K):
+                for j in range(K):
+                    A[i, j] = math.exp(Tb[i, j])
+                    At[j, i] = A[i, j]
+        if not _shifted_exp(E[b], n, q, shift, wbuf, bits):
             continue
-        astar = np.zeros((n, K))
-        alpha = np.empty((n, K))
-        for k in range(K):
-            astar[0, k] = pi[k]
-        log_scale = 0.0
-        for t in range(n):
-            total = 0.0
-            for k in range(K):
-                r = e0[t, k]
-                acc = astar[t, k] * dur[k, 0] * r
-                for d in range(1, min(D, t + 1)):
-                    r *= q[t - d, k]
-                    acc += astar[t - d, k] * dur[k, d] * r
-                alpha[t, k] = acc
-                total += acc
-            if not total > _TINY or not np.isfinite(total):
-                ok = False
-                break
-            log_scale += np.log(total) + shift[t]
-            inv = 1.0 / total
-            for k in range(K):
-                alpha[t, k] *= inv
-                q[t, k] = e0[t, k] * inv
-            if t + 1 < n:
-                for i in range(K):
-                    ai = alpha[t, i]
-                    if ai == 0.0:
-                        continue
-                    for j in range(K):
-                        astar[t + 1, j] += ai * A[i, j]
+        log_scale, ok = _factored_forward(q, shift, n, dur2, A, pi, ring, astar, alpha)
         if not ok:
-            done[b] = False
             continue
         R = 0.0
         for k in range(K):
             R += alpha[n - 1, k] * fin[k]
-        if not R > _TINY:
-            done[b] = False
+        if not (R > _TINY and R < np.inf):
             continue
-        logz[b] = log_scale + np.log(R)
         invR = 1.0 / R
-        beta = np.empty((n, K))
-        bstar = np.zeros((n, K))
         occ = occupancy[b]
-        for t in range(n - 1, -1, -1):
-            for i in range(K):
-                if t == n - 1:
-                    beta[t, i] = fin[i]
-                else:
-                    acc = 0.0
-                    for j in range(K):
-                        acc += A[i, j] * bstar[t + 1, j]
-                    beta[t, i] = acc
-            for k in range(K):
-                bk = beta[t, k]
-                if bk == 0.0:
-                    continue
-                r = q[t, k] * bk
-                ending = 0.0  # mass of the segments of k that end at t
-                for d in range(min(D, t + 1)):
-                    if d > 0:
-                        r *= q[t - d, k]
-                    wb = dur[k, d] * r
-                    bstar[t - d, k] += wb
-                    p = astar[t - d, k] * wb * invR
-                    durations[b, k, d] += p
-                    occ[t - d, k] += p
-                    ending += p
-                if t + 1 < n:
-                    occ[t + 1, k] -= ending
-            if t + 1 < n:
-                for i in range(K):
-                    ai = alpha[t, i]
-                    if ai == 0.0:
-                        continue
-                    for j in range(K):
-                        edges[b, i, j] += ai * A[i, j] * bstar[t + 1, j] * invR
+        _factored_backward(q, n, dur2, A, At, fin, invR, ring, counts, astar, alpha, bstar, beta, occ, pairs)
+        total = 0.0
         for k in range(K):
             first[b, k] = pi[k] * bstar[0, k] * invR
+            total += first[b, k]
+        if not abs(total - 1.0) < 1e-9:  # NaN fails too
+            occ[:n] = 0.0
+            first[b] = 0.0
+            continue
+        for k in range(K):
+            for d in range(D):
+                durations[b, k, d] = counts[k, d] + counts[k, D + d]
+        for i in range(K):
+            for j in range(K):
+                edges[b, i, j] = A[i, j] * pairs[i, j] * invR
         _finish_occupancy(occ, n)
+        logz[b] = log_scale + math.log(R)
         done[b] = True
     return done
 

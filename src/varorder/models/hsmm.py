@@ -20,12 +20,17 @@ Duration distributions per state, on 1 … D:
 * ``"nonparametric"``: any probability vector (M-step: expected counts, normalised);
 * ``"poisson"``: d − 1 ~ Poisson(λₖ) truncated to 1 … D (M-step: the λ whose truncated mean
   equals the expected mean, by bisection — exact, so EM stays monotone);
-* ``"negative_binomial"``: d − 1 ~ NB(rₖ, pₖ) truncated (M-step: the expected log-likelihood
-  maximised numerically from the current values; a step that would not improve it is refused).
+* ``"negative_binomial"``: d − 1 ~ NB(nₖ, pₖ) truncated (M-step: the expected log-likelihood's
+  profile in log n, the best p at each n by mean matching — a one-parameter exponential
+  family once n is fixed; a step that would not improve it is refused). Stays no more
+  dispersed than a Poisson's are fitted by the family's limit n → ∞ at a fixed mean, the
+  truncated Poisson, represented exactly: ``duration_n_`` = ∞, ``duration_p_`` = 1 and the
+  rate in ``duration_lambdas_`` (the mean of d − 1 before truncation, for every state).
 """
 
 from __future__ import annotations
 
+import numba as nb
 import numpy as np
 from scipy import optimize, special
 
@@ -42,6 +47,23 @@ __all__ = ["GaussianHSMM", "PoissonHSMM", "DURATION_DISTRIBUTIONS", "truncated_p
 DURATION_DISTRIBUTIONS = ("nonparametric", "poisson", "negative_binomial")
 
 
+@nb.njit(cache=True, fastmath={"nsz", "arcp", "contract", "reassoc"})
+def _weighted_feature_sums(weights, features):
+    """Σₜ weights[t, k] · features[t, p], (K, P): the emission moments of an E-step, in one
+    pass on one thread."""
+    N, K = weights.shape
+    P = features.shape[1]
+    out = np.zeros((K, P))
+    for t in range(N):
+        f = features[t]
+        for k in range(K):
+            w = weights[t, k]
+            row = out[k]
+            for p in range(P):
+                row[p] += w * f[p]
+    return out
+
+
 def _log_normalise(logp: np.ndarray) -> np.ndarray:
     return logp - special.logsumexp(logp, axis=-1, keepdims=True)
 
@@ -56,14 +78,42 @@ def truncated_poisson_log_pmf(lambdas, max_duration: int) -> np.ndarray:
     return _log_normalise(logp)
 
 
+def _negative_binomial_terms(rho, rate, max_duration: int) -> np.ndarray:
+    """(K, D) unnormalised log p(d) for d − 1 = j ~ NB(n, p) with rho = 1/n ≥ 0 and rate =
+    n(1 − p) ≥ 0: log Γ(j + n)/(Γ(n) j!) + j log(1 − p) (the constant n log p dropped) is
+    Σᵢ₌₀^{j−1} log1p(i·rho) − log j! + j log rate, continuous at rho = 0, where it is
+    the Poisson's j log rate − log j! (the limit n → ∞ at a fixed rate)."""
+    rho = np.asarray(rho, dtype=np.float64)[:, None]
+    rate = np.asarray(rate, dtype=np.float64)[:, None]
+    j = np.arange(max_duration)[None, :]
+    growth = np.concatenate([np.zeros_like(rho), np.cumsum(np.log1p(j[:, :-1] * rho), axis=1)], axis=1)
+    with np.errstate(divide="ignore"):
+        log_rate = np.log(rate)
+    slope = np.where(j == 0, 0.0, j * np.where(rate > 0, log_rate, 0.0))
+    return np.where((rate > 0) | (j == 0), growth + slope - special.gammaln(j + 1), -np.inf)
+
+
 def truncated_negative_binomial_log_pmf(n, p, max_duration: int) -> np.ndarray:
     """(K, D) log p(d) for d = 1 … D with d − 1 ~ NB(nₖ, pₖ) (failures before nₖ successes of
-    probability pₖ) truncated to that range."""
-    n = np.asarray(n, dtype=np.float64)[:, None]
-    p = np.asarray(p, dtype=np.float64)[:, None]
-    j = np.arange(max_duration)[None, :]
-    logp = special.gammaln(j + n) - special.gammaln(n) - special.gammaln(j + 1) + n * np.log(p) + j * np.log1p(-p)
-    return _log_normalise(logp)
+    probability pₖ) truncated to that range; 0 < nₖ < ∞, 0 < pₖ ≤ 1 (the Poisson limit
+    nₖ → ∞ at a fixed mean is :func:`truncated_poisson_log_pmf`)."""
+    n = np.asarray(n, dtype=np.float64)
+    p = np.asarray(p, dtype=np.float64)
+    bad = ~(np.isfinite(n) & (n > 0) & (p > 0) & (p <= 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ParameterError(f"negative binomial parameters must be 0 < n < inf and 0 < p <= 1, got n[{i}] = "
+                             f"{float(n[i])!r}, p[{i}] = {float(p[i])!r}", name="n", value=float(n[i]))
+    return _log_normalise(_negative_binomial_terms(1.0 / n, n * (1.0 - p), max_duration))
+
+
+def _duration_log_pmf(n, mean, max_duration: int) -> np.ndarray:
+    """(K, D) truncated NB log p(d) from nₖ (∞: the Poisson limit) and the mean mₖ of d − 1
+    before truncation (p = n / (n + m), n(1 − p) = m / (1 + m/n))."""
+    n = np.asarray(n, dtype=np.float64)
+    mean = np.asarray(mean, dtype=np.float64)
+    rho = np.where(np.isinf(n), 0.0, 1.0 / n)
+    return _log_normalise(_negative_binomial_terms(rho, mean / (1.0 + mean * rho), max_duration))
 
 
 def _truncated_poisson_rate(mean_minus_one: float, max_duration: int) -> float:
@@ -93,6 +143,63 @@ def _truncated_poisson_rate(mean_minus_one: float, max_duration: int) -> float:
     return 0.5 * (lo + hi)
 
 
+# The search domain of the negative binomial M-step: n in [_NB_MIN_N, _NB_MAX_N] or n = ∞ (the
+# Poisson limit), log of n(1 − p) in [−_NB_LOG_RATE, _NB_LOG_RATE] and p > 0.
+_NB_MIN_N, _NB_MAX_N, _NB_LOG_RATE = 1e-8, 1e8, 60.0
+
+
+def _negative_binomial_profile(counts, rho: float, growth_of=None):
+    """(Σⱼ cⱼ log p(j), rate) at 1/n = rho with the rate n(1 − p) that maximises it: the truncated
+    family at a fixed n is exponential in θ = log rate with statistic j, so the maximiser matches
+    the expected mean of j = d − 1 (a safeguarded Newton iteration on a monotone map)."""
+    D = counts.shape[0]
+    j = np.arange(D, dtype=np.float64)
+    base = _negative_binomial_terms(np.array([rho]), np.array([1.0]), D)[0]  # the terms at rate 1
+    total = counts.sum()
+    target = float(counts @ j) / total
+    lo = -_NB_LOG_RATE
+    hi = _NB_LOG_RATE if rho == 0.0 else min(_NB_LOG_RATE, -np.log(rho) - 1e-12)  # p > 0
+    theta = float(np.clip(np.log(max(target, 1e-300)), lo, hi))
+    for _ in range(200):
+        lw = base + theta * j
+        w = np.exp(lw - lw.max())
+        w /= w.sum()
+        mean = float(w @ j)
+        var = float(w @ (j * j)) - mean * mean
+        if mean > target:
+            hi = theta
+        else:
+            lo = theta
+        step = (mean - target) / var if var > 0 else np.inf
+        new = theta - step
+        if not lo < new < hi:
+            new = 0.5 * (lo + hi)
+        if abs(new - theta) <= 1e-13 * max(1.0, abs(theta)):
+            theta = new
+            break
+        theta = new
+    lw = base + theta * j
+    return float(counts @ lw - total * special.logsumexp(lw)), float(np.exp(theta))
+
+
+def _fit_negative_binomial(counts):
+    """(n, mean of d − 1 before truncation, Σⱼ cⱼ log p(j)) maximising the expected
+    log-likelihood of expected duration counts ``counts`` (D,) over the truncated NB family:
+    the profile in log n (bounded Brent search over [_NB_MIN_N, _NB_MAX_N]) of the best rate at
+    each n. The rule for stays no more dispersed than a Poisson's: the family's limit n → ∞ at a
+    fixed mean is the truncated Poisson, evaluated exactly (1/n = 0); when it is at least as good
+    as the best finite n, the result is n = ∞ (p = 1) with the Poisson's rate as the mean."""
+    limit, limit_rate = _negative_binomial_profile(counts, 0.0)
+    res = optimize.minimize_scalar(lambda u: -_negative_binomial_profile(counts, float(np.exp(-u)))[0],
+                                   bounds=(np.log(_NB_MIN_N), np.log(_NB_MAX_N)), method="bounded",
+                                   options={"xatol": 1e-7})
+    n = float(np.exp(res.x))
+    value, rate = _negative_binomial_profile(counts, 1.0 / n)
+    if limit >= value - 1e-12 * abs(value):  # a tie within rounding goes to the limit too
+        return np.inf, limit_rate, limit
+    return n, rate / (1.0 - rate / n), value  # the mean n(1 − p)/p from the rate n(1 − p)
+
+
 class _SemiMarkovChain:
     """The chain part of an explicit-duration HSMM, mixed before an HMM emission model: the
     E-step, decoding and sampling on :mod:`varorder.semimarkov`; the duration M-step."""
@@ -115,16 +222,44 @@ class _SemiMarkovChain:
             mean = min(max(float(np.mean(lengths)) / (2 * K), 1.0), D)  # a few segments per sequence
             self._set_poisson(np.full(K, max(mean - 1.0, 0.5)))
             if self.duration_distribution == "negative_binomial":
-                self.duration_n_ = np.full(K, 2.0)
-                lam = self.duration_lambdas_
-                self.duration_p_ = self.duration_n_ / (self.duration_n_ + lam)
-                self.durations_ = np.exp(truncated_negative_binomial_log_pmf(self.duration_n_, self.duration_p_, D))
-            if self.duration_distribution != "poisson":
+                self._set_negative_binomial(np.full(K, 2.0), self.duration_lambdas_)
+            if self.duration_distribution == "nonparametric":
                 del self.duration_lambdas_
 
     def _set_poisson(self, lambdas):
         self.duration_lambdas_ = np.asarray(lambdas, dtype=np.float64)
         self.durations_ = np.exp(truncated_poisson_log_pmf(self.duration_lambdas_, self.max_duration))
+
+    @property
+    def duration_n_(self) -> np.ndarray:
+        """The negative binomial's n per state, ∞ for the Poisson limit; stored (and saved) as 1/n, which is
+        finite (model files hold no +inf)."""
+        inverse = getattr(self, "_duration_inverse_n_", None)
+        if inverse is None:
+            raise AttributeError("duration_n_")
+        inverse = np.asarray(inverse, dtype=np.float64)
+        out = np.full(inverse.shape, np.inf)
+        np.divide(1.0, inverse, out=out, where=inverse > 0)
+        return out
+
+    @duration_n_.setter
+    def duration_n_(self, n):
+        n = np.asarray(n, dtype=np.float64)
+        inverse = np.zeros(n.shape)
+        np.divide(1.0, n, out=inverse, where=np.isfinite(n))
+        self._duration_inverse_n_ = inverse
+
+    def _set_negative_binomial(self, n, mean):
+        """n (∞: the Poisson limit), the mean of d − 1 before truncation (``duration_lambdas_``), p = n / (n + mean)
+        (1 in the limit) and the truncated pmf."""
+        n = np.asarray(n, dtype=np.float64)
+        mean = np.asarray(mean, dtype=np.float64)
+        self.duration_n_ = n
+        self.duration_lambdas_ = mean
+        finite = np.isfinite(n)
+        self.duration_p_ = np.ones_like(n)
+        self.duration_p_[finite] = n[finite] / (n[finite] + mean[finite])
+        self.durations_ = np.exp(_duration_log_pmf(n, mean, self.max_duration))
 
     def _check(self):
         super()._check()
@@ -156,7 +291,8 @@ class _SemiMarkovChain:
         log_T, log_pi = self._chain_arrays()
         log_d = self._log_durations()
         for seq_ids, chunk_lengths, flat_index, valid in plan.chunks:
-            yield seq_ids, flat_index, valid, (semimarkov.from_emissions(frames[flat_index], log_d), log_T,
+            emissions = frames[None] if lengths.size == 1 else frames[flat_index]
+            yield seq_ids, flat_index, valid, (semimarkov.from_emissions(emissions, log_d), log_T,
                                                dict(lengths=chunk_lengths, start=log_pi))
 
     def _posteriors(self, frames, lengths):  # (posteriors, log p, expected transitions per sequence)
@@ -166,9 +302,11 @@ class _SemiMarkovChain:
         trans = np.zeros((lengths.size, K, K))
         first = np.zeros((lengths.size, K))
         durations = np.zeros((lengths.size, K, D))
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
         for seq_ids, flat_index, valid, (seg, T, kw) in self._chunks(frames, lengths):
             logz, occupancy, dur, edge, fst = semimarkov.segment_statistics(seg, T, **kw)
-            post[flat_index[valid]] = occupancy[valid]
+            for i, s in enumerate(seq_ids):
+                post[offsets[s]:offsets[s + 1]] = occupancy[i, :lengths[s]]
             logp[seq_ids] = logz
             trans[seq_ids] = edge
             first[seq_ids] = fst
@@ -184,11 +322,16 @@ class _SemiMarkovChain:
             raise ParameterError(f"sequence {bad} of X has probability zero under the current parameters "
                                  f"(is it shorter than every allowed segmentation? max_duration={self.max_duration})",
                                  name="X", value=bad)
-        weighted = post * np.repeat(weights, lengths)[:, None]
+        if (weights != 1.0).any():
+            post *= np.repeat(weights, lengths)[:, None]
         stats = {"start": weights @ self._last_first, "trans": np.einsum("s,sij->ij", weights, trans),
                  "durations": np.einsum("s,skd->kd", weights, self._last_durations)}
         stats.update(self._initialize_emission_statistics())
-        self._accumulate_emission_statistics(stats, X, weighted)
+        features = self._emission_features(X)
+        if features is not None:  # the emission model's moments: Σₜ p(zₜ = k | x) · featuresₜ
+            self._accumulate_feature_statistics(stats, post.sum(axis=0), _weighted_feature_sums(post, features))
+        else:
+            self._accumulate_emission_statistics(stats, X, post)
         return stats, float(weights @ logp)
 
     def _do_mstep(self, stats):
@@ -209,22 +352,25 @@ class _SemiMarkovChain:
                     lam[k] = _truncated_poisson_rate(float(counts[k] @ np.arange(D)) / total, D)
             self._set_poisson(lam)
         else:
-            n, p = self.duration_n_.copy(), self.duration_p_.copy()
-            for k in range(K):
-                if counts[k].sum() <= 0:
-                    continue
+            self._negative_binomial_mstep(counts)
 
-                def loss(theta, c=counts[k]):
-                    lp = truncated_negative_binomial_log_pmf([np.exp(theta[0])], [special.expit(theta[1])], D)[0]
-                    return -float(c @ np.where(c > 0, lp, 0.0))
-
-                theta0 = np.array([np.log(n[k]), special.logit(p[k])])
-                res = optimize.minimize(loss, theta0, method="Nelder-Mead",
-                                        options={"xatol": 1e-10, "fatol": 1e-12, "maxiter": 2000})
-                if res.fun < loss(theta0):
-                    n[k], p[k] = np.exp(res.x[0]), special.expit(res.x[1])
-            self.duration_n_, self.duration_p_ = n, p
-            self.durations_ = np.exp(truncated_negative_binomial_log_pmf(n, p, D))
+    def _negative_binomial_mstep(self, counts):
+        """Each state's (n, mean) by :func:`_fit_negative_binomial`, kept only where it does not lower the expected
+        log-likelihood of the current durations (so EM stays monotone)."""
+        K = counts.shape[0]
+        n = np.array(self.duration_n_, dtype=np.float64)
+        mean = np.array(getattr(self, "duration_lambdas_", None) if getattr(self, "duration_lambdas_", None) is not None
+                        else n * (1.0 - self.duration_p_) / self.duration_p_, dtype=np.float64)
+        with np.errstate(divide="ignore"):
+            current = np.log(self.durations_)
+        for k in range(K):
+            c = counts[k]
+            if c.sum() <= 0:
+                continue
+            nk, mk, value = _fit_negative_binomial(c)
+            if value >= float(c[c > 0] @ current[k, c > 0]):
+                n[k], mean[k] = nk, mk
+        self._set_negative_binomial(n, mean)
 
     def _emission_scalars(self):
         K, D = self.n_components, self.max_duration
@@ -335,7 +481,7 @@ def _hsmm_doc(base):
     Viterbi segmentation; ``predict_proba`` the occupancy p(zₜ = k | x)."""
 
 
-_DURATION_ARRAYS = ("durations_", "duration_lambdas_", "duration_n_", "duration_p_")
+_DURATION_ARRAYS = ("durations_", "duration_lambdas_", "_duration_inverse_n_", "duration_p_")
 
 
 class GaussianHSMM(_SemiMarkovChain, GaussianHMM):
