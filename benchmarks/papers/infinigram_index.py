@@ -48,7 +48,7 @@ DATA = Path(os.environ["VARORDER_SHARED_DATA"]) if os.environ.get("VARORDER_SHAR
     (p / "shared" / "data" for p in Path(__file__).resolve().parents if (p / "shared" / "data").is_dir()),
     Path(__file__).resolve().parents[3] / "shared" / "data")
 CHILD = r"""
-import json, resource, sys, time
+import json, sys, time
 import numpy as np
 from varorder.lm import Vocabulary
 from varorder.lm.suffix_index import build_index_from_ids, open_index
@@ -57,24 +57,29 @@ def status():
     fields = {}
     for line in open("/proc/self/status"):
         key, _, value = line.partition(":")
-        if key in ("VmRSS", "RssAnon", "RssFile"):
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
             fields[key] = int(value.split()[0]) / 1024
     return fields
 
 ids = np.load(sys.argv[1]); lengths = np.load(sys.argv[2])
-words = open(sys.argv[3], encoding="utf-8", errors="surrogateescape").read().split("
-")[:-1]
+words = open(sys.argv[3], encoding="utf-8", errors="surrogateescape").read().split("\n")[:-1]
 vocabulary = Vocabulary(words)
 memory = int(sys.argv[5]) if sys.argv[5] != "none" else None
+import tempfile
+with tempfile.TemporaryDirectory() as warm:  # load every kernel first, so that "before" counts Numba's code
+    tiny = Vocabulary(["a", "b"])
+    build_index_from_ids(tiny, np.array([3, 4, 3, 4, 3]), np.array([2, 3]), warm + "/m")
+    build_index_from_ids(tiny, np.array([3, 4, 3, 4, 3]), np.array([2, 3]), warm + "/b", memory=1 << 20, shard_tokens=2)
+    open_index(warm + "/b")
 before = status()
 cpu, wall = time.process_time(), time.perf_counter()
 index = build_index_from_ids(vocabulary, ids, lengths, sys.argv[4], memory=memory)
 cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = status()["VmHWM"]  # this process's own high-water mark (ru_maxrss would count the parent's pages at fork)
 del index
 start = time.process_time(); index = open_index(sys.argv[4]); verify = time.process_time() - start
 print(json.dumps({"tokens": index.num_tokens, "build_cpu_s": cpu, "build_wall_s": wall, "verify_open_cpu_s": verify,
-                  "peak_rss_mb_child": peak / 1024, "rss_before_build_mb": before["VmRSS"],
+                  "peak_rss_mb_child": peak, "rss_before_build_mb": before["VmRSS"],
                   "anon_before_build_mb": before["RssAnon"], "bytes": index.nbytes}))
 """
 
@@ -91,6 +96,10 @@ def run_build(tmp: Path, folder: Path, memory: int | None) -> dict:
     def sample():
         while not stop.is_set():
             try:
+                with open(f"/proc/{proc.pid}/cmdline", "rb") as handle:  # after exec only (before it, the
+                    if b"\0-c\0" not in handle.read():  # forked child shows this process's pages)
+                        time.sleep(0.002)
+                        continue
                 with open(f"/proc/{proc.pid}/status") as handle:
                     for line in handle:
                         key, _, value = line.partition(":")
@@ -110,9 +119,19 @@ def run_build(tmp: Path, folder: Path, memory: int | None) -> dict:
     built = json.loads(stdout)
     built.update({"memory_budget": memory, "peak_rss_mb": peaks["VmRSS"], "peak_anon_mb": peaks["RssAnon"],
                   "peak_file_mb": peaks["RssFile"], "load": [load_before, os.getloadavg()[0]]})
-    built["peak_rss_mb"] = max(built["peak_rss_mb"], built["peak_rss_mb_child"])
+    built["sampled_after_exec"] = True
+    return _derived(built)
+
+
+def _derived(built: dict) -> dict:
+    """The whole-process peak is the child's own VmHWM; the sampled anonymous / file-backed
+    peaks only from runs that sampled after exec (earlier ones may show this process's pages)."""
+    built["peak_rss_mb"] = built["peak_rss_mb_child"]
     built["build_peak_above_ids_mb"] = built["peak_rss_mb"] - built["rss_before_build_mb"]
-    built["build_anon_above_ids_mb"] = built["peak_anon_mb"] - built["anon_before_build_mb"]
+    if not built.get("sampled_after_exec"):
+        built["peak_anon_mb"] = built["peak_file_mb"] = None
+    built["build_anon_above_ids_mb"] = (None if built["peak_anon_mb"] is None
+                                        else built["peak_anon_mb"] - built["anon_before_build_mb"])
     return built
 
 
@@ -158,16 +177,30 @@ def _sizes(text: str) -> list[int]:
     return [int(float(x)) for x in text.split(",") if x.strip()]
 
 
-def _corpus(tmp: Path, largest: int):
+def _corpus(tmp: Path, largest: int, cache: Path | None = None):
     """(vocabulary, ids, lengths) of the assembled corpus, extended by relabelled copies
-    up to ``largest`` tokens (markers counted)."""
-    from varorder.lm import read_corpus
+    up to ``largest`` tokens (markers counted); ``cache``: a folder keeping the assembled
+    corpus's ids between runs."""
+    from varorder.lm import Vocabulary, read_corpus
 
+    if cache is not None and (cache / "vocab.txt").exists():
+        vocabulary = Vocabulary((cache / "vocab.txt").read_text(encoding="utf-8", errors="surrogateescape").split("\n")[:-1])
+        return _extend(vocabulary, np.load(cache / "ids.npy"), np.load(cache / "lengths.npy"), largest)
     files = [DATA / "ptb-lm" / "ptb.train.txt.gz", DATA / "hansards-en-fr" / "isi-bitext" / "train.e.gz",
              DATA / "hansards-en-fr" / "isi-bitext" / "train.f.gz", brown_text(tmp),
              DATA / "warandpeace" / "wap.train.txt.gz", DATA / "hansards-en-fr" / "isi-bitext" / "heldout.e.gz",
              DATA / "hansards-en-fr" / "isi-bitext" / "heldout.f.gz"]
     vocabulary, ids, lengths = read_corpus(files)
+    if cache is not None:
+        cache.mkdir(parents=True, exist_ok=True)
+        np.save(cache / "ids.npy", ids)
+        np.save(cache / "lengths.npy", lengths)
+        (cache / "vocab.txt").write_text("".join(w + "\n" for w in vocabulary.words), encoding="utf-8",
+                                         errors="surrogateescape")
+    return _extend(vocabulary, ids, lengths, largest)
+
+
+def _extend(vocabulary, ids, lengths, largest: int):
     real = int((lengths + 2).sum())
     print(f"corpus: {real} tokens with markers, {len(vocabulary)} words", file=sys.stderr)
     copies = max(0, -(-largest // real) - 1)
@@ -194,16 +227,19 @@ def _rows(run: dict) -> list[dict]:
         {"system": f"varorder lm index ({mode})", "task": task, "metric": "build CPU s",
          "varorder": round(run["build_cpu_s"], 3), "reference": None, "reference_name": "none (no peer run)",
          "ratio": None, "better": "lower",
-         "note": (f"wall {run['build_wall_s']:.2f} s; whole-process peak RSS {run['peak_rss_mb']:.0f} MB (anonymous "
-                  f"{run['peak_anon_mb']:.0f}, file-backed {run['peak_file_mb']:.0f}); ids loaded before the build: "
-                  f"{run['rss_before_build_mb']:.0f} MB; {note}")},
+         "note": (f"wall {run['build_wall_s']:.2f} s; whole-process peak RSS (VmHWM) {run['peak_rss_mb']:.0f} MB"
+                  + ("" if run["peak_anon_mb"] is None else
+                     f" (sampled: anonymous {run['peak_anon_mb']:.0f}, file-backed {run['peak_file_mb']:.0f})")
+                  + f"; before the build (ids loaded, kernels loaded): {run['rss_before_build_mb']:.0f} MB; {note}")},
         {"system": f"varorder lm index ({mode})", "task": task, "metric": "build peak RSS above the loaded ids, MB",
          "varorder": round(run["build_peak_above_ids_mb"], 1),
          "reference": None if run["memory_budget"] is None else round(run["memory_budget"] / 2**20, 1),
-         "reference_name": None if run["memory_budget"] is None else "the budget (-S)",
+         "reference_name": "none (no budget)" if run["memory_budget"] is None else "the budget (-S)",
          "ratio": None if run["memory_budget"] is None else round(run["build_peak_above_ids_mb"] / (run["memory_budget"] / 2**20), 3),
          "better": "lower",
-         "note": f"{run['build_peak_above_ids_mb'] * 2**20 / N:.1f} bytes/token; anonymous above the ids {run['build_anon_above_ids_mb']:.0f} MB; {note}"},
+         "note": (f"{run['build_peak_above_ids_mb'] * 2**20 / N:.1f} bytes/token"
+                  + ("" if run["build_anon_above_ids_mb"] is None else
+                     f"; anonymous above the ids {run['build_anon_above_ids_mb']:.0f} MB") + f"; {note}")},
     ]
     if "latency" in run:
         lat = run["latency"]
@@ -231,8 +267,22 @@ def main() -> None:
     parser.add_argument("--budgets", default="16M,32M,64M,128M", help="budgets tried at --sweep-size")
     parser.add_argument("--sweep-size", default="1e7")
     parser.add_argument("--queries", type=int, default=2000)
+    parser.add_argument("--cache", type=Path, help="folder keeping the assembled corpus's ids between runs")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--merge", nargs="+", type=Path,
+                        help="write --json from the runs of these results files (their commands recorded) and build "
+                             "nothing")
     args = parser.parse_args()
+    if args.merge:
+        documents = [json.loads(path.read_text()) for path in args.merge]
+        runs = [_derived(run) for document in documents for run in document["details"]["runs"]]
+        runs.sort(key=lambda run: (run["tokens"], run["memory_budget"] is not None, run["memory_budget"] or 0))
+        harness.write_results(args.json, harness.results_document(
+            "n-gram LMs", documents[0]["title"], [row for run in runs for row in _rows(run)], issue=44,
+            command=" ; ".join(document["command"] for document in documents),
+            loads=[load for run in runs for load in run["load"]],
+            details={"runs": runs, "real_corpus_tokens": documents[0]["details"]["real_corpus_tokens"]}))
+        return
     from varorder.lm.external import parse_memory
     from varorder.lm.suffix_index import open_index, shard_bytes_per_token
 
@@ -244,7 +294,7 @@ def main() -> None:
     rows, runs, loads = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        vocabulary, ids, lengths, real = _corpus(tmp, max(sizes))
+        vocabulary, ids, lengths, real = _corpus(tmp, max(sizes), args.cache)
         stream = np.cumsum(lengths + 2)
         (tmp / "vocab.txt").write_text("".join(w + "\n" for w in vocabulary.words), encoding="utf-8",
                                        errors="surrogateescape")
