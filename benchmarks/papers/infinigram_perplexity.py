@@ -67,8 +67,9 @@ lm = read_arpa(a["arpa"])
 read = time.process_time() - start
 valid = [tokens for path in a["valid"] for _, tokens in iter_sentences(path)]
 mkn = lm.perplexity(valid)
+print(json.dumps({"mkn": mkn}), flush=True)
 start = time.process_time()
-continued = WittenBell(open_index(a["index"]), base=lm).sentence_logprobs(valid).perplexity
+continued = WittenBell(open_index(a["index"]), base=lm).sentence_logprobs(valid).perplexity if a["continued"] else None
 print(json.dumps({"mkn": mkn, "continued": continued, "read_cpu_s": read, "continuation_cpu_s": time.process_time() - start,
                   "score_peak_rss_mb": hwm()}))
 """
@@ -82,7 +83,7 @@ def _child(code: str, arguments: dict) -> dict:
 
 
 def evaluate_bounded(name, train_files, valid_files, min_count, orders, rows, tmp, memory, index_memory,
-                     save=lambda: None, witten_bell=True):
+                     save=lambda: None, witten_bell=True, continued=True):
     """:func:`evaluate` with every model estimated in bounded memory, one child per step."""
     from varorder.lm import iter_sentences
     from varorder.lm.suffix_index import build_index
@@ -118,13 +119,24 @@ def evaluate_bounded(name, train_files, valid_files, min_count, orders, rows, tm
             fit = _child(FIT_CHILD, {"order": order, "min_count": min_count, "train": train_files, "memory": memory,
                                      "tmp": str(tmp), "arpa": str(arpa)})
             print(name, order, fit, file=sys.stderr, flush=True)
-            score = _child(SCORE_CHILD, {"arpa": str(arpa), "valid": valid_files, "index": str(tmp / f"{name}.idx")})
+            score = _child(SCORE_CHILD, {"arpa": str(arpa), "valid": valid_files, "index": str(tmp / f"{name}.idx"),
+                                     "continued": continued})
             print(name, order, score, file=sys.stderr, flush=True)
         except RuntimeError as error:  # a child died (e.g. killed for memory): say so, go on
             print(name, order, "failed:", error, file=sys.stderr, flush=True)
             continue
         finally:
             arpa.unlink(missing_ok=True)
+        if not continued:  # MKN alone
+            rows.append({"system": f"MKN {order}-gram (varorder, estimated on disk)", "task": task,
+                         "metric": "valid perplexity", "varorder": round(score["mkn"], 2), "reference": None,
+                         "reference_name": "none (no peer run)", "ratio": None, "better": "lower",
+                         "note": (f"estimated under {memory >> 20} MB: {fit['child_cpu_s']:.0f} CPU s, "
+                                  f"{fit['child_wall_s']:.0f} s wall, {sum(fit['ngram_counts']):,} n-grams; ARPA "
+                                  f"read + scoring {score['child_cpu_s']:.0f} CPU s; load {load:.1f}-"
+                                  f"{os.getloadavg()[0]:.1f}")})
+            save()
+            continue
         rows.append({"system": f"MKN {order}-gram continued by Witten–Bell past order {order}, unbounded",
                      "task": task, "metric": "valid perplexity", "varorder": round(score["continued"], 2),
                      "reference": round(score["mkn"], 2), "reference_name": f"MKN {order}-gram (varorder)",
@@ -186,6 +198,8 @@ def main() -> None:
     parser.add_argument("--index-memory", default="256M", help="with --mkn-memory: the index build's budget")
     parser.add_argument("--witten-bell", action=argparse.BooleanOptionalAction, default=True,
                         help="with --mkn-memory: score the Witten-Bell row too")
+    parser.add_argument("--continued", action=argparse.BooleanOptionalAction, default=True,
+                        help="with --mkn-memory: score each MKN model continued by Witten-Bell too")
     args = parser.parse_args()
     if args.mkn_memory:
         from varorder.lm.external import parse_memory
@@ -212,7 +226,8 @@ def main() -> None:
                                                              DATA / "warandpeace" / "wap.train.txt.gz"],
                      [DATA / "warandpeace" / "wap.valid.txt.gz", hansards / "heldout.e.gz"], 2, orders, rows, tmp)
             if args.mkn_memory:
-                evaluate_bounded(*large, *bounded, save=save, witten_bell=args.witten_bell)
+                evaluate_bounded(*large, *bounded, save=save, witten_bell=args.witten_bell,
+                                 continued=args.continued)
             else:
                 evaluate(*large)
     save()
