@@ -134,8 +134,13 @@ for sentence in draws.samples[:3]:
 # %%
 # Command line
 # ------------
+# ``-S`` builds the index in bounded memory (a corpus larger than RAM): the suffix array is
+# sorted in shards, each by its suffixes' whole continuation into the corpus, and the
+# shards are merged; the files are the same bytes as the in-memory build's.
 commands = """
 varorder lm index corpus.txt -o corpus.idx
+varorder lm index corpus.txt -o bounded.idx -S 1M
+cmp corpus.idx/sa.bin bounded.idx/sa.bin && echo same suffix array
 varorder lm count corpus.idx the old
 varorder lm next corpus.idx the old -k 3
 varorder lm train corpus.txt -n 4 --method absolute -o lm.arpa

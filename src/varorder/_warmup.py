@@ -258,12 +258,15 @@ def exact_decoding_unbounded(tmp: Path):
     import numpy as np
 
     from varorder.exact import HighOrderTarget, decode, sample
-    from varorder.lm.suffix_index import build_index
+    from varorder.lm.suffix_index import build_index, open_index
     from varorder.lm.unbounded import WittenBell
 
     corpus = tmp / "unbounded.txt"
     corpus.write_text("the old dog likes a good bone\nthe old man wants a good book\nmy dog finds a ball\n" * 5)
     model = WittenBell(build_index(corpus, tmp / "unbounded.idx"))
+    # the bounded build's kernels (shard repair, k-way merge) and the verifying open
+    build_index(corpus, tmp / "bounded.idx", memory=1 << 20, shard_tokens=7, overlap=0)
+    open_index(tmp / "bounded.idx")
     vocab = model.vocabulary
     candidates = [(np.asarray([vocab.id_of(w) for w in options]), np.zeros(len(options)))
                   for options in (["the", "my"], ["old", "dog"], ["dog", "man"], ["likes", "wants"])]

@@ -326,3 +326,125 @@ def test_witten_bell_continuing_a_fixed_order_model(case, order, data):
                 assert math.isclose(p[full[t]], expected, rel_tol=1e-9)
                 assert math.isclose(report.logprob[position], math.log(expected), rel_tol=1e-6, abs_tol=1e-9)
                 position += 1
+
+
+# --- building in bounded memory: shards sorted by their whole continuation, then merged -------
+
+# sentences drawn from a few templates, so that long passages repeat and suffixes compared
+# across shards share prefixes longer than any shard
+repetitive_strategy = st.integers(1, 3).flatmap(
+    lambda size: st.tuples(st.just(size), st.lists(st.lists(st.integers(0, size - 1), max_size=6), min_size=1,
+                                                   max_size=3).flatmap(
+        lambda templates: st.lists(st.sampled_from(templates), min_size=1, max_size=8))))
+
+
+def _files(folder: Path) -> dict:
+    return {name: (folder / name).read_bytes() for name in ("index.json", "tokens.bin", "sa.bin", "docs.bin",
+                                                            "vocab.txt")}
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.one_of(sentences_strategy, repetitive_strategy), st.integers(1, 9), st.integers(0, 3),
+       st.sampled_from([None, 1, 2, 5]), st.data())
+def test_sharded_build_equals_the_in_memory_build(case, shard_tokens, overlap, window, data):
+    size, sentences = case
+    with tempfile.TemporaryDirectory() as folder:
+        folder = Path(folder)
+        expected = _build(folder / "memory", size, sentences)
+        vocabulary = _vocabulary(size)
+        ids = np.asarray([w for s in sentences for w in s], dtype=np.int64)
+        lengths = np.asarray([len(s) for s in sentences], dtype=np.int64)
+        if window is None:
+            index = build_index_from_ids(vocabulary, ids, lengths, folder / "sharded", shard_tokens=shard_tokens,
+                                         overlap=overlap)
+        else:  # the merge through windows of `window` positions (refilled many times)
+            from varorder.lm.suffix_index import _finish, _FramedWriter, _prepare, sorted_suffixes_to_file
+
+            out = _prepare(folder / "sharded")
+            framed = _FramedWriter(out, vocabulary, np.uint16)
+            with framed:
+                framed.add(ids, lengths)
+            files = framed.files()
+            tokens = np.fromfile(out / "tokens.bin", dtype="<u2")
+            files["sa.bin"] = sorted_suffixes_to_file(tokens, out / "sa.bin", np.int32, shard_tokens=shard_tokens,
+                                                      overlap=overlap, temp_dir=folder, merge_window=window)
+            index = _finish(out, vocabulary, framed.num_tokens, framed.num_documents, np.uint16, np.int32, files)
+        assert _files(folder / "sharded") == _files(folder / "memory")
+        assert list(folder.glob("sharded/.sa-shards-*")) == []  # the shard files are gone
+        index = open_index(folder / "sharded")  # every check, the permutation included
+        assert np.array_equal(np.asarray(index.sa), np.asarray(expected.sa))
+        stream = _stream(index.vocabulary, sentences)
+        V = len(index.vocabulary)
+        for _ in range(6):
+            ngram = data.draw(st.lists(st.integers(0, V - 1), max_size=5))
+            assert index.count(ngram) == _naive_count(stream, ngram)
+            tokens, counts = index.ntd(ngram)
+            assert dict(zip(tokens.tolist(), counts.tolist())) == _naive_next(stream, ngram)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(0, 3), min_size=1, max_size=40), st.data())
+def test_sort_suffixes_orders_any_positions_by_their_whole_suffix(values, data):
+    from varorder.lm import _suffix
+
+    tokens = np.asarray(values, dtype=np.uint16)
+    positions = np.asarray(data.draw(st.permutations(range(len(values)))), dtype=np.int32)
+    positions = positions[:data.draw(st.integers(0, len(values)))].copy()
+    expected = sorted(positions.tolist(), key=lambda p: values[p:])
+    _suffix.sort_suffixes(tokens, positions)
+    assert positions.tolist() == expected
+    assert _suffix.order_breaks(tokens, positions) == 0
+
+
+def test_bounded_build_from_text_files_equals_the_in_memory_build(tmp_path):
+    rng = np.random.default_rng(3)
+    words = [f"w{i}" for i in range(40)]
+    lines = [" ".join(rng.choice(words, size=int(rng.integers(1, 12)), p=np.arange(40, 0, -1) / 820))
+             for _ in range(300)]
+    lines[10:20] = lines[:10]  # a repeated passage
+    (tmp_path / "a.txt").write_text("\n".join(lines[:150]) + "\n\n", encoding="utf-8")
+    (tmp_path / "b.txt").write_text("\n".join(lines[150:]) + "\n", encoding="utf-8")
+    paths = [tmp_path / "a.txt", tmp_path / "b.txt"]
+    for min_count in (1, 3):
+        build_index(paths, tmp_path / "memory", min_count=min_count)
+        build_index(paths, tmp_path / "bounded", min_count=min_count, memory=1 << 20, shard_tokens=97, overlap=5)
+        assert _files(tmp_path / "bounded") == _files(tmp_path / "memory")
+        build_index(paths, tmp_path / "bounded", min_count=min_count, memory=1 << 20)  # one shard
+        assert _files(tmp_path / "bounded") == _files(tmp_path / "memory")
+
+
+def test_bounded_build_refuses_a_tiny_budget_and_leaves_no_index_when_interrupted(tmp_path, monkeypatch):
+    from varorder.errors import ParameterError
+    from varorder.lm import _suffix
+
+    (tmp_path / "c.txt").write_text("a b c\na b d\n", encoding="utf-8")
+    with pytest.raises(ParameterError, match="memory"):
+        build_index(tmp_path / "c.txt", tmp_path / "idx", memory=1000)
+    build_index(tmp_path / "c.txt", tmp_path / "idx")
+
+    def fail(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_suffix, "merge_shards", fail)
+    with pytest.raises(KeyboardInterrupt):
+        build_index(tmp_path / "c.txt", tmp_path / "idx", memory=1 << 20, shard_tokens=3)
+    with pytest.raises(FormatError, match="index.json"):  # the old index stopped opening; no half-built one opens
+        open_index(tmp_path / "idx")
+    assert [p.name for p in (tmp_path / "idx").iterdir() if p.name.startswith(".")] == []
+
+
+def test_cli_index_with_a_memory_budget_writes_the_same_index(tmp_path):
+    from click.testing import CliRunner
+
+    from varorder.cli.main import main
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat sat\nthe cat ran\nthe dog sat\n", encoding="utf-8")
+    runner = CliRunner()
+    assert runner.invoke(main, ["lm", "index", str(corpus), "-o", str(tmp_path / "a")]).exit_code == 0
+    result = runner.invoke(main, ["lm", "index", str(corpus), "-o", str(tmp_path / "b"), "-S", "2M", "-T",
+                                  str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert _files(tmp_path / "a") == _files(tmp_path / "b")
+    result = runner.invoke(main, ["lm", "index", str(corpus), "-o", str(tmp_path / "c"), "-S", "12x"])
+    assert result.exit_code == 2 and "memory budget" in result.output

@@ -447,19 +447,30 @@ def next_word(model_path, context, top, bos, minus_99):
     _say(f"sum of p over the vocabulary = {float(np.sum(10.0 ** log10probs)):.6f}")
 
 
+_INDEX_MEMORY_HELP = (
+    "Build in bounded memory, holding about this much data (e.g. 2G, 500M; on top come ~200 MB for Python, NumPy "
+    "and Numba, the vocabulary, and the cached pages of the token file): two passes over the text, the suffix "
+    "array sorted in shards written to -T and merged. The index is the same bytes. Without it, everything is in "
+    "memory (~25 bytes a token at the peak).")
+
+
 @lm.command("index")
 @click.argument("corpus", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(file_okay=False),
               help="Directory to write the index to (created if needed).")
 @click.option("--min-count", default=1, show_default=True, type=click.IntRange(1), help="Rarer words become <unk>.")
-def index_corpus(corpus, output, min_count):
+@click.option("-S", "--memory", "memory", callback=lambda ctx, param, value: _checked_memory(value, param),
+              help=_INDEX_MEMORY_HELP)
+@click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True),
+              help="Folder for the sorted shards of -S (default: inside OUTPUT).")
+def index_corpus(corpus, output, min_count, memory, temp_dir):
     """Build a suffix-array index of CORPUS (text, one sentence per line, .gz too) in
     OUTPUT, for `lm count`, `lm next` and the unbounded-order models
     (varorder.lm.suffix_index)."""
     from varorder.lm.suffix_index import build_index
 
     start = time.perf_counter()
-    index = build_index(list(corpus), output, min_count=min_count)
+    index = build_index(list(corpus), output, min_count=min_count, memory=memory, temp_dir=temp_dir)
     sizes = index.nbytes
     _say(f"indexed {index.num_tokens} tokens ({index.num_documents} sentences, {len(index.vocabulary)} words) "
          f"in {time.perf_counter() - start:.1f} s: suffix array {sizes['sa'] / max(index.num_tokens, 1):.1f} "

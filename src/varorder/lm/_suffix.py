@@ -379,3 +379,201 @@ def witten_bell_max_query(tokens, sa, unigram_counts, unigram_total, unigram_typ
                         top += 1
             i = j
     return best, True
+
+
+# --- building in bounded memory: shards sorted by their whole continuation, then merged ---
+
+
+@numba.njit(cache=True, inline="always")
+def _suffix_less(tokens, n, p, q):
+    """Whether the suffix of ``tokens`` at ``p`` sorts before the one at ``q`` (p != q):
+    the first differing token decides; a suffix that ends first (a proper prefix of the
+    other) sorts first. Reads up to the corpus's end, past any shard."""
+    k = 0
+    while True:
+        if p + k >= n:
+            return True
+        if q + k >= n:
+            return False
+        a = tokens[p + k]
+        b = tokens[q + k]
+        if a != b:
+            return a < b
+        k += 1
+
+
+@numba.njit(cache=True)
+def order_breaks(tokens, positions):
+    """How many adjacent pairs of ``positions`` are out of suffix order (0: sorted)."""
+    n = tokens.shape[0]
+    breaks = 0
+    for i in range(1, positions.shape[0]):
+        if not _suffix_less(tokens, n, positions[i - 1], positions[i]):
+            breaks += 1
+    return breaks
+
+
+@numba.njit(cache=True)
+def sort_suffixes(tokens, positions):
+    """Sort distinct ``positions`` in place by the suffixes of the whole of ``tokens``
+    that start there: a natural merge sort (the ascending runs found first, merged in
+    pairs through one buffer), so an array already in order costs one pass of
+    comparisons and an almost sorted one a few merges. Returns the number of runs less
+    one (0: it was sorted)."""
+    m = positions.shape[0]
+    breaks = order_breaks(tokens, positions)
+    if breaks == 0:
+        return 0
+    n = tokens.shape[0]
+    starts = np.empty(breaks + 2, np.int64)
+    starts[0] = 0
+    runs = 1
+    for i in range(1, m):
+        if not _suffix_less(tokens, n, positions[i - 1], positions[i]):
+            starts[runs] = i
+            runs += 1
+    starts[runs] = m
+    buffer = np.empty_like(positions)
+    src = positions
+    dst = buffer
+    in_buffer = False
+    while runs > 1:
+        merged = 0
+        for j in range(0, runs, 2):
+            lo = starts[j]
+            mid = starts[j + 1]
+            hi = starts[j + 2] if j + 2 <= runs else mid
+            a, b, w = lo, mid, lo
+            while a < mid and b < hi:
+                if _suffix_less(tokens, n, src[b], src[a]):
+                    dst[w] = src[b]
+                    b += 1
+                else:
+                    dst[w] = src[a]
+                    a += 1
+                w += 1
+            while a < mid:
+                dst[w] = src[a]
+                a += 1
+                w += 1
+            while b < hi:
+                dst[w] = src[b]
+                b += 1
+                w += 1
+            starts[merged] = lo
+            merged += 1
+        starts[merged] = m
+        runs = merged
+        src, dst = dst, src
+        in_buffer = not in_buffer
+    if in_buffer:
+        positions[:] = buffer
+    return breaks
+
+
+@numba.njit(cache=True, inline="always")
+def _head_less(tokens, n, buffers, pos, s, t):
+    return _suffix_less(tokens, n, np.int64(buffers[s, pos[s]]), np.int64(buffers[t, pos[t]]))
+
+
+@numba.njit(cache=True)
+def _sift_down(tokens, n, buffers, pos, heap, size, i):
+    while True:
+        child = 2 * i + 1
+        if child >= size:
+            return
+        if child + 1 < size and _head_less(tokens, n, buffers, pos, heap[child + 1], heap[child]):
+            child += 1
+        if _head_less(tokens, n, buffers, pos, heap[child], heap[i]):
+            heap[i], heap[child] = heap[child], heap[i]
+            i = child
+        else:
+            return
+
+
+@numba.njit(cache=True)
+def heapify_shards(tokens, buffers, pos, heap, size):
+    """Order ``heap[:size]`` (shard numbers) as a binary min-heap of their head suffixes."""
+    n = tokens.shape[0]
+    for i in range(size // 2 - 1, -1, -1):
+        _sift_down(tokens, n, buffers, pos, heap, size, i)
+
+
+@numba.njit(cache=True)
+def merge_shards(tokens, buffers, pos, lens, done, heap, state, out):
+    """k-way merge of sorted shard suffix arrays (each a window ``buffers[s, pos[s]:lens[s]]``
+    of the shard's sorted positions) into ``out``, comparing suffixes of the whole corpus.
+
+    ``heap[:state[0]]`` is a min-heap of shards by head suffix; ``state[1]`` = 1 when the
+    top's head changed since it was last sifted. Returns ``(written, code)``: code >= 0 is a
+    shard whose window ran dry (refill it, set ``pos``/``lens`` or ``done``, call again),
+    -1 ``out`` is full, -2 every shard is merged."""
+    n = tokens.shape[0]
+    w = 0
+    size = state[0]
+    while True:
+        if state[1] == 1:
+            s = heap[0]
+            if pos[s] >= lens[s]:
+                if not done[s]:
+                    state[0] = size
+                    return w, s
+                size -= 1
+                heap[0] = heap[size]
+            if size > 0:
+                _sift_down(tokens, n, buffers, pos, heap, size, 0)
+            state[1] = 0
+        if size == 0:
+            break
+        if w == out.shape[0]:
+            state[0] = size
+            return w, -1
+        s = heap[0]
+        out[w] = buffers[s, pos[s]]
+        w += 1
+        pos[s] += 1
+        state[1] = 1
+    state[0] = 0
+    return w, -2
+
+
+@numba.njit(cache=True)
+def mark_positions(seen_bits, positions, n):
+    """Set bit p of ``seen_bits`` (uint8, ceil(n / 8)) for every position p; returns
+    0, or -1 if a position lies outside [0, n) or is repeated (then not a permutation)."""
+    for i in range(positions.shape[0]):
+        p = np.int64(positions[i])
+        if p < 0 or p >= n:
+            return -1
+        byte = p >> 3
+        bit = np.uint8(1 << (p & 7))
+        if seen_bits[byte] & bit:
+            return -1
+        seen_bits[byte] |= bit
+    return 0
+
+
+@numba.njit(cache=True)
+def big_endian_bytes(tokens, width, out):
+    """Write each token as ``width`` big-endian bytes into ``out`` (uint8, width · n)."""
+    for i in range(tokens.shape[0]):
+        v = np.uint64(tokens[i])
+        for j in range(width - 1, -1, -1):
+            out[i * width + j] = np.uint8(v & np.uint64(255))
+            v = v >> np.uint64(8)
+
+
+@numba.njit(cache=True)
+def aligned_positions(byte_sa, width, keep, out):
+    """The token positions p < ``keep`` of the byte positions ``width · p`` of a byte-level
+    suffix array, in its order, written to ``out``; returns how many."""
+    k = 0
+    for i in range(byte_sa.shape[0]):
+        b = np.int64(byte_sa[i])
+        if b % width == 0:
+            p = b // width
+            if p < keep:
+                if k < out.shape[0]:
+                    out[k] = p
+                k += 1
+    return k

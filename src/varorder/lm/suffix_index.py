@@ -38,6 +38,28 @@ files, ~0.1 s per 10⁷ tokens). Damage is refused with a
 still bounds-check every position they read, so a damaged file gives a FormatError or a
 wrong count, never a read outside the arrays.
 
+Building in bounded memory (``memory=`` bytes; ``varorder lm index -S``): the vocabulary
+from one streaming pass, the framed ids written to ``tokens.bin`` block by block in a
+second, then the suffix array of the memory-mapped ``tokens.bin`` in shards of ~``memory /``
+:func:`shard_bytes_per_token` positions. Shard [a, b) is sorted by libdivsufsort over
+``tokens[a : b + overlap]``, its positions below b kept, and every adjacent pair checked as
+suffixes of the *whole* corpus (a pair whose common prefix runs past the window is the only
+one the window can misorder; such shards are merge-sorted by the whole-corpus comparison), so
+each shard holds its suffixes in their true global order. The shards, written to temporary
+files, are merged k-way by the same comparison against the memory-mapped tokens
+(the scheme of the part-and-merge builder infini-gram uses, from Lee et al. 2022's
+text-deduplication tools, which sorts parts with a fixed overlap and merges them by comparing
+whole suffixes; here the pairs the overlap cannot order are repaired, so the result is exact
+for any overlap). The result is one global suffix array, the same bytes as the in-memory
+build: queries need no per-shard summing (infini-gram keeps a large corpus as several shard
+indexes queried together and sums their counts), and n-grams that cross a shard boundary are
+counted like any other. Cost: O(N log N) sorting plus
+a whole-corpus comparison per merged position, O(ℓ log k) with ℓ the common prefix of the
+compared suffixes and k shards: fast on natural text (short repeats), slow on a corpus of long
+repeated passages (a duplicated document makes ℓ its length). Memory: the shard's working
+set, the merge's windows (``memory / 2``) and the pages of ``tokens.bin`` the operating
+system keeps cached (file-backed, evictable).
+
 Index size: 4 bytes per token for the suffix array (8 above 2³¹ tokens) beside the token
 ids (2 bytes per token when V ≤ 65,536), plus 8 bytes per document.
 
@@ -51,8 +73,11 @@ Typical use::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
+import tempfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,7 +88,8 @@ import numpy as np
 from varorder.errors import FormatError, ParameterError
 from varorder.lm.corpus import Vocabulary, atomic_output, read_corpus
 
-__all__ = ["Occurrence", "SuffixIndex", "build_index", "build_index_from_ids", "open_index", "suffix_array", "FORMAT_NAME", "FORMAT_VERSION"]
+__all__ = ["Occurrence", "SuffixIndex", "build_index", "build_index_from_ids", "open_index", "suffix_array",
+           "sorted_suffixes_to_file", "shard_bytes_per_token", "FORMAT_NAME", "FORMAT_VERSION"]
 
 FORMAT_NAME = "varorder-suffix-index"
 FORMAT_VERSION = 1
@@ -72,18 +98,24 @@ _FILES = ("tokens.bin", "sa.bin", "docs.bin", "vocab.txt")
 _CHUNK = 1 << 24
 
 
-def suffix_array(tokens: np.ndarray, *, method: str = "auto") -> np.ndarray:
-    """The suffix array of an integer sequence (int32 below 2³¹ positions, else int64).
+def suffix_array(tokens: np.ndarray, *, method: str = "auto", keep: int | None = None) -> np.ndarray:
+    """The suffix array of a sequence of non-negative integers (int32 below 2³¹
+    positions, else int64); with ``keep``, only its positions below ``keep`` (in order).
 
-    ``method``: "divsufsort" (pydivsufsort), "numpy" (prefix doubling) or "auto" (the
-    first when installed)."""
-    tokens = np.ascontiguousarray(tokens)
+    ``method``: "divsufsort" (libdivsufsort through pydivsufsort), "numpy" (prefix
+    doubling) or "auto" (the first when installed). libdivsufsort sorts bytes: each token
+    is written as w big-endian bytes (w the fewest that hold the largest id: 2 for up to
+    65,536 words, 3 for up to 16.7 M), so the byte suffixes at multiples of w sort as the
+    token suffixes do, and only those are kept — 5w + 4 bytes a token at the peak (the
+    bytes, libdivsufsort's int32 output for each of them, the positions kept)."""
+    tokens = np.asarray(tokens)
     if method not in ("auto", "divsufsort", "numpy"):
         raise ParameterError(f"method must be 'auto', 'divsufsort' or 'numpy', got {method!r}", name="method",
                              value=method)
     n = tokens.shape[0]
+    keep = n if keep is None else int(keep)
     index_dtype = np.int32 if n < 2**31 else np.int64
-    if n == 0:
+    if n == 0 or keep <= 0:
         return np.empty(0, index_dtype)
     if method != "numpy":
         try:
@@ -92,10 +124,22 @@ def suffix_array(tokens: np.ndarray, *, method: str = "auto") -> np.ndarray:
             if method == "divsufsort":
                 raise
         else:
-            # libdivsufsort sorts integer alphabets as integers (tested against the NumPy sorter)
-            values = tokens.astype(np.int32 if tokens.max() < 2**31 else np.int64, copy=False)
-            return np.ascontiguousarray(pydivsufsort.divsufsort(values), dtype=index_dtype)
-    return _prefix_doubling(tokens).astype(index_dtype)
+            from varorder.lm import _suffix
+
+            top = int(tokens.max())
+            if top < 0 or int(tokens.min()) < 0:
+                raise ParameterError("suffix_array sorts non-negative integers", name="tokens", value=int(tokens.min()))
+            width = max(1, (top.bit_length() + 7) // 8)
+            data = np.empty(n * width, np.uint8)
+            _suffix.big_endian_bytes(tokens, width, data)
+            byte_sa = pydivsufsort.divsufsort(data)
+            del data
+            out = np.empty(keep, index_dtype)
+            if _suffix.aligned_positions(byte_sa, width, keep, out) != keep:
+                raise RuntimeError("libdivsufsort returned an array that is not a permutation")
+            return out
+    order = _prefix_doubling(np.ascontiguousarray(tokens))
+    return order[order < keep].astype(index_dtype)
 
 
 def _prefix_doubling(tokens: np.ndarray) -> np.ndarray:
@@ -138,23 +182,50 @@ def _write_array(path: Path, array: np.ndarray) -> dict:
 
 
 def build_index(paths, output, *, min_count: int = 1, vocabulary: Vocabulary | None = None,
-                method: str = "auto") -> "SuffixIndex":
+                method: str = "auto", memory: int | None = None, temp_dir=None, shard_tokens: int | None = None,
+                overlap: int | None = None) -> "SuffixIndex":
     """Tokenise text files (one sentence per line, ``.gz`` too) and write their index to
     the directory ``output`` (created if needed); returns the opened index.
 
     ``min_count`` and ``vocabulary`` are those of :func:`varorder.lm.read_corpus`
-    (words rarer than ``min_count`` become ``<unk>``). Memory: the token ids (4 bytes a
-    token while reading), the suffix array (4 or 8 bytes a token) and the sorter's work
-    space; corpora larger than memory are not sharded yet."""
-    vocabulary, ids, lengths = read_corpus(paths, min_count=min_count, vocabulary=vocabulary)
-    return build_index_from_ids(vocabulary, ids, lengths, output, method=method)
+    (words rarer than ``min_count`` become ``<unk>``). ``memory=None`` builds in memory:
+    the token ids (4 bytes a token while reading), the suffix array (4 or 8 bytes a token)
+    and the sorter's work space. ``memory`` (bytes) builds in bounded memory instead (see
+    the module): two streaming passes over the text (the vocabulary, then the ids written
+    to ``tokens.bin``), the suffix array sorted in shards of about ``memory /``
+    :func:`shard_bytes_per_token` tokens written under ``temp_dir`` (default: a folder inside
+    ``output``) and merged. The files are the same bytes either way. ``shard_tokens`` /
+    ``overlap`` override the shard size and the tokens each shard's sorter sees past its
+    end (tests use tiny ones)."""
+    if memory is None and shard_tokens is None:
+        vocabulary, ids, lengths = read_corpus(paths, min_count=min_count, vocabulary=vocabulary)
+        return build_index_from_ids(vocabulary, ids, lengths, output, method=method)
+    from varorder.lm.external import _batch_bytes, _blocks, vocabulary_of
+
+    paths = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    budget = _budget(memory)
+    if vocabulary is None:
+        if min_count < 1:
+            raise ParameterError(f"min_count must be at least 1, got {min_count}", name="min_count", value=min_count)
+        vocabulary = vocabulary_of(paths, min_count)
+    block_tokens = max(1 << 12, budget // _ENCODE_BYTES_PER_TOKEN)
+    folder = _prepare(output)
+    token_dtype = _token_dtype(len(vocabulary))
+    framed = _FramedWriter(folder, vocabulary, token_dtype)
+    with framed:
+        for ids, lengths in _blocks(paths, vocabulary, block_tokens, batch_bytes=_batch_bytes(budget)):
+            framed.add(ids, lengths)
+            del ids, lengths
+    return _sort_and_finish(folder, vocabulary, framed, method=method, memory=budget, temp_dir=temp_dir,
+                            shard_tokens=shard_tokens, overlap=overlap)
 
 
 def build_index_from_ids(vocabulary: Vocabulary, ids: np.ndarray, lengths: np.ndarray, output, *,
-                         method: str = "auto") -> "SuffixIndex":
+                         method: str = "auto", memory: int | None = None, temp_dir=None,
+                         shard_tokens: int | None = None, overlap: int | None = None) -> "SuffixIndex":
     """:func:`build_index` of sentences already encoded: ``ids`` concatenated (no markers),
-    ``lengths`` per sentence."""
-    ids = np.asarray(ids, dtype=np.int64).reshape(-1)
+    ``lengths`` per sentence (``memory`` etc.: the suffix array sorted in shards and merged)."""
+    ids = np.asarray(ids).reshape(-1)
     lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
     if lengths.size and (lengths.min() < 0 or lengths.sum() != ids.size):
         raise ParameterError(f"lengths must be non-negative and sum to len(ids) = {ids.size}", name="lengths",
@@ -162,36 +233,248 @@ def build_index_from_ids(vocabulary: Vocabulary, ids: np.ndarray, lengths: np.nd
     V = len(vocabulary)
     if ids.size and (ids.min() < 0 or ids.max() >= V):
         raise ParameterError(f"ids must lie in [0, {V})", name="ids", value=int(ids.max()))
-    token_dtype = np.uint16 if V <= 1 << 16 else np.uint32
-    n_docs = lengths.shape[0]
-    docs = np.zeros(n_docs + 1, np.int64)
-    np.cumsum(lengths + 2, out=docs[1:])
-    n = int(docs[-1])
-    tokens = np.empty(n, token_dtype)
-    tokens[docs[:-1]] = vocabulary.bos_id
-    tokens[docs[1:] - 1] = vocabulary.eos_id
-    inner = np.ones(n, bool)
-    inner[docs[:-1]] = False
-    inner[docs[1:] - 1] = False
-    tokens[inner] = ids
+    token_dtype = _token_dtype(V)
+    folder = _prepare(output)
+    if memory is not None or shard_tokens is not None:
+        budget = _budget(memory)
+        block_tokens = max(1 << 12, budget // _ENCODE_BYTES_PER_TOKEN)
+        framed = _FramedWriter(folder, vocabulary, token_dtype)
+        ends = np.cumsum(lengths)
+        with framed:
+            first, start = 0, 0
+            while first < lengths.shape[0]:  # a block of whole sentences at a time
+                last = max(first + 1, int(np.searchsorted(ends, start + block_tokens, side="right")))
+                stop = int(ends[last - 1])
+                framed.add(ids[start:stop], lengths[first:last])
+                first, start = last, stop
+        del ends
+        return _sort_and_finish(folder, vocabulary, framed, method=method, memory=budget, temp_dir=temp_dir,
+                                shard_tokens=shard_tokens, overlap=overlap)
+    tokens, docs = _frame(vocabulary, ids, lengths, token_dtype)
     sa = suffix_array(tokens, method=method)
-    folder = Path(output)
-    folder.mkdir(parents=True, exist_ok=True)
-    header_path = folder / HEADER
-    if header_path.exists():
-        header_path.unlink()  # the old index stops opening before its files change
     files = {
         "tokens.bin": _write_array(folder / "tokens.bin", tokens),
         "sa.bin": _write_array(folder / "sa.bin", sa),
         "docs.bin": _write_array(folder / "docs.bin", docs),
     }
+    return _finish(folder, vocabulary, int(docs[-1]), lengths.shape[0], token_dtype, sa.dtype, files)
+
+
+# Bytes a token of working memory: encoding (the block's int32 ids, their framed copy and
+# the line encoder's buffers) and sorting a shard (suffix_array's 5w + 4 bytes a token for
+# w-byte ids, and the merge sort's buffer when a shard needs repairing: 4 more).
+_ENCODE_BYTES_PER_TOKEN = 32
+_DEFAULT_OVERLAP = 4096
+
+
+def shard_bytes_per_token(vocabulary_size: int) -> int:
+    """Working bytes a shard token costs while its suffixes are sorted (5w + 8 for ids of w
+    bytes: 23 for up to 65,536 words... 28 up to 16.7 M)."""
+    width = max(1, ((max(vocabulary_size, 2) - 1).bit_length() + 7) // 8)
+    return 5 * width + 8
+
+
+def _budget(memory) -> int:
+    if memory is None:
+        return 1 << 30
+    if not isinstance(memory, (int, np.integer)) or memory < 1 << 20:
+        raise ParameterError(f"memory must be at least 1 MB (in bytes), got {memory!r}", name="memory", value=memory)
+    return int(memory)
+
+
+def _token_dtype(V: int):
+    return np.uint16 if V <= 1 << 16 else np.uint32
+
+
+def _prepare(output) -> Path:
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    header_path = folder / HEADER
+    if header_path.exists():
+        header_path.unlink()  # the old index stops opening before its files change
+    return folder
+
+
+def _frame(vocabulary: Vocabulary, ids: np.ndarray, lengths: np.ndarray, token_dtype) -> tuple[np.ndarray, np.ndarray]:
+    """(tokens, docs): the sentences as ``<s> w.. </s>`` end to end and their offsets."""
+    docs = np.zeros(lengths.shape[0] + 1, np.int64)
+    np.cumsum(lengths + 2, out=docs[1:])
+    tokens = np.empty(int(docs[-1]), token_dtype)
+    tokens[docs[:-1]] = vocabulary.bos_id
+    tokens[docs[1:] - 1] = vocabulary.eos_id
+    inner = np.ones(tokens.shape[0], bool)
+    inner[docs[:-1]] = False
+    inner[docs[1:] - 1] = False
+    tokens[inner] = ids
+    return tokens, docs
+
+
+class _FramedWriter:
+    """Writes framed sentences to ``tokens.bin`` and their offsets to ``docs.bin`` as they
+    come (both atomically, CRC-32s accumulated), holding one block at a time."""
+
+    def __init__(self, folder: Path, vocabulary: Vocabulary, token_dtype):
+        self.folder, self.vocabulary, self.token_dtype = folder, vocabulary, token_dtype
+        self.num_tokens = 0
+        self.num_documents = 0
+        self.crc = {"tokens.bin": 0, "docs.bin": 0}
+
+    def __enter__(self):
+        self._stack = contextlib.ExitStack()
+        self._tokens = self._stack.enter_context(atomic_output(self.folder / "tokens.bin"))
+        self._docs = self._stack.enter_context(atomic_output(self.folder / "docs.bin"))
+        self._write("docs.bin", self._docs, np.zeros(1, "<i8"))
+        return self
+
+    def _write(self, name, handle, array) -> None:
+        data = array.tobytes()
+        handle.write(data)
+        self.crc[name] = zlib.crc32(data, self.crc[name])
+
+    def add(self, ids, lengths) -> None:
+        tokens, docs = _frame(self.vocabulary, ids, lengths, self.token_dtype)
+        self._write("tokens.bin", self._tokens, tokens.astype(np.dtype(self.token_dtype).newbyteorder("<"), copy=False))
+        self._write("docs.bin", self._docs, (docs[1:] + self.num_tokens).astype("<i8", copy=False))
+        self.num_tokens += tokens.shape[0]
+        self.num_documents += lengths.shape[0]
+
+    def __exit__(self, *exc):
+        return self._stack.__exit__(*exc)
+
+    def files(self) -> dict:
+        return {name: {"bytes": (self.folder / name).stat().st_size, "crc32": self.crc[name]}
+                for name in ("tokens.bin", "docs.bin")}
+
+
+def _sort_and_finish(folder: Path, vocabulary: Vocabulary, framed: _FramedWriter, *, method: str, memory: int,
+                     temp_dir, shard_tokens: int | None, overlap: int | None) -> "SuffixIndex":
+    n = framed.num_tokens
+    sa_dtype = np.dtype(np.int32 if n < 2**31 else np.int64)
+    files = framed.files()
+    if shard_tokens is None:
+        shard_tokens = max(1 << 10, memory // shard_bytes_per_token(len(vocabulary)))
+    if shard_tokens < 1:
+        raise ParameterError(f"shard_tokens must be positive, got {shard_tokens}", name="shard_tokens",
+                             value=shard_tokens)
+    if overlap is None:
+        overlap = min(_DEFAULT_OVERLAP, shard_tokens)
+    if n:
+        tokens = np.memmap(folder / "tokens.bin", dtype=np.dtype(framed.token_dtype).newbyteorder("<"), mode="r")
+    else:
+        tokens = np.empty(0, framed.token_dtype)
+    files["sa.bin"] = sorted_suffixes_to_file(tokens, folder / "sa.bin", sa_dtype, shard_tokens=shard_tokens,
+                                              overlap=overlap, memory=memory, temp_dir=temp_dir or folder,
+                                              method=method)
+    del tokens
+    return _finish(folder, vocabulary, n, framed.num_documents, framed.token_dtype, sa_dtype, files)
+
+
+def sorted_suffixes_to_file(tokens: np.ndarray, output, sa_dtype, *, shard_tokens: int, overlap: int = 0,
+                            memory: int = 1 << 30, temp_dir=None, method: str = "auto",
+                            merge_window: int | None = None) -> dict:
+    """Write the suffix array of ``tokens`` (an array or a read-only memory map) to
+    ``output`` atomically, holding about ``shard_tokens`` positions at a time; returns its
+    ``{"bytes", "crc32"}``.
+
+    Each shard ``[a, b)`` is sorted by the suffix sorter over ``tokens[a : b + overlap]``
+    and its positions below b kept: that order is right for every pair whose common prefix
+    ends inside the window. The pairs it may get wrong (a common prefix reaching the
+    window's end) are found by comparing neighbours as suffixes of the *whole* corpus
+    (:func:`varorder.lm._suffix.sort_suffixes`, which then merge-sorts them). The sorted
+    shards go to files in ``temp_dir`` and are merged k-way by the same whole-corpus
+    comparison (:func:`varorder.lm._suffix.merge_shards`), each shard read through a window
+    of positions with plain file reads, the windows together about ``memory / 2`` bytes
+    (``merge_window``: the positions of each window instead; tests use tiny ones)."""
+    from varorder.lm import _suffix
+
+    n = int(tokens.shape[0])
+    sa_dtype = np.dtype(sa_dtype)
+    disk_dtype = sa_dtype.newbyteorder("<")
+    output = Path(output)
+    bounds = list(range(0, n, shard_tokens)) + [n]
+    shards = tempfile.mkdtemp(prefix=".sa-shards-", dir=temp_dir)
+    try:
+        shard_files = []
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            positions = suffix_array(tokens[a:min(n, b + overlap)], method=method, keep=b - a).astype(sa_dtype,
+                                                                                                      copy=False)
+            positions += a
+            _suffix.sort_suffixes(tokens, positions)
+            path = Path(shards) / f"shard{len(shard_files)}.bin"
+            positions.astype(disk_dtype, copy=False).tofile(path)
+            shard_files.append((path, b - a))
+            del positions
+        crc = 0
+        with atomic_output(output) as handle:
+            if len(shard_files) == 1:
+                with open(shard_files[0][0], "rb") as shard:
+                    while True:
+                        block = shard.read(_CHUNK)
+                        if not block:
+                            break
+                        handle.write(block)
+                        crc = zlib.crc32(block, crc)
+            elif shard_files:
+                crc = _merge_shard_files(tokens, shard_files, handle, sa_dtype, memory, merge_window)
+    finally:
+        shutil.rmtree(shards, ignore_errors=True)
+    return {"bytes": output.stat().st_size, "crc32": crc}
+
+
+def _merge_shard_files(tokens, shard_files, handle, sa_dtype, memory: int, entries: int | None) -> int:
+    from varorder.lm import _suffix
+
+    k = len(shard_files)
+    disk_dtype = sa_dtype.newbyteorder("<")
+    if entries is None:
+        entries = max(1 << 10, memory // 2 // (sa_dtype.itemsize * (k + 1)))
+    buffers = np.empty((k, entries), sa_dtype)
+    pos = np.zeros(k, np.int64)
+    lens = np.zeros(k, np.int64)
+    done = np.zeros(k, np.bool_)
+    remaining = [size for _, size in shard_files]
+    readers = [open(path, "rb") for path, _ in shard_files]
+    try:
+        def refill(s: int) -> None:
+            block = np.fromfile(readers[s], dtype=disk_dtype, count=min(entries, remaining[s]))
+            remaining[s] -= block.shape[0]
+            buffers[s, :block.shape[0]] = block
+            pos[s] = 0
+            lens[s] = block.shape[0]
+            done[s] = remaining[s] == 0
+
+        for s in range(k):
+            refill(s)
+        heap = np.arange(k, dtype=np.int64)
+        _suffix.heapify_shards(tokens, buffers, pos, heap, k)
+        state = np.array([k, 0], np.int64)
+        out = np.empty(entries, sa_dtype)
+        crc = 0
+        while True:
+            written, code = _suffix.merge_shards(tokens, buffers, pos, lens, done, heap, state, out)
+            if written:
+                data = out[:written].astype(disk_dtype, copy=False).tobytes()
+                handle.write(data)
+                crc = zlib.crc32(data, crc)
+            if code == -2:
+                return crc
+            if code >= 0:
+                refill(int(code))
+    finally:
+        for reader in readers:
+            reader.close()
+
+
+def _finish(folder: Path, vocabulary: Vocabulary, n: int, n_docs: int, token_dtype, sa_dtype, files: dict
+            ) -> "SuffixIndex":
+    """Write ``vocab.txt`` and, last, ``index.json``; returns the opened index."""
     with atomic_output(folder / "vocab.txt") as handle:
         handle.write("".join(word + "\n" for word in vocabulary.words).encode("utf-8", errors="surrogateescape"))
     files["vocab.txt"] = {"bytes": (folder / "vocab.txt").stat().st_size, "crc32": _crc32(folder / "vocab.txt")}
     header = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "num_tokens": n, "num_documents": n_docs,
-              "vocabulary_size": V, "token_dtype": np.dtype(token_dtype).name, "sa_dtype": sa.dtype.name,
-              "files": files}
-    with atomic_output(header_path) as handle:
+              "vocabulary_size": len(vocabulary), "token_dtype": np.dtype(token_dtype).name,
+              "sa_dtype": np.dtype(sa_dtype).name, "files": dict(sorted(files.items()))}
+    with atomic_output(folder / HEADER) as handle:
         handle.write((json.dumps(header, indent=1, sort_keys=True) + "\n").encode("ascii"))
     return open_index(folder, verify=False)
 
@@ -288,14 +571,15 @@ def open_index(folder, *, verify: bool = True) -> "SuffixIndex":
         for block in range(0, n, _CHUNK):
             if tokens[block:block + _CHUNK].max() >= V:
                 raise _refuse(folder / "tokens.bin", "a token id outside the vocabulary", expected=f"ids < {V}")
-        seen = np.zeros(n, bool)
+        from varorder.lm import _suffix
+
+        seen = np.zeros((n + 7) // 8, np.uint8)  # a bit a position: n distinct positions below n
         for block in range(0, n, _CHUNK):
-            part = np.asarray(sa[block:block + _CHUNK], dtype=np.int64)
+            part = sa[block:block + _CHUNK]
             if part.min() < 0 or part.max() >= n:
                 raise _refuse(folder / "sa.bin", "a position outside the corpus", expected=f"positions < {n}")
-            seen[part] = True
-        if not seen.all():
-            raise _refuse(folder / "sa.bin", "not a permutation of the positions")
+            if _suffix.mark_positions(seen, part, n) != 0:
+                raise _refuse(folder / "sa.bin", "not a permutation of the positions (a position repeats)")
     return SuffixIndex(folder, vocabulary, tokens, sa, docs)
 
 
