@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import time
 
+import numba as nb
 import numpy as np
 import scipy.sparse as sp
 
@@ -46,6 +47,7 @@ from varorder.models.features import (FeatureIndexer, Rows, _shape, apply_templa
                                       transpose_rows)
 from varorder.models.optim import axpy, dot, lbfgs
 from varorder.models.sequences import ChunkPlan, token_accuracy, token_mask
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
 __all__ = ["SemiMarkovCRF", "SegmentObjective", "SegmentFeaturizer", "SEGMENT_FEATURES"]
 
@@ -315,11 +317,7 @@ class SegmentObjective:
         self.lengths = np.asarray(lengths, dtype=np.int64)
         self.offsets = np.concatenate([[0], np.cumsum(self.lengths)])
         N = int(self.offsets[-1])
-        sentence = np.repeat(np.arange(self.lengths.size), self.lengths)
-        t = np.arange(N)[:, None]
-        self.forbid = np.broadcast_to((t - np.arange(D)[None, :] < self.offsets[:-1][sentence][:, None])[:, :, None],
-                                      (N, D, K)).copy()
-        self.forbid[:, 1:, K - 1] = True
+        self.begin = np.repeat(self.offsets[:-1], self.lengths)  # each word's sentence start
         column = np.empty(N, dtype=np.int64)
         seg_t, seg_d, seg_k = [], [], []
         self.empirical_T = np.zeros((K, K))
@@ -364,7 +362,7 @@ class SegmentObjective:
         """(N, D, K): the segment scores, −inf where a segment is unreadable (it would start before its
         sentence) or forbidden (``O`` longer than one word)."""
         return segment_scores(csr_times_dense(self.X, W), csr_times_dense(self.S, V), self.roles, self.D,
-                              self.forbid)
+                              self.begin)
 
     def __call__(self, theta):
         from varorder.engine import semimarkov_flat
@@ -392,43 +390,58 @@ class SegmentObjective:
         return float(logz.sum() - gold_score), grad
 
 
-def segment_scores(Z, SV, roles: _Roles, D: int, forbid):
+@nb.njit(cache=True)
+def _segment_scores_kernel(Z, SV, unit, first, inside, last, begin, D, P):
+    N = Z.shape[0]
+    K = unit.shape[0]
+    O = K - 1
+    for t in range(N):
+        for k in range(K):
+            P[t, 0, k] = Z[t, unit[k]] + SV[t * D, k]
+            inner = 0.0
+            for d in range(1, D):
+                if k == O or t - d < begin[t]:
+                    P[t, d, k] = NEG_INF
+                    continue
+                P[t, d, k] = Z[t - d, first[k]] + inner + Z[t, last[k]] + SV[t * D + d, k]
+                inner += Z[t - d, inside[k]]
+
+
+@nb.njit(cache=True)
+def _role_occupancy_kernel(m, unit, first, inside, last, out):
+    N, D, K = m.shape
+    for t in range(N):
+        for k in range(K):
+            out[t, unit[k]] += m[t, 0, k]
+            for d in range(1, D):
+                p = m[t, d, k]
+                if p == 0.0:
+                    continue
+                out[t - d, first[k]] += p
+                out[t, last[k]] += p
+                for u in range(t - d + 1, t):
+                    out[u, inside[k]] += p
+
+
+def segment_scores(Z, SV, roles: _Roles, D: int, begin, forbid=None):
     """(N, D, K) segment scores from the token scores ``Z`` (N, C) by role and the segment features' scores
     ``SV`` (N·D, K): a segment of label k over s … t scores Z[s, first] + Σ Z[inside] + Z[t, last] (Z[t, unit]
-    alone), plus its features' score."""
+    alone), plus its features' score; −inf where it would start before its sentence (``begin`` (N,): the
+    flat index of each word's sentence start), for ``O`` longer than one word, and where ``forbid``."""
     N, K = Z.shape[0], roles.K
     P = np.empty((N, D, K))
-    P[:, 0] = Z[:, roles.unit]
-    Zf, Zi, Zl = Z[:, roles.first], Z[:, roles.inside], Z[:, roles.last]
-    inner = np.zeros((N, K))
-    for d in range(1, D):
-        if d >= 2:
-            inner[d - 1:] += Zi[: N - d + 1]
-        P[d:, d] = Zf[: N - d] + inner[d:] + Zl[d:]
-        P[:d, d] = NEG_INF
-    P += SV.reshape(N, D, K)
-    np.copyto(P, NEG_INF, where=forbid)
+    _segment_scores_kernel(np.ascontiguousarray(Z), np.ascontiguousarray(SV), roles.unit, roles.first, roles.inside,
+                           roles.last, begin, D, P)
+    if forbid is not None:
+        np.copyto(P, NEG_INF, where=forbid)
     return P
 
 
 def role_occupancy(m, roles: _Roles):
     """(N, C): the expected count of each token weight column at each word from the segment marginals
     ``m`` (N, D, K) (the adjoint of :func:`segment_scores`' token part)."""
-    N, D, K = m.shape
-    Zu = m[:, 0].copy()
-    Zf = np.zeros((N, K))
-    Zl = np.zeros((N, K))
-    Zi = np.zeros((N, K))
-    longer = np.zeros((N, K))  # Σ_{d' > j} m[:, d'] for the current j, built from the longest down
-    for d in range(D - 1, 0, -1):
-        Zf[: N - d] += m[d:, d]
-        Zl += m[:, d]
-    for j in range(D - 2, 0, -1):
-        longer += m[:, j + 1]
-        Zi[: N - j] += longer[j:]
-    out = np.zeros((N, roles.n_columns))
-    for cols, values in ((roles.unit, Zu), (roles.first, Zf), (roles.inside, Zi), (roles.last, Zl)):
-        out[:, cols] += values  # the columns of one role are distinct
+    out = np.zeros((m.shape[0], roles.n_columns))
+    _role_occupancy_kernel(m, roles.unit, roles.first, roles.inside, roles.last, out)
     return out
 
 
@@ -619,14 +632,12 @@ class SemiMarkovCRF(ParamsMixin):
         token_X, S, lengths = self._design(words)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         N, D, K = int(offsets[-1]), self.D_, len(self.labels_)
-        sentence = np.repeat(np.arange(lengths.size), lengths)
-        forbid = np.broadcast_to((np.arange(N)[:, None] - np.arange(D)[None, :]
-                                  < offsets[:-1][sentence][:, None])[:, :, None], (N, D, K)).copy()
-        forbid[:, 1:, K - 1] = True
+        forbid = None
         if allowed is not None:
-            forbid |= ~self._segment_mask(token_mask(self.classes_, allowed, lengths), offsets).reshape(N, D, K)
+            forbid = ~self._segment_mask(token_mask(self.classes_, allowed, lengths), offsets).reshape(N, D, K)
         P = segment_scores(csr_times_dense(token_X, self.token_weights_),
-                           csr_times_dense(S, self.segment_weights_), self._roles, D, forbid)
+                           csr_times_dense(S, self.segment_weights_), self._roles, D,
+                           np.repeat(offsets[:-1], lengths), forbid)
         return lengths, P
 
     def _chunks(self, X, allowed=None):
