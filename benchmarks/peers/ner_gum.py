@@ -17,6 +17,15 @@ sentences (L-BFGS from θ = 0 is deterministic, so there is no seed spread to re
 trainers (ap, pa, arow) run against CRFsuite's with the same epochs.
 
     NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --rounds 2 --json benchmarks/results/tagging-ner-gum.json
+
+One model against varorder's first-order CRF (``--model``; the first-order run is cached, being deterministic):
+
+    NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --model semi --segment-length 8 \
+        --first-order-cache first.json --json benchmarks/results/tagging-ner-gum-semi-markov.json
+    NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --model crf2-seen \
+        --json benchmarks/results/tagging-ner-gum-second-order-seen.json
+    NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --model crf2-l2 --c2-second-order 1.0 \
+        --json benchmarks/results/tagging-ner-gum-second-order-l2.json
 """
 
 from __future__ import annotations
