@@ -154,8 +154,8 @@ def interleaved(systems: Mapping[str, Callable[[], object]], rounds: int, *, war
 @dataclass(frozen=True)
 class ChildRun:
     """One child process: CPU seconds (user + system, its own children not included), wall
-    seconds, peak resident set (MB; Linux counts the parent's pages at the fork in it, so
-    it is a bound from above for a small child), exit status and what it wrote to stdout."""
+    seconds, peak resident set (MB; the command's own, see :func:`run_child`), exit status
+    and what it wrote to stdout."""
     cpu: float
     wall: float
     max_rss_mb: float
@@ -163,26 +163,66 @@ class ChildRun:
     stdout: str
 
 
+#: Started in the parent's place: starts the command, waits for it and writes its
+#: resource usage to the pipe whose descriptor is its first argument. Linux's peak resident set of a process (``ru_maxrss``) includes
+#: the pages of the process it was forked from, kept across ``exec``; a command forked from
+#: this small interpreter (a few MB) instead of from the benchmark (often hundreds of MB of
+#: NumPy, Numba and data) reports its own peak.
+_LAUNCHER = """
+import os, sys
+fd = int(sys.argv[1])
+os.set_inheritable(fd, False)
+pid = os.posix_spawnp(sys.argv[2], sys.argv[2:], os.environ)
+_, status, u = os.wait4(pid, 0)
+os.write(fd, ("%r %r %r" % (u.ru_utime + u.ru_stime, u.ru_maxrss, os.waitstatus_to_exitcode(status))).encode())
+"""
+
+
+def launcher_floor_mb() -> float:
+    """The peak resident set (MB) that :func:`run_child` reports for a command that does
+    nothing (``true``): the launcher's pages, the floor under every figure it gives."""
+    return run_child(["true"]).max_rss_mb
+
+
 def run_child(command: list[str], *, env: Mapping[str, str] | None = None, cwd=None, stdin: str | None = None,
               check: bool = True) -> ChildRun:
-    """Run ``command`` to its end and time it (``os.wait4``'s resource usage of that process)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        began = time.perf_counter()
-        proc = subprocess.Popen(command, env=None if env is None else dict(env), cwd=cwd, text=True,
-                                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                                stdout=out, stderr=err)
-        if stdin is not None:
-            proc.stdin.write(stdin)
-            proc.stdin.close()
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - began
-        proc.returncode = os.waitstatus_to_exitcode(status)
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read(), err.read()
-    if check and proc.returncode != 0:
-        raise RuntimeError(f"{shlex.join(command)} exited {proc.returncode}:\n{stderr[-2000:]}")
-    return ChildRun(usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024, proc.returncode, stdout)
+    """Run ``command`` to its end and time it: its CPU and peak resident set from
+    ``os.wait4``'s resource usage, taken by a small launcher process (``_LAUNCHER``) that
+    starts it, so that the peak is the command's own and not this process's (see
+    :func:`launcher_floor_mb`), and its wall (the launcher's start included, ~20 ms)."""
+    read_fd, write_fd = os.pipe()
+    try:
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            began = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-S", "-c", _LAUNCHER, str(write_fd), *command],
+                                    env=None if env is None else dict(env), cwd=cwd, text=True,
+                                    stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                                    stdout=out, stderr=err, pass_fds=(write_fd,))
+            os.close(write_fd)
+            write_fd = -1
+            if stdin is not None:
+                proc.stdin.write(stdin)
+                proc.stdin.close()
+            launcher_status = proc.wait()
+            wall = time.perf_counter() - began
+            report = b""
+            while chunk := os.read(read_fd, 4096):
+                report += chunk
+            out.seek(0)
+            err.seek(0)
+            stdout, stderr = out.read(), err.read()
+    finally:
+        os.close(read_fd)
+        if write_fd >= 0:
+            os.close(write_fd)
+    if not report:
+        raise RuntimeError(f"{shlex.join(command)} could not be started (launcher exited {launcher_status}):\n"
+                           f"{stderr[-2000:]}")
+    cpu, max_rss_kb, returncode = (float(x) for x in report.decode().split())
+    returncode = int(returncode)
+    if check and returncode != 0:
+        raise RuntimeError(f"{shlex.join(command)} exited {returncode}:\n{stderr[-2000:]}")
+    return ChildRun(cpu, wall, max_rss_kb / 1024, returncode, stdout)
 
 
 def baseline_package(tree: str | os.PathLike, name: str = "varorder_base",

@@ -217,7 +217,34 @@ def test_openfst_text_round_trip(tmp_path):
     text = format_fst(acc)
     assert text.splitlines()[0].split("\t")[:3] == ["0", "1", "c"]
     path.write_text(text)
-    assert string_weight(read_fst(path), "cab") == pytest.approx(-1.5)
+    back = read_fst(path)
+    assert back.is_acceptor and back.alphabet == ("c", "a", "b")
+    assert string_weight(back, "cab") == pytest.approx(-1.5)
+
+
+def _by_symbols(fsa, table):
+    return {tuple(fsa.alphabet[i - 1] for i in key): weight for key, weight in table.items()}
+
+
+def test_acceptor_round_trip_keeps_an_acceptor(tmp_path):
+    """An acceptor's arcs are written with their cost (four fields), which must not read
+    back as a transducer arc whose output symbol is the cost."""
+    rng = np.random.default_rng(3)
+    acc = project(random_acyclic(rng), "input")
+    path = tmp_path / "a.fst.txt"
+    write_fst(acc, path)
+    assert all(len(line.split()) in (2, 4) for line in path.read_text().splitlines())
+    for alphabet in (ALPHABET, None):
+        back = read_fst(path, alphabet=alphabet)
+        assert back.is_acceptor
+        assert set(back.alphabet) <= set(ALPHABET)
+        want = _by_symbols(acc, oracle.wfsa_string_weights(oracle.wfsa_paths(acc, 20), tape="input"))
+        got = _by_symbols(back, oracle.wfsa_string_weights(oracle.wfsa_paths(back, 20), tape="input"))
+        _close(got, want)
+    # a transducer without costs, in fstprint's four columns, stays a transducer
+    path.write_text("0 1 a b\n1\n")
+    back = read_fst(path, alphabet=ALPHABET)
+    assert not back.is_acceptor and back.n_arcs == 1
 
 
 @pytest.mark.parametrize("text,message", [

@@ -90,6 +90,7 @@ shell.check_returncode()  # a failing command stops the script
 # Viterbi that is stronger than the paper's baseline.
 #
 # .. varorder-results:: Exact high-order HMMs
+#    :systems: varorder.exact.decode
 
 # %%
 # Limits

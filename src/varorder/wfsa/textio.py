@@ -80,11 +80,32 @@ def _parse_cost(token: str, where: str) -> float:
     return -cost
 
 
+def _reads_as_acceptor(fields: list[str], alphabet_index: dict | None) -> bool:
+    """How the first arc line reads when the caller did not say. Three fields are an
+    acceptor arc and five a transducer arc; four are either an acceptor arc with its cost
+    (what :func:`write_fst` writes for an acceptor) or a transducer arc without one (what
+    ``fstprint`` writes for weight One). The fourth field decides: a number that is not a
+    symbol of a given alphabet is a cost."""
+    if len(fields) != 4:
+        return len(fields) == 3
+    if alphabet_index is not None and fields[3] in alphabet_index:
+        return False
+    try:
+        float(fields[3])
+    except ValueError:
+        return False
+    return True
+
+
 def read_fst(path, alphabet=None, acceptor: bool | None = None) -> Wfsa:
     """Read OpenFst text. ``alphabet``: the symbols in label order (default: symbols in
     order of first appearance). ``acceptor``: force the 3/4-field (True) or 4/5-field
-    (False) arc reading; by default the first arc line decides (3 fields: acceptor, else
-    transducer). The start state is the first line's state, as in ``fstcompile``."""
+    (False) arc reading; by default the first arc line decides: 3 fields are an acceptor,
+    5 a transducer, and 4 an acceptor with costs when the fourth field is a number (not a
+    symbol of ``alphabet``), else a transducer without costs — so what :func:`write_fst`
+    writes reads back as it was. A transducer whose output symbols are numbers and whose
+    arcs carry no costs needs ``acceptor=False``. The start state is the first line's
+    state, as in ``fstcompile``."""
     fixed = alphabet is not None
     symbols = list(alphabet) if fixed else []
     index = {s: i + 1 for i, s in enumerate(symbols)}
@@ -107,7 +128,7 @@ def read_fst(path, alphabet=None, acceptor: bool | None = None) -> Wfsa:
                 n_states = max(n_states, q + 1)
                 continue
             if acceptor is None:
-                acceptor = len(fields) == 3
+                acceptor = _reads_as_acceptor(fields, index if fixed else None)
             expected = (3, 4) if acceptor else (4, 5)
             if len(fields) not in expected:
                 raise FormatError(f"{where}: expected {expected[0]} or {expected[1]} fields for an "
