@@ -122,7 +122,6 @@ INAPPLICABLE = [
     (["--method", "additive", "--smoothing", "0.1"], "--smoothing"),
     (["--method", "absolute", "--alpha", "2"], "--alpha"),
     (["--fallback-discounts", "1 1 1"], "--fallback-discounts"),
-    (["-T", "."], "-T"),
 ]
 
 

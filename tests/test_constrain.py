@@ -305,3 +305,31 @@ def test_hmm_from_a_fitted_estimator():
     marginal, _ = _hmm_enumerate(params, dfa, 1, 3)
     assert math.isclose(model.log_probability, _logsumexp(marginal.values()), rel_tol=1e-9)
     assert all(hmm.symbols_[w] in "abc" for x in model.sample(20, seed=0) for w in x)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 10**6), st.integers(1, 6), st.integers(1, 3))
+def test_minimized_dfa_is_equivalent_and_minimal(seed, Q, V):
+    from varorder.constrain import DFA
+
+    rng = np.random.default_rng(seed)
+    dfa = DFA(rng.integers(0, Q, (Q, V)), int(rng.integers(Q)), rng.random(Q) < 0.5)
+    small = dfa.minimized()
+    assert small.start == 0 and small.num_states <= dfa.num_states
+    strings = [x for n in range(Q + 2) for x in itertools.product(range(V), repeat=n)]
+    for x in strings:
+        assert dfa.accepts(x) == small.accepts(x)
+
+    def accepts_from(q, x):
+        for c in x:
+            q = small.delta[q, c]
+        return bool(small.accepting[q])
+
+    for a, b in itertools.combinations(range(small.num_states), 2):  # every two states told apart
+        assert any(accepts_from(a, x) != accepts_from(b, x) for x in strings)
+
+
+def test_contains_one_word_minimizes_to_two_live_states():
+    lm = _lm(0, 2)  # and one dead state: the sentence markers lead there
+    small = contains_dfa([["a"]], lm.vocabulary).minimized()
+    assert small.num_states == 3 and small.live().sum() == 2

@@ -1,8 +1,8 @@
-"""hmmlearn-compatible HMMs (GaussianHMM per covariance type, PoissonHMM, CategoricalHMM):
+"""hmmlearn-compatible HMMs (GaussianHMM per covariance type, GMMHMM, PoissonHMM, CategoricalHMM):
 likelihood, posteriors (smoothed and filtered), Viterbi, k-best paths and posterior samples
 against brute-force enumeration (varorder.testing.oracle) with densities from SciPy, NaN
-entries, sample weights and transition zeros included; EM never decreases its objective;
-the same numbers as hmmlearn where it is installed; bad input named."""
+entries (GaussianHMM and GMMHMM), sample weights and transition zeros included; EM never
+decreases its objective; the same numbers as hmmlearn where it is installed; bad input named."""
 
 from __future__ import annotations
 
@@ -45,19 +45,22 @@ def _gaussian(covariance_type, seed=0, mask_zero=False):
     return model
 
 
-def _scipy_frames(model, X):
-    """log p(xₜ | k) computed independently: SciPy's density of the observed block."""
-    full = model.covars_
+def _marginal_frames(X, state_logpdf):
+    """log p(x_o | k) per row and state from ``state_logpdf(k, seen, x[seen])``, o a row's observed (non-NaN)
+    entries; 0 for a row without any."""
     out = np.empty((len(X), K))
     for t, x in enumerate(X):
         seen = ~np.isnan(x)
         for k in range(K):
-            if not seen.any():
-                out[t, k] = 0.0
-            else:
-                out[t, k] = stats.multivariate_normal(model.means_[k, seen], full[k][np.ix_(seen, seen)]).logpdf(
-                    x[seen])
+            out[t, k] = state_logpdf(k, seen, x[seen]) if seen.any() else 0.0
     return out
+
+
+def _scipy_frames(model, X):
+    """log p(xₜ | k) computed independently: SciPy's density of the observed block."""
+    full = model.covars_
+    return _marginal_frames(X, lambda k, seen, x: stats.multivariate_normal(
+        model.means_[k, seen], full[k][np.ix_(seen, seen)]).logpdf(x))
 
 
 def _enumerate(model, frames):
@@ -80,7 +83,12 @@ def _data(seed, n=(4, 3), nan=False):
 def test_inference_matches_enumeration(covariance_type, nan):
     model = _gaussian(covariance_type, seed=1, mask_zero=True)
     X, lengths = _data(2, nan=nan)
-    frames = _scipy_frames(model, X)
+    _check_inference(model, X, lengths, _scipy_frames(model, X))
+
+
+def _check_inference(model, X, lengths, frames):
+    """Densities, log p(X), smoothed and filtered posteriors, Viterbi and k-best scores of ``model`` against
+    enumeration over the chain with emissions ``frames`` (computed independently)."""
     assert np.allclose(model._compute_log_likelihood(X), frames, rtol=1e-12, atol=1e-12)
     total, post = model.score_samples(X, lengths)
     logp, states = model.decode(X, lengths)
@@ -326,15 +334,7 @@ def _gmm(covariance_type, seed=15, M=2):
 def test_gmm_densities_match_scipy_and_enumeration(covariance_type):
     model = _gmm(covariance_type)
     X, lengths = _data(16, n=(4,))
-    c = model.covars_
-    want = np.empty((len(X), K))
-    for k in range(K):
-        parts = []
-        for m in range(model.n_mix):
-            cov = {"full": lambda: c[k, m], "tied": lambda: c[k], "diag": lambda: np.diag(c[k, m]),
-                   "spherical": lambda: np.eye(D) * c[k, m]}[covariance_type]()
-            parts.append(np.log(model.weights_[k, m]) + stats.multivariate_normal(model.means_[k, m], cov).logpdf(X))
-        want[:, k] = np.logaddexp.reduce(np.stack(parts), axis=0)
+    want = _gmm_scipy_frames(model, X)
     assert np.allclose(model._compute_log_likelihood(X), want, rtol=1e-12)
     paths = oracle.chain_paths(want, np.log(model.transmat_), np.log(model.startprob_))
     assert np.isclose(model.score(X), oracle.log_partition(paths), rtol=1e-12)
@@ -372,3 +372,137 @@ def test_fixed_lag_smoothing_matches_enumeration(lag):
         start += n
     with pytest.raises(ParameterError, match="lag must be a non-negative integer"):
         model.predict_proba(X, lengths, lag=-1)
+
+
+def _gmm_scipy_frames(model, X):
+    """log Σₘ wₖₘ N(x_o; μₖₘ,o, Σₖₘ,oo) per row and state from SciPy: each component's marginal of the observed
+    block (0 for a row without observed entries)."""
+    return _marginal_frames(X, lambda k, seen, x: np.logaddexp.reduce(_gmm_component_logpdfs(model, k, seen, x)))
+
+
+def _gmm_component_logpdfs(model, k, seen, x):
+    """[log wₖₘ + log N(x; μₖₘ,seen, Σₖₘ,seen seen) for each m] from SciPy."""
+    c = model.covars_
+    out = []
+    for m in range(model.n_mix):
+        cov = {"full": lambda: c[k, m], "tied": lambda: c[k], "diag": lambda: np.diag(c[k, m]),
+               "spherical": lambda: np.eye(D) * c[k, m]}[model.covariance_type]()
+        out.append(np.log(model.weights_[k, m]) + stats.multivariate_normal(
+            model.means_[k, m, seen], cov[np.ix_(seen, seen)]).logpdf(x))
+    return out
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_gmm_with_nan_matches_enumeration(covariance_type):
+    model = _gmm(covariance_type, seed=21)
+    X, lengths = _data(22, nan=True)
+    _check_inference(model, X, lengths, _gmm_scipy_frames(model, X))
+
+
+def _ml_gmm(covariance_type, **kw):
+    """A GMMHMM whose M-step is maximum likelihood: flat Dirichlet priors, no mean prior, and the covariance
+    priors at which hmmlearn's update is the plain scatter over the mass (its defaults, except for spherical
+    covariances, whose default prior has 2(ψ + 1) = −M in the denominator instead of −D)."""
+    from varorder.models.gmm_hmm import GMMHMM
+
+    prior = {"spherical": -D / 2.0 - 1.0, "diag": -1.5, "full": 0.0, "tied": 0.0}[covariance_type]
+    weight = {"spherical": 0.0, "diag": 0.0, "full": -(D + 2.0), "tied": -(2 + D + 1.0)}[covariance_type]
+    return GMMHMM(n_components=K, n_mix=2, covariance_type=covariance_type, covars_prior=prior,
+                  covars_weight=weight, weights_prior=1.0, means_weight=0.0, startprob_prior=1.0,
+                  transmat_prior=1.0, min_covar=1e-3, **kw)
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+@pytest.mark.parametrize("nan", [False, True])
+def test_gmm_em_never_decreases_the_likelihood(covariance_type, nan):
+    """Generalised EM: with the priors flat (``_ml_gmm``) the objective is log p(X) — with NaN entries the
+    likelihood of the observed entries — and hmmlearn's M-step (covariances from the scatter about the
+    E-step's means, then the means) raises the expected complete-data log-likelihood in each block, so log
+    p(X) never falls. (hmmlearn's default spherical prior, and priors in general, would make the objective a
+    posterior whose prior terms the M-step does not maximise exactly for every type.)"""
+    rng = np.random.default_rng(23)
+    X = np.concatenate([rng.normal(0, 1, (60, D)), rng.normal(3, 1, (60, D)), rng.normal(-2, 0.5, (40, D))])
+    if nan:
+        X[rng.random(X.shape) < 0.15] = np.nan
+        X[7] = np.nan  # a row with nothing observed
+    model = _ml_gmm(covariance_type, n_iter=12, tol=0, random_state=0)
+    model.fit(X, [80, 50, 30])
+    ll = np.array([h["log_likelihood"] for h in model.history_])
+    assert len(ll) == 12 and np.isfinite(ll).all()
+    assert np.all(np.diff(ll) >= -1e-9 * np.abs(ll[1:])), ll
+    assert np.isfinite(model.means_).all() and np.isfinite(model.covars_).all()
+
+
+@pytest.mark.parametrize("covariance_type", ["diag", "full", "tied"])
+def test_gmm_a_dimension_missing_everywhere_leaves_the_others_as_without_it(covariance_type):
+    """Marginalising a dimension that no row observes gives, for the observed one, the fit of the model
+    without it: the same posteriors, means and (co)variances of the observed block after two EM steps."""
+    from varorder.models.gmm_hmm import GMMHMM
+
+    both = _gmm(covariance_type, seed=24)
+    both.set_params(n_iter=2, tol=0, init_params="")
+    one = GMMHMM(n_components=K, n_mix=2, covariance_type=covariance_type, init_params="", n_iter=2, tol=0)
+    one.startprob_, one.transmat_, one.weights_ = both.startprob_.copy(), both.transmat_.copy(), both.weights_.copy()
+    one.means_ = both.means_[..., :1].copy()
+    one.covars_ = both.covars_[..., :1, :1].copy() if covariance_type != "diag" else both.covars_[..., :1].copy()
+    rng = np.random.default_rng(25)
+    X = np.concatenate([rng.normal(-1, 1, (40, 1)), rng.normal(2, 1, (40, 1))])
+    X2 = np.concatenate([X, np.full_like(X, np.nan)], axis=1)
+    assert np.allclose(both.predict_proba(X2, [50, 30]), one.predict_proba(X, [50, 30]), rtol=1e-12, atol=1e-14)
+    one.fit(X, [50, 30])
+    both.fit(X2, [50, 30])
+    for name in ("startprob_", "transmat_", "weights_"):
+        assert np.allclose(getattr(both, name), getattr(one, name), rtol=1e-10), name
+    assert np.allclose(both.means_[..., :1], one.means_, rtol=1e-10)
+    block = both.covars_[..., :1, :1] if covariance_type != "diag" else both.covars_[..., :1]
+    assert np.allclose(block, one.covars_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
+def test_gmm_em_mean_step_with_nan_follows_the_likelihood_gradient(covariance_type):
+    """The exact EM step for the means with missing entries satisfies Fisher's identity: the gradient of
+    log p(X_observed) in μₖₘ (central differences of ``score``, itself checked against enumeration) is
+    Nₖₘ Σₖₘ⁻¹ (μₖₘ' − μₖₘ) — per dimension Nₖₘd (μ' − μ) / σ² for spherical and diagonal components, Nₖₘd the
+    mass of the rows observing d — with the masses from independent posteriors (smoothed state posteriors ×
+    SciPy's component responsibilities). Wrong missing-data moments or denominators break it."""
+    model = _gmm(covariance_type, seed=26)
+    rng = np.random.default_rng(27)
+    X = rng.normal(size=(14, D)) * 2
+    X[rng.random(X.shape) < 0.3] = np.nan
+    X[3] = np.nan
+    lengths = [8, 6]
+    old_means, covars = model.means_.copy(), model._matrices() if covariance_type in ("full", "tied") else None
+    h = 1e-5
+    plus = np.empty_like(old_means)
+    minus = np.empty_like(old_means)
+    for idx in np.ndindex(old_means.shape):
+        for sign, out in ((1, plus), (-1, minus)):
+            model.means_ = old_means.copy()
+            model.means_[idx] += sign * h
+            out[idx] = model.score(X, lengths)
+    model.means_ = old_means.copy()
+    grad = (plus - minus) / (2 * h)
+    gamma = model.predict_proba(X, lengths)  # (N, K)
+    c = model.covars_
+    seen = ~np.isnan(X)
+    mass = np.zeros(old_means.shape)  # Σₜ rₜₖₘ per observed dimension
+    for t, x in enumerate(X):
+        for k in range(K):
+            if not seen[t].any():
+                resp = model.weights_[k]
+            else:
+                logs = _gmm_component_logpdfs(model, k, seen[t], x[seen[t]])
+                resp = np.exp(np.array(logs) - np.logaddexp.reduce(logs))
+            if covariance_type in ("full", "tied"):
+                mass[k] += gamma[t, k] * resp[:, None]
+            else:
+                mass[k] += gamma[t, k] * resp[:, None] * seen[t][None, :]
+    model.set_params(n_iter=1, params="m")
+    model.fit(X, lengths)
+    step = model.means_ - old_means
+    if covariance_type in ("full", "tied"):
+        want = np.einsum("kmij,kmj->kmi", np.linalg.inv(covars), mass * step)
+    else:
+        var = c if covariance_type == "diag" else np.repeat(c[..., None], D, axis=-1)
+        want = mass * step / var
+    assert np.allclose(grad, want, rtol=1e-5, atol=1e-7), (grad, want)

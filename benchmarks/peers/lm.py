@@ -22,6 +22,9 @@ Sections (each run in fresh child processes, peers interleaved round by round, b
 * ``estimate``: ``varorder lm train -n N`` (read, count, estimate, write ARPA) per
   order, in memory and with ``-S`` (sorted runs on disk): wall time and peak RSS of the
   process; with ``--lmplz PATH`` also lmplz ``-o N -S M`` (each ``--lmplz-memory`` M) on the same text;
+* ``scale``: PTB train copied ``--copies`` times, ``lm train`` at its default budget, at
+  ``-S 100M`` and forced through disk, against lmplz ``-S 100M`` / ``-S 20%``: whole-job
+  peak RSS and CPU in interleaved rounds (``--varorder-src`` runs another tree's varorder);
 * ``binary``: ``varorder lm build-binary`` on the PTB 5-gram ARPA, with ``--build-binary
   PATH`` against KenLM's ``build_binary`` (probing and trie) in interleaved rounds: wall,
   CPU and peak RSS of each process;
@@ -70,8 +73,11 @@ SENTENCE = "the stock market fell sharply in early trading on friday\n"
 PYTHON = sys.executable
 
 
+VARORDER_SRC = ROOT / "src"  # --varorder-src: the tree the varorder children run
+
+
 def child_env() -> dict:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"), NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+    env = dict(os.environ, PYTHONPATH=str(VARORDER_SRC), NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
     return env
 
 
@@ -637,6 +643,65 @@ def section_large(folder: Path, rows: dict, n_tokens: int, order: int, memory: s
     small.unlink()
 
 
+FORCED_DISK_CHILD = textwrap.dedent("""
+    import sys
+    from varorder.lm import ModifiedKneserNey, train_from_files
+    from varorder.lm.external import parse_memory
+    corpus, order, memory, folder, output = sys.argv[1:6]
+    train_from_files(ModifiedKneserNey(order=int(order)), corpus, memory=parse_memory(memory),
+                     temp_dir=folder, output=output, path="disk")
+""")
+
+
+def section_scale(folder: Path, rounds: int, rows: dict, copies, order: int, lmplz: str | None, peers) -> None:
+    """PTB train copied ``copies`` times (0.9M words each), ``order``-gram modified KN:
+    ``varorder lm train`` at its default budget, at ``-S 100M`` and forced through disk at
+    ``-S 100M``, against lmplz ``-S 100M`` and ``-S 20%``; whole processes in interleaved
+    rounds, peak RSS by ``/usr/bin/time``, CPU = user + system. The varorder ARPA files
+    are compared byte for byte with the first one."""
+    with gzip.open(DATA / "ptb.train.txt.gz", "rt") as source:
+        text = source.read()
+    for k in copies:
+        corpus, plain = folder / f"x{k}.txt", folder / f"l{k}.txt"
+        corpus.write_text(text * k)
+        plain.write_text(text.replace("<unk>", "<ptb-unk>") * k)
+        # Copies make counts-of-counts no valid discounts come from (every raw count a multiple of
+        # the copies): both tools use their fallback discounts, (0.5, 1, 1.5) for such orders.
+        train = [PYTHON, "-m", "varorder", "lm", "train", str(corpus), "-n", str(order), "--discount-fallback"]
+        every = {
+            "varorder default budget": [*train, "-o", str(folder / "v0.arpa")],
+            "varorder -S 100M": [*train, "-S", "100M", "-T", str(folder), "-o", str(folder / "v1.arpa")],
+            "varorder on disk -S 100M": [PYTHON, "-c", FORCED_DISK_CHILD, str(corpus), str(order), "100M", str(folder),
+                                         str(folder / "v2.arpa")],
+        }
+        if lmplz:
+            for memory in ("100M", "20%"):
+                every[f"lmplz -S {memory}"] = ["sh", "-c", f"{lmplz} -o {order} -S {memory} -T {folder} --discount_fallback "
+                                                           f"< {plain} > {folder / 'l.arpa'} 2>/dev/null"]
+        chosen = {name: command for name, command in every.items() if name in peers or name.startswith("lmplz")}
+        if k == copies[0]:  # an untimed run each: Numba's cache filled, the page cache warm
+            for name, command in chosen.items():
+                run_with_rusage(command)
+        results: dict[str, list[dict]] = {name: [] for name in chosen}
+        for _ in range(rounds):
+            for name, command in chosen.items():
+                results[name].append(run_with_rusage(command))
+        for name, runs in results.items():
+            rows[f"scale x{k} {order}-gram, {name}"] = {
+                "cpu_s": min(r["cpu_s"] for r in runs), "peak_rss_mb": min(r["peak_rss_mb"] for r in runs),
+                "wall_s": min(r["wall_s"] for r in runs), "cpu_s_per_round": [r["cpu_s"] for r in runs],
+                "peak_rss_mb_per_round": [r["peak_rss_mb"] for r in runs],
+                "log": [line for line in runs[-1]["stderr"].splitlines() if "held" in line]}
+        outputs = [folder / f"v{i}.arpa" for i in range(3) if (folder / f"v{i}.arpa").exists()]
+        rows[f"scale x{k} varorder ARPA files identical"] = all(
+            filecmp.cmp(outputs[0], other, shallow=False) for other in outputs[1:])
+        rows[f"scale x{k} words"] = len(text.split()) * k
+        rows[f"scale x{k} load average after"] = os.getloadavg()
+        print(f"[scale x{k}: {json.dumps({n: rows[f'scale x{k} {order}-gram, {n}'] for n in results})}]", flush=True)
+        for path in [corpus, plain, *outputs, folder / "l.arpa"]:
+            path.unlink(missing_ok=True)
+
+
 def prepare(folder: Path) -> None:
     train = DATA / "ptb.train.txt.gz"
     subprocess.run([PYTHON, "-m", "varorder", "lm", "train", str(train), "-n", "5", "-o", str(folder / "ptb5.arpa")],
@@ -648,7 +713,14 @@ def prepare(folder: Path) -> None:
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sections", nargs="+", default=["load", "cli", "score", "estimate", "binary", "large"],
-                        choices=["load", "cli", "score", "estimate", "binary", "large"])
+                        choices=["load", "cli", "score", "estimate", "binary", "large", "scale"])
+    parser.add_argument("--copies", type=int, nargs="+", default=[1, 4, 16],
+                        help="scale: how many copies of PTB train each corpus holds")
+    parser.add_argument("--scale-order", type=int, default=5)
+    parser.add_argument("--scale-peers", nargs="+",
+                        default=["varorder default budget", "varorder -S 100M", "varorder on disk -S 100M"],
+                        help="scale: the varorder peers to run (lmplz's run whenever --lmplz is given)")
+    parser.add_argument("--varorder-src", help="the source tree the varorder children run (default: this one's src)")
     parser.add_argument("--orders", type=int, nargs="+", default=[3, 4, 5, 6])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--large-tokens", type=int, default=200_000_000, help="0: skip the large run")
@@ -672,9 +744,11 @@ def main():
                                          "train, then `build-binary`) to use instead of making them")
     parser.add_argument("--data", help="the ptb-lm folder (default: ../shared/data/ptb-lm beside the project)")
     args = parser.parse_args()
+    global DATA, VARORDER_SRC
     if args.data:
-        global DATA
         DATA = Path(args.data)
+    if args.varorder_src:
+        VARORDER_SRC = Path(args.varorder_src).resolve()
     if not DATA.exists():
         raise SystemExit(f"{DATA} is absent: this benchmark needs ../shared/data/ptb-lm")
     rows: dict = {"load average before": os.getloadavg()}
@@ -683,10 +757,11 @@ def main():
         if args.models:  # ptb5.arpa and ptb5.bin made earlier by prepare()
             for model in ("ptb5.arpa", "ptb5.bin"):
                 (folder / model).symlink_to(Path(args.models).resolve() / model)
-        else:
+        elif args.sections != ["scale"]:
             prepare(folder)
-        rows["PTB 5-gram ARPA MB"] = (folder / "ptb5.arpa").stat().st_size / 2**20
-        rows["PTB 5-gram binary MB"] = (folder / "ptb5.bin").stat().st_size / 2**20
+        if (folder / "ptb5.arpa").exists():
+            rows["PTB 5-gram ARPA MB"] = (folder / "ptb5.arpa").stat().st_size / 2**20
+            rows["PTB 5-gram binary MB"] = (folder / "ptb5.bin").stat().st_size / 2**20
         for section in args.sections:
             if section == "load":
                 section_load(folder, args.rounds, rows)
@@ -698,6 +773,8 @@ def main():
                 section_estimate(folder, max(1, args.rounds // 2), rows, args.orders, args.lmplz, args.lmplz_memory)
             elif section == "binary":
                 section_binary(folder, args.rounds, rows, args.build_binary)
+            elif section == "scale":
+                section_scale(folder, args.rounds, rows, args.copies, args.scale_order, args.lmplz, args.scale_peers)
             else:
                 section_large(folder, rows, args.large_tokens, args.large_order, args.large_memory,
                               args.compare_tokens, args.dask_workers, args.large_paths, args.large_corpus,

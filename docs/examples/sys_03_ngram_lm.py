@@ -69,6 +69,21 @@ print(shell.stdout)
 shell.check_returncode()  # a failing command stops the script
 
 # %%
+# A memory budget, as lmplz's ``-S``
+# -----------------------------------
+# ``lm train`` always works under a memory budget: ``-S 2G``, ``-S 500M`` or a share of
+# physical memory, ``-S 20%`` (the default; lmplz's is 80 %). The corpus is counted in
+# memory a block of sentences at a time, so the memory held follows the number of
+# distinct n-grams, not the number of tokens; while the counts and the estimate fit in
+# the budget everything stays in memory. A corpus whose counts do not fit is spilled to
+# sorted runs in ``-T`` (the system's temporary folder by default), merged there, and
+# estimated by passes over the sorted tables, the ARPA file written as it is computed
+# (``--binary``, ``--max-arpa`` and ``--prune-entropy`` load the merged counts instead).
+# Every path writes the same file byte for byte; the command's last lines say which
+# one ran ("counts held in memory" or "on disk"). On top of the budget comes a fixed
+# ~130 MB for Python, NumPy and Numba's kernels, and the vocabulary.
+
+# %%
 # Coming from KenLM
 # -----------------
 # ``varorder.lm.kenlm`` is KenLM's Python API (``Model`` / ``LanguageModel``, ``State``,

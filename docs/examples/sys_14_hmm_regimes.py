@@ -237,11 +237,12 @@ print("figures:", work / "regimes.png", work / "durations.png")
 #   not pickled; ``history_`` records the log-likelihood and the log-posterior per iteration
 #   beside hmmlearn's ``monitor_``.
 # * New here: ``predict_proba(X, filtered=True)`` and fixed-lag ``predict_proba(X, lag=h)``;
-#   ``fit(X, lengths, sample_weight=)``; NaN entries of a Gaussian's ``X`` marginalised out;
+#   ``fit(X, lengths, sample_weight=)``; NaN entries of ``X`` marginalised out of a Gaussian's
+#   or a Gaussian mixture's density;
 #   zeros of ``startprob_`` / ``transmat_`` that stay zero through EM; exact ``kbest_paths`` and
 #   posterior ``sample_paths``; explicit-duration ``GaussianHSMM`` / ``PoissonHSMM``; the
 #   ``varorder hmm`` command line.
-# * Not here (yet): ``n_jobs`` for these models; ``GMMHMM`` with NaN entries; hmmlearn's
+# * Not here (yet): ``n_jobs`` for these models; hmmlearn's
 #   ``MultinomialHMM`` and variational models.
 #
 # hmmlearn's tutorial "Sampling and decoding" runs with only its import changed: set a

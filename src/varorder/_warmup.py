@@ -142,6 +142,58 @@ def semi_markov_crf(tmp: Path):
 
 
 @step
+def hmm_series(tmp: Path):
+    # the hmmlearn-style models and `varorder hmm` (continuous and count emissions, GMMs, every covariance
+    # type, with and without NaN entries): densities, the E-step (chain.statistics), scores, filtered
+    # (chain.filtered, dense and structured matrices) and fixed-lag posteriors, Viterbi, k-best, path samples
+    import numpy as np
+
+    from varorder import chain
+    from varorder.models.count_hmm import CategoricalHMM, PoissonHMM
+    from varorder.models.gaussian_hmm import GaussianHMM
+    from varorder.models.gmm_hmm import GMMHMM
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(0, 1, (30, 2)), rng.normal(4, 1, (30, 2))])
+    holes = X.copy()
+    holes[::7, 1] = np.nan
+    lengths = [35, 25]
+    for covariance_type in ("spherical", "diag", "full", "tied"):
+        for data in (X, holes):
+            for model in (GaussianHMM(n_components=2, covariance_type=covariance_type, n_iter=2, random_state=0),
+                          GMMHMM(n_components=2, n_mix=2, covariance_type=covariance_type, n_iter=2, random_state=0)):
+                model.fit(data, lengths)
+                model.score(data, lengths)
+                model.score_samples(data, lengths)
+                model.predict_proba(data, lengths, filtered=True)
+                model.predict_proba(data, lengths, lag=2)
+                model.decode(data, lengths)
+    model.transmat_ = np.array([[0.9, 0.1], [0.0, 1.0]])  # left-right: the filter's log-space path
+    model.predict_proba(X, lengths, filtered=True)
+    model.kbest_paths(X, lengths, k=2)
+    model.sample_paths(X, lengths, n=2, random_state=0)
+    model.sample(5, random_state=0)
+    counts = rng.poisson(3.0, (60, 2))
+    PoissonHMM(n_components=2, n_iter=2, random_state=0).fit(counts, lengths).predict_proba(counts, filtered=True)
+    CategoricalHMM(n_components=2, n_iter=2, random_state=0).fit(counts[:, :1] % 3, lengths).decode(counts[:, :1] % 3)
+    E = rng.normal(size=(60, 3))
+    T = rng.normal(size=(3, 3))
+    chain.statistics(E, lengths, T, features=E, node=True)
+    chain.flat_log_partition(E, lengths, T)
+    chain.filtered(E, lengths, T)
+    series = tmp / "series.csv"
+    series.write_text("id,a,b\n" + "".join(f"{i // 30},{float(a)!r},{'' if i % 9 == 0 else repr(float(b))}\n"
+                                           for i, (a, b) in enumerate(X)))
+    for kind in ("gaussian", "gmm"):
+        path = tmp / f"{kind}.npz"
+        _cli("hmm", "train", series, "-o", path, "--model", kind, "--n-iter", "2", "--sequence-column", "id")
+        _cli("hmm", "decode", path, series, "--sequence-column", "id", "--probabilities")
+        _cli("hmm", "decode", path, series, "--sequence-column", "id", "--filtered")
+        _cli("hmm", "score", path, series, "--sequence-column", "id")
+        _cli("hmm", "sample", path, "-n", "5")
+
+
+@step
 def samplerank_tagging(tmp: Path):
     train = tmp / "train.conllu"
     _tagged_corpus(train, 30, 0)
@@ -168,6 +220,10 @@ def language_models(tmp: Path):
     model, state, out = kenlm.Model(tmp / "kn.bin"), kenlm.State(), kenlm.State()
     model.BeginSentenceWrite(state)
     model.BaseScore(state, "the", out)
+    # Counting in blocks merges the blocks' tables (a corpus this small is one block on the CLI).
+    from varorder.lm.counting import count_corpus
+
+    count_corpus(corpus, 3, block_tokens=8)
 
 
 @step
@@ -206,6 +262,19 @@ def exact_decoding_unbounded(tmp: Path):
     target = HighOrderTarget(model, candidates)
     decode(target)
     sample(target, n_samples=2, batch=4, seed=0)
+
+
+@step
+def constrained_lm(tmp: Path):
+    from varorder.constrain import ConstrainedLM
+    from varorder.lm import AdditiveSmoothing
+
+    lm = AdditiveSmoothing(order=2, alpha=0.5).fit_sentences(["the dog runs", "a cat eats", "the cat runs"]).model_
+    model = ConstrainedLM.from_spec(lm, contains=["cat"], min_length=2, max_length=4)
+    model.sample(3, seed=0)
+    model.sample_array(2, seed=None)
+    model.decode()
+    model.next_logprobs(["the"])
 
 
 @step

@@ -23,6 +23,11 @@ A sequence with no allowed path has log Z = −inf, Viterbi score −inf and pat
 −1, and triggers a :class:`NoPathWarning`. Outputs past each sequence's length
 are padded (paths with −1, marginals with 0).
 
+Flat sequences (EM over many sequences, HMM inference): :func:`statistics` (Baum–Welch's
+E-step as one call), :func:`flat_log_partition` and :func:`filtered` take the emissions of
+S sequences laid out one after another, (N, K) with N = Σ lengths, a ``lengths`` (S,)
+array and one shared (K, K) transition matrix; nothing is padded.
+
 The algorithms are documented in :mod:`varorder.engine.chain` (Rabiner 1989;
 Lafferty, McCallum & Pereira 2001; Seshadri & Sundberg 1994).
 """
@@ -38,6 +43,9 @@ from varorder.engine.semiring import resolve
 from varorder.engine.validate import as_index_array
 from varorder.errors import ParameterError
 
+ChainStatistics = _engine.ChainStatistics
+Workspace = _engine.Workspace
+
 __all__ = [
     "NoPathWarning",
     "log_partition",
@@ -48,6 +56,11 @@ __all__ = [
     "entropy",
     "forward",
     "path_score",
+    "statistics",
+    "flat_log_partition",
+    "filtered",
+    "Workspace",
+    "ChainStatistics",
 ]
 
 
@@ -248,3 +261,75 @@ def path_score(emissions, transitions, paths, start=None, end=None, lengths=None
         out[b] = (ci.start[y[0]] + ci.emissions[b, np.arange(n), y].sum()
                   + T[y[:-1], y[1:]].sum() + ci.end[y[-1]])
     return out
+
+
+def statistics(emissions, lengths, transitions, start=None, end=None, *, weights=None, features=None,
+               node: bool = False, workspace=None) -> ChainStatistics:
+    """Expected sufficient statistics of flat sequences — Baum–Welch's E-step as one call.
+
+    ``emissions`` (N, K) hold S sequences one after another (sequence s: ``lengths[s]`` rows);
+    ``transitions`` (K, K) are shared; ``start``, ``end`` (K,) optional. Returns a
+    :class:`ChainStatistics`: ``log_z`` (S,), and, each weighted by ``weights`` (S,) (default 1),
+    ``start`` Σₛ p(y₁ = k), ``transitions`` Σₛ Σₜ p(yₜ = i, yₜ₊₁ = j), ``occupancy``
+    Σₛ Σₜ p(yₜ = k), ``features`` Σₛ Σₜ p(yₜ = k) features[t] for ``features`` (N, P) (an
+    emission model's moments, e.g. [x, x²]; else None), and with ``node=True`` the posteriors
+    (N, K) (unweighted). A :class:`Workspace` passed as ``workspace`` keeps the kernel's scratch
+    across calls (an EM loop's iterations). Sequences without a path have log Z = −inf and
+    contribute nothing.
+
+    Examples
+    --------
+    Two sequences (three positions, then one) whose emission rows are probabilities, under
+    neutral transitions, so every posterior is its emission row:
+
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> emissions = np.log([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.5, 0.5]])   # (N=4, K=2)
+    >>> result = chain.statistics(emissions, [3, 1], np.zeros((2, 2)))
+    >>> np.exp(result.log_z)
+    array([1., 1.])
+    >>> result.start, result.occupancy                                         # Σ p(y_1), Σ p(y_t)
+    (array([1.4, 0.6]), array([2.2, 1.8]))
+    >>> result.transitions                                                     # expected i → j counts
+    array([[0.3, 0.8],
+           [0.5, 0.4]])
+    """
+    return _engine.statistics(emissions, lengths, transitions, start, end, weights=weights, features=features,
+                              node=node, workspace=workspace)
+
+
+def flat_log_partition(emissions, lengths, transitions, start=None, end=None) -> np.ndarray:
+    """log Z (S,) of flat sequences (arguments as :func:`statistics`); −inf without a path.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> chain.flat_log_partition(np.zeros((5, 2)), [3, 2], np.zeros((2, 2)))   # log 8, log 4
+    array([2.07944154, 1.38629436])
+    """
+    return _engine.flat_log_partition(emissions, lengths, transitions, start, end)
+
+
+def filtered(emissions, lengths, transitions, start=None) -> np.ndarray:
+    """Filtered posteriors (N, K) of flat sequences (arguments as :func:`statistics`).
+
+    Row t of sequence s is p(yₜ = k) under the chain cut after position t — for an HMM whose
+    emissions are log p(xₜ | zₜ), the causal p(zₜ | x₁..ₜ) — from the forward pass alone.
+    Rows of a prefix without a path are NaN.
+
+    Examples
+    --------
+    A sticky chain: the second observation favours label 1, but the first one and the
+    transitions keep the filtered belief on label 0; the third tips it:
+
+    >>> import numpy as np
+    >>> from varorder import chain
+    >>> emissions = np.log([[0.9, 0.1], [0.2, 0.8], [0.2, 0.8]])
+    >>> transitions = np.log([[0.9, 0.1], [0.1, 0.9]])
+    >>> chain.filtered(emissions, [3], transitions).round(3)
+    array([[0.9  , 0.1  ],
+           [0.532, 0.468],
+           [0.217, 0.783]])
+    """
+    return _engine.filtered(emissions, lengths, transitions, start)

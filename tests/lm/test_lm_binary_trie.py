@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from _lm_oracle import random_corpus, random_model, shared_data
-from varorder.errors import ParameterError
+from varorder.errors import FormatError, ParameterError
 from varorder.lm import ModifiedKneserNey, _trie_kernels
 from varorder.lm.arpa import read_arpa, write_arpa
 from varorder.lm.binary import BinaryFormatError, open_binary, verify_binary, write_binary
-from varorder.lm.trie import TrieLM, quantize
+from varorder.lm.trie import TrieLM, pack, quantize, write_trie
 from varorder.lm.trie_build import build_trie
 
 
@@ -224,8 +224,7 @@ def _rewritten(path, edit_header=None, column=None, edit_values=None, fix_crc=Tr
         entries = np.empty(count, dtype=np.int64)
         _trie_kernels.unpack(bits, 0, width, entries)
         edit_values(entries)
-        bits[:] = 0
-        _trie_kernels.pack_into(entries & ((1 << width) - 1), bits, 0, width)
+        bits[:] = pack(entries & ((1 << width) - 1), width, len(bits))
         data[start:start + entry["nbytes"]] = bits.tobytes()
         if fix_crc:
             header["arrays"][column]["crc32"] = zlib.crc32(bits.tobytes())
@@ -367,3 +366,58 @@ def test_build_binary_command_writes_and_verifies_a_trie(tmp_path):
     (tmp_path / "text.txt").write_text("w1 w2\nw3\n")
     result = runner.invoke(main, ["lm", "score", str(tmp_path / "t.bin"), str(tmp_path / "text.txt")])
     assert result.exit_code == 0, result.output
+
+
+STREAMED_ARPA = ("\\data\\\nngram 1=6\nngram 2=4\nngram 3=2\n\n\\1-grams:\n-1.0\t<unk>\t-0.2\n-99\t<s>\t-0.3\n"
+                 "-0.8\t</s>\n-0.6\ta\t-0.25\n-0.7\tb\t-0.1\n-0.9\tcafé\t-0.05\n\n\\2-grams:\n-0.3\t<s> a\t-0.05\n"
+                 "-0.4\t<s> b\n-0.5\ta b  -0.15\n-0.45 b café\n\n\\3-grams:\n-0.2\t<s> a b\t-0.0\n-0.25 a b café\n\n"
+                 "\\end\\\n")  # missing back-offs, spaces for tabs, a non-ASCII word, a back-off on the top order
+
+
+@pytest.mark.parametrize("variant", ["plain", "crlf", "nbsp", "unknown word", "positive"])
+def test_the_stream_reads_each_line_as_the_reader_does(tmp_path, variant):
+    """What the stream takes it reads as read_arpa does (same bytes as the model in memory);
+    what its byte-level tokens could read differently (\\r line breaks, a no-break space,
+    which ``str.split`` splits on) or cannot take goes to the reader, whose result or error
+    is then the command's."""
+    text = {"plain": STREAMED_ARPA, "crlf": STREAMED_ARPA.replace("\n", "\r\n"),
+            "nbsp": STREAMED_ARPA.replace("a b  -0.15", "a\u00a0b -0.15"),
+            "unknown word": STREAMED_ARPA.replace("<s> b\n", "<s> zz\n"),
+            "positive": STREAMED_ARPA.replace("-0.4\t<s> b", "0.4\t<s> b")}[variant]
+    (tmp_path / "m.arpa").write_bytes(text.encode("utf-8"))
+    if variant in ("unknown word", "positive"):
+        with pytest.raises(FormatError):
+            build_trie(tmp_path / "m.arpa", tmp_path / "m.bin")
+        assert not (tmp_path / "m.bin").exists()
+        return
+    assert build_trie(tmp_path / "m.arpa", tmp_path / "streamed.bin") is (variant == "plain")
+    write_trie(read_arpa(tmp_path / "m.arpa"), tmp_path / "in-memory.bin")
+    assert (tmp_path / "streamed.bin").read_bytes() == (tmp_path / "in-memory.bin").read_bytes()
+
+
+def test_the_streamed_build_imports_no_compiled_kernels(tmp_path):
+    """Its peak memory is the interpreter's and NumPy's plus the data: Numba's import alone
+    would be about 65 MB."""
+    import subprocess
+    import sys
+
+    (tmp_path / "m.arpa").write_text(STREAMED_ARPA)
+    script = ("import sys; from varorder.lm.trie_build import build_trie; "
+              f"assert build_trie({str(tmp_path / 'm.arpa')!r}, {str(tmp_path / 'm.bin')!r}, prob_bits=4); "
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numba', 'llvmlite')))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_pack_equals_the_bit_layout():
+    rng = np.random.default_rng(11)
+    for width in (1, 7, 14, 33, 63):
+        values = rng.integers(0, 1 << width, size=int(rng.integers(0, 300)), dtype=np.uint64)
+        n_words = -(-len(values) * width // 64) + 1
+        bits = pack(values, width, n_words)
+        as_int = int.from_bytes(bits.tobytes(), "little")
+        expected = sum(int(v) << (i * width) for i, v in enumerate(values))
+        assert as_int == expected
+        got = np.empty(len(values), dtype=np.int64)
+        _trie_kernels.unpack(bits, 0, width, got)
+        assert np.array_equal(got.astype(np.uint64), values)

@@ -1,5 +1,6 @@
 """``varorder.lm.train.train_from_files``, the function ``lm train`` calls: each path it
-chooses (in memory, counting on disk, the whole estimate streamed through disk) writes the
+chooses (in memory, counting on disk, the whole estimate streamed through disk; a small
+corpus under a budget stays in memory, ``path="disk"`` forces the disk) writes the
 file the in-memory estimator writes, byte for byte, and says which path ran."""
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ def _in_memory_arpa(corpus, path):
     return path.read_bytes()
 
 
-@pytest.mark.parametrize("memory, binary, streamed", [(None, False, False), (1 << 20, False, True),
-                                                      (1 << 20, True, False)])
-def test_every_path_writes_the_in_memory_model(tmp_path, corpus, memory, binary, streamed):
+@pytest.mark.parametrize("memory, binary, streamed, path", [(None, False, False, "auto"), (1 << 20, False, False, "auto"),
+                                                            (1 << 20, False, True, "disk"),
+                                                            (1 << 20, True, False, "disk")])
+def test_every_path_writes_the_in_memory_model(tmp_path, corpus, memory, binary, streamed, path):
     expected = _in_memory_arpa(corpus, tmp_path / "memory.arpa")
     out = tmp_path / ("model.bin" if binary else "model.arpa")
     trained = train_from_files(ModifiedKneserNey(order=3), [corpus], memory=memory, temp_dir=tmp_path, output=out,
-                               binary=binary)
+                               binary=binary, path=path)
     assert (trained.streamed, trained.written, trained.n_workers) == (streamed, True, None)
+    assert trained.path == ("disk" if path == "disk" else "memory")
     assert hasattr(trained.estimator, "model_") != streamed
     if binary:
         write_arpa(open_binary(out), tmp_path / "back.arpa")

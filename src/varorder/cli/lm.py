@@ -84,6 +84,9 @@ def _checked_memory(text: str | None, param) -> int | None:
     return budget
 
 
+# lm train's memory budget without -S (lmplz's default is 80%; this leaves room for other jobs)
+DEFAULT_MEMORY = "20%"
+
 # options that only an n-gram model reads (refused with --model loglinear rather than ignored)
 _NGRAM_ONLY = ("method", "discount", "smoothing", "alpha", "prune", "limit_vocab_file", "discount_fallback",
                "fallback_discounts", "memory", "temp_dir", "dask_scheduler", "binary", "max_arpa", "prune_entropy")
@@ -98,8 +101,7 @@ def _refuse_inapplicable(ctx, model_family: str, method: str) -> None:
                         + [("discount", method == "absolute", "--method absolute"),
                            ("smoothing", method == "absolute", "--method absolute"),
                            ("alpha", method == "additive", "--method additive"),
-                           ("fallback_discounts", bool(ctx.params.get("discount_fallback")), "--discount-fallback"),
-                           ("temp_dir", bool(ctx.params.get("memory")), "-S (it holds its tables, with --dask-scheduler too)")])
+                           ("fallback_discounts", bool(ctx.params.get("discount_fallback")), "--discount-fallback")])
 
 
 def _ngram_model_only(model_path: str, command: str) -> None:
@@ -146,12 +148,14 @@ def lm():
               callback=lambda ctx, param, value: _checked_numbers(value, float, param),
               help="The discounts --discount-fallback uses.")
 @click.option("-S", "--memory", "memory", callback=lambda ctx, param, value: _checked_memory(value, param),
-              help="Estimate through sorted tables on disk, holding at most this much data in memory (e.g. 2G, "
-                   "500M; lmplz's -S; on top comes a fixed ~160 MB for Python, NumPy and Numba, and the vocabulary) "
-                   "and writing ARPA as it goes; with --binary or --max-arpa only the counting is on "
-                   "disk. Without it, everything is in memory.")
+              help=f"Memory budget (e.g. 2G, 500M, 20%; lmplz's -S), default {DEFAULT_MEMORY} of physical memory. "
+                   "The counts and the estimate stay in memory while they fit in it; a corpus whose counts do "
+                   "not is counted into sorted runs on disk (-T) and estimated by passes over them, the ARPA "
+                   "file written as it goes (with --binary, --max-arpa or --prune-entropy only the counting is "
+                   "on disk). On top comes a fixed ~130 MB for Python, NumPy and Numba, and the vocabulary.")
 @click.option("-T", "--temp-dir", type=click.Path(exists=True, file_okay=False, writable=True),
-              help="Folder for the tables of -S (with --dask-scheduler the workers must reach it).")
+              help="Folder for the sorted tables when the counts do not fit in -S (with --dask-scheduler the "
+                   "workers must reach it).")
 @click.option("--dask-scheduler", metavar="ADDRESS", type=DaskAddress(),
               help="Count n-grams on the workers of this Dask scheduler (e.g. tcp://host:8786; the corpus files "
                    "must be reachable there at the same paths): one shard of the sentences per worker, the shards' "
@@ -203,6 +207,10 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
         estimator = AdditiveSmoothing(order=order, alpha=alpha, min_count=min_count)
     from varorder.lm.train import train_from_files
 
+    if memory is None and not dask_scheduler:  # with Dask and no -S: the shards' counts merged in memory
+        from varorder.lm.external import parse_memory
+
+        memory = parse_memory(DEFAULT_MEMORY)
     start = time.perf_counter()
     _say(f"estimating a {order}-gram {method} model from {', '.join(corpus)} ...")
     try:
@@ -214,6 +222,10 @@ def train(corpus, output, order, method, discount, smoothing, alpha, min_count, 
         raise click.ClickException(str(error)) from None
     if trained.n_workers is not None:
         _say(f"counted on {trained.n_workers} Dask workers, shard counts merged in memory")
+    elif memory is not None:
+        where = "in memory" if trained.path == "memory" else \
+            "on disk (sorted tables in -T" + (", the ARPA file written as estimated)" if trained.streamed else ")")
+        _say(f"counts held {where} under a budget of {memory / 2**20:.0f} MB")
     counts = " ".join(f"{m}-grams={n}" for m, n in enumerate(trained.ngram_counts, start=1))
     _say(f"{counts} in {time.perf_counter() - start:.1f} s")
     if method == "kneser-ney":

@@ -75,6 +75,43 @@ class DFA:
                 return live
             live = grown
 
+    def minimized(self) -> "DFA":
+        """The minimal complete DFA of the same language: the states reachable from the start,
+        merged by Moore's partition refinement (states are equivalent when they agree on
+        acceptance and their successors are equivalent on every symbol); state 0 is the
+        start."""
+        reach = np.zeros(self.num_states, bool)
+        reach[self.start] = True
+        frontier = np.asarray([self.start])
+        while frontier.size:
+            nxt = np.unique(self.delta[frontier])
+            frontier = nxt[~reach[nxt]]
+            reach[frontier] = True
+        states = np.flatnonzero(reach)
+        index = np.full(self.num_states, -1, np.int64)
+        index[states] = np.arange(states.size)
+        delta = index[self.delta[states]]
+        accepting = self.accepting[states]
+        block = (accepting != accepting[0]).astype(np.int64)  # blocks numbered 0 .. count − 1
+        count = int(block.max()) + 1
+        while True:
+            signature = np.concatenate([block[:, None], block[delta]], axis=1)
+            labels: dict[bytes, int] = {}
+            refined = np.asarray([labels.setdefault(row.tobytes(), len(labels)) for row in signature], np.int64)
+            if len(labels) == count:
+                break
+            block, count = refined, len(labels)
+        # one state per block: the start's block first, the others by their first state
+        firsts = np.full(count, states.size, np.int64)
+        np.minimum.at(firsts, block, np.arange(states.size))
+        start_block = block[index[self.start]]
+        order = [int(start_block)] + [int(b) for b in np.argsort(firsts, kind="stable") if b != start_block]
+        rank = np.empty(count, np.int64)
+        rank[order] = np.arange(count)
+        representative = firsts[order]
+        representative[0] = index[self.start]
+        return DFA(rank[block[delta[representative]]], 0, accepting[representative])
+
 
 def intersect(a: DFA, b: DFA) -> DFA:
     """The product DFA accepting what both accept (reachable pairs only)."""

@@ -21,11 +21,19 @@ at the node v the prefix reaches (``</s>``: exp(final(v) − β(v))) — the qua
 ``ConstraintLogitsProcessor`` approximates, exact here (:meth:`ConstrainedLM.next_logprobs`,
 :meth:`ConstrainedLM.logits_processor`).
 
-Only nodes reachable from the start that can still reach an accepting end are built
-(a forward expansion, then a backward sweep of live nodes), so the lattice holds at most
-(reachable context states × live DFA states) nodes a position, times V arcs each: exact and
-practical for character-level or tag-level models and small vocabularies; word-level
-models over large vocabularies need a coarser automaton (not provided).
+Sampling and log Z need none of the product's arcs: the engine's backward recursion runs
+over the implicit product (node (t, context, DFA state), arcs read from the LM automaton's
+(S, V) tables and the DFA's (Q, V) table, :func:`varorder.engine.lattice.product_backward`),
+and the engine's forward sampler draws each sentence word by word from those backward
+values, with each visited node's running sums and guide table built once
+(:func:`varorder.engine.lattice.product_sample`; counter-based uniforms, so sample i
+depends only on the seed and i). Decoding and the next-token distribution run on the
+materialised lattice, built on first use: only nodes reachable from the start that can
+still reach an accepting end (a forward expansion, then a backward sweep of live nodes),
+so it holds at most (reachable context states × live DFA states) nodes a position, times V
+arcs each: exact and practical for character-level or tag-level models and small
+vocabularies; word-level models over large vocabularies need a coarser automaton (not
+provided).
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ import numpy as np
 
 from varorder import lattice as lattice_ops
 from varorder.constrain.dfa import DFA
+from varorder.engine.lattice import product_backward, product_sample, stream_seed
+from varorder.engine.validate import check_int_at_least
 from varorder.errors import ParameterError
 
 __all__ = ["ConstrainedLM", "Product", "unroll_product"]
@@ -64,14 +74,15 @@ class ConstrainedLM:
                                  name="max_length", value=max_length)
         self.lm = lm
         self.dfa = dfa
+        self._automaton = dfa.minimized()  # the same language, fewer product nodes
         self.min_length = min_length
         self.max_length = max_length
         self.wfsa = wfsa if wfsa is not None else FullWFSA(lm)
         if self.wfsa.lm is not lm:
             raise ParameterError("wfsa was built for another LM", name="wfsa", value=None)
-        self._build()
-        self.log_z = lattice_ops.log_partition(self.lattice)
-        self._beta = lattice_ops.betas(self.lattice)
+        self._lattice = None
+        self._beta_values = None
+        self._build_tables()
 
     @classmethod
     def from_spec(cls, lm, *, contains=(), ordered: bool = False, regex: str | None = None, min_length: int = 1,
@@ -93,15 +104,46 @@ class ConstrainedLM:
             dfa = intersect(dfa, regex_dfa(regex, lm.vocabulary))
         return cls(lm, dfa, min_length=min_length, max_length=max_length)
 
+    # --- the product: backward tables over the implicit unrolled product ---------------
+
+    def _build_tables(self) -> None:
+        """The product's backward values, computed over the LM automaton's and the DFA's
+        own tables (no arc of the unrolled product is stored): log Z, and what the sampler
+        draws from."""
+        wfsa, dfa = self.wfsa, self._automaton
+        self._word_columns, self._eos_column, self._prob, self._end, self._next = wfsa.word_tables()
+        word_ids = wfsa.symbols[self._word_columns]
+        self._dq = np.ascontiguousarray(dfa.delta[:, word_ids])
+        self._word_ids = np.ascontiguousarray(word_ids, dtype=np.int64)
+        self._backward, self._scale = product_backward(self._prob, self._next, self._end, self._dq, dfa.accepting,
+                                                       dfa.live(), self.min_length, self.max_length)
+        root = self._backward[0, wfsa.start, dfa.start]
+        if not root > 0.0:
+            raise ParameterError("no sentence satisfies the constraint within the length range (or the model gives "
+                                 "every such sentence probability zero)", name="dfa", value=None)
+        # scales below e^-700 would overflow the end weights' unit: the lattice's sampler then
+        self._tables_ok = bool(self._scale.min() > -700.0)
+        self.log_z = float(np.log(root) + self._scale[0])
+
+    @property
+    def lattice(self) -> "lattice_ops.Lattice":
+        """The product unrolled into a :class:`varorder.lattice.Lattice` (built on first use:
+        decoding and the next-token distribution run on it)."""
+        if self._lattice is None:
+            self._build()
+        return self._lattice
+
+    @property
+    def _beta(self) -> np.ndarray:
+        if self._beta_values is None:
+            self._beta_values = lattice_ops.betas(self.lattice)
+        return self._beta_values
+
     # --- the product lattice ------------------------------------------------------------
 
     def _build(self) -> None:
-        wfsa, dfa = self.wfsa, self.dfa
-        symbols = wfsa.symbols
-        eos = self.lm.vocabulary.eos_id
-        word_columns = np.flatnonzero(symbols != eos)
-        eos_column = int(np.flatnonzero(symbols == eos)[0])
-        word_ids = symbols[word_columns]
+        wfsa, dfa = self.wfsa, self._automaton
+        word_columns, eos_column, word_ids = self._word_columns, self._eos_column, self._word_ids
         live = dfa.live()
 
         def expand(s, q):
@@ -120,7 +162,7 @@ class ConstrainedLM:
 
         product = unroll_product(wfsa.start, dfa.start, dfa.num_states, expand, final, self.min_length,
                                  self.max_length)
-        self.lattice = product.lattice(0)
+        self._lattice = product.lattice(0)
         self._product = product
 
     @property
@@ -149,14 +191,29 @@ class ConstrainedLM:
                                f"{rescored!r}: the LM automaton's weights are inconsistent with the LM")
         return self.lm.vocabulary.decode(labels), float(score)
 
+    def sample_array(self, n: int = 1, seed=None) -> tuple[np.ndarray, np.ndarray]:
+        """n exact samples from p(x | constraint) as (word ids (n, max_length), −1 padded — a
+        view of a position-major int32 array —; lengths (n,)), drawn in one kernel call
+        forward from the product's backward values. Sample i depends only on (seed, i): the
+        first k of n samples are the k samples."""
+        n = check_int_at_least("n", n, 1)
+        if not self._tables_ok:
+            rows = lattice_ops.sample(self.lattice, n, seed)
+            return rows, (rows >= 0).sum(axis=1)
+        labels, lengths, _ = product_sample(self._prob, self._next, self._end, self._dq, self._automaton.accepting,
+                                            self.min_length, self.max_length, self._backward, self._scale,
+                                            self._word_ids, self.wfsa.start, self._automaton.start, n,
+                                            stream_seed(seed))
+        return labels.T, lengths
+
     def sample(self, n: int = 1, seed=None) -> list[list[str]]:
         """n exact samples from p(x | constraint) (words)."""
-        rows = lattice_ops.sample(self.lattice, n, seed)
-        return [self.lm.vocabulary.decode(row[row >= 0]) for row in rows]
+        labels, lengths = self.sample_array(n, seed)
+        return [self.lm.vocabulary.decode(row[:k]) for row, k in zip(labels, lengths)]
 
     def sample_ids(self, n: int = 1, seed=None) -> list[tuple[int, ...]]:
-        rows = lattice_ops.sample(self.lattice, n, seed)
-        return [tuple(int(x) for x in row[row >= 0]) for row in rows]
+        labels, lengths = self.sample_array(n, seed)
+        return [tuple(int(x) for x in row[:k]) for row, k in zip(labels, lengths)]
 
     def _node_of(self, prefix_ids) -> int:
         lat = self.lattice

@@ -33,7 +33,11 @@ Algorithms (Rabiner 1989; Lafferty et al. 2001; CS287 "Sequence Models 4"):
   seeded NumPy generator, so results do not depend on thread scheduling;
 * entropy is log Z − E[s(y)], the expectation taken with the marginals;
 * these last three fused kernels are registered specialisations (``SPECIALISED``) of the
-  generic recursion in KBEST, LOG and EXPECTATION (:mod:`varorder.engine.chain_generic_ops`).
+  generic recursion in KBEST, LOG and EXPECTATION (:mod:`varorder.engine.chain_generic_ops`);
+* over flat, ragged sequences: EM's expected statistics (``statistics``, Baum–Welch's
+  E-step), log Z alone (``flat_log_partition``) and the filtered posteriors (``filtered``:
+  the LOG forward normalised per position, Rabiner 1989 §V.A), each a registered LOG
+  specialisation of its generic definition.
 
 Kernels run one chunk of sequences (or of blocks) per Numba ``prange``
 iteration; blocks and reductions never depend on the thread count, so neither do
@@ -51,9 +55,10 @@ import numpy as np
 from varorder.engine import threads as _threads
 from varorder.engine.semiring import LOG, MAX, Semiring, operation, resolve
 from varorder.engine.semiring_structured import EXPECTATION, KBEST
-from varorder.engine.chain_generic_ops import generic_entropy, generic_kbest, generic_sample
+from varorder.engine.chain_generic_ops import generic_entropy, generic_filtered, generic_kbest, generic_sample
 from varorder.engine.threads import (_BLAS_SERIAL_WORK, MIN_PARALLEL_SEQUENCES, load_cython_blas, runs_serial,
-                                     serial_twin, single_threaded_blas, uses_engine_threads, warm_parallel_twin)
+                                     serial_twin, single_threaded_blas, uses_engine_threads, warm_parallel_twin,
+                                     engine_threads)
 from varorder.engine.chain_generic import NEG_INF, generic_forward
 from varorder.engine.chain_forward import (_DIRECT_LIMIT, _end_scaling, _logz_kernel, _logz_serial, _logz_small,
                                            _shared_scaling)
@@ -61,6 +66,7 @@ from varorder.engine.chain_marginals import _entropy_finish, _marginals_kernel
 from varorder.engine.chain_viterbi import _kbest_kernel, _viterbi_kernel, _viterbi_serial, _viterbi_small
 from varorder.engine.chain_sample import _sample_kernel
 from varorder.engine import chain_statistics as _stats
+from varorder.engine import chain_filter as _filter
 from varorder.engine.validate import (_overflow_limit, as_potentials, as_rng, check_int_at_least, check_no_overflow,
                                       first_index, potentials_and_bound)
 from varorder.errors import ParameterError
@@ -79,6 +85,7 @@ __all__ = [
     "small_log_partition",
     "statistics",
     "flat_log_partition",
+    "filtered",
     "Workspace",
     "ChainStatistics",
 ]
@@ -595,10 +602,39 @@ def _no_context():
 # Operations = the generic recursion in a semiring plus a finishing step
 # (engine/chain_generic_ops.py); their fused kernels are registered specialisations,
 # tested equal (tests/test_engine_semiring_structured.py).
+def _generic_filtered(E, lengths, T, start) -> np.ndarray:
+    """:func:`filtered` by the generic LOG forward (``chain_generic_ops.generic_filtered``), sequences of one
+    length together: the definition."""
+    N, K = E.shape
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    out = np.empty((N, K))
+    for n in np.unique(lengths):
+        seqs = np.flatnonzero(lengths == n)
+        rows = offsets[seqs][:, None] + np.arange(n)[None]
+        with engine_threads(seqs.size, seqs.size * int(n) * K * K):  # the generic batch forward's prange
+            out[rows] = generic_filtered(prepare(E[rows], T, start))
+    return out
+
+
+def _scaled_filtered(E, lengths, T, start) -> np.ndarray:
+    """:func:`filtered` by the per-sequence kernel of ``chain_filter`` (the LOG specialisation): the scaled
+    exp-space forward for a matrix without zeros, the log-space forward for the sequences its guard refuses and
+    for every sequence under a matrix with zeros."""
+    N, K = E.shape
+    expT, _, min_expT, dense, _, _, _ = _shared_scaling(T, _zeros(K))
+    scaled = bool(dense[0] and min_expT[0] > 0.0)
+    guard = _stats.emission_guard(float(min_expT[0]), K) if scaled else 0.0
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    out = np.empty((N, K))
+    ok = np.empty(lengths.size, dtype=np.bool_)
+    _filter.filter_kernel(E, offsets, start, expT[0], T, guard, scaled, _stats.num_chunks(lengths.size), out, ok)
+    return out
+
+
 SPECIALISED = {"entropy": (EXPECTATION, _entropy_fused), "kbest": (KBEST, _kbest_fused), "sample": (LOG, _sample_fused),
-               "statistics": (LOG, _scaled_statistics)}
+               "statistics": (LOG, _scaled_statistics), "filtered": (LOG, _scaled_filtered)}
 GENERIC = {"entropy": generic_entropy, "kbest": generic_kbest, "sample": generic_sample,
-           "statistics": _generic_statistics}
+           "statistics": _generic_statistics, "filtered": _generic_filtered}
 
 
 @uses_engine_threads
@@ -659,6 +695,16 @@ def flat_log_partition(emissions, lengths, transitions, start=None, end=None) ->
         rows = slice(offsets[s], offsets[s + 1])
         log_z[s] = log_partition(prepare(E[rows][None], T, S, F_end))[0]
     return log_z
+
+
+def filtered(emissions, lengths, transitions, start=None, *, specialised: bool = True) -> np.ndarray:
+    """Filtered posteriors (N, K) of flat sequences (arguments as :func:`statistics`, no end potentials):
+    row t of sequence s is p(yₜ = k) under the chain cut after t — an HMM's causal p(zₜ | x₁..ₜ); NaN rows
+    where a prefix has no path. The LOG specialisation (``chain_filter``, compiled once and cached on disk)
+    unless ``specialised=False``: the generic LOG forward's values normalised per position."""
+    E, lengths, T, S, _, _, _ = _flat_arguments(emissions, lengths, transitions, start, None, None, None)
+    # SPECIALISED["filtered"] / GENERIC["filtered"], named directly: the kernel declares its own thread policy
+    return (_scaled_filtered if specialised else _generic_filtered)(E, lengths, T, S)
 
 
 def _register_serial_kernels() -> None:

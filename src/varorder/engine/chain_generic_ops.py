@@ -7,6 +7,7 @@ operation  semiring     finishing step
 kbest      KBEST (k)    the k-best backtrack (:func:`varorder.engine.kbest.chain_paths`)
 entropy    EXPECTATION  log Z − E[score] (:func:`~varorder.engine.semiring_structured.entropy_of`)
 sample     LOG          backward sampling from the forward values
+filtered   LOG          the forward values normalised per position: p(yₜ | x₁..ₜ)
 =========  ===========  =============================================================
 
 Each takes a prepared ``ChainInput`` and returns what the public operation of
@@ -25,7 +26,7 @@ from varorder.engine.kbest import chain_paths
 from varorder.engine.semiring import LOG
 from varorder.engine.semiring_structured import EXPECTATION, KBEST, entropy_of
 
-__all__ = ["generic_kbest", "generic_entropy", "generic_sample"]
+__all__ = ["generic_kbest", "generic_entropy", "generic_sample", "generic_filtered"]
 
 
 def _arrays(ci):
@@ -53,3 +54,18 @@ def generic_sample(ci, uniforms: np.ndarray) -> np.ndarray:
     ``uniforms`` (B, n, L)."""
     logz, alphas = generic_forward(LOG, keep_alphas=True)(*_arrays(ci))
     return sample_from_alphas(ci.transitions, ci.end, ci.lengths, alphas, logz, uniforms)
+
+
+def generic_filtered(ci) -> np.ndarray:
+    """Filtered posteriors (B, L, K): p(yₜ = k) under the chain cut after position t (an HMM's p(zₜ | x₁..ₜ)),
+    from the LOG forward with all its values kept (``end`` unused), each position's values normalised; NaN
+    where a prefix has no path, 0 past each length."""
+    B, L, K = ci.emissions.shape
+    _, alphas = generic_forward(LOG, keep_alphas=True)(ci.emissions, ci.transitions, ci.start, np.zeros(K),
+                                                       ci.lengths)
+    top = alphas.max(axis=-1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        p = np.exp(alphas - top)
+        p /= p.sum(axis=-1, keepdims=True)
+    p[np.arange(L)[None, :] >= ci.lengths[:, None]] = 0.0
+    return p

@@ -30,6 +30,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine.kbest import lattice_arcs
+from varorder.engine.validate import as_rng
 from varorder.engine.semiring import LOG, MAX, Semiring, cells, compiled
 from varorder.engine.semiring import operation as choose
 from varorder.engine.semiring_structured import EXPECTATION, KBEST, entropy_of
@@ -265,6 +266,271 @@ def sample_kernel(num_nodes, in_offsets, in_arcs, arc_source, arc_weight, final,
             out[s, pos - 1] = a
             v = arc_source[a]
     return out, logz
+
+
+# ---------------------------------------------------------------------------
+# Forward sampling over backward tables: a deterministic weighted automaton × a DFA,
+# unrolled over positions 0 .. M without materialising the unrolled lattice
+# ---------------------------------------------------------------------------
+#
+# The unrolled product is a position-indexed lattice whose node (t, s, q) is (position,
+# automaton state, DFA state) and whose arc for column x goes to (t + 1, nxt[s, x],
+# dq[q, x]) with weight prob[s, x] (probability domain); node (t, s, q) ends with weight
+# end[s] when t >= min_len and q is accepting. ``product_backward`` is the lattice's LOG
+# backward recursion over that implicit structure in the probability domain, one scale per
+# position (tests check it equal to ``log_backward`` on the materialised lattice);
+# ``product_sample`` draws each path forward from the backward values: at a node, column x
+# with probability prob[s, x] β(t + 1, nxt, dq) / β(t, s, q) or the end with probability
+# end[s] / β(t, s, q). The running sums of a node's weights (and a guide table of cut
+# points over them, Chen & Asau 1974) are computed on the node's first visit, so a draw
+# costs O(1) expected after that. Uniforms are counter-based (SplitMix64, Steele, Lea & Flood
+# 2014, at a counter made of the sample index and the position), so sample i is the same
+# whatever the batch it is drawn in.
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+_TO_UNIT = 1.0 / 9007199254740992.0  # 2**-53
+
+
+@nb.njit(cache=True)
+def _mix64(z):
+    """SplitMix64's finaliser (Steele, Lea & Flood 2014): a bijection of uint64."""
+    z = (z ^ (z >> np.uint64(30))) * _MIX1
+    z = (z ^ (z >> np.uint64(27))) * _MIX2
+    return z ^ (z >> np.uint64(31))
+
+
+@nb.njit(cache=True)
+def stream_base(seed):
+    """The base of the uniforms drawn under ``seed`` (uint64-convertible)."""
+    return _mix64(np.uint64(seed))
+
+
+@nb.njit(cache=True)
+def stream_uniform(base, index, step):
+    """Uniform number ``step`` (< 2²⁰ − 1) of stream ``index`` (< 2⁴⁴), in [0, 1) on the
+    2⁻⁵³ grid: SplitMix64's output at counter index · 2²⁰ + step + 1 from ``base``."""
+    counter = np.uint64(index) * np.uint64(1048576) + np.uint64(step + 1)
+    return np.float64(_mix64(np.uint64(base) + counter * _GOLDEN) >> np.uint64(11)) * _TO_UNIT
+
+
+@nb.njit(cache=True)
+def guide_fill(cum, lo, k, guide, glo):
+    """guide[glo + g] = the first i < k with cum[lo + i] > total · g / k (k cut points over
+    the running sums cum[lo:lo + k], total = cum[lo + k − 1] > 0; up to rounding, which
+    :func:`guide_draw` corrects)."""
+    unit = k / cum[lo + k - 1]
+    g = 0
+    for i in range(k):
+        top = cum[lo + i] * unit
+        while g < k and g < top:
+            guide[glo + g] = i
+            g += 1
+    while g < k:
+        guide[glo + g] = k - 1
+        g += 1
+
+
+@nb.njit(cache=True)
+def guide_draw(cum, lo, k, guide, glo, u):
+    """The index :func:`_draw_cumulative` draws at u from the running sums cum[lo:lo + k]
+    (the first i with u · total < cum[lo + i]; the last entry of positive weight when
+    u · total rounds up to total), found from its cut point in O(1) expected steps."""
+    target = u * cum[lo + k - 1]
+    g = int(u * k)
+    if g >= k:
+        g = k - 1
+    i = guide[glo + g]
+    while i > 0 and cum[lo + i - 1] > target:
+        i -= 1
+    while i < k - 1 and cum[lo + i] <= target:
+        i += 1
+    if not target < cum[lo + i]:
+        while i > 0 and cum[lo + i] == cum[lo + i - 1]:
+            i -= 1
+    return i
+
+
+def stream_seed(seed) -> np.uint64:
+    """The uint64 seed of the counter-based streams: a non-negative integer as it is (mod
+    2⁶⁴), None fresh entropy, a Generator or SeedSequence one draw from it."""
+    rng = as_rng(seed)  # validates
+    if seed is None or not isinstance(seed, (int, np.integer)):
+        return np.uint64(rng.integers(0, 2**63))
+    return np.uint64(int(seed) % 2**64)
+
+
+@nb.njit(cache=True)
+def product_backward(prob, nxt, end, dq, accepting, live, min_len, max_len):
+    """Backward values of the unrolled automaton × DFA (see above): (B (M + 1, S, Q),
+    log scales (M + 1,)) with β(t, s, q) = B[t, s, q] · exp(scale[t]) and max B[t] = 1
+    (B[t] all 0 when no node of position t reaches an end). DFA states that are not
+    ``live`` are skipped (their β is 0)."""
+    S, X = prob.shape
+    Q = dq.shape[0]
+    states = np.flatnonzero(live)
+    L = states.shape[0]
+    dq_live = np.empty((X, L), dtype=np.int64)  # column x's successor of each live state
+    for x in range(X):
+        for j in range(L):
+            dq_live[x, j] = dq[states[j], x]
+    B = np.zeros((max_len + 1, S, Q))
+    scale = np.zeros(max_len + 1)
+    acc = np.empty(L)
+    # a first-order automaton (the next state depends on the column only, as in a bigram
+    # LM): the continuation sums are one matrix product per position, prob @ Gᵀ with
+    # G[j, x] = β(t + 1, nxt[·, x], dq[state j, x]) gathered once (a loop, not BLAS, whose
+    # threads spin on a busy machine)
+    shared = True
+    for s in range(1, S):
+        for x in range(X):
+            if nxt[s, x] != nxt[0, x]:
+                shared = False
+                break
+        if not shared:
+            break
+    G = np.zeros((L, X))
+    for t in range(max_len, -1, -1):
+        cur = B[t]
+        # the end weights are divided by β's scale at t + 1 (the continuations' unit)
+        end_unit = 1.0 if t == max_len else np.exp(-scale[t + 1])
+        if shared and t < max_len:
+            nb_ = B[t + 1]
+            for x in range(X):
+                row = nb_[nxt[0, x]]
+                for j in range(L):
+                    G[j, x] = row[dq_live[x, j]]
+            for s in range(S):
+                e = end[s] * end_unit if t >= min_len else 0.0
+                for j in range(L):
+                    g = G[j]
+                    c0 = 0.0
+                    c1 = 0.0
+                    x = 0
+                    while x + 1 < X:
+                        c0 += prob[s, x] * g[x]
+                        c1 += prob[s, x + 1] * g[x + 1]
+                        x += 2
+                    if x < X:
+                        c0 += prob[s, x] * g[x]
+                    cur[s, states[j]] = (c0 + c1) + (e if accepting[states[j]] else 0.0)
+        for s in range(S if not (shared and t < max_len) else 0):
+            e = end[s] * end_unit if t >= min_len else 0.0
+            for j in range(L):
+                acc[j] = e if accepting[states[j]] else 0.0
+            if t < max_len:
+                nb_ = B[t + 1]
+                for x in range(X):
+                    p = prob[s, x]
+                    if p == 0.0:
+                        continue
+                    row = nb_[nxt[s, x]]
+                    for j in range(L):
+                        acc[j] += p * row[dq_live[x, j]]
+            for j in range(L):
+                cur[s, states[j]] = acc[j]
+        m = 0.0
+        for s in range(S):
+            for q in range(Q):
+                if cur[s, q] > m:
+                    m = cur[s, q]
+        base = 0.0 if t == max_len else scale[t + 1]
+        if m > 0.0:
+            inv = 1.0 / m
+            for s in range(S):
+                for q in range(Q):
+                    cur[s, q] *= inv
+            scale[t] = base + np.log(m)
+        else:
+            scale[t] = base
+    return B, scale
+
+
+@nb.njit(cache=True)
+def product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, scale, symbol, start_s, start_q, n,
+                   seed):
+    """n paths of the unrolled automaton × DFA drawn forward from its backward values
+    (``product_backward``): (labels (M, n) int32 = symbol[column], −1 padded, position-major;
+    lengths (n,); number of nodes whose tables were built). Every path is drawn from the
+    exact distribution ∝ its weight; the root must reach an end (B[0, start] > 0).
+
+    The paths advance together, one position at a time; at each position the unfinished
+    ones are grouped by node (a counting sort), so each node's table is read for all its
+    paths at once (in cache) — the draws are those of drawing each path alone, since path
+    i's uniform at position t is ``stream_uniform(stream_base(seed), i, t)``."""
+    S, X = prob.shape
+    Q = dq.shape[0]
+    K = X + 1  # the columns, then the end
+    out = np.full((max_len, n), -1, dtype=np.int32)
+    lengths = np.full(n, max_len, dtype=np.int64)
+    slot = np.full((max_len, S * Q), -1, dtype=np.int64)
+    cap = 0  # room for every node that reaches an end (pages are touched only when used)
+    for t in range(max_len):
+        for s in range(S):
+            for q in range(Q):
+                if B[t, s, q] > 0.0:
+                    cap += 1
+    cum = np.empty(cap * K)  # node tables one after another
+    guide = np.empty(cap * K, dtype=np.int32)
+    used = 0
+    ids = np.arange(n).astype(np.int32)
+    node = np.full(n, start_s * Q + start_q, dtype=np.int32)
+    ids2 = np.empty(n, dtype=np.int32)
+    node2 = np.empty(n, dtype=np.int32)
+    offsets = np.zeros(S * Q + 1, dtype=np.int64)
+    base = stream_base(seed)
+    m = n
+    for t in range(max_len):
+        if m == 0:
+            break
+        # group the unfinished paths by node (stable counting sort)
+        offsets[:] = 0
+        for j in range(m):
+            offsets[node[j] + 1] += 1
+        for v in range(S * Q):
+            offsets[v + 1] += offsets[v]
+        for j in range(m):
+            v = node[j]
+            p = offsets[v]
+            offsets[v] = p + 1
+            ids2[p] = ids[j]
+            node2[p] = v
+        j = 0
+        alive = 0
+        while j < m:
+            v = node2[j]
+            s = v // Q
+            q = v - s * Q
+            k = slot[t, v]
+            if k < 0:
+                k = used
+                used += 1
+                slot[t, v] = k
+                lo = k * K
+                nb_ = B[t + 1]
+                c = 0.0
+                for x in range(X):
+                    c += prob[s, x] * nb_[nxt[s, x], dq[q, x]]
+                    cum[lo + x] = c
+                if t >= min_len and accepting[q]:
+                    c += end[s] * np.exp(-scale[t + 1])
+                cum[lo + X] = c
+                guide_fill(cum, lo, K, guide, lo)
+            lo = k * K
+            while j < m and node2[j] == v:
+                i = ids2[j]
+                y = guide_draw(cum, lo, K, guide, lo, stream_uniform(base, i, t))
+                if y == X:
+                    lengths[i] = t
+                else:
+                    out[t, i] = symbol[y]
+                    ids[alive] = i
+                    node[alive] = nxt[s, y] * Q + dq[q, y]
+                    alive += 1
+                j += 1
+        m = alive
+    return out, lengths, used
 
 
 @nb.njit(cache=True)

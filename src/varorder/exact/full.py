@@ -204,6 +204,19 @@ class FullWFSA:
     def num_arcs(self) -> int:
         return int(self.next_state.size)
 
+    def word_tables(self):
+        """(word columns, ``</s>``'s column, p(word | state) (S, W), p(</s> | state) (S,),
+        next state (S, W)) over the columns of every symbol but ``</s>``, in the probability
+        domain (computed once, then kept)."""
+        if getattr(self, "_word_tables", None) is None:
+            eos = self.lm.vocabulary.eos_id
+            columns = np.flatnonzero(self.symbols != eos)
+            eos_column = int(np.flatnonzero(self.symbols == eos)[0])
+            self._word_tables = (columns, eos_column, np.ascontiguousarray(np.exp(self.weight[:, columns])),
+                                 np.ascontiguousarray(np.exp(self.weight[:, eos_column])),
+                                 np.ascontiguousarray(self.next_state[:, columns]))
+        return self._word_tables
+
 
 def wfsa_viterbi(target: HighOrderTarget, wfsa: FullWFSA) -> FullViterbiResult:
     """Viterbi of ``target`` over the full WFSA ``wfsa`` (built for ``target.lm``): every

@@ -259,11 +259,13 @@ def _prefetch_probes(lane, word, previous_row, n_previous, order, vocab_size, ha
 
 
 @numba.njit(cache=True, inline="always")
-def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, values, lane_sentence, lane_index,
-                    lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence):
+def start_lane_sentence(lane, next_sentence, offsets, add_eos, add_bos, order, lane_sentence, lane_index, lane_cursor,
+                        lane_total, n_previous, out_sentence):
     """Give ``lane`` the first sentence from ``next_sentence`` on that predicts a token
     (scoring the others, empty without ``</s>``, as 0); returns the next sentence still
-    unassigned and whether the lane got one."""
+    unassigned and whether the lane got one. The lane's state is left empty, or holding
+    one n-gram (``n_previous`` 1) that the caller fills with ``<s>``. Shared by the
+    scorers of both binary formats."""
     n_sentences = offsets.shape[0] - 1
     eos_extra = 1 if add_eos else 0
     while next_sentence < n_sentences:
@@ -276,14 +278,22 @@ def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, orde
         lane_index[lane] = offsets[sentence]
         lane_cursor[lane] = offsets[sentence] + sentence * eos_extra
         lane_total[lane] = 0.0
-        n_previous[lane] = 0
-        if add_bos and order > 1:
-            previous_row[lane, 0] = bos_id
-            previous_backoff[lane, 0] = values[bos_id, 1]
-            n_previous[lane] = 1
+        n_previous[lane] = 1 if add_bos and order > 1 else 0
         return next_sentence, True
     lane_sentence[lane] = -1
     return next_sentence, False
+
+
+@numba.njit(cache=True, inline="always")
+def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, values, lane_sentence, lane_index,
+                    lane_cursor, lane_total, previous_row, previous_backoff, n_previous, out_sentence):
+    """:func:`start_lane_sentence`, with ``<s>``'s row and back-off as the state."""
+    next_sentence, started = start_lane_sentence(lane, next_sentence, offsets, add_eos, add_bos, order, lane_sentence,
+                                                 lane_index, lane_cursor, lane_total, n_previous, out_sentence)
+    if started and n_previous[lane]:
+        previous_row[lane, 0] = bos_id
+        previous_backoff[lane, 0] = values[bos_id, 1]
+    return next_sentence, started
 
 
 @numba.njit(cache=True, inline="always")

@@ -31,7 +31,7 @@ import numba
 import numpy as np
 
 import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
-from varorder.lm._kernels import _at, _prefetch_row, emit_token
+from varorder.lm._kernels import _at, _prefetch_row, emit_token, start_lane_sentence
 
 CORRUPT_POINTER = "corrupt n-gram model: a trie pointer names rows outside the next order"
 
@@ -60,20 +60,6 @@ def field(bits, start, width, index):
     low = bits[_at(word)] >> shift
     high = (bits[_at(word + 1)] << np.uint64(1)) << (np.uint64(63) - shift)
     return np.int64((low | high) & ((np.uint64(1) << np.uint64(width)) - np.uint64(1)))
-
-
-@numba.njit(cache=True)
-def pack_into(values, bits, start, width):
-    """Write ``values`` (non-negative, below 2**width) as entries 0.. of the column at bit
-    ``start`` of ``bits`` (which must be zero there)."""
-    for index in range(values.shape[0]):
-        position = start + index * width
-        word = position >> 6
-        shift = position & 63
-        value = np.uint64(values[index])
-        bits[word] |= value << np.uint64(shift)
-        if shift + width > 64:
-            bits[word + 1] |= value >> np.uint64(64 - shift)
 
 
 @numba.njit(cache=True)
@@ -288,30 +274,16 @@ def _prefetch_found(bits2d, floats2d, layout, level, row):
 def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first, bos_end,
                     lane_sentence, lane_index, lane_cursor, lane_total, previous_row, previous_backoff,
                     previous_first, previous_end, n_previous, out_sentence):
-    """Give ``lane`` the next sentence that predicts a token (scoring the others as 0);
-    returns the next sentence still unassigned and whether the lane got one."""
-    n_sentences = offsets.shape[0] - 1
-    eos_extra = 1 if add_eos else 0
-    while next_sentence < n_sentences:
-        sentence = next_sentence
-        next_sentence += 1
-        if offsets[sentence + 1] + eos_extra == offsets[sentence]:
-            out_sentence[sentence] = 0.0
-            continue
-        lane_sentence[lane] = sentence
-        lane_index[lane] = offsets[sentence]
-        lane_cursor[lane] = offsets[sentence] + sentence * eos_extra
-        lane_total[lane] = 0.0
-        n_previous[lane] = 0
-        if add_bos and order > 1:
-            previous_row[lane, 0] = bos_id
-            previous_backoff[lane, 0] = bos_backoff
-            previous_first[lane, 0] = bos_first
-            previous_end[lane, 0] = bos_end
-            n_previous[lane] = 1
-        return next_sentence, True
-    lane_sentence[lane] = -1
-    return next_sentence, False
+    """:func:`~varorder.lm._kernels.start_lane_sentence`, with ``<s>``'s row, back-off and
+    child range as the state."""
+    next_sentence, started = start_lane_sentence(lane, next_sentence, offsets, add_eos, add_bos, order, lane_sentence,
+                                                 lane_index, lane_cursor, lane_total, n_previous, out_sentence)
+    if started and n_previous[lane]:
+        previous_row[lane, 0] = bos_id
+        previous_backoff[lane, 0] = bos_backoff
+        previous_first[lane, 0] = bos_first
+        previous_end[lane, 0] = bos_end
+    return next_sentence, started
 
 
 @numba.njit(cache=True)
@@ -495,52 +467,6 @@ def check_trie(bits, layout, vocab_size):
                     return level + 2
                 last = word
             first = end
-    return 0
-
-
-@numba.njit(cache=True)
-def link_rows(ids, done, n_lines, bits, layout, samples, path_rows, suffix_rows, counts, words_out):
-    """Streaming build: enter ``n_lines`` parsed lines of one n-gram section (word ids
-    ``ids``, n = ``ids.shape[1]``, in lexicographic order) whose rows start at ``done``.
-
-    The prefix of each line (its first n - 1 words) and its suffix (its last n - 1 words) are found in the trie of the lower orders, already complete; the
-    walks of consecutive lines share their leading steps, kept in ``path_rows`` (prefix)
-    and ``suffix_rows`` (suffix) between calls. ``counts[r]`` counts the children of
-    prefix row r; ``words_out`` receives each line's last word. Returns 0; 1 if a line
-    is not after the previous one in lexicographic order (unsorted or a duplicate);
-    2 if a prefix or suffix is missing (a model not closed)."""
-    width = ids.shape[1]
-    for line in range(n_lines):
-        # Where this line first differs from the previous one (0 for the first line).
-        same = 0
-        if done + line > 0:
-            while same < width and ids[line, same] == path_rows[width + same]:
-                same += 1
-            if same == width or ids[line, same] < path_rows[width + same]:
-                return 1
-        for k in range(width):
-            path_rows[width + k] = ids[line, k]
-        # Prefix rows: path_rows[k] is the row of ids[line, :k + 1].
-        if same == 0:
-            path_rows[0] = ids[line, 0]
-            same = 1
-        for k in range(same, width - 1):
-            row = find_child(bits, layout, samples, k - 1, path_rows[k - 1], ids[line, k])
-            if row < 0:
-                return 2
-            path_rows[k] = row
-        # Suffix rows: suffix_rows[k] is the row of ids[line, 1 : k + 2].
-        suffix_same = max(same - 1, 0)
-        if suffix_same == 0:
-            suffix_rows[0] = ids[line, 1]
-            suffix_same = 1
-        for k in range(suffix_same, width - 1):
-            row = find_child(bits, layout, samples, k - 1, suffix_rows[k - 1], ids[line, k + 1])
-            if row < 0:
-                return 2
-            suffix_rows[k] = row
-        counts[path_rows[width - 2]] += 1
-        words_out[done + line] = ids[line, width - 1]
     return 0
 
 

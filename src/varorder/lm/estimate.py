@@ -111,8 +111,8 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
     rows_ending_here = padded  # row of the (m-1)-gram ending at each position
     for m in range(2, order + 1):
         ends = np.flatnonzero(position_in_sentence >= m - 1)
-        packed = rows_ending_here[ends - 1] * vocab_size + padded[ends]
-        unique_keys, inverse, unique_counts = np.unique(packed, return_inverse=True, return_counts=True)
+        unique_keys, inverse, unique_counts = _unique_packed(rows_ending_here[ends - 1], padded[ends],
+                                                             len(keys[-1]), vocab_size)
         suffix = np.empty(len(unique_keys), dtype=narrow)
         suffix[inverse] = rows_ending_here[ends]
         keys.append(unique_keys)
@@ -122,6 +122,18 @@ def count_ngrams(ids: np.ndarray, lengths: np.ndarray, order: int, vocabulary: V
         next_rows[ends] = inverse
         rows_ending_here = next_rows
     return NgramCounts(vocabulary, keys, counts, suffix_rows, len(lengths))
+
+
+def _unique_packed(prefix: np.ndarray, words: np.ndarray, n_prefixes: int, vocab_size: int):
+    """``np.unique(prefix * V + words, return_inverse=True, return_counts=True)``, by a
+    compiled radix sort (both digits are small ranges)."""
+    from varorder.lm._count_kernels import unique_packed
+
+    keys = np.empty(len(prefix), dtype=np.int64)
+    counts = np.empty(len(prefix), dtype=np.int64)
+    inverse = np.empty(len(prefix), dtype=np.int64)
+    n = unique_packed(prefix, words, n_prefixes, vocab_size, keys, counts, inverse)
+    return keys[:n].copy(), inverse, counts[:n]
 
 
 def merge_counts(parts: Sequence[NgramCounts]) -> NgramCounts:

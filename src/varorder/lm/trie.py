@@ -59,7 +59,7 @@ from varorder.lm.corpus import BOS, EOS, UNK, PathLike, Vocabulary, atomic_outpu
 from varorder.lm.model import NgramLM
 from varorder.lm.state import State
 
-__all__ = ["TRIE_VERSION", "TrieLM", "write_trie", "open_trie", "quantize", "trie_plan"]
+__all__ = ["TRIE_VERSION", "TrieLM", "write_trie", "open_trie", "pack", "quantize", "trie_plan"]
 
 TRIE_VERSION = 2
 QUANTIZATION_BITS = range(1, 25)  # build_binary takes 1..25 for -q and -b; 8 is usual
@@ -229,6 +229,29 @@ def _coded(values: np.ndarray, code, book: np.ndarray | None = None) -> tuple[np
 
 # ------------------------------------------------------------------ writing
 
+_PACK_PIECE = 1 << 16  # entries packed at a time (a multiple of 64: each piece starts a word)
+
+
+def pack(values: np.ndarray, width: int, n_words: int) -> np.ndarray:
+    """``values`` (non-negative, below 2**width) as a bit-packed column of ``n_words``
+    uint64 (entry i at bits i * width .., the rest zero), in NumPy: the builds import no
+    compiled kernels."""
+    bits = np.zeros(n_words, dtype=np.uint64)
+    width64 = np.uint64(width)
+    for start in range(0, len(values), _PACK_PIECE):
+        piece = np.asarray(values[start:start + _PACK_PIECE]).astype(np.uint64)
+        position = np.arange(len(piece), dtype=np.uint64) * width64
+        word = (position >> np.uint64(6)).astype(np.int64) + (start * width) // 64
+        shift = position & np.uint64(63)
+        # Entries sharing a word never overlap, so OR-ing them is summing them, word by word.
+        starts = np.flatnonzero(np.concatenate(([True], word[1:] != word[:-1])))
+        bits[word[starts]] |= np.bitwise_or.reduceat(piece << shift, starts)
+        straddles = shift + width64 > np.uint64(64)
+        if straddles.any():
+            high = piece[straddles] >> (np.uint64(64) - shift[straddles])
+            bits[word[straddles] + 1] |= high
+    return bits
+
 class TrieWriter:
     """Writes a version-2 file whose counts are known up front: every array goes to its
     planned offset (whole, or a float32 array in sequential pieces), so an order can be
@@ -302,13 +325,12 @@ class TrieWriter:
         self._written[name] = done + data.nbytes
 
     def put_packed(self, name: str, values: np.ndarray) -> None:
+        """Write ``values`` (non-negative integers) as the bit-packed array ``name``."""
         width = self.widths[name]
-        bits = np.zeros(self.entries[name]["shape"][0], dtype=np.uint64)
-        values = np.ascontiguousarray(values, dtype=np.int64)
-        if len(values) and (values.min() < 0 or values.max() >= 1 << width):
+        values = np.asarray(values)
+        if len(values) and (values.min() < 0 or int(values.max()) >= 1 << width):
             raise AssertionError(f"{name}: a value does not fit in {width} bits")
-        _trie_kernels().pack_into(values, bits, 0, width)
-        self.put(name, bits)
+        self.put(name, pack(values, width, self.entries[name]["shape"][0]))
 
     def put_values(self, kind: str, m: int, values: np.ndarray) -> None:
         """Order m's log10 probabilities (``kind`` "probs") or back-offs ("backoffs"),

@@ -36,7 +36,8 @@ from varorder.models.emission_densities import (diag_weighted_moments, gaussian_
                                                 gaussian_diag_log_density)
 from varorder.models.hmm_em import BaseHMM, store_chain_params
 
-__all__ = ["GaussianHMM", "COVARIANCE_TYPES", "fill_covars", "kmeans_centres"]
+__all__ = ["GaussianHMM", "COVARIANCE_TYPES", "fill_covars", "kmeans_centres", "marginal_log_density",
+           "conditional_fill", "missing_patterns"]
 
 COVARIANCE_TYPES = ("spherical", "diag", "full", "tied")
 _LOG_2PI = np.log(2.0 * np.pi)
@@ -119,6 +120,52 @@ def kmeans_centres(X: np.ndarray, k: int, rng: np.random.Generator, n_iter: int 
             break
         centres = new
     return centres
+
+
+def missing_patterns(missing: np.ndarray):
+    """(rows, pattern) for each distinct row of the boolean (N, D) ``missing`` (True: a NaN entry)."""
+    patterns, which = np.unique(missing, axis=0, return_inverse=True)
+    which = which.ravel()
+    return [(np.flatnonzero(which == p), pattern) for p, pattern in enumerate(patterns)]
+
+
+def marginal_log_density(X: np.ndarray, means: np.ndarray, mats: np.ndarray) -> np.ndarray:
+    """(N, C) log N(x_o; μ_o, Σ_oo) of rows X (N, D) under C full-covariance Gaussians (means (C, D), mats
+    (C, D, D)), o each row's observed (non-NaN) entries — a Gaussian's marginal; 0 for a row without any."""
+    missing = np.isnan(X)
+    if not missing.any():
+        return gaussian_chol_log_density(X, means, np.linalg.cholesky(mats))
+    out = np.empty((X.shape[0], means.shape[0]))
+    for rows, pattern in missing_patterns(missing):
+        seen = ~pattern
+        if not seen.any():
+            out[rows] = 0.0  # nothing observed: the density of the empty block is 1
+            continue
+        sub = np.ascontiguousarray(mats[:, seen][:, :, seen])
+        out[rows] = gaussian_chol_log_density(np.ascontiguousarray(X[rows][:, seen]),
+                                              np.ascontiguousarray(means[:, seen]), np.linalg.cholesky(sub))
+    return out
+
+
+def conditional_fill(X: np.ndarray, pattern: np.ndarray, mean: np.ndarray, cov: np.ndarray):
+    """(rows of X (n, D) with their missing block — ``pattern`` (D,), True where missing — replaced by
+    E[x_m | x_o] = μ_m + Σ_mo Σ_oo⁻¹ (x_o − μ_o), the (D, D) covariance of x given x_o: Σ_mm − Σ_mo Σ_oo⁻¹ Σ_om
+    in the missing block, zero elsewhere) under N(mean, cov) (Ghahramani & Jordan 1994)."""
+    m, o = pattern, ~pattern
+    D = mean.shape[0]
+    filled = np.empty((X.shape[0], D))
+    cond = np.zeros((D, D))
+    if not o.any():
+        filled[:] = mean
+        return filled, cov.copy()
+    filled[:, o] = X[:, o]
+    if m.any():
+        S_oo = cov[np.ix_(o, o)]
+        S_mo = cov[np.ix_(m, o)]
+        gain = np.linalg.solve(S_oo, S_mo.T).T  # Σ_mo Σ_oo⁻¹
+        filled[:, m] = mean[m] + (X[:, o] - mean[o]) @ gain.T
+        cond[np.ix_(m, m)] = cov[np.ix_(m, m)] - gain @ S_mo.T
+    return filled, cond
 
 
 def _nan_cov(X: np.ndarray) -> np.ndarray:
@@ -284,22 +331,7 @@ class GaussianHMM(BaseHMM):
     def _compute_log_likelihood(self, X) -> np.ndarray:
         if self.covariance_type in ("spherical", "diag"):
             return gaussian_diag_log_density(X, self.means_, self._variances())
-        mats = self._matrices()
-        missing = np.isnan(X)
-        if not missing.any():
-            return gaussian_chol_log_density(X, self.means_, np.linalg.cholesky(mats))
-        out = np.empty((X.shape[0], self.n_components))
-        patterns, which = np.unique(missing, axis=0, return_inverse=True)
-        for p, pattern in enumerate(patterns):
-            rows = np.flatnonzero(which.ravel() == p)
-            seen = ~pattern
-            if not seen.any():
-                out[rows] = 0.0  # nothing observed: the density of the empty block is 1
-                continue
-            sub = np.ascontiguousarray(mats[:, seen][:, :, seen])
-            out[rows] = gaussian_chol_log_density(np.ascontiguousarray(X[rows][:, seen]),
-                                                  np.ascontiguousarray(self.means_[:, seen]), np.linalg.cholesky(sub))
-        return out
+        return marginal_log_density(X, self.means_, self._matrices())
 
     def _initialize_emission_statistics(self) -> dict:
         return {}
@@ -342,25 +374,10 @@ class GaussianHMM(BaseHMM):
         obs = np.zeros((K, D))
         outer = np.zeros((K, D, D))
         mats = self._matrices()
-        patterns, which = np.unique(missing, axis=0, return_inverse=True)
-        for p, pattern in enumerate(patterns):
-            rows = np.flatnonzero(which.ravel() == p)
+        for rows, pattern in missing_patterns(missing):
             w = posteriors[rows]
-            m, o = pattern, ~pattern
             for k in range(K):
-                filled = np.empty((rows.size, D))
-                cond = np.zeros((D, D))
-                if o.any():
-                    filled[:, o] = X[rows][:, o]
-                    if m.any():
-                        S_oo = mats[k][np.ix_(o, o)]
-                        S_mo = mats[k][np.ix_(m, o)]
-                        gain = np.linalg.solve(S_oo, S_mo.T).T  # Σ_mo Σ_oo⁻¹
-                        filled[:, m] = self.means_[k, m] + (X[rows][:, o] - self.means_[k, o]) @ gain.T
-                        cond[np.ix_(m, m)] = mats[k][np.ix_(m, m)] - gain @ S_mo.T
-                else:
-                    filled[:] = self.means_[k]
-                    cond = mats[k].copy()
+                filled, cond = conditional_fill(X[rows], pattern, self.means_[k], mats[k])
                 wk = w[:, k]
                 obs[k] += wk @ filled
                 outer[k] += (filled * wk[:, None]).T @ filled + wk.sum() * cond

@@ -8,7 +8,21 @@ hmmlearn's MAP update (Dirichlet prior ``weights_prior`` on wₖ, Normal prior o
 inverse-gamma / inverse-Wishart priors on the covariances, hmmlearn's defaults per
 covariance type), the covariances' scatter taken about the means of the E-step, as
 hmmlearn does. Densities are the compiled Gaussian kernels of
-:mod:`varorder.models.emission_densities` over the K·M components. NaN entries are refused.
+:mod:`varorder.models.emission_densities` over the K·M components.
+
+Missing values: NaN entries of X are marginalised out of every component's density (the
+marginal of a Gaussian is the Gaussian of the observed block: the observed dimensions of a
+diagonal or spherical component, the sub-covariance Σ_oo of a full or tied one), so the
+mixture and the chain see p(x_o | z). EM stays exact: for spherical and diagonal
+components (dimensions independent given the component) the missing entries are left out
+of the moments, which are taken per dimension over the entries observed (the counts
+replacing Σₜ rₜₖₘ in the means' and variances' denominators); for full and tied ones the
+moments take the conditional expectations E[x_m | x_o] and E[x_m x_mᵀ | x_o] of the missing
+block under each component (Ghahramani & Jordan 1994). Without NaN entries both are
+hmmlearn's M-step. With flat priors (the defaults but for spherical covariances, whose
+default prior is hmmlearn's) the M-step maximises the expected complete-data
+log-likelihood in the covariances given the E-step's means and then in the means, so EM
+never decreases log p(X).
 """
 
 from __future__ import annotations
@@ -18,8 +32,9 @@ from scipy import special
 
 from varorder.base import check_int, check_real
 from varorder.errors import ParameterError
-from varorder.models.emission_densities import gaussian_chol_log_density, gaussian_diag_log_density
-from varorder.models.gaussian_hmm import COVARIANCE_TYPES, _nan_cov, kmeans_centres
+from varorder.models.emission_densities import gaussian_diag_log_density
+from varorder.models.gaussian_hmm import (COVARIANCE_TYPES, _nan_cov, conditional_fill, kmeans_centres,
+                                          marginal_log_density, missing_patterns)
 from varorder.models.hmm_em import BaseHMM, store_chain_params
 
 __all__ = ["GMMHMM"]
@@ -31,6 +46,7 @@ class GMMHMM(BaseHMM):
     ``covars_`` in hmmlearn's per-type shape (spherical (K, M), diag (K, M, D), full
     (K, M, D, D), tied (K, D, D))."""
 
+    _allow_nan = True  # missing dimensions marginalised (module docstring)
     _emission_letters = "mcw"
     _LEARNED = ("startprob_", "transmat_", "weights_", "means_", "covars_")
 
@@ -86,8 +102,11 @@ class GMMHMM(BaseHMM):
 
     def _init_emissions(self, X, lengths, rng):
         K, M, D = self.n_components, self.n_mix, X.shape[1]
-        cv = _nan_cov(X) + self.min_covar * np.eye(D)
+        needs_cov = self._needs_init("m", "means_") or self._needs_init("c", "covars_")
+        cv = _nan_cov(X) + self.min_covar * np.eye(D) if needs_cov else None
         if self._needs_init("m", "means_"):
+            if np.isnan(X).any():  # k-means on the columns' means where entries are missing
+                X = np.where(np.isnan(X), np.nanmean(X, axis=0), X)
             labels = ((X[:, None, :] - kmeans_centres(X, K, rng)[None]) ** 2).sum(-1).argmin(axis=1)
             means = np.empty((K, M, D))
             for k in range(K):
@@ -136,10 +155,14 @@ class GMMHMM(BaseHMM):
             var = np.repeat(c[..., None], D, axis=-1) if self.covariance_type == "spherical" else c
             dens = gaussian_diag_log_density(X, means, np.ascontiguousarray(var.reshape(K * M, D)))
         else:
-            mats = np.repeat(c[:, None], M, axis=1) if self.covariance_type == "tied" else c
-            dens = gaussian_chol_log_density(X, means, np.linalg.cholesky(mats.reshape(K * M, D, D)))
+            dens = marginal_log_density(X, means, self._matrices().reshape(K * M, D, D))
         with np.errstate(divide="ignore"):
             return dens.reshape(-1, K, M) + np.log(self.weights_)[None]
+
+    def _matrices(self) -> np.ndarray:
+        """(K, M, D, D) covariances of the full and tied models."""
+        c = self.covars_
+        return np.repeat(c[:, None], self.n_mix, axis=1) if self.covariance_type == "tied" else c
 
     def _compute_log_likelihood(self, X):
         return special.logsumexp(self._component_log_densities(X), axis=2)
@@ -153,6 +176,9 @@ class GMMHMM(BaseHMM):
         stats["post_mix_sum"] = pcm.sum(axis=0)
         stats["post_sum"] = posteriors.sum(axis=0)
         _, mu0, lam, _, _ = self._priors()
+        if np.isnan(X).any():
+            self._accumulate_with_missing(stats, X, pcm, mu0, lam)
+            return
         stats["m_n"] = lam[:, :, None] * mu0 + np.einsum("ijk,il->jkl", pcm, X)
         if "c" in self.params:
             K, M, D = self.n_components, self.n_mix, self.n_features
@@ -174,6 +200,40 @@ class GMMHMM(BaseHMM):
                             c_n[k] += scatter
             stats["c_n"] = c_n
 
+    def _accumulate_with_missing(self, stats, X, pcm, mu0, lam):
+        """The moments of :meth:`_accumulate_emission_statistics` with NaN entries in X (module docstring):
+        spherical and diagonal components from the observed entries, per dimension (``count`` (K, M, D): Σ rₜₖₘ
+        over the rows observing each dimension); full and tied ones from the conditional expectations of each
+        row's missing block under each component, per pattern of missingness."""
+        K, M, D = self.n_components, self.n_mix, self.n_features
+        ct = self.covariance_type
+        missing = np.isnan(X)
+        if ct in ("spherical", "diag"):
+            filled = np.where(missing, 0.0, X)
+            count = np.einsum("tkm,td->kmd", pcm, (~missing).astype(np.float64))
+            first = np.einsum("tkm,td->kmd", pcm, filled)
+            stats["count"] = count
+            stats["m_n"] = lam[:, :, None] * mu0 + first
+            if "c" in self.params:  # Σ rₜₖₘ (xₜd − μₖₘd)² over the observed entries, about the E-step's means
+                second = np.einsum("tkm,td->kmd", pcm, filled * filled)
+                scatter = second - 2.0 * self.means_ * first + self.means_ ** 2 * count
+                stats["c_n"] = scatter if ct == "diag" else scatter.sum(axis=-1)
+            return
+        mats = self._matrices()
+        m_n = lam[:, :, None] * mu0
+        c_n = np.zeros((K, M, D, D))
+        for rows, pattern in missing_patterns(missing):
+            for k in range(K):
+                for m in range(M):
+                    filled, cond = conditional_fill(X[rows], pattern, self.means_[k, m], mats[k, m])
+                    w = pcm[rows, k, m]
+                    m_n[k, m] += w @ filled
+                    centred = filled - self.means_[k, m]
+                    c_n[k, m] += (centred * w[:, None]).T @ centred + w.sum() * cond
+        stats["m_n"] = m_n
+        if "c" in self.params:
+            stats["c_n"] = c_n if ct == "full" else c_n.sum(axis=1)
+
     def _do_emission_mstep(self, stats):
         if not ({"m", "c", "w"} & set(self.params)):
             return
@@ -182,28 +242,42 @@ class GMMHMM(BaseHMM):
         if "w" in self.params:
             a1 = alpha_w - 1
             self.weights_ = (stats["post_mix_sum"] + a1) / (stats["post_sum"] + a1.sum(axis=1))[:, None]
+        # per dimension, the mass of the rows observing it (spherical and diagonal models with NaN entries)
+        count = stats.get("count")
         if "m" in self.params:
-            m_d = stats["post_mix_sum"] + lam
-            m_d = np.where((self.weights_ == 0) & (stats["m_n"] == 0).all(axis=-1), 1.0, m_d)
-            self.means_ = stats["m_n"] / m_d[:, :, None]
+            if count is None:
+                m_d = stats["post_mix_sum"] + lam
+                m_d = np.where((self.weights_ == 0) & (stats["m_n"] == 0).all(axis=-1), 1.0, m_d)
+                self.means_ = stats["m_n"] / m_d[:, :, None]
+            else:  # a dimension no row with mass observes keeps its mean
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    means = stats["m_n"] / (count + lam[:, :, None])
+                self.means_ = np.where(np.isfinite(means), means, self.means_)
         if "c" in self.params:
             centred = self.means_ - mu0
             ct = self.covariance_type
+            mass = np.broadcast_to(stats["post_mix_sum"][:, :, None], (*stats["post_mix_sum"].shape, D)) \
+                if count is None else count
             if ct == "full":
                 c_n = np.transpose(psi, (0, 1, 3, 2)) + lam[:, :, None, None] * centred[..., :, None] * \
                     centred[..., None, :] + stats["c_n"]
                 c_d = (stats["post_mix_sum"] + 1 + nu + D + 1)[:, :, None, None]
             elif ct == "diag":
                 c_n = lam[:, :, None] * centred ** 2 + 2 * nu + stats["c_n"]
-                c_d = stats["post_mix_sum"][:, :, None] + 1 + 2 * (psi + 1)
+                c_d = mass + 1 + 2 * (psi + 1)
             elif ct == "spherical":
                 c_n = lam * (centred ** 2).sum(axis=-1) + 2 * nu + stats["c_n"]
-                c_d = D * (stats["post_mix_sum"] + 1) + 2 * (psi + 1)
+                c_d = (mass + 1).sum(axis=-1) + 2 * (psi + 1)
             else:
                 c_n = np.einsum("ij,ijk,ijl->ikl", lam, centred, centred) + np.transpose(psi, (0, 2, 1)) + \
                     stats["c_n"]
                 c_d = (stats["post_sum"] + M + nu + D + 1)[:, None, None]
-            self.covars_ = c_n / c_d
+            if count is None:
+                self.covars_ = c_n / c_d
+            else:  # a variance without observed mass keeps its value
+                with np.errstate(invalid="ignore", divide="ignore"):
+                    var = c_n / c_d
+                self.covars_ = np.where(np.isfinite(var) & (var > 0), var, self.covars_)
 
     def _emission_scalars(self):
         K, M, D = self.n_components, self.n_mix, self.n_features

@@ -6,7 +6,7 @@ Factorization (Rabiner 1989): for a sequence x₁ … xₙ with hidden states z�
 
 — a dense chain for the engine with emissions log p(xₜ | k), transitions log A and start
 log π: its log-partition is log p(x), its node and summed edge marginals are the E-step's
-posteriors and expected transitions (:func:`varorder.engine.chain.statistics`, one call per
+posteriors and expected transitions (:func:`varorder.chain.statistics`, one call per
 E-step: also the posterior-weighted sums of the emission model's features, e.g. [x, x²]).
 There is no forward–backward here.
 
@@ -35,10 +35,8 @@ import time
 import numpy as np
 
 from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder import chain
 from varorder.engine import chain as _chain
-from varorder.engine.chain_generic import generic_forward
-from varorder.engine.semiring import LOG
-from varorder.engine.threads import engine_threads
 from varorder.errors import FormatError, ParameterError
 from varorder.models import persist
 from varorder.models.sequences import ChunkPlan
@@ -94,7 +92,7 @@ def as_observations(X, *, allow_nan: bool = False, integer: bool = False, name: 
         i, j = (int(v) for v in np.argwhere(bad)[0])
         what = "NaN" if np.isnan(arr[i, j]) else "an infinite value"
         raise ParameterError(f"{name}[{i}, {j}] is {what}" + ("" if allow_nan else
-                             " (only GaussianHMM/GaussianHSMM marginalise NaN entries)"), name=name,
+                             " (only the Gaussian and Gaussian-mixture models marginalise NaN entries)"), name=name,
                              value=float(arr[i, j]))
     if integer:
         bad = (arr < 0) | (arr != np.round(arr))
@@ -164,7 +162,7 @@ class BaseHMM(ParamsMixin):
     emission models (hmmlearn's ``BaseHMM`` interface; see the module docstring)."""
 
     _requires_y = False
-    _allow_nan = False  # GaussianHMM marginalises NaN entries
+    _allow_nan = False  # the Gaussian and Gaussian-mixture models marginalise NaN entries
     _integer_X = False
     _emission_letters = ""
 
@@ -299,7 +297,7 @@ class BaseHMM(ParamsMixin):
         """(posteriors (N, K), log p per sequence (S,)) from the engine's chain statistics over emissions
         ``frames``."""
         log_T, log_pi = self._chain_arrays()
-        result = _chain.statistics(frames, lengths, log_T, log_pi, node=True)
+        result = chain.statistics(frames, lengths, log_T, log_pi, node=True)
         return result.node, result.log_z
 
     def _do_estep(self, X, lengths, weights, workspace=None):
@@ -308,7 +306,7 @@ class BaseHMM(ParamsMixin):
         frames = self._compute_log_likelihood(X)
         features = self._emission_features(X)
         log_T, log_pi = self._chain_arrays()
-        result = _chain.statistics(frames, lengths, log_T, log_pi, weights=weights, features=features,
+        result = chain.statistics(frames, lengths, log_T, log_pi, weights=weights, features=features,
                                    node=features is None, workspace=workspace)
         logp = result.log_z
         if not np.isfinite(logp).all():
@@ -366,7 +364,7 @@ class BaseHMM(ParamsMixin):
         self._check()
         self.monitor_ = ConvergenceMonitor(self.tol, self.n_iter, self.verbose)
         self.history_ = []
-        workspace = _chain.Workspace()  # the E-step kernel's scratch, kept across iterations
+        workspace = chain.Workspace()  # the E-step kernel's scratch, kept across iterations
         for iteration in range(1, self.n_iter + 1):
             stats, log_likelihood = self._do_estep(X, lengths, weights, workspace)
             log_posterior = log_likelihood + self._log_prior()
@@ -413,7 +411,7 @@ class BaseHMM(ParamsMixin):
         """log p(X), summed over the sequences."""
         _, lengths, frames = self._frames(X, lengths)
         log_T, log_pi = self._chain_arrays()
-        return float(_chain.flat_log_partition(frames, lengths, log_T, log_pi).sum())
+        return float(chain.flat_log_partition(frames, lengths, log_T, log_pi).sum())
 
     def predict_proba(self, X, lengths=None, filtered: bool = False, lag: int | None = None) -> np.ndarray:
         """State posteriors (n_samples, n_components): smoothed p(zₜ | x₁..ₙ); with
@@ -428,22 +426,9 @@ class BaseHMM(ParamsMixin):
         return post if lag is None or lag == 0 else self._fixed_lag(frames, lengths, post, int(lag))
 
     def _filtered(self, frames, lengths) -> np.ndarray:
-        """p(zₜ | x₁..ₜ): the engine's generic LOG forward values, normalised per position."""
-        plan = ChunkPlan(lengths)
+        """p(zₜ | x₁..ₜ): the chain's filtered posteriors (its forward values normalised per position)."""
         log_T, log_pi = self._chain_arrays()
-        out = np.empty_like(frames)
-        K = frames.shape[1]
-        for _, chunk_lengths, flat_index, valid in plan.chunks:
-            ci = _chain.prepare(frames[flat_index], log_T, log_pi, None, chunk_lengths)
-            with engine_threads(len(ci.lengths)):  # the engine's thread policy around its parallel kernel
-                _, alphas = generic_forward(LOG, keep_alphas=True)(ci.emissions, ci.transitions, ci.start,
-                                                                   np.zeros(K), ci.lengths)
-            top = alphas.max(axis=-1, keepdims=True)
-            with np.errstate(invalid="ignore"):
-                p = np.exp(alphas - top)
-            p /= p.sum(axis=-1, keepdims=True)
-            out[flat_index[valid]] = p[valid]
-        return out
+        return chain.filtered(frames, lengths, log_T, log_pi)
 
     def _fixed_lag(self, frames, lengths, filtered, lag: int, windows: int = 4096) -> np.ndarray:
         """p(zₜ | x₁..ₜ₊ₕ) for every t: a chain per window t … t + h whose first emission is
