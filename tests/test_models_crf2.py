@@ -127,3 +127,28 @@ def test_training_save_load(tmp_path):
         schemes.validate(tags, "BIO")
     with pytest.raises(ValueError, match="constraints forbid"):
         SecondOrderCRF(constraints="BIO").fit([[{"w": "a"}]], [["I-A"]])
+
+
+def test_c2_second_order_penalises_only_the_pair_weights():
+    X, y = data(8, 30)
+    crf = SecondOrderCRF(constraints="BIO", max_iterations=1, c2=0.1, c2_second_order=2.5)
+    crf._check_params()
+    crf.classes_ = LABELS
+    indexer = FeatureIndexer()
+    matrix, lengths = indexer.fit_transform(X, csr=False)
+    crf.n_features_in_ = indexer.n_features
+    gold = np.array([LABELS.index(t) for tags in y for t in tags])
+    penalised = crf._objective(matrix, lengths, gold, len(LABELS))
+    plain = SecondOrderObjective(matrix, lengths, gold, len(LABELS), crf._states)
+    rng = np.random.default_rng(8)
+    theta = rng.normal(size=plain.n_params)
+    base = (indexer.n_features + len(LABELS) + 2) * len(LABELS)
+    f, g = penalised(theta)
+    f0, g0 = plain(theta)
+    U = theta[base:]
+    assert f == pytest.approx(f0 + 2.4 * float(U @ U), rel=1e-12)
+    np.testing.assert_allclose(g[:base], g0[:base], rtol=1e-12)
+    np.testing.assert_allclose(g[base:], g0[base:] + 4.8 * U, rtol=1e-12, atol=1e-12)
+    strong = SecondOrderCRF(constraints="BIO", max_iterations=30, c2_second_order=1e6).fit(X, y)
+    weak = SecondOrderCRF(constraints="BIO", max_iterations=30).fit(X, y)
+    assert np.abs(strong.second_order_weights_).max() < 1e-3 < np.abs(weak.second_order_weights_).max()

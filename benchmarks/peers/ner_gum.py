@@ -17,6 +17,15 @@ sentences (L-BFGS from θ = 0 is deterministic, so there is no seed spread to re
 trainers (ap, pa, arow) run against CRFsuite's with the same epochs.
 
     NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --rounds 2 --json benchmarks/results/tagging-ner-gum.json
+
+One model against varorder's first-order CRF (``--model``; the first-order run is cached, being deterministic):
+
+    NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --model semi --segment-length 8 \
+        --first-order-cache first.json --json benchmarks/results/tagging-ner-gum-semi-markov.json
+    NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --model crf2-seen \
+        --json benchmarks/results/tagging-ner-gum-second-order-seen.json
+    NUMBA_NUM_THREADS=1 python benchmarks/peers/ner_gum.py --model crf2-l2 --c2-second-order 1.0 \
+        --json benchmarks/results/tagging-ner-gum-second-order-l2.json
 """
 
 from __future__ import annotations
@@ -89,19 +98,26 @@ def run_crfsuite(X, y, X_dev, y_dev, algorithm="lbfgs", iterations=100):
         predicted
 
 
-def run_varorder(X, y, X_dev, y_dev, algorithm="lbfgs", iterations=100, constraints=None, model=None):
+def run_varorder(X, y, X_dev, y_dev, algorithm="lbfgs", iterations=100, constraints=None, model=None, options=None):
     from varorder.models.crf import CRF
     from varorder.models.crf2 import SecondOrderCRF
 
     began = cpu()
+    options = options or {}
     if model == "semi":
         from varorder.models.semicrf import SemiMarkovCRF
 
-        crf = SemiMarkovCRF(c1=0.1, c2=0.1, max_iterations=iterations, max_segment_length=8)
+        crf = SemiMarkovCRF(c1=0.1, c2=options.get("c2", 0.1), max_iterations=iterations,
+                            max_segment_length=options.get("segment_length", 8),
+                            token_positions=options.get("positions", "BILOU"),
+                            segment_features=options.get("segment_features", "length,shape,case,frame,text,edges,"
+                                                                                 "context,dictionary"),
+                            all_possible_states=options.get("all_possible_states", False))
         X, X_dev = WORDS["train"], WORDS["dev"]
-    elif model == "crf2":
+    elif model in ("crf2", "crf2-seen", "crf2-l2"):
         crf = SecondOrderCRF(constraints="BIO", c1=0.1, c2=0.1, max_iterations=iterations, all_possible_states=False,
-                             n_threads=1)
+                             n_threads=1, all_possible_transitions=model != "crf2-seen",
+                             c2_second_order=options.get("c2_second_order") if model == "crf2-l2" else None)
     elif algorithm == "lbfgs":
         crf = CRF(c1=0.1, c2=0.1, max_iterations=iterations, all_possible_states=False, n_threads=1,
                   boundary_weights=model == "boundary")
@@ -166,6 +182,18 @@ def main(argv=None):
     parser.add_argument("--online-epochs", type=int, default=10)
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: second,online,boundary")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--model", choices=["semi", "crf2", "crf2-seen", "crf2-l2"],
+                        help="one model against varorder's first-order CRF (no CRFsuite run)")
+    parser.add_argument("--first-order-cache", type=Path,
+                        help="JSON of the first-order run (metrics and dev predictions): read if it exists, else "
+                             "written; L-BFGS from 0 is deterministic, so a cached run is the run")
+    parser.add_argument("--segment-length", type=int, default=None,
+                        help="semi: max_segment_length (default: the smallest covering >= 99%% of train entities)")
+    parser.add_argument("--positions", default="BILOU", help="semi: token_positions")
+    parser.add_argument("--segment-features", default="length,shape,case,frame,text,edges,context,dictionary")
+    parser.add_argument("--all-possible-states", action="store_true", help="semi: dense token/segment weights")
+    parser.add_argument("--c2", type=float, default=0.1, help="semi: c2")
+    parser.add_argument("--c2-second-order", type=float, default=1.0, help="crf2-l2: the l2 coefficient on U")
     args = parser.parse_args(argv)
     skip = set(filter(None, args.skip.split(",")))
     loads = [os.getloadavg()[0]]
@@ -173,6 +201,8 @@ def main(argv=None):
     X_dev, y_dev = load("dev")
     task = (f"GUM train -> dev, flat named entities (PROPN-head mentions, BIO, {len(y)} / {len(y_dev)} sentences), "
             f"tutorial word features, c1 = c2 = 0.1, {args.iterations} iterations at most (delta 1e-5, period 10)")
+    if args.model:
+        return versus_first_order(args, argv, X, y, X_dev, y_dev, task, loads)
     if "first" in skip:  # the online trainers alone (the first-order rows live in their own file)
         rows, details = [], {}
         online_rows(args, X, y, X_dev, y_dev, task, rows, details, loads)
@@ -281,6 +311,73 @@ def second_order_only(args, X, y, X_dev, y_dev, task, v, predicted_first, loads,
             row(system, "entity F1, seqeval strict BIO", second["strict_f1"], v["strict_f1"], name, "higher", task),
             row(system, "train CPU s (1 thread)", second["train_cpu_s"], v["train_cpu_s"], name, "lower", task),
             row(system, "tagging tokens/s", second["tokens_per_s"], v["tokens_per_s"], name, "higher", task)]
+    write(args, argv, loads, rows, details)
+
+
+def entity_lengths(tags):
+    from varorder.io.schemes import spans
+
+    return np.array([e - s for t in tags for _, s, e in spans(t)], dtype=np.int64)
+
+
+def versus_first_order(args, argv, X, y, X_dev, y_dev, task, loads):
+    """One model (semi-Markov or a second-order variant) against varorder's first-order CRF on the same token
+    features: F1 (both modes, per type), training CPU, tagging tokens/s, paired bootstrap of the F1 gain."""
+    cache = args.first_order_cache
+    if cache is not None and cache.exists():
+        saved = json.loads(cache.read_text())
+        first, predicted_first = saved["result"], saved["predicted"]
+        first["cached_from"] = str(cache)
+    else:
+        loads.append(os.getloadavg()[0])
+        first, predicted_first = run_varorder(X, y, X_dev, y_dev, iterations=args.iterations)
+        if cache is not None:
+            cache.write_text(json.dumps({"result": first, "predicted": predicted_first}))
+    print("first", json.dumps(first), file=sys.stderr, flush=True)
+    options = {"c2_second_order": args.c2_second_order}
+    details = {"first_order": first}
+    if args.model == "semi":
+        train_lengths, dev_lengths = entity_lengths(y), entity_lengths(y_dev)
+        D = args.segment_length
+        if D is None:  # the smallest length covering 99 % of the training entities
+            D = int(np.quantile(train_lengths, 0.99, method="higher"))
+        options.update(segment_length=D, positions=args.positions, segment_features=args.segment_features,
+                       all_possible_states=args.all_possible_states, c2=args.c2)
+        details["segments"] = {
+            "max_segment_length": D, "train_entities": int(train_lengths.size),
+            "train_share_representable": float((train_lengths <= D).mean()),
+            "dev_entities": int(dev_lengths.size), "dev_share_representable": float((dev_lengths <= D).mean()),
+            "train_length_quantiles": {q: int(np.quantile(train_lengths, q / 100, method="higher"))
+                                       for q in (50, 90, 95, 99, 100)}}
+    loads.append(os.getloadavg()[0])
+    ours, predicted = run_varorder(X, y, X_dev, y_dev, model=args.model, iterations=args.second_order_iterations,
+                                   options=options)
+    print(args.model, json.dumps(ours), file=sys.stderr, flush=True)
+    low, high = paired_bootstrap(y_dev, predicted_first, predicted)
+    key = "semi_markov" if args.model == "semi" else "second_order"
+    details[key] = dict(ours, options=options, bootstrap_f1_gain_95=[low, high])
+    if args.model == "semi":
+        seg = details["segments"]
+        system = (f"semi-Markov CRF (segments <= {seg['max_segment_length']} words, token positions "
+                  f"{args.positions}, segment features {args.segment_features}"
+                  f"{', all possible states' if args.all_possible_states else ''}, c2 = {args.c2})")
+        extra = f"; {100 * seg['dev_share_representable']:.1f} % of dev entities representable"
+    else:
+        system = {"crf2": "second-order CRF (BIO pair states)",
+                  "crf2-seen": "second-order CRF (BIO pair states, trigrams seen in train only)",
+                  "crf2-l2": f"second-order CRF (BIO pair states, c2 on U = {args.c2_second_order})"}[args.model]
+        extra = ""
+    note = (f"F1 gain {ours['f1'] - first['f1']:+.4f}, paired bootstrap 95 % [{low:+.4f}, {high:+.4f}] (1000 "
+            f"resamples of dev sentences, seed 0); {ours['iterations']} L-BFGS iterations (stop: "
+            f"{ours['stop_reason']}), first order {first['iterations']} (stop: {first['stop_reason']}){extra}")
+    name = "varorder first-order CRF"
+    rows = [row(system, "entity F1, conlleval / seqeval default", ours["f1"], first["f1"], name, "higher", task, note),
+            row(system, "entity F1, seqeval strict BIO", ours["strict_f1"], first["strict_f1"], name, "higher", task),
+            row(system, "train CPU s (1 thread)", ours["train_cpu_s"], first["train_cpu_s"], name, "lower", task),
+            row(system, "tagging tokens/s", ours["tokens_per_s"], first["tokens_per_s"], name, "higher", task)]
+    for t in sorted(first["per_type"]):
+        rows.append(row(system, f"entity F1 {t}", ours["per_type"].get(t, 0.0), first["per_type"][t], name, "higher",
+                        task))
     write(args, argv, loads, rows, details)
 
 

@@ -150,6 +150,18 @@ def tagging(tmp: Path):
 
 
 @step
+def semi_markov_crf(tmp: Path):
+    from varorder.models.semicrf import SemiMarkovCRF
+
+    X = [["Anna", "Smith", "saw", "Oslo"], ["Ola", "ran"], ["Oslo", "is", "far"]] * 4
+    y = [["B-PER", "I-PER", "O", "B-LOC"], ["B-PER", "O"], ["B-LOC", "O", "O"]] * 4
+    model = SemiMarkovCRF(max_iterations=3).fit(X, y)  # the flat semi-Markov marginals (engine.semimarkov_flat)
+    model.predict(X)
+    model.predict_kbest(X[:2], 2)
+    model.predict_marginals(X[:2])
+
+
+@step
 def hmm_series(tmp: Path):
     # the hmmlearn-style models and `varorder hmm` (continuous and count emissions, GMMs, every covariance
     # type, with and without NaN entries): densities, the E-step (chain.statistics), scores, filtered

@@ -153,8 +153,9 @@ class SecondOrderCRF(CRF):
     """A second-order linear-chain CRF with the API of :class:`~varorder.models.crf.CRF` (see the module doc).
 
     Parameters: those of :class:`~varorder.models.crf.CRF` (L-BFGS training only;
-    ``all_possible_transitions=False`` also keeps only the label trigrams seen), and ``constraints``: None,
-    or a tag scheme whose invalid label pairs are not states.
+    ``all_possible_transitions=False`` also keeps only the label trigrams seen), ``constraints``: None,
+    or a tag scheme whose invalid label pairs are not states, and ``c2_second_order``: the ℓ2 coefficient
+    on the second-order weights U (None: ``c2``, as every other weight).
 
     Learned attributes: the CRF's, and ``second_order_weights_`` (K + 1, K, K): U[i, j, k] for labels
     i (K: the sentence start), j, k in a row.
@@ -175,15 +176,19 @@ class SecondOrderCRF(CRF):
                  max_iterations: int = 100, delta: float = 1e-5, period: int = 10, min_feature_count: int = 1,
                  features: str | None = None, n_threads: int | None = None, verbose: bool = False,
                  all_possible_states: bool = True, all_possible_transitions: bool = True,
-                 boundary_weights: bool = False):
+                 boundary_weights: bool = False, c2_second_order: float | None = None):
         super().__init__(c1=c1, c2=c2, max_iterations=max_iterations, delta=delta, period=period,
                          min_feature_count=min_feature_count, features=features, n_threads=n_threads,
                          verbose=verbose, all_possible_states=all_possible_states,
                          all_possible_transitions=all_possible_transitions, boundary_weights=boundary_weights)
         self.constraints = constraints
+        self.c2_second_order = c2_second_order
 
     def _check_params(self):
+        from varorder.base import check_real
+
         super()._check_params()
+        check_real(self, "c2_second_order", 0, allow_none=True)
         if self.algorithm != "lbfgs":
             raise ParameterError(f"SecondOrderCRF trains with algorithm='lbfgs', not {self.algorithm!r}")
         if self.constraints is not None:
@@ -224,7 +229,20 @@ class SecondOrderCRF(CRF):
         if self.n_shards not in (None, 1) or self.executor is not None or self.n_jobs not in (None, 1):
             raise ParameterError("SecondOrderCRF trains on one shard (no n_shards / n_jobs / executor)")
         self._states = self._pair_states(K)
-        return SecondOrderObjective(matrix, lengths, gold, K, self._states)
+        objective = SecondOrderObjective(matrix, lengths, gold, K, self._states)
+        if self.c2_second_order is None or self.c2_second_order == self.c2:
+            return objective
+        extra = self.c2_second_order - self.c2  # the ℓ2 coefficient on U becomes c2_second_order
+        base = (self.n_features_in_ + K + 2) * K
+
+        def penalised(theta):
+            f, g = objective(theta)
+            U = theta[base:]
+            f += extra * float(U @ U)
+            g[base:] += 2.0 * extra * U
+            return f, g
+
+        return penalised
 
     def _set_params(self, theta, K):
         F = self.n_features_in_
