@@ -359,7 +359,7 @@ def versus_first_order(args, argv, X, y, X_dev, y_dev, task, loads):
     if args.model == "semi":
         seg = details["segments"]
         system = (f"semi-Markov CRF (segments <= {seg['max_segment_length']} words, token positions "
-                  f"{args.positions}, segment features {args.segment_features}"
+                  f"{args.positions}, segment features {', '.join(args.segment_features.split(','))}"
                   f"{', all possible states' if args.all_possible_states else ''}, c2 = {args.c2})")
         extra = f"; {100 * seg['dev_share_representable']:.1f} % of dev entities representable"
     else:

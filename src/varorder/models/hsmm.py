@@ -30,6 +30,7 @@ Duration distributions per state, on 1 … D:
 
 from __future__ import annotations
 
+import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 import numba as nb
 import numpy as np
 from scipy import optimize, special
