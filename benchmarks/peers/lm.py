@@ -90,6 +90,23 @@ def run_measured(command: list[str]) -> dict:
     return {"wall_s": time.perf_counter() - start, "stdout": process.stdout.decode(), "stderr": process.stderr.decode()}
 
 
+def runs_in_rounds(commands: dict[str, list[str]], rounds: int) -> dict[str, list[dict]]:
+    """Every command once per round, in turn, ``rounds`` times: each one's runs."""
+    results: dict[str, list[dict]] = {name: [] for name in commands}
+    for _ in range(rounds):
+        for name, command in commands.items():
+            results[name].append(run_with_rusage(command))
+    return results
+
+
+def best_of(runs: list[dict]) -> dict:
+    """The fastest round's CPU, wall and peak memory (each its own minimum), with every
+    round's CPU and peak memory beside them."""
+    return {"cpu_s": min(r["cpu_s"] for r in runs), "wall_s": min(r["wall_s"] for r in runs),
+            "peak_rss_mb": min(r["peak_rss_mb"] for r in runs), "cpu_s_per_round": [r["cpu_s"] for r in runs],
+            "peak_rss_mb_per_round": [r["peak_rss_mb"] for r in runs]}
+
+
 def run_with_rusage(command: list[str], tree: bool = False) -> dict:
     """Wall time, CPU time and peak RSS of one child process (os.wait4's rusage).
 
@@ -368,15 +385,10 @@ def section_estimate(folder: Path, rounds: int, rows: dict, orders, lmplz: str |
             for memory in lmplz_memory:  # lmplz's -S: its sorting buffers, which set its peak RSS
                 peers[f"lmplz -S {memory}"] = ["sh", "-c", f"{lmplz} -o {order} -S {memory} -T {folder} < {plain} "
                                                            f"> {folder / 'l.arpa'} 2>/dev/null"]
-        results: dict[str, list[dict]] = {name: [] for name in peers}
-        for _ in range(rounds):
-            for name, command in peers.items():
-                results[name].append(run_with_rusage(command))
+        results = runs_in_rounds(peers, rounds)
         for name, runs in results.items():
-            rows[f"estimate {order}-gram, {name}"] = {
-                "seconds": min(r["wall_s"] for r in runs), "cpu_s": min(r["cpu_s"] for r in runs),
-                "peak_rss_mb": min(r["peak_rss_mb"] for r in runs), "cpu_s_per_round": [r["cpu_s"] for r in runs],
-                "peak_rss_mb_per_round": [r["peak_rss_mb"] for r in runs]}
+            best = best_of(runs)
+            rows[f"estimate {order}-gram, {name}"] = {"seconds": best.pop("wall_s"), **best}
         for name in results:
             if name.startswith("lmplz"):
                 ours, theirs = rows[f"estimate {order}-gram, in memory"], rows[f"estimate {order}-gram, {name}"]
@@ -399,16 +411,11 @@ def section_binary(folder: Path, rounds: int, rows: dict, build_binary: str | No
         peers["KenLM build_binary (probing)"] = [build_binary, str(arpa), str(folder / "kenlm.probing")]
         peers["KenLM build_binary trie"] = [build_binary, "trie", str(arpa), str(folder / "kenlm.trie")]
     run_with_rusage(peers["varorder lm build-binary"])  # compiles/caches the reader's kernels
-    results: dict[str, list[dict]] = {name: [] for name in peers}
-    for _ in range(rounds):
-        for name, command in peers.items():
-            results[name].append(run_with_rusage(command))
+    results = runs_in_rounds(peers, rounds)
     for name, runs in results.items():
-        rows[f"binary {name}"] = {"seconds": min(r["wall_s"] for r in runs), "cpu_s": min(r["cpu_s"] for r in runs),
-                                  "peak_rss_mb": min(r["peak_rss_mb"] for r in runs),
-                                  "seconds_per_round": [r["wall_s"] for r in runs],
-                                  "cpu_s_per_round": [r["cpu_s"] for r in runs],
-                                  "peak_rss_mb_per_round": [r["peak_rss_mb"] for r in runs]}
+        best = best_of(runs)
+        rows[f"binary {name}"] = {"seconds": best.pop("wall_s"), **best,
+                                  "seconds_per_round": [r["wall_s"] for r in runs]}
     rows["binary varorder file MB"] = (folder / "bb.bin").stat().st_size / 2**20
     if build_binary:
         for kind in ("probing", "trie"):
@@ -682,16 +689,10 @@ def section_scale(folder: Path, rounds: int, rows: dict, copies, order: int, lmp
         if k == copies[0]:  # an untimed run each: Numba's cache filled, the page cache warm
             for name, command in chosen.items():
                 run_with_rusage(command)
-        results: dict[str, list[dict]] = {name: [] for name in chosen}
-        for _ in range(rounds):
-            for name, command in chosen.items():
-                results[name].append(run_with_rusage(command))
+        results = runs_in_rounds(chosen, rounds)
         for name, runs in results.items():
             rows[f"scale x{k} {order}-gram, {name}"] = {
-                "cpu_s": min(r["cpu_s"] for r in runs), "peak_rss_mb": min(r["peak_rss_mb"] for r in runs),
-                "wall_s": min(r["wall_s"] for r in runs), "cpu_s_per_round": [r["cpu_s"] for r in runs],
-                "peak_rss_mb_per_round": [r["peak_rss_mb"] for r in runs],
-                "log": [line for line in runs[-1]["stderr"].splitlines() if "held" in line]}
+                **best_of(runs), "log": [line for line in runs[-1]["stderr"].splitlines() if "held" in line]}
         outputs = [folder / f"v{i}.arpa" for i in range(3) if (folder / f"v{i}.arpa").exists()]
         rows[f"scale x{k} varorder ARPA files identical"] = all(
             filecmp.cmp(outputs[0], other, shallow=False) for other in outputs[1:])

@@ -97,33 +97,31 @@ def merge_tables(vocab_size: int, a, b, count_dtype):
 
 
 @numba.njit(cache=True)
+def _counting_pass(keys, n_keys, source, out):
+    """One stable counting-sort pass: the indices ``source`` ordered by ``keys[index]``
+    (values in [0, n_keys)), ties kept in ``source``'s order, written to ``out``."""
+    start = np.zeros(n_keys + 1, dtype=np.int64)
+    for k in range(len(source)):
+        start[keys[source[k]] + 1] += 1
+    for key in range(n_keys):
+        start[key + 1] += start[key]
+    for k in range(len(source)):
+        i = source[k]
+        out[start[keys[i]]] = i
+        start[keys[i]] += 1
+
+
+@numba.njit(cache=True)
 def unique_packed(prefix, words, n_prefixes, vocab_size, out_keys, out_counts, inverse):
     """``np.unique(prefix * V + words, return_inverse=True, return_counts=True)`` by a
     two-digit radix sort (counting sorts by word, then stably by prefix row, both small
     ranges): fills ``out_keys`` / ``out_counts`` (the first n entries; sized len(prefix))
     and ``inverse``, returns n."""
     n = len(prefix)
-    by_word = np.zeros(vocab_size + 1, dtype=np.int64)
-    for i in range(n):
-        by_word[words[i] + 1] += 1
-    for w in range(vocab_size):
-        by_word[w + 1] += by_word[w]
     first = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        w = words[i]
-        first[by_word[w]] = i
-        by_word[w] += 1
-    by_prefix = np.zeros(n_prefixes + 1, dtype=np.int64)
-    for i in range(n):
-        by_prefix[prefix[i] + 1] += 1
-    for r in range(n_prefixes):
-        by_prefix[r + 1] += by_prefix[r]
+    _counting_pass(words, vocab_size, np.arange(n), first)
     order = np.empty(n, dtype=np.int64)
-    for k in range(n):
-        i = first[k]
-        r = prefix[i]
-        order[by_prefix[r]] = i
-        by_prefix[r] += 1
+    _counting_pass(prefix, n_prefixes, first, order)
     u = -1
     last = -1
     for k in range(n):
