@@ -204,3 +204,112 @@ def test_thread_count_does_not_change_the_model():
     assert one.predict(X) == default.predict(X)
     with pytest.raises(ValueError, match="n_threads"):
         CRF(n_threads=0).fit(X, y)
+
+
+# -- solver=CRFSolverOptions(...): the mini-batch knobs, and their old keywords for one release -----
+
+def _weights(model):
+    return [model.emission_weights_, model.transition_weights_, model.start_weights_, model.end_weights_]
+
+
+@pytest.mark.parametrize("algorithm, knobs", [("adagrad", dict(batch_size=7, step_size=0.5)),
+                                              ("sgd", dict(batch_size=3)), ("sgd", dict(step_size=0.05))])
+def test_solver_options_and_the_old_keywords_give_the_same_model(tmp_path, algorithm, knobs):
+    import warnings
+
+    from sklearn.base import clone
+
+    from varorder.base import DEPRECATED
+    from varorder.models import persist
+    from varorder.models.crf import CRFSolverOptions
+
+    rng = np.random.default_rng(4)
+    X, y = _random_dense_problem(rng, n_seq=30, K=3)
+    common = dict(algorithm=algorithm, c2=0.1, max_iterations=4, random_state=0)
+    old, new = CRF(**knobs, **common), CRF(solver=CRFSolverOptions(**knobs), **common)
+    spelled = ", ".join(f"{k}={v!r}" for k, v in knobs.items())
+    with pytest.warns(FutureWarning) as told:
+        old.fit(X, y)
+    assert len(told) == 1 and f"solver=CRFSolverOptions({spelled})" in str(told[0].message)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # the new spelling warns of nothing
+        new.fit(X, y)
+    default = CRF(**common).fit(X, y)
+    for a, b, c in zip(_weights(old), _weights(new), _weights(default)):
+        assert np.array_equal(a, b)
+    assert not all(np.array_equal(a, c) for a, c in zip(_weights(new), _weights(default)))  # the knobs act
+    # (the mini-batch log has no gradient norm: NaN, which == refuses, so the entries' reprs are compared)
+    assert [repr(dict(e, time=0)) for e in old.history_] == [repr(dict(e, time=0)) for e in new.history_]
+    # the model file: the same params keys and values as before the move, whichever spelling trained it
+    for name, model in (("old", old), ("new", new)):
+        model.save(tmp_path / f"{name}.npz")
+    params = [persist.load_model(tmp_path / f"{name}.npz", "CRF", ())[0] for name in ("old", "new")]
+    assert params[0] == params[1] and "solver" not in params[0]
+    assert params[0]["batch_size"] == knobs.get("batch_size", 64)
+    assert params[0]["step_size"] == knobs.get("step_size", 0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)  # loading an old file warns of nothing
+        loaded = CRF.load(tmp_path / "old.npz")
+    assert loaded.solver == CRFSolverOptions(**knobs) and loaded.batch_size == DEPRECATED
+    assert all(np.array_equal(a, b) for a, b in zip(_weights(loaded), _weights(old)))
+    assert loaded.predict(X) == old.predict(X)
+    # scikit-learn's convention: the parameters as given; clone rebuilds both spellings
+    assert old.get_params()["solver"] is None and new.get_params()["batch_size"] == DEPRECATED
+    for estimator in (old, new):
+        copy = clone(estimator)
+        assert copy.get_params() == estimator.get_params()
+    assert clone(new).solver == new.solver and clone(old).batch_size == old.batch_size
+    assert CRF().set_params(solver=CRFSolverOptions(batch_size=5)).solver.batch_size == 5
+
+
+def test_the_default_spellings_warn_of_nothing():
+    import warnings
+
+    from varorder.models.crf2 import SecondOrderCRF
+
+    X = [[{"w": "a"}, {"w": "b"}], [{"w": "b"}, {"w": "a"}, {"w": "b"}]]
+    y = [["A", "B"], ["B", "A", "B"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        for model in (CRF(max_iterations=3), CRF(algorithm="adagrad", max_iterations=2),
+                      SecondOrderCRF(max_iterations=3)):
+            assert model.fit(X, y).predict(X) is not None
+        assert "batch_size" not in repr(CRF()) and "solver" not in repr(CRF())
+
+
+def test_solver_options_are_checked_at_fit():
+    from varorder.errors import ParameterError
+    from varorder.models.crf import CRFSolverOptions
+
+    X, y = _random_dense_problem(np.random.default_rng(0))
+    CRF(solver=CRFSolverOptions(batch_size=0))  # accepted by __init__: checked at fit
+    with pytest.raises(ParameterError, match=r"CRFSolverOptions: parameter batch_size=0 ") as info:
+        CRF(algorithm="adagrad", solver=CRFSolverOptions(batch_size=0)).fit(X, y)
+    assert info.value.name == "batch_size"
+    with pytest.raises(ParameterError, match=r"step_size=-1\.0"):
+        CRF(algorithm="sgd", solver=CRFSolverOptions(step_size=-1.0)).fit(X, y)
+    with pytest.raises(ParameterError, match="solver"):
+        CRF(solver={"batch_size": 3}).fit(X, y)
+    with pytest.raises(ParameterError, match=r"batch_size=2\.5"), pytest.warns(FutureWarning):
+        CRF(algorithm="adagrad", batch_size=2.5).fit(X, y)
+    with pytest.raises(TypeError):
+        CRFSolverOptions(batch_sise=3)  # a misspelt field is no silent default
+
+
+def test_sklearn_crfsuites_keywords_stay_first_class():
+    """A user coming from sklearn-crfsuite passes its keywords: the 21 the CRF shares with it are
+    constructor parameters of their own (not moved into ``solver``, no warning)."""
+    import inspect
+    import warnings
+
+    from varorder.base import DEPRECATED
+
+    peer = pytest.importorskip("sklearn_crfsuite", reason="sklearn-crfsuite is not installed")
+    ours = inspect.signature(CRF).parameters
+    shared = [name for name in inspect.signature(peer.CRF).parameters if name in ours]
+    assert len(shared) == 21 and {"c1", "c2", "epsilon", "calibration_eta", "pa_type", "gamma"} <= set(shared)
+    assert all(ours[name].default != DEPRECATED for name in shared)
+    X, y = [[{"w": "a"}, {"w": "b"}]], [["A", "B"]]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        CRF(**{name: ours[name].default for name in shared}).set_params(max_iterations=2).fit(X, y)

@@ -258,6 +258,27 @@ def _hmmlearn():
     return pytest.importorskip("hmmlearn.hmm", reason="hmmlearn is not installed (pip install hmmlearn)")
 
 
+@pytest.mark.parametrize("name", ["GaussianHMM", "GMMHMM", "PoissonHMM"])
+def test_constructors_take_hmmlearns_keywords_and_defaults_and_no_others(name):
+    """A user coming from hmmlearn passes the same keywords (none is deprecated or moved into an
+    options object): the constructors' parameters are hmmlearn's, with its defaults."""
+    import inspect
+    import warnings
+
+    from varorder.models.gmm_hmm import GMMHMM
+
+    H = _hmmlearn()
+    ours = {"GaussianHMM": GaussianHMM, "GMMHMM": GMMHMM, "PoissonHMM": PoissonHMM}[name]
+
+    def defaults(cls):
+        return {p.name: p.default for p in inspect.signature(cls).parameters.values()}
+
+    assert defaults(ours) == defaults(getattr(H, name))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        ours(**{k: v for k, v in defaults(getattr(H, name)).items()})
+
+
 @pytest.mark.parametrize("covariance_type", COVARIANCE_TYPES)
 def test_same_numbers_as_hmmlearn(covariance_type):
     H = _hmmlearn()

@@ -200,3 +200,23 @@ def test_negative_binomial_pmf_refuses_parameters_outside_its_domain():
         truncated_negative_binomial_log_pmf([1.0, 2.0], [0.5, 0.0], 5)
     lp = truncated_negative_binomial_log_pmf([2.0], [1.0], 5)[0]  # p = 1: all mass at d = 1
     assert lp[0] == 0.0 and np.isneginf(lp[1:]).all()
+
+
+@pytest.mark.parametrize("hsmm, base", [("GaussianHSMM", "GaussianHMM"), ("PoissonHSMM", "PoissonHMM")])
+def test_constructor_is_the_hmms_plus_the_duration_model(hsmm, base):
+    """An HSMM takes its HMM's keywords (hmmlearn's, with their defaults: a GaussianHMM user
+    switches by adding the duration model) and only ``max_duration`` and
+    ``duration_distribution`` of its own; ``params`` / ``init_params`` gain ``d`` (durations)."""
+    import inspect
+
+    def defaults(cls):
+        return {p.name: p.default for p in inspect.signature(cls).parameters.values()}
+
+    from varorder import models
+
+    hsmm, hmm = getattr(models, hsmm), defaults(getattr(models, base))
+    own = {k: v for k, v in defaults(hsmm).items() if k not in hmm}
+    assert own == {"max_duration": 50, "duration_distribution": "nonparametric"}
+    assert {k: v + "d" if k in ("params", "init_params") else v for k, v in hmm.items()} == \
+        {k: v for k, v in defaults(hsmm).items() if k in hmm}
+    assert hsmm(max_duration=7).get_params()["max_duration"] == 7

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from varorder import _numba_start
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real,
+                           options_with_deprecated)
 from varorder.errors import FormatError, ParameterError
 from varorder.models import optim, persist
 from varorder.parallel import check_n_jobs
@@ -44,7 +47,7 @@ from varorder.models.sequences import (ChainDecoding, ChunkPlan, LabelCodec, dec
 if TYPE_CHECKING:
     import scipy.sparse as sp
 
-__all__ = ["CRF", "ChainObjective", "PartialChainObjective", "featurised_shard", "shard_vocabulary"]
+__all__ = ["CRF", "CRFSolverOptions", "ChainObjective", "PartialChainObjective", "featurised_shard", "shard_vocabulary"]
 
 # the optimiser's cached kernels load without refreshing Numba's registries (varorder._numba_start)
 _numba_start.load_without_refresh(optim)
@@ -53,6 +56,27 @@ _ALGORITHMS = ("lbfgs", "adagrad", "sgd") + ONLINE_ALGORITHMS
 # CRFsuite's per-trainer parameters (sklearn-crfsuite's names), with CRFsuite's defaults
 _ONLINE_PARAMS = ("epsilon", "pa_type", "c", "error_sensitive", "averaging", "variance", "gamma", "calibration_eta",
                   "calibration_rate", "calibration_samples", "calibration_candidates", "calibration_max_trials")
+
+
+@dataclass(frozen=True)
+class CRFSolverOptions:
+    """The step knobs of :class:`CRF`'s own mini-batch algorithms (its ``solver`` parameter;
+    sklearn-crfsuite has neither algorithm, so neither knob); checked when the CRF fits.
+
+    Attributes
+    ----------
+    batch_size : int
+        Sequences per mini-batch of ``algorithm="adagrad"`` and ``"sgd"``.
+    step_size : float
+        Base step of ``adagrad`` (η) and ``sgd`` (η, scaled by batch / corpus and decayed per
+        mini-batch).
+    """
+
+    batch_size: int = 64
+    step_size: float = 0.2
+
+
+_SOLVER_KEYS = tuple(field.name for field in fields(CRFSolverOptions))
 
 
 class ChainObjective:
@@ -198,7 +222,10 @@ class CRF(ChainDecoding, ParamsMixin):
         J = Σ NLL + c1‖θ‖₁ + c2‖θ‖².
     max_iterations : L-BFGS iterations, or epochs for the mini-batch algorithms.
     delta, period : stop when J improved by < delta (relative) over ``period`` iterations.
-    batch_size, step_size : mini-batch size (sequences) and base step for adagrad/sgd.
+    solver : CRFSolverOptions, optional
+        ``batch_size`` and ``step_size`` of the mini-batch algorithms adagrad / sgd (None:
+        their defaults, 64 and 0.2). The two names as keywords of this constructor still work
+        for one release (a FutureWarning).
     min_feature_count : features seen fewer times in training are dropped.
     features : None (default): X holds feature dicts or arrays, one per item. A template
         list (:func:`varorder.models.features.parse_templates`: the preset ``"pos"``, or e.g.
@@ -251,14 +278,15 @@ class CRF(ChainDecoding, ParamsMixin):
     _MODEL_KIND = "CRF"
 
     def __init__(self, *, algorithm: str = "lbfgs", c1: float = 0.0, c2: float = 0.1, max_iterations: int = 100,
-                 delta: float = 1e-5, period: int = 10, batch_size: int = 64, step_size: float = 0.2,
+                 delta: float = 1e-5, period: int = 10, solver: CRFSolverOptions | None = None,
                  min_feature_count: int = 1, features: str | None = None, random_state=None,
                  n_threads: int | None = None, n_shards: int | None = None, n_jobs: int | None = None,
                  executor=None, verbose: bool = False, all_possible_states: bool = True,
                  all_possible_transitions: bool = True, boundary_weights: bool = False, epsilon: float = 0.0, pa_type: int = 1, c: float = 1.0,
                  error_sensitive: bool = True, averaging: bool = True, variance: float = 1.0, gamma: float = 1.0,
                  calibration_eta: float = 0.1, calibration_rate: float = 2.0, calibration_samples: int = 1000,
-                 calibration_candidates: int = 10, calibration_max_trials: int = 20):
+                 calibration_candidates: int = 10, calibration_max_trials: int = 20,
+                 batch_size=DEPRECATED, step_size=DEPRECATED):
         self.all_possible_states = all_possible_states
         self.all_possible_transitions = all_possible_transitions
         self.boundary_weights = boundary_weights
@@ -284,12 +312,23 @@ class CRF(ChainDecoding, ParamsMixin):
         self.max_iterations = max_iterations
         self.delta = delta
         self.period = period
-        self.batch_size = batch_size
-        self.step_size = step_size
+        self.solver = solver
         self.min_feature_count = min_feature_count
         self.features = features
         self.random_state = random_state
         self.verbose = verbose
+        # the keywords that moved into ``solver`` (kept for one release)
+        self.batch_size = batch_size
+        self.step_size = step_size
+
+    def _solver(self, warn: bool = True) -> CRFSolverOptions:
+        """``solver`` with the deprecated keywords passed put in (a FutureWarning unless ``warn`` is
+        False: a second resolution within one fit, or at save)."""
+        if not warn:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                return self._solver()
+        return options_with_deprecated(self, "solver", CRFSolverOptions, _SOLVER_KEYS, stacklevel=4)
 
     # -- data ---------------------------------------------------------------
 
@@ -306,8 +345,9 @@ class CRF(ChainDecoding, ParamsMixin):
         check_int(self, "max_iterations", 1)
         check_real(self, "delta", 0)
         check_int(self, "period", 1)
-        check_int(self, "batch_size", 1)
-        check_real(self, "step_size", 0, exclusive_minimum=True)
+        solver = self._solver()
+        check_int(solver, "batch_size", 1)
+        check_real(solver, "step_size", 0, exclusive_minimum=True)
         check_int(self, "min_feature_count", 1)
         check_features(self)
         check_int(self, "n_threads", 1, allow_none=True)
@@ -555,19 +595,20 @@ class CRF(ChainDecoding, ParamsMixin):
         return np.concatenate([states.ravel(), bigrams.ravel(), np.full(2 * K, bool(self.boundary_weights))])
 
     def _fit_minibatch(self, theta, matrix, lengths, gold, K, record, keep=None):
+        solver = self._solver(warn=False)  # told by _check_params
         rng = np.random.default_rng(self.random_state)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
         order = rng.permutation(lengths.size)
         batches = []
-        for start in range(0, order.size, self.batch_size):
-            seqs = np.sort(order[start:start + self.batch_size])
+        for start in range(0, order.size, solver.batch_size):
+            seqs = np.sort(order[start:start + solver.batch_size])
             rows = np.concatenate([np.arange(offsets[s], offsets[s + 1]) for s in seqs])
             batches.append((seqs.size, ChainObjective(matrix[rows], lengths[seqs], gold[rows], K)))
         n_total = lengths.size
         if self.algorithm == "adagrad":
-            optimiser = AdaGrad(step_size=self.step_size)
+            optimiser = AdaGrad(step_size=solver.step_size)
         else:
-            optimiser = SGD(step_size=self.step_size / n_total * self.batch_size, decay=1.0 / len(batches))
+            optimiser = SGD(step_size=solver.step_size / n_total * solver.batch_size, decay=1.0 / len(batches))
         for epoch in range(1, self.max_iterations + 1):
             total = 0.0
             for b in rng.permutation(len(batches)):
@@ -696,10 +737,12 @@ class CRF(ChainDecoding, ParamsMixin):
     def save(self, path) -> None:
         """Write the fitted model as npz + JSON metadata (no pickle); atomic."""
         self._check_fitted()
-        params = {k: getattr(self, k) for k in ("algorithm", "c1", "c2", "max_iterations", "delta", "period",
-                                                 "batch_size", "step_size", "min_feature_count", "features",
-                                                 "n_threads", "n_shards", "all_possible_states", "boundary_weights",
-                                                 "all_possible_transitions") + _ONLINE_PARAMS}
+        solver = self._solver(warn=False)
+        # the solver's knobs under their own names, as model files have always held them
+        params = {k: getattr(solver if k in _SOLVER_KEYS else self, k) for k in (
+            "algorithm", "c1", "c2", "max_iterations", "delta", "period", "batch_size", "step_size",
+            "min_feature_count", "features", "n_threads", "n_shards", "all_possible_states", "boundary_weights",
+            "all_possible_transitions") + _ONLINE_PARAMS}
         persist.save_model(path, self._MODEL_KIND, params, {
             "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
         }, {
@@ -713,7 +756,9 @@ class CRF(ChainDecoding, ParamsMixin):
         """Read a model written by :meth:`save`; a corrupted or foreign file raises ValueError."""
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, (
             "emission_weights", "transition_weights", "start_weights", "end_weights"))
-        model = cls(**persist.templates_as_parameter(path, params, state))
+        params = dict(persist.templates_as_parameter(path, params, state))
+        moved = {k: params.pop(k) for k in _SOLVER_KEYS if k in params}
+        model = cls(**params, solver=CRFSolverOptions(**moved))
         model.classes_ = persist.check_labels(path, "classes", state["classes"])
         model.feature_names_ = persist.check_labels(path, "feature_names", state["feature_names"], allow_none=True)
         model.n_features_in_ = int(state["n_features_in"])
