@@ -7,7 +7,7 @@ Every estimator here delegates inference to the one DP engine (:mod:`varorder.ch
 from varorder._lazy import attach
 
 _EXPORTS = {
-    **dict.fromkeys(("CRF", "ChainObjective"), "varorder.models.crf"),
+    **dict.fromkeys(("CRF", "CRFSolverOptions", "ChainObjective"), "varorder.models.crf"),
     **dict.fromkeys(("MEMM",), "varorder.models.memm"),
     **dict.fromkeys(("HMM",), "varorder.models.hmm"),
     **dict.fromkeys(("GaussianHMM",), "varorder.models.gaussian_hmm"),
