@@ -235,6 +235,11 @@ def language_models(tmp: Path):
     _cli("lm", "build-binary", tmp / "kneser-ney.arpa", tmp / "kn.bin")
     _cli("lm", "score", tmp / "kn.bin", corpus)
     _cli("lm", "maxarpa", tmp / "kneser-ney.arpa", tmp / "max.arpa")
+    # mixing with a tuned weight (EM on held-out text) and entropy pruning with an evaluation
+    held = tmp / "held.txt"
+    held.write_text("the dog eats\na big cat runs\n")
+    _cli("lm", "mix", tmp / "kneser-ney.arpa", tmp / "absolute.arpa", "--tune", held, "-o", tmp / "mixed.arpa")
+    _cli("lm", "prune", tmp / "kneser-ney.arpa", tmp / "pruned.arpa", "--threshold", "1e-5", "--eval", held)
     import varorder.lm.kenlm as kenlm  # the kenlm-compatible API's stateful query kernel
 
     model, state, out = kenlm.Model(tmp / "kn.bin"), kenlm.State(), kenlm.State()
@@ -279,6 +284,7 @@ def exact_decoding_unbounded(tmp: Path):
     # the bounded build's kernels (shard repair, k-way merge) and the verifying open
     build_index(corpus, tmp / "bounded.idx", memory=1 << 20, shard_tokens=7, overlap=0)
     open_index(tmp / "bounded.idx")
+    _cli("lm", "index", corpus, "-o", tmp / "cli-bounded.idx", "-S", "1M")
     vocab = model.vocabulary
     candidates = [(np.asarray([vocab.id_of(w) for w in options]), np.zeros(len(options)))
                   for options in (["the", "my"], ["old", "dog"], ["dog", "man"], ["likes", "wants"])]
@@ -317,6 +323,9 @@ def alignment(tmp: Path):
     (tmp / "c.f").write_text("".join(" ".join(f) + "\n" for _, f in pairs))
     _cli("align", "train", tmp / "c.e", tmp / "c.f", "-o", tmp / "m.npz", "--iterations", "2", "--ibm1-iterations", "2")
     _cli("align", "apply", tmp / "m.npz", tmp / "c.e", tmp / "c.f", "-o", tmp / "out.align")
+    from varorder.agree.aligner import WordAligner
+
+    WordAligner(training="agreement", iterations=2).fit(pairs).align(pairs[:1])
 
 
 @step
