@@ -80,19 +80,17 @@ class DFA:
         merged by Moore's partition refinement (states are equivalent when they agree on
         acceptance and their successors are equivalent on every symbol); state 0 is the
         start."""
-        # symbols with the same column everywhere are one class: refine over the classes
-        classes, column_class = _column_classes(self.delta)
         reach = np.zeros(self.num_states, bool)
         reach[self.start] = True
         frontier = np.asarray([self.start])
         while frontier.size:
-            nxt = np.unique(classes[frontier])
+            nxt = np.unique(self.delta[frontier])
             frontier = nxt[~reach[nxt]]
             reach[frontier] = True
         states = np.flatnonzero(reach)
         index = np.full(self.num_states, -1, np.int64)
         index[states] = np.arange(states.size)
-        delta = index[classes[states]]
+        delta = index[self.delta[states]]
         accepting = self.accepting[states]
         block = (accepting != accepting[0]).astype(np.int64)  # blocks numbered 0 .. count − 1
         count = int(block.max()) + 1
@@ -112,20 +110,7 @@ class DFA:
         rank[order] = np.arange(count)
         representative = firsts[order]
         representative[0] = index[self.start]
-        return DFA(rank[block[delta[representative]]][:, column_class], 0, accepting[representative])
-
-
-def _column_classes(delta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(the distinct columns of delta (Q, C), each symbol's column index (V,)), found by a
-    hash of each column and checked (np.unique over whole columns is ~10× slower)."""
-    mix = (np.arange(1, delta.shape[0] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
-    with np.errstate(over="ignore"):
-        keys = (delta.astype(np.uint64) * mix[:, None]).sum(axis=0, dtype=np.uint64)
-    _, first, column_class = np.unique(keys, return_index=True, return_inverse=True)
-    classes = delta[:, first]
-    if not np.array_equal(classes[:, column_class], delta):  # a hash collision
-        classes, column_class = np.unique(delta, axis=1, return_inverse=True)
-    return classes, column_class.reshape(-1)
+        return DFA(rank[block[delta[representative]]], 0, accepting[representative])
 
 
 def intersect(a: DFA, b: DFA) -> DFA:

@@ -494,6 +494,44 @@ def _advance(i, y, t, s, q, Q, symbol, nxt, dq, out, lengths, ids, node, alive):
 
 
 @nb.njit(cache=True)
+def _scan(p, g, run, target, su, sy, a, c, total):
+    """The scan of a first-order node's columns (weights p[x] · g[x]) from running sum run,
+    giving entry 1 + x to every sorted target below it; returns (paths drawn, the last entry
+    of positive weight)."""
+    last = 0
+    for x in range(p.shape[0]):
+        grown = run + p[x] * g[x]
+        if grown != run:
+            last = x + 1
+        run = grown
+        while target < run:
+            sy[a] = x + 1
+            a += 1
+            if a == c:
+                return a, last
+            target = su[a] * total
+    return a, last
+
+
+@nb.njit(cache=True)
+def _scan_general(p, nxt_s, dq_q, nb_, run, target, su, sy, a, c, total):
+    """:func:`_scan` for any automaton (weights p[x] · nb_[nxt_s[x], dq_q[x]])."""
+    last = 0
+    for x in range(p.shape[0]):
+        grown = run + p[x] * nb_[nxt_s[x], dq_q[x]]
+        if grown != run:
+            last = x + 1
+        run = grown
+        while target < run:
+            sy[a] = x + 1
+            a += 1
+            if a == c:
+                return a, last
+            target = su[a] * total
+    return a, last
+
+
+@nb.njit(cache=True)
 def product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, totals, G, scale, symbol, start_s, start_q,
                    n, seed, few):
     """n paths of the unrolled automaton × DFA drawn forward from its backward values
@@ -583,24 +621,21 @@ def product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, totals, G
                     b -= 1
                 su[b] = u
                 si[b] = i
+            # the end entry (running sum e = 0.0 + e), then the columns
             a = 0
             target = su[0] * total
-            run = 0.0
+            run = e
             last = 0  # the last entry of positive weight, for u · total ≥ every running sum
-            for y in range(K):
-                w = e if y == 0 else _product_weight(prob, nxt, dq, nb_, G, first_order, t, s, q, y - 1)
-                grown = run + w
-                if grown != run:
-                    last = y
-                run = grown
-                while target < run:
-                    sy[a] = y
-                    a += 1
-                    if a == c:
-                        break
+            while a < c and target < run:
+                sy[a] = 0
+                a += 1
+                if a < c:
                     target = su[a] * total
-                if a == c:
-                    break
+            if a < c:
+                if first_order:
+                    a, last = _scan(prob[s], G[t, q], run, target, su, sy, a, c, total)
+                else:
+                    a, last = _scan_general(prob[s], nxt[s], dq[q], nb_, run, target, su, sy, a, c, total)
             for b in range(a, c):
                 sy[b] = last
             for b in range(c):
