@@ -494,31 +494,16 @@ def _advance(i, y, t, s, q, Q, symbol, nxt, dq, out, lengths, ids, node, alive):
 
 
 @nb.njit(cache=True)
-def _scan(p, g, run, target, su, sy, a, c, total):
-    """The scan of a first-order node's columns (weights p[x] · g[x]) from running sum run,
-    giving entry 1 + x to every sorted target below it; returns (paths drawn, the last entry
-    of positive weight)."""
+def _scan(p, g, nxt_s, dq_q, nb_, first_order, run, target, su, sy, a, c, total):
+    """The scan of a node's columns (weights p[x] · g[x] for a first-order automaton, else
+    p[x] · nb_[nxt_s[x], dq_q[x]]) from running sum run, giving entry 1 + x to every sorted
+    target below it; returns (paths drawn, the last entry of positive weight)."""
     last = 0
     for x in range(p.shape[0]):
-        grown = run + p[x] * g[x]
-        if grown != run:
-            last = x + 1
-        run = grown
-        while target < run:
-            sy[a] = x + 1
-            a += 1
-            if a == c:
-                return a, last
-            target = su[a] * total
-    return a, last
-
-
-@nb.njit(cache=True)
-def _scan_general(p, nxt_s, dq_q, nb_, run, target, su, sy, a, c, total):
-    """:func:`_scan` for any automaton (weights p[x] · nb_[nxt_s[x], dq_q[x]])."""
-    last = 0
-    for x in range(p.shape[0]):
-        grown = run + p[x] * nb_[nxt_s[x], dq_q[x]]
+        if first_order:  # loop-invariant: compiled as two loops
+            grown = run + p[x] * g[x]
+        else:
+            grown = run + p[x] * nb_[nxt_s[x], dq_q[x]]
         if grown != run:
             last = x + 1
         run = grown
@@ -632,10 +617,8 @@ def product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, totals, G
                 if a < c:
                     target = su[a] * total
             if a < c:
-                if first_order:
-                    a, last = _scan(prob[s], G[t, q], run, target, su, sy, a, c, total)
-                else:
-                    a, last = _scan_general(prob[s], nxt[s], dq[q], nb_, run, target, su, sy, a, c, total)
+                g = G[t, q] if first_order else cum  # cum: unused, of the same type
+                a, last = _scan(prob[s], g, nxt[s], dq[q], nb_, first_order, run, target, su, sy, a, c, total)
             for b in range(a, c):
                 sy[b] = last
             for b in range(c):
