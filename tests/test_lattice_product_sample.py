@@ -1,9 +1,10 @@
 """The engine's forward sampler over an automaton × DFA unrolled over positions
 (``engine.lattice.product_backward`` / ``product_sample``) against enumeration: backward
-values equal the lattice engine's LOG backward on the materialised product, samples pass a
-fixed-seed χ² test against the enumerated path probabilities (and a wrong distribution
-fails it), the guide-table draw equals the bisection draw bit for bit, and sample i
-depends only on (seed, i)."""
+values equal the lattice engine's LOG backward on the materialised product, the totals are
+the nodes' weight sums, samples pass a fixed-seed χ² test against the enumerated path
+probabilities along either draw (a node's table or a scan of its weights; and a wrong
+distribution fails it), both draws give the same samples bit for bit, the guide-table draw
+equals the bisection draw bit for bit, and sample i depends only on (seed, i)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,12 @@ def _live(dq, accepting):
         if (grown == live).all():
             return live
         live = grown
+
+
+def _backward(prob, nxt, end, dq, accepting, min_len, max_len):
+    """product_backward, with probT = prob transposed for a first-order automaton."""
+    prob_t = np.ascontiguousarray(prob.T) if (nxt == nxt[:1]).all() else np.empty((0, prob.shape[0]))
+    return kernels.product_backward(prob, prob_t, nxt, end, dq, accepting, _live(dq, accepting), min_len, max_len)
 
 
 def _enumerate(prob, nxt, end, dq, accepting, min_len, max_len, s0=0, q0=0):
@@ -91,7 +98,7 @@ def _materialise(prob, nxt, end, dq, accepting, min_len, max_len, s0=0, q0=0):
 def test_backward_equals_the_lattice_engine_and_enumeration(seed, min_len, extra):
     prob, nxt, end, dq, accepting = _random_product(seed)
     max_len = min_len + extra
-    B, scale = kernels.product_backward(prob, nxt, end, dq, accepting, _live(dq, accepting), min_len, max_len)
+    B, scale, totals, G = _backward(prob, nxt, end, dq, accepting, min_len, max_len)
     lat, node = _materialise(prob, nxt, end, dq, accepting, min_len, max_len)
     beta = lattice_ops.betas(lat)
     S, Q = prob.shape[0], dq.shape[0]
@@ -103,19 +110,24 @@ def test_backward_equals_the_lattice_engine_and_enumeration(seed, min_len, extra
     assert math.isclose(B[0, 0, 0] * math.exp(scale[0]), sum(paths.values()), rel_tol=1e-10, abs_tol=1e-300)
 
 
+TABLES, SCANS = 0, 10**9  # product_sample's ``few``: every node builds a table / every node scans
+
+
+@pytest.mark.parametrize("few", [TABLES, SCANS, 3])
 @pytest.mark.parametrize("seed,min_len,max_len", [(0, 0, 3), (1, 1, 3), (2, 2, 4), (3, 0, 2)])
-def test_samples_pass_goodness_of_fit(seed, min_len, max_len):
+def test_samples_pass_goodness_of_fit(seed, min_len, max_len, few):
     for attempt in range(20):  # a random instance with a path
         prob, nxt, end, dq, accepting = _random_product(100 * seed + attempt)
         paths = _enumerate(prob, nxt, end, dq, accepting, min_len, max_len)
         if len(paths) > 3:
             break
-    B, scale = kernels.product_backward(prob, nxt, end, dq, accepting, _live(dq, accepting), min_len, max_len)
+    B, scale, totals, G = _backward(prob, nxt, end, dq, accepting, min_len, max_len)
     symbol = np.arange(10, 10 + prob.shape[1], dtype=np.int64)  # labels ≠ columns
-    labels, lengths, built = kernels.product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, scale,
-                                                    symbol, 0, 0, 20000, np.uint64(seed))
+    labels, lengths, built = kernels.product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, totals, G,
+                                                    scale, symbol, 0, 0, 20000, np.uint64(seed), few)
     labels = labels.T
-    assert labels.shape == (20000, max_len) and 0 < built <= max_len * prob.shape[0] * dq.shape[0]
+    assert labels.shape == (20000, max_len) and built <= max_len * prob.shape[0] * dq.shape[0]
+    assert (built == 0) == (few == SCANS)
     assert ((labels >= 0).sum(axis=1) == lengths).all()
     draws = Counter(tuple(int(c) - 10 for c in row[:k]) for row, k in zip(labels, lengths))
     total = sum(paths.values())
@@ -125,12 +137,13 @@ def test_samples_pass_goodness_of_fit(seed, min_len, max_len):
     assert chi_square_pvalue(draws, uniform) < 1e-6  # the test can fail
 
 
-def test_first_order_automaton_backward_and_samples():
+@pytest.mark.parametrize("few", [TABLES, SCANS, 3])
+def test_first_order_automaton_backward_and_samples(few):
     """Every state's next state the same per column (a bigram LM's automaton): the
     backward's matrix-product path, against the lattice engine and enumeration."""
     prob, nxt, end, dq, accepting = _random_product(11, S=3, X=3)
     nxt = np.ascontiguousarray(np.repeat(nxt[:1], 3, axis=0))
-    B, scale = kernels.product_backward(prob, nxt, end, dq, accepting, _live(dq, accepting), 1, 4)
+    B, scale, totals, G = _backward(prob, nxt, end, dq, accepting, 1, 4)
     lat, node = _materialise(prob, nxt, end, dq, accepting, 1, 4)
     beta = lattice_ops.betas(lat)
     for t in range(1, 5):
@@ -138,23 +151,63 @@ def test_first_order_automaton_backward_and_samples():
             assert math.isclose(B[t, s, q] * math.exp(scale[t]), math.exp(beta[node(t, s, q)]), rel_tol=1e-10,
                                 abs_tol=1e-300)
     paths = _enumerate(prob, nxt, end, dq, accepting, 1, 4)
-    labels, lengths, _ = kernels.product_sample(prob, nxt, end, dq, accepting, 1, 4, B, scale,
-                                                np.arange(3, dtype=np.int64), 0, 0, 20000, np.uint64(1))
+    assert G.shape == (4, 3, 3)
+    labels, lengths, _ = kernels.product_sample(prob, nxt, end, dq, accepting, 1, 4, B, totals, G, scale,
+                                                np.arange(3, dtype=np.int64), 0, 0, 20000, np.uint64(1), few)
     draws = Counter(tuple(int(c) for c in row[:k]) for row, k in zip(labels.T, lengths))
     total = sum(paths.values())
     assert chi_square_pvalue(draws, {x: w / total for x, w in paths.items()}) > 1e-4
 
 
-def test_sample_i_depends_only_on_seed_and_i():
+@pytest.mark.parametrize("first_order", [False, True])
+def test_sample_i_depends_only_on_seed_and_i(first_order):
     prob, nxt, end, dq, accepting = _random_product(7, S=4, X=4)
+    if first_order:
+        nxt = np.ascontiguousarray(np.repeat(nxt[:1], 4, axis=0))
     args = (prob, nxt, end, dq, accepting, 1, 5)
-    B, scale = kernels.product_backward(*args[:5], _live(dq, accepting), 1, 5)
+    B, scale, totals, G = _backward(*args)
+    assert (G.shape[0] > 0) == first_order
     symbol = np.arange(4, dtype=np.int64)
-    many, lengths, _ = kernels.product_sample(*args, B, scale, symbol, 0, 0, 300, np.uint64(5))
-    few, few_lengths, _ = kernels.product_sample(*args, B, scale, symbol, 0, 0, 40, np.uint64(5))
+    tables = (B, totals, G, scale, symbol, 0, 0)
+    many, lengths, _ = kernels.product_sample(*args, *tables, 300, np.uint64(5), 3)
+    few, few_lengths, _ = kernels.product_sample(*args, *tables, 40, np.uint64(5), 3)
     assert (many[:, :40] == few).all() and (lengths[:40] == few_lengths).all()
-    other, _, _ = kernels.product_sample(*args, B, scale, symbol, 0, 0, 300, np.uint64(6))
+    other, _, _ = kernels.product_sample(*args, *tables, 300, np.uint64(6), 3)
     assert (other != many).any()
+    # a node's table and a scan of its weights draw the same entry at the same uniform
+    for draw in (TABLES, SCANS, 1, 20):
+        same, same_lengths, _ = kernels.product_sample(*args, *tables, 300, np.uint64(5), draw)
+        assert (same == many).all() and (same_lengths == lengths).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(0, 10**6), st.booleans(), st.integers(0, 2), st.integers(0, 3))
+def test_totals_are_the_nodes_weight_sums(seed, first_order, min_len, extra):
+    """totals[t, s, q] = Σ_x prob[s, x] B[t + 1, nxt, dq] (+ the end weight), the total the
+    sampler draws against, and G the first-order automaton's gathered continuations."""
+    prob, nxt, end, dq, accepting = _random_product(seed, S=4, X=5)
+    if first_order:
+        nxt = np.ascontiguousarray(np.repeat(nxt[:1], 4, axis=0))
+    max_len = min_len + extra
+    live = _live(dq, accepting)
+    B, scale, totals, G = _backward(prob, nxt, end, dq, accepting, min_len, max_len)
+    S, Q = prob.shape[0], dq.shape[0]
+    for t in range(max_len + 1):
+        for s, q in itertools.product(range(S), range(Q)):
+            if not live[q]:
+                assert totals[t, s, q] == 0.0
+                continue
+            e = end[s] * math.exp(-scale[t + 1]) if t < max_len else end[s]
+            want = e if t >= min_len and accepting[q] else 0.0
+            if t < max_len:
+                cont = B[t + 1][nxt[s], dq[q]]
+                want += float((prob[s] * cont).sum())
+                if first_order:
+                    assert (G[t, q] == cont).all()
+            assert math.isclose(totals[t, s, q], want, rel_tol=1e-12, abs_tol=1e-300)
+            m = totals[t].max()
+            if m > 0:
+                assert math.isclose(B[t, s, q], totals[t, s, q] / m, rel_tol=1e-15, abs_tol=1e-300)
 
 
 def test_stream_uniforms_are_uniform_and_deterministic():

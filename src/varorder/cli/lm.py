@@ -555,12 +555,13 @@ def constrain(model_path, contains, ordered, regex, min_length, max_length, samp
         raise click.BadParameter(f"--min-length {min_length} exceeds --max-length {max_length}")
     constrained = ConstrainedLM.from_spec(model, contains=contains, ordered=ordered, regex=regex,
                                           min_length=min_length, max_length=max_length)
-    _say(f"p(constraint) = {math.exp(constrained.log_probability):.6g} "
-         f"(product lattice: {constrained.num_nodes} nodes, {constrained.num_arcs} arcs)")
+    p_constraint = f"p(constraint) = {math.exp(constrained.log_probability):.6g}"
     if samples == 0:
-        words, logp = constrained.decode()
+        words, logp = constrained.decode()  # on the product lattice (sampling needs none)
+        _say(f"{p_constraint} (product lattice: {constrained.num_nodes} nodes, {constrained.num_arcs} arcs)")
         click.echo(f"{' '.join(words)}\t{logp / math.log(10):.6f}")
         return
+    _say(p_constraint)
     for words in constrained.sample(samples, seed=seed):
         click.echo(f"{' '.join(words)}\t{model.score_sentence(words):.6f}")
 

@@ -38,6 +38,8 @@ provided).
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from varorder import lattice as lattice_ops
@@ -109,14 +111,17 @@ class ConstrainedLM:
     def _build_tables(self) -> None:
         """The product's backward values, computed over the LM automaton's and the DFA's
         own tables (no arc of the unrolled product is stored): log Z, and what the sampler
-        draws from."""
+        draws from. The word columns are taken in decreasing order of their summed
+        probability over the LM's states, so that a sampler's scan of a node's weights
+        (see :func:`~varorder.engine.lattice.product_sample`) usually stops early."""
         wfsa, dfa = self.wfsa, self._automaton
-        self._word_columns, self._eos_column, self._prob, self._end, self._next = wfsa.word_tables()
+        self._word_columns, self._eos_column, self._prob, self._end, self._next, prob_t = _ordered_tables(wfsa)
         word_ids = wfsa.symbols[self._word_columns]
         self._dq = np.ascontiguousarray(dfa.delta[:, word_ids])
         self._word_ids = np.ascontiguousarray(word_ids, dtype=np.int64)
-        self._backward, self._scale = product_backward(self._prob, self._next, self._end, self._dq, dfa.accepting,
-                                                       dfa.live(), self.min_length, self.max_length)
+        self._backward, self._scale, self._totals, self._gathered = product_backward(
+            self._prob, prob_t, self._next, self._end, self._dq, dfa.accepting, dfa.live(), self.min_length,
+            self.max_length)
         root = self._backward[0, wfsa.start, dfa.start]
         if not root > 0.0:
             raise ParameterError("no sentence satisfies the constraint within the length range (or the model gives "
@@ -201,9 +206,9 @@ class ConstrainedLM:
             rows = lattice_ops.sample(self.lattice, n, seed)
             return rows, (rows >= 0).sum(axis=1)
         labels, lengths, _ = product_sample(self._prob, self._next, self._end, self._dq, self._automaton.accepting,
-                                            self.min_length, self.max_length, self._backward, self._scale,
-                                            self._word_ids, self.wfsa.start, self._automaton.start, n,
-                                            stream_seed(seed))
+                                            self.min_length, self.max_length, self._backward, self._totals,
+                                            self._gathered, self._scale, self._word_ids, self.wfsa.start,
+                                            self._automaton.start, n, stream_seed(seed), SCAN_GROUP)
         return labels.T, lengths
 
     def sample(self, n: int = 1, seed=None) -> list[list[str]]:
@@ -253,6 +258,33 @@ class ConstrainedLM:
             return self.next_logprobs(list(prefix_ids))
 
         return process
+
+
+# A node holding at most this many of a batch's paths at a position draws them by one scan
+# of its weights instead of building a table (product_sample): tuned on the PTB bigram
+# benchmark (benchmarks/papers/constrained_sampling.py); any value draws the same samples.
+SCAN_GROUP = 32
+
+_ORDERED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _ordered_tables(wfsa) -> tuple:
+    """``wfsa.word_tables()`` with the word columns in decreasing order of their summed
+    probability over the automaton's states, and the weights transposed (X, S) when the
+    automaton is first-order (the next state depends on the word only: a bigram LM; no rows
+    otherwise), as :func:`~varorder.engine.lattice.product_backward` takes them (computed
+    once per automaton)."""
+    tables = _ORDERED.get(wfsa)
+    if tables is None:
+        columns, eos_column, prob, end, nxt = wfsa.word_tables()
+        order = np.argsort(-prob.sum(axis=0), kind="stable")
+        prob = np.ascontiguousarray(prob[:, order])
+        nxt = np.ascontiguousarray(nxt[:, order])
+        first_order = bool((nxt == nxt[:1]).all())
+        prob_t = np.ascontiguousarray(prob.T) if first_order else np.empty((0, prob.shape[0]))
+        tables = (columns[order], eos_column, prob, end, nxt, prob_t)
+        _ORDERED[wfsa] = tables
+    return tables
 
 
 class Product:

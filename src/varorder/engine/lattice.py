@@ -333,11 +333,10 @@ def guide_fill(cum, lo, k, guide, glo):
 
 
 @nb.njit(cache=True)
-def guide_draw(cum, lo, k, guide, glo, u):
-    """The index :func:`_draw_cumulative` draws at u from the running sums cum[lo:lo + k]
-    (the first i with u · total < cum[lo + i]; the last entry of positive weight when
-    u · total rounds up to total), found from its cut point in O(1) expected steps."""
-    target = u * cum[lo + k - 1]
+def guide_search(cum, lo, k, guide, glo, u, target):
+    """The first i < k with target < cum[lo + i] (the last entry of positive weight when
+    there is none), found from the cut point of u (target ≈ u · total) in O(1) expected
+    steps; the walk corrects any hint, so the answer depends on target alone."""
     g = int(u * k)
     if g >= k:
         g = k - 1
@@ -352,6 +351,14 @@ def guide_draw(cum, lo, k, guide, glo, u):
     return i
 
 
+@nb.njit(cache=True)
+def guide_draw(cum, lo, k, guide, glo, u):
+    """The index :func:`_draw_cumulative` draws at u from the running sums cum[lo:lo + k]
+    (the first i with u · total < cum[lo + i]; the last entry of positive weight when
+    u · total rounds up to total), found from its cut point in O(1) expected steps."""
+    return guide_search(cum, lo, k, guide, glo, u, u * cum[lo + k - 1])
+
+
 def stream_seed(seed) -> np.uint64:
     """The uint64 seed of the counter-based streams: a non-negative integer as it is (mod
     2⁶⁴), None fresh entropy, a Generator or SeedSequence one draw from it."""
@@ -362,11 +369,21 @@ def stream_seed(seed) -> np.uint64:
 
 
 @nb.njit(cache=True)
-def product_backward(prob, nxt, end, dq, accepting, live, min_len, max_len):
-    """Backward values of the unrolled automaton × DFA (see above): (B (M + 1, S, Q),
-    log scales (M + 1,)) with β(t, s, q) = B[t, s, q] · exp(scale[t]) and max B[t] = 1
-    (B[t] all 0 when no node of position t reaches an end). DFA states that are not
-    ``live`` are skipped (their β is 0)."""
+def product_backward(prob, probT, nxt, end, dq, accepting, live, min_len, max_len):
+    """Backward values of the unrolled automaton × DFA (see above): (B (M + 1, S, Q), log
+    scales (M + 1,), totals (M + 1, S, Q), G) with β(t, s, q) = B[t, s, q] · exp(scale[t])
+    and max B[t] = 1 (B[t] all 0 when no node of position t reaches an end).
+
+    totals[t, s, q] is node (t, s, q)'s weight sum in the sampler's unit, summed in the
+    sampler's entry order — the end weight end[s] · exp(−scale[t + 1]) (0 unless t ≥ min_len
+    and q accepts) first, then the column weights prob[s, x] · B[t + 1, nxt, dq] in column
+    order —, so it is the sampler's last running sum bit for bit and a node's draw needs no
+    pass to find its total. G (M, Q, X) holds the gathered continuations B[t + 1, nxt[0, x],
+    dq[q, x]] of a first-order automaton (the next state depends on the column only, as in a
+    bigram LM) and has no rows otherwise. ``probT`` is prob transposed (X, S) when the
+    automaton is first-order (every row of nxt the same: the caller's promise, kept once per
+    automaton) and has no rows otherwise. DFA states that are not ``live`` are skipped (their
+    β is 0)."""
     S, X = prob.shape
     Q = dq.shape[0]
     states = np.flatnonzero(live)
@@ -376,161 +393,238 @@ def product_backward(prob, nxt, end, dq, accepting, live, min_len, max_len):
         for j in range(L):
             dq_live[x, j] = dq[states[j], x]
     B = np.zeros((max_len + 1, S, Q))
+    totals = np.zeros((max_len + 1, S, Q))
     scale = np.zeros(max_len + 1)
+    shared = probT.shape[0] > 0
+    G = np.zeros((max_len if shared else 0, Q, X))
+    # the first-order sums run with the states innermost, over the transposed weights: each
+    # state's sum is still in entry order (the sampler's, bit for bit) while the loop runs
+    # on vector lanes, every live DFA state in one sweep of the weights (they exceed L2)
+    acc_s = np.empty((L if shared else 0, S))
     acc = np.empty(L)
-    # a first-order automaton (the next state depends on the column only, as in a bigram
-    # LM): the continuation sums are one matrix product per position, prob @ Gᵀ with
-    # G[j, x] = β(t + 1, nxt[·, x], dq[state j, x]) gathered once (a loop, not BLAS, whose
-    # threads spin on a busy machine)
-    shared = True
-    for s in range(1, S):
-        for x in range(X):
-            if nxt[s, x] != nxt[0, x]:
-                shared = False
-                break
-        if not shared:
-            break
-    G = np.zeros((L, X))
     for t in range(max_len, -1, -1):
         cur = B[t]
+        tot = totals[t]
         # the end weights are divided by β's scale at t + 1 (the continuations' unit)
         end_unit = 1.0 if t == max_len else np.exp(-scale[t + 1])
-        if shared and t < max_len:
-            nb_ = B[t + 1]
-            for x in range(X):
-                row = nb_[nxt[0, x]]
-                for j in range(L):
-                    G[j, x] = row[dq_live[x, j]]
+        ends = t >= min_len
+        if t == max_len:
             for s in range(S):
-                e = end[s] * end_unit if t >= min_len else 0.0
                 for j in range(L):
-                    g = G[j]
-                    c0 = 0.0
-                    c1 = 0.0
-                    x = 0
-                    while x + 1 < X:
-                        c0 += prob[s, x] * g[x]
-                        c1 += prob[s, x + 1] * g[x + 1]
-                        x += 2
-                    if x < X:
-                        c0 += prob[s, x] * g[x]
-                    cur[s, states[j]] = (c0 + c1) + (e if accepting[states[j]] else 0.0)
-        for s in range(S if not (shared and t < max_len) else 0):
-            e = end[s] * end_unit if t >= min_len else 0.0
+                    q = states[j]
+                    tot[s, q] = end[s] * end_unit if ends and accepting[q] else 0.0
+        elif shared:
+            nb_ = B[t + 1]
             for j in range(L):
-                acc[j] = e if accepting[states[j]] else 0.0
-            if t < max_len:
-                nb_ = B[t + 1]
+                q = states[j]
+                for x in range(X):
+                    G[t, q, x] = nb_[nxt[0, x], dq_live[x, j]]
+                a = acc_s[j]
+                if ends and accepting[q]:
+                    for s in range(S):
+                        a[s] = end[s] * end_unit
+                else:
+                    a[:] = 0.0
+            for x in range(X):
+                pt = probT[x]
+                for j in range(L):
+                    gx = G[t, states[j], x]
+                    if gx == 0.0:  # adds +0 to every sum
+                        continue
+                    a = acc_s[j]
+                    for s in range(S):
+                        a[s] += pt[s] * gx
+            for j in range(L):
+                q = states[j]
+                a = acc_s[j]
+                for s in range(S):
+                    tot[s, q] = a[s]
+        else:
+            nb_ = B[t + 1]
+            for s in range(S):
+                e = end[s] * end_unit
+                for j in range(L):
+                    acc[j] = e if ends and accepting[states[j]] else 0.0
                 for x in range(X):
                     p = prob[s, x]
-                    if p == 0.0:
+                    if p == 0.0:  # adds +0 to every sum
                         continue
                     row = nb_[nxt[s, x]]
                     for j in range(L):
                         acc[j] += p * row[dq_live[x, j]]
-            for j in range(L):
-                cur[s, states[j]] = acc[j]
+                for j in range(L):
+                    tot[s, states[j]] = acc[j]
         m = 0.0
         for s in range(S):
             for q in range(Q):
-                if cur[s, q] > m:
-                    m = cur[s, q]
+                if tot[s, q] > m:
+                    m = tot[s, q]
         base = 0.0 if t == max_len else scale[t + 1]
         if m > 0.0:
             inv = 1.0 / m
             for s in range(S):
                 for q in range(Q):
-                    cur[s, q] *= inv
+                    cur[s, q] = tot[s, q] * inv
             scale[t] = base + np.log(m)
         else:
             scale[t] = base
-    return B, scale
+    return B, scale, totals, G
 
 
 @nb.njit(cache=True)
-def product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, scale, symbol, start_s, start_q, n,
-                   seed):
+def _product_weight(prob, nxt, dq, nb_, G, first_order, t, s, q, x):
+    """Column x's weight at node (t, s, q) in the sampler's unit (what the backward summed)."""
+    if first_order:
+        return prob[s, x] * G[t, q, x]
+    return prob[s, x] * nb_[nxt[s, x], dq[q, x]]
+
+
+@nb.njit(cache=True)
+def _advance(i, y, t, s, q, Q, symbol, nxt, dq, out, lengths, ids, node, alive):
+    """Path i takes entry y at (t, s, q): the end (y = 0) or column y − 1; returns the count
+    of paths that move on."""
+    if y == 0:
+        lengths[i] = t
+        return alive
+    x = y - 1
+    out[t, i] = symbol[x]
+    ids[alive] = i
+    node[alive] = nxt[s, x] * Q + dq[q, x]
+    return alive + 1
+
+
+@nb.njit(cache=True)
+def _scan(p, g, nxt_s, dq_q, nb_, first_order, run, target, su, sy, a, c, total):
+    """The scan of a node's columns (weights p[x] · g[x] for a first-order automaton, else
+    p[x] · nb_[nxt_s[x], dq_q[x]]) from running sum run, giving entry 1 + x to every sorted
+    target below it; returns (paths drawn, the last entry of positive weight)."""
+    last = 0
+    for x in range(p.shape[0]):
+        if first_order:  # loop-invariant: compiled as two loops
+            grown = run + p[x] * g[x]
+        else:
+            grown = run + p[x] * nb_[nxt_s[x], dq_q[x]]
+        if grown != run:
+            last = x + 1
+        run = grown
+        while target < run:
+            sy[a] = x + 1
+            a += 1
+            if a == c:
+                return a, last
+            target = su[a] * total
+    return a, last
+
+
+@nb.njit(cache=True)
+def product_sample(prob, nxt, end, dq, accepting, min_len, max_len, B, totals, G, scale, symbol, start_s, start_q,
+                   n, seed, few):
     """n paths of the unrolled automaton × DFA drawn forward from its backward values
-    (``product_backward``): (labels (M, n) int32 = symbol[column], −1 padded, position-major;
-    lengths (n,); number of nodes whose tables were built). Every path is drawn from the
+    (``product_backward``'s four arrays): (labels (M, n) int32 = symbol[column], −1 padded,
+    position-major; lengths (n,); number of node tables built). Every path is drawn from the
     exact distribution ∝ its weight; the root must reach an end (B[0, start] > 0).
 
     The paths advance together, one position at a time; at each position the unfinished
-    ones are grouped by node (a counting sort), so each node's table is read for all its
-    paths at once (in cache) — the draws are those of drawing each path alone, since path
-    i's uniform at position t is ``stream_uniform(stream_base(seed), i, t)``."""
+    ones are grouped by node (a counting sort) and each node is visited once for all its
+    paths. A node's entries are the end, then the columns (in the caller's order: most
+    probable first makes scans short). A node with more than ``few`` paths builds its
+    running sums and a guide table and draws each path in O(1) expected; a node with at
+    most ``few`` sorts their uniforms and finds every draw in one scan of its running sums,
+    stopping at the last one (no table: most nodes of a position hold one or two paths).
+    Both find the first entry whose running sum exceeds u · total (the total from the
+    backward tables), so a path's draw is the same whichever way its node is visited — path
+    i's uniform at position t is ``stream_uniform(stream_base(seed), i, t)``, and sample i
+    depends only on (seed, i)."""
     S, X = prob.shape
     Q = dq.shape[0]
-    K = X + 1  # the columns, then the end
+    K = X + 1  # the end, then the columns
+    first_order = G.shape[0] > 0
     out = np.full((max_len, n), -1, dtype=np.int32)
     lengths = np.full(n, max_len, dtype=np.int64)
-    slot = np.full((max_len, S * Q), -1, dtype=np.int64)
-    cap = 0  # room for every node that reaches an end (pages are touched only when used)
-    for t in range(max_len):
-        for s in range(S):
-            for q in range(Q):
-                if B[t, s, q] > 0.0:
-                    cap += 1
-    cum = np.empty(cap * K)  # node tables one after another
-    guide = np.empty(cap * K, dtype=np.int32)
-    used = 0
+    cum = np.empty(K)
+    guide = np.empty(K, dtype=np.int32)
+    width = min(max(few, 0), n) + 1
+    su = np.empty(width)
+    si = np.empty(width, dtype=np.int32)
+    sy = np.empty(width, dtype=np.int64)
     ids = np.arange(n).astype(np.int32)
     node = np.full(n, start_s * Q + start_q, dtype=np.int32)
     ids2 = np.empty(n, dtype=np.int32)
-    node2 = np.empty(n, dtype=np.int32)
-    offsets = np.zeros(S * Q + 1, dtype=np.int64)
+    offsets = np.zeros(S * Q + 2, dtype=np.int64)
     base = stream_base(seed)
+    tables = 0
     m = n
     for t in range(max_len):
         if m == 0:
             break
-        # group the unfinished paths by node (stable counting sort)
+        # group the unfinished paths by node (stable counting sort): node v's paths are
+        # ids2[offsets[v] : offsets[v + 1]]
         offsets[:] = 0
         for j in range(m):
-            offsets[node[j] + 1] += 1
+            offsets[node[j] + 2] += 1
         for v in range(S * Q):
-            offsets[v + 1] += offsets[v]
+            offsets[v + 2] += offsets[v + 1]
         for j in range(m):
-            v = node[j]
+            v = node[j] + 1
             p = offsets[v]
             offsets[v] = p + 1
             ids2[p] = ids[j]
-            node2[p] = v
-        j = 0
+        nb_ = B[t + 1]
+        end_unit = np.exp(-scale[t + 1])
         alive = 0
-        while j < m:
-            v = node2[j]
+        for v in range(S * Q):
+            j = offsets[v]
+            j1 = offsets[v + 1]
+            c = j1 - j
+            if c == 0:
+                continue
             s = v // Q
             q = v - s * Q
-            k = slot[t, v]
-            if k < 0:
-                k = used
-                used += 1
-                slot[t, v] = k
-                lo = k * K
-                nb_ = B[t + 1]
-                c = 0.0
+            total = totals[t, s, q]
+            e = end[s] * end_unit if t >= min_len and accepting[q] else 0.0
+            if c > few:
+                tables += 1
+                run = e
+                cum[0] = run
                 for x in range(X):
-                    c += prob[s, x] * nb_[nxt[s, x], dq[q, x]]
-                    cum[lo + x] = c
-                if t >= min_len and accepting[q]:
-                    c += end[s] * np.exp(-scale[t + 1])
-                cum[lo + X] = c
-                guide_fill(cum, lo, K, guide, lo)
-            lo = k * K
-            while j < m and node2[j] == v:
-                i = ids2[j]
-                y = guide_draw(cum, lo, K, guide, lo, stream_uniform(base, i, t))
-                if y == X:
-                    lengths[i] = t
-                else:
-                    out[t, i] = symbol[y]
-                    ids[alive] = i
-                    node[alive] = nxt[s, y] * Q + dq[q, y]
-                    alive += 1
-                j += 1
+                    run += _product_weight(prob, nxt, dq, nb_, G, first_order, t, s, q, x)
+                    cum[x + 1] = run
+                guide_fill(cum, 0, K, guide, 0)
+                for a in range(j, j1):
+                    i = ids2[a]
+                    u = stream_uniform(base, i, t)
+                    y = guide_search(cum, 0, K, guide, 0, u, u * total)
+                    alive = _advance(i, y, t, s, q, Q, symbol, nxt, dq, out, lengths, ids, node, alive)
+                continue
+            for a in range(c):  # insertion sort of the group's uniforms
+                i = ids2[j + a]
+                u = stream_uniform(base, i, t)
+                b = a
+                while b > 0 and su[b - 1] > u:
+                    su[b] = su[b - 1]
+                    si[b] = si[b - 1]
+                    b -= 1
+                su[b] = u
+                si[b] = i
+            # the end entry (running sum e = 0.0 + e), then the columns
+            a = 0
+            target = su[0] * total
+            run = e
+            last = 0  # the last entry of positive weight, for u · total ≥ every running sum
+            while a < c and target < run:
+                sy[a] = 0
+                a += 1
+                if a < c:
+                    target = su[a] * total
+            if a < c:
+                g = G[t, q] if first_order else cum  # cum: unused, of the same type
+                a, last = _scan(prob[s], g, nxt[s], dq[q], nb_, first_order, run, target, su, sy, a, c, total)
+            for b in range(a, c):
+                sy[b] = last
+            for b in range(c):
+                alive = _advance(si[b], sy[b], t, s, q, Q, symbol, nxt, dq, out, lengths, ids, node, alive)
         m = alive
-    return out, lengths, used
+    return out, lengths, tables
 
 
 @nb.njit(cache=True)
