@@ -411,7 +411,8 @@ def test_the_streamed_build_imports_no_compiled_kernels(tmp_path):
 
 def test_pack_equals_the_bit_layout():
     rng = np.random.default_rng(11)
-    for width in (1, 7, 14, 33, 63):
+    # Up to the widest field the lookups read (one unaligned 64-bit load per entry).
+    for width in (1, 7, 14, 33, 56, _trie_kernels.MAX_FIELD_WIDTH):
         values = rng.integers(0, 1 << width, size=int(rng.integers(0, 300)), dtype=np.uint64)
         n_words = -(-len(values) * width // 64) + 1
         bits = pack(values, width, n_words)
