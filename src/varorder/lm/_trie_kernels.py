@@ -75,13 +75,22 @@ MAX_FIELD_WIDTH = 57
 
 
 @numba.njit(cache=True, inline="always")
-def field(bits, start, width, index):
-    """Entry ``index`` of the ``width``-bit column starting at bit ``start`` of ``bits``."""
-    position = start + index * width
+def bits_at(bits, position, mask):
+    """The ``mask``-wide field starting at bit ``position`` of ``bits``."""
     # One load, no branch on whether the entry straddles two words; the column's spare
     # last word keeps the 8 bytes read inside it.
-    word = _word_at_byte(bits, position >> 3)
-    return np.int64((word >> np.uint64(position & 7)) & ((np.uint64(1) << np.uint64(width)) - np.uint64(1)))
+    return np.int64((_word_at_byte(bits, position >> 3) >> np.uint64(position & 7)) & mask)
+
+
+@numba.njit(cache=True, inline="always")
+def _mask(width):
+    return (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+
+
+@numba.njit(cache=True, inline="always")
+def field(bits, start, width, index):
+    """Entry ``index`` of the ``width``-bit column starting at bit ``start`` of ``bits``."""
+    return bits_at(bits, start + index * width, _mask(width))
 
 
 @numba.njit(cache=True)
@@ -150,17 +159,26 @@ def search(bits, layout, level, low, high, word):
     if high <= low:
         return -1
     start, width = layout[level, WORD_START], layout[level, WORD_WIDTH]
+    mask = _mask(width)
     at, n = low, high - low
-    while n > 1:  # branchless, as in narrow: ``at`` ends at the first word >= ``word`` or before it
+    # Branchless, as in narrow: ``at`` ends at the first word >= ``word`` or before it. The
+    # probe's bit position is carried along (``position`` is that of ``at``), so the chain
+    # of dependent steps holds no multiplication: each probe waits on one load, one
+    # comparison and one add.
+    position = start + low * width
+    while n > 1:
         half = n >> 1
-        at = at + half if field(bits, start, width, at + half - 1) < word else at
+        probe = position + (half - 1) * width
+        less = bits_at(bits, probe, mask) < word
+        at = at + half if less else at
+        position = probe + width if less else position
         n -= half
-    found = field(bits, start, width, at)
+    found = bits_at(bits, position, mask)
     if found < word:
         at += 1
         if at == high:
             return -1
-        found = field(bits, start, width, at)
+        found = bits_at(bits, position + width, mask)
     return at if found == word else -1
 
 
