@@ -69,8 +69,8 @@ def _word_at_byte(typingctx, words, byte):
 
 
 # A field is read by one unaligned 64-bit load at its first byte, so it may be at most
-# 64 - 7 bits wide (KenLM's ReadInt57); every width of a file is far below (bit lengths of
-# counts and of V, codes of at most 24 bits), and opening refuses a plan with a wider one.
+# 64 - 7 bits wide (KenLM's ReadInt57); opening refuses counts of 2**40 or more, so no
+# file's field is wider than 40 bits (codes at most 24, word ids below the unigram count).
 MAX_FIELD_WIDTH = 57
 
 

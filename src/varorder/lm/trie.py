@@ -442,8 +442,6 @@ def _check_trie_header(path, header: dict, file_size: int) -> tuple[list, dict]:
     except (KeyError, TypeError, ValueError):
         raise _refuse(path, "corrupt header: array 'vocabulary' is described badly") from None
     plan = trie_plan(order, counts, vocabulary_nbytes, bits["prob_bits"], bits["backoff_bits"])
-    if max(width for *_, width in plan) > _trie_kernels().MAX_FIELD_WIDTH:
-        raise _refuse(path, f"corrupt header: ngram_counts {counts} need wider fields than the lookups read")
     entries, data_bytes = _offsets(plan)
     arrays = header["arrays"]
     if set(arrays) != set(entries):
