@@ -29,6 +29,9 @@ import sys
 
 import numba
 import numpy as np
+from llvmlite import ir
+from numba.core import cgutils, types
+from numba.extending import intrinsic
 
 import varorder._numba_start  # noqa: F401  (before any kernel's first call: see the module)
 from varorder.lm._kernels import _at, _prefetch_row, emit_token, start_lane_sentence
@@ -48,18 +51,46 @@ SAMPLE_STRIDE = 32
 _LONG_RANGE = 2 * SAMPLE_STRIDE
 
 
+@intrinsic
+def _word_at_byte(typingctx, words, byte):
+    """The 64 bits starting at byte ``byte`` of the uint64 array ``words`` (an unaligned
+    little-endian load; the caller keeps the 8 bytes inside the array)."""
+    if not (isinstance(words, types.Array) and words.dtype == types.uint64 and isinstance(byte, types.Integer)):
+        return None
+    signature = types.uint64(words, byte)
+
+    def codegen(context, builder, sig, args):
+        array = context.make_array(sig.args[0])(context, builder, args[0])
+        offset = context.cast(builder, args[1], sig.args[1], types.intp)
+        address = builder.gep(builder.bitcast(array.data, cgutils.voidptr_t), [offset])
+        return builder.load(builder.bitcast(address, ir.IntType(64).as_pointer()), align=1)
+
+    return signature, codegen
+
+
+# A field is read by one unaligned 64-bit load at its first byte, so it may be at most
+# 64 - 7 bits wide (KenLM's ReadInt57); opening refuses counts of 2**40 or more, so no
+# file's field is wider than 40 bits (codes at most 24, word ids below the unigram count).
+MAX_FIELD_WIDTH = 57
+
+
+@numba.njit(cache=True, inline="always")
+def bits_at(bits, position, mask):
+    """The ``mask``-wide field starting at bit ``position`` of ``bits``."""
+    # One load, no branch on whether the entry straddles two words; the column's spare
+    # last word keeps the 8 bytes read inside it.
+    return np.int64((_word_at_byte(bits, position >> 3) >> np.uint64(position & 7)) & mask)
+
+
+@numba.njit(cache=True, inline="always")
+def _mask(width):
+    return (np.uint64(1) << np.uint64(width)) - np.uint64(1)
+
+
 @numba.njit(cache=True, inline="always")
 def field(bits, start, width, index):
     """Entry ``index`` of the ``width``-bit column starting at bit ``start`` of ``bits``."""
-    position = start + index * width
-    word = position >> 6
-    shift = np.uint64(position & 63)
-    # Both words, always (a column's spare last word makes the second one exist): a branch
-    # on whether the entry straddles them is taken at random and mispredicts half the
-    # time. The second shift is split in two so that shift 0 never shifts by 64.
-    low = bits[_at(word)] >> shift
-    high = (bits[_at(word + 1)] << np.uint64(1)) << (np.uint64(63) - shift)
-    return np.int64((low | high) & ((np.uint64(1) << np.uint64(width)) - np.uint64(1)))
+    return bits_at(bits, start + index * width, _mask(width))
 
 
 @numba.njit(cache=True)
@@ -128,17 +159,26 @@ def search(bits, layout, level, low, high, word):
     if high <= low:
         return -1
     start, width = layout[level, WORD_START], layout[level, WORD_WIDTH]
+    mask = _mask(width)
     at, n = low, high - low
-    while n > 1:  # branchless, as in narrow: ``at`` ends at the first word >= ``word`` or before it
+    # Branchless, as in narrow: ``at`` ends at the first word >= ``word`` or before it. The
+    # probe's bit position is carried along (``position`` is that of ``at``), so the chain
+    # of dependent steps holds no multiplication: each probe waits on one load, one
+    # comparison and one add.
+    position = start + low * width
+    while n > 1:
         half = n >> 1
-        at = at + half if field(bits, start, width, at + half - 1) < word else at
+        probe = position + (half - 1) * width
+        less = bits_at(bits, probe, mask) < word
+        at = at + half if less else at
+        position = probe + width if less else position
         n -= half
-    found = field(bits, start, width, at)
+    found = bits_at(bits, position, mask)
     if found < word:
         at += 1
         if at == high:
             return -1
-        found = field(bits, start, width, at)
+        found = bits_at(bits, position + width, mask)
     return at if found == word else -1
 
 
@@ -246,9 +286,9 @@ def base_full_score(context, word, order, bits, floats, layout, samples):
     return log10prob, length, state_length(extended, order, bits, floats, layout, samples)
 
 
-# The steps of one lane's token in :func:`score_flat`: each ends by prefetching what the
+# The two steps of one lane's token in :func:`score_flat`: each ends by prefetching what the
 # next one reads, and the lane then waits for the other lanes' steps.
-_BEGIN, _SCAN, _VALUES = 0, 1, 2
+_SEARCH, _FINISH = 1, 2
 TRIE_LANES = 16
 
 
@@ -271,19 +311,40 @@ def _prefetch_found(bits2d, floats2d, layout, level, row):
 
 
 @numba.njit(cache=True, inline="always")
-def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first, bos_end,
-                    lane_sentence, lane_index, lane_cursor, lane_total, previous_row, previous_backoff,
-                    previous_first, previous_end, n_previous, out_sentence):
-    """:func:`~varorder.lm._kernels.start_lane_sentence`, with ``<s>``'s row, back-off and
-    child range as the state."""
+def _start_sentence(lane, next_sentence, offsets, add_eos, add_bos, order, bos_backoff, bos_first, bos_end,
+                    lane_sentence, lane_index, lane_cursor, lane_total, previous_backoff, previous_first,
+                    previous_end, n_previous, out_sentence):
+    """:func:`~varorder.lm._kernels.start_lane_sentence`, with ``<s>``'s back-off and child
+    range as the state."""
     next_sentence, started = start_lane_sentence(lane, next_sentence, offsets, add_eos, add_bos, order, lane_sentence,
                                                  lane_index, lane_cursor, lane_total, n_previous, out_sentence)
     if started and n_previous[lane]:
-        previous_row[lane, 0] = bos_id
         previous_backoff[lane, 0] = bos_backoff
         previous_first[lane, 0] = bos_first
         previous_end[lane, 0] = bos_end
     return next_sentence, started
+
+
+@numba.njit(cache=True, inline="always")
+def _narrow_all(lane, word, order, layout, samples, bits2d, floats2d, n_previous, previous_first, previous_end,
+                lane_word, lane_limit, lane_row, lane_low, lane_high, lane_step):
+    """Begin the lane's token ``word``: narrow the child range of every n-gram of the state
+    to the stride that may hold ``word`` and prefetch those strides' words (and the
+    unigram's values and pointers)."""
+    limit = min(order, n_previous[_at(lane)] + 1)
+    lane_limit[_at(lane)] = limit
+    lane_word[_at(lane)] = word
+    lane_row[_at(lane), 0] = word
+    for length in range(2, limit + 1):
+        low, high = narrow(layout, samples, length - 1, previous_first[_at(lane), _at(length - 2)],
+                           previous_end[_at(lane), _at(length - 2)], word)
+        lane_low[_at(lane), _at(length - 1)] = low
+        lane_high[_at(lane), _at(length - 1)] = high
+        if high > low:
+            _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, low)
+            _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, high - 1)
+    _prefetch_found(bits2d, floats2d, layout, 0, word)
+    lane_step[_at(lane)] = _SEARCH
 
 
 @numba.njit(cache=True)
@@ -293,24 +354,24 @@ def score_flat(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, bits, floa
     trie counterpart of :func:`varorder.lm._kernels.score_flat`, with the same outputs and
     the same arithmetic (so the same scores from the same values).
 
-    The state after a word is the rows, back-offs and child ranges of the n-grams ending
-    at it, of lengths 1 .. k; the next word extends each by a search among its children
-    and stops at the first miss (the tables are closed under suffixes). A search reads
-    the range's words (narrowed first by the hot samples), then the found row's values
-    and pointer pair: two dependent cache misses per length. :data:`TRIE_LANES`
-    sentences advance in turn, one such step each (asynchronous memory access chaining):
-    every step ends by prefetching what its lane's next step reads, which arrives while
-    the other lanes take theirs.
+    The state after a word is the back-offs and child ranges of the n-grams ending at it,
+    of lengths 1 .. k; the next word is searched among the children of each of them.
+    Those searches are independent of one another (each range is in the state), so they
+    run side by side, not one length after the other: the found lengths are a prefix
+    (the tables are closed under suffixes), the longest gives the probability. A token is
+    two steps: narrow every range by the hot samples and prefetch the strides' words;
+    then search them and prefetch the found rows' values and pointer pairs, which the
+    next step reads (with the next token's narrowing). :data:`TRIE_LANES` sentences
+    advance in turn, one step each (asynchronous memory access chaining), so one lane's
+    prefetched lines arrive while the other lanes take their steps.
     """
     lanes = TRIE_LANES
-    previous_row = np.empty((lanes, order), dtype=np.int64)
     previous_backoff = np.empty((lanes, order), dtype=np.float64)
     previous_first = np.empty((lanes, order), dtype=np.int64)
     previous_end = np.empty((lanes, order), dtype=np.int64)
     lane_row = np.empty((lanes, order), dtype=np.int64)
-    lane_backoff = np.empty((lanes, order), dtype=np.float64)
-    lane_first = np.zeros((lanes, order), dtype=np.int64)
-    lane_end = np.zeros((lanes, order), dtype=np.int64)
+    lane_low = np.zeros((lanes, order), dtype=np.int64)
+    lane_high = np.zeros((lanes, order), dtype=np.int64)
     n_previous = np.zeros(lanes, dtype=np.int64)
     lane_sentence = np.full(lanes, -1, dtype=np.int64)
     lane_index = np.zeros(lanes, dtype=np.int64)
@@ -318,12 +379,8 @@ def score_flat(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, bits, floa
     lane_total = np.zeros(lanes, dtype=np.float64)
     lane_step = np.zeros(lanes, dtype=np.int64)
     lane_word = np.zeros(lanes, dtype=np.int64)
-    lane_log10prob = np.zeros(lanes, dtype=np.float64)
     lane_matched = np.zeros(lanes, dtype=np.int64)
-    lane_length = np.zeros(lanes, dtype=np.int64)
     lane_limit = np.zeros(lanes, dtype=np.int64)
-    lane_low = np.zeros(lanes, dtype=np.int64)
-    lane_high = np.zeros(lanes, dtype=np.int64)
     bits2d = bits.reshape(-1, 1)
     floats2d = floats.reshape(-1, 1)
     bos_backoff = log10backoff_of(bits, floats, layout, 0, bos_id)
@@ -333,107 +390,68 @@ def score_flat(ids, offsets, add_bos, add_eos, bos_id, eos_id, order, bits, floa
     active = 0
     for lane in range(lanes):
         next_sentence, started = _start_sentence(
-            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first, bos_end,
-            lane_sentence, lane_index, lane_cursor, lane_total, previous_row, previous_backoff, previous_first,
-            previous_end, n_previous, out_sentence)
+            lane, next_sentence, offsets, add_eos, add_bos, order, bos_backoff, bos_first, bos_end, lane_sentence,
+            lane_index, lane_cursor, lane_total, previous_backoff, previous_first, previous_end, n_previous,
+            out_sentence)
         if started:
             active += 1
-            lane_step[lane] = _BEGIN
+            index = lane_index[lane]
+            word = np.int64(ids[index]) if index < offsets[lane_sentence[lane] + 1] else np.int64(eos_id)
+            _narrow_all(lane, word, order, layout, samples, bits2d, floats2d, n_previous, previous_first,
+                        previous_end, lane_word, lane_limit, lane_row, lane_low, lane_high, lane_step)
     while active > 0:
         for lane in range(lanes):
             if lane_sentence[_at(lane)] < 0:
                 continue
-            step = lane_step[_at(lane)]
-            word = lane_word[_at(lane)]
-            length = lane_length[_at(lane)]
-            finished = False
-            lookup = False
-            if step == _SCAN:
-                row = search(bits, layout, length - 1, lane_low[_at(lane)], lane_high[_at(lane)], word)
-                if row < 0:
-                    finished = True
-                else:
-                    lane_row[_at(lane), _at(length - 1)] = row
-                    _prefetch_found(bits2d, floats2d, layout, length - 1, row)
-                    lane_step[_at(lane)] = _VALUES
+            if lane_step[_at(lane)] == _SEARCH:
+                limit = lane_limit[_at(lane)]
+                word = lane_word[_at(lane)]
+                for length in range(2, limit + 1):
+                    lane_row[_at(lane), _at(length - 1)] = search(
+                        bits, layout, length - 1, lane_low[_at(lane), _at(length - 1)],
+                        lane_high[_at(lane), _at(length - 1)], word)
+                matched = 1
+                while matched < limit and lane_row[_at(lane), _at(matched)] >= 0:
+                    matched += 1
+                lane_matched[_at(lane)] = matched
+                for k in range(1, matched):
+                    _prefetch_found(bits2d, floats2d, layout, k, lane_row[_at(lane), _at(k)])
+                lane_step[_at(lane)] = _FINISH
+                continue
+            # _FINISH: back off through every longer stored context, keep the found
+            # n-grams as the state, and begin the lane's next token.
+            n_current = lane_matched[_at(lane)]
+            log10prob = np.float64(log10prob_of(bits, floats, layout, n_current - 1,
+                                                lane_row[_at(lane), _at(n_current - 1)]))
+            total = emit_token(lane, log10prob, n_current, n_previous[_at(lane)], previous_backoff, lane_total,
+                               lane_cursor, out_log10prob, out_length)
+            sentence = lane_sentence[_at(lane)]
+            index = lane_index[_at(lane)] + 1
+            if index < offsets[_at(sentence + 1)] + eos_extra:
+                lane_total[_at(lane)] = total
+                kept = min(n_current, order - 1)
+                n_previous[_at(lane)] = kept
+                for k in range(kept):
+                    row = lane_row[_at(lane), _at(k)]
+                    previous_backoff[_at(lane), _at(k)] = log10backoff_of(bits, floats, layout, k, row)
+                    first, end = children(bits, layout, k, row)
+                    previous_first[_at(lane), _at(k)] = first
+                    previous_end[_at(lane), _at(k)] = end
+                lane_index[_at(lane)] = index
+            else:
+                out_sentence[sentence] = total
+                next_sentence, started = _start_sentence(
+                    lane, next_sentence, offsets, add_eos, add_bos, order, bos_backoff, bos_first, bos_end,
+                    lane_sentence, lane_index, lane_cursor, lane_total, previous_backoff, previous_first,
+                    previous_end, n_previous, out_sentence)
+                if not started:
+                    active -= 1
                     continue
-            elif step == _VALUES:
-                row = lane_row[_at(lane), _at(length - 1)]
-                lane_backoff[_at(lane), _at(length - 1)] = log10backoff_of(bits, floats, layout, length - 1, row)
-                lane_log10prob[_at(lane)] = log10prob_of(bits, floats, layout, length - 1, row)
-                lane_matched[_at(lane)] = length
-                if length < order:
-                    first, end = children(bits, layout, length - 1, row)
-                    lane_first[_at(lane), _at(length - 1)] = first
-                    lane_end[_at(lane), _at(length - 1)] = end
-                if length < lane_limit[_at(lane)]:
-                    length += 1
-                    lookup = True
-                else:
-                    finished = True
-            begin = step == _BEGIN
-            while finished or begin:
-                if finished:
-                    # The token's n-gram is found: back off through every longer stored context.
-                    sentence = lane_sentence[_at(lane)]
-                    n_current = lane_matched[_at(lane)]
-                    total = emit_token(lane, lane_log10prob[_at(lane)], n_current, n_previous[_at(lane)],
-                                       previous_backoff, lane_total, lane_cursor, out_log10prob, out_length)
-                    index = lane_index[_at(lane)] + 1
-                    if index < offsets[_at(sentence + 1)] + eos_extra:
-                        lane_total[_at(lane)] = total
-                        kept = min(n_current, order - 1)
-                        n_previous[_at(lane)] = kept
-                        for k in range(kept):
-                            previous_row[_at(lane), _at(k)] = lane_row[_at(lane), _at(k)]
-                            previous_backoff[_at(lane), _at(k)] = lane_backoff[_at(lane), _at(k)]
-                            previous_first[_at(lane), _at(k)] = lane_first[_at(lane), _at(k)]
-                            previous_end[_at(lane), _at(k)] = lane_end[_at(lane), _at(k)]
-                        lane_index[_at(lane)] = index
-                    else:
-                        out_sentence[sentence] = total
-                        next_sentence, started = _start_sentence(
-                            lane, next_sentence, offsets, add_eos, add_bos, bos_id, order, bos_backoff, bos_first,
-                            bos_end, lane_sentence, lane_index, lane_cursor, lane_total, previous_row,
-                            previous_backoff, previous_first, previous_end, n_previous, out_sentence)
-                        if not started:
-                            active -= 1
-                            break
-                # The lane's next token: its unigram (a table small enough to stay cached).
                 sentence = lane_sentence[_at(lane)]
                 index = lane_index[_at(lane)]
-                word = np.int64(ids[_at(index)]) if index < offsets[_at(sentence + 1)] else np.int64(eos_id)
-                lane_word[_at(lane)] = word
-                lane_row[_at(lane), 0] = word
-                lane_backoff[_at(lane), 0] = log10backoff_of(bits, floats, layout, 0, word)
-                lane_log10prob[_at(lane)] = log10prob_of(bits, floats, layout, 0, word)
-                lane_matched[_at(lane)] = 1
-                if order > 1:
-                    first, end = children(bits, layout, 0, word)
-                    lane_first[_at(lane), 0] = first
-                    lane_end[_at(lane), 0] = end
-                limit = min(order, n_previous[_at(lane)] + 1)
-                lane_limit[_at(lane)] = limit
-                begin = False
-                finished = limit < 2
-                length = 2
-                lookup = not finished
-            if lookup:
-                # Search the children of the state's n-gram of length - 1 for the word.
-                first = previous_first[_at(lane), _at(length - 2)]
-                end = previous_end[_at(lane), _at(length - 2)]
-                low, high = narrow(layout, samples, length - 1, first, end, word)
-                if low == high:
-                    # A miss: the token is done at once (no memory to wait for).
-                    lane_length[_at(lane)] = length
-                    lane_step[_at(lane)] = _SCAN
-                    lane_low[_at(lane)], lane_high[_at(lane)] = low, high
-                else:
-                    _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, low)
-                    _prefetch_entry(bits2d, layout, length - 1, WORD_START, WORD_WIDTH, high - 1)
-                    lane_length[_at(lane)] = length
-                    lane_low[_at(lane)], lane_high[_at(lane)] = low, high
-                    lane_step[_at(lane)] = _SCAN
+            word = np.int64(ids[_at(index)]) if index < offsets[_at(sentence + 1)] else np.int64(eos_id)
+            _narrow_all(lane, word, order, layout, samples, bits2d, floats2d, n_previous, previous_first,
+                        previous_end, lane_word, lane_limit, lane_row, lane_low, lane_high, lane_step)
 
 
 @numba.njit(cache=True)
