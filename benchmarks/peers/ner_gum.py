@@ -194,7 +194,12 @@ def main(argv=None):
     parser.add_argument("--all-possible-states", action="store_true", help="semi: dense token/segment weights")
     parser.add_argument("--c2", type=float, default=0.1, help="semi: c2")
     parser.add_argument("--c2-second-order", type=float, default=1.0, help="crf2-l2: the l2 coefficient on U")
+    parser.add_argument("--combine", type=Path, nargs="+",
+                        help="results files of --model semi runs (first the reference configuration): one document "
+                             "of their F1 and CPU rows, each run's command and load kept (no training)")
     args = parser.parse_args(argv)
+    if args.combine:
+        return combine(args)
     skip = set(filter(None, args.skip.split(",")))
     loads = [os.getloadavg()[0]]
     X, y = load("train")
@@ -379,6 +384,35 @@ def versus_first_order(args, argv, X, y, X_dev, y_dev, task, loads):
         rows.append(row(system, f"entity F1 {t}", ours["per_type"].get(t, 0.0), first["per_type"][t], name, "higher",
                         task))
     write(args, argv, loads, rows, details)
+
+
+def combine(args):
+    """One document of several ``--model semi`` runs (ablations): per run its F1 row (the note holds the gain over
+    the first order and its bootstrap interval) and its training CPU row, in the order given."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import harness
+
+    rows, runs, loads = [], [], []
+    for path in args.combine:
+        doc = json.loads(path.read_text())
+        semi = doc["details"]["semi_markov"]
+        first = doc["details"]["first_order"]
+        task = doc["rows"][0]["task"].split(", c1 = c2")[0] + (
+            f", semi-Markov CRF {semi['iterations']} L-BFGS iterations against the first-order CRF's "
+            f"{first['iterations']}")
+        for r in doc["rows"]:
+            if r["metric"] in ("entity F1, conlleval / seqeval default", "train CPU s (1 thread)"):
+                rows.append(dict(r, task=task))
+        runs.append({"file": path.name, "command": doc["command"], "machine": doc["machine"],
+                     "options": semi["options"], "f1": semi["f1"], "iterations": semi["iterations"],
+                     "train_cpu_s": semi["train_cpu_s"], "bootstrap_f1_gain_95": semi["bootstrap_f1_gain_95"]})
+        loads += [float(x) for x in doc["machine"]["load"].split("-")]
+    document = harness.results_document("Sequence tagging", "NER on GUM: semi-Markov CRF dev ablations", rows,
+                                        issue=42, command="NUMBA_NUM_THREADS=1 " + harness.command_line(),
+                                        loads=loads, details={"runs": runs})
+    if args.json:
+        harness.write_results(args.json, document)
+    print(json.dumps(document, indent=1))
 
 
 def write(args, argv, loads, rows, details):

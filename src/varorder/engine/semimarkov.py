@@ -466,6 +466,18 @@ def _shifted_exp(E, n, e0, shift, wbuf, bits):
     return True
 
 
+@nb.njit(cache=True, inline="always")
+def _propagate(v, A, out):
+    """out = vᵀA: the rows of A weighted by v, summed in row order. Inlined, so the caller's fastmath
+    flags apply (the scaled statistics reassociate; the flat marginals keep plain arithmetic)."""
+    out[:] = 0.0
+    for i in range(A.shape[0]):
+        vi = v[i]
+        Ai = A[i]
+        for k in range(A.shape[1]):
+            out[k] += vi * Ai[k]
+
+
 @nb.njit(cache=True, fastmath=_FAST_REDUCE)
 def _factored_forward(q, shift, n, dur2, A, pi, ring, astar, alpha):
     """The scaled forward of one sequence (see :func:`_scaled_factored_statistics`): a*, α
@@ -479,13 +491,7 @@ def _factored_forward(q, shift, n, dur2, A, pi, ring, astar, alpha):
         if t == 0:
             nxt[:] = pi
         else:
-            prev = alpha[t - 1]
-            nxt[:] = 0.0
-            for i in range(K):
-                ai = prev[i]
-                Ai = A[i]
-                for k in range(K):
-                    nxt[k] += ai * Ai[k]
+            _propagate(alpha[t - 1], A, nxt)
         c = t % D
         sig = (D - c) % D  # the slot of the segments starting at t (empty: see below)
         after = (D - (t + 1) % D) % D  # the slot of the segments starting at t + 1
@@ -552,12 +558,7 @@ def _factored_backward(q, n, dur2, A, At, fin, invR, ring, counts, astar, alpha,
         if s > 0:  # β[s − 1] = A b*[s] into the slot of the segments ending at s − 1 (its ends expired)
             nxt = bstar[s]
             cur = alpha[s - 1]
-            beta[:] = 0.0
-            for j in range(K):
-                bj = nxt[j]
-                Aj = At[j]
-                for i in range(K):
-                    beta[i] += bj * Aj[i]
+            _propagate(nxt, At, beta)
             for i in range(K):
                 ai = cur[i]
                 Pi = pairs[i]

@@ -38,6 +38,7 @@ import numba as nb
 import numpy as np
 
 from varorder.engine import semimarkov as _semimarkov
+from varorder.engine.semimarkov import _propagate
 from varorder.engine.semiring import LOG
 from varorder.engine.semiring import operation as choose
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
@@ -115,9 +116,11 @@ def _scaled(P, offsets, T, start, end, seg, logz, edges, done):
         tlow = 0.0
     spread_ok = _spread(start) and _spread(end) and tau - tlow <= _SPREAD
     A = np.empty((K, K))
+    At = np.empty((K, K))
     for i in range(K):
         for j in range(K):
             A[i, j] = np.exp(T[i, j] - tau)
+            At[j, i] = A[i, j]
     smax = NEG_INF
     emax = NEG_INF
     for k in range(K):
@@ -189,14 +192,7 @@ def _scaled(P, offsets, T, start, end, seg, logz, edges, done):
                 for d in range(min(D, t + 1)):
                     seg[lo + t, d, k] *= inv
             if t + 1 < n:
-                for j in range(K):
-                    astar[t + 1, j] = 0.0
-                for i in range(K):
-                    ai = alpha[t, i]
-                    if ai == 0.0:
-                        continue
-                    for j in range(K):
-                        astar[t + 1, j] += ai * A[i, j]
+                _propagate(alpha[t], A, astar[t + 1])
         if ok:
             R = 0.0
             for k in range(K):
@@ -213,17 +209,15 @@ def _scaled(P, offsets, T, start, end, seg, logz, edges, done):
             for k in range(K):
                 bstar[s, k] = 0.0
         for t in range(n - 1, -1, -1):
+            if t == n - 1:
+                for i in range(K):
+                    beta[i] = fin[i] * invR
+            else:
+                _propagate(bstar[t + 1], At, beta)
             big = 0.0
             for i in range(K):
-                if t == n - 1:
-                    v = fin[i] * invR
-                else:
-                    v = 0.0
-                    for j in range(K):
-                        v += A[i, j] * bstar[t + 1, j]
-                beta[i] = v
-                if v > big:
-                    big = v
+                if beta[i] > big:
+                    big = beta[i]
             if not (big < _HUGE):
                 ok = False
                 break
