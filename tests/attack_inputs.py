@@ -50,8 +50,10 @@ import traceback
 import warnings
 from pathlib import Path
 
+from _shared_data import SHARED_DATA
+
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = SHARED_DATA
 sys.path.insert(0, str(ROOT / "src"))
 
 import numpy as np  # noqa: E402

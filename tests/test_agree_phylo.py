@@ -11,6 +11,7 @@ from varorder.agree.phylo import PhyloData, PhyloSlices, Tree, encode_nucleotide
 from varorder.agree.product_em import AgreementEM, estep_shard
 from varorder.testing import oracle
 from scipy.special import logsumexp as _logsumexp
+from _shared_data import SHARED_DATA
 
 
 def _random_tree(rng, N):
@@ -243,7 +244,7 @@ def test_phylo_training_runs_and_independent_likelihood_increases(mode):
 
 
 def test_real_data_tree_and_alignment_load():
-    root = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "phylo"
+    root = SHARED_DATA / "phylo"
     if not root.exists():
         pytest.skip("../shared/data/phylo not present")
     from varorder.io.fasta import read_alignment

@@ -15,6 +15,8 @@ from varorder.io.bitext import Normalization, normalize, read_joint
 from varorder.io.pharaoh import read_pharaoh
 from varorder.models.persist import load_model, save_model
 
+from _shared_data import SHARED_DATA
+
 from test_agree_aligner import _synthetic
 
 _ENGLISH = ["The", "house", "Minister", "bill", "tax", "Member", "Canada", "question", "vote", "today", "people",
@@ -149,7 +151,7 @@ def test_load_rejects_unsorted_pair_keys(trained, tmp_path):
         WordAligner.load(bad)
 
 
-_HANSARDS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hansards-en-fr"
+_HANSARDS = SHARED_DATA / "hansards-en-fr"
 
 
 @pytest.mark.shared_data

@@ -12,6 +12,7 @@ from varorder.exact import HighOrderTarget, decode, full_viterbi
 from varorder.testing import oracle
 
 from test_exact_qautomaton import enumerate_target, random_lm, random_target
+from _shared_data import SHARED_DATA
 
 
 @pytest.mark.parametrize(
@@ -56,7 +57,7 @@ def test_decode_equals_full_viterbi_on_longer_sentences(seed, order):
 
 
 def test_decode_on_real_pos_data_equals_full_viterbi():
-    data = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ptb-wsj-sample" / "wsj_sample.pos.tsv.gz"
+    data = SHARED_DATA / "ptb-wsj-sample" / "wsj_sample.pos.tsv.gz"
     if not data.exists():
         pytest.skip(f"{data} is absent (real-data test)")
     from varorder.tasks.pos_highorder import PosTask

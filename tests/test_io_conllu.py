@@ -9,8 +9,9 @@ import pytest
 
 from varorder.io.conllu import read_conllu, write_conllu
 from varorder.io.tagged import read_tagged
+from _shared_data import SHARED_DATA
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+SHARED = SHARED_DATA
 
 SAMPLE = """# sent_id = 1
 # text = I don't know.

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from varorder.io.coref import entity_values, misc_entity, read_coref
+from _shared_data import SHARED_DATA
 
 HEADER = "# global.Entity = GRP-etype-infstat-salience-centering-minspan-link-identity"
 
@@ -151,7 +152,7 @@ def test_round_trip_generated(tmp_path_factory, document):
     assert [values.get(p, None) for p in range(n)] == [c[len("Entity="):] if c != "_" else None for c in cells]
 
 
-GUM_DEV = "/work/shared/data/gum/en_gum-ud-dev.conllu.gz"
+GUM_DEV = str(SHARED_DATA / "gum" / "en_gum-ud-dev.conllu.gz")
 
 
 @pytest.mark.shared_data

@@ -8,6 +8,7 @@ import pytest
 from varorder.errors import FormatError
 from varorder.io import schemes
 from varorder.io.conll import read_conll, read_conll_tagged, write_conll
+from _shared_data import SHARED_DATA
 
 CONLL = """-DOCSTART- -X- -X- O
 
@@ -108,7 +109,7 @@ def test_validation_messages():
         schemes.canonical_scheme("XYZ")
 
 
-GUM = "/work/shared/data/gum/en_gum-ud-dev.conllu.gz"
+GUM = str(SHARED_DATA / "gum" / "en_gum-ud-dev.conllu.gz")
 
 
 @pytest.mark.shared_data

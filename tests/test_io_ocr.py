@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from varorder.io.ocr import OcrWord, read_ocr_letters, split_by_fold
+from _shared_data import SHARED_DATA
 
-SHARED_OCR = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ocr-letters" / "letter.data.gz"
+SHARED_OCR = SHARED_DATA / "ocr-letters" / "letter.data.gz"
 
 
 def _write_letters(path: Path, words, compress: bool):

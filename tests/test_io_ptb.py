@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from varorder.eval.parsing import attachment_scores, bracket_scores
 from varorder.grammar.treebank import collins_heads, heads_to_spans, prune_tree, tree_spans, wsj_sentences
 from varorder.io.ptb import format_tree, parse_trees, read_ptb, read_ptb_archive, write_ptb
+from _shared_data import SHARED_DATA
 
 SAMPLE = """( (S (NP-SBJ (DT The) (NN dog) )
     (VP (VBD chased)
@@ -23,7 +24,7 @@ SAMPLE = """( (S (NP-SBJ (DT The) (NN dog) )
 ( (S (NP-SBJ (-NONE- *) ) (VP (VB Go) ) (. !) ))
 """
 
-WSJ = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "ptb-wsj-sample" / "wsj_sample.mrg.tar.gz"
+WSJ = SHARED_DATA / "ptb-wsj-sample" / "wsj_sample.mrg.tar.gz"
 
 
 def test_read_and_round_trip(tmp_path):

@@ -18,6 +18,7 @@ from varorder.factorgraph import domains
 from varorder.neg import model as neg_model
 from varorder.neg.model import NegGenerator
 from varorder.neg.task import ATTRS, Candidate, NegDocument, Slot, load_task, save_task
+from _shared_data import SHARED_DATA
 
 _FEATURES = ["dep=nsubj", "dep=obj", "prevpos=VERB", "prevpos=BOS", "first_in_doc", "first_in_paragraph",
              "prevdist=1", "other_between=True"]
@@ -270,7 +271,7 @@ def test_cli_train_predict_eval(tmp_path):
             params["C"]) == (True, True, "unary", 0.0, 0.1, 0.01)
 
 
-GUM = "/work/shared/data/gum"
+GUM = str(SHARED_DATA / "gum")
 
 
 @pytest.mark.shared_data

@@ -20,6 +20,7 @@ from varorder.strings.model import (EditTransducer, PhonologyGraph, Word, bigram
                                     synthetic_lexicon)
 from varorder.testing import oracle
 from varorder.wfsa import intersect, log_total_weight, string_weight, strings_acceptor
+from _shared_data import SHARED_DATA
 
 AB = ("a", "b")
 seeds = st.integers(0, 2**31 - 1)
@@ -283,7 +284,7 @@ def test_synthetic_lexicon_is_seeded():
     assert len(a.observed) == 30 and max(a.degree().values()) > 3
 
 
-HOPKINS = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "morphophonology" / "hopkins-phonology-framework"
+HOPKINS = SHARED_DATA / "morphophonology" / "hopkins-phonology-framework"
 
 
 @pytest.mark.shared_data

@@ -18,8 +18,9 @@ from varorder.testing.hostile import write_members
 from varorder.testing.oracle import monotone_alignments
 from varorder.transduce import AlignmentFeatureSpace, build_alignment_lattice, restrict_to_output
 from varorder.transduce.model import AlignmentTransducer, bigram_viterbi_alignment, truncate_gradient
+from _shared_data import SHARED_DATA
 
-SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "cmudict"
+SHARED = SHARED_DATA / "cmudict"
 
 
 # ---------------------------------------------------------------- independent reference model

@@ -13,8 +13,8 @@ import numpy as np
 
 from varorder.lm import Vocabulary
 from varorder.lm.model import NgramLM
+from _shared_data import SHARED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 def shared_data(*parts: str) -> Path:
