@@ -444,7 +444,7 @@ def test_cli_train_apply_eval(tmp_path):
     from varorder.transduce.model import AlignmentTransducer
 
     loaded = AlignmentTransducer.load(model)
-    assert loaded.backoff and loaded.edge_unigrams and loaded.truncation == 0.3
+    assert loaded.backoff and loaded.edge_unigrams and loaded.options.truncation == 0.3
     out = tmp_path / "out.tsv"
     result = runner.invoke(COMMAND, ["apply", str(model), str(data), "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -494,7 +494,7 @@ def test_truncation_touches_fewer_weights_and_round_trips(tmp_path):
     truncated = AlignmentTransducer(truncation=0.5, **kwargs).fit(inputs, outputs)
     assert np.count_nonzero(truncated.weights_) < np.count_nonzero(exact.weights_)
     truncated.save(tmp_path / "t.npz")
-    assert AlignmentTransducer.load(tmp_path / "t.npz").truncation == 0.5
+    assert AlignmentTransducer.load(tmp_path / "t.npz").options.truncation == 0.5
     with pytest.raises(ValueError, match="truncation"):
         AlignmentTransducer(truncation=-1.0, **kwargs).fit(inputs, outputs)
 
