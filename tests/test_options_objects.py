@@ -121,8 +121,8 @@ def _context_model():
                dict(off_beam="early", step_size=0.5)],
         method=lambda knobs: dict(mode="beam") if "off_beam" in knobs else {},
         fit=lambda m: m.fit(xs, ys),
-        result=lambda m: (m.ngram_weights_, m.observation_weights_, m.predict(xs), getattr(m, "context_length_trace_", None),
-                          _history(m)))
+        result=lambda m: (m.ngram_weights_, m.observation_weights_, m.predict(xs),
+                          getattr(m, "context_length_trace_", None), _history(m)))
 
 
 CASES = {"samplerank": _samplerank, "neg": _neg, "transducer": _transducer, "string_ep": _string_ep,

@@ -530,8 +530,8 @@ def test_heap_selection_equals_the_stable_sort_scan(data):
             expected[g] = True
     # the selection hook of the engine's loop: classes z_i (one class for beam), flags gold / forced
     from varorder.engine.builder import FORCED
-    from varorder.transduce.lattice import _GOLD_PREFIX
-    ctx = (0,) * 17 + (extra_k,)  # the hook reads extra_gold from ctx[17]
+    from varorder.transduce.lattice import _GOLD_PREFIX, _Context
+    ctx = _Context(*(0,) * len(_Context._fields))._replace(extra_k=extra_k)  # the hook reads ctx.extra_k only
     flags = np.where(gold, _GOLD_PREFIX, 0) | np.where(forced, FORCED, 0)
     got = np.zeros(n, dtype=np.bool_)
     _select(ctx, fwd.astype(np.float64), n, np.zeros(n, np.int64) if beam else g_j, flags.astype(np.int64),

@@ -263,8 +263,11 @@ class NegOptions(SampleRankOptions):
     defaults for ``margin`` and the schedule), the exact models' solver and the unary step;
     checked when the estimator fits.
 
-    Attributes (besides :class:`~varorder.factorgraph.SampleRankOptions`')
-    ----------------------------------------------------------------------
+    Attributes
+    ----------
+    step_size, C, margin, temperature, average, init, anneal_sweeps, anneal_start, anneal_end :
+        as :class:`~varorder.factorgraph.SampleRankOptions`' (here margin 1 and 30 annealing sweeps
+        from temperature 1 by default).
     l2, max_iter : L2 weight and L-BFGS iterations of the exact models (unary, chain).
     unary_step : (samplerank) scale of the unary weights' SampleRank step (1: every factor's weights
         take the same step, Wick et al.; 0: the unary weights stay at their start, e.g. the exact

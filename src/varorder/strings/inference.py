@@ -45,8 +45,8 @@ from dataclasses import dataclass, field, fields
 import numpy as np
 from scipy.special import logsumexp
 
-from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_is_fitted,
-                           check_real, options_with_deprecated)
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_deprecated, check_int,
+                           check_is_fitted, check_real, options_with_deprecated)
 from varorder.errors import DivergenceError, ParameterError
 from varorder.loglinear.prox import penalty_value, prox_tree_l2
 from varorder.strings.features import (BOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
@@ -55,8 +55,8 @@ from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
                            strings_acceptor)
 
-__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "Beliefs", "Dfa", "EPOptions", "FactorMessages",
-           "PrunedBP", "StringEP", "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor",
+__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "Beliefs", "Dfa", "EPOptions",
+           "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor",
            "prox_objective"]
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")

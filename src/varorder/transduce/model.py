@@ -72,7 +72,8 @@ from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
-__all__ = ["AlignmentTransducer", "TransducerOptions", "impute_alignments", "bigram_viterbi_alignment", "truncate_gradient", "METHODS"]
+__all__ = ["AlignmentTransducer", "TransducerOptions", "impute_alignments", "bigram_viterbi_alignment",
+           "truncate_gradient", "METHODS"]
 
 METHODS = ("rcms", "model", "target", "hybrid", "forced")
 _KIND = "AlignmentTransducer"
@@ -487,7 +488,8 @@ class AlignmentTransducer(ParamsMixin):
     def _saved_params(self) -> dict:
         """The parameters a model or training-state file records (not where it was trained), the
         options' fields among them."""
-        return {k: v for k, v in flat_params(self, "options", self._options()).items() if k not in ("n_jobs", "executor")}
+        params = flat_params(self, "options", self._options())
+        return {k: v for k, v in params.items() if k not in ("n_jobs", "executor")}
 
     def _worker_copy(self) -> "AlignmentTransducer":
         """What a worker needs to compute an example's gradient: parameters, codec, feature space
