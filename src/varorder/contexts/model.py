@@ -224,9 +224,12 @@ class ReifiedContextModel(ParamsMixin):
 
     def context_lattice(self, x, force_labels=None) -> ContextLattice:
         """Select contexts for one input under the current weights and return the lattice."""
+        return self._lattice(x, force_labels, self._options())
+
+    def _lattice(self, x, force_labels, options: ContextModelOptions) -> ContextLattice:
         return build_context_lattice(self.observation_scores(x), self.ngram_weights_, self.features_,
                                      self.num_contexts, mode=self.mode, coverage_weight=self.coverage_weight_,
-                                     max_context=None if self.mode == "beam" else self._options().max_context,
+                                     max_context=None if self.mode == "beam" else options.max_context,
                                      force_labels=force_labels)
 
     def log_probability(self, x, y) -> float:
@@ -247,19 +250,19 @@ class ReifiedContextModel(ParamsMixin):
         x = self._check_sequence(x)
         y = self._check_labels(x, y)
         plain_beam = self.mode == "beam" and self.coverage_weight_ == -np.inf
-        off_beam = self._options().off_beam
-        if plain_beam and off_beam == "early":
-            cl = self.context_lattice(x)
+        options = self._options()  # once per sequence: the knobs of its lattice and gradient
+        if plain_beam and options.off_beam == "early":
+            cl = self._lattice(x, None, options)
             off = np.flatnonzero(cl.lattice.arc_weight[cl.path_arcs(y)] == -np.inf)
             if off.size:  # the gold prefix left the beam at position off[0] + 1: update on that prefix
                 t = int(off[0]) + 1
-                return self._gradient_on(x[:t], y[:t], force=y[:t])
-        force = y if (plain_beam and off_beam == "force") else None
-        return self._gradient_on(x, y, force)
+                return self._gradient_on(x[:t], y[:t], y[:t], options)
+        force = y if (plain_beam and options.off_beam == "force") else None
+        return self._gradient_on(x, y, force, options)
 
-    def _gradient_on(self, x, y, force) -> SequenceGradient:
+    def _gradient_on(self, x, y, force, options: ContextModelOptions) -> SequenceGradient:
         """ℓ and ∇(−ℓ) on the lattice selected for x (keeping the prefixes of ``force`` on the beam)."""
-        cl = self.context_lattice(x, force_labels=force)
+        cl = self._lattice(x, force, options)
         lat = cl.lattice
         gold = cl.path_arcs(y)
         gold_score = float(lat.arc_weight[gold].sum())
@@ -282,7 +285,7 @@ class ReifiedContextModel(ParamsMixin):
         grad_obs = label_marg.T @ x1
         grad_cov = float(weights[cl.arc_to_root].sum()) if self.coverage == "learned" else 0.0
         return SequenceGradient(gold_score - log_z, ngram_idx, ngram_val, self.features_.size, grad_obs, grad_cov,
-                                self._context_length(cl, node if self._options().context_mass == "posterior" else None))
+                                self._context_length(cl, node if options.context_mass == "posterior" else None))
 
     @staticmethod
     def _context_length(cl: ContextLattice, node_marginals: np.ndarray | None = None) -> float:

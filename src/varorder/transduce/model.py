@@ -54,6 +54,7 @@ import copy
 import math
 import os
 import time
+import warnings
 from dataclasses import dataclass, fields
 
 import numba as nb
@@ -599,7 +600,9 @@ class AlignmentTransducer(ParamsMixin):
         if self.method == "forced":
             start = time.perf_counter()
             if alignments is None:
-                alignments = self.impute_alignments(inputs, outputs)
+                with warnings.catch_warnings():  # a deprecated keyword was told once, above
+                    warnings.filterwarnings("ignore", ".*deprecated and will be removed", FutureWarning)
+                    alignments = self.impute_alignments(inputs, outputs)
             elif len(alignments) != len(xs):
                 raise ParameterError("alignments must give one entry per training pair", name='alignments', value=alignments)
             moves = [None if m is None else np.asarray(m, dtype=np.int64) for m in alignments]
