@@ -19,8 +19,8 @@ from varorder.models.crf import CRF
 from varorder.models.hmm import HMM
 from varorder.models.memm import MEMM
 from varorder.strings.em import EditEM
-from varorder.strings.inference import PrunedBP, StringEP
-from varorder.transduce.model import AlignmentTransducer
+from varorder.strings.inference import EPOptions, PrunedBP, StringEP
+from varorder.transduce.model import AlignmentTransducer, TransducerOptions
 
 # command path -> [(estimator class, {option name: parameter name})]
 MAPPINGS = {
@@ -51,12 +51,12 @@ MAPPINGS = {
     ],
     ("transduce", "train"): [(AlignmentTransducer, {
         "method": "method", "size": "num_contexts", "order": "order", "max_advance": "max_advance",
-        "hash_bits": "hash_bits", "unigrams": "edge_unigrams", "epochs": "epochs", "step_size": "step_size",
-        "delta": "delta", "truncation": "truncation", "seed": "seed"})],
+        "hash_bits": "hash_bits", "unigrams": "edge_unigrams", "epochs": "epochs", "seed": "seed"}),
+        # the rarely changed knobs live in AlignmentTransducer(options=TransducerOptions(...))
+        (TransducerOptions, {"step_size": "step_size", "delta": "delta", "truncation": "truncation"})],
     # --em-iterations 0 switches EM off (inference only): a mode, not EditEM's iteration count
-    ("strings", "infer"): [(StringEP, {"eta": "eta", "prox_penalty": "prox_penalty", "prox_steps": "prox_steps",
-                                       "iterations": "iterations",
-                                       "inner_passes": "inner_passes"}),
+    ("strings", "infer"): [(StringEP, {"eta": "eta", "iterations": "iterations", "inner_passes": "inner_passes"}),
+                           (EPOptions, {"prox_penalty": "prox_penalty", "prox_steps": "prox_steps"}),
                            (PrunedBP, {"k": "k", "iterations": "iterations"}),
                            (EditEM, {"em_smoothing": "smoothing"})],
     ("ocr",): [(CRF, {"c2": "c2", "max_iterations": "max_iterations"})],

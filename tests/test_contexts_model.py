@@ -214,7 +214,7 @@ def test_options_are_validated_and_saved(tmp_path):
     m, rng = _random_model(2, max_context=3)
     m.save(tmp_path / "m.npz")
     back = ReifiedContextModel.load(tmp_path / "m.npz")
-    assert back.max_context == 3 and back.batch_size == 1
+    assert back.options.max_context == 3 and back.batch_size == 1
     x = rng.normal(size=(6, 2))
     assert lt.log_partition(back.context_lattice(x).lattice) == lt.log_partition(m.context_lattice(x).lattice)
 

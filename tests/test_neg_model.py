@@ -267,8 +267,9 @@ def test_cli_train_predict_eval(tmp_path):
                                      "0.1", "--rule", "mira", "-C", "0.01"])
     assert result.exit_code == 0, result.output
     params = NegGenerator.load(tmp_path / "x.npz").get_params()
-    assert (params["cues"], params["link_between"], params["warm_start"], params["unary_step"], params["step_size"],
-            params["C"]) == (True, True, "unary", 0.0, 0.1, 0.01)
+    options = params["options"]  # the rarely used knobs, in NegGenerator(options=NegOptions(...))
+    assert (params["cues"], params["link_between"], params["warm_start"], options.unary_step, options.step_size,
+            options.C) == (True, True, "unary", 0.0, 0.1, 0.01)
 
 
 GUM = str(SHARED_DATA / "gum")

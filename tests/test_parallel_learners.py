@@ -78,7 +78,10 @@ def test_transducer_minibatch_step_is_one_adagrad_step_on_the_summed_gradient():
         _, idx, val, _ = reference.example_gradient(reference.codec_.encode_input(x), reference.codec_.encode_output(y))
         np.add.at(total, idx, val)
     weights = np.zeros_like(total)
-    AdaGrad(reference.step_size, reference.delta).step(weights, total)
+    from varorder.transduce import TransducerOptions
+
+    defaults = TransducerOptions()  # the estimator's AdaGrad η, δ (its options=None)
+    AdaGrad(defaults.step_size, defaults.delta).step(weights, total)
     np.testing.assert_allclose(model.weights_, weights, rtol=1e-12, atol=1e-12)
     assert model.history_[0]["updates"] == len(inputs)
 

@@ -651,11 +651,13 @@ def test_prox_pep_penalises_the_message_by_default_as_the_paper_does():
     """§4.3: "our penalized EP simply adds λ·Ω(θ) into (7)", whose θ is the message
     θ_{F→V}: the default everywhere PEP-prox is reachable; the belief is an option."""
     from varorder.cli import strings as cli_strings
-    from varorder.strings.inference import PROX_PENALTIES, make_method
+    from varorder.strings.inference import PROX_PENALTIES, EPOptions, make_method
 
-    assert StringEP(family="pep", optimizer="prox").prox_penalty == "message" == PROX_PENALTIES[0]
-    assert make_method("pep-prox").prox_penalty == "message"
-    assert make_method("pep-prox", prox_penalty="belief").prox_penalty == "belief"
+    # the rarely used knobs live in StringEP(options=EPOptions(...)); None: EPOptions()
+    assert StringEP(family="pep", optimizer="prox").options is None
+    assert EPOptions().prox_penalty == "message" == PROX_PENALTIES[0]
+    assert make_method("pep-prox").options.prox_penalty == "message"
+    assert make_method("pep-prox", prox_penalty="belief").options.prox_penalty == "belief"
     assert cli_strings.PROX_PENALTIES == PROX_PENALTIES
     option = next(p for p in cli_strings.COMMAND.commands["infer"].params if p.name == "prox_penalty")
     assert option.default == "message"

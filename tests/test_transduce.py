@@ -445,7 +445,7 @@ def test_cli_train_apply_eval(tmp_path):
     from varorder.transduce.model import AlignmentTransducer
 
     loaded = AlignmentTransducer.load(model)
-    assert loaded.backoff and loaded.edge_unigrams and loaded.truncation == 0.3
+    assert loaded.backoff and loaded.edge_unigrams and loaded.options.truncation == 0.3
     out = tmp_path / "out.tsv"
     result = runner.invoke(COMMAND, ["apply", str(model), str(data), "-o", str(out)])
     assert result.exit_code == 0, result.output
@@ -495,7 +495,7 @@ def test_truncation_touches_fewer_weights_and_round_trips(tmp_path):
     truncated = AlignmentTransducer(truncation=0.5, **kwargs).fit(inputs, outputs)
     assert np.count_nonzero(truncated.weights_) < np.count_nonzero(exact.weights_)
     truncated.save(tmp_path / "t.npz")
-    assert AlignmentTransducer.load(tmp_path / "t.npz").truncation == 0.5
+    assert AlignmentTransducer.load(tmp_path / "t.npz").options.truncation == 0.5
     with pytest.raises(ValueError, match="truncation"):
         AlignmentTransducer(truncation=-1.0, **kwargs).fit(inputs, outputs)
 
@@ -531,8 +531,8 @@ def test_heap_selection_equals_the_stable_sort_scan(data):
             expected[g] = True
     # the selection hook of the engine's loop: classes z_i (one class for beam), flags gold / forced
     from varorder.engine.builder import FORCED
-    from varorder.transduce.lattice import _GOLD_PREFIX
-    ctx = (0,) * 17 + (extra_k,)  # the hook reads extra_gold from ctx[17]
+    from varorder.transduce.lattice import _GOLD_PREFIX, _Context
+    ctx = _Context(*(0,) * len(_Context._fields))._replace(extra_k=extra_k)  # the hook reads ctx.extra_k only
     flags = np.where(gold, _GOLD_PREFIX, 0) | np.where(forced, FORCED, 0)
     got = np.zeros(n, dtype=np.bool_)
     _select(ctx, fwd.astype(np.float64), n, np.zeros(n, np.int64) if beam else g_j, flags.astype(np.int64),

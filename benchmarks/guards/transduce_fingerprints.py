@@ -17,6 +17,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for
 import numpy as np
 from papers.transduce import load_split
 from varorder.transduce.model import AlignmentTransducer, _max_length
+
+try:  # the rarely used knobs in an options object; an older tree (a baseline) takes them as keywords
+    from varorder.transduce.model import TransducerOptions
+    from varorder.base import nested_params
+
+    def spelled(params: dict) -> dict:
+        return nested_params(params, "options", TransducerOptions)
+except ImportError:
+    def spelled(params: dict) -> dict:
+        return params
 from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice
 from varorder import lattice as lt
@@ -58,7 +68,7 @@ if sys.argv[1] == "full":
     configs = [dict(method="rcms"), dict(method="forced"), dict(method="target"), dict(method="hybrid"), dict(method="model"),
                dict(method="rcms", truncation=0.1), dict(method="rcms", backoff=True), dict(method="forced", backoff=True, truncation=0.1)]
     for cfg in configs:
-        m = AlignmentTransducer(epochs=2, bigram_epochs=1, seed=3, **cfg).fit(X[:60], Y[:60])
+        m = AlignmentTransducer(**spelled(dict(epochs=2, bigram_epochs=1, seed=3, **cfg))).fit(X[:60], Y[:60])
         pred = m.predict(Xd[:20])
         from varorder.eval.metrics import character_error_rate
         out[json.dumps(cfg)] = [hashlib.sha256(m.weights_.tobytes()).hexdigest()[:16], [r["train_log_likelihood"] for r in m.history_],

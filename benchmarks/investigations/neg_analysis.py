@@ -24,7 +24,8 @@ import os
 import numpy as np
 
 from varorder.io.coref import read_coref
-from varorder.neg.model import NegGenerator
+from varorder.base import nested_params
+from varorder.neg.model import NegGenerator, NegOptions
 from varorder.neg.task import build_documents, evaluate, normal_key
 
 import sys
@@ -73,7 +74,8 @@ def held_out(train):
     for name, params, seeds in HELD_OUT:
         runs = []
         for seed in seeds:
-            model = NegGenerator(**({"method": "samplerank"} | params), random_state=seed).fit(fit_on)
+            model = NegGenerator(**nested_params({"method": "samplerank"} | params, "options", NegOptions),
+                                 random_state=seed).fit(fit_on)
             runs.append(_accuracies(score_on, model.predict(score_on)))
         out[name] = _summary(runs)
         print(f"held-out fifth  {name}: {out[name]}", flush=True)

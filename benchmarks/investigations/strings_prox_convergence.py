@@ -22,7 +22,7 @@ import time
 import numpy as np
 
 from varorder.io._text import atomic_write_text
-from varorder.strings.inference import PROX_PENALTIES, StringEP, _string_score, belief_nll, project_acceptor
+from varorder.strings.inference import PROX_PENALTIES, EPOptions, StringEP, _string_score, belief_nll, project_acceptor
 from varorder.strings.model import synthetic_lexicon
 from varorder.wfsa import strings_acceptor
 
@@ -54,8 +54,9 @@ def sweeps(args):
     started = time.perf_counter()
     cpu = time.process_time()
     ep = StringEP(family="pep", optimizer="prox", lam=args.lam, eta=args.eta, iterations=args.sweeps,
-                  inner_passes=args.inner_passes, passes_sweeps=args.passes_sweeps, prox_penalty=args.prox_penalty,
-                  prox_steps=args.prox_steps)
+                  inner_passes=args.inner_passes, options=EPOptions(passes_sweeps=args.passes_sweeps,
+                                                                    prox_penalty=args.prox_penalty,
+                                                                    prox_steps=args.prox_steps))
     rows = []
 
     def progress(done, total):

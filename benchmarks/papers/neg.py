@@ -26,7 +26,8 @@ import time
 import numpy as np
 
 from varorder.io.coref import read_coref
-from varorder.neg.model import NegGenerator
+from varorder.base import nested_params
+from varorder.neg.model import NegGenerator, NegOptions
 from varorder.neg.task import build_documents, evaluate, normal_key, regenerate, task_counts
 
 from pathlib import Path
@@ -101,7 +102,7 @@ def main(argv=None):
         for seed in seeds:
             load = os.getloadavg()[0]
             wall, cpu = time.perf_counter(), time.process_time()
-            model = NegGenerator(random_state=seed, **params).fit(train)
+            model = NegGenerator(random_state=seed, **nested_params(params, "options", NegOptions)).fit(train)
             wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
             choices = model.predict(dev)
             runs.append({"seed": seed, "train_wall_s": wall, "train_cpu_s": cpu, "load": load,

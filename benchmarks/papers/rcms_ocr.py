@@ -27,7 +27,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from varorder.contexts.model import ReifiedContextModel
+from varorder.contexts.model import ContextModelOptions, ReifiedContextModel
 from varorder.tasks.ocr import (PROTOCOLS, OcrConfig, format_table, load_ocr, run_ocr_experiment, word_arrays,
                                 write_plots)
 
@@ -36,8 +36,9 @@ def speed_table(model: ReifiedContextModel, xs, sizes=(10, 30, 100)):
     rows = []
     for mode in ("rcms", "beam"):
         for size in sizes:
+            options = replace(model.options or ContextModelOptions(), max_context=None)
             probe = ReifiedContextModel(**(model.get_params() | {"mode": mode, "num_contexts": size,
-                                                                 "max_context": None}))
+                                                                 "options": options}))
             probe._init_state(model.num_inputs_)
             probe.ngram_weights_ = model.ngram_weights_
             probe.observation_weights_ = model.observation_weights_

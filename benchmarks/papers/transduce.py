@@ -53,7 +53,7 @@ def load_split(data_dir, train_size, dev_size, seed=0, dev_as_train_size=None):
 def run_job(method, perm, args):
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     from varorder.eval.metrics import character_error_rate, exact_match
-    from varorder.transduce.model import AlignmentTransducer
+    from varorder.transduce.model import AlignmentTransducer, TransducerOptions
 
     X, Y, Xd, Yd = load_split(args.data_dir, args.train_size, args.dev_size, args.split_seed, args.dev_as_train_size)
     Xe, Ye = X[:args.train_eval], Y[:args.train_eval]
@@ -120,8 +120,9 @@ def run_job(method, perm, args):
 
     model = AlignmentTransducer(method=method, num_contexts=args.size, order=args.order, epochs=args.passes,
                                 hash_bits=args.hash_bits, edge_unigrams=args.unigrams, backoff=args.backoff,
-                                truncation=args.truncation, seed=perm, bigram_epochs=args.bigram_epochs,
-                                track_every=args.track_every)
+                                seed=perm, options=TransducerOptions(truncation=args.truncation,
+                                                                     bigram_epochs=args.bigram_epochs,
+                                                                     track_every=args.track_every))
     start = time.perf_counter()
     alignments = imputation_seconds = None
     if method == "forced" and args.share_imputation:
@@ -170,13 +171,14 @@ def shared_imputation(args, X, Y):
     Concurrent jobs may both miss the cache and both compute it (the same numbers, seed 0);
     each publishes it by an atomic rename, so readers see a whole file or none.
     """
-    from varorder.transduce.model import AlignmentTransducer
+    from varorder.transduce.model import AlignmentTransducer, TransducerOptions
 
     cache = Path(args.out) / f"imputed-{args.split_seed}-{args.train_size}.json"
     cached = read_imputation(cache, len(X))
     if cached is not None:
         return cached
-    imputer = AlignmentTransducer(method="forced", order=args.order, bigram_epochs=args.bigram_epochs, seed=0)
+    imputer = AlignmentTransducer(method="forced", order=args.order, seed=0,
+                                  options=TransducerOptions(bigram_epochs=args.bigram_epochs))
     t0 = time.perf_counter()
     alignments = imputer.impute_alignments(X, Y)
     seconds = time.perf_counter() - t0

@@ -36,7 +36,7 @@ from varorder.errors import ParameterError, VarorderError
 
 
 __all__ = ["DEPRECATED", "NotFittedError", "ParamsMixin", "check_bool", "check_choice", "check_deprecated",
-           "check_int", "check_is_fitted", "check_real", "options_with_deprecated"]
+           "check_int", "check_is_fitted", "check_real", "flat_params", "nested_params", "options_with_deprecated"]
 
 
 class _NotFittedError(VarorderError, AttributeError):
@@ -148,17 +148,20 @@ def _passed(value) -> bool:
     return not (isinstance(value, str) and value == DEPRECATED)
 
 
-def options_with_deprecated(owner, name: str, options_type, moved, stacklevel: int = 3) -> object:
+def options_with_deprecated(owner, name: str, options_type, moved, stacklevel: int = 3, warn: bool = True) -> object:
     """``owner.<name>`` — an ``options_type`` (a frozen dataclass) or None for its defaults —
     with each keyword of ``moved`` that was passed to the constructor (not :data:`DEPRECATED`)
     put in, with a FutureWarning (``stacklevel`` as :func:`warnings.warn`'s, counted from the
-    caller): the old spelling, kept for one release."""
+    caller) unless ``warn`` is False (a later call of a fitted estimator: fit told it once):
+    the old spelling, kept for one release."""
     options = getattr(owner, name)
     if options is None:
         options = options_type()
     elif not isinstance(options, options_type):
         raise _invalid(owner, name, options, f"None or a {options_type.__name__}")
     passed = {key: getattr(owner, key) for key in moved if _passed(getattr(owner, key))}
+    if passed and not warn:
+        return dataclasses.replace(options, **passed)
     if passed:
         spelled = ", ".join(f"{key}={value!r}" for key, value in passed.items())
         warnings.warn(f"{type(owner).__name__}: the keyword(s) {', '.join(passed)} are deprecated and will be removed "
@@ -166,6 +169,23 @@ def options_with_deprecated(owner, name: str, options_type, moved, stacklevel: i
                       stacklevel=stacklevel + 1)
         options = dataclasses.replace(options, **passed)
     return options
+
+
+def flat_params(owner, name: str, options) -> dict:
+    """``owner.get_params()`` with the options object ``name`` and the keywords that moved into
+    it replaced by ``options``' fields (the resolved options): one flat dict of plain values, as a
+    model file records them."""
+    moved = {field.name for field in dataclasses.fields(options)}
+    params = {key: value for key, value in owner.get_params().items() if key != name and key not in moved}
+    return dict(sorted((params | dataclasses.asdict(options)).items()))
+
+
+def nested_params(params: dict, name: str, options_type) -> dict:
+    """The constructor's keywords for a flat dict of :func:`flat_params`: the fields of
+    ``options_type`` found in ``params`` gathered into ``name=options_type(...)``."""
+    moved = {field.name for field in dataclasses.fields(options_type)}
+    options = options_type(**{key: value for key, value in params.items() if key in moved})
+    return {key: value for key, value in params.items() if key not in moved} | {name: options}
 
 
 def check_bool(owner, name: str) -> bool:

@@ -107,15 +107,15 @@ def prepare(conllu_file, output):
 def train(task_file, output, method, link, other_pairs, link_between, cues, warm_start, unary_step, step_size, C,
           epochs, rule, proposal, margin, l2, seed):
     """Train a referring-expression chooser on a prepared task."""
-    from varorder.neg.model import NegGenerator
+    from varorder.neg.model import NegGenerator, NegOptions
 
     documents = _task(task_file)
     if not _slots(documents):
         raise click.ClickException(f"{task_file}: {len(documents)} documents and 0 slots: nothing to train on")
     model = NegGenerator(method=method, link_factors=link, other_pairs=other_pairs, link_between=link_between,
-                         cues=cues, warm_start=None if warm_start == "none" else warm_start, unary_step=unary_step,
-                         step_size=step_size, C=C, n_epochs=epochs, rule=rule,
-                         proposal=proposal, margin=margin, l2=l2, random_state=seed, verbose=sys.stderr.isatty())
+                         cues=cues, warm_start=None if warm_start == "none" else warm_start, n_epochs=epochs, rule=rule,
+                         proposal=proposal, random_state=seed, verbose=sys.stderr.isatty(),
+                         options=NegOptions(unary_step=unary_step, step_size=step_size, C=C, margin=margin, l2=l2))
     model.fit(documents)
     model.save(output)
     click.echo(f"trained {method} on {sum(len(d.slots) for d in documents)} slots in {model.training_time_:.1f} s "

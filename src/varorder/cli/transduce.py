@@ -91,7 +91,7 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
     """Train on DATA and save the model."""
     from varorder.eval.metrics import character_error_rate, exact_match
     from varorder.io import atomic_write_text
-    from varorder.transduce.model import AlignmentTransducer
+    from varorder.transduce.model import AlignmentTransducer, TransducerOptions
 
     refuse_inapplicable(click.get_current_context(), [("sample_seed", limit is not None, "--limit")] + [
         (name, batch_size is not None, "--batch-size") for name in ("shards", "jobs", "dask_address")])
@@ -110,7 +110,7 @@ def train(data, output, fmt, limit, sample_seed, method, size, order, max_advanc
 
     model = AlignmentTransducer(method=method, num_contexts=size, order=order, max_advance=max_advance,
                                 hash_bits=hash_bits, edge_unigrams=unigrams, backoff=backoff,
-                                step_size=step_size, delta=delta, truncation=truncation,
+                                options=TransducerOptions(step_size=step_size, delta=delta, truncation=truncation),
                                 epochs=epochs, seed=seed, progress=True, batch_size=batch_size, n_shards=shards,
                                 n_jobs=jobs)
     client = dask_client(dask_address) if dask_address else None

@@ -12,5 +12,5 @@ from varorder.contexts.features import NgramFeatureSpace
 from varorder._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(
-    __name__, dict.fromkeys(("ReifiedContextModel",), "varorder.contexts.model"),
+    __name__, dict.fromkeys(("ContextModelOptions", "ReifiedContextModel"), "varorder.contexts.model"),
     eager=("ContextLattice", "NgramFeatureSpace", "UNBOUNDED", "build_context_lattice"))

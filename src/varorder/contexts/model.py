@@ -55,13 +55,14 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from varorder import lattice as lt
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real,
+                           flat_params, nested_params, options_with_deprecated)
 from varorder.contexts.context_set import ContextLattice, build_context_lattice
 from varorder.contexts.features import NgramFeatureSpace
 from varorder.errors import FormatError, ParameterError
@@ -69,7 +70,7 @@ from varorder.models.optim import AdaGrad
 from varorder.models.persist import model_loader, check_shapes, load_model, save_model
 from varorder.engine.validate import as_rng
 
-__all__ = ["ReifiedContextModel", "SequenceGradient"]
+__all__ = ["ContextModelOptions", "ReifiedContextModel", "SequenceGradient"]
 
 FORMAT_VERSION = 2  # 2: max_context / off_beam / context_mass stored (version 1 files were capped at n − 1)
 _KIND = "ReifiedContextModel"
@@ -93,6 +94,34 @@ class SequenceGradient:
         return np.bincount(self.ngram_indices, weights=self.ngram_values, minlength=self.ngram_size)
 
 
+@dataclass(frozen=True)
+class ContextModelOptions:
+    """The rarely changed knobs of :class:`ReifiedContextModel` (its ``options`` parameter): the
+    optimiser's, the extensions' and the statistics'; checked when the estimator fits.
+
+    Attributes
+    ----------
+    step_size, delta : AdaGrad η and δ.
+    track_every : record the cumulative context-length average every this many sequences.
+    max_context : cap on the symbols an RCMS context fixes (an extension, ≥ n − 1);
+        None (default): contexts of any length, as in App. A.
+    off_beam : beam training when the gold leaves the beam: "force" it back on, "skip" the
+        word, or "early" (update on the prefix up to where it fell off).
+    context_mass : "partial" (qⁱ, the paper's Fig. 6) or "posterior" weights for the
+        context-length statistic.
+    """
+
+    step_size: float = 0.2
+    delta: float = 1e-4
+    track_every: int = 50
+    max_context: int | None = None
+    off_beam: str = "force"
+    context_mass: str = "partial"
+
+
+_OPTION_KEYS = tuple(field.name for field in fields(ContextModelOptions))
+
+
 class ReifiedContextModel(ParamsMixin):
     """A reified context model over label sequences with per-position observation vectors.
 
@@ -104,17 +133,12 @@ class ReifiedContextModel(ParamsMixin):
     mode : "rcms" or "beam".
     coverage : "fixed" (β = 0 for RCMS, −∞ for beam) or "learned" (β trained, §4.1).
     backoff : also fire shorter ★-suffix n-gram indicators (an extension; off in the paper).
-    max_context : cap on the symbols an RCMS context fixes (an extension, ≥ n − 1);
-        None (default): contexts of any length, as in App. A.
-    off_beam : beam training when the gold leaves the beam: "force" it back on, "skip" the
-        word, or "early" (update on the prefix up to where it fell off).
-    context_mass : "partial" (qⁱ, the paper's Fig. 6) or "posterior" weights for the
-        context-length statistic.
-    step_size, delta : AdaGrad η and δ.
     epochs : passes over the training data.
     batch_size : sequences whose gradients are summed per AdaGrad step (1: per example).
     max_updates : stop after this many sequences in total (None: all epochs).
-    track_every : record the cumulative context-length average every this many sequences.
+    options : :class:`ContextModelOptions` (AdaGrad's η and δ, the trace's spacing, the context
+        cap, beam training off the beam, the context-length weights); None: its defaults. Its
+        fields as keywords of this constructor still work for one release (a FutureWarning).
     seed : shuffling seed.
     progress : report training progress (a bar on a terminal, a summary line otherwise).
 
@@ -124,49 +148,60 @@ class ReifiedContextModel(ParamsMixin):
     """
 
     def __init__(self, *, num_labels: int, order: int = 4, num_contexts: int = 10, mode: str = "rcms",
-                 coverage: str = "fixed", backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
-                 epochs: int = 5, batch_size: int = 1, max_updates: int | None = None, track_every: int = 50,
-                 seed: int = 0, progress: bool = False, max_context: int | None = None, off_beam: str = "force",
-                 context_mass: str = "partial"):
+                 coverage: str = "fixed", backoff: bool = False, epochs: int = 5, batch_size: int = 1,
+                 max_updates: int | None = None, options: ContextModelOptions | None = None, seed: int = 0,
+                 progress: bool = False, step_size=DEPRECATED, delta=DEPRECATED, track_every=DEPRECATED,
+                 max_context=DEPRECATED, off_beam=DEPRECATED, context_mass=DEPRECATED):
         self.num_labels = num_labels
         self.order = order
         self.num_contexts = num_contexts
         self.mode = mode
         self.coverage = coverage
         self.backoff = backoff
-        self.step_size = step_size
-        self.delta = delta
         self.epochs = epochs
         self.batch_size = batch_size
         self.max_updates = max_updates
-        self.track_every = track_every
+        self.options = options
         self.seed = seed
         self.progress = progress
+        # the keywords that moved into ``options`` (kept for one release)
+        self.step_size = step_size
+        self.delta = delta
+        self.track_every = track_every
         self.max_context = max_context
         self.off_beam = off_beam
         self.context_mass = context_mass
 
     # ------------------------------------------------------------------ set-up
-    def _check_params(self):
+    def _options(self, warn: bool = False) -> ContextModelOptions:
+        """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
+        return options_with_deprecated(self, "options", ContextModelOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+
+    def _check_params(self, warn: bool = False) -> ContextModelOptions:
+        """Check the parameters; returns the options in force."""
+        options = self._options(warn)
         check_int(self, "num_labels", 1)
         check_int(self, "order", 2, 64)  # (V + 2)^(n − 1)·V weights: past 64 no table exists; a forged 2^63 hung
         check_choice(self, "mode", ("rcms", "beam"))
         check_choice(self, "coverage", ("fixed", "learned"))
-        check_choice(self, "off_beam", ("force", "skip", "early"))
-        check_choice(self, "context_mass", ("partial", "posterior"))
-        if self.max_context is not None and (self.mode == "beam" or isinstance(self.max_context, bool)
-                                             or not isinstance(self.max_context, (int, np.integer))
-                                             or self.max_context < self.order - 1):
-            raise ParameterError(f"ReifiedContextModel: parameter max_context={self.max_context!r} is invalid: expected "
-                                 f"None or an int >= order - 1 = {self.order - 1} (RCMS only)", name='max_context', value=self.max_context)
-        for name in ("epochs", "batch_size", "num_contexts", "track_every"):
+        check_choice(options, "off_beam", ("force", "skip", "early"))
+        check_choice(options, "context_mass", ("partial", "posterior"))
+        max_context = options.max_context
+        if max_context is not None and (self.mode == "beam" or isinstance(max_context, bool)
+                                        or not isinstance(max_context, (int, np.integer))
+                                        or max_context < self.order - 1):
+            raise ParameterError(f"ReifiedContextModel: parameter max_context={max_context!r} is invalid: expected "
+                                 f"None or an int >= order - 1 = {self.order - 1} (RCMS only)", name='max_context', value=max_context)
+        for name in ("epochs", "batch_size", "num_contexts"):
             # compiled code takes these as int64: a float like 1e308 would overflow there
             check_int(self, name, 1, 2 ** 31 - 1)
+        check_int(options, "track_every", 1, 2 ** 31 - 1)
         check_int(self, "max_updates", 1, allow_none=True)
-        check_real(self, "step_size", 0, exclusive_minimum=True)
-        check_real(self, "delta", 0)
+        check_real(options, "step_size", 0, exclusive_minimum=True)
+        check_real(options, "delta", 0)
         check_bool(self, "backoff")
         check_bool(self, "progress")
+        return options
 
     def _init_state(self, num_inputs: int):
         self.features_ = NgramFeatureSpace(self.num_labels, self.order, self.backoff)
@@ -189,9 +224,12 @@ class ReifiedContextModel(ParamsMixin):
 
     def context_lattice(self, x, force_labels=None) -> ContextLattice:
         """Select contexts for one input under the current weights and return the lattice."""
+        return self._lattice(x, force_labels, self._options())
+
+    def _lattice(self, x, force_labels, options: ContextModelOptions) -> ContextLattice:
         return build_context_lattice(self.observation_scores(x), self.ngram_weights_, self.features_,
                                      self.num_contexts, mode=self.mode, coverage_weight=self.coverage_weight_,
-                                     max_context=None if self.mode == "beam" else self.max_context,
+                                     max_context=None if self.mode == "beam" else options.max_context,
                                      force_labels=force_labels)
 
     def log_probability(self, x, y) -> float:
@@ -212,18 +250,19 @@ class ReifiedContextModel(ParamsMixin):
         x = self._check_sequence(x)
         y = self._check_labels(x, y)
         plain_beam = self.mode == "beam" and self.coverage_weight_ == -np.inf
-        if plain_beam and self.off_beam == "early":
-            cl = self.context_lattice(x)
+        options = self._options()  # once per sequence: the knobs of its lattice and gradient
+        if plain_beam and options.off_beam == "early":
+            cl = self._lattice(x, None, options)
             off = np.flatnonzero(cl.lattice.arc_weight[cl.path_arcs(y)] == -np.inf)
             if off.size:  # the gold prefix left the beam at position off[0] + 1: update on that prefix
                 t = int(off[0]) + 1
-                return self._gradient_on(x[:t], y[:t], force=y[:t])
-        force = y if (plain_beam and self.off_beam == "force") else None
-        return self._gradient_on(x, y, force)
+                return self._gradient_on(x[:t], y[:t], y[:t], options)
+        force = y if (plain_beam and options.off_beam == "force") else None
+        return self._gradient_on(x, y, force, options)
 
-    def _gradient_on(self, x, y, force) -> SequenceGradient:
+    def _gradient_on(self, x, y, force, options: ContextModelOptions) -> SequenceGradient:
         """ℓ and ∇(−ℓ) on the lattice selected for x (keeping the prefixes of ``force`` on the beam)."""
-        cl = self.context_lattice(x, force_labels=force)
+        cl = self._lattice(x, force, options)
         lat = cl.lattice
         gold = cl.path_arcs(y)
         gold_score = float(lat.arc_weight[gold].sum())
@@ -246,7 +285,7 @@ class ReifiedContextModel(ParamsMixin):
         grad_obs = label_marg.T @ x1
         grad_cov = float(weights[cl.arc_to_root].sum()) if self.coverage == "learned" else 0.0
         return SequenceGradient(gold_score - log_z, ngram_idx, ngram_val, self.features_.size, grad_obs, grad_cov,
-                                self._context_length(cl, node if self.context_mass == "posterior" else None))
+                                self._context_length(cl, node if options.context_mass == "posterior" else None))
 
     @staticmethod
     def _context_length(cl: ContextLattice, node_marginals: np.ndarray | None = None) -> float:
@@ -280,18 +319,18 @@ class ReifiedContextModel(ParamsMixin):
         ``callback(model, epoch)`` runs after each epoch; a dict it returns is merged into
         that epoch's ``history_`` row (e.g. held-out accuracy). Returns self.
         """
-        self._check_params()
+        options = self._check_params(warn=True)
         if len(observations) != len(labels) or not observations:
             raise ParameterError("observations and labels must be non-empty lists of equal length", name='observations', value=observations)
         self._init_state(np.asarray(observations[0]).shape[1])
         obs = [self._check_sequence(x, f"observations[{k}]") for k, x in enumerate(observations)]
         gold = [np.asarray(y, dtype=np.int64) for y in labels]
         params = [self.ngram_weights_, self.observation_weights_]
-        optimisers = [AdaGrad(self.step_size, self.delta), AdaGrad(self.step_size, self.delta)]
+        optimisers = [AdaGrad(options.step_size, options.delta), AdaGrad(options.step_size, options.delta)]
         if self.coverage == "learned":
             self._coverage_param = np.zeros(1)
             params.append(self._coverage_param)
-            optimisers.append(AdaGrad(self.step_size, self.delta))
+            optimisers.append(AdaGrad(options.step_size, options.delta))
         rng = as_rng(self.seed)
         self.history_ = []
         self.context_length_trace_ = []  # (updates seen, cumulative average context length)
@@ -327,7 +366,7 @@ class ReifiedContextModel(ParamsMixin):
                     if np.isfinite(g.context_length):
                         ctx_sum += g.context_length
                         ctx_n += 1
-                    if seen % self.track_every == 0 and ctx_n:
+                    if seen % options.track_every == 0 and ctx_n:
                         self.context_length_trace_.append((seen, ctx_sum / ctx_n))
                 optimisers[0].step_sparse(params[0], np.concatenate(ngram_idx), np.concatenate(ngram_val))
                 for p, gr, opt in zip(params[1:], grads[1:], optimisers[1:]):
@@ -366,7 +405,7 @@ class ReifiedContextModel(ParamsMixin):
         check_is_fitted(self, "num_inputs_")
         state = {"num_inputs": self.num_inputs_, "format_version": FORMAT_VERSION,
                  "coverage_weight": None if self.coverage_weight_ == -np.inf else self.coverage_weight_}
-        save_model(path, _KIND, self.get_params(), state,
+        save_model(path, _KIND, flat_params(self, "options", self._options()), state,
                    {"ngram": self.ngram_weights_, "observation": self.observation_weights_})
 
     @classmethod
@@ -378,7 +417,7 @@ class ReifiedContextModel(ParamsMixin):
             params = params | {"max_context": params["order"] - 1 if params["mode"] == "rcms" else None}
         elif version != FORMAT_VERSION:
             raise FormatError(f"{os.fspath(path)}: unsupported {_KIND} version {version!r}", path=os.fspath(path))
-        model = cls(**params)
+        model = cls(**nested_params(params, "options", ContextModelOptions))
         model._check_params()  # before the tables are sized from the parameters
         if isinstance(state["num_inputs"], bool) or not isinstance(state["num_inputs"], int) \
                 or not 1 <= state["num_inputs"] < 2 ** 31:

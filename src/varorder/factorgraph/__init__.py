@@ -7,6 +7,7 @@ simulated annealing and SampleRank epochs (:mod:`.kernels`, Numba), and the esti
 """
 
 from varorder.factorgraph.graph import FactorGraph, ParameterLayout, document_ids, full_score, repeated_key_pairs
-from varorder.factorgraph.samplerank import SampleRankTagger
+from varorder.factorgraph.samplerank import SampleRankOptions, SampleRankTagger
 
-__all__ = ["FactorGraph", "ParameterLayout", "SampleRankTagger", "document_ids", "full_score", "repeated_key_pairs"]
+__all__ = ["FactorGraph", "ParameterLayout", "SampleRankOptions", "SampleRankTagger", "document_ids", "full_score",
+           "repeated_key_pairs"]

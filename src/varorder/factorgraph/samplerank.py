@@ -20,11 +20,13 @@ temperature schedule, then greedy sweeps) started from the Viterbi path of the c
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real,
+                           flat_params, nested_params, options_with_deprecated)
 from varorder.errors import FormatError, ParameterError
 from varorder.factorgraph import kernels
 from varorder.factorgraph.graph import FactorGraph, ParameterLayout, document_ids, repeated_key_pairs
@@ -32,7 +34,7 @@ from varorder.models import persist
 from varorder.models.features import FeatureIndexer, design_matrix, is_array_input, n_items, pos_features
 from varorder.models.sequences import ChunkPlan, LabelCodec, decode_viterbi, token_accuracy
 
-__all__ = ["SampleRankTagger", "conllu_inputs"]
+__all__ = ["SampleRankOptions", "SampleRankTagger", "conllu_inputs"]
 
 _RULES = {"perceptron": kernels.PERCEPTRON, "mira": kernels.MIRA}
 _PROPOSALS = {"gibbs": kernels.GIBBS, "mh": kernels.METROPOLIS}
@@ -44,6 +46,46 @@ _PARAMS = ("skip_factors", "second_order", "rule", "proposal", "pairs", "n_epoch
            "min_feature_count", "random_state")
 
 
+@dataclass(frozen=True)
+class SampleRankOptions:
+    """The rarely changed knobs of SampleRank training and annealed decoding (the ``options``
+    parameter of :class:`SampleRankTagger`; :class:`varorder.neg.NegOptions` extends it);
+    checked when the estimator fits.
+
+    Attributes
+    ----------
+    step_size : the perceptron rule's step.
+    C : the MIRA rule's largest step.
+    margin : a ranking disagrees when the better configuration does not outscore the worse by more than this.
+    temperature : of the training chain's proposals.
+    average : return averaged weights.
+    init : starting labels of the training chain, "random" (uniform) or "gold" (the truth).
+    anneal_sweeps, anneal_start, anneal_end : geometric temperature schedule of annealed decoding.
+    """
+
+    step_size: float = 1.0
+    C: float = 1.0
+    margin: float = 0.0
+    temperature: float = 1.0
+    average: bool = True
+    init: str = "random"
+    anneal_sweeps: int = 10
+    anneal_start: float = 0.5
+    anneal_end: float = 0.05
+
+
+_OPTION_KEYS = tuple(field.name for field in fields(SampleRankOptions))
+
+
+def check_samplerank_options(options: SampleRankOptions) -> None:
+    """A ParameterError naming the field of ``options`` that is out of range."""
+    check_choice(options, "init", _INITS)
+    for name in ("step_size", "C", "temperature", "anneal_start", "anneal_end"):
+        check_real(options, name, 0, exclusive_minimum=True)
+    check_real(options, "margin", 0)
+    check_bool(options, "average")
+
+
 class SampleRankTagger(ParamsMixin):
     """Factor-graph sequence labeller trained by SampleRank (scikit-learn conventions).
 
@@ -52,19 +94,18 @@ class SampleRankTagger(ParamsMixin):
     skip_factors : add a pairwise factor S[yᵢ, yⱼ] between each token and the previous token
         with the same skip key in the same document (keys and documents passed to fit/predict).
     second_order : add window factors U[yₜ₋₂, yₜ₋₁, yₜ].
-    rule : "perceptron" (step ``step_size``) or "mira" (step min(C, (Δloss − gap)/‖Δφ‖²)).
+    rule : "perceptron" (step ``options.step_size``) or "mira" (step min(C, (Δloss − gap)/‖Δφ‖²), C
+        ``options.C``).
     proposal : "gibbs" or "mh" (uniform other label, Metropolis–Hastings acceptance).
     pairs : which pair is ranked at each step: "proposal" (Wick et al. 2009: the current and the
         proposed configuration) or "neighbourhood" (extension, as FACTORIE's SampleRank trainer:
         the model's best against the objective's best among all values of the proposed variable).
     n_epochs : passes over the training tokens (one proposal per token per pass). On UD-EWT the
         default pairs need about 40 to come within 0.5 points of the exact CRF; neighbourhood pairs 10.
-    margin : a ranking disagrees when the better configuration does not outscore the worse by more than this.
-    temperature : of the training chain's proposals.
-    average : return averaged weights.
-    init : starting labels of the training chain, "random" (uniform) or "gold" (the truth).
     decoder : "auto" (Viterbi for a linear chain, else annealing), "viterbi" (chain part only) or "anneal".
-    anneal_sweeps, anneal_start, anneal_end : geometric temperature schedule of annealed decoding.
+    options : :class:`SampleRankOptions` (step sizes, margin, temperature, averaging, the chain's
+        start, the annealing schedule); None: its defaults. Its fields as keywords of this
+        constructor still work for one release (a FutureWarning).
     min_feature_count : features seen fewer times in training are dropped.
     random_state : seed (an int fixes every result).
     verbose : report the running objective (training-chain token accuracy) per epoch: a bar on a
@@ -80,42 +121,49 @@ class SampleRankTagger(ParamsMixin):
     _MODEL_KIND = "SampleRankTagger"
 
     def __init__(self, *, skip_factors: bool = False, second_order: bool = False, rule: str = "perceptron",
-                 proposal: str = "gibbs", pairs: str = "proposal", n_epochs: int = 40, step_size: float = 1.0,
-                 C: float = 1.0,
-                 margin: float = 0.0, temperature: float = 1.0, average: bool = True, init: str = "random",
-                 decoder: str = "auto", anneal_sweeps: int = 10, anneal_start: float = 0.5,
-                 anneal_end: float = 0.05, min_feature_count: int = 1, random_state=0, verbose: bool = False):
+                 proposal: str = "gibbs", pairs: str = "proposal", n_epochs: int = 40, decoder: str = "auto",
+                 options: SampleRankOptions | None = None, min_feature_count: int = 1, random_state=0,
+                 verbose: bool = False, step_size=DEPRECATED, C=DEPRECATED, margin=DEPRECATED,
+                 temperature=DEPRECATED, average=DEPRECATED, init=DEPRECATED, anneal_sweeps=DEPRECATED,
+                 anneal_start=DEPRECATED, anneal_end=DEPRECATED):
         self.skip_factors = skip_factors
         self.second_order = second_order
         self.rule = rule
         self.proposal = proposal
         self.pairs = pairs
         self.n_epochs = n_epochs
+        self.decoder = decoder
+        self.options = options
+        self.min_feature_count = min_feature_count
+        self.random_state = random_state
+        self.verbose = verbose
+        # the keywords that moved into ``options`` (kept for one release)
         self.step_size = step_size
         self.C = C
         self.margin = margin
         self.temperature = temperature
         self.average = average
         self.init = init
-        self.decoder = decoder
         self.anneal_sweeps = anneal_sweeps
         self.anneal_start = anneal_start
         self.anneal_end = anneal_end
-        self.min_feature_count = min_feature_count
-        self.random_state = random_state
-        self.verbose = verbose
 
-    def _check_params(self):
-        for name, allowed in (("rule", _RULES), ("proposal", _PROPOSALS), ("pairs", _PAIRS), ("init", _INITS), ("decoder", _DECODERS)):
+    def _options(self, warn: bool = False) -> SampleRankOptions:
+        """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
+        return options_with_deprecated(self, "options", SampleRankOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+
+    def _check_params(self, warn: bool = False) -> SampleRankOptions:
+        """Check the parameters; returns the options in force."""
+        options = self._options(warn)
+        for name, allowed in (("rule", _RULES), ("proposal", _PROPOSALS), ("pairs", _PAIRS), ("decoder", _DECODERS)):
             check_choice(self, name, tuple(allowed))
-        for name in ("step_size", "C", "temperature", "anneal_start", "anneal_end"):
-            check_real(self, name, 0, exclusive_minimum=True)
-        check_real(self, "margin", 0)
+        check_samplerank_options(options)
         check_int(self, "n_epochs", 1)
-        check_int(self, "anneal_sweeps", 0)
+        check_int(options, "anneal_sweeps", 0)
         check_int(self, "min_feature_count", 1)
-        for name in ("skip_factors", "second_order", "average", "verbose"):
+        for name in ("skip_factors", "second_order", "verbose"):
             check_bool(self, name)
+        return options
 
     # -- graphs ---------------------------------------------------------------
 
@@ -146,7 +194,7 @@ class SampleRankTagger(ParamsMixin):
         :func:`~varorder.factorgraph.graph.repeated_key_pairs`); needed when ``skip_factors``.
         Optional dev data is tagged after each epoch (logged in ``history_``).
         """
-        self._check_params()
+        options = self._check_params(warn=True)
         if len(X) != len(y):
             raise ParameterError(f"X has {len(X)} sequences but y has {len(y)}", name='X', value=X)
         for i, (xs, ys) in enumerate(zip(X, y)):
@@ -172,7 +220,7 @@ class SampleRankTagger(ParamsMixin):
         theta = np.zeros(self.layout_.n_params)
         accumulated = np.zeros_like(theta)
         rng = np.random.default_rng(self.random_state)
-        state = rng.integers(0, K, size=gold.size) if self.init == "random" else gold.copy()
+        state = rng.integers(0, K, size=gold.size) if options.init == "random" else gold.copy()
         loss = 1.0 - np.eye(K)
         G, L = graph.kernel_arrays(), self.layout_.kernel_layout()
         no_log = np.zeros((0, 6))
@@ -182,18 +230,18 @@ class SampleRankTagger(ParamsMixin):
         for epoch in progress:
             order = _sentence_shuffled_tokens(graph.offsets, rng)
             steps, n_ranked, n_updates, n_moves, objective = kernels.samplerank_epoch(
-                order, state, gold, loss, theta, accumulated, steps, G, L, _RULES[self.rule], float(self.step_size),
-                float(self.C), float(self.margin), _PROPOSALS[self.proposal], float(self.temperature),
+                order, state, gold, loss, theta, accumulated, steps, G, L, _RULES[self.rule], float(options.step_size),
+                float(options.C), float(options.margin), _PROPOSALS[self.proposal], float(options.temperature),
                 _PAIRS[self.pairs], int(rng.integers(2 ** 31)), no_log)
             entry = {"epoch": epoch, "chain_accuracy": 1.0 + objective / gold.size, "ranked_pairs": n_ranked,
                      "updates": n_updates, "moves": n_moves, "time": time.perf_counter() - began}
-            self.theta_ = theta - accumulated / steps if self.average else theta.copy()
+            self.theta_ = theta - accumulated / steps if options.average else theta.copy()
             if dev is not None:
                 entry["dev_accuracy"] = token_accuracy(self._predict_graph(dev[0]), dev[1])
             self.history_.append(entry)
             progress.set_postfix({k: round(v, 4) for k, v in entry.items() if k in ("chain_accuracy", "dev_accuracy")}
                                  | {"updates": n_updates})
-        self.theta_ = theta - accumulated / steps if self.average else theta.copy()
+        self.theta_ = theta - accumulated / steps if options.average else theta.copy()
         self.training_time_ = time.perf_counter() - began
         return self
 
@@ -213,8 +261,9 @@ class SampleRankTagger(ParamsMixin):
         emissions = graph.X @ blocks["W"]
         ids = decode_viterbi(plan, np.ascontiguousarray(emissions), blocks["T"], blocks["start"], blocks["end"])
         if self._decoder() == "anneal":
-            temperatures = np.geomspace(self.anneal_start, self.anneal_end, self.anneal_sweeps) \
-                if self.anneal_sweeps else np.zeros(0)
+            options = self._options()
+            temperatures = np.geomspace(options.anneal_start, options.anneal_end, options.anneal_sweeps) \
+                if options.anneal_sweeps else np.zeros(0)
             seed = 0 if self.random_state is None else int(self.random_state) % (2 ** 31)
             kernels.anneal(ids, self.theta_, graph.kernel_arrays(), self.layout_.kernel_layout(), temperatures,
                            _PROPOSALS[self.proposal], seed, 100)
@@ -239,7 +288,8 @@ class SampleRankTagger(ParamsMixin):
     def save(self, path) -> None:
         """Write the fitted model as npz + JSON metadata (no pickle); atomic."""
         self._check_fitted()
-        params = {name: getattr(self, name) for name in _PARAMS}
+        flat = flat_params(self, "options", self._options())
+        params = {name: flat[name] for name in _PARAMS}
         persist.save_model(path, self._MODEL_KIND, params, {
             "classes": self.classes_, "feature_names": self.feature_names_, "n_features_in": self.n_features_in_,
             "input": "arrays" if self.feature_names_ is None else "feature dicts",
@@ -253,7 +303,7 @@ class SampleRankTagger(ParamsMixin):
         unknown = set(params) - set(_PARAMS)
         if unknown:
             raise FormatError(f"{path}: unknown SampleRankTagger parameters {sorted(unknown)}", path=path)
-        model = cls(**params)
+        model = cls(**nested_params(params, "options", SampleRankOptions))
         try:
             model._check_params()
             model.classes_ = state["classes"]

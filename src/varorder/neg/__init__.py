@@ -9,7 +9,7 @@ baselines).
 from varorder._lazy import attach
 
 _EXPORTS = {
-    **dict.fromkeys(("NegGenerator", "METHODS"), "varorder.neg.model"),
+    **dict.fromkeys(("NegGenerator", "NegOptions", "METHODS"), "varorder.neg.model"),
     **dict.fromkeys(("Candidate", "NegDocument", "Slot", "build_documents", "load_task", "save_task"),
                     "varorder.neg.task"),
 }

@@ -45,6 +45,7 @@ outside every slot, inside quotes), ``chain_pairs=False`` (with ``other_pairs=Fa
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass, fields
 
 import numpy as np
 import scipy.optimize
@@ -52,16 +53,18 @@ import scipy.sparse as sp
 
 from varorder import chain
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_int, check_is_fitted, check_real,
+                           flat_params, nested_params, options_with_deprecated)
 from varorder.engine.threads import single_threaded_blas
 from varorder.errors import FormatError, ParameterError
 from varorder.factorgraph import domains
 from varorder.factorgraph.kernels import GIBBS, METROPOLIS
+from varorder.factorgraph.samplerank import SampleRankOptions, check_samplerank_options
 from varorder.models import persist
 from varorder.models.features import FeatureIndexer
 from varorder.neg.task import ATTR_INDEX, ATTRS, normal_key
 
-__all__ = ["NegGenerator", "METHODS"]
+__all__ = ["NegGenerator", "NegOptions", "METHODS"]
 
 METHODS = ("first-mention", "unary", "chain", "samplerank")
 _PROPOSALS = {"gibbs": GIBBS, "mh": METROPOLIS}
@@ -253,6 +256,35 @@ class _Design:
                                    self.sentence, self.paragraph, _LINK_BUCKETS, self.cand_key, self.cand_len)
 
 
+@dataclass(frozen=True)
+class NegOptions(SampleRankOptions):
+    """The rarely changed knobs of :class:`NegGenerator` (its ``options`` parameter): SampleRank's
+    and annealed decoding's (:class:`varorder.factorgraph.SampleRankOptions`, with this task's
+    defaults for ``margin`` and the schedule), the exact models' solver and the unary step;
+    checked when the estimator fits.
+
+    Attributes
+    ----------
+    step_size, C, margin, temperature, average, init, anneal_sweeps, anneal_start, anneal_end :
+        as :class:`~varorder.factorgraph.SampleRankOptions`' (here margin 1 and 30 annealing sweeps
+        from temperature 1 by default).
+    l2, max_iter : L2 weight and L-BFGS iterations of the exact models (unary, chain).
+    unary_step : (samplerank) scale of the unary weights' SampleRank step (1: every factor's weights
+        take the same step, Wick et al.; 0: the unary weights stay at their start, e.g. the exact
+        fit's with ``warm_start``; an extension).
+    """
+
+    margin: float = 1.0
+    anneal_sweeps: int = 30
+    anneal_start: float = 1.0
+    l2: float = 1.0
+    max_iter: int = 150
+    unary_step: float = 1.0
+
+
+_OPTION_KEYS = tuple(field.name for field in fields(NegOptions))
+
+
 class NegGenerator(ParamsMixin):
     """Chooses each slot's referring expression (scikit-learn conventions; see the module docstring).
 
@@ -266,13 +298,11 @@ class NegGenerator(ParamsMixin):
     other_pairs : (samplerank) pair factors between contiguous slots of different entities.
     warm_start : None, "chain" (samplerank from the exactly trained chain's weights, baseline e) or
         "unary" (from the exact unary model's weights; an extension).
-    n_epochs, rule, proposal, pairs, step_size, C, margin, temperature, average, init : SampleRank
-        (as :class:`varorder.factorgraph.SampleRankTagger`).
-    anneal_sweeps, anneal_start, anneal_end : annealed MH decoding's geometric schedule.
-    l2, max_iter : L2 weight and L-BFGS iterations of the exact models (unary, chain).
-    unary_step : (samplerank) scale of the unary weights' SampleRank step (1: every factor's weights
-        take the same step, Wick et al.; 0: the unary weights stay at their start, e.g. the exact
-        fit's with ``warm_start``; an extension).
+    n_epochs, rule, proposal, pairs : SampleRank (as :class:`varorder.factorgraph.SampleRankTagger`).
+    options : :class:`NegOptions` (SampleRank's steps, margin, temperature, averaging and start, the
+        annealing schedule of decoding, the exact models' L2 weight and iterations, the unary step);
+        None: its defaults. Its fields as keywords of this constructor still work for one release
+        (a FutureWarning).
     cues : (every method but first-mention; an extension) unary person cues: whether the slot's sentence
         holds a 1st / 2nd person word outside the slots and whether the slot is inside quotes, conjoined
         with the candidate's grammatical person (and the genre).
@@ -288,10 +318,11 @@ class NegGenerator(ParamsMixin):
     def __init__(self, *, method: str = "samplerank", link_factors: bool = True, link_between: bool = False,
                  chain_pairs: bool = True, other_pairs: bool = True,
                  warm_start=None, n_epochs: int = 30, rule: str = "perceptron", proposal: str = "gibbs",
-                 pairs: str = "proposal", step_size: float = 1.0, C: float = 1.0, margin: float = 1.0,
-                 temperature: float = 1.0, average: bool = True, init: str = "random", anneal_sweeps: int = 30,
-                 anneal_start: float = 1.0, anneal_end: float = 0.05, l2: float = 1.0, max_iter: int = 150,
-                 unary_step: float = 1.0, cues: bool = False, random_state=0, verbose: bool = False):
+                 pairs: str = "proposal", options: NegOptions | None = None, cues: bool = False, random_state=0,
+                 verbose: bool = False, step_size=DEPRECATED, C=DEPRECATED, margin=DEPRECATED,
+                 temperature=DEPRECATED, average=DEPRECATED, init=DEPRECATED, anneal_sweeps=DEPRECATED,
+                 anneal_start=DEPRECATED, anneal_end=DEPRECATED, l2=DEPRECATED, max_iter=DEPRECATED,
+                 unary_step=DEPRECATED):
         self.method = method
         self.link_factors = link_factors
         self.link_between = link_between
@@ -302,6 +333,11 @@ class NegGenerator(ParamsMixin):
         self.rule = rule
         self.proposal = proposal
         self.pairs = pairs
+        self.options = options
+        self.cues = cues
+        self.random_state = random_state
+        self.verbose = verbose
+        # the keywords that moved into ``options`` (kept for one release)
         self.step_size = step_size
         self.C = C
         self.margin = margin
@@ -314,26 +350,28 @@ class NegGenerator(ParamsMixin):
         self.l2 = l2
         self.max_iter = max_iter
         self.unary_step = unary_step
-        self.cues = cues
-        self.random_state = random_state
-        self.verbose = verbose
 
-    def _check_params(self):
+    def _options(self, warn: bool = False) -> NegOptions:
+        """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
+        return options_with_deprecated(self, "options", NegOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+
+    def _check_params(self, warn: bool = False) -> NegOptions:
+        """Check the parameters; returns the options in force."""
+        options = self._options(warn)
         for name, allowed in (("method", METHODS), ("rule", _RULES), ("proposal", _PROPOSALS), ("pairs", _PAIRS),
-                              ("warm_start", _WARM), ("init", ("random", "gold"))):
+                              ("warm_start", _WARM)):
             check_choice(self, name, tuple(allowed))
-        for name in ("step_size", "C", "temperature", "anneal_start", "anneal_end"):
-            check_real(self, name, 0, exclusive_minimum=True)
-        check_real(self, "margin", 0)
-        check_real(self, "unary_step", 0)
-        check_real(self, "l2", 0)
+        check_samplerank_options(options)
+        check_real(options, "unary_step", 0)
+        check_real(options, "l2", 0)
         # bounded so that a schedule or an iteration count always fits an array (2^63 sweeps did not)
         check_int(self, "n_epochs", 1, 10**6)
-        check_int(self, "max_iter", 1, 10**6)
-        check_int(self, "anneal_sweeps", 0, 10**6)
+        check_int(options, "max_iter", 1, 10**6)
+        check_int(options, "anneal_sweeps", 0, 10**6)
         check_int(self, "random_state", 0, allow_none=True)  # a seed of numpy's default_rng
-        for name in ("link_factors", "link_between", "cues", "chain_pairs", "other_pairs", "average", "verbose"):
+        for name in ("link_factors", "link_between", "cues", "chain_pairs", "other_pairs", "verbose"):
             check_bool(self, name)
+        return options
 
     def _layout(self, n_features: int) -> domains.DomainLayout:
         A = len(ATTRS)
@@ -349,7 +387,7 @@ class NegGenerator(ParamsMixin):
 
     def fit(self, documents) -> "NegGenerator":
         """Learn from prepared documents (:class:`~varorder.neg.task.NegDocument`, gold REs known)."""
-        self._check_params()
+        options = self._check_params(warn=True)
         documents = list(documents)
         if not any(document.slots for document in documents):
             raise ParameterError(f"nothing to train on: {len(documents)} documents with 0 slots",
@@ -366,29 +404,29 @@ class NegGenerator(ParamsMixin):
             if self.method == "first-mention":
                 self.theta_ = np.zeros(self.layout_.n_params)
             elif self.method == "unary":
-                self.theta_ = _fit_unary(design, self.l2, self.max_iter)
+                self.theta_ = _fit_unary(design, options.l2, options.max_iter)
             elif self.method == "chain":
-                self.theta_ = _fit_chain(design, self.layout_, self.l2, self.max_iter)
+                self.theta_ = _fit_chain(design, self.layout_, options.l2, options.max_iter)
             else:
-                self.theta_ = self._fit_samplerank(design)
+                self.theta_ = self._fit_samplerank(design, options)
         self.training_time_ = time.perf_counter() - began
         return self
 
-    def _fit_samplerank(self, design) -> np.ndarray:
+    def _fit_samplerank(self, design, options: NegOptions) -> np.ndarray:
         layout = self.layout_
         graph = design.graph(self.other_pairs, self.chain_pairs)
         graph.check_layout(layout)
         theta = np.zeros(layout.n_params)
         if self.warm_start == "chain":
             chain_layout = domains.DomainLayout(layout.n_features, layout.n_attrs, _N_CHAIN_CODES)
-            start = _fit_chain(design, chain_layout, self.l2, self.max_iter)
+            start = _fit_chain(design, chain_layout, options.l2, options.max_iter)
             theta[:start.size] = start  # unary, then the chain codes' pair block: the same offsets
         elif self.warm_start == "unary":
-            theta[:layout.n_features] = _fit_unary(design, self.l2, self.max_iter)
+            theta[:layout.n_features] = _fit_unary(design, options.l2, options.max_iter)
         accumulated = np.zeros_like(theta)
         rng = np.random.default_rng(self.random_state)
         sizes = graph.domain_sizes
-        y = (rng.random(sizes.size) * sizes).astype(np.int64) if self.init == "random" else design.gold.copy()
+        y = (rng.random(sizes.size) * sizes).astype(np.int64) if options.init == "random" else design.gold.copy()
         steps = 0.0
         documents = np.unique(design.doc_of)
         starts = np.searchsorted(design.doc_of, documents)
@@ -401,13 +439,13 @@ class NegGenerator(ParamsMixin):
                 if documents.size else np.zeros(0, dtype=np.int64)
             steps, n_ranked, n_updates, n_moves, objective = domains.samplerank_epoch(
                 graph, layout, order, y, design.loss, theta, accumulated, steps, _RULES[self.rule],
-                self.step_size, self.C, self.margin, _PROPOSALS[self.proposal], self.temperature,
-                _PAIRS[self.pairs], int(rng.integers(2 ** 31)), unary_scale=self.unary_step)
+                options.step_size, options.C, options.margin, _PROPOSALS[self.proposal], options.temperature,
+                _PAIRS[self.pairs], int(rng.integers(2 ** 31)), unary_scale=options.unary_step)
             entry = {"epoch": epoch, "chain_loss": -objective / max(design.n_slots, 1), "ranked": n_ranked,
                      "updates": n_updates, "moves": n_moves, "time": time.perf_counter() - began}
             self.history_.append(entry)
             progress.set_postfix({"loss": round(entry["chain_loss"], 3), "updates": n_updates})
-        if self.average and steps > 0:
+        if options.average and steps > 0:
             return theta - accumulated / steps
         return theta
 
@@ -430,8 +468,9 @@ class NegGenerator(ParamsMixin):
             graph = design.graph(self.other_pairs, self.chain_pairs)
             graph.check_layout(self.layout_)
             flat = _argmax_unary(design, self.theta_[:self.layout_.n_features])
-            temperatures = np.geomspace(self.anneal_start, self.anneal_end, self.anneal_sweeps) \
-                if self.anneal_sweeps else np.zeros(0)
+            options = self._options()
+            temperatures = np.geomspace(options.anneal_start, options.anneal_end, options.anneal_sweeps) \
+                if options.anneal_sweeps else np.zeros(0)
             seed = 0 if self.random_state is None else int(self.random_state) % (2 ** 31)
             if flat.size:
                 domains.anneal(graph, self.layout_, self.theta_, flat, temperatures, METROPOLIS, seed)
@@ -458,7 +497,7 @@ class NegGenerator(ParamsMixin):
         """npz + JSON metadata (no pickle), atomic."""
         self._check_fitted()
         layout = self.layout_
-        persist.save_model(path, self._MODEL_KIND, self.get_params() | {"verbose": False}, {
+        persist.save_model(path, self._MODEL_KIND, flat_params(self, "options", self._options()) | {"verbose": False}, {
             "feature_names": self.feature_names_, "attrs": list(ATTRS),
             "layout": [layout.n_features, layout.n_attrs, layout.n_pair_codes, layout.n_distance_buckets],
             "training_time": float(getattr(self, "training_time_", 0.0))}, {"theta": self.theta_})
@@ -470,7 +509,7 @@ class NegGenerator(ParamsMixin):
         params, state, arrays = persist.load_model(path, cls._MODEL_KIND, ("theta",))
         if not set(params) <= set(_PARAMS):
             raise FormatError(f"{path}: unknown NegGenerator parameters {sorted(set(params) - set(_PARAMS))}", path=path)
-        model = cls(**params)  # model_loader checks the parameters' values on return
+        model = cls(**nested_params(params, "options", NegOptions))  # model_loader checks the values on return
         names = state["feature_names"]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
             raise FormatError(f"{path}: feature_names must be a list of distinct strings", path=path)

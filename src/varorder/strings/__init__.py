@@ -14,7 +14,7 @@ from varorder._lazy import attach
 
 _EXPORTS = {
     **dict.fromkeys(("EditTransducer", "PhonologyGraph", "Word", "bigram_prior", "read_hopkins", "synthetic_lexicon"), "varorder.strings.model"),
-    **dict.fromkeys(("StringEP", "PrunedBP", "make_method"), "varorder.strings.inference"),
+    **dict.fromkeys(("EPOptions", "StringEP", "PrunedBP", "make_method"), "varorder.strings.inference"),
     **dict.fromkeys(("EditEM", "expected_edit_counts", "heldout_surface_scores", "predict_surface"), "varorder.strings.em"),
     **dict.fromkeys(("FeatureMachine", "SubstringRegistry", "ngram_machine", "substring_machine"), "varorder.strings.features"),
 }

@@ -40,12 +40,13 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 from scipy.special import logsumexp
 
-from varorder.base import ParamsMixin, check_bool, check_choice, check_deprecated, check_int, check_is_fitted, check_real
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_choice, check_deprecated, check_int,
+                           check_is_fitted, check_real, options_with_deprecated)
 from varorder.errors import DivergenceError, ParameterError
 from varorder.loglinear.prox import penalty_value, prox_tree_l2
 from varorder.strings.features import (BOS, FeatureMachine, SubstringRegistry, ngram_closed_form,
@@ -54,8 +55,8 @@ from varorder.strings.model import PhonologyGraph
 from varorder.wfsa import (Wfsa, arc_posteriors, kbest_strings, log_total_weight, product_with_dfa, shortest_distance,
                            strings_acceptor)
 
-__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "Beliefs", "Dfa", "FactorMessages",
-           "PrunedBP", "StringEP", "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor",
+__all__ = ["GREEDY_FLOOR", "METHODS", "PROX_PENALTIES", "UNIGRAM_STARTS", "Beliefs", "Dfa", "EPOptions",
+           "FactorMessages", "PrunedBP", "StringEP", "belief_nll", "dfa_log_partition", "dfa_tables", "make_method", "project_acceptor",
            "prox_objective"]
 
 METHODS = ("bp", "ep1", "ep2", "ep3", "pep", "pep-prox")
@@ -77,14 +78,14 @@ def make_method(name: str, *, k: int = 20, lam: float = 0.01, eta: float = 0.05,
         return PrunedBP(k=k, iterations=iterations, progress=progress)
     if name in ("ep1", "ep2", "ep3"):
         return StringEP(family="ngram", order=int(name[-1]), iterations=iterations, inner_passes=inner_passes,
-                        passes_sweeps=passes_sweeps, damping=damping, tol=tol, progress=progress)
+                        options=EPOptions(passes_sweeps=passes_sweeps, damping=damping), tol=tol, progress=progress)
     if name in ("pep", "pep-prox"):
+        options = EPOptions(growth_rounds=growth_rounds, damping=damping, passes_sweeps=passes_sweeps,
+                            cavity_contexts=cavity_contexts, prox_penalty=prox_penalty, prox_steps=prox_steps,
+                            prox_tol=prox_tol, **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
         return StringEP(family="pep", optimizer="greedy" if name == "pep" else "prox", lam=lam, eta=eta,
-                        iterations=iterations, inner_passes=inner_passes, max_order=max_order,
-                        growth_rounds=growth_rounds, damping=damping, cavity_contexts=cavity_contexts,
-                        prox_penalty=prox_penalty, prox_steps=prox_steps, prox_tol=prox_tol,
-                        unigram_start=unigram_start, passes_sweeps=passes_sweeps, tol=tol, progress=progress,
-                        **({} if greedy_floor is None else {"greedy_floor": greedy_floor}))
+                        iterations=iterations, inner_passes=inner_passes, max_order=max_order, options=options,
+                        unigram_start=unigram_start, tol=tol, progress=progress)
     raise ParameterError(f"unknown method {name!r}; expected one of {', '.join(METHODS)}", name='name', value=name)
 
 NEG_INF = -math.inf
@@ -371,18 +372,53 @@ def prox_objective(registry: SubstringRegistry, machine: FeatureMachine, theta, 
 # ---------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EPOptions:
+    """The rarely changed knobs of :class:`StringEP` (its ``options`` parameter); checked when
+    it fits.
+
+    Attributes
+    ----------
+    growth_rounds : greedy growing rounds per update (None: until the context set stops growing).
+    damping : retry a divergent product with the cavity moved toward the belief
+        (:meth:`StringEP._damped`) instead of skipping the update.
+    passes_sweeps : the first sweeps that run ``inner_passes`` passes (1 afterwards).
+    greedy_floor : pseudo-count of an unseen n-gram in a greedy projection, per unit of its state's mass.
+    cavity_contexts : greedy growing keeps the cavity's contexts whatever their gain.
+    prox_penalty : what PEP-prox's group lasso penalises, ``"message"`` (the paper's) or ``"belief"``
+        (see :class:`StringEP`).
+    prox_steps : proximal steps per message update (1, the paper's; more is an extension).
+    prox_tol : with ``prox_steps`` > 1, stop once the objective falls by less than this.
+    """
+
+    growth_rounds: int | None = None
+    damping: bool = True
+    passes_sweeps: int = 1
+    greedy_floor: float = GREEDY_FLOOR
+    cavity_contexts: bool = True
+    prox_penalty: str = "message"
+    prox_steps: int = 1
+    prox_tol: float = 1e-3
+
+
+_OPTION_KEYS = tuple(field.name for field in fields(EPOptions))
+
+
 class StringEP(ParamsMixin):
     """EP with a fixed n-gram family (``family="ngram"``, ``order`` 1-3, closed-form
     projections) or penalized EP (``family="pep"``: variable-order substrings, proximal
     gradient with step ``eta`` and penalty ``lam``, ``max_order`` an optional depth cap).
 
+    The rarely changed knobs are grouped in ``options`` (:class:`EPOptions`; None: its defaults);
+    their names as keywords of this constructor still work for one release (a FutureWarning).
+
     ``iterations`` counts sweeps (forward, backward, ...); ``inner_passes`` is K on the
-    first ``passes_sweeps`` sweeps, 1 afterwards (§7: K = 20 "for the first few
-    iterations"). ``damping`` retries a divergent product with the cavity moved toward the
+    first ``options.passes_sweeps`` sweeps, 1 afterwards (§7: K = 20 "for the first few
+    iterations"). ``options.damping`` retries a divergent product with the cavity moved toward the
     belief (:meth:`_damped`) instead of skipping the update. ``fit(graph)`` runs inference
     and returns self; ``beliefs_`` holds them.
 
-    ``prox_penalty`` (``optimizer="prox"`` only) says what the group lasso of eq. 9
+    ``options.prox_penalty`` (``optimizer="prox"`` only) says what the group lasso of eq. 9
     penalises. ``"message"`` (the default) is the paper's: "our penalized EP simply adds
     λ·Ω(θ) into (7)" (§4.3), and the θ of eq. 7 is the message θ_{F→V} (the belief there
     is q_θ ⊙ μ_{V→F}), so the proximal operator acts on θ_V − θ_{V→F} and the cavity is
@@ -390,8 +426,8 @@ class StringEP(ParamsMixin):
 
     ``unigram_start`` (``optimizer="prox"``): ``"gradient"`` (the default) fits the unigram
     first sweep by the paper's gradient steps from the uniform unigram model; ``"closed-form"``
-    (deprecated: a FutureWarning) sets it in closed form. ``prox_steps`` proximal steps per message update (1, the
-    paper's; more is an extension, stopping once the objective falls by less than ``prox_tol``).
+    (deprecated: a FutureWarning) sets it in closed form. ``options.prox_steps`` proximal steps per message update (1,
+    the paper's; more is an extension, stopping once the objective falls by less than ``options.prox_tol``).
 
     ``tol`` > 0 (PEP-prox only) makes ``iterations`` a maximum: the sweeps stop after the first
     sweep (not the unigram one) whose fixed-point residual is below ``tol`` (0, the default:
@@ -416,10 +452,10 @@ class StringEP(ParamsMixin):
 
     def __init__(self, *, family: str = "ngram", order: int = 2, eta: float = 0.05, lam: float = 0.01,
                  iterations: int = 4, inner_passes: int = 3, max_order: int | None = None,
-                 unigram_first: bool = True, optimizer: str = "prox", growth_rounds: int | None = None,
-                 damping: bool = True, passes_sweeps: int = 1, greedy_floor: float = GREEDY_FLOOR,
-                 cavity_contexts: bool = True, prox_penalty: str = "message", prox_steps: int = 1,
-                 prox_tol: float = 1e-3, unigram_start: str = "gradient", tol: float = 0.0, progress=None):
+                 unigram_first: bool = True, optimizer: str = "prox", options: EPOptions | None = None,
+                 unigram_start: str = "gradient", tol: float = 0.0, progress=None, growth_rounds=DEPRECATED,
+                 damping=DEPRECATED, passes_sweeps=DEPRECATED, greedy_floor=DEPRECATED, cavity_contexts=DEPRECATED,
+                 prox_penalty=DEPRECATED, prox_steps=DEPRECATED, prox_tol=DEPRECATED):
         self.family = family
         self.optimizer = optimizer
         self.order = order
@@ -429,6 +465,11 @@ class StringEP(ParamsMixin):
         self.inner_passes = inner_passes
         self.max_order = max_order
         self.unigram_first = unigram_first
+        self.options = options
+        self.unigram_start = unigram_start
+        self.tol = tol
+        self.progress = progress
+        # the keywords that moved into ``options`` (kept for one release)
         self.growth_rounds = growth_rounds
         self.damping = damping
         self.passes_sweeps = passes_sweeps
@@ -437,9 +478,10 @@ class StringEP(ParamsMixin):
         self.prox_penalty = prox_penalty
         self.prox_steps = prox_steps
         self.prox_tol = prox_tol
-        self.unigram_start = unigram_start
-        self.tol = tol
-        self.progress = progress
+
+    def _options(self, warn: bool = False) -> EPOptions:
+        """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
+        return options_with_deprecated(self, "options", EPOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
 
     # -- family-specific pieces ---------------------------------------------------------
     def _vec(self, v, x):
@@ -583,19 +625,20 @@ class StringEP(ParamsMixin):
         without backtracking doubles η for the next one, and the steps stop once the
         penalised objective falls by less than ``prox_tol``. Records every step's objective
         in ``trace_`` when ``trace_`` is a list."""
+        options = self._options()
         cavity = self._cavity(v, f)  # α-damped inside _damped: what p̂ multiplies
         true_cavity = self._theta(v) - self._msg(f, v)  # what the penalised message is measured from (eq. 6)
         theta = self._theta(v).copy()
         eta, previous = self.eta, math.inf
         counts_p, counted = None, None
-        for step in range(self.prox_steps):
+        for step in range(options.prox_steps):
             machine = self._support_machine(v, [theta, cavity], frontier_of=None if unigram else theta)
             theta, cavity, true_cavity = self._vec(v, theta), self._vec(v, cavity), self._vec(v, true_cavity)
             if counted is not machine:  # p̂'s counts depend on the active set only
                 counts_p, _ = machine.expected_counts(mu, cavity)
                 counted = machine
             counts_q, log_z = machine.expected_counts(None, theta)
-            anchor = true_cavity if self.prox_penalty == "message" else None
+            anchor = true_cavity if options.prox_penalty == "message" else None
             if self.trace_ is not None and step == 0:
                 self.trace_.append((v, f, 0, prox_objective(self.registry_[v], machine, theta, counts_p, log_z,
                                                             self.lam, anchor)))
@@ -606,7 +649,7 @@ class StringEP(ParamsMixin):
                 self._residual = _change(before, theta) / self._step_eta
             if self.trace_ is not None:
                 self.trace_.append((v, f, step + 1, objective))
-            if used is None or previous - objective < self.prox_tol:
+            if used is None or previous - objective < options.prox_tol:
                 break
             previous = objective
             eta = 2 * used if used == eta else used
@@ -669,9 +712,10 @@ class StringEP(ParamsMixin):
         trigram EP 1.18). The penalty then prices only the contexts an update adds."""
         previous = self.contexts_.get(v, [()])
         cap = self.max_order - 1 if self.max_order is not None else 8
-        rounds = 1 if self._unigram_pass else (self.growth_rounds or cap + 1)  # None: until it stops growing
+        options = self._options()
+        rounds = 1 if self._unigram_pass else (options.growth_rounds or cap + 1)  # None: until it stops growing
         required = frozenset()
-        if self.cavity_contexts and not self._unigram_pass:
+        if options.cavity_contexts and not self._unigram_pass:
             required = self._cavity_contexts(v, theta_out, exclude)
             # by length, then the strings: a frozenset's order follows string hashing, which differs
             # per process (PYTHONHASHSEED), and the contexts' order sets the sums'
@@ -756,7 +800,7 @@ class StringEP(ParamsMixin):
         # where the cavity was low (STEM7 of the seed-0 100-word lexicon: 3.61
         # nats with an absolute floor and the cavity's contexts kept; trigram EP 0.003)
         state_rows = np.maximum(state_rows, 0.0)
-        state_rows = state_rows + self.greedy_floor * state_rows.sum(axis=1, keepdims=True) + 1e-300
+        state_rows = state_rows + self._options().greedy_floor * state_rows.sum(axis=1, keepdims=True) + 1e-300
         logp = np.log(state_rows / state_rows.sum(axis=1, keepdims=True))
         new = np.zeros(len(registry))
         kept_index = np.flatnonzero(keep)
@@ -828,15 +872,17 @@ class StringEP(ParamsMixin):
         return theta
 
     # -- driver -----------------------------------------------------------------------
-    def _check_params(self):
+    def _check_params(self, warn: bool = False) -> EPOptions:
+        """Check the parameters; returns the options in force."""
+        options = self._options(warn)
         check_choice(self, "family", ("ngram", "pep"))
         check_choice(self, "optimizer", ("prox", "greedy"))
-        check_choice(self, "prox_penalty", PROX_PENALTIES)
+        check_choice(options, "prox_penalty", PROX_PENALTIES)
         check_choice(self, "unigram_start", UNIGRAM_STARTS)
         check_deprecated(self, "unigram_start", {"closed-form": "the paper's gradient start (the default) reaches "
                                                                "the unigrams the closed form leaves at log 1e-12"})
-        check_int(self, "prox_steps", 1)
-        check_real(self, "prox_tol", 0)
+        check_int(options, "prox_steps", 1)
+        check_real(options, "prox_tol", 0)
         check_real(self, "tol", 0)
         if self.tol > 0 and (self.family != "pep" or self.optimizer != "prox"):
             raise ParameterError(f"{type(self).__name__}: parameter tol={self.tol!r} is invalid: the stopping rule "
@@ -847,16 +893,18 @@ class StringEP(ParamsMixin):
         check_int(self, "iterations", 0)
         check_int(self, "inner_passes", 1)
         check_int(self, "max_order", 1, allow_none=True)
-        check_int(self, "growth_rounds", 0, allow_none=True)
-        check_int(self, "passes_sweeps", 0)
-        check_real(self, "greedy_floor", 0)
-        for name in ("unigram_first", "damping", "cavity_contexts"):
-            check_bool(self, name)
+        check_int(options, "growth_rounds", 0, allow_none=True)
+        check_int(options, "passes_sweeps", 0)
+        check_real(options, "greedy_floor", 0)
+        check_bool(self, "unigram_first")
+        for name in ("damping", "cavity_contexts"):
+            check_bool(options, name)
         _check_progress(self)
+        return options
 
     def fit(self, graph: PhonologyGraph) -> "StringEP":
         """Run inference on ``graph``; returns self (``beliefs_`` holds the result)."""
-        self._check_params()
+        options = self._check_params(warn=True)
         started = time.perf_counter()
         self.graph_ = graph
         self.factors_ = FactorMessages(graph)
@@ -890,7 +938,7 @@ class StringEP(ParamsMixin):
         self.history_ = []
         for it in range(self.iterations):
             sweep = order if it % 2 == 0 else order[::-1]
-            passes = self.inner_passes if it < self.passes_sweeps else 1
+            passes = self.inner_passes if it < options.passes_sweeps else 1
             unigram = self.family == "pep" and self.unigram_first and it == 0
             self._sweep_residual = 0.0
             for v in sweep:
@@ -926,7 +974,7 @@ class StringEP(ParamsMixin):
         return self
 
     def _tracked(self, it, v, f, kind, compute):
-        if not self.damping:
+        if not self._options().damping:
             return compute()
         result, alpha = self._damped(compute)
         if alpha < 1.0:
@@ -978,7 +1026,7 @@ class StringEP(ParamsMixin):
             scorers[v], toppers[v] = scorer, topper
         method = (f"EP-{self.order}gram" if self.family == "ngram"
                   else f"PEP-{self.optimizer}(λ={self.lam:g})")
-        if self.family == "pep" and self.optimizer == "prox" and self.prox_penalty == "belief":
+        if self.family == "pep" and self.optimizer == "prox" and self._options().prox_penalty == "belief":
             method += " [belief penalty]"
         stats = dict(self.stats_, mean_states=float(np.mean(sizes)) if sizes else 0.0)
         return Beliefs(method, scorers, toppers, self.seconds_, stats)

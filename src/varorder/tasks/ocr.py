@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from varorder.contexts.model import ReifiedContextModel
+from varorder.contexts.model import ContextModelOptions, ReifiedContextModel
 from varorder.errors import ParameterError
 from varorder.eval.metrics import precision_recall_curve, recall_at_precision, sequence_accuracy
 from varorder.io import atomic_write_text
@@ -204,11 +204,11 @@ def run_ocr_experiment(config: OcrConfig | None = None, data_path=None, log=prin
             return {"test_letter_acc": acc.token, "test_word_acc": acc.sequence, "test_recall_at_99": r99,
                     "test_recall_at_99_max": r99max}
 
+        options = ContextModelOptions(step_size=config.step_size, delta=config.delta, off_beam=config.off_beam,
+                                      max_context=config.max_context if mode == "rcms" else None)
         model = ReifiedContextModel(num_labels=len(ALPHABET), order=config.order, num_contexts=size, mode=mode,
-                                    backoff=config.backoff, step_size=config.step_size, delta=config.delta,
-                                    epochs=config.epochs, batch_size=config.batch_size, seed=config.seed,
-                                    progress=config.progress, off_beam=config.off_beam,
-                                    max_context=config.max_context if mode == "rcms" else None)
+                                    backoff=config.backoff, epochs=config.epochs, batch_size=config.batch_size,
+                                    seed=config.seed, progress=config.progress, options=options)
         start = time.perf_counter()
         model.fit(train_x, train_y, callback=curve)
         seconds = time.perf_counter() - start - curve_seconds[0]  # training only, not the per-epoch curves

@@ -11,5 +11,5 @@ from varorder.transduce.lattice import AlignmentLattice, build_alignment_lattice
 from varorder._lazy import attach
 
 __getattr__, __dir__, __all__ = attach(
-    __name__, dict.fromkeys(("AlignmentTransducer",), "varorder.transduce.model"),
+    __name__, dict.fromkeys(("AlignmentTransducer", "TransducerOptions"), "varorder.transduce.model"),
     eager=("AlignmentFeatureSpace", "AlignmentLattice", "build_alignment_lattice", "restrict_to_output"))

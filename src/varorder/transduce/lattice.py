@@ -46,6 +46,7 @@ expansion extends, then the roots of its state made at the previous position
 
 from __future__ import annotations
 
+from collections import namedtuple
 from dataclasses import dataclass
 
 import numba as nb
@@ -307,6 +308,17 @@ def _kept_ancestor(u, lab, node_state, root_node, root_pos, i, child, prev_first
     return -1
 
 
+# the hooks' context, built once per lattice by _build_kernel: the inputs as named in _expand,
+# the scorer's scratch (step_w … slot_buf), each root key's node and position (root_node,
+# root_pos: _root_state), the end arcs _expand found (e_par, e_w, e_feat: _end_arcs) and
+# counts = (end arcs, prev_first, prev_count). A namedtuple is a tuple to Numba: the names
+# are resolved at compile time.
+_Context = namedtuple("_Context", (
+    "x", "theta", "V", "P", "n", "M", "hashed", "mask", "offsets", "unigrams", "backoff", "F", "beam", "bigram_exact",
+    "Lmax", "clamp", "gold", "extra_k", "forced_moves", "step_w", "step_f", "y_feats", "y_wts", "y_letter",
+    "ctx_window", "win_buf", "slot_buf", "root_node", "root_pos", "e_par", "e_w", "e_feat", "counts"))
+
+
 @nb.njit(cache=True)
 def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_src, c_lab, c_w, c_fwd, c_key,
             c_class, c_flags, c_payload):
@@ -407,11 +419,11 @@ def _expand(ctx, i, node_pos, node_fwd, node_state, prev_first, prev_count, c_sr
 def _open_state(ctx, i, node_state, c, c_src, c_lab, c_payload, row):
     """The context candidate c opens: its state, and its parent's labels + c's (one label
     only in the exact bigram or from a root or the start)."""
-    NM = ctx[5] + 1
+    NM = ctx.M + 1
     u = c_src[c]
     lab = c_lab[c]
     j2, f2 = _moved(node_state[u, _J], lab % NM)
-    length = 1 if ctx[13] or node_state[u, _ROOT] == 1 or u == 0 else node_state[u, _LEN] + 1
+    length = 1 if ctx.bigram_exact or node_state[u, _ROOT] == 1 or u == 0 else node_state[u, _LEN] + 1
     row[_J] = j2
     row[_F] = f2
     row[_LEN] = length
@@ -430,7 +442,7 @@ def _select(ctx, g_fwd, n_groups, g_class, g_flags, n_classes, budget, active):
     """The B best per z_i (RCMS) or overall (beam), the ``extra_gold`` best that spell the
     gold prefix, and the forced one; −∞ never (:func:`varorder.engine.selection.keep_best`,
     ties to the earlier)."""
-    extra_k = ctx[17]
+    extra_k = ctx.extra_k
     keep_best(g_fwd, n_groups, g_class, n_classes, budget, active)
     if extra_k > 0:
         gold_class = np.empty(n_groups, np.int64)
@@ -448,10 +460,10 @@ def _merge(ctx, i, node_state, first, slot_group, c_src, c_lab, c_key, c_group, 
     """Every candidate not kept into its least active ancestor, through its own parent's
     ancestor chain, else its state's root (RCMS); dropped (beam). A kept context records
     its flags and its least active proper ancestor."""
-    NM = ctx[5] + 1
-    NL = ctx[2] * NM
-    beam = ctx[12]
-    root_node, root_pos, counts = ctx[27], ctx[28], ctx[32]
+    NM = ctx.M + 1
+    NL = ctx.V * NM
+    beam = ctx.beam
+    root_node, root_pos, counts = ctx.root_node, ctx.root_pos, ctx.counts
     for g in range(n_groups):
         if active[g]:
             v = g_node[g]
@@ -497,15 +509,15 @@ def _root_state(ctx, i, key, node_state, v, row):
     row[_FORCED] = 0
     row[_ANC] = -1
     row[_END] = 0
-    ctx[27][key] = v
-    ctx[28][key] = i
+    ctx.root_node[key] = v
+    ctx.root_pos[key] = i
 
 
 @nb.njit(cache=True)
 def _end_arcs(ctx, i, node_pos, node_fwd, node_state, n_nodes, a_src, a_dst, a_lab, a_w, a_pos, a_payload, n_arcs):
     """The end node of position i and the end-symbol arcs ``_expand`` found into it."""
-    V, NM, F = ctx[2], ctx[5] + 1, ctx[11]
-    e_par, e_w, e_feat, counts = ctx[29], ctx[30], ctx[31], ctx[32]
+    V, NM, F = ctx.V, ctx.M + 1, ctx.F
+    e_par, e_w, e_feat, counts = ctx.e_par, ctx.e_w, ctx.e_feat, ctx.counts
     n_e = counts[0]
     if n_e == 0:
         return n_nodes, n_arcs
@@ -546,14 +558,12 @@ def _build_kernel(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff
     state0[_FORCED] = 1
     state0[_ANC] = -1
     n_keys = (Lp + 1) * 2
-    # the hooks' tuple (the small hooks read it by index): 0-18 the inputs as named in
-    # _expand, 19-26 the scorer's scratch, 27-28 each root key's node and position
-    # (_root_state), 29-31 the end arcs found by _expand, 32 (end arcs, prev_first, prev_count)
-    ctx = (x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff, F, beam, bigram_exact, Lmax, clamp, gold,
-           extra_k, forced_moves, np.empty(NM), np.empty((NM, F), np.int64), np.empty((V, NM, F), np.int64),
-           np.empty((V, NM)), np.empty(V, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
-           np.empty(n, np.int64), np.full(n_keys, -1, np.int64), np.full(n_keys, -1, np.int64),
-           np.empty(width, np.int64), np.empty(width), np.empty((width, F), np.int64), np.zeros(3, np.int64))
+    ctx = _Context(x, theta, V, P, n, M, hashed, mask, offsets, unigrams, backoff, F, beam, bigram_exact, Lmax, clamp,
+                   gold, extra_k, forced_moves, np.empty(NM), np.empty((NM, F), np.int64),
+                   np.empty((V, NM, F), np.int64), np.empty((V, NM)), np.empty(V, np.int64), np.empty(n, np.int64),
+                   np.empty(n, np.int64), np.empty(n, np.int64), np.full(n_keys, -1, np.int64),
+                   np.full(n_keys, -1, np.int64), np.empty(width, np.int64), np.empty(width),
+                   np.empty((width, F), np.int64), np.zeros(3, np.int64))
     n_slots = -1 if beam else n_keys * (V if bigram_exact else V * NM)
     # size hints: the bounds (capped), so that the tables rarely grow; pages never written
     # are never touched

@@ -54,6 +54,8 @@ import copy
 import math
 import os
 import time
+import warnings
+from dataclasses import dataclass, fields
 
 import numba as nb
 import numpy as np
@@ -61,7 +63,8 @@ import numpy as np
 from varorder.engine.validate import as_rng
 from varorder import lattice as lt
 from varorder._progress import Progress
-from varorder.base import ParamsMixin, check_bool, check_int, check_is_fitted
+from varorder.base import (DEPRECATED, ParamsMixin, check_bool, check_int, check_is_fitted, flat_params, nested_params,
+                           options_with_deprecated)
 from varorder.errors import FormatError, ParameterError
 from varorder.models.optim import AdaGrad
 from varorder.models.persist import check_keys, check_labels, check_shapes, load_model, model_loader, save_model
@@ -70,7 +73,8 @@ from varorder.transduce.features import AlignmentFeatureSpace
 from varorder.transduce.lattice import build_alignment_lattice, restrict_to_output
 import varorder._numba_start  # noqa: E402,F401,I001  (Numba's cache saves locked across processes)
 
-__all__ = ["AlignmentTransducer", "impute_alignments", "bigram_viterbi_alignment", "truncate_gradient", "METHODS"]
+__all__ = ["AlignmentTransducer", "TransducerOptions", "impute_alignments", "bigram_viterbi_alignment",
+           "truncate_gradient", "METHODS"]
 
 METHODS = ("rcms", "model", "target", "hybrid", "forced")
 _KIND = "AlignmentTransducer"
@@ -350,6 +354,35 @@ def _batch_piece(examples, worker, theta):
     return outcomes, index, sums
 
 
+@dataclass(frozen=True)
+class TransducerOptions:
+    """The rarely changed knobs of :class:`AlignmentTransducer` (its ``options`` parameter): the
+    optimiser's, the output length bound's and the trace's; checked when the estimator fits.
+
+    Attributes
+    ----------
+    step_size, delta : AdaGrad η, δ.
+    truncation : threshold of the randomized truncation of small gradient coordinates
+        (App. C; :func:`truncate_gradient`); 0 (the default) steps on the exact gradient.
+        The paper does not give its threshold. Not applied to forced decoding's bigram
+        imputation (a small exact model).
+    length_ratio, length_slack : output length bound ceil(ratio·|x|) + slack.
+    bigram_epochs : passes of the forced-decoding bigram model.
+    track_every : examples between points of the context-length trace.
+    """
+
+    step_size: float = 0.2
+    delta: float = 1e-4
+    truncation: float = 0.0
+    length_ratio: float = 2.0
+    length_slack: int = 2
+    bigram_epochs: int = 2
+    track_every: int = 100
+
+
+_OPTION_KEYS = tuple(field.name for field in fields(TransducerOptions))
+
+
 class AlignmentTransducer(ParamsMixin):
     """Phonemes → spelling (any symbol sequence → string) through a latent monotone alignment.
 
@@ -364,15 +397,10 @@ class AlignmentTransducer(ParamsMixin):
         has n-gram features only; see :mod:`varorder.transduce.features`).
     backoff : add the lower-order (1 … n − 1) output and alignment patterns (our
         extension, off by default).
-    step_size, delta : AdaGrad η, δ.
-    truncation : threshold of the randomized truncation of small gradient coordinates
-        (App. C; :func:`truncate_gradient`); 0 (the default) steps on the exact gradient.
-        The paper does not give its threshold. Not applied to forced decoding's bigram
-        imputation (a small exact model).
     epochs : passes over the training data.
-    length_ratio, length_slack : output length bound ceil(ratio·|x|) + slack.
-    bigram_epochs : passes of the forced-decoding bigram model.
-    track_every : examples between points of the context-length trace.
+    options : :class:`TransducerOptions` (AdaGrad's η and δ, the gradient truncation, the output
+        length bound, the bigram model's passes, the trace's spacing); None: its defaults. Its
+        fields as keywords of this constructor still work for one release (a FutureWarning).
     seed : order of the examples (a permutation per pass).
     progress : progress on stderr (bars on a terminal, a summary line per stage otherwise); in the
         mini-batch mode on an executor, a line per pass (log-likelihood, workers busy, time).
@@ -391,10 +419,11 @@ class AlignmentTransducer(ParamsMixin):
     """
 
     def __init__(self, *, method: str = "rcms", num_contexts: int = 20, order: int = 5, max_advance: int = 3,
-                 hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False, step_size: float = 0.2, delta: float = 1e-4,
-                 truncation: float = 0.0, epochs: int = 5, length_ratio: float = 2.0, length_slack: int = 2, bigram_epochs: int = 2,
-                 track_every: int = 100, seed: int = 0, progress: bool = False, batch_size: int | None = None,
-                 n_shards: int | None = None, n_jobs: int | None = None, executor=None):
+                 hash_bits: int = 22, edge_unigrams: bool = False, backoff: bool = False, epochs: int = 5,
+                 options: TransducerOptions | None = None, seed: int = 0, progress: bool = False,
+                 batch_size: int | None = None, n_shards: int | None = None, n_jobs: int | None = None, executor=None,
+                 step_size=DEPRECATED, delta=DEPRECATED, truncation=DEPRECATED, length_ratio=DEPRECATED,
+                 length_slack=DEPRECATED, bigram_epochs=DEPRECATED, track_every=DEPRECATED):
         self.method = method
         self.num_contexts = num_contexts
         self.order = order
@@ -402,27 +431,35 @@ class AlignmentTransducer(ParamsMixin):
         self.hash_bits = hash_bits
         self.edge_unigrams = edge_unigrams
         self.backoff = backoff
-        self.step_size = step_size
-        self.delta = delta
-        self.truncation = truncation
         self.epochs = epochs
-        self.length_ratio = length_ratio
-        self.length_slack = length_slack
-        self.bigram_epochs = bigram_epochs
-        self.track_every = track_every
+        self.options = options
         self.seed = seed
         self.progress = progress
         self.batch_size = batch_size
         self.n_shards = n_shards
         self.n_jobs = n_jobs
         self.executor = executor
+        # the keywords that moved into ``options`` (kept for one release)
+        self.step_size = step_size
+        self.delta = delta
+        self.truncation = truncation
+        self.length_ratio = length_ratio
+        self.length_slack = length_slack
+        self.bigram_epochs = bigram_epochs
+        self.track_every = track_every
 
-    def _check_params(self):
+    def _options(self, warn: bool = False) -> TransducerOptions:
+        """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
+        return options_with_deprecated(self, "options", TransducerOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+
+    def _check_params(self, warn: bool = False) -> TransducerOptions:
+        """Check the parameters; returns the options in force."""
+        options = self._options(warn)
         if self.method not in METHODS:
             raise ParameterError(f"method must be one of {METHODS}, got {self.method!r}", name='method', value=self.method)
         for name, low in (("num_contexts", 1), ("order", 2), ("max_advance", 1), ("epochs", 0), ("track_every", 1),
                           ("length_slack", 0), ("bigram_epochs", 0)):
-            value = getattr(self, name)
+            value = getattr(options if name in _OPTION_KEYS else self, name)
             # below 2^31: compiled code takes these as int64 (2^63 overflowed at predict) and each
             # costs time in proportion (a forged order of 2^63 never finished)
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not low <= value < 2 ** 31:
@@ -430,11 +467,11 @@ class AlignmentTransducer(ParamsMixin):
         if self.order > 64:
             raise ParameterError(f"order must be at most 64, got {self.order}", name='order', value=self.order)
         for name in ("step_size", "length_ratio"):
-            value = getattr(self, name)
+            value = getattr(options, name)
             if not isinstance(value, (int, float)) or not value > 0 or not math.isfinite(value):
                 raise ParameterError(f"{name} must be a finite number > 0, got {value!r}", name=name, value=value)
         for name in ("delta", "truncation"):
-            value = getattr(self, name)
+            value = getattr(options, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0 or not math.isfinite(value):
                 raise ParameterError(f"{name} must be a finite number >= 0, got {value!r}", name=name, value=value)
         check_int(self, "hash_bits", 4, 30)
@@ -447,15 +484,19 @@ class AlignmentTransducer(ParamsMixin):
                                         or self.n_shards not in (None, 1)):
             raise ParameterError("AlignmentTransducer: n_shards / n_jobs / executor apply to the mini-batch mode "
                                  "(batch_size=...); the default online training steps once per example, in order", name='batch_size', value=self.batch_size)
+        return options
 
     def _saved_params(self) -> dict:
-        """The parameters a model or training-state file records (not where it was trained)."""
-        return {k: v for k, v in self.get_params().items() if k not in ("n_jobs", "executor")}
+        """The parameters a model or training-state file records (not where it was trained), the
+        options' fields among them."""
+        params = flat_params(self, "options", self._options())
+        return {k: v for k, v in params.items() if k not in ("n_jobs", "executor")}
 
     def _worker_copy(self) -> "AlignmentTransducer":
         """What a worker needs to compute an example's gradient: parameters, codec, feature space
         (no weights, no executor)."""
-        copy = type(self)(**{k: v for k, v in self._saved_params().items() if k != "progress"})
+        params = {k: v for k, v in self._saved_params().items() if k != "progress"}
+        copy = type(self)(**nested_params(params, "options", TransducerOptions))
         copy.codec_, copy.features_ = self.codec_, self.features_
         return copy
 
@@ -468,7 +509,8 @@ class AlignmentTransducer(ParamsMixin):
     def _lattices(self, x, y, moves=None):
         """(model AlignmentLattice, target AlignmentLattice, target Lattice) for one pair."""
         B, fs, theta = self.num_contexts, self.features_, self.weights_
-        Lmax = max(_max_length(len(x), self.length_ratio, self.length_slack), len(y))
+        options = self._options()
+        Lmax = max(_max_length(len(x), options.length_ratio, options.length_slack), len(y))
         method = self.method
         if method == "rcms":
             model = build_alignment_lattice(x, theta, fs, B, max_length=Lmax)
@@ -521,13 +563,13 @@ class AlignmentTransducer(ParamsMixin):
         The same as ``fit`` computes for ``method="forced"``; pass the result to ``fit``'s
         ``alignments`` to reuse it across runs that differ only in the order of examples.
         """
-        self._check_params()
+        options = self._check_params(warn=True)
         _check_pairs(inputs, outputs)
         self.codec_ = _Codec.from_data(inputs, outputs)
         xs = [self.codec_.encode_input(x) for x in inputs]
         ys = [self.codec_.encode_output(y) for y in outputs]
-        moves = impute_alignments(xs, ys, self._space(order=2), self.bigram_epochs, self.step_size, self.delta,
-                                  self.length_ratio, self.length_slack, self.seed, self.progress)
+        moves = impute_alignments(xs, ys, self._space(order=2), options.bigram_epochs, options.step_size,
+                                  options.delta, options.length_ratio, options.length_slack, self.seed, self.progress)
         return [None if m is None else m.tolist() for m in moves]
 
     def fit(self, inputs, outputs, callback=None, alignments=None, checkpoint=None, checkpoint_every: int = 0,
@@ -546,7 +588,7 @@ class AlignmentTransducer(ParamsMixin):
         ends with the same weights, bit for bit, as one uninterrupted run of ``epochs``
         passes — the same data and parameters are required (checked).
         """
-        self._check_params()
+        options = self._check_params(warn=True)
         _check_pairs(inputs, outputs)
         self.codec_ = _Codec.from_data(inputs, outputs)
         self.features_ = self._space()
@@ -558,12 +600,14 @@ class AlignmentTransducer(ParamsMixin):
         if self.method == "forced":
             start = time.perf_counter()
             if alignments is None:
-                alignments = self.impute_alignments(inputs, outputs)
+                with warnings.catch_warnings():  # a deprecated keyword was told once, above
+                    warnings.filterwarnings("ignore", ".*deprecated and will be removed", FutureWarning)
+                    alignments = self.impute_alignments(inputs, outputs)
             elif len(alignments) != len(xs):
                 raise ParameterError("alignments must give one entry per training pair", name='alignments', value=alignments)
             moves = [None if m is None else np.asarray(m, dtype=np.int64) for m in alignments]
             self.imputation_seconds_ = time.perf_counter() - start
-        optimiser = AdaGrad(self.step_size, self.delta)
+        optimiser = AdaGrad(options.step_size, options.delta)
         gradient = _GradientAccumulator(self.features_.size)
         rng = as_rng(self.seed)
         # its own child stream: the example order is the seed's with or without truncation
@@ -578,18 +622,18 @@ class AlignmentTransducer(ParamsMixin):
                                                                              truncation_rng)
         bar = Progress(total=self.epochs * len(xs), initial=first_epoch * len(xs), enabled=self.progress,
                        desc=f"train {self.method}", leave=False)
-        tally = _Tally(ctx_sum, ctx_n, seen, self.track_every, self.context_length_trace_)
+        tally = _Tally(ctx_sum, ctx_n, seen, options.track_every, self.context_length_trace_)
         batches = None if self.batch_size is None else self._batch_plan()
         for epoch in range(first_epoch, self.epochs):
             start = time.perf_counter()
             tally.new_pass()
             order = rng.permutation(len(xs))
             if batches is not None:
-                self._batched_pass(order, xs, ys, moves, batches, optimiser, truncation_rng, tally, bar, checkpoint,
-                                   checkpoint_every)
+                self._batched_pass(order, xs, ys, moves, batches, optimiser, options.truncation, truncation_rng, tally,
+                                   bar, checkpoint, checkpoint_every)
             else:
-                self._online_pass(order, xs, ys, moves, gradient, optimiser, truncation_rng, tally, bar, checkpoint,
-                                  checkpoint_every)
+                self._online_pass(order, xs, ys, moves, gradient, optimiser, options.truncation, truncation_rng, tally,
+                                  bar, checkpoint, checkpoint_every)
             row = {"epoch": epoch + 1, "examples": tally.seen, "updates": tally.updates, "no_signal": tally.no_signal,
                    "train_log_likelihood": tally.total_ll / max(tally.updates, 1),
                    "context_length": tally.ctx_sum / tally.ctx_n if tally.ctx_n else float("nan"),
@@ -607,8 +651,8 @@ class AlignmentTransducer(ParamsMixin):
         bar.close()
         return self
 
-    def _online_pass(self, order, xs, ys, moves, gradient, optimiser, truncation_rng, tally, bar, checkpoint,
-                     checkpoint_every):
+    def _online_pass(self, order, xs, ys, moves, gradient, optimiser, truncation, truncation_rng, tally, bar,
+                     checkpoint, checkpoint_every):
         """One pass of the paper's protocol: an AdaGrad step after each example, in ``order``."""
         for k in order:
             if (checkpoint is not None and checkpoint_every > 0 and tally.seen > tally.pass_start
@@ -624,7 +668,7 @@ class AlignmentTransducer(ParamsMixin):
                 continue
             for lattice, marginals, sign in terms:
                 gradient.add(lattice, marginals, sign)
-            gradient.step(optimiser, self.weights_, self.truncation, truncation_rng)
+            gradient.step(optimiser, self.weights_, truncation, truncation_rng)
 
     def _batch_plan(self):
         """(executor, pieces per batch, the workers' copy of the model) of the mini-batch mode."""
@@ -634,8 +678,8 @@ class AlignmentTransducer(ParamsMixin):
         pieces = self.n_shards or (1 if isinstance(executor, SerialExecutor) else DEFAULT_SHARDS)
         return executor, pieces, self._worker_copy()
 
-    def _batched_pass(self, order, xs, ys, moves, batches, optimiser, truncation_rng, tally, bar, checkpoint,
-                      checkpoint_every):
+    def _batched_pass(self, order, xs, ys, moves, batches, optimiser, truncation, truncation_rng, tally, bar,
+                      checkpoint, checkpoint_every):
         """One pass of the mini-batch mode: per batch, the pieces' gradients at the same θ computed on
         the executor, added in piece order, one AdaGrad step on the sum."""
         executor, n_pieces, worker = batches
@@ -659,7 +703,7 @@ class AlignmentTransducer(ParamsMixin):
             touched = np.unique(np.concatenate(touched))  # ascending, as the truncation draws need
             sums = scratch[touched]
             scratch[touched] = 0.0
-            _adagrad_step(optimiser, self.weights_, touched, sums, self.truncation, truncation_rng)
+            _adagrad_step(optimiser, self.weights_, touched, sums, truncation, truncation_rng)
 
     def _save_training_state(self, path, fingerprint, epochs_done, optimiser, rng, truncation_rng, counters):
         """Everything :meth:`fit` needs to go on after pass ``epochs_done`` (sparse weights and accumulator)."""
@@ -713,7 +757,8 @@ class AlignmentTransducer(ParamsMixin):
             raise ParameterError("inputs must be non-empty symbol sequences", name='x', value=x)
         _check_length(x, max_input_symbols)
         ids = self.codec_.encode_input(x)
-        Lmax = _max_length(len(ids), self.length_ratio, self.length_slack)
+        options = self._options()
+        Lmax = _max_length(len(ids), options.length_ratio, options.length_slack)
         selection = "rcms" if self.method == "rcms" else "beam"
         model = build_alignment_lattice(ids, self.weights_, self.features_, self.num_contexts, selection=selection,
                                         max_length=Lmax)
@@ -752,7 +797,7 @@ class AlignmentTransducer(ParamsMixin):
         sparse = load_model(path, _KIND, ())[1].get("weights") == "sparse"
         names = ("weight_index", "weight_value") if sparse else ("weights",)
         params, state, arrays = load_model(path, _KIND, names)
-        model = cls(**params)
+        model = cls(**nested_params(params, "options", TransducerOptions))
         model._check_params()
         phonemes = check_labels(path, "phonemes", state["phonemes"])
         letters = check_labels(path, "letters", state["letters"])
