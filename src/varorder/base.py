@@ -148,9 +148,11 @@ def _passed(value) -> bool:
     return not (isinstance(value, str) and value == DEPRECATED)
 
 
-def options_with_deprecated(owner, name: str, options_type, moved, stacklevel: int = 3, warn: bool = True) -> object:
+def options_with_deprecated(owner, name: str, options_type, moved=None, stacklevel: int = 3,
+                            warn: bool = True) -> object:
     """``owner.<name>`` — an ``options_type`` (a frozen dataclass) or None for its defaults —
-    with each keyword of ``moved`` that was passed to the constructor (not :data:`DEPRECATED`)
+    with each keyword of ``moved`` (by default every field of ``options_type``: the keywords
+    that moved into it) that was passed to the constructor (not :data:`DEPRECATED`)
     put in, with a FutureWarning (``stacklevel`` as :func:`warnings.warn`'s, counted from the
     caller) unless ``warn`` is False (a later call of a fitted estimator: fit told it once):
     the old spelling, kept for one release."""
@@ -159,6 +161,8 @@ def options_with_deprecated(owner, name: str, options_type, moved, stacklevel: i
         options = options_type()
     elif not isinstance(options, options_type):
         raise _invalid(owner, name, options, f"None or a {options_type.__name__}")
+    if moved is None:
+        moved = [field.name for field in dataclasses.fields(options_type)]
     passed = {key: getattr(owner, key) for key in moved if _passed(getattr(owner, key))}
     if passed and not warn:
         return dataclasses.replace(options, **passed)

@@ -55,7 +55,7 @@ from __future__ import annotations
 import math
 import os
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -119,8 +119,6 @@ class ContextModelOptions:
     context_mass: str = "partial"
 
 
-_OPTION_KEYS = tuple(field.name for field in fields(ContextModelOptions))
-
 
 class ReifiedContextModel(ParamsMixin):
     """A reified context model over label sequences with per-position observation vectors.
@@ -175,7 +173,7 @@ class ReifiedContextModel(ParamsMixin):
     # ------------------------------------------------------------------ set-up
     def _options(self, warn: bool = False) -> ContextModelOptions:
         """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
-        return options_with_deprecated(self, "options", ContextModelOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+        return options_with_deprecated(self, "options", ContextModelOptions, stacklevel=4, warn=warn)
 
     def _check_params(self, warn: bool = False) -> ContextModelOptions:
         """Check the parameters; returns the options in force."""

@@ -20,7 +20,7 @@ temperature schedule, then greedy sweeps) started from the Viterbi path of the c
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,8 +73,6 @@ class SampleRankOptions:
     anneal_start: float = 0.5
     anneal_end: float = 0.05
 
-
-_OPTION_KEYS = tuple(field.name for field in fields(SampleRankOptions))
 
 
 def check_samplerank_options(options: SampleRankOptions) -> None:
@@ -150,7 +148,7 @@ class SampleRankTagger(ParamsMixin):
 
     def _options(self, warn: bool = False) -> SampleRankOptions:
         """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
-        return options_with_deprecated(self, "options", SampleRankOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+        return options_with_deprecated(self, "options", SampleRankOptions, stacklevel=4, warn=warn)
 
     def _check_params(self, warn: bool = False) -> SampleRankOptions:
         """Check the parameters; returns the options in force."""

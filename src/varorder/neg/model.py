@@ -45,7 +45,7 @@ outside every slot, inside quotes), ``chain_pairs=False`` (with ``other_pairs=Fa
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.optimize
@@ -282,8 +282,6 @@ class NegOptions(SampleRankOptions):
     unary_step: float = 1.0
 
 
-_OPTION_KEYS = tuple(field.name for field in fields(NegOptions))
-
 
 class NegGenerator(ParamsMixin):
     """Chooses each slot's referring expression (scikit-learn conventions; see the module docstring).
@@ -353,7 +351,7 @@ class NegGenerator(ParamsMixin):
 
     def _options(self, warn: bool = False) -> NegOptions:
         """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
-        return options_with_deprecated(self, "options", NegOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+        return options_with_deprecated(self, "options", NegOptions, stacklevel=4, warn=warn)
 
     def _check_params(self, warn: bool = False) -> NegOptions:
         """Check the parameters; returns the options in force."""

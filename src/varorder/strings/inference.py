@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import logsumexp
@@ -401,8 +401,6 @@ class EPOptions:
     prox_tol: float = 1e-3
 
 
-_OPTION_KEYS = tuple(field.name for field in fields(EPOptions))
-
 
 class StringEP(ParamsMixin):
     """EP with a fixed n-gram family (``family="ngram"``, ``order`` 1-3, closed-form
@@ -481,7 +479,7 @@ class StringEP(ParamsMixin):
 
     def _options(self, warn: bool = False) -> EPOptions:
         """``options`` with the deprecated keywords passed put in (a FutureWarning when ``warn``)."""
-        return options_with_deprecated(self, "options", EPOptions, _OPTION_KEYS, stacklevel=4, warn=warn)
+        return options_with_deprecated(self, "options", EPOptions, stacklevel=4, warn=warn)
 
     # -- family-specific pieces ---------------------------------------------------------
     def _vec(self, v, x):
