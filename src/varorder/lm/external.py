@@ -126,7 +126,10 @@ def _blocks(paths: Sequence[PathLike], vocabulary: Vocabulary, block_tokens: int
     for lines in _sentence_batches(paths, batch_bytes):
         selected = lines if n_shards == 1 else lines[(shard - index) % n_shards::n_shards]
         index += len(lines)
-        batch_ids, batch_lengths = vocabulary.encode_lines(selected)
+        # encode_lines joins its sentences with line breaks: given with their own, every
+        # sentence would end in an empty line and the kernel's line count never match.
+        batch_ids, batch_lengths = vocabulary.encode_lines([line[:-1] if line.endswith("\n") else line
+                                                            for line in selected])
         del lines, selected
         if np.isin(batch_ids, markers).any():
             _refuse_markers(paths)
