@@ -164,6 +164,22 @@ class Vocabulary:
             return self.encode_sentences(s.split() for s in sentences)
         return ids[:n_tokens], lengths[:n_sentences]
 
+    def encode_text(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(ids, lengths)`` of the non-blank lines of ``text`` (whole lines, one sentence
+        each), by the compiled encoder of :meth:`encode_lines`; text it would split
+        otherwise than ``str.split`` goes through :meth:`encode_sentences`."""
+        from varorder.lm import _encode, _words
+
+        data = np.frombuffer(text.encode("utf-8", errors="surrogateescape"), dtype=np.uint8)
+        ids = np.empty(len(data) // 2 + 1, dtype=np.int32)
+        lengths = np.empty(text.count("\n") + 1, dtype=np.int64)
+        n_tokens, n_lines = _encode.encode_sentence_lines(data, _words.uint64_view(data), *self.byte_table(),
+                                                          self.unk_id, ids, lengths)
+        if n_tokens == _words.UNUSUAL_TEXT:
+            return self.encode_sentences(tokens for tokens in (line.split() for line in text.split("\n")) if tokens)
+        lengths = lengths[:n_lines]
+        return ids[:n_tokens], lengths[lengths > 0]
+
     def byte_table(self) -> tuple[np.ndarray, ...]:
         """The byte-level hash of the words (:func:`varorder.lm._words.word_table`), built
         on first use."""

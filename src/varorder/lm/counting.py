@@ -137,23 +137,6 @@ def vocabulary_of_text(paths: Sequence[PathLike], min_count: int = 1, batch_char
     return vocabulary_from_frequencies(frequency, min_count)
 
 
-def _encode_text(vocabulary: Vocabulary, text: str) -> tuple[np.ndarray, np.ndarray]:
-    """``(ids, lengths)`` of the non-blank lines of ``text`` (whole lines), by the compiled
-    encoder of :meth:`Vocabulary.encode_lines`; text it would split otherwise than
-    ``str.split`` goes through Python."""
-    from varorder.lm import _encode, _words
-
-    data = np.frombuffer(text.encode("utf-8", errors="surrogateescape"), dtype=np.uint8)
-    ids = np.empty(len(data) // 2 + 1, dtype=np.int32)
-    lengths = np.empty(text.count("\n") + 1, dtype=np.int64)
-    n_tokens, n_lines = _encode.encode_sentence_lines(data, _words.uint64_view(data), *vocabulary.byte_table(),
-                                                      vocabulary.unk_id, ids, lengths)
-    if n_tokens == _words.UNUSUAL_TEXT:
-        return vocabulary.encode_sentences(tokens for tokens in (line.split() for line in text.split("\n")) if tokens)
-    lengths = lengths[:n_lines]
-    return ids[:n_tokens], lengths[lengths > 0]
-
-
 def _blocks(paths: Sequence[PathLike], vocabulary: Vocabulary, block_tokens: int, batch_chars: int
             ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """``(ids, lengths)`` of consecutive sentences, at least ``block_tokens`` tokens a
@@ -161,7 +144,7 @@ def _blocks(paths: Sequence[PathLike], vocabulary: Vocabulary, block_tokens: int
     pieces: list[tuple[np.ndarray, np.ndarray]] = []
     held = 0
     for text in _text_batches(paths, batch_chars):
-        ids, lengths = _encode_text(vocabulary, text)
+        ids, lengths = vocabulary.encode_text(text)
         del text
         pieces.append((ids, lengths))
         held += len(ids)

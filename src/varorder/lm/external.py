@@ -118,7 +118,7 @@ def _blocks(paths: Sequence[PathLike], vocabulary: Vocabulary, block_tokens: int
     """``(ids, lengths)`` of consecutive sentences, at most ``block_tokens`` tokens each
     (or one sentence, if longer); with ``n_shards`` > 1 only the sentences whose index is
     ``shard`` modulo it. Lines are read ``batch_bytes`` of text at a time and encoded by
-    :meth:`Vocabulary.encode_lines` (compiled); no text is held while a block is counted."""
+    :meth:`Vocabulary.encode_text` (compiled); no text is held while a block is counted."""
     ids = np.empty(0, dtype=np.int32)
     lengths = np.empty(0, dtype=np.int64)
     index = 0
@@ -126,10 +126,9 @@ def _blocks(paths: Sequence[PathLike], vocabulary: Vocabulary, block_tokens: int
     for lines in _sentence_batches(paths, batch_bytes):
         selected = lines if n_shards == 1 else lines[(shard - index) % n_shards::n_shards]
         index += len(lines)
-        # encode_lines joins its sentences with line breaks: given with their own, every
-        # sentence would end in an empty line and the kernel's line count never match.
-        batch_ids, batch_lengths = vocabulary.encode_lines([line[:-1] if line.endswith("\n") else line
-                                                            for line in selected])
+        # the lines keep their breaks (only a file's last line may lack one, and it ends the
+        # batch), so their concatenation is the text the compiled encoder reads
+        batch_ids, batch_lengths = vocabulary.encode_text("".join(selected))
         del lines, selected
         if np.isin(batch_ids, markers).any():
             _refuse_markers(paths)
